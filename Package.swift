@@ -1,0 +1,77 @@
+// swift-tools-version: 6.1
+// The Netplay toolkit: separate services over ZeroMQ + protobuf-c, a rollback engine,
+// and the client SDK. See README.md and docs/ for the architecture.
+import PackageDescription
+
+let package = Package(
+    name: "Netplay",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Rollback", targets: ["Rollback"]),
+        .library(name: "NetplayWire", targets: ["NetplayWire"]),
+        .library(name: "NetplayService", targets: ["NetplayService"]),
+        .executable(name: "netplayctl", targets: ["netplayctl"]),
+        .executable(name: "netplay-echo", targets: ["netplay-echo"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        // MARK: C libraries
+        .systemLibrary(
+            name: "CZeroMQ",
+            pkgConfig: "libzmq",
+            providers: [.apt(["libzmq3-dev"])]
+        ),
+        .target(
+            name: "CNetplayProto",
+            linkerSettings: [.linkedLibrary("protobuf-c")]
+        ),
+
+        // MARK: Libraries
+        .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
+        .target(name: "NetplayWire", dependencies: ["CNetplayProto"]),
+        .target(
+            name: "NetplayService",
+            dependencies: [
+                "ZeroMQ", "NetplayWire",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .target(name: "Rollback"),
+        .target(name: "Games", dependencies: ["Rollback"]),
+
+        // MARK: Executables (thin: argument parsing over the libraries)
+        .executableTarget(
+            name: "netplayctl",
+            dependencies: [
+                "NetplayService", "NetplayWire", "ZeroMQ",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "netplay-echo",
+            dependencies: [
+                "NetplayService",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "netplay-bench",
+            dependencies: [
+                "ZeroMQ", "NetplayWire", "Rollback", "Games",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Benchmarks/netplay-bench"
+        ),
+
+        // MARK: Tests
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
+        .testTarget(name: "NetplayWireTests", dependencies: ["NetplayWire", "CNetplayProto"]),
+        .testTarget(name: "NetplayServiceTests", dependencies: ["NetplayService", "NetplayWire", "ZeroMQ"]),
+        .testTarget(name: "RollbackTests", dependencies: ["Rollback", "Games"]),
+        .testTarget(name: "GamesTests", dependencies: ["Games", "Rollback"]),
+    ]
+)
