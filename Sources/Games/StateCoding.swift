@@ -1,0 +1,83 @@
+import Rollback
+
+/// Writes a game state as little-endian integers, for state transfer and replays.
+public struct StateWriter: Sendable {
+    /// The bytes written so far.
+    public private(set) var bytes: [UInt8] = []
+
+    /// An empty writer.
+    public init() {}
+
+    /// Appends one byte.
+    public mutating func write(_ value: UInt8) { bytes.append(value) }
+
+    /// Appends a 32-bit integer.
+    public mutating func write(_ value: Int32) { write(UInt32(bitPattern: value)) }
+
+    /// Appends an unsigned 32-bit integer.
+    public mutating func write(_ value: UInt32) {
+        var v = value
+        for _ in 0 ..< 4 {
+            bytes.append(UInt8(truncatingIfNeeded: v))
+            v >>= 8
+        }
+    }
+
+    /// Appends an unsigned 64-bit integer.
+    public mutating func write(_ value: UInt64) {
+        var v = value
+        for _ in 0 ..< 8 {
+            bytes.append(UInt8(truncatingIfNeeded: v))
+            v >>= 8
+        }
+    }
+}
+
+/// Reads what ``StateWriter`` wrote; every read fails (returns nil) past the end.
+public struct StateReader: Sendable {
+    private let bytes: [UInt8]
+    private var offset = 0
+
+    /// A reader over `bytes`.
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    /// Whether every byte was consumed.
+    public var isAtEnd: Bool { offset == bytes.count }
+
+    /// Reads one byte.
+    public mutating func readUInt8() -> UInt8? {
+        guard offset < bytes.count else { return nil }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    /// Reads an unsigned 32-bit integer.
+    public mutating func readUInt32() -> UInt32? {
+        guard offset + 4 <= bytes.count else { return nil }
+        var value: UInt32 = 0
+        for index in 0 ..< 4 { value |= UInt32(bytes[offset + index]) << UInt32(8 * index) }
+        offset += 4
+        return value
+    }
+
+    /// Reads a 32-bit integer.
+    public mutating func readInt32() -> Int32? { readUInt32().map { Int32(bitPattern: $0) } }
+
+    /// Reads an unsigned 64-bit integer.
+    public mutating func readUInt64() -> UInt64? {
+        guard offset + 8 <= bytes.count else { return nil }
+        var value: UInt64 = 0
+        for index in 0 ..< 8 { value |= UInt64(bytes[offset + index]) << UInt64(8 * index) }
+        offset += 8
+        return value
+    }
+}
+
+/// A game whose state can be turned into bytes and back: what a state transfer (resync,
+/// late join) or a replay file needs.
+public protocol SerializableGame: Game {
+    /// The state as bytes.
+    static func encode(_ state: State) -> [UInt8]
+    /// The state from bytes, or nil if they are not a valid state.
+    static func decode(_ bytes: [UInt8]) -> State?
+}

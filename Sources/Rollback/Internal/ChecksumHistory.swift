@@ -1,0 +1,86 @@
+/// Checksums of this peer's states at checksum frames, newest simulation wins.
+struct ChecksumHistory {
+    private var frames: [Frame]
+    private var values: [UInt64]
+    let interval: Int
+
+    init(interval: Int, capacity: Int = 64) {
+        self.interval = interval
+        self.frames = Array(repeating: nullFrame, count: capacity)
+        self.values = Array(repeating: 0, count: capacity)
+    }
+
+    @inline(__always)
+    func isChecksumFrame(_ frame: Frame) -> Bool { interval > 0 && frame % interval == 0 }
+
+    mutating func record(frame: Frame, checksum: UInt64) {
+        let index = (frame / interval) % frames.count
+        frames[index] = frame
+        values[index] = checksum
+    }
+
+    func checksum(at frame: Frame) -> UInt64? {
+        guard isChecksumFrame(frame), frame >= 0 else { return nil }
+        let index = (frame / interval) % frames.count
+        return frames[index] == frame ? values[index] : nil
+    }
+}
+
+/// Compares this peer's confirmed checksums with what remote endpoints report.
+/// The checksums themselves live in the sync layer's ``ChecksumHistory``.
+struct DesyncDetector {
+    let interval: Int
+    /// The next checksum frame to report once confirmed.
+    private(set) var nextReportFrame: Frame
+    private var pending: [(peer: PeerID, report: ChecksumReport)] = []
+
+    init(interval: Int) {
+        self.interval = interval
+        nextReportFrame = interval > 0 ? interval : .max
+    }
+
+    var enabled: Bool { nextReportFrame != .max }
+
+    /// Called when `confirmedFrame` (inputs final up to it) moves; returns newly final local
+    /// checksums and appends any mismatch with earlier remote reports. `validThrough` is the
+    /// newest frame whose simulated state is up to date (the current frame, or the first
+    /// frame a pending rollback will re-simulate).
+    mutating func confirm(upTo confirmedFrame: Frame, validThrough: Frame, history: ChecksumHistory,
+                          desyncs: inout [DesyncReport]) -> [ChecksumReport] {
+        guard enabled else { return [] }
+        var out: [ChecksumReport] = []
+        while nextReportFrame - 1 <= confirmedFrame && nextReportFrame <= validThrough {
+            let frame = nextReportFrame
+            nextReportFrame += interval
+            guard let local = history.checksum(at: frame) else { continue }
+            let report = ChecksumReport(frame: frame, checksum: local)
+            out.append(report)
+            if !pending.isEmpty {
+                pending.removeAll { entry in
+                    guard entry.report.frame <= frame else { return false }
+                    if entry.report.frame == frame && entry.report.checksum != local {
+                        desyncs.append(DesyncReport(frame: frame, localChecksum: local,
+                                                    remoteChecksum: entry.report.checksum, peer: entry.peer))
+                    }
+                    return true
+                }
+            }
+        }
+        return out
+    }
+
+    /// A remote report: compared now if the frame is final here, else kept until it is.
+    mutating func receive(_ report: ChecksumReport, from peer: PeerID, history: ChecksumHistory,
+                          desyncs: inout [DesyncReport]) {
+        guard enabled, history.isChecksumFrame(report.frame) else { return }
+        if report.frame < nextReportFrame {
+            if let local = history.checksum(at: report.frame), local != report.checksum {
+                desyncs.append(DesyncReport(frame: report.frame, localChecksum: local,
+                                            remoteChecksum: report.checksum, peer: peer))
+            }
+            return
+        }
+        if pending.count >= 1024 { pending.removeFirst(pending.count - 1023) }
+        pending.append((peer, report))
+    }
+}
