@@ -94,3 +94,10 @@ extension Envelope {
         try _wireEncode(self, limits: limits, validate: true)
     }
 }
+
+extension Envelope {
+    /// The reply to this request: `body` under the same request id.
+    public func reply(_ body: Body) -> Envelope {
+        Envelope(requestId: requestId, body: body)
+    }
+}

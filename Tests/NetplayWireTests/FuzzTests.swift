@@ -22,18 +22,30 @@ struct FuzzTests {
     func fuzz() throws {
         var rng = SplitMix64(seed: 0x6E65_7470_6C61_7921)
         let seeds = try Self.seeds()
+        let trees = seeds.map { PBTree.parse($0[...], depth: 0) ?? [] }
         var accepted = 0
         var errors: [String: Int] = [:]
         for iteration in 0..<Self.iterations {
             let frame: [UInt8]
-            if iteration % 10 == 0 {
+            switch iteration % 10 {
+            case 0:
+                // Pure noise.
                 frame = Self.randomBytes(count: Int.random(in: 0...300, using: &rng), using: &rng)
-            } else {
+            case 1, 2, 3, 4:
+                // Byte-level mutations of a valid frame.
                 var f = seeds[Int.random(in: 0..<seeds.count, using: &rng)]
-                for _ in 0..<Int.random(in: 1...4, using: &rng) {
+                for _ in 0..<Int.random(in: 1...3, using: &rng) {
                     Self.mutate(&f, seeds: seeds, using: &rng)
                 }
                 frame = f
+            default:
+                // Structure-aware mutations: well-formed protobuf with wrong values, counts,
+                // lengths, field numbers and wire types.
+                var tree = trees[Int.random(in: 0..<trees.count, using: &rng)]
+                for _ in 0..<Int.random(in: 1...2, using: &rng) {
+                    PBTree.mutate(&tree, using: &rng)
+                }
+                frame = PBTree.serialize(tree)
             }
             do {
                 let envelope = try Envelope(decoding: frame)
@@ -48,8 +60,10 @@ struct FuzzTests {
         }
         print("fuzz: \(Self.iterations) frames, \(accepted) accepted, rejected: \(errors.sorted { $0.key < $1.key })")
         #expect(accepted > 1000, "mutations should often stay valid")
-        #expect(errors["notProtobuf", default: 0] > 1000)
-        #expect(errors.count >= 3, "mutations should reach several kinds of error")
+        for kind in ["notProtobuf", "missingBody", "unknownBody", "missingField", "outOfRange", "tooLong"] {
+            #expect(errors[kind, default: 0] > 0, "the fuzzer should reach \(kind)")
+        }
+        #expect(errors["encodingFailed"] == nil)
     }
 
     static func kind(_ error: WireError) -> String {
@@ -149,5 +163,172 @@ struct FuzzTests {
         }
         out += found
         return true
+    }
+}
+
+/// A decoded protobuf field tree (wire level, schema-agnostic) for structure-aware mutations.
+enum PBTree {
+    indirect enum Value {
+        case varint(UInt64)
+        case fixed64(UInt64)
+        case fixed32(UInt32)
+        case bytes([UInt8])
+        case message([Field])
+    }
+
+    struct Field {
+        var number: Int
+        var value: Value
+    }
+
+    /// Parses `bytes` as a message; length-delimited payloads that parse as messages become
+    /// nested trees. Nil when the bytes are not a well-formed message.
+    static func parse(_ bytes: ArraySlice<UInt8>, depth: Int) -> [Field]? {
+        var fields: [Field] = []
+        var i = bytes.startIndex
+        func varint() -> UInt64? {
+            var value: UInt64 = 0
+            var shift: UInt64 = 0
+            while i < bytes.endIndex, shift < 64 {
+                let byte = bytes[i]
+                i += 1
+                value |= UInt64(byte & 0x7F) << shift
+                if byte & 0x80 == 0 { return value }
+                shift += 7
+            }
+            return nil
+        }
+        while i < bytes.endIndex {
+            guard let key = varint(), key >> 3 > 0, key >> 3 < 1 << 29 else { return nil }
+            let number = Int(key >> 3)
+            switch key & 7 {
+            case 0:
+                guard let v = varint() else { return nil }
+                fields.append(Field(number: number, value: .varint(v)))
+            case 1:
+                guard bytes.endIndex - i >= 8 else { return nil }
+                var v: UInt64 = 0
+                for k in 0..<8 { v |= UInt64(bytes[i + k]) << (8 * UInt64(k)) }
+                i += 8
+                fields.append(Field(number: number, value: .fixed64(v)))
+            case 5:
+                guard bytes.endIndex - i >= 4 else { return nil }
+                var v: UInt32 = 0
+                for k in 0..<4 { v |= UInt32(bytes[i + k]) << (8 * UInt32(k)) }
+                i += 4
+                fields.append(Field(number: number, value: .fixed32(v)))
+            case 2:
+                guard let length = varint(), length <= UInt64(bytes.endIndex - i) else { return nil }
+                let payload = bytes[i..<(i + Int(length))]
+                i += Int(length)
+                if depth < 8, !payload.isEmpty, let nested = parse(payload, depth: depth + 1) {
+                    fields.append(Field(number: number, value: .message(nested)))
+                } else {
+                    fields.append(Field(number: number, value: .bytes(Array(payload))))
+                }
+            default:
+                return nil
+            }
+        }
+        return fields
+    }
+
+    static func serialize(_ fields: [Field]) -> [UInt8] {
+        var w = ProtobufWriter()
+        for field in fields {
+            switch field.value {
+            case .varint(let v):
+                w.varintField(field.number, v)
+            case .fixed64(let v):
+                w.tag(field.number, wireType: 1)
+                for k in 0..<8 { w.bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt64(k)))) }
+            case .fixed32(let v):
+                w.tag(field.number, wireType: 5)
+                for k in 0..<4 { w.bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt32(k)))) }
+            case .bytes(let b):
+                w.bytesField(field.number, b)
+            case .message(let nested):
+                w.bytesField(field.number, serialize(nested))
+            }
+        }
+        return w.bytes
+    }
+
+    /// Every path (indices from the root) to a field.
+    static func paths(_ fields: [Field], prefix: [Int] = []) -> [[Int]] {
+        var out: [[Int]] = []
+        for (i, field) in fields.enumerated() {
+            out.append(prefix + [i])
+            if case .message(let nested) = field.value {
+                out += paths(nested, prefix: prefix + [i])
+            }
+        }
+        return out
+    }
+
+    static let interesting: [UInt64] = [
+        0, 1, 2, 3, 7, 8, 9, 15, 16, 63, 64, 65, 127, 128, 255, 256, 600, 601, 3600, 3601, 60000,
+        0x7FFF_FFFF, 0x8000_0000, 0xFFFF_FFFF, 1 << 32, 1 << 63, .max, .max - 1,
+    ]
+
+    static func mutate(_ fields: inout [Field], using rng: inout SplitMix64) {
+        let all = paths(fields)
+        guard !all.isEmpty else {
+            fields.append(Field(number: Int.random(in: 1...200, using: &rng), value: .varint(1)))
+            return
+        }
+        let path = all[Int.random(in: 0..<all.count, using: &rng)]
+        mutate(&fields, at: path[...], using: &rng)
+    }
+
+    private static func mutate(_ fields: inout [Field], at path: ArraySlice<Int>, using rng: inout SplitMix64) {
+        let index = path.first!
+        if path.count > 1, case .message(var nested) = fields[index].value {
+            mutate(&nested, at: path.dropFirst(), using: &rng)
+            fields[index].value = .message(nested)
+            return
+        }
+        switch Int.random(in: 0..<10, using: &rng) {
+        case 0:  // interesting varint
+            fields[index].value = .varint(interesting[Int.random(in: 0..<interesting.count, using: &rng)])
+        case 1:  // random varint
+            fields[index].value = .varint(UInt64.random(in: 0...UInt64.max, using: &rng) >> UInt64.random(in: 0...63, using: &rng))
+        case 2:  // grow or replace a payload
+            let sizes = [1, 8, 17, 33, 65, 129, 257, 513, 1025, 4097, 8193, 70_000]
+            let size = sizes[Int.random(in: 0..<sizes.count, using: &rng)]
+            var payload = [UInt8](repeating: UInt8(ascii: "a"), count: size)
+            if Bool.random(using: &rng) { payload[Int.random(in: 0..<size, using: &rng)] = [0x00, 0xC3, 0xFF, 0x80][Int.random(in: 0..<4, using: &rng)] }
+            fields[index].value = .bytes(payload)
+        case 3:  // empty payload
+            fields[index].value = .bytes([])
+        case 4:  // remove the field
+            fields.remove(at: index)
+        case 5:  // repeat the field (exceeds @max_count of repeated fields)
+            let copies = [1, 2, 9, 17, 65, 129, 300][Int.random(in: 0..<7, using: &rng)]
+            fields.insert(contentsOf: Array(repeating: fields[index], count: copies), at: index)
+        case 6:  // another field number
+            fields[index].number = Bool.random(using: &rng)
+                ? max(1, fields[index].number + Int.random(in: -2...2, using: &rng))
+                : Int.random(in: 1...250, using: &rng)
+        case 7:  // another wire type
+            switch fields[index].value {
+            case .varint(let v): fields[index].value = .fixed64(v)
+            case .fixed64(let v): fields[index].value = .fixed32(UInt32(truncatingIfNeeded: v))
+            case .fixed32(let v): fields[index].value = .bytes([UInt8(truncatingIfNeeded: v)])
+            case .bytes(let b): fields[index].value = .varint(UInt64(b.count))
+            case .message: fields[index].value = .varint(1)
+            }
+        case 8:  // swap with a sibling
+            let other = Int.random(in: 0..<fields.count, using: &rng)
+            fields.swapAt(index, other)
+        default:  // bit flip inside a payload or value
+            switch fields[index].value {
+            case .varint(let v): fields[index].value = .varint(v ^ (1 << UInt64.random(in: 0...63, using: &rng)))
+            case .bytes(var b) where !b.isEmpty:
+                b[Int.random(in: 0..<b.count, using: &rng)] ^= 1 << UInt8.random(in: 0...7, using: &rng)
+                fields[index].value = .bytes(b)
+            default: fields[index].value = .varint(0)
+            }
+        }
     }
 }

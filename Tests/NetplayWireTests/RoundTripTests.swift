@@ -48,6 +48,8 @@ struct RoundTripTests {
         #expect(line == #"{"requestId":1,"error":{"code":"ERROR_CODE_ROOM_FULL","message":"quote \" backslash \\ tab \t nl \n bell \u0007","retryAfterMs":0,"field":""}}"#)
         let content = ContentInfo(md5: [0x00, 0xAB, 0xFF])
         #expect(content.jsonLine().contains(#""md5":"00abff""#))
+        let metric = Metric(name: "m", kind: .gauge, value: .nan, bucketBounds: [0.5, .infinity])
+        #expect(metric.jsonLine() == #"{"name":"m","help":"","kind":"KIND_GAUGE","labels":[],"value":"nan","bucketBounds":[0.5,"inf"],"bucketCounts":[],"sum":0.0,"count":0}"#)
     }
 
     @Test("the smallest envelopes")
@@ -58,6 +60,14 @@ struct RoundTripTests {
         #expect(bytes == [0x82, 0x01, 0x00])
         #expect(try Envelope(decoding: bytes) == health)
         #expect(health.body.name == "HealthRequest")
+    }
+
+    @Test("a reply keeps the request id")
+    func reply() {
+        let request = Envelope(requestId: 99, body: .healthRequest(HealthRequest()))
+        let reply = request.reply(.error(ErrorReply(WireError.missingBody)))
+        #expect(reply.requestId == 99)
+        #expect(reply.body.name == "Error")
     }
 
     @Test("messages encode alone too")

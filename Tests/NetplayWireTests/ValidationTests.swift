@@ -56,6 +56,34 @@ struct ValidationTests {
         #expect(throws: WireError.unknownBody(fieldNumber: 999)) { try Envelope(decoding: w.bytes) }
     }
 
+    @Test("a required message absent on the wire")
+    func requiredMessageAbsent() {
+        // AnnounceRoomRequest (body 60) without its @required room.
+        var w = ProtobufWriter()
+        w.messageField(60) { $0.stringField(3, "coordinator-1") }
+        #expect(throws: WireError.missingField("AnnounceRoomRequest.room")) { try Envelope(decoding: w.bytes) }
+        // A required message nested two levels down: AttachRequest.ticket.params.
+        var nested = ProtobufWriter()
+        nested.messageField(150) { attach in
+            attach.messageField(1) { ticket in
+                ticket.stringField(1, "s")
+                ticket.stringField(2, "p")
+            }
+        }
+        #expect(throws: WireError.missingField("JoinTicket.params")) { try Envelope(decoding: nested.bytes) }
+    }
+
+    @Test("repeated fields over their count on the wire")
+    func repeatedTooMany() {
+        // ChecksumReport (body 7): 17 checksums where 16 are allowed.
+        var w = ProtobufWriter()
+        w.messageField(7) { report in
+            report.varintField(1, 1)
+            for frame in 0..<17 { report.messageField(2) { $0.varintField(1, UInt64(frame)) } }
+        }
+        #expect(throws: WireError.tooLong(field: "ChecksumReport.checksums", limit: 16)) { try Envelope(decoding: w.bytes) }
+    }
+
     @Test("unknown enum values are out of range")
     func enumOutOfRange() {
         var w = ProtobufWriter()

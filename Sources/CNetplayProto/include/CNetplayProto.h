@@ -6,7 +6,12 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "netplay/v1/common.pb-c.h"
+#include "netplay/v1/coordinator.pb-c.h"
+#include "netplay/v1/discovery.pb-c.h"
 #include "netplay/v1/envelope.pb-c.h"
 #include "netplay/v1/runtime.pb-c.h"
+#include "netplay/v1/supervisor.pb-c.h"
+#include "netplay/v1/sync.pb-c.h"
+#include "netplay/v1/telemetry.pb-c.h"
 
 #endif

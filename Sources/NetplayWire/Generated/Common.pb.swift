@@ -305,12 +305,12 @@ extension ErrorReply: WireMessage, _CMessage {
     /// every field first.
     public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
 
-    /// Decodes and validates a `Error` encoded alone. Never crashes; any bad input is a `WireError`.
+    /// Decodes and validates `Error` encoded alone. Never crashes; any bad input is a `WireError`.
     public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
 
-    /// Decodes and validates a `Error` from borrowed memory, without copying it first.
+    /// Decodes and validates `Error` from borrowed memory, without copying it first.
     public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
@@ -372,12 +372,12 @@ extension Ack: WireMessage, _CMessage {
     /// every field first.
     public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
 
-    /// Decodes and validates a `Ack` encoded alone. Never crashes; any bad input is a `WireError`.
+    /// Decodes and validates `Ack` encoded alone. Never crashes; any bad input is a `WireError`.
     public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
 
-    /// Decodes and validates a `Ack` from borrowed memory, without copying it first.
+    /// Decodes and validates `Ack` from borrowed memory, without copying it first.
     public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
@@ -424,12 +424,12 @@ extension Ping: WireMessage, _CMessage {
     /// every field first.
     public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
 
-    /// Decodes and validates a `Ping` encoded alone. Never crashes; any bad input is a `WireError`.
+    /// Decodes and validates `Ping` encoded alone. Never crashes; any bad input is a `WireError`.
     public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
 
-    /// Decodes and validates a `Ping` from borrowed memory, without copying it first.
+    /// Decodes and validates `Ping` from borrowed memory, without copying it first.
     public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
@@ -476,12 +476,12 @@ extension Pong: WireMessage, _CMessage {
     /// every field first.
     public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
 
-    /// Decodes and validates a `Pong` encoded alone. Never crashes; any bad input is a `WireError`.
+    /// Decodes and validates `Pong` encoded alone. Never crashes; any bad input is a `WireError`.
     public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
 
-    /// Decodes and validates a `Pong` from borrowed memory, without copying it first.
+    /// Decodes and validates `Pong` from borrowed memory, without copying it first.
     public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
@@ -531,12 +531,12 @@ extension KeyValue: WireMessage, _CMessage {
     /// every field first.
     public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
 
-    /// Decodes and validates a `KeyValue` encoded alone. Never crashes; any bad input is a `WireError`.
+    /// Decodes and validates `KeyValue` encoded alone. Never crashes; any bad input is a `WireError`.
     public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
 
-    /// Decodes and validates a `KeyValue` from borrowed memory, without copying it first.
+    /// Decodes and validates `KeyValue` from borrowed memory, without copying it first.
     public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
@@ -589,12 +589,12 @@ extension ContentInfo: WireMessage, _CMessage {
     /// every field first.
     public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
 
-    /// Decodes and validates a `ContentInfo` encoded alone. Never crashes; any bad input is a `WireError`.
+    /// Decodes and validates `ContentInfo` encoded alone. Never crashes; any bad input is a `WireError`.
     public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
 
-    /// Decodes and validates a `ContentInfo` from borrowed memory, without copying it first.
+    /// Decodes and validates `ContentInfo` from borrowed memory, without copying it first.
     public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }

@@ -30,14 +30,26 @@ public struct Envelope: Sendable, Hashable {
 
     /// The members of the `body` oneof: exactly one is set.
     public enum Body: Sendable, Hashable {
+        /// --- 2-15: one-byte tags for the most frequent messages ---
         /// Failure reply to any request.
         case error(ErrorReply)
         /// Round-trip probe.
         case ping(Ping)
         /// Reply to Ping.
         case pong(Pong)
+        /// Player -> relay: inputs.
+        case inputBatch(InputBatch)
+        /// Relay -> peers: forwarded or confirmed inputs.
+        case inputBroadcast(InputBroadcast)
+        /// Player -> relay: game-state checksums.
+        case checksumReport(ChecksumReport)
+        /// Relay -> peer: time-sync advice.
+        case timeSyncHint(TimeSyncHint)
+        /// State transfer piece (peer -> relay -> peers).
+        case stateChunk(StateChunk)
         /// Generic success reply.
         case ack(Ack)
+        /// --- 16-29: every service's runtime ---
         /// Health probe.
         case healthRequest(HealthRequest)
         /// Reply to HealthRequest.
@@ -46,8 +58,141 @@ public struct Envelope: Sendable, Hashable {
         case introspectRequest(IntrospectRequest)
         /// Reply to IntrospectRequest.
         case introspectResponse(IntrospectResponse)
-        /// Service to supervisor liveness signal.
+        /// Service -> supervisor liveness signal.
         case serviceHeartbeat(ServiceHeartbeat)
+        /// --- 30-39: telemetry ---
+        /// Service -> telemetry: metrics.
+        case metricsSnapshot(MetricsSnapshot)
+        /// Service -> telemetry (and PUB): an event.
+        case eventRecord(EventRecord)
+        /// Query telemetry's recent events.
+        case recentEventsRequest(RecentEventsRequest)
+        /// Reply to RecentEventsRequest.
+        case recentEventsResponse(RecentEventsResponse)
+        /// --- 40-59: supervisor ---
+        /// Cluster status query.
+        case clusterStatusRequest(ClusterStatusRequest)
+        /// Reply to ClusterStatusRequest.
+        case clusterStatusResponse(ClusterStatusResponse)
+        /// Restart a service.
+        case restartServiceRequest(RestartServiceRequest)
+        /// Reply to RestartServiceRequest.
+        case restartServiceResponse(RestartServiceResponse)
+        /// Scale a replicated service.
+        case scaleServiceRequest(ScaleServiceRequest)
+        /// Reply to ScaleServiceRequest.
+        case scaleServiceResponse(ScaleServiceResponse)
+        /// Stop the cluster (replied with Ack).
+        case stopClusterRequest(StopClusterRequest)
+        /// --- 60-99: discovery ---
+        /// Announce or replace a room.
+        case announceRoomRequest(AnnounceRoomRequest)
+        /// Reply to AnnounceRoomRequest.
+        case announceRoomResponse(AnnounceRoomResponse)
+        /// Keep a room alive.
+        case refreshRoomRequest(RefreshRoomRequest)
+        /// Reply to RefreshRoomRequest.
+        case refreshRoomResponse(RefreshRoomResponse)
+        /// Remove a room.
+        case withdrawRoomRequest(WithdrawRoomRequest)
+        /// Reply to WithdrawRoomRequest.
+        case withdrawRoomResponse(WithdrawRoomResponse)
+        /// Fetch one room.
+        case getRoomRequest(GetRoomRequest)
+        /// Reply to GetRoomRequest.
+        case getRoomResponse(GetRoomResponse)
+        /// List rooms with a filter.
+        case listRoomsRequest(ListRoomsRequest)
+        /// Reply to ListRoomsRequest.
+        case listRoomsResponse(ListRoomsResponse)
+        /// Watch snapshot page request.
+        case watchRoomsRequest(WatchRoomsRequest)
+        /// Watch snapshot page.
+        case watchRoomsSnapshot(WatchRoomsSnapshot)
+        /// Event `rooms.added`.
+        case roomAdded(RoomAdded)
+        /// Event `rooms.updated`.
+        case roomUpdated(RoomUpdated)
+        /// Event `rooms.removed`.
+        case roomRemoved(RoomRemoved)
+        /// LAN beacon datagram.
+        case lanBeacon(LanBeacon)
+        /// --- 100-149: coordinator ---
+        /// Host a session.
+        case createSessionRequest(CreateSessionRequest)
+        /// Reply to CreateSessionRequest.
+        case createSessionResponse(CreateSessionResponse)
+        /// Join as player or spectator.
+        case joinSessionRequest(JoinSessionRequest)
+        /// Reply to JoinSessionRequest.
+        case joinSessionResponse(JoinSessionResponse)
+        /// Leave a session.
+        case leaveSessionRequest(LeaveSessionRequest)
+        /// Host: kick a participant.
+        case kickParticipantRequest(KickParticipantRequest)
+        /// Host: swap two slots.
+        case swapSlotsRequest(SwapSlotsRequest)
+        /// Move to a slot or to spectating.
+        case chooseSlotRequest(ChooseSlotRequest)
+        /// Host: start the match.
+        case startSessionRequest(StartSessionRequest)
+        /// Host: end the session.
+        case endSessionRequest(EndSessionRequest)
+        /// Fetch a session.
+        case getSessionRequest(GetSessionRequest)
+        /// Ask for a fresh ticket.
+        case renewTicketRequest(RenewTicketRequest)
+        /// Reply to the session requests above.
+        case sessionResponse(SessionResponse)
+        /// List sessions.
+        case listSessionsRequest(ListSessionsRequest)
+        /// Reply to ListSessionsRequest.
+        case listSessionsResponse(ListSessionsResponse)
+        /// Event `sessions.<kind>`.
+        case sessionEvent(SessionEvent)
+        /// Relay joins the registry.
+        case registerRelayRequest(RegisterRelayRequest)
+        /// Reply to RegisterRelayRequest.
+        case registerRelayResponse(RegisterRelayResponse)
+        /// Relay keep-alive with load.
+        case refreshRelayRequest(RefreshRelayRequest)
+        /// Reply to RefreshRelayRequest.
+        case refreshRelayResponse(RefreshRelayResponse)
+        /// List relays.
+        case listRelaysRequest(ListRelaysRequest)
+        /// Reply to ListRelaysRequest.
+        case listRelaysResponse(ListRelaysResponse)
+        /// --- 150-199: sync (relay) and replay files ---
+        /// Peer attaches with its ticket.
+        case attachRequest(AttachRequest)
+        /// Reply to AttachRequest.
+        case attachResponse(AttachResponse)
+        /// End an attachment.
+        case detach(Detach)
+        /// Relay asks a peer for its state.
+        case stateRequest(StateRequest)
+        /// Receiver reports a state transfer's outcome.
+        case stateTransferAck(StateTransferAck)
+        /// Checksums diverged.
+        case desyncNotice(DesyncNotice)
+        /// A peer's own HUD statistics.
+        case peerStats(PeerStats)
+        /// Session HUD statistics.
+        case sessionStats(SessionStats)
+        /// Chat line.
+        case chatMessage(ChatMessage)
+        /// A peer joined, left, lagged...
+        case peerEvent(PeerEvent)
+        /// Coordinator -> relay: close a session.
+        case closeRelaySessionRequest(CloseRelaySessionRequest)
+        /// Coordinator -> relay: detach a participant.
+        case disconnectPeerRequest(DisconnectPeerRequest)
+        /// Replay file: first record.
+        case replayHeader(ReplayHeader)
+        /// Replay file: confirmed frames.
+        case replayRecord(ReplayRecord)
+        /// Replay file: last record.
+        case replayFooter(ReplayFooter)
 
         /// The schema name of the member's message (or the field name for scalars), for logs.
         public var name: String {
@@ -55,12 +200,81 @@ public struct Envelope: Sendable, Hashable {
             case .error: "Error"
             case .ping: "Ping"
             case .pong: "Pong"
+            case .inputBatch: "InputBatch"
+            case .inputBroadcast: "InputBroadcast"
+            case .checksumReport: "ChecksumReport"
+            case .timeSyncHint: "TimeSyncHint"
+            case .stateChunk: "StateChunk"
             case .ack: "Ack"
             case .healthRequest: "HealthRequest"
             case .healthResponse: "HealthResponse"
             case .introspectRequest: "IntrospectRequest"
             case .introspectResponse: "IntrospectResponse"
             case .serviceHeartbeat: "ServiceHeartbeat"
+            case .metricsSnapshot: "MetricsSnapshot"
+            case .eventRecord: "EventRecord"
+            case .recentEventsRequest: "RecentEventsRequest"
+            case .recentEventsResponse: "RecentEventsResponse"
+            case .clusterStatusRequest: "ClusterStatusRequest"
+            case .clusterStatusResponse: "ClusterStatusResponse"
+            case .restartServiceRequest: "RestartServiceRequest"
+            case .restartServiceResponse: "RestartServiceResponse"
+            case .scaleServiceRequest: "ScaleServiceRequest"
+            case .scaleServiceResponse: "ScaleServiceResponse"
+            case .stopClusterRequest: "StopClusterRequest"
+            case .announceRoomRequest: "AnnounceRoomRequest"
+            case .announceRoomResponse: "AnnounceRoomResponse"
+            case .refreshRoomRequest: "RefreshRoomRequest"
+            case .refreshRoomResponse: "RefreshRoomResponse"
+            case .withdrawRoomRequest: "WithdrawRoomRequest"
+            case .withdrawRoomResponse: "WithdrawRoomResponse"
+            case .getRoomRequest: "GetRoomRequest"
+            case .getRoomResponse: "GetRoomResponse"
+            case .listRoomsRequest: "ListRoomsRequest"
+            case .listRoomsResponse: "ListRoomsResponse"
+            case .watchRoomsRequest: "WatchRoomsRequest"
+            case .watchRoomsSnapshot: "WatchRoomsSnapshot"
+            case .roomAdded: "RoomAdded"
+            case .roomUpdated: "RoomUpdated"
+            case .roomRemoved: "RoomRemoved"
+            case .lanBeacon: "LanBeacon"
+            case .createSessionRequest: "CreateSessionRequest"
+            case .createSessionResponse: "CreateSessionResponse"
+            case .joinSessionRequest: "JoinSessionRequest"
+            case .joinSessionResponse: "JoinSessionResponse"
+            case .leaveSessionRequest: "LeaveSessionRequest"
+            case .kickParticipantRequest: "KickParticipantRequest"
+            case .swapSlotsRequest: "SwapSlotsRequest"
+            case .chooseSlotRequest: "ChooseSlotRequest"
+            case .startSessionRequest: "StartSessionRequest"
+            case .endSessionRequest: "EndSessionRequest"
+            case .getSessionRequest: "GetSessionRequest"
+            case .renewTicketRequest: "RenewTicketRequest"
+            case .sessionResponse: "SessionResponse"
+            case .listSessionsRequest: "ListSessionsRequest"
+            case .listSessionsResponse: "ListSessionsResponse"
+            case .sessionEvent: "SessionEvent"
+            case .registerRelayRequest: "RegisterRelayRequest"
+            case .registerRelayResponse: "RegisterRelayResponse"
+            case .refreshRelayRequest: "RefreshRelayRequest"
+            case .refreshRelayResponse: "RefreshRelayResponse"
+            case .listRelaysRequest: "ListRelaysRequest"
+            case .listRelaysResponse: "ListRelaysResponse"
+            case .attachRequest: "AttachRequest"
+            case .attachResponse: "AttachResponse"
+            case .detach: "Detach"
+            case .stateRequest: "StateRequest"
+            case .stateTransferAck: "StateTransferAck"
+            case .desyncNotice: "DesyncNotice"
+            case .peerStats: "PeerStats"
+            case .sessionStats: "SessionStats"
+            case .chatMessage: "ChatMessage"
+            case .peerEvent: "PeerEvent"
+            case .closeRelaySessionRequest: "CloseRelaySessionRequest"
+            case .disconnectPeerRequest: "DisconnectPeerRequest"
+            case .replayHeader: "ReplayHeader"
+            case .replayRecord: "ReplayRecord"
+            case .replayFooter: "ReplayFooter"
             }
         }
 
@@ -70,12 +284,81 @@ public struct Envelope: Sendable, Hashable {
             case .error: 2
             case .ping: 3
             case .pong: 4
+            case .inputBatch: 5
+            case .inputBroadcast: 6
+            case .checksumReport: 7
+            case .timeSyncHint: 8
+            case .stateChunk: 9
             case .ack: 10
             case .healthRequest: 16
             case .healthResponse: 17
             case .introspectRequest: 18
             case .introspectResponse: 19
             case .serviceHeartbeat: 20
+            case .metricsSnapshot: 30
+            case .eventRecord: 31
+            case .recentEventsRequest: 32
+            case .recentEventsResponse: 33
+            case .clusterStatusRequest: 40
+            case .clusterStatusResponse: 41
+            case .restartServiceRequest: 42
+            case .restartServiceResponse: 43
+            case .scaleServiceRequest: 44
+            case .scaleServiceResponse: 45
+            case .stopClusterRequest: 46
+            case .announceRoomRequest: 60
+            case .announceRoomResponse: 61
+            case .refreshRoomRequest: 62
+            case .refreshRoomResponse: 63
+            case .withdrawRoomRequest: 64
+            case .withdrawRoomResponse: 65
+            case .getRoomRequest: 66
+            case .getRoomResponse: 67
+            case .listRoomsRequest: 68
+            case .listRoomsResponse: 69
+            case .watchRoomsRequest: 70
+            case .watchRoomsSnapshot: 71
+            case .roomAdded: 72
+            case .roomUpdated: 73
+            case .roomRemoved: 74
+            case .lanBeacon: 75
+            case .createSessionRequest: 100
+            case .createSessionResponse: 101
+            case .joinSessionRequest: 102
+            case .joinSessionResponse: 103
+            case .leaveSessionRequest: 104
+            case .kickParticipantRequest: 105
+            case .swapSlotsRequest: 106
+            case .chooseSlotRequest: 107
+            case .startSessionRequest: 108
+            case .endSessionRequest: 109
+            case .getSessionRequest: 110
+            case .renewTicketRequest: 111
+            case .sessionResponse: 112
+            case .listSessionsRequest: 113
+            case .listSessionsResponse: 114
+            case .sessionEvent: 115
+            case .registerRelayRequest: 120
+            case .registerRelayResponse: 121
+            case .refreshRelayRequest: 122
+            case .refreshRelayResponse: 123
+            case .listRelaysRequest: 124
+            case .listRelaysResponse: 125
+            case .attachRequest: 150
+            case .attachResponse: 151
+            case .detach: 152
+            case .stateRequest: 153
+            case .stateTransferAck: 154
+            case .desyncNotice: 155
+            case .peerStats: 156
+            case .sessionStats: 157
+            case .chatMessage: 158
+            case .peerEvent: 159
+            case .closeRelaySessionRequest: 160
+            case .disconnectPeerRequest: 161
+            case .replayHeader: 170
+            case .replayRecord: 171
+            case .replayFooter: 172
             }
         }
     }
@@ -97,12 +380,12 @@ extension Envelope: WireMessage, _CMessage {
     /// `WireLimits.default.maxFrameBytes`.
     public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
 
-    /// Decodes and validates a `Envelope`. Never crashes; any bad input is a `WireError`.
+    /// Decodes and validates `Envelope`. Never crashes; any bad input is a `WireError`.
     public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
 
-    /// Decodes and validates a `Envelope` from borrowed memory, without copying it first.
+    /// Decodes and validates `Envelope` from borrowed memory, without copying it first.
     public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
@@ -138,6 +421,41 @@ extension Envelope: WireMessage, _CMessage {
                 let p = arena.allocate(Netplay__V1__Pong.self)
                 try v._fill(p, arena, validate)
                 c.pointee.pong = p
+            }
+        case .inputBatch(let v):
+            c.pointee.body_case = .init(rawValue: 5)
+            do {
+                let p = arena.allocate(Netplay__V1__InputBatch.self)
+                try v._fill(p, arena, validate)
+                c.pointee.input_batch = p
+            }
+        case .inputBroadcast(let v):
+            c.pointee.body_case = .init(rawValue: 6)
+            do {
+                let p = arena.allocate(Netplay__V1__InputBroadcast.self)
+                try v._fill(p, arena, validate)
+                c.pointee.input_broadcast = p
+            }
+        case .checksumReport(let v):
+            c.pointee.body_case = .init(rawValue: 7)
+            do {
+                let p = arena.allocate(Netplay__V1__ChecksumReport.self)
+                try v._fill(p, arena, validate)
+                c.pointee.checksum_report = p
+            }
+        case .timeSyncHint(let v):
+            c.pointee.body_case = .init(rawValue: 8)
+            do {
+                let p = arena.allocate(Netplay__V1__TimeSyncHint.self)
+                try v._fill(p, arena, validate)
+                c.pointee.time_sync_hint = p
+            }
+        case .stateChunk(let v):
+            c.pointee.body_case = .init(rawValue: 9)
+            do {
+                let p = arena.allocate(Netplay__V1__StateChunk.self)
+                try v._fill(p, arena, validate)
+                c.pointee.state_chunk = p
             }
         case .ack(let v):
             c.pointee.body_case = .init(rawValue: 10)
@@ -181,6 +499,454 @@ extension Envelope: WireMessage, _CMessage {
                 try v._fill(p, arena, validate)
                 c.pointee.service_heartbeat = p
             }
+        case .metricsSnapshot(let v):
+            c.pointee.body_case = .init(rawValue: 30)
+            do {
+                let p = arena.allocate(Netplay__V1__MetricsSnapshot.self)
+                try v._fill(p, arena, validate)
+                c.pointee.metrics_snapshot = p
+            }
+        case .eventRecord(let v):
+            c.pointee.body_case = .init(rawValue: 31)
+            do {
+                let p = arena.allocate(Netplay__V1__EventRecord.self)
+                try v._fill(p, arena, validate)
+                c.pointee.event_record = p
+            }
+        case .recentEventsRequest(let v):
+            c.pointee.body_case = .init(rawValue: 32)
+            do {
+                let p = arena.allocate(Netplay__V1__RecentEventsRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.recent_events_request = p
+            }
+        case .recentEventsResponse(let v):
+            c.pointee.body_case = .init(rawValue: 33)
+            do {
+                let p = arena.allocate(Netplay__V1__RecentEventsResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.recent_events_response = p
+            }
+        case .clusterStatusRequest(let v):
+            c.pointee.body_case = .init(rawValue: 40)
+            do {
+                let p = arena.allocate(Netplay__V1__ClusterStatusRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.cluster_status_request = p
+            }
+        case .clusterStatusResponse(let v):
+            c.pointee.body_case = .init(rawValue: 41)
+            do {
+                let p = arena.allocate(Netplay__V1__ClusterStatusResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.cluster_status_response = p
+            }
+        case .restartServiceRequest(let v):
+            c.pointee.body_case = .init(rawValue: 42)
+            do {
+                let p = arena.allocate(Netplay__V1__RestartServiceRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.restart_service_request = p
+            }
+        case .restartServiceResponse(let v):
+            c.pointee.body_case = .init(rawValue: 43)
+            do {
+                let p = arena.allocate(Netplay__V1__RestartServiceResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.restart_service_response = p
+            }
+        case .scaleServiceRequest(let v):
+            c.pointee.body_case = .init(rawValue: 44)
+            do {
+                let p = arena.allocate(Netplay__V1__ScaleServiceRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.scale_service_request = p
+            }
+        case .scaleServiceResponse(let v):
+            c.pointee.body_case = .init(rawValue: 45)
+            do {
+                let p = arena.allocate(Netplay__V1__ScaleServiceResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.scale_service_response = p
+            }
+        case .stopClusterRequest(let v):
+            c.pointee.body_case = .init(rawValue: 46)
+            do {
+                let p = arena.allocate(Netplay__V1__StopClusterRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.stop_cluster_request = p
+            }
+        case .announceRoomRequest(let v):
+            c.pointee.body_case = .init(rawValue: 60)
+            do {
+                let p = arena.allocate(Netplay__V1__AnnounceRoomRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.announce_room_request = p
+            }
+        case .announceRoomResponse(let v):
+            c.pointee.body_case = .init(rawValue: 61)
+            do {
+                let p = arena.allocate(Netplay__V1__AnnounceRoomResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.announce_room_response = p
+            }
+        case .refreshRoomRequest(let v):
+            c.pointee.body_case = .init(rawValue: 62)
+            do {
+                let p = arena.allocate(Netplay__V1__RefreshRoomRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.refresh_room_request = p
+            }
+        case .refreshRoomResponse(let v):
+            c.pointee.body_case = .init(rawValue: 63)
+            do {
+                let p = arena.allocate(Netplay__V1__RefreshRoomResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.refresh_room_response = p
+            }
+        case .withdrawRoomRequest(let v):
+            c.pointee.body_case = .init(rawValue: 64)
+            do {
+                let p = arena.allocate(Netplay__V1__WithdrawRoomRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.withdraw_room_request = p
+            }
+        case .withdrawRoomResponse(let v):
+            c.pointee.body_case = .init(rawValue: 65)
+            do {
+                let p = arena.allocate(Netplay__V1__WithdrawRoomResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.withdraw_room_response = p
+            }
+        case .getRoomRequest(let v):
+            c.pointee.body_case = .init(rawValue: 66)
+            do {
+                let p = arena.allocate(Netplay__V1__GetRoomRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.get_room_request = p
+            }
+        case .getRoomResponse(let v):
+            c.pointee.body_case = .init(rawValue: 67)
+            do {
+                let p = arena.allocate(Netplay__V1__GetRoomResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.get_room_response = p
+            }
+        case .listRoomsRequest(let v):
+            c.pointee.body_case = .init(rawValue: 68)
+            do {
+                let p = arena.allocate(Netplay__V1__ListRoomsRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.list_rooms_request = p
+            }
+        case .listRoomsResponse(let v):
+            c.pointee.body_case = .init(rawValue: 69)
+            do {
+                let p = arena.allocate(Netplay__V1__ListRoomsResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.list_rooms_response = p
+            }
+        case .watchRoomsRequest(let v):
+            c.pointee.body_case = .init(rawValue: 70)
+            do {
+                let p = arena.allocate(Netplay__V1__WatchRoomsRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.watch_rooms_request = p
+            }
+        case .watchRoomsSnapshot(let v):
+            c.pointee.body_case = .init(rawValue: 71)
+            do {
+                let p = arena.allocate(Netplay__V1__WatchRoomsSnapshot.self)
+                try v._fill(p, arena, validate)
+                c.pointee.watch_rooms_snapshot = p
+            }
+        case .roomAdded(let v):
+            c.pointee.body_case = .init(rawValue: 72)
+            do {
+                let p = arena.allocate(Netplay__V1__RoomAdded.self)
+                try v._fill(p, arena, validate)
+                c.pointee.room_added = p
+            }
+        case .roomUpdated(let v):
+            c.pointee.body_case = .init(rawValue: 73)
+            do {
+                let p = arena.allocate(Netplay__V1__RoomUpdated.self)
+                try v._fill(p, arena, validate)
+                c.pointee.room_updated = p
+            }
+        case .roomRemoved(let v):
+            c.pointee.body_case = .init(rawValue: 74)
+            do {
+                let p = arena.allocate(Netplay__V1__RoomRemoved.self)
+                try v._fill(p, arena, validate)
+                c.pointee.room_removed = p
+            }
+        case .lanBeacon(let v):
+            c.pointee.body_case = .init(rawValue: 75)
+            do {
+                let p = arena.allocate(Netplay__V1__LanBeacon.self)
+                try v._fill(p, arena, validate)
+                c.pointee.lan_beacon = p
+            }
+        case .createSessionRequest(let v):
+            c.pointee.body_case = .init(rawValue: 100)
+            do {
+                let p = arena.allocate(Netplay__V1__CreateSessionRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.create_session_request = p
+            }
+        case .createSessionResponse(let v):
+            c.pointee.body_case = .init(rawValue: 101)
+            do {
+                let p = arena.allocate(Netplay__V1__CreateSessionResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.create_session_response = p
+            }
+        case .joinSessionRequest(let v):
+            c.pointee.body_case = .init(rawValue: 102)
+            do {
+                let p = arena.allocate(Netplay__V1__JoinSessionRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.join_session_request = p
+            }
+        case .joinSessionResponse(let v):
+            c.pointee.body_case = .init(rawValue: 103)
+            do {
+                let p = arena.allocate(Netplay__V1__JoinSessionResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.join_session_response = p
+            }
+        case .leaveSessionRequest(let v):
+            c.pointee.body_case = .init(rawValue: 104)
+            do {
+                let p = arena.allocate(Netplay__V1__LeaveSessionRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.leave_session_request = p
+            }
+        case .kickParticipantRequest(let v):
+            c.pointee.body_case = .init(rawValue: 105)
+            do {
+                let p = arena.allocate(Netplay__V1__KickParticipantRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.kick_participant_request = p
+            }
+        case .swapSlotsRequest(let v):
+            c.pointee.body_case = .init(rawValue: 106)
+            do {
+                let p = arena.allocate(Netplay__V1__SwapSlotsRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.swap_slots_request = p
+            }
+        case .chooseSlotRequest(let v):
+            c.pointee.body_case = .init(rawValue: 107)
+            do {
+                let p = arena.allocate(Netplay__V1__ChooseSlotRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.choose_slot_request = p
+            }
+        case .startSessionRequest(let v):
+            c.pointee.body_case = .init(rawValue: 108)
+            do {
+                let p = arena.allocate(Netplay__V1__StartSessionRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.start_session_request = p
+            }
+        case .endSessionRequest(let v):
+            c.pointee.body_case = .init(rawValue: 109)
+            do {
+                let p = arena.allocate(Netplay__V1__EndSessionRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.end_session_request = p
+            }
+        case .getSessionRequest(let v):
+            c.pointee.body_case = .init(rawValue: 110)
+            do {
+                let p = arena.allocate(Netplay__V1__GetSessionRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.get_session_request = p
+            }
+        case .renewTicketRequest(let v):
+            c.pointee.body_case = .init(rawValue: 111)
+            do {
+                let p = arena.allocate(Netplay__V1__RenewTicketRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.renew_ticket_request = p
+            }
+        case .sessionResponse(let v):
+            c.pointee.body_case = .init(rawValue: 112)
+            do {
+                let p = arena.allocate(Netplay__V1__SessionResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.session_response = p
+            }
+        case .listSessionsRequest(let v):
+            c.pointee.body_case = .init(rawValue: 113)
+            do {
+                let p = arena.allocate(Netplay__V1__ListSessionsRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.list_sessions_request = p
+            }
+        case .listSessionsResponse(let v):
+            c.pointee.body_case = .init(rawValue: 114)
+            do {
+                let p = arena.allocate(Netplay__V1__ListSessionsResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.list_sessions_response = p
+            }
+        case .sessionEvent(let v):
+            c.pointee.body_case = .init(rawValue: 115)
+            do {
+                let p = arena.allocate(Netplay__V1__SessionEvent.self)
+                try v._fill(p, arena, validate)
+                c.pointee.session_event = p
+            }
+        case .registerRelayRequest(let v):
+            c.pointee.body_case = .init(rawValue: 120)
+            do {
+                let p = arena.allocate(Netplay__V1__RegisterRelayRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.register_relay_request = p
+            }
+        case .registerRelayResponse(let v):
+            c.pointee.body_case = .init(rawValue: 121)
+            do {
+                let p = arena.allocate(Netplay__V1__RegisterRelayResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.register_relay_response = p
+            }
+        case .refreshRelayRequest(let v):
+            c.pointee.body_case = .init(rawValue: 122)
+            do {
+                let p = arena.allocate(Netplay__V1__RefreshRelayRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.refresh_relay_request = p
+            }
+        case .refreshRelayResponse(let v):
+            c.pointee.body_case = .init(rawValue: 123)
+            do {
+                let p = arena.allocate(Netplay__V1__RefreshRelayResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.refresh_relay_response = p
+            }
+        case .listRelaysRequest(let v):
+            c.pointee.body_case = .init(rawValue: 124)
+            do {
+                let p = arena.allocate(Netplay__V1__ListRelaysRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.list_relays_request = p
+            }
+        case .listRelaysResponse(let v):
+            c.pointee.body_case = .init(rawValue: 125)
+            do {
+                let p = arena.allocate(Netplay__V1__ListRelaysResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.list_relays_response = p
+            }
+        case .attachRequest(let v):
+            c.pointee.body_case = .init(rawValue: 150)
+            do {
+                let p = arena.allocate(Netplay__V1__AttachRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.attach_request = p
+            }
+        case .attachResponse(let v):
+            c.pointee.body_case = .init(rawValue: 151)
+            do {
+                let p = arena.allocate(Netplay__V1__AttachResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.attach_response = p
+            }
+        case .detach(let v):
+            c.pointee.body_case = .init(rawValue: 152)
+            do {
+                let p = arena.allocate(Netplay__V1__Detach.self)
+                try v._fill(p, arena, validate)
+                c.pointee.detach = p
+            }
+        case .stateRequest(let v):
+            c.pointee.body_case = .init(rawValue: 153)
+            do {
+                let p = arena.allocate(Netplay__V1__StateRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.state_request = p
+            }
+        case .stateTransferAck(let v):
+            c.pointee.body_case = .init(rawValue: 154)
+            do {
+                let p = arena.allocate(Netplay__V1__StateTransferAck.self)
+                try v._fill(p, arena, validate)
+                c.pointee.state_transfer_ack = p
+            }
+        case .desyncNotice(let v):
+            c.pointee.body_case = .init(rawValue: 155)
+            do {
+                let p = arena.allocate(Netplay__V1__DesyncNotice.self)
+                try v._fill(p, arena, validate)
+                c.pointee.desync_notice = p
+            }
+        case .peerStats(let v):
+            c.pointee.body_case = .init(rawValue: 156)
+            do {
+                let p = arena.allocate(Netplay__V1__PeerStats.self)
+                try v._fill(p, arena, validate)
+                c.pointee.peer_stats = p
+            }
+        case .sessionStats(let v):
+            c.pointee.body_case = .init(rawValue: 157)
+            do {
+                let p = arena.allocate(Netplay__V1__SessionStats.self)
+                try v._fill(p, arena, validate)
+                c.pointee.session_stats = p
+            }
+        case .chatMessage(let v):
+            c.pointee.body_case = .init(rawValue: 158)
+            do {
+                let p = arena.allocate(Netplay__V1__ChatMessage.self)
+                try v._fill(p, arena, validate)
+                c.pointee.chat_message = p
+            }
+        case .peerEvent(let v):
+            c.pointee.body_case = .init(rawValue: 159)
+            do {
+                let p = arena.allocate(Netplay__V1__PeerEvent.self)
+                try v._fill(p, arena, validate)
+                c.pointee.peer_event = p
+            }
+        case .closeRelaySessionRequest(let v):
+            c.pointee.body_case = .init(rawValue: 160)
+            do {
+                let p = arena.allocate(Netplay__V1__CloseRelaySessionRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.close_relay_session_request = p
+            }
+        case .disconnectPeerRequest(let v):
+            c.pointee.body_case = .init(rawValue: 161)
+            do {
+                let p = arena.allocate(Netplay__V1__DisconnectPeerRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.disconnect_peer_request = p
+            }
+        case .replayHeader(let v):
+            c.pointee.body_case = .init(rawValue: 170)
+            do {
+                let p = arena.allocate(Netplay__V1__ReplayHeader.self)
+                try v._fill(p, arena, validate)
+                c.pointee.replay_header = p
+            }
+        case .replayRecord(let v):
+            c.pointee.body_case = .init(rawValue: 171)
+            do {
+                let p = arena.allocate(Netplay__V1__ReplayRecord.self)
+                try v._fill(p, arena, validate)
+                c.pointee.replay_record = p
+            }
+        case .replayFooter(let v):
+            c.pointee.body_case = .init(rawValue: 172)
+            do {
+                let p = arena.allocate(Netplay__V1__ReplayFooter.self)
+                try v._fill(p, arena, validate)
+                c.pointee.replay_footer = p
+            }
         }
     }
 
@@ -199,6 +965,26 @@ extension Envelope: WireMessage, _CMessage {
             guard let p_pong = c.pointee.pong else { throw .missingField("Envelope.pong") }
             let v = try Pong(_c: p_pong)
             self.body = .pong(v)
+        case 5:
+            guard let p_input_batch = c.pointee.input_batch else { throw .missingField("Envelope.input_batch") }
+            let v = try InputBatch(_c: p_input_batch)
+            self.body = .inputBatch(v)
+        case 6:
+            guard let p_input_broadcast = c.pointee.input_broadcast else { throw .missingField("Envelope.input_broadcast") }
+            let v = try InputBroadcast(_c: p_input_broadcast)
+            self.body = .inputBroadcast(v)
+        case 7:
+            guard let p_checksum_report = c.pointee.checksum_report else { throw .missingField("Envelope.checksum_report") }
+            let v = try ChecksumReport(_c: p_checksum_report)
+            self.body = .checksumReport(v)
+        case 8:
+            guard let p_time_sync_hint = c.pointee.time_sync_hint else { throw .missingField("Envelope.time_sync_hint") }
+            let v = try TimeSyncHint(_c: p_time_sync_hint)
+            self.body = .timeSyncHint(v)
+        case 9:
+            guard let p_state_chunk = c.pointee.state_chunk else { throw .missingField("Envelope.state_chunk") }
+            let v = try StateChunk(_c: p_state_chunk)
+            self.body = .stateChunk(v)
         case 10:
             guard let p_ack = c.pointee.ack else { throw .missingField("Envelope.ack") }
             let v = try Ack(_c: p_ack)
@@ -223,6 +1009,262 @@ extension Envelope: WireMessage, _CMessage {
             guard let p_service_heartbeat = c.pointee.service_heartbeat else { throw .missingField("Envelope.service_heartbeat") }
             let v = try ServiceHeartbeat(_c: p_service_heartbeat)
             self.body = .serviceHeartbeat(v)
+        case 30:
+            guard let p_metrics_snapshot = c.pointee.metrics_snapshot else { throw .missingField("Envelope.metrics_snapshot") }
+            let v = try MetricsSnapshot(_c: p_metrics_snapshot)
+            self.body = .metricsSnapshot(v)
+        case 31:
+            guard let p_event_record = c.pointee.event_record else { throw .missingField("Envelope.event_record") }
+            let v = try EventRecord(_c: p_event_record)
+            self.body = .eventRecord(v)
+        case 32:
+            guard let p_recent_events_request = c.pointee.recent_events_request else { throw .missingField("Envelope.recent_events_request") }
+            let v = try RecentEventsRequest(_c: p_recent_events_request)
+            self.body = .recentEventsRequest(v)
+        case 33:
+            guard let p_recent_events_response = c.pointee.recent_events_response else { throw .missingField("Envelope.recent_events_response") }
+            let v = try RecentEventsResponse(_c: p_recent_events_response)
+            self.body = .recentEventsResponse(v)
+        case 40:
+            guard let p_cluster_status_request = c.pointee.cluster_status_request else { throw .missingField("Envelope.cluster_status_request") }
+            let v = try ClusterStatusRequest(_c: p_cluster_status_request)
+            self.body = .clusterStatusRequest(v)
+        case 41:
+            guard let p_cluster_status_response = c.pointee.cluster_status_response else { throw .missingField("Envelope.cluster_status_response") }
+            let v = try ClusterStatusResponse(_c: p_cluster_status_response)
+            self.body = .clusterStatusResponse(v)
+        case 42:
+            guard let p_restart_service_request = c.pointee.restart_service_request else { throw .missingField("Envelope.restart_service_request") }
+            let v = try RestartServiceRequest(_c: p_restart_service_request)
+            self.body = .restartServiceRequest(v)
+        case 43:
+            guard let p_restart_service_response = c.pointee.restart_service_response else { throw .missingField("Envelope.restart_service_response") }
+            let v = try RestartServiceResponse(_c: p_restart_service_response)
+            self.body = .restartServiceResponse(v)
+        case 44:
+            guard let p_scale_service_request = c.pointee.scale_service_request else { throw .missingField("Envelope.scale_service_request") }
+            let v = try ScaleServiceRequest(_c: p_scale_service_request)
+            self.body = .scaleServiceRequest(v)
+        case 45:
+            guard let p_scale_service_response = c.pointee.scale_service_response else { throw .missingField("Envelope.scale_service_response") }
+            let v = try ScaleServiceResponse(_c: p_scale_service_response)
+            self.body = .scaleServiceResponse(v)
+        case 46:
+            guard let p_stop_cluster_request = c.pointee.stop_cluster_request else { throw .missingField("Envelope.stop_cluster_request") }
+            let v = try StopClusterRequest(_c: p_stop_cluster_request)
+            self.body = .stopClusterRequest(v)
+        case 60:
+            guard let p_announce_room_request = c.pointee.announce_room_request else { throw .missingField("Envelope.announce_room_request") }
+            let v = try AnnounceRoomRequest(_c: p_announce_room_request)
+            self.body = .announceRoomRequest(v)
+        case 61:
+            guard let p_announce_room_response = c.pointee.announce_room_response else { throw .missingField("Envelope.announce_room_response") }
+            let v = try AnnounceRoomResponse(_c: p_announce_room_response)
+            self.body = .announceRoomResponse(v)
+        case 62:
+            guard let p_refresh_room_request = c.pointee.refresh_room_request else { throw .missingField("Envelope.refresh_room_request") }
+            let v = try RefreshRoomRequest(_c: p_refresh_room_request)
+            self.body = .refreshRoomRequest(v)
+        case 63:
+            guard let p_refresh_room_response = c.pointee.refresh_room_response else { throw .missingField("Envelope.refresh_room_response") }
+            let v = try RefreshRoomResponse(_c: p_refresh_room_response)
+            self.body = .refreshRoomResponse(v)
+        case 64:
+            guard let p_withdraw_room_request = c.pointee.withdraw_room_request else { throw .missingField("Envelope.withdraw_room_request") }
+            let v = try WithdrawRoomRequest(_c: p_withdraw_room_request)
+            self.body = .withdrawRoomRequest(v)
+        case 65:
+            guard let p_withdraw_room_response = c.pointee.withdraw_room_response else { throw .missingField("Envelope.withdraw_room_response") }
+            let v = try WithdrawRoomResponse(_c: p_withdraw_room_response)
+            self.body = .withdrawRoomResponse(v)
+        case 66:
+            guard let p_get_room_request = c.pointee.get_room_request else { throw .missingField("Envelope.get_room_request") }
+            let v = try GetRoomRequest(_c: p_get_room_request)
+            self.body = .getRoomRequest(v)
+        case 67:
+            guard let p_get_room_response = c.pointee.get_room_response else { throw .missingField("Envelope.get_room_response") }
+            let v = try GetRoomResponse(_c: p_get_room_response)
+            self.body = .getRoomResponse(v)
+        case 68:
+            guard let p_list_rooms_request = c.pointee.list_rooms_request else { throw .missingField("Envelope.list_rooms_request") }
+            let v = try ListRoomsRequest(_c: p_list_rooms_request)
+            self.body = .listRoomsRequest(v)
+        case 69:
+            guard let p_list_rooms_response = c.pointee.list_rooms_response else { throw .missingField("Envelope.list_rooms_response") }
+            let v = try ListRoomsResponse(_c: p_list_rooms_response)
+            self.body = .listRoomsResponse(v)
+        case 70:
+            guard let p_watch_rooms_request = c.pointee.watch_rooms_request else { throw .missingField("Envelope.watch_rooms_request") }
+            let v = try WatchRoomsRequest(_c: p_watch_rooms_request)
+            self.body = .watchRoomsRequest(v)
+        case 71:
+            guard let p_watch_rooms_snapshot = c.pointee.watch_rooms_snapshot else { throw .missingField("Envelope.watch_rooms_snapshot") }
+            let v = try WatchRoomsSnapshot(_c: p_watch_rooms_snapshot)
+            self.body = .watchRoomsSnapshot(v)
+        case 72:
+            guard let p_room_added = c.pointee.room_added else { throw .missingField("Envelope.room_added") }
+            let v = try RoomAdded(_c: p_room_added)
+            self.body = .roomAdded(v)
+        case 73:
+            guard let p_room_updated = c.pointee.room_updated else { throw .missingField("Envelope.room_updated") }
+            let v = try RoomUpdated(_c: p_room_updated)
+            self.body = .roomUpdated(v)
+        case 74:
+            guard let p_room_removed = c.pointee.room_removed else { throw .missingField("Envelope.room_removed") }
+            let v = try RoomRemoved(_c: p_room_removed)
+            self.body = .roomRemoved(v)
+        case 75:
+            guard let p_lan_beacon = c.pointee.lan_beacon else { throw .missingField("Envelope.lan_beacon") }
+            let v = try LanBeacon(_c: p_lan_beacon)
+            self.body = .lanBeacon(v)
+        case 100:
+            guard let p_create_session_request = c.pointee.create_session_request else { throw .missingField("Envelope.create_session_request") }
+            let v = try CreateSessionRequest(_c: p_create_session_request)
+            self.body = .createSessionRequest(v)
+        case 101:
+            guard let p_create_session_response = c.pointee.create_session_response else { throw .missingField("Envelope.create_session_response") }
+            let v = try CreateSessionResponse(_c: p_create_session_response)
+            self.body = .createSessionResponse(v)
+        case 102:
+            guard let p_join_session_request = c.pointee.join_session_request else { throw .missingField("Envelope.join_session_request") }
+            let v = try JoinSessionRequest(_c: p_join_session_request)
+            self.body = .joinSessionRequest(v)
+        case 103:
+            guard let p_join_session_response = c.pointee.join_session_response else { throw .missingField("Envelope.join_session_response") }
+            let v = try JoinSessionResponse(_c: p_join_session_response)
+            self.body = .joinSessionResponse(v)
+        case 104:
+            guard let p_leave_session_request = c.pointee.leave_session_request else { throw .missingField("Envelope.leave_session_request") }
+            let v = try LeaveSessionRequest(_c: p_leave_session_request)
+            self.body = .leaveSessionRequest(v)
+        case 105:
+            guard let p_kick_participant_request = c.pointee.kick_participant_request else { throw .missingField("Envelope.kick_participant_request") }
+            let v = try KickParticipantRequest(_c: p_kick_participant_request)
+            self.body = .kickParticipantRequest(v)
+        case 106:
+            guard let p_swap_slots_request = c.pointee.swap_slots_request else { throw .missingField("Envelope.swap_slots_request") }
+            let v = try SwapSlotsRequest(_c: p_swap_slots_request)
+            self.body = .swapSlotsRequest(v)
+        case 107:
+            guard let p_choose_slot_request = c.pointee.choose_slot_request else { throw .missingField("Envelope.choose_slot_request") }
+            let v = try ChooseSlotRequest(_c: p_choose_slot_request)
+            self.body = .chooseSlotRequest(v)
+        case 108:
+            guard let p_start_session_request = c.pointee.start_session_request else { throw .missingField("Envelope.start_session_request") }
+            let v = try StartSessionRequest(_c: p_start_session_request)
+            self.body = .startSessionRequest(v)
+        case 109:
+            guard let p_end_session_request = c.pointee.end_session_request else { throw .missingField("Envelope.end_session_request") }
+            let v = try EndSessionRequest(_c: p_end_session_request)
+            self.body = .endSessionRequest(v)
+        case 110:
+            guard let p_get_session_request = c.pointee.get_session_request else { throw .missingField("Envelope.get_session_request") }
+            let v = try GetSessionRequest(_c: p_get_session_request)
+            self.body = .getSessionRequest(v)
+        case 111:
+            guard let p_renew_ticket_request = c.pointee.renew_ticket_request else { throw .missingField("Envelope.renew_ticket_request") }
+            let v = try RenewTicketRequest(_c: p_renew_ticket_request)
+            self.body = .renewTicketRequest(v)
+        case 112:
+            guard let p_session_response = c.pointee.session_response else { throw .missingField("Envelope.session_response") }
+            let v = try SessionResponse(_c: p_session_response)
+            self.body = .sessionResponse(v)
+        case 113:
+            guard let p_list_sessions_request = c.pointee.list_sessions_request else { throw .missingField("Envelope.list_sessions_request") }
+            let v = try ListSessionsRequest(_c: p_list_sessions_request)
+            self.body = .listSessionsRequest(v)
+        case 114:
+            guard let p_list_sessions_response = c.pointee.list_sessions_response else { throw .missingField("Envelope.list_sessions_response") }
+            let v = try ListSessionsResponse(_c: p_list_sessions_response)
+            self.body = .listSessionsResponse(v)
+        case 115:
+            guard let p_session_event = c.pointee.session_event else { throw .missingField("Envelope.session_event") }
+            let v = try SessionEvent(_c: p_session_event)
+            self.body = .sessionEvent(v)
+        case 120:
+            guard let p_register_relay_request = c.pointee.register_relay_request else { throw .missingField("Envelope.register_relay_request") }
+            let v = try RegisterRelayRequest(_c: p_register_relay_request)
+            self.body = .registerRelayRequest(v)
+        case 121:
+            guard let p_register_relay_response = c.pointee.register_relay_response else { throw .missingField("Envelope.register_relay_response") }
+            let v = try RegisterRelayResponse(_c: p_register_relay_response)
+            self.body = .registerRelayResponse(v)
+        case 122:
+            guard let p_refresh_relay_request = c.pointee.refresh_relay_request else { throw .missingField("Envelope.refresh_relay_request") }
+            let v = try RefreshRelayRequest(_c: p_refresh_relay_request)
+            self.body = .refreshRelayRequest(v)
+        case 123:
+            guard let p_refresh_relay_response = c.pointee.refresh_relay_response else { throw .missingField("Envelope.refresh_relay_response") }
+            let v = try RefreshRelayResponse(_c: p_refresh_relay_response)
+            self.body = .refreshRelayResponse(v)
+        case 124:
+            guard let p_list_relays_request = c.pointee.list_relays_request else { throw .missingField("Envelope.list_relays_request") }
+            let v = try ListRelaysRequest(_c: p_list_relays_request)
+            self.body = .listRelaysRequest(v)
+        case 125:
+            guard let p_list_relays_response = c.pointee.list_relays_response else { throw .missingField("Envelope.list_relays_response") }
+            let v = try ListRelaysResponse(_c: p_list_relays_response)
+            self.body = .listRelaysResponse(v)
+        case 150:
+            guard let p_attach_request = c.pointee.attach_request else { throw .missingField("Envelope.attach_request") }
+            let v = try AttachRequest(_c: p_attach_request)
+            self.body = .attachRequest(v)
+        case 151:
+            guard let p_attach_response = c.pointee.attach_response else { throw .missingField("Envelope.attach_response") }
+            let v = try AttachResponse(_c: p_attach_response)
+            self.body = .attachResponse(v)
+        case 152:
+            guard let p_detach = c.pointee.detach else { throw .missingField("Envelope.detach") }
+            let v = try Detach(_c: p_detach)
+            self.body = .detach(v)
+        case 153:
+            guard let p_state_request = c.pointee.state_request else { throw .missingField("Envelope.state_request") }
+            let v = try StateRequest(_c: p_state_request)
+            self.body = .stateRequest(v)
+        case 154:
+            guard let p_state_transfer_ack = c.pointee.state_transfer_ack else { throw .missingField("Envelope.state_transfer_ack") }
+            let v = try StateTransferAck(_c: p_state_transfer_ack)
+            self.body = .stateTransferAck(v)
+        case 155:
+            guard let p_desync_notice = c.pointee.desync_notice else { throw .missingField("Envelope.desync_notice") }
+            let v = try DesyncNotice(_c: p_desync_notice)
+            self.body = .desyncNotice(v)
+        case 156:
+            guard let p_peer_stats = c.pointee.peer_stats else { throw .missingField("Envelope.peer_stats") }
+            let v = try PeerStats(_c: p_peer_stats)
+            self.body = .peerStats(v)
+        case 157:
+            guard let p_session_stats = c.pointee.session_stats else { throw .missingField("Envelope.session_stats") }
+            let v = try SessionStats(_c: p_session_stats)
+            self.body = .sessionStats(v)
+        case 158:
+            guard let p_chat_message = c.pointee.chat_message else { throw .missingField("Envelope.chat_message") }
+            let v = try ChatMessage(_c: p_chat_message)
+            self.body = .chatMessage(v)
+        case 159:
+            guard let p_peer_event = c.pointee.peer_event else { throw .missingField("Envelope.peer_event") }
+            let v = try PeerEvent(_c: p_peer_event)
+            self.body = .peerEvent(v)
+        case 160:
+            guard let p_close_relay_session_request = c.pointee.close_relay_session_request else { throw .missingField("Envelope.close_relay_session_request") }
+            let v = try CloseRelaySessionRequest(_c: p_close_relay_session_request)
+            self.body = .closeRelaySessionRequest(v)
+        case 161:
+            guard let p_disconnect_peer_request = c.pointee.disconnect_peer_request else { throw .missingField("Envelope.disconnect_peer_request") }
+            let v = try DisconnectPeerRequest(_c: p_disconnect_peer_request)
+            self.body = .disconnectPeerRequest(v)
+        case 170:
+            guard let p_replay_header = c.pointee.replay_header else { throw .missingField("Envelope.replay_header") }
+            let v = try ReplayHeader(_c: p_replay_header)
+            self.body = .replayHeader(v)
+        case 171:
+            guard let p_replay_record = c.pointee.replay_record else { throw .missingField("Envelope.replay_record") }
+            let v = try ReplayRecord(_c: p_replay_record)
+            self.body = .replayRecord(v)
+        case 172:
+            guard let p_replay_footer = c.pointee.replay_footer else { throw .missingField("Envelope.replay_footer") }
+            let v = try ReplayFooter(_c: p_replay_footer)
+            self.body = .replayFooter(v)
         default:
             if c.pointee.base.n_unknown_fields > 0, let unknown = c.pointee.base.unknown_fields {
                 throw .unknownBody(fieldNumber: Int(unknown[0].tag))
@@ -238,12 +1280,81 @@ extension Envelope: WireMessage, _CMessage {
         case .error(let v): w.key("error"); v._json(&w)
         case .ping(let v): w.key("ping"); v._json(&w)
         case .pong(let v): w.key("pong"); v._json(&w)
+        case .inputBatch(let v): w.key("inputBatch"); v._json(&w)
+        case .inputBroadcast(let v): w.key("inputBroadcast"); v._json(&w)
+        case .checksumReport(let v): w.key("checksumReport"); v._json(&w)
+        case .timeSyncHint(let v): w.key("timeSyncHint"); v._json(&w)
+        case .stateChunk(let v): w.key("stateChunk"); v._json(&w)
         case .ack(let v): w.key("ack"); v._json(&w)
         case .healthRequest(let v): w.key("healthRequest"); v._json(&w)
         case .healthResponse(let v): w.key("healthResponse"); v._json(&w)
         case .introspectRequest(let v): w.key("introspectRequest"); v._json(&w)
         case .introspectResponse(let v): w.key("introspectResponse"); v._json(&w)
         case .serviceHeartbeat(let v): w.key("serviceHeartbeat"); v._json(&w)
+        case .metricsSnapshot(let v): w.key("metricsSnapshot"); v._json(&w)
+        case .eventRecord(let v): w.key("eventRecord"); v._json(&w)
+        case .recentEventsRequest(let v): w.key("recentEventsRequest"); v._json(&w)
+        case .recentEventsResponse(let v): w.key("recentEventsResponse"); v._json(&w)
+        case .clusterStatusRequest(let v): w.key("clusterStatusRequest"); v._json(&w)
+        case .clusterStatusResponse(let v): w.key("clusterStatusResponse"); v._json(&w)
+        case .restartServiceRequest(let v): w.key("restartServiceRequest"); v._json(&w)
+        case .restartServiceResponse(let v): w.key("restartServiceResponse"); v._json(&w)
+        case .scaleServiceRequest(let v): w.key("scaleServiceRequest"); v._json(&w)
+        case .scaleServiceResponse(let v): w.key("scaleServiceResponse"); v._json(&w)
+        case .stopClusterRequest(let v): w.key("stopClusterRequest"); v._json(&w)
+        case .announceRoomRequest(let v): w.key("announceRoomRequest"); v._json(&w)
+        case .announceRoomResponse(let v): w.key("announceRoomResponse"); v._json(&w)
+        case .refreshRoomRequest(let v): w.key("refreshRoomRequest"); v._json(&w)
+        case .refreshRoomResponse(let v): w.key("refreshRoomResponse"); v._json(&w)
+        case .withdrawRoomRequest(let v): w.key("withdrawRoomRequest"); v._json(&w)
+        case .withdrawRoomResponse(let v): w.key("withdrawRoomResponse"); v._json(&w)
+        case .getRoomRequest(let v): w.key("getRoomRequest"); v._json(&w)
+        case .getRoomResponse(let v): w.key("getRoomResponse"); v._json(&w)
+        case .listRoomsRequest(let v): w.key("listRoomsRequest"); v._json(&w)
+        case .listRoomsResponse(let v): w.key("listRoomsResponse"); v._json(&w)
+        case .watchRoomsRequest(let v): w.key("watchRoomsRequest"); v._json(&w)
+        case .watchRoomsSnapshot(let v): w.key("watchRoomsSnapshot"); v._json(&w)
+        case .roomAdded(let v): w.key("roomAdded"); v._json(&w)
+        case .roomUpdated(let v): w.key("roomUpdated"); v._json(&w)
+        case .roomRemoved(let v): w.key("roomRemoved"); v._json(&w)
+        case .lanBeacon(let v): w.key("lanBeacon"); v._json(&w)
+        case .createSessionRequest(let v): w.key("createSessionRequest"); v._json(&w)
+        case .createSessionResponse(let v): w.key("createSessionResponse"); v._json(&w)
+        case .joinSessionRequest(let v): w.key("joinSessionRequest"); v._json(&w)
+        case .joinSessionResponse(let v): w.key("joinSessionResponse"); v._json(&w)
+        case .leaveSessionRequest(let v): w.key("leaveSessionRequest"); v._json(&w)
+        case .kickParticipantRequest(let v): w.key("kickParticipantRequest"); v._json(&w)
+        case .swapSlotsRequest(let v): w.key("swapSlotsRequest"); v._json(&w)
+        case .chooseSlotRequest(let v): w.key("chooseSlotRequest"); v._json(&w)
+        case .startSessionRequest(let v): w.key("startSessionRequest"); v._json(&w)
+        case .endSessionRequest(let v): w.key("endSessionRequest"); v._json(&w)
+        case .getSessionRequest(let v): w.key("getSessionRequest"); v._json(&w)
+        case .renewTicketRequest(let v): w.key("renewTicketRequest"); v._json(&w)
+        case .sessionResponse(let v): w.key("sessionResponse"); v._json(&w)
+        case .listSessionsRequest(let v): w.key("listSessionsRequest"); v._json(&w)
+        case .listSessionsResponse(let v): w.key("listSessionsResponse"); v._json(&w)
+        case .sessionEvent(let v): w.key("sessionEvent"); v._json(&w)
+        case .registerRelayRequest(let v): w.key("registerRelayRequest"); v._json(&w)
+        case .registerRelayResponse(let v): w.key("registerRelayResponse"); v._json(&w)
+        case .refreshRelayRequest(let v): w.key("refreshRelayRequest"); v._json(&w)
+        case .refreshRelayResponse(let v): w.key("refreshRelayResponse"); v._json(&w)
+        case .listRelaysRequest(let v): w.key("listRelaysRequest"); v._json(&w)
+        case .listRelaysResponse(let v): w.key("listRelaysResponse"); v._json(&w)
+        case .attachRequest(let v): w.key("attachRequest"); v._json(&w)
+        case .attachResponse(let v): w.key("attachResponse"); v._json(&w)
+        case .detach(let v): w.key("detach"); v._json(&w)
+        case .stateRequest(let v): w.key("stateRequest"); v._json(&w)
+        case .stateTransferAck(let v): w.key("stateTransferAck"); v._json(&w)
+        case .desyncNotice(let v): w.key("desyncNotice"); v._json(&w)
+        case .peerStats(let v): w.key("peerStats"); v._json(&w)
+        case .sessionStats(let v): w.key("sessionStats"); v._json(&w)
+        case .chatMessage(let v): w.key("chatMessage"); v._json(&w)
+        case .peerEvent(let v): w.key("peerEvent"); v._json(&w)
+        case .closeRelaySessionRequest(let v): w.key("closeRelaySessionRequest"); v._json(&w)
+        case .disconnectPeerRequest(let v): w.key("disconnectPeerRequest"); v._json(&w)
+        case .replayHeader(let v): w.key("replayHeader"); v._json(&w)
+        case .replayRecord(let v): w.key("replayRecord"); v._json(&w)
+        case .replayFooter(let v): w.key("replayFooter"); v._json(&w)
         }
         w.close()
     }

@@ -151,12 +151,12 @@ extension HealthRequest: WireMessage, _CMessage {
     /// every field first.
     public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
 
-    /// Decodes and validates a `HealthRequest` encoded alone. Never crashes; any bad input is a `WireError`.
+    /// Decodes and validates `HealthRequest` encoded alone. Never crashes; any bad input is a `WireError`.
     public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
 
-    /// Decodes and validates a `HealthRequest` from borrowed memory, without copying it first.
+    /// Decodes and validates `HealthRequest` from borrowed memory, without copying it first.
     public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
@@ -197,12 +197,12 @@ extension HealthResponse: WireMessage, _CMessage {
     /// every field first.
     public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
 
-    /// Decodes and validates a `HealthResponse` encoded alone. Never crashes; any bad input is a `WireError`.
+    /// Decodes and validates `HealthResponse` encoded alone. Never crashes; any bad input is a `WireError`.
     public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
 
-    /// Decodes and validates a `HealthResponse` from borrowed memory, without copying it first.
+    /// Decodes and validates `HealthResponse` from borrowed memory, without copying it first.
     public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
@@ -310,12 +310,12 @@ extension IntrospectRequest: WireMessage, _CMessage {
     /// every field first.
     public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
 
-    /// Decodes and validates a `IntrospectRequest` encoded alone. Never crashes; any bad input is a `WireError`.
+    /// Decodes and validates `IntrospectRequest` encoded alone. Never crashes; any bad input is a `WireError`.
     public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
 
-    /// Decodes and validates a `IntrospectRequest` from borrowed memory, without copying it first.
+    /// Decodes and validates `IntrospectRequest` from borrowed memory, without copying it first.
     public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
@@ -362,12 +362,12 @@ extension IntrospectResponse: WireMessage, _CMessage {
     /// every field first.
     public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
 
-    /// Decodes and validates a `IntrospectResponse` encoded alone. Never crashes; any bad input is a `WireError`.
+    /// Decodes and validates `IntrospectResponse` encoded alone. Never crashes; any bad input is a `WireError`.
     public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
 
-    /// Decodes and validates a `IntrospectResponse` from borrowed memory, without copying it first.
+    /// Decodes and validates `IntrospectResponse` from borrowed memory, without copying it first.
     public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
@@ -426,12 +426,12 @@ extension ServiceHeartbeat: WireMessage, _CMessage {
     /// every field first.
     public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
 
-    /// Decodes and validates a `ServiceHeartbeat` encoded alone. Never crashes; any bad input is a `WireError`.
+    /// Decodes and validates `ServiceHeartbeat` encoded alone. Never crashes; any bad input is a `WireError`.
     public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }
 
-    /// Decodes and validates a `ServiceHeartbeat` from borrowed memory, without copying it first.
+    /// Decodes and validates `ServiceHeartbeat` from borrowed memory, without copying it first.
     public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
         self = try _wireDecode(bytes, limits)
     }

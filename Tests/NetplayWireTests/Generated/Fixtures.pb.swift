@@ -71,6 +71,630 @@ extension ContentInfo {
     }
 }
 
+extension SessionSettings {
+    /// A `SessionSettings` with every field set to a non-default, valid value.
+    static var sample: SessionSettings {
+        SessionSettings(
+            roomName: "room_name-1",
+            content: ContentInfo.sample,
+            region: "region-3",
+            transport: .relay,
+            lanEndpoint: "lan_endpoint-5",
+            unlisted: true,
+            maxPlayers: 8,
+            frameDelay: 15,
+            spectatorsAllowed: true,
+            maxSpectators: 64,
+            playPassword: "play_password-14",
+            spectatePassword: "spectate_password-15",
+            inputSize: 64,
+            frameRateMhz: 1000000,
+            predictionWindow: 32,
+            lagToleranceFrames: 600,
+            spectatorDelayFrames: 3600,
+            checksumIntervalFrames: 3600
+        )
+    }
+}
+
+extension SyncParams {
+    /// A `SyncParams` with every field set to a non-default, valid value.
+    static var sample: SyncParams {
+        SyncParams(
+            inputSize: 64,
+            maxPlayers: 8,
+            frameDelay: 15,
+            frameRateMhz: 1000000,
+            predictionWindow: 32,
+            lagToleranceFrames: 600,
+            spectatorDelayFrames: 3600,
+            checksumIntervalFrames: 3600,
+            maxSpectators: 64
+        )
+    }
+}
+
+extension Participant {
+    /// A `Participant` with every field set to a non-default, valid value.
+    static var sample: Participant {
+        Participant(
+            participantId: "participant_id-1",
+            name: "name-2",
+            role: .spectator,
+            slot: 8,
+            connected: true,
+            isHost: true,
+            joinedAtUnixMs: 1099511627783
+        )
+    }
+}
+
+extension Slot {
+    /// A `Slot` with every field set to a non-default, valid value.
+    static var sample: Slot {
+        Slot(
+            slot: 8,
+            participant: Participant.sample
+        )
+    }
+}
+
+extension SessionInfo {
+    /// A `SessionInfo` with every field set to a non-default, valid value.
+    static var sample: SessionInfo {
+        SessionInfo(
+            sessionId: "session_id-1",
+            state: .ended,
+            settings: SessionSettings.sample,
+            hasPassword: true,
+            hasSpectatePassword: true,
+            slots: [Slot.sample, Slot.sample],
+            spectators: [Participant.sample, Participant.sample],
+            hostParticipantId: "host_participant_id-8",
+            relayId: "relay_id-9",
+            relayEndpoint: "relay_endpoint-10",
+            roomId: "room_id-11",
+            createdAtUnixMs: 1099511627788,
+            startedAtUnixMs: 1099511627789,
+            endedAtUnixMs: 1099511627790,
+            version: 1099511627791
+        )
+    }
+}
+
+extension JoinTicket {
+    /// A `JoinTicket` with every field set to a non-default, valid value.
+    static var sample: JoinTicket {
+        JoinTicket(
+            sessionId: "session_id-1",
+            participantId: "participant_id-2",
+            role: .spectator,
+            slot: 8,
+            relayId: "relay_id-5",
+            relayEndpoint: "relay_endpoint-6",
+            issuedAtUnixMs: 1099511627783,
+            expiresAtUnixMs: 1099511627784,
+            nonce: [0x01, 0xAB, 0x00, 0xFF, 0x09],
+            keyId: 4000000010,
+            params: SyncParams.sample,
+            name: "name-12",
+            signature: [0x01, 0xAB, 0x00, 0xFF, 0x0F]
+        )
+    }
+}
+
+extension CreateSessionRequest {
+    /// A `CreateSessionRequest` with every field set to a non-default, valid value.
+    static var sample: CreateSessionRequest {
+        CreateSessionRequest(
+            settings: SessionSettings.sample,
+            hostName: "host_name-2",
+            preferredSlot: 8,
+            idempotencyKey: "idempotency_key-4"
+        )
+    }
+}
+
+extension CreateSessionResponse {
+    /// A `CreateSessionResponse` with every field set to a non-default, valid value.
+    static var sample: CreateSessionResponse {
+        CreateSessionResponse(
+            session: SessionInfo.sample,
+            participantId: "participant_id-2",
+            participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03],
+            ticket: JoinTicket.sample
+        )
+    }
+}
+
+extension JoinSessionRequest {
+    /// A `JoinSessionRequest` with every field set to a non-default, valid value.
+    static var sample: JoinSessionRequest {
+        JoinSessionRequest(
+            sessionId: "session_id-1",
+            role: .spectator,
+            name: "name-3",
+            password: "password-4",
+            content: ContentInfo.sample,
+            preferredSlot: 8,
+            idempotencyKey: "idempotency_key-7"
+        )
+    }
+}
+
+extension JoinSessionResponse {
+    /// A `JoinSessionResponse` with every field set to a non-default, valid value.
+    static var sample: JoinSessionResponse {
+        JoinSessionResponse(
+            session: SessionInfo.sample,
+            participantId: "participant_id-2",
+            participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03],
+            ticket: JoinTicket.sample,
+            slot: 8
+        )
+    }
+}
+
+extension LeaveSessionRequest {
+    /// A `LeaveSessionRequest` with every field set to a non-default, valid value.
+    static var sample: LeaveSessionRequest {
+        LeaveSessionRequest(
+            sessionId: "session_id-1",
+            participantId: "participant_id-2",
+            participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03]
+        )
+    }
+}
+
+extension KickParticipantRequest {
+    /// A `KickParticipantRequest` with every field set to a non-default, valid value.
+    static var sample: KickParticipantRequest {
+        KickParticipantRequest(
+            sessionId: "session_id-1",
+            participantId: "participant_id-2",
+            participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03],
+            targetParticipantId: "target_participant_id-4",
+            reason: "reason-5",
+            ban: true
+        )
+    }
+}
+
+extension SwapSlotsRequest {
+    /// A `SwapSlotsRequest` with every field set to a non-default, valid value.
+    static var sample: SwapSlotsRequest {
+        SwapSlotsRequest(
+            sessionId: "session_id-1",
+            participantId: "participant_id-2",
+            participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03],
+            slotA: 8,
+            slotB: 8
+        )
+    }
+}
+
+extension ChooseSlotRequest {
+    /// A `ChooseSlotRequest` with every field set to a non-default, valid value.
+    static var sample: ChooseSlotRequest {
+        ChooseSlotRequest(
+            sessionId: "session_id-1",
+            participantId: "participant_id-2",
+            participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03],
+            slot: 8
+        )
+    }
+}
+
+extension StartSessionRequest {
+    /// A `StartSessionRequest` with every field set to a non-default, valid value.
+    static var sample: StartSessionRequest {
+        StartSessionRequest(
+            sessionId: "session_id-1",
+            participantId: "participant_id-2",
+            participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03]
+        )
+    }
+}
+
+extension EndSessionRequest {
+    /// A `EndSessionRequest` with every field set to a non-default, valid value.
+    static var sample: EndSessionRequest {
+        EndSessionRequest(
+            sessionId: "session_id-1",
+            participantId: "participant_id-2",
+            participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03],
+            reason: "reason-4"
+        )
+    }
+}
+
+extension GetSessionRequest {
+    /// A `GetSessionRequest` with every field set to a non-default, valid value.
+    static var sample: GetSessionRequest {
+        GetSessionRequest(
+            sessionId: "session_id-1"
+        )
+    }
+}
+
+extension RenewTicketRequest {
+    /// A `RenewTicketRequest` with every field set to a non-default, valid value.
+    static var sample: RenewTicketRequest {
+        RenewTicketRequest(
+            sessionId: "session_id-1",
+            participantId: "participant_id-2",
+            participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03]
+        )
+    }
+}
+
+extension SessionResponse {
+    /// A `SessionResponse` with every field set to a non-default, valid value.
+    static var sample: SessionResponse {
+        SessionResponse(
+            session: SessionInfo.sample,
+            ticket: JoinTicket.sample
+        )
+    }
+}
+
+extension ListSessionsRequest {
+    /// A `ListSessionsRequest` with every field set to a non-default, valid value.
+    static var sample: ListSessionsRequest {
+        ListSessionsRequest(
+            state: .ended,
+            gameName: "game_name-2",
+            includeUnlisted: true,
+            pageSize: 200,
+            pageToken: "page_token-5",
+            relayId: "relay_id-6"
+        )
+    }
+}
+
+extension ListSessionsResponse {
+    /// A `ListSessionsResponse` with every field set to a non-default, valid value.
+    static var sample: ListSessionsResponse {
+        ListSessionsResponse(
+            sessions: [SessionInfo.sample, SessionInfo.sample],
+            nextPageToken: "next_page_token-2",
+            totalMatching: 4000000003
+        )
+    }
+}
+
+extension SessionEvent {
+    /// A `SessionEvent` with every field set to a non-default, valid value.
+    static var sample: SessionEvent {
+        SessionEvent(
+            sequence: 1099511627777,
+            kind: .relayAssigned,
+            session: SessionInfo.sample,
+            participantId: "participant_id-4",
+            reason: "reason-5",
+            timestampUnixMs: 1099511627782
+        )
+    }
+}
+
+extension RelayLoad {
+    /// A `RelayLoad` with every field set to a non-default, valid value.
+    static var sample: RelayLoad {
+        RelayLoad(
+            sessions: 4000000001,
+            peers: 4000000002,
+            capacitySessions: 4000000003,
+            inputsPerSecond: 4000000004,
+            cpuPercent: 4000000005
+        )
+    }
+}
+
+extension RelayInfo {
+    /// A `RelayInfo` with every field set to a non-default, valid value.
+    static var sample: RelayInfo {
+        RelayInfo(
+            relayId: "relay_id-1",
+            endpoint: "endpoint-2",
+            eventsEndpoint: "events_endpoint-3",
+            region: "region-4",
+            load: RelayLoad.sample,
+            lastSeenUnixMs: 1099511627782,
+            draining: true,
+            version: "version-8"
+        )
+    }
+}
+
+extension RegisterRelayRequest {
+    /// A `RegisterRelayRequest` with every field set to a non-default, valid value.
+    static var sample: RegisterRelayRequest {
+        RegisterRelayRequest(
+            relay: RelayInfo.sample,
+            sessionIds: ["session_ids-2", "session_ids-3"]
+        )
+    }
+}
+
+extension RegisterRelayResponse {
+    /// A `RegisterRelayResponse` with every field set to a non-default, valid value.
+    static var sample: RegisterRelayResponse {
+        RegisterRelayResponse(
+            relayId: "relay_id-1",
+            refreshIntervalMs: 60000,
+            ttlMs: 600000
+        )
+    }
+}
+
+extension RefreshRelayRequest {
+    /// A `RefreshRelayRequest` with every field set to a non-default, valid value.
+    static var sample: RefreshRelayRequest {
+        RefreshRelayRequest(
+            relayId: "relay_id-1",
+            load: RelayLoad.sample,
+            draining: true
+        )
+    }
+}
+
+extension RefreshRelayResponse {
+    /// A `RefreshRelayResponse` with every field set to a non-default, valid value.
+    static var sample: RefreshRelayResponse {
+        RefreshRelayResponse(
+            closeSessionIds: ["close_session_ids-1", "close_session_ids-2"]
+        )
+    }
+}
+
+extension ListRelaysRequest {
+    /// A `ListRelaysRequest` with every field set to a non-default, valid value.
+    static var sample: ListRelaysRequest {
+        ListRelaysRequest(
+            includeStale: true
+        )
+    }
+}
+
+extension ListRelaysResponse {
+    /// A `ListRelaysResponse` with every field set to a non-default, valid value.
+    static var sample: ListRelaysResponse {
+        ListRelaysResponse(
+            relays: [RelayInfo.sample, RelayInfo.sample]
+        )
+    }
+}
+
+extension Room {
+    /// A `Room` with every field set to a non-default, valid value.
+    static var sample: Room {
+        Room(
+            roomId: "room_id-1",
+            sessionId: "session_id-2",
+            hostName: "host_name-3",
+            roomName: "room_name-4",
+            content: ContentInfo.sample,
+            maxPlayers: 8,
+            currentPlayers: 8,
+            spectatorsAllowed: true,
+            maxSpectators: 64,
+            currentSpectators: 64,
+            hasPassword: true,
+            hasSpectatePassword: true,
+            inProgress: true,
+            frameDelay: 4000000018,
+            transport: .relay,
+            hostEndpoint: "host_endpoint-21",
+            relayEndpoint: "relay_endpoint-22",
+            region: "region-23",
+            source: .retroarchLan,
+            hostVersion: "host_version-25",
+            createdAtUnixMs: 1099511627806,
+            updatedAtUnixMs: 1099511627807,
+            expiresAtUnixMs: 1099511627808,
+            revision: 1099511627809
+        )
+    }
+}
+
+extension AnnounceRoomRequest {
+    /// A `AnnounceRoomRequest` with every field set to a non-default, valid value.
+    static var sample: AnnounceRoomRequest {
+        AnnounceRoomRequest(
+            room: Room.sample,
+            ttlMs: 600000,
+            announcerId: "announcer_id-3"
+        )
+    }
+}
+
+extension AnnounceRoomResponse {
+    /// A `AnnounceRoomResponse` with every field set to a non-default, valid value.
+    static var sample: AnnounceRoomResponse {
+        AnnounceRoomResponse(
+            roomId: "room_id-1",
+            created: true,
+            ttlMs: 4000000003,
+            expiresAtUnixMs: 1099511627780,
+            revision: 1099511627781
+        )
+    }
+}
+
+extension RefreshRoomRequest {
+    /// A `RefreshRoomRequest` with every field set to a non-default, valid value.
+    static var sample: RefreshRoomRequest {
+        RefreshRoomRequest(
+            roomId: "room_id-1",
+            announcerId: "announcer_id-2",
+            ttlMs: 600000,
+            updateOccupancy: true,
+            currentPlayers: 8,
+            currentSpectators: 64,
+            inProgress: true
+        )
+    }
+}
+
+extension RefreshRoomResponse {
+    /// A `RefreshRoomResponse` with every field set to a non-default, valid value.
+    static var sample: RefreshRoomResponse {
+        RefreshRoomResponse(
+            roomId: "room_id-1",
+            expiresAtUnixMs: 1099511627778,
+            revision: 1099511627779
+        )
+    }
+}
+
+extension WithdrawRoomRequest {
+    /// A `WithdrawRoomRequest` with every field set to a non-default, valid value.
+    static var sample: WithdrawRoomRequest {
+        WithdrawRoomRequest(
+            roomId: "room_id-1",
+            announcerId: "announcer_id-2"
+        )
+    }
+}
+
+extension WithdrawRoomResponse {
+    /// A `WithdrawRoomResponse` with every field set to a non-default, valid value.
+    static var sample: WithdrawRoomResponse {
+        WithdrawRoomResponse(
+            roomId: "room_id-1",
+            removed: true
+        )
+    }
+}
+
+extension GetRoomRequest {
+    /// A `GetRoomRequest` with every field set to a non-default, valid value.
+    static var sample: GetRoomRequest {
+        GetRoomRequest(
+            roomId: "room_id-1"
+        )
+    }
+}
+
+extension GetRoomResponse {
+    /// A `GetRoomResponse` with every field set to a non-default, valid value.
+    static var sample: GetRoomResponse {
+        GetRoomResponse(
+            room: Room.sample
+        )
+    }
+}
+
+extension RoomFilter {
+    /// A `RoomFilter` with every field set to a non-default, valid value.
+    static var sample: RoomFilter {
+        RoomFilter(
+            gameName: "game_name-1",
+            coreId: "core_id-2",
+            crc32: 4000000003,
+            md5: [0x01, 0xAB, 0x00, 0xFF, 0x04],
+            hasFreeSlot: true,
+            noPassword: true,
+            transport: .relay,
+            region: "region-8",
+            system: "system-9",
+            includeInProgress: true,
+            source: .retroarchLan
+        )
+    }
+}
+
+extension ListRoomsRequest {
+    /// A `ListRoomsRequest` with every field set to a non-default, valid value.
+    static var sample: ListRoomsRequest {
+        ListRoomsRequest(
+            filter: RoomFilter.sample,
+            pageSize: 500,
+            pageToken: "page_token-3"
+        )
+    }
+}
+
+extension ListRoomsResponse {
+    /// A `ListRoomsResponse` with every field set to a non-default, valid value.
+    static var sample: ListRoomsResponse {
+        ListRoomsResponse(
+            rooms: [Room.sample, Room.sample],
+            nextPageToken: "next_page_token-2",
+            totalMatching: 4000000003,
+            sequence: 1099511627780
+        )
+    }
+}
+
+extension WatchRoomsRequest {
+    /// A `WatchRoomsRequest` with every field set to a non-default, valid value.
+    static var sample: WatchRoomsRequest {
+        WatchRoomsRequest(
+            filter: RoomFilter.sample,
+            pageSize: 1000,
+            pageToken: "page_token-3"
+        )
+    }
+}
+
+extension WatchRoomsSnapshot {
+    /// A `WatchRoomsSnapshot` with every field set to a non-default, valid value.
+    static var sample: WatchRoomsSnapshot {
+        WatchRoomsSnapshot(
+            sequence: 1099511627777,
+            rooms: [Room.sample, Room.sample],
+            nextPageToken: "next_page_token-3",
+            topicPrefix: "topic_prefix-4"
+        )
+    }
+}
+
+extension RoomAdded {
+    /// A `RoomAdded` with every field set to a non-default, valid value.
+    static var sample: RoomAdded {
+        RoomAdded(
+            sequence: 1099511627777,
+            room: Room.sample
+        )
+    }
+}
+
+extension RoomUpdated {
+    /// A `RoomUpdated` with every field set to a non-default, valid value.
+    static var sample: RoomUpdated {
+        RoomUpdated(
+            sequence: 1099511627777,
+            room: Room.sample
+        )
+    }
+}
+
+extension RoomRemoved {
+    /// A `RoomRemoved` with every field set to a non-default, valid value.
+    static var sample: RoomRemoved {
+        RoomRemoved(
+            sequence: 1099511627777,
+            roomId: "room_id-2",
+            reason: .lanLost
+        )
+    }
+}
+
+extension LanBeacon {
+    /// A `LanBeacon` with every field set to a non-default, valid value.
+    static var sample: LanBeacon {
+        LanBeacon(
+            protocolVersion: 4000000001,
+            beaconId: "beacon_id-2",
+            sequence: 1099511627779,
+            intervalMs: 60000,
+            room: Room.sample,
+            goodbye: true
+        )
+    }
+}
+
 extension Envelope {
     /// A `Envelope` with every field set to a non-default, valid value.
     static var sample: Envelope {
@@ -140,21 +764,569 @@ extension ServiceHeartbeat {
     }
 }
 
+extension ServiceStatus {
+    /// A `ServiceStatus` with every field set to a non-default, valid value.
+    static var sample: ServiceStatus {
+        ServiceStatus(
+            service: "service-1",
+            instance: "instance-2",
+            replica: 4000000003,
+            state: .failed,
+            pid: 4000000005,
+            restarts: 4000000006,
+            uptimeMs: 1099511627783,
+            ready: true,
+            lastExitCode: -1009,
+            lastSignal: 4000000010,
+            lastReason: "last_reason-11",
+            lastHeartbeatUnixMs: 1099511627788,
+            endpoint: "endpoint-13",
+            nextRestartUnixMs: 1099511627790
+        )
+    }
+}
+
+extension ClusterStatusRequest {
+    /// A `ClusterStatusRequest` with every field set to a non-default, valid value.
+    static var sample: ClusterStatusRequest {
+        ClusterStatusRequest(
+            service: "service-1"
+        )
+    }
+}
+
+extension ClusterStatusResponse {
+    /// A `ClusterStatusResponse` with every field set to a non-default, valid value.
+    static var sample: ClusterStatusResponse {
+        ClusterStatusResponse(
+            cluster: "cluster-1",
+            state: .failed,
+            uptimeMs: 1099511627779,
+            services: [ServiceStatus.sample, ServiceStatus.sample],
+            supervisorPid: 4000000005
+        )
+    }
+}
+
+extension RestartServiceRequest {
+    /// A `RestartServiceRequest` with every field set to a non-default, valid value.
+    static var sample: RestartServiceRequest {
+        RestartServiceRequest(
+            service: "service-1",
+            instance: "instance-2",
+            kill: true
+        )
+    }
+}
+
+extension RestartServiceResponse {
+    /// A `RestartServiceResponse` with every field set to a non-default, valid value.
+    static var sample: RestartServiceResponse {
+        RestartServiceResponse(
+            instances: [ServiceStatus.sample, ServiceStatus.sample]
+        )
+    }
+}
+
+extension ScaleServiceRequest {
+    /// A `ScaleServiceRequest` with every field set to a non-default, valid value.
+    static var sample: ScaleServiceRequest {
+        ScaleServiceRequest(
+            service: "service-1",
+            replicas: 64
+        )
+    }
+}
+
+extension ScaleServiceResponse {
+    /// A `ScaleServiceResponse` with every field set to a non-default, valid value.
+    static var sample: ScaleServiceResponse {
+        ScaleServiceResponse(
+            service: "service-1",
+            previousReplicas: 4000000002,
+            replicas: 4000000003,
+            instances: [ServiceStatus.sample, ServiceStatus.sample]
+        )
+    }
+}
+
+extension StopClusterRequest {
+    /// A `StopClusterRequest` with every field set to a non-default, valid value.
+    static var sample: StopClusterRequest {
+        StopClusterRequest(
+            reason: "reason-1"
+        )
+    }
+}
+
+extension AttachRequest {
+    /// A `AttachRequest` with every field set to a non-default, valid value.
+    static var sample: AttachRequest {
+        AttachRequest(
+            ticket: JoinTicket.sample,
+            protocolVersion: 4000000002,
+            clientVersion: "client_version-3",
+            resume: true,
+            lastConfirmedFrame: 4000000005,
+            firstUnackedFrame: 4000000006
+        )
+    }
+}
+
+extension PeerInfo {
+    /// A `PeerInfo` with every field set to a non-default, valid value.
+    static var sample: PeerInfo {
+        PeerInfo(
+            participantId: "participant_id-1",
+            name: "name-2",
+            role: .spectator,
+            slot: 8,
+            connected: true
+        )
+    }
+}
+
+extension AttachResponse {
+    /// A `AttachResponse` with every field set to a non-default, valid value.
+    static var sample: AttachResponse {
+        AttachResponse(
+            sessionId: "session_id-1",
+            role: .spectator,
+            slot: 8,
+            params: SyncParams.sample,
+            startFrame: 4000000005,
+            confirmedFrame: 4000000006,
+            peers: [PeerInfo.sample, PeerInfo.sample],
+            stateFollows: true,
+            relayId: "relay_id-9",
+            running: true
+        )
+    }
+}
+
+extension InputBatch {
+    /// A `InputBatch` with every field set to a non-default, valid value.
+    static var sample: InputBatch {
+        InputBatch(
+            slot: 8,
+            startFrame: 4000000002,
+            inputSize: 64,
+            inputs: [0x01, 0xAB, 0x00, 0xFF, 0x04],
+            ackFrame: 4000000005,
+            currentFrame: 4000000006
+        )
+    }
+}
+
+extension PlayerInputs {
+    /// A `PlayerInputs` with every field set to a non-default, valid value.
+    static var sample: PlayerInputs {
+        PlayerInputs(
+            slot: 8,
+            startFrame: 4000000002,
+            inputs: [0x01, 0xAB, 0x00, 0xFF, 0x03],
+            status: [.empty, .disconnected]
+        )
+    }
+}
+
+extension InputBroadcast {
+    /// A `InputBroadcast` with every field set to a non-default, valid value.
+    static var sample: InputBroadcast {
+        InputBroadcast(
+            authoritative: true,
+            inputSize: 64,
+            players: [PlayerInputs.sample, PlayerInputs.sample],
+            confirmedFrame: 4000000004,
+            ackFrame: 4000000005
+        )
+    }
+}
+
+extension FrameChecksum {
+    /// A `FrameChecksum` with every field set to a non-default, valid value.
+    static var sample: FrameChecksum {
+        FrameChecksum(
+            frame: 4000000001,
+            checksum: 1099511627778
+        )
+    }
+}
+
+extension ChecksumReport {
+    /// A `ChecksumReport` with every field set to a non-default, valid value.
+    static var sample: ChecksumReport {
+        ChecksumReport(
+            slot: 8,
+            checksums: [FrameChecksum.sample, FrameChecksum.sample]
+        )
+    }
+}
+
+extension SlotChecksum {
+    /// A `SlotChecksum` with every field set to a non-default, valid value.
+    static var sample: SlotChecksum {
+        SlotChecksum(
+            slot: 8,
+            checksum: 1099511627778
+        )
+    }
+}
+
+extension DesyncNotice {
+    /// A `DesyncNotice` with every field set to a non-default, valid value.
+    static var sample: DesyncNotice {
+        DesyncNotice(
+            sessionId: "session_id-1",
+            frame: 4000000002,
+            checksums: [SlotChecksum.sample, SlotChecksum.sample],
+            divergedSlots: [4000000004, 4000000005],
+            referenceSlot: 8,
+            resyncStarted: true
+        )
+    }
+}
+
+extension StateRequest {
+    /// A `StateRequest` with every field set to a non-default, valid value.
+    static var sample: StateRequest {
+        StateRequest(
+            transferId: 4000000001,
+            frame: 4000000002,
+            reason: .reconnect,
+            maxChunkBytes: 262144
+        )
+    }
+}
+
+extension StateChunk {
+    /// A `StateChunk` with every field set to a non-default, valid value.
+    static var sample: StateChunk {
+        StateChunk(
+            transferId: 4000000001,
+            frame: 4000000002,
+            offset: 1099511627779,
+            totalSize: 268435456,
+            data: [0x01, 0xAB, 0x00, 0xFF, 0x05],
+            checksum: 1099511627782,
+            last: true,
+            reason: .reconnect
+        )
+    }
+}
+
+extension StateTransferAck {
+    /// A `StateTransferAck` with every field set to a non-default, valid value.
+    static var sample: StateTransferAck {
+        StateTransferAck(
+            transferId: 4000000001,
+            receivedBytes: 1099511627778,
+            loaded: true,
+            error: "error-4"
+        )
+    }
+}
+
+extension TimeSyncHint {
+    /// A `TimeSyncHint` with every field set to a non-default, valid value.
+    static var sample: TimeSyncHint {
+        TimeSyncHint(
+            framesAhead: -1001,
+            recommendedWaitFrames: 600,
+            rttUs: 4000000003,
+            leadingFrame: 4000000004
+        )
+    }
+}
+
+extension PeerStats {
+    /// A `PeerStats` with every field set to a non-default, valid value.
+    static var sample: PeerStats {
+        PeerStats(
+            slot: 8,
+            name: "name-2",
+            role: .spectator,
+            pingMs: 4000000004,
+            jitterMs: 4000000005,
+            framesAhead: -1006,
+            frameDelay: 4000000007,
+            rollbacks: 1099511627784,
+            rollbackFrames: 1099511627785,
+            maxRollbackFrames: 4000000010,
+            substitutedFrames: 1099511627787,
+            connected: true,
+            currentFrame: 4000000013
+        )
+    }
+}
+
+extension SessionStats {
+    /// A `SessionStats` with every field set to a non-default, valid value.
+    static var sample: SessionStats {
+        SessionStats(
+            sessionId: "session_id-1",
+            relayId: "relay_id-2",
+            confirmedFrame: 4000000003,
+            peers: [PeerStats.sample, PeerStats.sample],
+            timestampUnixMs: 1099511627781,
+            desyncs: 4000000006,
+            resyncs: 4000000007
+        )
+    }
+}
+
+extension ChatMessage {
+    /// A `ChatMessage` with every field set to a non-default, valid value.
+    static var sample: ChatMessage {
+        ChatMessage(
+            text: "text-1",
+            fromName: "from_name-2",
+            fromSlot: 8,
+            fromRole: .spectator,
+            sentAtUnixMs: 1099511627781
+        )
+    }
+}
+
+extension PeerEvent {
+    /// A `PeerEvent` with every field set to a non-default, valid value.
+    static var sample: PeerEvent {
+        PeerEvent(
+            kind: .caughtUp,
+            peer: PeerInfo.sample,
+            frame: 4000000003,
+            detail: "detail-4"
+        )
+    }
+}
+
+extension Detach {
+    /// A `Detach` with every field set to a non-default, valid value.
+    static var sample: Detach {
+        Detach(
+            reason: .protocolError,
+            message: "message-2"
+        )
+    }
+}
+
+extension CloseRelaySessionRequest {
+    /// A `CloseRelaySessionRequest` with every field set to a non-default, valid value.
+    static var sample: CloseRelaySessionRequest {
+        CloseRelaySessionRequest(
+            sessionId: "session_id-1",
+            reason: .protocolError,
+            message: "message-3"
+        )
+    }
+}
+
+extension DisconnectPeerRequest {
+    /// A `DisconnectPeerRequest` with every field set to a non-default, valid value.
+    static var sample: DisconnectPeerRequest {
+        DisconnectPeerRequest(
+            sessionId: "session_id-1",
+            participantId: "participant_id-2",
+            reason: .protocolError,
+            message: "message-4"
+        )
+    }
+}
+
+extension ReplayHeader {
+    /// A `ReplayHeader` with every field set to a non-default, valid value.
+    static var sample: ReplayHeader {
+        ReplayHeader(
+            formatVersion: 4000000001,
+            sessionId: "session_id-2",
+            content: ContentInfo.sample,
+            params: SyncParams.sample,
+            players: [PeerInfo.sample, PeerInfo.sample],
+            startedAtUnixMs: 1099511627782,
+            startFrame: 4000000007,
+            gameOptions: [0x01, 0xAB, 0x00, 0xFF, 0x08]
+        )
+    }
+}
+
+extension ReplayRecord {
+    /// A `ReplayRecord` with every field set to a non-default, valid value.
+    static var sample: ReplayRecord {
+        ReplayRecord(
+            startFrame: 4000000001,
+            frameCount: 1024,
+            inputs: [0x01, 0xAB, 0x00, 0xFF, 0x03],
+            status: [.empty, .disconnected],
+            checksums: [FrameChecksum.sample, FrameChecksum.sample]
+        )
+    }
+}
+
+extension ReplayFooter {
+    /// A `ReplayFooter` with every field set to a non-default, valid value.
+    static var sample: ReplayFooter {
+        ReplayFooter(
+            frameCount: 4000000001,
+            finalFrame: 4000000002,
+            finalChecksum: 1099511627779,
+            endedAtUnixMs: 1099511627780,
+            reason: "reason-5"
+        )
+    }
+}
+
+extension Metric {
+    /// A `Metric` with every field set to a non-default, valid value.
+    static var sample: Metric {
+        Metric(
+            name: "name-1",
+            help: "help-2",
+            kind: .histogram,
+            labels: [KeyValue.sample, KeyValue.sample],
+            value: 5.5,
+            bucketBounds: [10.5, 11.5],
+            bucketCounts: [1099511627787, 1099511627788],
+            sum: 12.5,
+            count: 1099511627789
+        )
+    }
+}
+
+extension MetricsSnapshot {
+    /// A `MetricsSnapshot` with every field set to a non-default, valid value.
+    static var sample: MetricsSnapshot {
+        MetricsSnapshot(
+            service: "service-1",
+            instance: "instance-2",
+            timestampUnixMs: 1099511627779,
+            metrics: [Metric.sample, Metric.sample],
+            sequence: 1099511627781
+        )
+    }
+}
+
+extension EventRecord {
+    /// A `EventRecord` with every field set to a non-default, valid value.
+    static var sample: EventRecord {
+        EventRecord(
+            service: "service-1",
+            instance: "instance-2",
+            topic: "topic-3",
+            timestampUnixMs: 1099511627780,
+            severity: .critical,
+            message: "message-6",
+            attributes: [KeyValue.sample, KeyValue.sample],
+            sessionId: "session_id-8",
+            sequence: 1099511627785
+        )
+    }
+}
+
+extension RecentEventsRequest {
+    /// A `RecentEventsRequest` with every field set to a non-default, valid value.
+    static var sample: RecentEventsRequest {
+        RecentEventsRequest(
+            topicPrefix: "topic_prefix-1",
+            sessionId: "session_id-2",
+            limit: 500,
+            minSeverity: .critical
+        )
+    }
+}
+
+extension RecentEventsResponse {
+    /// A `RecentEventsResponse` with every field set to a non-default, valid value.
+    static var sample: RecentEventsResponse {
+        RecentEventsResponse(
+            events: [EventRecord.sample, EventRecord.sample]
+        )
+    }
+}
+
 /// One sample Envelope body per member of the `Envelope.body` oneof, in field-number order.
 let allBodySamples: [Envelope.Body] = [
     .error(ErrorReply.sample),
     .ping(Ping.sample),
     .pong(Pong.sample),
+    .inputBatch(InputBatch.sample),
+    .inputBroadcast(InputBroadcast.sample),
+    .checksumReport(ChecksumReport.sample),
+    .timeSyncHint(TimeSyncHint.sample),
+    .stateChunk(StateChunk.sample),
     .ack(Ack.sample),
     .healthRequest(HealthRequest.sample),
     .healthResponse(HealthResponse.sample),
     .introspectRequest(IntrospectRequest.sample),
     .introspectResponse(IntrospectResponse.sample),
     .serviceHeartbeat(ServiceHeartbeat.sample),
+    .metricsSnapshot(MetricsSnapshot.sample),
+    .eventRecord(EventRecord.sample),
+    .recentEventsRequest(RecentEventsRequest.sample),
+    .recentEventsResponse(RecentEventsResponse.sample),
+    .clusterStatusRequest(ClusterStatusRequest.sample),
+    .clusterStatusResponse(ClusterStatusResponse.sample),
+    .restartServiceRequest(RestartServiceRequest.sample),
+    .restartServiceResponse(RestartServiceResponse.sample),
+    .scaleServiceRequest(ScaleServiceRequest.sample),
+    .scaleServiceResponse(ScaleServiceResponse.sample),
+    .stopClusterRequest(StopClusterRequest.sample),
+    .announceRoomRequest(AnnounceRoomRequest.sample),
+    .announceRoomResponse(AnnounceRoomResponse.sample),
+    .refreshRoomRequest(RefreshRoomRequest.sample),
+    .refreshRoomResponse(RefreshRoomResponse.sample),
+    .withdrawRoomRequest(WithdrawRoomRequest.sample),
+    .withdrawRoomResponse(WithdrawRoomResponse.sample),
+    .getRoomRequest(GetRoomRequest.sample),
+    .getRoomResponse(GetRoomResponse.sample),
+    .listRoomsRequest(ListRoomsRequest.sample),
+    .listRoomsResponse(ListRoomsResponse.sample),
+    .watchRoomsRequest(WatchRoomsRequest.sample),
+    .watchRoomsSnapshot(WatchRoomsSnapshot.sample),
+    .roomAdded(RoomAdded.sample),
+    .roomUpdated(RoomUpdated.sample),
+    .roomRemoved(RoomRemoved.sample),
+    .lanBeacon(LanBeacon.sample),
+    .createSessionRequest(CreateSessionRequest.sample),
+    .createSessionResponse(CreateSessionResponse.sample),
+    .joinSessionRequest(JoinSessionRequest.sample),
+    .joinSessionResponse(JoinSessionResponse.sample),
+    .leaveSessionRequest(LeaveSessionRequest.sample),
+    .kickParticipantRequest(KickParticipantRequest.sample),
+    .swapSlotsRequest(SwapSlotsRequest.sample),
+    .chooseSlotRequest(ChooseSlotRequest.sample),
+    .startSessionRequest(StartSessionRequest.sample),
+    .endSessionRequest(EndSessionRequest.sample),
+    .getSessionRequest(GetSessionRequest.sample),
+    .renewTicketRequest(RenewTicketRequest.sample),
+    .sessionResponse(SessionResponse.sample),
+    .listSessionsRequest(ListSessionsRequest.sample),
+    .listSessionsResponse(ListSessionsResponse.sample),
+    .sessionEvent(SessionEvent.sample),
+    .registerRelayRequest(RegisterRelayRequest.sample),
+    .registerRelayResponse(RegisterRelayResponse.sample),
+    .refreshRelayRequest(RefreshRelayRequest.sample),
+    .refreshRelayResponse(RefreshRelayResponse.sample),
+    .listRelaysRequest(ListRelaysRequest.sample),
+    .listRelaysResponse(ListRelaysResponse.sample),
+    .attachRequest(AttachRequest.sample),
+    .attachResponse(AttachResponse.sample),
+    .detach(Detach.sample),
+    .stateRequest(StateRequest.sample),
+    .stateTransferAck(StateTransferAck.sample),
+    .desyncNotice(DesyncNotice.sample),
+    .peerStats(PeerStats.sample),
+    .sessionStats(SessionStats.sample),
+    .chatMessage(ChatMessage.sample),
+    .peerEvent(PeerEvent.sample),
+    .closeRelaySessionRequest(CloseRelaySessionRequest.sample),
+    .disconnectPeerRequest(DisconnectPeerRequest.sample),
+    .replayHeader(ReplayHeader.sample),
+    .replayRecord(ReplayRecord.sample),
+    .replayFooter(ReplayFooter.sample),
 ]
 
 /// The number of members of the `Envelope.body` oneof in the schema.
-let schemaBodyMemberCount = 9
+let schemaBodyMemberCount = 78
 
 /// A validation rule broken on purpose.
 struct WireViolation: Sendable {
@@ -203,6 +1375,1051 @@ let wireViolations: [WireViolation] = [
         label: "KeyValue.value @max_len 1024",
         body: { var m = HealthResponse.sample; m.details[0].value = String(repeating: "x", count: 1025); return .healthResponse(m) }(),
         expected: .tooLong(field: "KeyValue.value", limit: 1024)
+    ),
+    WireViolation(
+        label: "ContentInfo.game_name @max_len 128",
+        body: { var m = JoinSessionRequest.sample; m.content.gameName = String(repeating: "x", count: 129); return .joinSessionRequest(m) }(),
+        expected: .tooLong(field: "ContentInfo.game_name", limit: 128)
+    ),
+    WireViolation(
+        label: "ContentInfo.md5 @max_len 16",
+        body: { var m = JoinSessionRequest.sample; m.content.md5 = [UInt8](repeating: 7, count: 17); return .joinSessionRequest(m) }(),
+        expected: .tooLong(field: "ContentInfo.md5", limit: 16)
+    ),
+    WireViolation(
+        label: "ContentInfo.core_id @max_len 64",
+        body: { var m = JoinSessionRequest.sample; m.content.coreId = String(repeating: "x", count: 65); return .joinSessionRequest(m) }(),
+        expected: .tooLong(field: "ContentInfo.core_id", limit: 64)
+    ),
+    WireViolation(
+        label: "ContentInfo.core_version @max_len 64",
+        body: { var m = JoinSessionRequest.sample; m.content.coreVersion = String(repeating: "x", count: 65); return .joinSessionRequest(m) }(),
+        expected: .tooLong(field: "ContentInfo.core_version", limit: 64)
+    ),
+    WireViolation(
+        label: "ContentInfo.system @max_len 32",
+        body: { var m = JoinSessionRequest.sample; m.content.system = String(repeating: "x", count: 33); return .joinSessionRequest(m) }(),
+        expected: .tooLong(field: "ContentInfo.system", limit: 32)
+    ),
+    WireViolation(
+        label: "SessionSettings.room_name @max_len 128",
+        body: { var m = CreateSessionRequest.sample; m.settings.roomName = String(repeating: "x", count: 129); return .createSessionRequest(m) }(),
+        expected: .tooLong(field: "SessionSettings.room_name", limit: 128)
+    ),
+    WireViolation(
+        label: "SessionSettings.region @max_len 32",
+        body: { var m = CreateSessionRequest.sample; m.settings.region = String(repeating: "x", count: 33); return .createSessionRequest(m) }(),
+        expected: .tooLong(field: "SessionSettings.region", limit: 32)
+    ),
+    WireViolation(
+        label: "SessionSettings.lan_endpoint @max_len 256",
+        body: { var m = CreateSessionRequest.sample; m.settings.lanEndpoint = String(repeating: "x", count: 257); return .createSessionRequest(m) }(),
+        expected: .tooLong(field: "SessionSettings.lan_endpoint", limit: 256)
+    ),
+    WireViolation(
+        label: "SessionSettings.max_players @range 1..8 (9)",
+        body: { var m = CreateSessionRequest.sample; m.settings.maxPlayers = 9; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "SessionSettings.max_players", detail: "9 is outside 1...8")
+    ),
+    WireViolation(
+        label: "SessionSettings.max_players @range 1..8 (0)",
+        body: { var m = CreateSessionRequest.sample; m.settings.maxPlayers = 0; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "SessionSettings.max_players", detail: "0 is outside 1...8")
+    ),
+    WireViolation(
+        label: "SessionSettings.frame_delay @range 0..15 (16)",
+        body: { var m = CreateSessionRequest.sample; m.settings.frameDelay = 16; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "SessionSettings.frame_delay", detail: "16 is outside 0...15")
+    ),
+    WireViolation(
+        label: "SessionSettings.max_spectators @range 0..64 (65)",
+        body: { var m = CreateSessionRequest.sample; m.settings.maxSpectators = 65; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "SessionSettings.max_spectators", detail: "65 is outside 0...64")
+    ),
+    WireViolation(
+        label: "SessionSettings.play_password @max_len 128",
+        body: { var m = CreateSessionRequest.sample; m.settings.playPassword = String(repeating: "x", count: 129); return .createSessionRequest(m) }(),
+        expected: .tooLong(field: "SessionSettings.play_password", limit: 128)
+    ),
+    WireViolation(
+        label: "SessionSettings.spectate_password @max_len 128",
+        body: { var m = CreateSessionRequest.sample; m.settings.spectatePassword = String(repeating: "x", count: 129); return .createSessionRequest(m) }(),
+        expected: .tooLong(field: "SessionSettings.spectate_password", limit: 128)
+    ),
+    WireViolation(
+        label: "SessionSettings.input_size @range 1..64 (65)",
+        body: { var m = CreateSessionRequest.sample; m.settings.inputSize = 65; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "SessionSettings.input_size", detail: "65 is outside 1...64")
+    ),
+    WireViolation(
+        label: "SessionSettings.input_size @range 1..64 (0)",
+        body: { var m = CreateSessionRequest.sample; m.settings.inputSize = 0; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "SessionSettings.input_size", detail: "0 is outside 1...64")
+    ),
+    WireViolation(
+        label: "SessionSettings.frame_rate_mhz @range 1000..1000000 (1000001)",
+        body: { var m = CreateSessionRequest.sample; m.settings.frameRateMhz = 1000001; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "SessionSettings.frame_rate_mhz", detail: "1000001 is outside 1000...1000000")
+    ),
+    WireViolation(
+        label: "SessionSettings.frame_rate_mhz @range 1000..1000000 (999)",
+        body: { var m = CreateSessionRequest.sample; m.settings.frameRateMhz = 999; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "SessionSettings.frame_rate_mhz", detail: "999 is outside 1000...1000000")
+    ),
+    WireViolation(
+        label: "SessionSettings.prediction_window @range 1..32 (33)",
+        body: { var m = CreateSessionRequest.sample; m.settings.predictionWindow = 33; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "SessionSettings.prediction_window", detail: "33 is outside 1...32")
+    ),
+    WireViolation(
+        label: "SessionSettings.prediction_window @range 1..32 (0)",
+        body: { var m = CreateSessionRequest.sample; m.settings.predictionWindow = 0; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "SessionSettings.prediction_window", detail: "0 is outside 1...32")
+    ),
+    WireViolation(
+        label: "SessionSettings.lag_tolerance_frames @range 1..600 (601)",
+        body: { var m = CreateSessionRequest.sample; m.settings.lagToleranceFrames = 601; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "SessionSettings.lag_tolerance_frames", detail: "601 is outside 1...600")
+    ),
+    WireViolation(
+        label: "SessionSettings.lag_tolerance_frames @range 1..600 (0)",
+        body: { var m = CreateSessionRequest.sample; m.settings.lagToleranceFrames = 0; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "SessionSettings.lag_tolerance_frames", detail: "0 is outside 1...600")
+    ),
+    WireViolation(
+        label: "SessionSettings.spectator_delay_frames @range 0..3600 (3601)",
+        body: { var m = CreateSessionRequest.sample; m.settings.spectatorDelayFrames = 3601; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "SessionSettings.spectator_delay_frames", detail: "3601 is outside 0...3600")
+    ),
+    WireViolation(
+        label: "SessionSettings.checksum_interval_frames @range 0..3600 (3601)",
+        body: { var m = CreateSessionRequest.sample; m.settings.checksumIntervalFrames = 3601; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "SessionSettings.checksum_interval_frames", detail: "3601 is outside 0...3600")
+    ),
+    WireViolation(
+        label: "SyncParams.input_size @range 1..64 (65)",
+        body: { var m = AttachResponse.sample; m.params.inputSize = 65; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "SyncParams.input_size", detail: "65 is outside 1...64")
+    ),
+    WireViolation(
+        label: "SyncParams.input_size @range 1..64 (0)",
+        body: { var m = AttachResponse.sample; m.params.inputSize = 0; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "SyncParams.input_size", detail: "0 is outside 1...64")
+    ),
+    WireViolation(
+        label: "SyncParams.max_players @range 1..8 (9)",
+        body: { var m = AttachResponse.sample; m.params.maxPlayers = 9; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "SyncParams.max_players", detail: "9 is outside 1...8")
+    ),
+    WireViolation(
+        label: "SyncParams.max_players @range 1..8 (0)",
+        body: { var m = AttachResponse.sample; m.params.maxPlayers = 0; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "SyncParams.max_players", detail: "0 is outside 1...8")
+    ),
+    WireViolation(
+        label: "SyncParams.frame_delay @range 0..15 (16)",
+        body: { var m = AttachResponse.sample; m.params.frameDelay = 16; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "SyncParams.frame_delay", detail: "16 is outside 0...15")
+    ),
+    WireViolation(
+        label: "SyncParams.frame_rate_mhz @range 1000..1000000 (1000001)",
+        body: { var m = AttachResponse.sample; m.params.frameRateMhz = 1000001; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "SyncParams.frame_rate_mhz", detail: "1000001 is outside 1000...1000000")
+    ),
+    WireViolation(
+        label: "SyncParams.frame_rate_mhz @range 1000..1000000 (999)",
+        body: { var m = AttachResponse.sample; m.params.frameRateMhz = 999; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "SyncParams.frame_rate_mhz", detail: "999 is outside 1000...1000000")
+    ),
+    WireViolation(
+        label: "SyncParams.prediction_window @range 1..32 (33)",
+        body: { var m = AttachResponse.sample; m.params.predictionWindow = 33; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "SyncParams.prediction_window", detail: "33 is outside 1...32")
+    ),
+    WireViolation(
+        label: "SyncParams.prediction_window @range 1..32 (0)",
+        body: { var m = AttachResponse.sample; m.params.predictionWindow = 0; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "SyncParams.prediction_window", detail: "0 is outside 1...32")
+    ),
+    WireViolation(
+        label: "SyncParams.lag_tolerance_frames @range 1..600 (601)",
+        body: { var m = AttachResponse.sample; m.params.lagToleranceFrames = 601; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "SyncParams.lag_tolerance_frames", detail: "601 is outside 1...600")
+    ),
+    WireViolation(
+        label: "SyncParams.lag_tolerance_frames @range 1..600 (0)",
+        body: { var m = AttachResponse.sample; m.params.lagToleranceFrames = 0; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "SyncParams.lag_tolerance_frames", detail: "0 is outside 1...600")
+    ),
+    WireViolation(
+        label: "SyncParams.spectator_delay_frames @range 0..3600 (3601)",
+        body: { var m = AttachResponse.sample; m.params.spectatorDelayFrames = 3601; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "SyncParams.spectator_delay_frames", detail: "3601 is outside 0...3600")
+    ),
+    WireViolation(
+        label: "SyncParams.checksum_interval_frames @range 0..3600 (3601)",
+        body: { var m = AttachResponse.sample; m.params.checksumIntervalFrames = 3601; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "SyncParams.checksum_interval_frames", detail: "3601 is outside 0...3600")
+    ),
+    WireViolation(
+        label: "SyncParams.max_spectators @range 0..64 (65)",
+        body: { var m = AttachResponse.sample; m.params.maxSpectators = 65; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "SyncParams.max_spectators", detail: "65 is outside 0...64")
+    ),
+    WireViolation(
+        label: "Participant.participant_id @max_len 64",
+        body: { var m = CreateSessionResponse.sample; m.session.spectators[0].participantId = String(repeating: "x", count: 65); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "Participant.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "Participant.participant_id @required",
+        body: { var m = CreateSessionResponse.sample; m.session.spectators[0].participantId = ""; return .createSessionResponse(m) }(),
+        expected: .missingField("Participant.participant_id")
+    ),
+    WireViolation(
+        label: "Participant.name @max_len 64",
+        body: { var m = CreateSessionResponse.sample; m.session.spectators[0].name = String(repeating: "x", count: 65); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "Participant.name", limit: 64)
+    ),
+    WireViolation(
+        label: "Participant.slot @range 0..8 (9)",
+        body: { var m = CreateSessionResponse.sample; m.session.spectators[0].slot = 9; return .createSessionResponse(m) }(),
+        expected: .outOfRange(field: "Participant.slot", detail: "9 is outside 0...8")
+    ),
+    WireViolation(
+        label: "Slot.slot @range 1..8 (9)",
+        body: { var m = CreateSessionResponse.sample; m.session.slots[0].slot = 9; return .createSessionResponse(m) }(),
+        expected: .outOfRange(field: "Slot.slot", detail: "9 is outside 1...8")
+    ),
+    WireViolation(
+        label: "Slot.slot @range 1..8 (0)",
+        body: { var m = CreateSessionResponse.sample; m.session.slots[0].slot = 0; return .createSessionResponse(m) }(),
+        expected: .outOfRange(field: "Slot.slot", detail: "0 is outside 1...8")
+    ),
+    WireViolation(
+        label: "SessionInfo.session_id @max_len 64",
+        body: { var m = CreateSessionResponse.sample; m.session.sessionId = String(repeating: "x", count: 65); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "SessionInfo.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "SessionInfo.session_id @required",
+        body: { var m = CreateSessionResponse.sample; m.session.sessionId = ""; return .createSessionResponse(m) }(),
+        expected: .missingField("SessionInfo.session_id")
+    ),
+    WireViolation(
+        label: "SessionInfo.slots @max_count 8",
+        body: { var m = CreateSessionResponse.sample; m.session.slots = Array(repeating: Slot.sample, count: 9); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "SessionInfo.slots", limit: 8)
+    ),
+    WireViolation(
+        label: "SessionInfo.spectators @max_count 64",
+        body: { var m = CreateSessionResponse.sample; m.session.spectators = Array(repeating: Participant.sample, count: 65); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "SessionInfo.spectators", limit: 64)
+    ),
+    WireViolation(
+        label: "SessionInfo.host_participant_id @max_len 64",
+        body: { var m = CreateSessionResponse.sample; m.session.hostParticipantId = String(repeating: "x", count: 65); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "SessionInfo.host_participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "SessionInfo.relay_id @max_len 64",
+        body: { var m = CreateSessionResponse.sample; m.session.relayId = String(repeating: "x", count: 65); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "SessionInfo.relay_id", limit: 64)
+    ),
+    WireViolation(
+        label: "SessionInfo.relay_endpoint @max_len 256",
+        body: { var m = CreateSessionResponse.sample; m.session.relayEndpoint = String(repeating: "x", count: 257); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "SessionInfo.relay_endpoint", limit: 256)
+    ),
+    WireViolation(
+        label: "SessionInfo.room_id @max_len 64",
+        body: { var m = CreateSessionResponse.sample; m.session.roomId = String(repeating: "x", count: 65); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "SessionInfo.room_id", limit: 64)
+    ),
+    WireViolation(
+        label: "JoinTicket.session_id @max_len 64",
+        body: { var m = CreateSessionResponse.sample; m.ticket?.sessionId = String(repeating: "x", count: 65); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "JoinTicket.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "JoinTicket.session_id @required",
+        body: { var m = CreateSessionResponse.sample; m.ticket?.sessionId = ""; return .createSessionResponse(m) }(),
+        expected: .missingField("JoinTicket.session_id")
+    ),
+    WireViolation(
+        label: "JoinTicket.participant_id @max_len 64",
+        body: { var m = CreateSessionResponse.sample; m.ticket?.participantId = String(repeating: "x", count: 65); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "JoinTicket.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "JoinTicket.participant_id @required",
+        body: { var m = CreateSessionResponse.sample; m.ticket?.participantId = ""; return .createSessionResponse(m) }(),
+        expected: .missingField("JoinTicket.participant_id")
+    ),
+    WireViolation(
+        label: "JoinTicket.slot @range 0..8 (9)",
+        body: { var m = CreateSessionResponse.sample; m.ticket?.slot = 9; return .createSessionResponse(m) }(),
+        expected: .outOfRange(field: "JoinTicket.slot", detail: "9 is outside 0...8")
+    ),
+    WireViolation(
+        label: "JoinTicket.relay_id @max_len 64",
+        body: { var m = CreateSessionResponse.sample; m.ticket?.relayId = String(repeating: "x", count: 65); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "JoinTicket.relay_id", limit: 64)
+    ),
+    WireViolation(
+        label: "JoinTicket.relay_endpoint @max_len 256",
+        body: { var m = CreateSessionResponse.sample; m.ticket?.relayEndpoint = String(repeating: "x", count: 257); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "JoinTicket.relay_endpoint", limit: 256)
+    ),
+    WireViolation(
+        label: "JoinTicket.nonce @max_len 32",
+        body: { var m = CreateSessionResponse.sample; m.ticket?.nonce = [UInt8](repeating: 7, count: 33); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "JoinTicket.nonce", limit: 32)
+    ),
+    WireViolation(
+        label: "JoinTicket.name @max_len 64",
+        body: { var m = CreateSessionResponse.sample; m.ticket?.name = String(repeating: "x", count: 65); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "JoinTicket.name", limit: 64)
+    ),
+    WireViolation(
+        label: "JoinTicket.signature @max_len 64",
+        body: { var m = CreateSessionResponse.sample; m.ticket?.signature = [UInt8](repeating: 7, count: 65); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "JoinTicket.signature", limit: 64)
+    ),
+    WireViolation(
+        label: "CreateSessionRequest.host_name @max_len 64",
+        body: { var m = CreateSessionRequest.sample; m.hostName = String(repeating: "x", count: 65); return .createSessionRequest(m) }(),
+        expected: .tooLong(field: "CreateSessionRequest.host_name", limit: 64)
+    ),
+    WireViolation(
+        label: "CreateSessionRequest.host_name @required",
+        body: { var m = CreateSessionRequest.sample; m.hostName = ""; return .createSessionRequest(m) }(),
+        expected: .missingField("CreateSessionRequest.host_name")
+    ),
+    WireViolation(
+        label: "CreateSessionRequest.preferred_slot @range 0..8 (9)",
+        body: { var m = CreateSessionRequest.sample; m.preferredSlot = 9; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "CreateSessionRequest.preferred_slot", detail: "9 is outside 0...8")
+    ),
+    WireViolation(
+        label: "CreateSessionRequest.idempotency_key @max_len 64",
+        body: { var m = CreateSessionRequest.sample; m.idempotencyKey = String(repeating: "x", count: 65); return .createSessionRequest(m) }(),
+        expected: .tooLong(field: "CreateSessionRequest.idempotency_key", limit: 64)
+    ),
+    WireViolation(
+        label: "CreateSessionResponse.participant_id @max_len 64",
+        body: { var m = CreateSessionResponse.sample; m.participantId = String(repeating: "x", count: 65); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "CreateSessionResponse.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "CreateSessionResponse.participant_token @max_len 64",
+        body: { var m = CreateSessionResponse.sample; m.participantToken = [UInt8](repeating: 7, count: 65); return .createSessionResponse(m) }(),
+        expected: .tooLong(field: "CreateSessionResponse.participant_token", limit: 64)
+    ),
+    WireViolation(
+        label: "JoinSessionRequest.session_id @max_len 64",
+        body: { var m = JoinSessionRequest.sample; m.sessionId = String(repeating: "x", count: 65); return .joinSessionRequest(m) }(),
+        expected: .tooLong(field: "JoinSessionRequest.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "JoinSessionRequest.session_id @required",
+        body: { var m = JoinSessionRequest.sample; m.sessionId = ""; return .joinSessionRequest(m) }(),
+        expected: .missingField("JoinSessionRequest.session_id")
+    ),
+    WireViolation(
+        label: "JoinSessionRequest.name @max_len 64",
+        body: { var m = JoinSessionRequest.sample; m.name = String(repeating: "x", count: 65); return .joinSessionRequest(m) }(),
+        expected: .tooLong(field: "JoinSessionRequest.name", limit: 64)
+    ),
+    WireViolation(
+        label: "JoinSessionRequest.name @required",
+        body: { var m = JoinSessionRequest.sample; m.name = ""; return .joinSessionRequest(m) }(),
+        expected: .missingField("JoinSessionRequest.name")
+    ),
+    WireViolation(
+        label: "JoinSessionRequest.password @max_len 128",
+        body: { var m = JoinSessionRequest.sample; m.password = String(repeating: "x", count: 129); return .joinSessionRequest(m) }(),
+        expected: .tooLong(field: "JoinSessionRequest.password", limit: 128)
+    ),
+    WireViolation(
+        label: "JoinSessionRequest.preferred_slot @range 0..8 (9)",
+        body: { var m = JoinSessionRequest.sample; m.preferredSlot = 9; return .joinSessionRequest(m) }(),
+        expected: .outOfRange(field: "JoinSessionRequest.preferred_slot", detail: "9 is outside 0...8")
+    ),
+    WireViolation(
+        label: "JoinSessionRequest.idempotency_key @max_len 64",
+        body: { var m = JoinSessionRequest.sample; m.idempotencyKey = String(repeating: "x", count: 65); return .joinSessionRequest(m) }(),
+        expected: .tooLong(field: "JoinSessionRequest.idempotency_key", limit: 64)
+    ),
+    WireViolation(
+        label: "JoinSessionResponse.participant_id @max_len 64",
+        body: { var m = JoinSessionResponse.sample; m.participantId = String(repeating: "x", count: 65); return .joinSessionResponse(m) }(),
+        expected: .tooLong(field: "JoinSessionResponse.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "JoinSessionResponse.participant_token @max_len 64",
+        body: { var m = JoinSessionResponse.sample; m.participantToken = [UInt8](repeating: 7, count: 65); return .joinSessionResponse(m) }(),
+        expected: .tooLong(field: "JoinSessionResponse.participant_token", limit: 64)
+    ),
+    WireViolation(
+        label: "JoinSessionResponse.slot @range 0..8 (9)",
+        body: { var m = JoinSessionResponse.sample; m.slot = 9; return .joinSessionResponse(m) }(),
+        expected: .outOfRange(field: "JoinSessionResponse.slot", detail: "9 is outside 0...8")
+    ),
+    WireViolation(
+        label: "LeaveSessionRequest.session_id @max_len 64",
+        body: { var m = LeaveSessionRequest.sample; m.sessionId = String(repeating: "x", count: 65); return .leaveSessionRequest(m) }(),
+        expected: .tooLong(field: "LeaveSessionRequest.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "LeaveSessionRequest.session_id @required",
+        body: { var m = LeaveSessionRequest.sample; m.sessionId = ""; return .leaveSessionRequest(m) }(),
+        expected: .missingField("LeaveSessionRequest.session_id")
+    ),
+    WireViolation(
+        label: "LeaveSessionRequest.participant_id @max_len 64",
+        body: { var m = LeaveSessionRequest.sample; m.participantId = String(repeating: "x", count: 65); return .leaveSessionRequest(m) }(),
+        expected: .tooLong(field: "LeaveSessionRequest.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "LeaveSessionRequest.participant_id @required",
+        body: { var m = LeaveSessionRequest.sample; m.participantId = ""; return .leaveSessionRequest(m) }(),
+        expected: .missingField("LeaveSessionRequest.participant_id")
+    ),
+    WireViolation(
+        label: "LeaveSessionRequest.participant_token @max_len 64",
+        body: { var m = LeaveSessionRequest.sample; m.participantToken = [UInt8](repeating: 7, count: 65); return .leaveSessionRequest(m) }(),
+        expected: .tooLong(field: "LeaveSessionRequest.participant_token", limit: 64)
+    ),
+    WireViolation(
+        label: "LeaveSessionRequest.participant_token @required",
+        body: { var m = LeaveSessionRequest.sample; m.participantToken = []; return .leaveSessionRequest(m) }(),
+        expected: .missingField("LeaveSessionRequest.participant_token")
+    ),
+    WireViolation(
+        label: "KickParticipantRequest.session_id @max_len 64",
+        body: { var m = KickParticipantRequest.sample; m.sessionId = String(repeating: "x", count: 65); return .kickParticipantRequest(m) }(),
+        expected: .tooLong(field: "KickParticipantRequest.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "KickParticipantRequest.session_id @required",
+        body: { var m = KickParticipantRequest.sample; m.sessionId = ""; return .kickParticipantRequest(m) }(),
+        expected: .missingField("KickParticipantRequest.session_id")
+    ),
+    WireViolation(
+        label: "KickParticipantRequest.participant_id @max_len 64",
+        body: { var m = KickParticipantRequest.sample; m.participantId = String(repeating: "x", count: 65); return .kickParticipantRequest(m) }(),
+        expected: .tooLong(field: "KickParticipantRequest.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "KickParticipantRequest.participant_id @required",
+        body: { var m = KickParticipantRequest.sample; m.participantId = ""; return .kickParticipantRequest(m) }(),
+        expected: .missingField("KickParticipantRequest.participant_id")
+    ),
+    WireViolation(
+        label: "KickParticipantRequest.participant_token @max_len 64",
+        body: { var m = KickParticipantRequest.sample; m.participantToken = [UInt8](repeating: 7, count: 65); return .kickParticipantRequest(m) }(),
+        expected: .tooLong(field: "KickParticipantRequest.participant_token", limit: 64)
+    ),
+    WireViolation(
+        label: "KickParticipantRequest.participant_token @required",
+        body: { var m = KickParticipantRequest.sample; m.participantToken = []; return .kickParticipantRequest(m) }(),
+        expected: .missingField("KickParticipantRequest.participant_token")
+    ),
+    WireViolation(
+        label: "KickParticipantRequest.target_participant_id @max_len 64",
+        body: { var m = KickParticipantRequest.sample; m.targetParticipantId = String(repeating: "x", count: 65); return .kickParticipantRequest(m) }(),
+        expected: .tooLong(field: "KickParticipantRequest.target_participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "KickParticipantRequest.target_participant_id @required",
+        body: { var m = KickParticipantRequest.sample; m.targetParticipantId = ""; return .kickParticipantRequest(m) }(),
+        expected: .missingField("KickParticipantRequest.target_participant_id")
+    ),
+    WireViolation(
+        label: "KickParticipantRequest.reason @max_len 256",
+        body: { var m = KickParticipantRequest.sample; m.reason = String(repeating: "x", count: 257); return .kickParticipantRequest(m) }(),
+        expected: .tooLong(field: "KickParticipantRequest.reason", limit: 256)
+    ),
+    WireViolation(
+        label: "SwapSlotsRequest.session_id @max_len 64",
+        body: { var m = SwapSlotsRequest.sample; m.sessionId = String(repeating: "x", count: 65); return .swapSlotsRequest(m) }(),
+        expected: .tooLong(field: "SwapSlotsRequest.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "SwapSlotsRequest.session_id @required",
+        body: { var m = SwapSlotsRequest.sample; m.sessionId = ""; return .swapSlotsRequest(m) }(),
+        expected: .missingField("SwapSlotsRequest.session_id")
+    ),
+    WireViolation(
+        label: "SwapSlotsRequest.participant_id @max_len 64",
+        body: { var m = SwapSlotsRequest.sample; m.participantId = String(repeating: "x", count: 65); return .swapSlotsRequest(m) }(),
+        expected: .tooLong(field: "SwapSlotsRequest.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "SwapSlotsRequest.participant_id @required",
+        body: { var m = SwapSlotsRequest.sample; m.participantId = ""; return .swapSlotsRequest(m) }(),
+        expected: .missingField("SwapSlotsRequest.participant_id")
+    ),
+    WireViolation(
+        label: "SwapSlotsRequest.participant_token @max_len 64",
+        body: { var m = SwapSlotsRequest.sample; m.participantToken = [UInt8](repeating: 7, count: 65); return .swapSlotsRequest(m) }(),
+        expected: .tooLong(field: "SwapSlotsRequest.participant_token", limit: 64)
+    ),
+    WireViolation(
+        label: "SwapSlotsRequest.participant_token @required",
+        body: { var m = SwapSlotsRequest.sample; m.participantToken = []; return .swapSlotsRequest(m) }(),
+        expected: .missingField("SwapSlotsRequest.participant_token")
+    ),
+    WireViolation(
+        label: "SwapSlotsRequest.slot_a @range 1..8 (9)",
+        body: { var m = SwapSlotsRequest.sample; m.slotA = 9; return .swapSlotsRequest(m) }(),
+        expected: .outOfRange(field: "SwapSlotsRequest.slot_a", detail: "9 is outside 1...8")
+    ),
+    WireViolation(
+        label: "SwapSlotsRequest.slot_a @range 1..8 (0)",
+        body: { var m = SwapSlotsRequest.sample; m.slotA = 0; return .swapSlotsRequest(m) }(),
+        expected: .outOfRange(field: "SwapSlotsRequest.slot_a", detail: "0 is outside 1...8")
+    ),
+    WireViolation(
+        label: "SwapSlotsRequest.slot_b @range 1..8 (9)",
+        body: { var m = SwapSlotsRequest.sample; m.slotB = 9; return .swapSlotsRequest(m) }(),
+        expected: .outOfRange(field: "SwapSlotsRequest.slot_b", detail: "9 is outside 1...8")
+    ),
+    WireViolation(
+        label: "SwapSlotsRequest.slot_b @range 1..8 (0)",
+        body: { var m = SwapSlotsRequest.sample; m.slotB = 0; return .swapSlotsRequest(m) }(),
+        expected: .outOfRange(field: "SwapSlotsRequest.slot_b", detail: "0 is outside 1...8")
+    ),
+    WireViolation(
+        label: "ChooseSlotRequest.session_id @max_len 64",
+        body: { var m = ChooseSlotRequest.sample; m.sessionId = String(repeating: "x", count: 65); return .chooseSlotRequest(m) }(),
+        expected: .tooLong(field: "ChooseSlotRequest.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "ChooseSlotRequest.session_id @required",
+        body: { var m = ChooseSlotRequest.sample; m.sessionId = ""; return .chooseSlotRequest(m) }(),
+        expected: .missingField("ChooseSlotRequest.session_id")
+    ),
+    WireViolation(
+        label: "ChooseSlotRequest.participant_id @max_len 64",
+        body: { var m = ChooseSlotRequest.sample; m.participantId = String(repeating: "x", count: 65); return .chooseSlotRequest(m) }(),
+        expected: .tooLong(field: "ChooseSlotRequest.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "ChooseSlotRequest.participant_id @required",
+        body: { var m = ChooseSlotRequest.sample; m.participantId = ""; return .chooseSlotRequest(m) }(),
+        expected: .missingField("ChooseSlotRequest.participant_id")
+    ),
+    WireViolation(
+        label: "ChooseSlotRequest.participant_token @max_len 64",
+        body: { var m = ChooseSlotRequest.sample; m.participantToken = [UInt8](repeating: 7, count: 65); return .chooseSlotRequest(m) }(),
+        expected: .tooLong(field: "ChooseSlotRequest.participant_token", limit: 64)
+    ),
+    WireViolation(
+        label: "ChooseSlotRequest.participant_token @required",
+        body: { var m = ChooseSlotRequest.sample; m.participantToken = []; return .chooseSlotRequest(m) }(),
+        expected: .missingField("ChooseSlotRequest.participant_token")
+    ),
+    WireViolation(
+        label: "ChooseSlotRequest.slot @range 0..8 (9)",
+        body: { var m = ChooseSlotRequest.sample; m.slot = 9; return .chooseSlotRequest(m) }(),
+        expected: .outOfRange(field: "ChooseSlotRequest.slot", detail: "9 is outside 0...8")
+    ),
+    WireViolation(
+        label: "StartSessionRequest.session_id @max_len 64",
+        body: { var m = StartSessionRequest.sample; m.sessionId = String(repeating: "x", count: 65); return .startSessionRequest(m) }(),
+        expected: .tooLong(field: "StartSessionRequest.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "StartSessionRequest.session_id @required",
+        body: { var m = StartSessionRequest.sample; m.sessionId = ""; return .startSessionRequest(m) }(),
+        expected: .missingField("StartSessionRequest.session_id")
+    ),
+    WireViolation(
+        label: "StartSessionRequest.participant_id @max_len 64",
+        body: { var m = StartSessionRequest.sample; m.participantId = String(repeating: "x", count: 65); return .startSessionRequest(m) }(),
+        expected: .tooLong(field: "StartSessionRequest.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "StartSessionRequest.participant_id @required",
+        body: { var m = StartSessionRequest.sample; m.participantId = ""; return .startSessionRequest(m) }(),
+        expected: .missingField("StartSessionRequest.participant_id")
+    ),
+    WireViolation(
+        label: "StartSessionRequest.participant_token @max_len 64",
+        body: { var m = StartSessionRequest.sample; m.participantToken = [UInt8](repeating: 7, count: 65); return .startSessionRequest(m) }(),
+        expected: .tooLong(field: "StartSessionRequest.participant_token", limit: 64)
+    ),
+    WireViolation(
+        label: "StartSessionRequest.participant_token @required",
+        body: { var m = StartSessionRequest.sample; m.participantToken = []; return .startSessionRequest(m) }(),
+        expected: .missingField("StartSessionRequest.participant_token")
+    ),
+    WireViolation(
+        label: "EndSessionRequest.session_id @max_len 64",
+        body: { var m = EndSessionRequest.sample; m.sessionId = String(repeating: "x", count: 65); return .endSessionRequest(m) }(),
+        expected: .tooLong(field: "EndSessionRequest.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "EndSessionRequest.session_id @required",
+        body: { var m = EndSessionRequest.sample; m.sessionId = ""; return .endSessionRequest(m) }(),
+        expected: .missingField("EndSessionRequest.session_id")
+    ),
+    WireViolation(
+        label: "EndSessionRequest.participant_id @max_len 64",
+        body: { var m = EndSessionRequest.sample; m.participantId = String(repeating: "x", count: 65); return .endSessionRequest(m) }(),
+        expected: .tooLong(field: "EndSessionRequest.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "EndSessionRequest.participant_id @required",
+        body: { var m = EndSessionRequest.sample; m.participantId = ""; return .endSessionRequest(m) }(),
+        expected: .missingField("EndSessionRequest.participant_id")
+    ),
+    WireViolation(
+        label: "EndSessionRequest.participant_token @max_len 64",
+        body: { var m = EndSessionRequest.sample; m.participantToken = [UInt8](repeating: 7, count: 65); return .endSessionRequest(m) }(),
+        expected: .tooLong(field: "EndSessionRequest.participant_token", limit: 64)
+    ),
+    WireViolation(
+        label: "EndSessionRequest.participant_token @required",
+        body: { var m = EndSessionRequest.sample; m.participantToken = []; return .endSessionRequest(m) }(),
+        expected: .missingField("EndSessionRequest.participant_token")
+    ),
+    WireViolation(
+        label: "EndSessionRequest.reason @max_len 256",
+        body: { var m = EndSessionRequest.sample; m.reason = String(repeating: "x", count: 257); return .endSessionRequest(m) }(),
+        expected: .tooLong(field: "EndSessionRequest.reason", limit: 256)
+    ),
+    WireViolation(
+        label: "GetSessionRequest.session_id @max_len 64",
+        body: { var m = GetSessionRequest.sample; m.sessionId = String(repeating: "x", count: 65); return .getSessionRequest(m) }(),
+        expected: .tooLong(field: "GetSessionRequest.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "GetSessionRequest.session_id @required",
+        body: { var m = GetSessionRequest.sample; m.sessionId = ""; return .getSessionRequest(m) }(),
+        expected: .missingField("GetSessionRequest.session_id")
+    ),
+    WireViolation(
+        label: "RenewTicketRequest.session_id @max_len 64",
+        body: { var m = RenewTicketRequest.sample; m.sessionId = String(repeating: "x", count: 65); return .renewTicketRequest(m) }(),
+        expected: .tooLong(field: "RenewTicketRequest.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "RenewTicketRequest.session_id @required",
+        body: { var m = RenewTicketRequest.sample; m.sessionId = ""; return .renewTicketRequest(m) }(),
+        expected: .missingField("RenewTicketRequest.session_id")
+    ),
+    WireViolation(
+        label: "RenewTicketRequest.participant_id @max_len 64",
+        body: { var m = RenewTicketRequest.sample; m.participantId = String(repeating: "x", count: 65); return .renewTicketRequest(m) }(),
+        expected: .tooLong(field: "RenewTicketRequest.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "RenewTicketRequest.participant_id @required",
+        body: { var m = RenewTicketRequest.sample; m.participantId = ""; return .renewTicketRequest(m) }(),
+        expected: .missingField("RenewTicketRequest.participant_id")
+    ),
+    WireViolation(
+        label: "RenewTicketRequest.participant_token @max_len 64",
+        body: { var m = RenewTicketRequest.sample; m.participantToken = [UInt8](repeating: 7, count: 65); return .renewTicketRequest(m) }(),
+        expected: .tooLong(field: "RenewTicketRequest.participant_token", limit: 64)
+    ),
+    WireViolation(
+        label: "RenewTicketRequest.participant_token @required",
+        body: { var m = RenewTicketRequest.sample; m.participantToken = []; return .renewTicketRequest(m) }(),
+        expected: .missingField("RenewTicketRequest.participant_token")
+    ),
+    WireViolation(
+        label: "ListSessionsRequest.game_name @max_len 128",
+        body: { var m = ListSessionsRequest.sample; m.gameName = String(repeating: "x", count: 129); return .listSessionsRequest(m) }(),
+        expected: .tooLong(field: "ListSessionsRequest.game_name", limit: 128)
+    ),
+    WireViolation(
+        label: "ListSessionsRequest.page_size @range 0..200 (201)",
+        body: { var m = ListSessionsRequest.sample; m.pageSize = 201; return .listSessionsRequest(m) }(),
+        expected: .outOfRange(field: "ListSessionsRequest.page_size", detail: "201 is outside 0...200")
+    ),
+    WireViolation(
+        label: "ListSessionsRequest.page_token @max_len 128",
+        body: { var m = ListSessionsRequest.sample; m.pageToken = String(repeating: "x", count: 129); return .listSessionsRequest(m) }(),
+        expected: .tooLong(field: "ListSessionsRequest.page_token", limit: 128)
+    ),
+    WireViolation(
+        label: "ListSessionsRequest.relay_id @max_len 64",
+        body: { var m = ListSessionsRequest.sample; m.relayId = String(repeating: "x", count: 65); return .listSessionsRequest(m) }(),
+        expected: .tooLong(field: "ListSessionsRequest.relay_id", limit: 64)
+    ),
+    WireViolation(
+        label: "ListSessionsResponse.sessions @max_count 200",
+        body: { var m = ListSessionsResponse.sample; m.sessions = Array(repeating: SessionInfo.sample, count: 201); return .listSessionsResponse(m) }(),
+        expected: .tooLong(field: "ListSessionsResponse.sessions", limit: 200)
+    ),
+    WireViolation(
+        label: "ListSessionsResponse.next_page_token @max_len 128",
+        body: { var m = ListSessionsResponse.sample; m.nextPageToken = String(repeating: "x", count: 129); return .listSessionsResponse(m) }(),
+        expected: .tooLong(field: "ListSessionsResponse.next_page_token", limit: 128)
+    ),
+    WireViolation(
+        label: "SessionEvent.participant_id @max_len 64",
+        body: { var m = SessionEvent.sample; m.participantId = String(repeating: "x", count: 65); return .sessionEvent(m) }(),
+        expected: .tooLong(field: "SessionEvent.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "SessionEvent.reason @max_len 256",
+        body: { var m = SessionEvent.sample; m.reason = String(repeating: "x", count: 257); return .sessionEvent(m) }(),
+        expected: .tooLong(field: "SessionEvent.reason", limit: 256)
+    ),
+    WireViolation(
+        label: "RelayInfo.relay_id @max_len 64",
+        body: { var m = RegisterRelayRequest.sample; m.relay.relayId = String(repeating: "x", count: 65); return .registerRelayRequest(m) }(),
+        expected: .tooLong(field: "RelayInfo.relay_id", limit: 64)
+    ),
+    WireViolation(
+        label: "RelayInfo.relay_id @required",
+        body: { var m = RegisterRelayRequest.sample; m.relay.relayId = ""; return .registerRelayRequest(m) }(),
+        expected: .missingField("RelayInfo.relay_id")
+    ),
+    WireViolation(
+        label: "RelayInfo.endpoint @max_len 256",
+        body: { var m = RegisterRelayRequest.sample; m.relay.endpoint = String(repeating: "x", count: 257); return .registerRelayRequest(m) }(),
+        expected: .tooLong(field: "RelayInfo.endpoint", limit: 256)
+    ),
+    WireViolation(
+        label: "RelayInfo.endpoint @required",
+        body: { var m = RegisterRelayRequest.sample; m.relay.endpoint = ""; return .registerRelayRequest(m) }(),
+        expected: .missingField("RelayInfo.endpoint")
+    ),
+    WireViolation(
+        label: "RelayInfo.events_endpoint @max_len 256",
+        body: { var m = RegisterRelayRequest.sample; m.relay.eventsEndpoint = String(repeating: "x", count: 257); return .registerRelayRequest(m) }(),
+        expected: .tooLong(field: "RelayInfo.events_endpoint", limit: 256)
+    ),
+    WireViolation(
+        label: "RelayInfo.region @max_len 32",
+        body: { var m = RegisterRelayRequest.sample; m.relay.region = String(repeating: "x", count: 33); return .registerRelayRequest(m) }(),
+        expected: .tooLong(field: "RelayInfo.region", limit: 32)
+    ),
+    WireViolation(
+        label: "RelayInfo.version @max_len 64",
+        body: { var m = RegisterRelayRequest.sample; m.relay.version = String(repeating: "x", count: 65); return .registerRelayRequest(m) }(),
+        expected: .tooLong(field: "RelayInfo.version", limit: 64)
+    ),
+    WireViolation(
+        label: "RegisterRelayRequest.session_ids @max_count 10000",
+        body: { var m = RegisterRelayRequest.sample; m.sessionIds = Array(repeating: "session_ids-2", count: 10001); return .registerRelayRequest(m) }(),
+        expected: .tooLong(field: "RegisterRelayRequest.session_ids", limit: 10000)
+    ),
+    WireViolation(
+        label: "RegisterRelayRequest.session_ids @max_len 64",
+        body: { var m = RegisterRelayRequest.sample; m.sessionIds = [String(repeating: "x", count: 65)]; return .registerRelayRequest(m) }(),
+        expected: .tooLong(field: "RegisterRelayRequest.session_ids", limit: 64)
+    ),
+    WireViolation(
+        label: "RegisterRelayResponse.relay_id @max_len 64",
+        body: { var m = RegisterRelayResponse.sample; m.relayId = String(repeating: "x", count: 65); return .registerRelayResponse(m) }(),
+        expected: .tooLong(field: "RegisterRelayResponse.relay_id", limit: 64)
+    ),
+    WireViolation(
+        label: "RegisterRelayResponse.refresh_interval_ms @range 100..60000 (60001)",
+        body: { var m = RegisterRelayResponse.sample; m.refreshIntervalMs = 60001; return .registerRelayResponse(m) }(),
+        expected: .outOfRange(field: "RegisterRelayResponse.refresh_interval_ms", detail: "60001 is outside 100...60000")
+    ),
+    WireViolation(
+        label: "RegisterRelayResponse.refresh_interval_ms @range 100..60000 (99)",
+        body: { var m = RegisterRelayResponse.sample; m.refreshIntervalMs = 99; return .registerRelayResponse(m) }(),
+        expected: .outOfRange(field: "RegisterRelayResponse.refresh_interval_ms", detail: "99 is outside 100...60000")
+    ),
+    WireViolation(
+        label: "RegisterRelayResponse.ttl_ms @range 100..600000 (600001)",
+        body: { var m = RegisterRelayResponse.sample; m.ttlMs = 600001; return .registerRelayResponse(m) }(),
+        expected: .outOfRange(field: "RegisterRelayResponse.ttl_ms", detail: "600001 is outside 100...600000")
+    ),
+    WireViolation(
+        label: "RegisterRelayResponse.ttl_ms @range 100..600000 (99)",
+        body: { var m = RegisterRelayResponse.sample; m.ttlMs = 99; return .registerRelayResponse(m) }(),
+        expected: .outOfRange(field: "RegisterRelayResponse.ttl_ms", detail: "99 is outside 100...600000")
+    ),
+    WireViolation(
+        label: "RefreshRelayRequest.relay_id @max_len 64",
+        body: { var m = RefreshRelayRequest.sample; m.relayId = String(repeating: "x", count: 65); return .refreshRelayRequest(m) }(),
+        expected: .tooLong(field: "RefreshRelayRequest.relay_id", limit: 64)
+    ),
+    WireViolation(
+        label: "RefreshRelayRequest.relay_id @required",
+        body: { var m = RefreshRelayRequest.sample; m.relayId = ""; return .refreshRelayRequest(m) }(),
+        expected: .missingField("RefreshRelayRequest.relay_id")
+    ),
+    WireViolation(
+        label: "RefreshRelayResponse.close_session_ids @max_count 1000",
+        body: { var m = RefreshRelayResponse.sample; m.closeSessionIds = Array(repeating: "close_session_ids-1", count: 1001); return .refreshRelayResponse(m) }(),
+        expected: .tooLong(field: "RefreshRelayResponse.close_session_ids", limit: 1000)
+    ),
+    WireViolation(
+        label: "RefreshRelayResponse.close_session_ids @max_len 64",
+        body: { var m = RefreshRelayResponse.sample; m.closeSessionIds = [String(repeating: "x", count: 65)]; return .refreshRelayResponse(m) }(),
+        expected: .tooLong(field: "RefreshRelayResponse.close_session_ids", limit: 64)
+    ),
+    WireViolation(
+        label: "ListRelaysResponse.relays @max_count 256",
+        body: { var m = ListRelaysResponse.sample; m.relays = Array(repeating: RelayInfo.sample, count: 257); return .listRelaysResponse(m) }(),
+        expected: .tooLong(field: "ListRelaysResponse.relays", limit: 256)
+    ),
+    WireViolation(
+        label: "Room.room_id @max_len 64",
+        body: { var m = AnnounceRoomRequest.sample; m.room.roomId = String(repeating: "x", count: 65); return .announceRoomRequest(m) }(),
+        expected: .tooLong(field: "Room.room_id", limit: 64)
+    ),
+    WireViolation(
+        label: "Room.room_id @required",
+        body: { var m = AnnounceRoomRequest.sample; m.room.roomId = ""; return .announceRoomRequest(m) }(),
+        expected: .missingField("Room.room_id")
+    ),
+    WireViolation(
+        label: "Room.session_id @max_len 64",
+        body: { var m = AnnounceRoomRequest.sample; m.room.sessionId = String(repeating: "x", count: 65); return .announceRoomRequest(m) }(),
+        expected: .tooLong(field: "Room.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "Room.host_name @max_len 64",
+        body: { var m = AnnounceRoomRequest.sample; m.room.hostName = String(repeating: "x", count: 65); return .announceRoomRequest(m) }(),
+        expected: .tooLong(field: "Room.host_name", limit: 64)
+    ),
+    WireViolation(
+        label: "Room.room_name @max_len 128",
+        body: { var m = AnnounceRoomRequest.sample; m.room.roomName = String(repeating: "x", count: 129); return .announceRoomRequest(m) }(),
+        expected: .tooLong(field: "Room.room_name", limit: 128)
+    ),
+    WireViolation(
+        label: "Room.max_players @range 0..8 (9)",
+        body: { var m = AnnounceRoomRequest.sample; m.room.maxPlayers = 9; return .announceRoomRequest(m) }(),
+        expected: .outOfRange(field: "Room.max_players", detail: "9 is outside 0...8")
+    ),
+    WireViolation(
+        label: "Room.current_players @range 0..8 (9)",
+        body: { var m = AnnounceRoomRequest.sample; m.room.currentPlayers = 9; return .announceRoomRequest(m) }(),
+        expected: .outOfRange(field: "Room.current_players", detail: "9 is outside 0...8")
+    ),
+    WireViolation(
+        label: "Room.max_spectators @range 0..64 (65)",
+        body: { var m = AnnounceRoomRequest.sample; m.room.maxSpectators = 65; return .announceRoomRequest(m) }(),
+        expected: .outOfRange(field: "Room.max_spectators", detail: "65 is outside 0...64")
+    ),
+    WireViolation(
+        label: "Room.current_spectators @range 0..64 (65)",
+        body: { var m = AnnounceRoomRequest.sample; m.room.currentSpectators = 65; return .announceRoomRequest(m) }(),
+        expected: .outOfRange(field: "Room.current_spectators", detail: "65 is outside 0...64")
+    ),
+    WireViolation(
+        label: "Room.host_endpoint @max_len 256",
+        body: { var m = AnnounceRoomRequest.sample; m.room.hostEndpoint = String(repeating: "x", count: 257); return .announceRoomRequest(m) }(),
+        expected: .tooLong(field: "Room.host_endpoint", limit: 256)
+    ),
+    WireViolation(
+        label: "Room.relay_endpoint @max_len 256",
+        body: { var m = AnnounceRoomRequest.sample; m.room.relayEndpoint = String(repeating: "x", count: 257); return .announceRoomRequest(m) }(),
+        expected: .tooLong(field: "Room.relay_endpoint", limit: 256)
+    ),
+    WireViolation(
+        label: "Room.region @max_len 32",
+        body: { var m = AnnounceRoomRequest.sample; m.room.region = String(repeating: "x", count: 33); return .announceRoomRequest(m) }(),
+        expected: .tooLong(field: "Room.region", limit: 32)
+    ),
+    WireViolation(
+        label: "Room.host_version @max_len 64",
+        body: { var m = AnnounceRoomRequest.sample; m.room.hostVersion = String(repeating: "x", count: 65); return .announceRoomRequest(m) }(),
+        expected: .tooLong(field: "Room.host_version", limit: 64)
+    ),
+    WireViolation(
+        label: "AnnounceRoomRequest.ttl_ms @range 0..600000 (600001)",
+        body: { var m = AnnounceRoomRequest.sample; m.ttlMs = 600001; return .announceRoomRequest(m) }(),
+        expected: .outOfRange(field: "AnnounceRoomRequest.ttl_ms", detail: "600001 is outside 0...600000")
+    ),
+    WireViolation(
+        label: "AnnounceRoomRequest.announcer_id @max_len 64",
+        body: { var m = AnnounceRoomRequest.sample; m.announcerId = String(repeating: "x", count: 65); return .announceRoomRequest(m) }(),
+        expected: .tooLong(field: "AnnounceRoomRequest.announcer_id", limit: 64)
+    ),
+    WireViolation(
+        label: "AnnounceRoomRequest.announcer_id @required",
+        body: { var m = AnnounceRoomRequest.sample; m.announcerId = ""; return .announceRoomRequest(m) }(),
+        expected: .missingField("AnnounceRoomRequest.announcer_id")
+    ),
+    WireViolation(
+        label: "AnnounceRoomResponse.room_id @max_len 64",
+        body: { var m = AnnounceRoomResponse.sample; m.roomId = String(repeating: "x", count: 65); return .announceRoomResponse(m) }(),
+        expected: .tooLong(field: "AnnounceRoomResponse.room_id", limit: 64)
+    ),
+    WireViolation(
+        label: "RefreshRoomRequest.room_id @max_len 64",
+        body: { var m = RefreshRoomRequest.sample; m.roomId = String(repeating: "x", count: 65); return .refreshRoomRequest(m) }(),
+        expected: .tooLong(field: "RefreshRoomRequest.room_id", limit: 64)
+    ),
+    WireViolation(
+        label: "RefreshRoomRequest.room_id @required",
+        body: { var m = RefreshRoomRequest.sample; m.roomId = ""; return .refreshRoomRequest(m) }(),
+        expected: .missingField("RefreshRoomRequest.room_id")
+    ),
+    WireViolation(
+        label: "RefreshRoomRequest.announcer_id @max_len 64",
+        body: { var m = RefreshRoomRequest.sample; m.announcerId = String(repeating: "x", count: 65); return .refreshRoomRequest(m) }(),
+        expected: .tooLong(field: "RefreshRoomRequest.announcer_id", limit: 64)
+    ),
+    WireViolation(
+        label: "RefreshRoomRequest.announcer_id @required",
+        body: { var m = RefreshRoomRequest.sample; m.announcerId = ""; return .refreshRoomRequest(m) }(),
+        expected: .missingField("RefreshRoomRequest.announcer_id")
+    ),
+    WireViolation(
+        label: "RefreshRoomRequest.ttl_ms @range 0..600000 (600001)",
+        body: { var m = RefreshRoomRequest.sample; m.ttlMs = 600001; return .refreshRoomRequest(m) }(),
+        expected: .outOfRange(field: "RefreshRoomRequest.ttl_ms", detail: "600001 is outside 0...600000")
+    ),
+    WireViolation(
+        label: "RefreshRoomRequest.current_players @range 0..8 (9)",
+        body: { var m = RefreshRoomRequest.sample; m.currentPlayers = 9; return .refreshRoomRequest(m) }(),
+        expected: .outOfRange(field: "RefreshRoomRequest.current_players", detail: "9 is outside 0...8")
+    ),
+    WireViolation(
+        label: "RefreshRoomRequest.current_spectators @range 0..64 (65)",
+        body: { var m = RefreshRoomRequest.sample; m.currentSpectators = 65; return .refreshRoomRequest(m) }(),
+        expected: .outOfRange(field: "RefreshRoomRequest.current_spectators", detail: "65 is outside 0...64")
+    ),
+    WireViolation(
+        label: "RefreshRoomResponse.room_id @max_len 64",
+        body: { var m = RefreshRoomResponse.sample; m.roomId = String(repeating: "x", count: 65); return .refreshRoomResponse(m) }(),
+        expected: .tooLong(field: "RefreshRoomResponse.room_id", limit: 64)
+    ),
+    WireViolation(
+        label: "WithdrawRoomRequest.room_id @max_len 64",
+        body: { var m = WithdrawRoomRequest.sample; m.roomId = String(repeating: "x", count: 65); return .withdrawRoomRequest(m) }(),
+        expected: .tooLong(field: "WithdrawRoomRequest.room_id", limit: 64)
+    ),
+    WireViolation(
+        label: "WithdrawRoomRequest.room_id @required",
+        body: { var m = WithdrawRoomRequest.sample; m.roomId = ""; return .withdrawRoomRequest(m) }(),
+        expected: .missingField("WithdrawRoomRequest.room_id")
+    ),
+    WireViolation(
+        label: "WithdrawRoomRequest.announcer_id @max_len 64",
+        body: { var m = WithdrawRoomRequest.sample; m.announcerId = String(repeating: "x", count: 65); return .withdrawRoomRequest(m) }(),
+        expected: .tooLong(field: "WithdrawRoomRequest.announcer_id", limit: 64)
+    ),
+    WireViolation(
+        label: "WithdrawRoomRequest.announcer_id @required",
+        body: { var m = WithdrawRoomRequest.sample; m.announcerId = ""; return .withdrawRoomRequest(m) }(),
+        expected: .missingField("WithdrawRoomRequest.announcer_id")
+    ),
+    WireViolation(
+        label: "WithdrawRoomResponse.room_id @max_len 64",
+        body: { var m = WithdrawRoomResponse.sample; m.roomId = String(repeating: "x", count: 65); return .withdrawRoomResponse(m) }(),
+        expected: .tooLong(field: "WithdrawRoomResponse.room_id", limit: 64)
+    ),
+    WireViolation(
+        label: "GetRoomRequest.room_id @max_len 64",
+        body: { var m = GetRoomRequest.sample; m.roomId = String(repeating: "x", count: 65); return .getRoomRequest(m) }(),
+        expected: .tooLong(field: "GetRoomRequest.room_id", limit: 64)
+    ),
+    WireViolation(
+        label: "GetRoomRequest.room_id @required",
+        body: { var m = GetRoomRequest.sample; m.roomId = ""; return .getRoomRequest(m) }(),
+        expected: .missingField("GetRoomRequest.room_id")
+    ),
+    WireViolation(
+        label: "RoomFilter.game_name @max_len 128",
+        body: { var m = ListRoomsRequest.sample; m.filter?.gameName = String(repeating: "x", count: 129); return .listRoomsRequest(m) }(),
+        expected: .tooLong(field: "RoomFilter.game_name", limit: 128)
+    ),
+    WireViolation(
+        label: "RoomFilter.core_id @max_len 64",
+        body: { var m = ListRoomsRequest.sample; m.filter?.coreId = String(repeating: "x", count: 65); return .listRoomsRequest(m) }(),
+        expected: .tooLong(field: "RoomFilter.core_id", limit: 64)
+    ),
+    WireViolation(
+        label: "RoomFilter.md5 @max_len 16",
+        body: { var m = ListRoomsRequest.sample; m.filter?.md5 = [UInt8](repeating: 7, count: 17); return .listRoomsRequest(m) }(),
+        expected: .tooLong(field: "RoomFilter.md5", limit: 16)
+    ),
+    WireViolation(
+        label: "RoomFilter.region @max_len 32",
+        body: { var m = ListRoomsRequest.sample; m.filter?.region = String(repeating: "x", count: 33); return .listRoomsRequest(m) }(),
+        expected: .tooLong(field: "RoomFilter.region", limit: 32)
+    ),
+    WireViolation(
+        label: "RoomFilter.system @max_len 32",
+        body: { var m = ListRoomsRequest.sample; m.filter?.system = String(repeating: "x", count: 33); return .listRoomsRequest(m) }(),
+        expected: .tooLong(field: "RoomFilter.system", limit: 32)
+    ),
+    WireViolation(
+        label: "ListRoomsRequest.page_size @range 0..500 (501)",
+        body: { var m = ListRoomsRequest.sample; m.pageSize = 501; return .listRoomsRequest(m) }(),
+        expected: .outOfRange(field: "ListRoomsRequest.page_size", detail: "501 is outside 0...500")
+    ),
+    WireViolation(
+        label: "ListRoomsRequest.page_token @max_len 128",
+        body: { var m = ListRoomsRequest.sample; m.pageToken = String(repeating: "x", count: 129); return .listRoomsRequest(m) }(),
+        expected: .tooLong(field: "ListRoomsRequest.page_token", limit: 128)
+    ),
+    WireViolation(
+        label: "ListRoomsResponse.rooms @max_count 500",
+        body: { var m = ListRoomsResponse.sample; m.rooms = Array(repeating: Room.sample, count: 501); return .listRoomsResponse(m) }(),
+        expected: .tooLong(field: "ListRoomsResponse.rooms", limit: 500)
+    ),
+    WireViolation(
+        label: "ListRoomsResponse.next_page_token @max_len 128",
+        body: { var m = ListRoomsResponse.sample; m.nextPageToken = String(repeating: "x", count: 129); return .listRoomsResponse(m) }(),
+        expected: .tooLong(field: "ListRoomsResponse.next_page_token", limit: 128)
+    ),
+    WireViolation(
+        label: "WatchRoomsRequest.page_size @range 0..1000 (1001)",
+        body: { var m = WatchRoomsRequest.sample; m.pageSize = 1001; return .watchRoomsRequest(m) }(),
+        expected: .outOfRange(field: "WatchRoomsRequest.page_size", detail: "1001 is outside 0...1000")
+    ),
+    WireViolation(
+        label: "WatchRoomsRequest.page_token @max_len 128",
+        body: { var m = WatchRoomsRequest.sample; m.pageToken = String(repeating: "x", count: 129); return .watchRoomsRequest(m) }(),
+        expected: .tooLong(field: "WatchRoomsRequest.page_token", limit: 128)
+    ),
+    WireViolation(
+        label: "WatchRoomsSnapshot.rooms @max_count 1000",
+        body: { var m = WatchRoomsSnapshot.sample; m.rooms = Array(repeating: Room.sample, count: 1001); return .watchRoomsSnapshot(m) }(),
+        expected: .tooLong(field: "WatchRoomsSnapshot.rooms", limit: 1000)
+    ),
+    WireViolation(
+        label: "WatchRoomsSnapshot.next_page_token @max_len 128",
+        body: { var m = WatchRoomsSnapshot.sample; m.nextPageToken = String(repeating: "x", count: 129); return .watchRoomsSnapshot(m) }(),
+        expected: .tooLong(field: "WatchRoomsSnapshot.next_page_token", limit: 128)
+    ),
+    WireViolation(
+        label: "WatchRoomsSnapshot.topic_prefix @max_len 64",
+        body: { var m = WatchRoomsSnapshot.sample; m.topicPrefix = String(repeating: "x", count: 65); return .watchRoomsSnapshot(m) }(),
+        expected: .tooLong(field: "WatchRoomsSnapshot.topic_prefix", limit: 64)
+    ),
+    WireViolation(
+        label: "RoomRemoved.room_id @max_len 64",
+        body: { var m = RoomRemoved.sample; m.roomId = String(repeating: "x", count: 65); return .roomRemoved(m) }(),
+        expected: .tooLong(field: "RoomRemoved.room_id", limit: 64)
+    ),
+    WireViolation(
+        label: "RoomRemoved.room_id @required",
+        body: { var m = RoomRemoved.sample; m.roomId = ""; return .roomRemoved(m) }(),
+        expected: .missingField("RoomRemoved.room_id")
+    ),
+    WireViolation(
+        label: "LanBeacon.beacon_id @max_len 64",
+        body: { var m = LanBeacon.sample; m.beaconId = String(repeating: "x", count: 65); return .lanBeacon(m) }(),
+        expected: .tooLong(field: "LanBeacon.beacon_id", limit: 64)
+    ),
+    WireViolation(
+        label: "LanBeacon.beacon_id @required",
+        body: { var m = LanBeacon.sample; m.beaconId = ""; return .lanBeacon(m) }(),
+        expected: .missingField("LanBeacon.beacon_id")
+    ),
+    WireViolation(
+        label: "LanBeacon.interval_ms @range 0..60000 (60001)",
+        body: { var m = LanBeacon.sample; m.intervalMs = 60001; return .lanBeacon(m) }(),
+        expected: .outOfRange(field: "LanBeacon.interval_ms", detail: "60001 is outside 0...60000")
     ),
     WireViolation(
         label: "HealthResponse.service @max_len 64",
@@ -284,7 +2501,522 @@ let wireViolations: [WireViolation] = [
         body: { var m = ServiceHeartbeat.sample; m.endpoint = String(repeating: "x", count: 257); return .serviceHeartbeat(m) }(),
         expected: .tooLong(field: "ServiceHeartbeat.endpoint", limit: 256)
     ),
+    WireViolation(
+        label: "ServiceStatus.service @max_len 64",
+        body: { var m = ClusterStatusResponse.sample; m.services[0].service = String(repeating: "x", count: 65); return .clusterStatusResponse(m) }(),
+        expected: .tooLong(field: "ServiceStatus.service", limit: 64)
+    ),
+    WireViolation(
+        label: "ServiceStatus.service @required",
+        body: { var m = ClusterStatusResponse.sample; m.services[0].service = ""; return .clusterStatusResponse(m) }(),
+        expected: .missingField("ServiceStatus.service")
+    ),
+    WireViolation(
+        label: "ServiceStatus.instance @max_len 64",
+        body: { var m = ClusterStatusResponse.sample; m.services[0].instance = String(repeating: "x", count: 65); return .clusterStatusResponse(m) }(),
+        expected: .tooLong(field: "ServiceStatus.instance", limit: 64)
+    ),
+    WireViolation(
+        label: "ServiceStatus.last_reason @max_len 512",
+        body: { var m = ClusterStatusResponse.sample; m.services[0].lastReason = String(repeating: "x", count: 513); return .clusterStatusResponse(m) }(),
+        expected: .tooLong(field: "ServiceStatus.last_reason", limit: 512)
+    ),
+    WireViolation(
+        label: "ServiceStatus.endpoint @max_len 256",
+        body: { var m = ClusterStatusResponse.sample; m.services[0].endpoint = String(repeating: "x", count: 257); return .clusterStatusResponse(m) }(),
+        expected: .tooLong(field: "ServiceStatus.endpoint", limit: 256)
+    ),
+    WireViolation(
+        label: "ClusterStatusRequest.service @max_len 64",
+        body: { var m = ClusterStatusRequest.sample; m.service = String(repeating: "x", count: 65); return .clusterStatusRequest(m) }(),
+        expected: .tooLong(field: "ClusterStatusRequest.service", limit: 64)
+    ),
+    WireViolation(
+        label: "ClusterStatusResponse.cluster @max_len 64",
+        body: { var m = ClusterStatusResponse.sample; m.cluster = String(repeating: "x", count: 65); return .clusterStatusResponse(m) }(),
+        expected: .tooLong(field: "ClusterStatusResponse.cluster", limit: 64)
+    ),
+    WireViolation(
+        label: "ClusterStatusResponse.services @max_count 256",
+        body: { var m = ClusterStatusResponse.sample; m.services = Array(repeating: ServiceStatus.sample, count: 257); return .clusterStatusResponse(m) }(),
+        expected: .tooLong(field: "ClusterStatusResponse.services", limit: 256)
+    ),
+    WireViolation(
+        label: "RestartServiceRequest.service @max_len 64",
+        body: { var m = RestartServiceRequest.sample; m.service = String(repeating: "x", count: 65); return .restartServiceRequest(m) }(),
+        expected: .tooLong(field: "RestartServiceRequest.service", limit: 64)
+    ),
+    WireViolation(
+        label: "RestartServiceRequest.service @required",
+        body: { var m = RestartServiceRequest.sample; m.service = ""; return .restartServiceRequest(m) }(),
+        expected: .missingField("RestartServiceRequest.service")
+    ),
+    WireViolation(
+        label: "RestartServiceRequest.instance @max_len 64",
+        body: { var m = RestartServiceRequest.sample; m.instance = String(repeating: "x", count: 65); return .restartServiceRequest(m) }(),
+        expected: .tooLong(field: "RestartServiceRequest.instance", limit: 64)
+    ),
+    WireViolation(
+        label: "RestartServiceResponse.instances @max_count 256",
+        body: { var m = RestartServiceResponse.sample; m.instances = Array(repeating: ServiceStatus.sample, count: 257); return .restartServiceResponse(m) }(),
+        expected: .tooLong(field: "RestartServiceResponse.instances", limit: 256)
+    ),
+    WireViolation(
+        label: "ScaleServiceRequest.service @max_len 64",
+        body: { var m = ScaleServiceRequest.sample; m.service = String(repeating: "x", count: 65); return .scaleServiceRequest(m) }(),
+        expected: .tooLong(field: "ScaleServiceRequest.service", limit: 64)
+    ),
+    WireViolation(
+        label: "ScaleServiceRequest.service @required",
+        body: { var m = ScaleServiceRequest.sample; m.service = ""; return .scaleServiceRequest(m) }(),
+        expected: .missingField("ScaleServiceRequest.service")
+    ),
+    WireViolation(
+        label: "ScaleServiceRequest.replicas @range 0..64 (65)",
+        body: { var m = ScaleServiceRequest.sample; m.replicas = 65; return .scaleServiceRequest(m) }(),
+        expected: .outOfRange(field: "ScaleServiceRequest.replicas", detail: "65 is outside 0...64")
+    ),
+    WireViolation(
+        label: "ScaleServiceResponse.service @max_len 64",
+        body: { var m = ScaleServiceResponse.sample; m.service = String(repeating: "x", count: 65); return .scaleServiceResponse(m) }(),
+        expected: .tooLong(field: "ScaleServiceResponse.service", limit: 64)
+    ),
+    WireViolation(
+        label: "ScaleServiceResponse.instances @max_count 64",
+        body: { var m = ScaleServiceResponse.sample; m.instances = Array(repeating: ServiceStatus.sample, count: 65); return .scaleServiceResponse(m) }(),
+        expected: .tooLong(field: "ScaleServiceResponse.instances", limit: 64)
+    ),
+    WireViolation(
+        label: "StopClusterRequest.reason @max_len 256",
+        body: { var m = StopClusterRequest.sample; m.reason = String(repeating: "x", count: 257); return .stopClusterRequest(m) }(),
+        expected: .tooLong(field: "StopClusterRequest.reason", limit: 256)
+    ),
+    WireViolation(
+        label: "AttachRequest.client_version @max_len 64",
+        body: { var m = AttachRequest.sample; m.clientVersion = String(repeating: "x", count: 65); return .attachRequest(m) }(),
+        expected: .tooLong(field: "AttachRequest.client_version", limit: 64)
+    ),
+    WireViolation(
+        label: "PeerInfo.participant_id @max_len 64",
+        body: { var m = AttachResponse.sample; m.peers[0].participantId = String(repeating: "x", count: 65); return .attachResponse(m) }(),
+        expected: .tooLong(field: "PeerInfo.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "PeerInfo.name @max_len 64",
+        body: { var m = AttachResponse.sample; m.peers[0].name = String(repeating: "x", count: 65); return .attachResponse(m) }(),
+        expected: .tooLong(field: "PeerInfo.name", limit: 64)
+    ),
+    WireViolation(
+        label: "PeerInfo.slot @range 0..8 (9)",
+        body: { var m = AttachResponse.sample; m.peers[0].slot = 9; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "PeerInfo.slot", detail: "9 is outside 0...8")
+    ),
+    WireViolation(
+        label: "AttachResponse.session_id @max_len 64",
+        body: { var m = AttachResponse.sample; m.sessionId = String(repeating: "x", count: 65); return .attachResponse(m) }(),
+        expected: .tooLong(field: "AttachResponse.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "AttachResponse.slot @range 0..8 (9)",
+        body: { var m = AttachResponse.sample; m.slot = 9; return .attachResponse(m) }(),
+        expected: .outOfRange(field: "AttachResponse.slot", detail: "9 is outside 0...8")
+    ),
+    WireViolation(
+        label: "AttachResponse.peers @max_count 72",
+        body: { var m = AttachResponse.sample; m.peers = Array(repeating: PeerInfo.sample, count: 73); return .attachResponse(m) }(),
+        expected: .tooLong(field: "AttachResponse.peers", limit: 72)
+    ),
+    WireViolation(
+        label: "AttachResponse.relay_id @max_len 64",
+        body: { var m = AttachResponse.sample; m.relayId = String(repeating: "x", count: 65); return .attachResponse(m) }(),
+        expected: .tooLong(field: "AttachResponse.relay_id", limit: 64)
+    ),
+    WireViolation(
+        label: "InputBatch.slot @range 1..8 (9)",
+        body: { var m = InputBatch.sample; m.slot = 9; return .inputBatch(m) }(),
+        expected: .outOfRange(field: "InputBatch.slot", detail: "9 is outside 1...8")
+    ),
+    WireViolation(
+        label: "InputBatch.slot @range 1..8 (0)",
+        body: { var m = InputBatch.sample; m.slot = 0; return .inputBatch(m) }(),
+        expected: .outOfRange(field: "InputBatch.slot", detail: "0 is outside 1...8")
+    ),
+    WireViolation(
+        label: "InputBatch.input_size @range 1..64 (65)",
+        body: { var m = InputBatch.sample; m.inputSize = 65; return .inputBatch(m) }(),
+        expected: .outOfRange(field: "InputBatch.input_size", detail: "65 is outside 1...64")
+    ),
+    WireViolation(
+        label: "InputBatch.input_size @range 1..64 (0)",
+        body: { var m = InputBatch.sample; m.inputSize = 0; return .inputBatch(m) }(),
+        expected: .outOfRange(field: "InputBatch.input_size", detail: "0 is outside 1...64")
+    ),
+    WireViolation(
+        label: "InputBatch.inputs @max_len 8192",
+        body: { var m = InputBatch.sample; m.inputs = [UInt8](repeating: 7, count: 8193); return .inputBatch(m) }(),
+        expected: .tooLong(field: "InputBatch.inputs", limit: 8192)
+    ),
+    WireViolation(
+        label: "PlayerInputs.slot @range 1..8 (9)",
+        body: { var m = InputBroadcast.sample; m.players[0].slot = 9; return .inputBroadcast(m) }(),
+        expected: .outOfRange(field: "PlayerInputs.slot", detail: "9 is outside 1...8")
+    ),
+    WireViolation(
+        label: "PlayerInputs.slot @range 1..8 (0)",
+        body: { var m = InputBroadcast.sample; m.players[0].slot = 0; return .inputBroadcast(m) }(),
+        expected: .outOfRange(field: "PlayerInputs.slot", detail: "0 is outside 1...8")
+    ),
+    WireViolation(
+        label: "PlayerInputs.inputs @max_len 8192",
+        body: { var m = InputBroadcast.sample; m.players[0].inputs = [UInt8](repeating: 7, count: 8193); return .inputBroadcast(m) }(),
+        expected: .tooLong(field: "PlayerInputs.inputs", limit: 8192)
+    ),
+    WireViolation(
+        label: "PlayerInputs.status @max_count 128",
+        body: { var m = InputBroadcast.sample; m.players[0].status = Array(repeating: .empty, count: 129); return .inputBroadcast(m) }(),
+        expected: .tooLong(field: "PlayerInputs.status", limit: 128)
+    ),
+    WireViolation(
+        label: "InputBroadcast.input_size @range 1..64 (65)",
+        body: { var m = InputBroadcast.sample; m.inputSize = 65; return .inputBroadcast(m) }(),
+        expected: .outOfRange(field: "InputBroadcast.input_size", detail: "65 is outside 1...64")
+    ),
+    WireViolation(
+        label: "InputBroadcast.input_size @range 1..64 (0)",
+        body: { var m = InputBroadcast.sample; m.inputSize = 0; return .inputBroadcast(m) }(),
+        expected: .outOfRange(field: "InputBroadcast.input_size", detail: "0 is outside 1...64")
+    ),
+    WireViolation(
+        label: "InputBroadcast.players @max_count 8",
+        body: { var m = InputBroadcast.sample; m.players = Array(repeating: PlayerInputs.sample, count: 9); return .inputBroadcast(m) }(),
+        expected: .tooLong(field: "InputBroadcast.players", limit: 8)
+    ),
+    WireViolation(
+        label: "ChecksumReport.slot @range 1..8 (9)",
+        body: { var m = ChecksumReport.sample; m.slot = 9; return .checksumReport(m) }(),
+        expected: .outOfRange(field: "ChecksumReport.slot", detail: "9 is outside 1...8")
+    ),
+    WireViolation(
+        label: "ChecksumReport.slot @range 1..8 (0)",
+        body: { var m = ChecksumReport.sample; m.slot = 0; return .checksumReport(m) }(),
+        expected: .outOfRange(field: "ChecksumReport.slot", detail: "0 is outside 1...8")
+    ),
+    WireViolation(
+        label: "ChecksumReport.checksums @max_count 16",
+        body: { var m = ChecksumReport.sample; m.checksums = Array(repeating: FrameChecksum.sample, count: 17); return .checksumReport(m) }(),
+        expected: .tooLong(field: "ChecksumReport.checksums", limit: 16)
+    ),
+    WireViolation(
+        label: "SlotChecksum.slot @range 1..8 (9)",
+        body: { var m = DesyncNotice.sample; m.checksums[0].slot = 9; return .desyncNotice(m) }(),
+        expected: .outOfRange(field: "SlotChecksum.slot", detail: "9 is outside 1...8")
+    ),
+    WireViolation(
+        label: "SlotChecksum.slot @range 1..8 (0)",
+        body: { var m = DesyncNotice.sample; m.checksums[0].slot = 0; return .desyncNotice(m) }(),
+        expected: .outOfRange(field: "SlotChecksum.slot", detail: "0 is outside 1...8")
+    ),
+    WireViolation(
+        label: "DesyncNotice.session_id @max_len 64",
+        body: { var m = DesyncNotice.sample; m.sessionId = String(repeating: "x", count: 65); return .desyncNotice(m) }(),
+        expected: .tooLong(field: "DesyncNotice.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "DesyncNotice.checksums @max_count 8",
+        body: { var m = DesyncNotice.sample; m.checksums = Array(repeating: SlotChecksum.sample, count: 9); return .desyncNotice(m) }(),
+        expected: .tooLong(field: "DesyncNotice.checksums", limit: 8)
+    ),
+    WireViolation(
+        label: "DesyncNotice.diverged_slots @max_count 8",
+        body: { var m = DesyncNotice.sample; m.divergedSlots = Array(repeating: 4000000004, count: 9); return .desyncNotice(m) }(),
+        expected: .tooLong(field: "DesyncNotice.diverged_slots", limit: 8)
+    ),
+    WireViolation(
+        label: "DesyncNotice.reference_slot @range 0..8 (9)",
+        body: { var m = DesyncNotice.sample; m.referenceSlot = 9; return .desyncNotice(m) }(),
+        expected: .outOfRange(field: "DesyncNotice.reference_slot", detail: "9 is outside 0...8")
+    ),
+    WireViolation(
+        label: "StateRequest.max_chunk_bytes @range 0..262144 (262145)",
+        body: { var m = StateRequest.sample; m.maxChunkBytes = 262145; return .stateRequest(m) }(),
+        expected: .outOfRange(field: "StateRequest.max_chunk_bytes", detail: "262145 is outside 0...262144")
+    ),
+    WireViolation(
+        label: "StateChunk.total_size @range 0..268435456 (268435457)",
+        body: { var m = StateChunk.sample; m.totalSize = 268435457; return .stateChunk(m) }(),
+        expected: .outOfRange(field: "StateChunk.total_size", detail: "268435457 is outside 0...268435456")
+    ),
+    WireViolation(
+        label: "StateChunk.data @max_len 262144",
+        body: { var m = StateChunk.sample; m.data = [UInt8](repeating: 7, count: 262145); return .stateChunk(m) }(),
+        expected: .tooLong(field: "StateChunk.data", limit: 262144)
+    ),
+    WireViolation(
+        label: "StateTransferAck.error @max_len 256",
+        body: { var m = StateTransferAck.sample; m.error = String(repeating: "x", count: 257); return .stateTransferAck(m) }(),
+        expected: .tooLong(field: "StateTransferAck.error", limit: 256)
+    ),
+    WireViolation(
+        label: "TimeSyncHint.recommended_wait_frames @range 0..600 (601)",
+        body: { var m = TimeSyncHint.sample; m.recommendedWaitFrames = 601; return .timeSyncHint(m) }(),
+        expected: .outOfRange(field: "TimeSyncHint.recommended_wait_frames", detail: "601 is outside 0...600")
+    ),
+    WireViolation(
+        label: "PeerStats.slot @range 0..8 (9)",
+        body: { var m = PeerStats.sample; m.slot = 9; return .peerStats(m) }(),
+        expected: .outOfRange(field: "PeerStats.slot", detail: "9 is outside 0...8")
+    ),
+    WireViolation(
+        label: "PeerStats.name @max_len 64",
+        body: { var m = PeerStats.sample; m.name = String(repeating: "x", count: 65); return .peerStats(m) }(),
+        expected: .tooLong(field: "PeerStats.name", limit: 64)
+    ),
+    WireViolation(
+        label: "SessionStats.session_id @max_len 64",
+        body: { var m = SessionStats.sample; m.sessionId = String(repeating: "x", count: 65); return .sessionStats(m) }(),
+        expected: .tooLong(field: "SessionStats.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "SessionStats.session_id @required",
+        body: { var m = SessionStats.sample; m.sessionId = ""; return .sessionStats(m) }(),
+        expected: .missingField("SessionStats.session_id")
+    ),
+    WireViolation(
+        label: "SessionStats.relay_id @max_len 64",
+        body: { var m = SessionStats.sample; m.relayId = String(repeating: "x", count: 65); return .sessionStats(m) }(),
+        expected: .tooLong(field: "SessionStats.relay_id", limit: 64)
+    ),
+    WireViolation(
+        label: "SessionStats.peers @max_count 72",
+        body: { var m = SessionStats.sample; m.peers = Array(repeating: PeerStats.sample, count: 73); return .sessionStats(m) }(),
+        expected: .tooLong(field: "SessionStats.peers", limit: 72)
+    ),
+    WireViolation(
+        label: "ChatMessage.text @max_len 512",
+        body: { var m = ChatMessage.sample; m.text = String(repeating: "x", count: 513); return .chatMessage(m) }(),
+        expected: .tooLong(field: "ChatMessage.text", limit: 512)
+    ),
+    WireViolation(
+        label: "ChatMessage.text @required",
+        body: { var m = ChatMessage.sample; m.text = ""; return .chatMessage(m) }(),
+        expected: .missingField("ChatMessage.text")
+    ),
+    WireViolation(
+        label: "ChatMessage.from_name @max_len 64",
+        body: { var m = ChatMessage.sample; m.fromName = String(repeating: "x", count: 65); return .chatMessage(m) }(),
+        expected: .tooLong(field: "ChatMessage.from_name", limit: 64)
+    ),
+    WireViolation(
+        label: "ChatMessage.from_slot @range 0..8 (9)",
+        body: { var m = ChatMessage.sample; m.fromSlot = 9; return .chatMessage(m) }(),
+        expected: .outOfRange(field: "ChatMessage.from_slot", detail: "9 is outside 0...8")
+    ),
+    WireViolation(
+        label: "PeerEvent.detail @max_len 256",
+        body: { var m = PeerEvent.sample; m.detail = String(repeating: "x", count: 257); return .peerEvent(m) }(),
+        expected: .tooLong(field: "PeerEvent.detail", limit: 256)
+    ),
+    WireViolation(
+        label: "Detach.message @max_len 256",
+        body: { var m = Detach.sample; m.message = String(repeating: "x", count: 257); return .detach(m) }(),
+        expected: .tooLong(field: "Detach.message", limit: 256)
+    ),
+    WireViolation(
+        label: "CloseRelaySessionRequest.session_id @max_len 64",
+        body: { var m = CloseRelaySessionRequest.sample; m.sessionId = String(repeating: "x", count: 65); return .closeRelaySessionRequest(m) }(),
+        expected: .tooLong(field: "CloseRelaySessionRequest.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "CloseRelaySessionRequest.session_id @required",
+        body: { var m = CloseRelaySessionRequest.sample; m.sessionId = ""; return .closeRelaySessionRequest(m) }(),
+        expected: .missingField("CloseRelaySessionRequest.session_id")
+    ),
+    WireViolation(
+        label: "CloseRelaySessionRequest.message @max_len 256",
+        body: { var m = CloseRelaySessionRequest.sample; m.message = String(repeating: "x", count: 257); return .closeRelaySessionRequest(m) }(),
+        expected: .tooLong(field: "CloseRelaySessionRequest.message", limit: 256)
+    ),
+    WireViolation(
+        label: "DisconnectPeerRequest.session_id @max_len 64",
+        body: { var m = DisconnectPeerRequest.sample; m.sessionId = String(repeating: "x", count: 65); return .disconnectPeerRequest(m) }(),
+        expected: .tooLong(field: "DisconnectPeerRequest.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "DisconnectPeerRequest.session_id @required",
+        body: { var m = DisconnectPeerRequest.sample; m.sessionId = ""; return .disconnectPeerRequest(m) }(),
+        expected: .missingField("DisconnectPeerRequest.session_id")
+    ),
+    WireViolation(
+        label: "DisconnectPeerRequest.participant_id @max_len 64",
+        body: { var m = DisconnectPeerRequest.sample; m.participantId = String(repeating: "x", count: 65); return .disconnectPeerRequest(m) }(),
+        expected: .tooLong(field: "DisconnectPeerRequest.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "DisconnectPeerRequest.participant_id @required",
+        body: { var m = DisconnectPeerRequest.sample; m.participantId = ""; return .disconnectPeerRequest(m) }(),
+        expected: .missingField("DisconnectPeerRequest.participant_id")
+    ),
+    WireViolation(
+        label: "DisconnectPeerRequest.message @max_len 256",
+        body: { var m = DisconnectPeerRequest.sample; m.message = String(repeating: "x", count: 257); return .disconnectPeerRequest(m) }(),
+        expected: .tooLong(field: "DisconnectPeerRequest.message", limit: 256)
+    ),
+    WireViolation(
+        label: "ReplayHeader.session_id @max_len 64",
+        body: { var m = ReplayHeader.sample; m.sessionId = String(repeating: "x", count: 65); return .replayHeader(m) }(),
+        expected: .tooLong(field: "ReplayHeader.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "ReplayHeader.players @max_count 8",
+        body: { var m = ReplayHeader.sample; m.players = Array(repeating: PeerInfo.sample, count: 9); return .replayHeader(m) }(),
+        expected: .tooLong(field: "ReplayHeader.players", limit: 8)
+    ),
+    WireViolation(
+        label: "ReplayHeader.game_options @max_len 4096",
+        body: { var m = ReplayHeader.sample; m.gameOptions = [UInt8](repeating: 7, count: 4097); return .replayHeader(m) }(),
+        expected: .tooLong(field: "ReplayHeader.game_options", limit: 4096)
+    ),
+    WireViolation(
+        label: "ReplayRecord.frame_count @range 0..1024 (1025)",
+        body: { var m = ReplayRecord.sample; m.frameCount = 1025; return .replayRecord(m) }(),
+        expected: .outOfRange(field: "ReplayRecord.frame_count", detail: "1025 is outside 0...1024")
+    ),
+    WireViolation(
+        label: "ReplayRecord.inputs @max_len 524288",
+        body: { var m = ReplayRecord.sample; m.inputs = [UInt8](repeating: 7, count: 524289); return .replayRecord(m) }(),
+        expected: .tooLong(field: "ReplayRecord.inputs", limit: 524288)
+    ),
+    WireViolation(
+        label: "ReplayRecord.status @max_count 8192",
+        body: { var m = ReplayRecord.sample; m.status = Array(repeating: .empty, count: 8193); return .replayRecord(m) }(),
+        expected: .tooLong(field: "ReplayRecord.status", limit: 8192)
+    ),
+    WireViolation(
+        label: "ReplayRecord.checksums @max_count 64",
+        body: { var m = ReplayRecord.sample; m.checksums = Array(repeating: FrameChecksum.sample, count: 65); return .replayRecord(m) }(),
+        expected: .tooLong(field: "ReplayRecord.checksums", limit: 64)
+    ),
+    WireViolation(
+        label: "ReplayFooter.reason @max_len 256",
+        body: { var m = ReplayFooter.sample; m.reason = String(repeating: "x", count: 257); return .replayFooter(m) }(),
+        expected: .tooLong(field: "ReplayFooter.reason", limit: 256)
+    ),
+    WireViolation(
+        label: "Metric.name @max_len 128",
+        body: { var m = MetricsSnapshot.sample; m.metrics[0].name = String(repeating: "x", count: 129); return .metricsSnapshot(m) }(),
+        expected: .tooLong(field: "Metric.name", limit: 128)
+    ),
+    WireViolation(
+        label: "Metric.name @required",
+        body: { var m = MetricsSnapshot.sample; m.metrics[0].name = ""; return .metricsSnapshot(m) }(),
+        expected: .missingField("Metric.name")
+    ),
+    WireViolation(
+        label: "Metric.help @max_len 512",
+        body: { var m = MetricsSnapshot.sample; m.metrics[0].help = String(repeating: "x", count: 513); return .metricsSnapshot(m) }(),
+        expected: .tooLong(field: "Metric.help", limit: 512)
+    ),
+    WireViolation(
+        label: "Metric.labels @max_count 16",
+        body: { var m = MetricsSnapshot.sample; m.metrics[0].labels = Array(repeating: KeyValue.sample, count: 17); return .metricsSnapshot(m) }(),
+        expected: .tooLong(field: "Metric.labels", limit: 16)
+    ),
+    WireViolation(
+        label: "Metric.bucket_bounds @max_count 64",
+        body: { var m = MetricsSnapshot.sample; m.metrics[0].bucketBounds = Array(repeating: 10.5, count: 65); return .metricsSnapshot(m) }(),
+        expected: .tooLong(field: "Metric.bucket_bounds", limit: 64)
+    ),
+    WireViolation(
+        label: "Metric.bucket_counts @max_count 64",
+        body: { var m = MetricsSnapshot.sample; m.metrics[0].bucketCounts = Array(repeating: 1099511627787, count: 65); return .metricsSnapshot(m) }(),
+        expected: .tooLong(field: "Metric.bucket_counts", limit: 64)
+    ),
+    WireViolation(
+        label: "MetricsSnapshot.service @max_len 64",
+        body: { var m = MetricsSnapshot.sample; m.service = String(repeating: "x", count: 65); return .metricsSnapshot(m) }(),
+        expected: .tooLong(field: "MetricsSnapshot.service", limit: 64)
+    ),
+    WireViolation(
+        label: "MetricsSnapshot.service @required",
+        body: { var m = MetricsSnapshot.sample; m.service = ""; return .metricsSnapshot(m) }(),
+        expected: .missingField("MetricsSnapshot.service")
+    ),
+    WireViolation(
+        label: "MetricsSnapshot.instance @max_len 64",
+        body: { var m = MetricsSnapshot.sample; m.instance = String(repeating: "x", count: 65); return .metricsSnapshot(m) }(),
+        expected: .tooLong(field: "MetricsSnapshot.instance", limit: 64)
+    ),
+    WireViolation(
+        label: "MetricsSnapshot.instance @required",
+        body: { var m = MetricsSnapshot.sample; m.instance = ""; return .metricsSnapshot(m) }(),
+        expected: .missingField("MetricsSnapshot.instance")
+    ),
+    WireViolation(
+        label: "MetricsSnapshot.metrics @max_count 4096",
+        body: { var m = MetricsSnapshot.sample; m.metrics = Array(repeating: Metric.sample, count: 4097); return .metricsSnapshot(m) }(),
+        expected: .tooLong(field: "MetricsSnapshot.metrics", limit: 4096)
+    ),
+    WireViolation(
+        label: "EventRecord.service @max_len 64",
+        body: { var m = EventRecord.sample; m.service = String(repeating: "x", count: 65); return .eventRecord(m) }(),
+        expected: .tooLong(field: "EventRecord.service", limit: 64)
+    ),
+    WireViolation(
+        label: "EventRecord.service @required",
+        body: { var m = EventRecord.sample; m.service = ""; return .eventRecord(m) }(),
+        expected: .missingField("EventRecord.service")
+    ),
+    WireViolation(
+        label: "EventRecord.instance @max_len 64",
+        body: { var m = EventRecord.sample; m.instance = String(repeating: "x", count: 65); return .eventRecord(m) }(),
+        expected: .tooLong(field: "EventRecord.instance", limit: 64)
+    ),
+    WireViolation(
+        label: "EventRecord.topic @max_len 128",
+        body: { var m = EventRecord.sample; m.topic = String(repeating: "x", count: 129); return .eventRecord(m) }(),
+        expected: .tooLong(field: "EventRecord.topic", limit: 128)
+    ),
+    WireViolation(
+        label: "EventRecord.topic @required",
+        body: { var m = EventRecord.sample; m.topic = ""; return .eventRecord(m) }(),
+        expected: .missingField("EventRecord.topic")
+    ),
+    WireViolation(
+        label: "EventRecord.message @max_len 2048",
+        body: { var m = EventRecord.sample; m.message = String(repeating: "x", count: 2049); return .eventRecord(m) }(),
+        expected: .tooLong(field: "EventRecord.message", limit: 2048)
+    ),
+    WireViolation(
+        label: "EventRecord.attributes @max_count 32",
+        body: { var m = EventRecord.sample; m.attributes = Array(repeating: KeyValue.sample, count: 33); return .eventRecord(m) }(),
+        expected: .tooLong(field: "EventRecord.attributes", limit: 32)
+    ),
+    WireViolation(
+        label: "EventRecord.session_id @max_len 64",
+        body: { var m = EventRecord.sample; m.sessionId = String(repeating: "x", count: 65); return .eventRecord(m) }(),
+        expected: .tooLong(field: "EventRecord.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "RecentEventsRequest.topic_prefix @max_len 128",
+        body: { var m = RecentEventsRequest.sample; m.topicPrefix = String(repeating: "x", count: 129); return .recentEventsRequest(m) }(),
+        expected: .tooLong(field: "RecentEventsRequest.topic_prefix", limit: 128)
+    ),
+    WireViolation(
+        label: "RecentEventsRequest.session_id @max_len 64",
+        body: { var m = RecentEventsRequest.sample; m.sessionId = String(repeating: "x", count: 65); return .recentEventsRequest(m) }(),
+        expected: .tooLong(field: "RecentEventsRequest.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "RecentEventsRequest.limit @range 0..500 (501)",
+        body: { var m = RecentEventsRequest.sample; m.limit = 501; return .recentEventsRequest(m) }(),
+        expected: .outOfRange(field: "RecentEventsRequest.limit", detail: "501 is outside 0...500")
+    ),
+    WireViolation(
+        label: "RecentEventsResponse.events @max_count 500",
+        body: { var m = RecentEventsResponse.sample; m.events = Array(repeating: EventRecord.sample, count: 501); return .recentEventsResponse(m) }(),
+        expected: .tooLong(field: "RecentEventsResponse.events", limit: 500)
+    ),
 ]
 
 /// The number of validation rules in the schema reachable from an Envelope body.
-let schemaViolationCount = 23
+let schemaViolationCount = 335

@@ -52,7 +52,7 @@ void   netplay__v1__envelope__free_unpacked
   assert(message->base.descriptor == &netplay__v1__envelope__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor netplay__v1__envelope__field_descriptors[10] =
+static const ProtobufCFieldDescriptor netplay__v1__envelope__field_descriptors[79] =
 {
   {
     "request_id",
@@ -98,6 +98,66 @@ static const ProtobufCFieldDescriptor netplay__v1__envelope__field_descriptors[1
     offsetof(Netplay__V1__Envelope, body_case),
     offsetof(Netplay__V1__Envelope, pong),
     &netplay__v1__pong__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "input_batch",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, input_batch),
+    &netplay__v1__input_batch__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "input_broadcast",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, input_broadcast),
+    &netplay__v1__input_broadcast__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "checksum_report",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, checksum_report),
+    &netplay__v1__checksum_report__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "time_sync_hint",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, time_sync_hint),
+    &netplay__v1__time_sync_hint__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "state_chunk",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, state_chunk),
+    &netplay__v1__state_chunk__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -174,25 +234,868 @@ static const ProtobufCFieldDescriptor netplay__v1__envelope__field_descriptors[1
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "metrics_snapshot",
+    30,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, metrics_snapshot),
+    &netplay__v1__metrics_snapshot__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "event_record",
+    31,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, event_record),
+    &netplay__v1__event_record__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "recent_events_request",
+    32,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, recent_events_request),
+    &netplay__v1__recent_events_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "recent_events_response",
+    33,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, recent_events_response),
+    &netplay__v1__recent_events_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cluster_status_request",
+    40,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, cluster_status_request),
+    &netplay__v1__cluster_status_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cluster_status_response",
+    41,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, cluster_status_response),
+    &netplay__v1__cluster_status_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "restart_service_request",
+    42,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, restart_service_request),
+    &netplay__v1__restart_service_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "restart_service_response",
+    43,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, restart_service_response),
+    &netplay__v1__restart_service_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "scale_service_request",
+    44,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, scale_service_request),
+    &netplay__v1__scale_service_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "scale_service_response",
+    45,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, scale_service_response),
+    &netplay__v1__scale_service_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "stop_cluster_request",
+    46,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, stop_cluster_request),
+    &netplay__v1__stop_cluster_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "announce_room_request",
+    60,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, announce_room_request),
+    &netplay__v1__announce_room_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "announce_room_response",
+    61,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, announce_room_response),
+    &netplay__v1__announce_room_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "refresh_room_request",
+    62,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, refresh_room_request),
+    &netplay__v1__refresh_room_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "refresh_room_response",
+    63,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, refresh_room_response),
+    &netplay__v1__refresh_room_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "withdraw_room_request",
+    64,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, withdraw_room_request),
+    &netplay__v1__withdraw_room_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "withdraw_room_response",
+    65,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, withdraw_room_response),
+    &netplay__v1__withdraw_room_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get_room_request",
+    66,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, get_room_request),
+    &netplay__v1__get_room_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get_room_response",
+    67,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, get_room_response),
+    &netplay__v1__get_room_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_rooms_request",
+    68,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, list_rooms_request),
+    &netplay__v1__list_rooms_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_rooms_response",
+    69,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, list_rooms_response),
+    &netplay__v1__list_rooms_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "watch_rooms_request",
+    70,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, watch_rooms_request),
+    &netplay__v1__watch_rooms_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "watch_rooms_snapshot",
+    71,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, watch_rooms_snapshot),
+    &netplay__v1__watch_rooms_snapshot__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "room_added",
+    72,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, room_added),
+    &netplay__v1__room_added__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "room_updated",
+    73,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, room_updated),
+    &netplay__v1__room_updated__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "room_removed",
+    74,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, room_removed),
+    &netplay__v1__room_removed__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lan_beacon",
+    75,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, lan_beacon),
+    &netplay__v1__lan_beacon__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "create_session_request",
+    100,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, create_session_request),
+    &netplay__v1__create_session_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "create_session_response",
+    101,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, create_session_response),
+    &netplay__v1__create_session_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "join_session_request",
+    102,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, join_session_request),
+    &netplay__v1__join_session_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "join_session_response",
+    103,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, join_session_response),
+    &netplay__v1__join_session_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "leave_session_request",
+    104,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, leave_session_request),
+    &netplay__v1__leave_session_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "kick_participant_request",
+    105,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, kick_participant_request),
+    &netplay__v1__kick_participant_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "swap_slots_request",
+    106,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, swap_slots_request),
+    &netplay__v1__swap_slots_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "choose_slot_request",
+    107,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, choose_slot_request),
+    &netplay__v1__choose_slot_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "start_session_request",
+    108,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, start_session_request),
+    &netplay__v1__start_session_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "end_session_request",
+    109,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, end_session_request),
+    &netplay__v1__end_session_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get_session_request",
+    110,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, get_session_request),
+    &netplay__v1__get_session_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "renew_ticket_request",
+    111,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, renew_ticket_request),
+    &netplay__v1__renew_ticket_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "session_response",
+    112,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, session_response),
+    &netplay__v1__session_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_sessions_request",
+    113,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, list_sessions_request),
+    &netplay__v1__list_sessions_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_sessions_response",
+    114,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, list_sessions_response),
+    &netplay__v1__list_sessions_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "session_event",
+    115,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, session_event),
+    &netplay__v1__session_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "register_relay_request",
+    120,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, register_relay_request),
+    &netplay__v1__register_relay_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "register_relay_response",
+    121,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, register_relay_response),
+    &netplay__v1__register_relay_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "refresh_relay_request",
+    122,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, refresh_relay_request),
+    &netplay__v1__refresh_relay_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "refresh_relay_response",
+    123,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, refresh_relay_response),
+    &netplay__v1__refresh_relay_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_relays_request",
+    124,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, list_relays_request),
+    &netplay__v1__list_relays_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_relays_response",
+    125,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, list_relays_response),
+    &netplay__v1__list_relays_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "attach_request",
+    150,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, attach_request),
+    &netplay__v1__attach_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "attach_response",
+    151,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, attach_response),
+    &netplay__v1__attach_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "detach",
+    152,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, detach),
+    &netplay__v1__detach__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "state_request",
+    153,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, state_request),
+    &netplay__v1__state_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "state_transfer_ack",
+    154,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, state_transfer_ack),
+    &netplay__v1__state_transfer_ack__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "desync_notice",
+    155,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, desync_notice),
+    &netplay__v1__desync_notice__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "peer_stats",
+    156,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, peer_stats),
+    &netplay__v1__peer_stats__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "session_stats",
+    157,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, session_stats),
+    &netplay__v1__session_stats__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "chat_message",
+    158,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, chat_message),
+    &netplay__v1__chat_message__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "peer_event",
+    159,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, peer_event),
+    &netplay__v1__peer_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "close_relay_session_request",
+    160,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, close_relay_session_request),
+    &netplay__v1__close_relay_session_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "disconnect_peer_request",
+    161,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, disconnect_peer_request),
+    &netplay__v1__disconnect_peer_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "replay_header",
+    170,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, replay_header),
+    &netplay__v1__replay_header__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "replay_record",
+    171,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, replay_record),
+    &netplay__v1__replay_record__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "replay_footer",
+    172,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, replay_footer),
+    &netplay__v1__replay_footer__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__envelope__field_indices_by_name[] = {
-  4,   /* field[4] = ack */
+  9,   /* field[9] = ack */
+  26,   /* field[26] = announce_room_request */
+  27,   /* field[27] = announce_room_response */
+  64,   /* field[64] = attach_request */
+  65,   /* field[65] = attach_response */
+  72,   /* field[72] = chat_message */
+  6,   /* field[6] = checksum_report */
+  49,   /* field[49] = choose_slot_request */
+  74,   /* field[74] = close_relay_session_request */
+  19,   /* field[19] = cluster_status_request */
+  20,   /* field[20] = cluster_status_response */
+  42,   /* field[42] = create_session_request */
+  43,   /* field[43] = create_session_response */
+  69,   /* field[69] = desync_notice */
+  66,   /* field[66] = detach */
+  75,   /* field[75] = disconnect_peer_request */
+  51,   /* field[51] = end_session_request */
   1,   /* field[1] = error */
-  5,   /* field[5] = health_request */
-  6,   /* field[6] = health_response */
-  7,   /* field[7] = introspect_request */
-  8,   /* field[8] = introspect_response */
+  16,   /* field[16] = event_record */
+  32,   /* field[32] = get_room_request */
+  33,   /* field[33] = get_room_response */
+  52,   /* field[52] = get_session_request */
+  10,   /* field[10] = health_request */
+  11,   /* field[11] = health_response */
+  4,   /* field[4] = input_batch */
+  5,   /* field[5] = input_broadcast */
+  12,   /* field[12] = introspect_request */
+  13,   /* field[13] = introspect_response */
+  44,   /* field[44] = join_session_request */
+  45,   /* field[45] = join_session_response */
+  47,   /* field[47] = kick_participant_request */
+  41,   /* field[41] = lan_beacon */
+  46,   /* field[46] = leave_session_request */
+  62,   /* field[62] = list_relays_request */
+  63,   /* field[63] = list_relays_response */
+  34,   /* field[34] = list_rooms_request */
+  35,   /* field[35] = list_rooms_response */
+  55,   /* field[55] = list_sessions_request */
+  56,   /* field[56] = list_sessions_response */
+  15,   /* field[15] = metrics_snapshot */
+  73,   /* field[73] = peer_event */
+  70,   /* field[70] = peer_stats */
   2,   /* field[2] = ping */
   3,   /* field[3] = pong */
+  17,   /* field[17] = recent_events_request */
+  18,   /* field[18] = recent_events_response */
+  60,   /* field[60] = refresh_relay_request */
+  61,   /* field[61] = refresh_relay_response */
+  28,   /* field[28] = refresh_room_request */
+  29,   /* field[29] = refresh_room_response */
+  58,   /* field[58] = register_relay_request */
+  59,   /* field[59] = register_relay_response */
+  53,   /* field[53] = renew_ticket_request */
+  78,   /* field[78] = replay_footer */
+  76,   /* field[76] = replay_header */
+  77,   /* field[77] = replay_record */
   0,   /* field[0] = request_id */
-  9,   /* field[9] = service_heartbeat */
+  21,   /* field[21] = restart_service_request */
+  22,   /* field[22] = restart_service_response */
+  38,   /* field[38] = room_added */
+  40,   /* field[40] = room_removed */
+  39,   /* field[39] = room_updated */
+  23,   /* field[23] = scale_service_request */
+  24,   /* field[24] = scale_service_response */
+  14,   /* field[14] = service_heartbeat */
+  57,   /* field[57] = session_event */
+  54,   /* field[54] = session_response */
+  71,   /* field[71] = session_stats */
+  50,   /* field[50] = start_session_request */
+  8,   /* field[8] = state_chunk */
+  67,   /* field[67] = state_request */
+  68,   /* field[68] = state_transfer_ack */
+  25,   /* field[25] = stop_cluster_request */
+  48,   /* field[48] = swap_slots_request */
+  7,   /* field[7] = time_sync_hint */
+  36,   /* field[36] = watch_rooms_request */
+  37,   /* field[37] = watch_rooms_snapshot */
+  30,   /* field[30] = withdraw_room_request */
+  31,   /* field[31] = withdraw_room_response */
 };
-static const ProtobufCIntRange netplay__v1__envelope__number_ranges[3 + 1] =
+static const ProtobufCIntRange netplay__v1__envelope__number_ranges[9 + 1] =
 {
   { 1, 0 },
-  { 10, 4 },
-  { 16, 5 },
-  { 0, 10 }
+  { 16, 10 },
+  { 30, 15 },
+  { 40, 19 },
+  { 60, 26 },
+  { 100, 42 },
+  { 120, 58 },
+  { 150, 64 },
+  { 170, 76 },
+  { 0, 79 }
 };
 const ProtobufCMessageDescriptor netplay__v1__envelope__descriptor =
 {
@@ -202,10 +1105,10 @@ const ProtobufCMessageDescriptor netplay__v1__envelope__descriptor =
   "Netplay__V1__Envelope",
   "netplay.v1",
   sizeof(Netplay__V1__Envelope),
-  10,
+  79,
   netplay__v1__envelope__field_descriptors,
   netplay__v1__envelope__field_indices_by_name,
-  3,  netplay__v1__envelope__number_ranges,
+  9,  netplay__v1__envelope__number_ranges,
   (ProtobufCMessageInit) netplay__v1__envelope__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

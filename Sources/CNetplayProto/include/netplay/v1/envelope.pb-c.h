@@ -15,7 +15,12 @@ PROTOBUF_C__BEGIN_DECLS
 #endif
 
 #include "netplay/v1/common.pb-c.h"
+#include "netplay/v1/coordinator.pb-c.h"
+#include "netplay/v1/discovery.pb-c.h"
 #include "netplay/v1/runtime.pb-c.h"
+#include "netplay/v1/supervisor.pb-c.h"
+#include "netplay/v1/sync.pb-c.h"
+#include "netplay/v1/telemetry.pb-c.h"
 
 typedef struct Netplay__V1__Envelope Netplay__V1__Envelope;
 
@@ -30,12 +35,81 @@ typedef enum {
   NETPLAY__V1__ENVELOPE__BODY_ERROR = 2,
   NETPLAY__V1__ENVELOPE__BODY_PING = 3,
   NETPLAY__V1__ENVELOPE__BODY_PONG = 4,
+  NETPLAY__V1__ENVELOPE__BODY_INPUT_BATCH = 5,
+  NETPLAY__V1__ENVELOPE__BODY_INPUT_BROADCAST = 6,
+  NETPLAY__V1__ENVELOPE__BODY_CHECKSUM_REPORT = 7,
+  NETPLAY__V1__ENVELOPE__BODY_TIME_SYNC_HINT = 8,
+  NETPLAY__V1__ENVELOPE__BODY_STATE_CHUNK = 9,
   NETPLAY__V1__ENVELOPE__BODY_ACK = 10,
   NETPLAY__V1__ENVELOPE__BODY_HEALTH_REQUEST = 16,
   NETPLAY__V1__ENVELOPE__BODY_HEALTH_RESPONSE = 17,
   NETPLAY__V1__ENVELOPE__BODY_INTROSPECT_REQUEST = 18,
   NETPLAY__V1__ENVELOPE__BODY_INTROSPECT_RESPONSE = 19,
-  NETPLAY__V1__ENVELOPE__BODY_SERVICE_HEARTBEAT = 20
+  NETPLAY__V1__ENVELOPE__BODY_SERVICE_HEARTBEAT = 20,
+  NETPLAY__V1__ENVELOPE__BODY_METRICS_SNAPSHOT = 30,
+  NETPLAY__V1__ENVELOPE__BODY_EVENT_RECORD = 31,
+  NETPLAY__V1__ENVELOPE__BODY_RECENT_EVENTS_REQUEST = 32,
+  NETPLAY__V1__ENVELOPE__BODY_RECENT_EVENTS_RESPONSE = 33,
+  NETPLAY__V1__ENVELOPE__BODY_CLUSTER_STATUS_REQUEST = 40,
+  NETPLAY__V1__ENVELOPE__BODY_CLUSTER_STATUS_RESPONSE = 41,
+  NETPLAY__V1__ENVELOPE__BODY_RESTART_SERVICE_REQUEST = 42,
+  NETPLAY__V1__ENVELOPE__BODY_RESTART_SERVICE_RESPONSE = 43,
+  NETPLAY__V1__ENVELOPE__BODY_SCALE_SERVICE_REQUEST = 44,
+  NETPLAY__V1__ENVELOPE__BODY_SCALE_SERVICE_RESPONSE = 45,
+  NETPLAY__V1__ENVELOPE__BODY_STOP_CLUSTER_REQUEST = 46,
+  NETPLAY__V1__ENVELOPE__BODY_ANNOUNCE_ROOM_REQUEST = 60,
+  NETPLAY__V1__ENVELOPE__BODY_ANNOUNCE_ROOM_RESPONSE = 61,
+  NETPLAY__V1__ENVELOPE__BODY_REFRESH_ROOM_REQUEST = 62,
+  NETPLAY__V1__ENVELOPE__BODY_REFRESH_ROOM_RESPONSE = 63,
+  NETPLAY__V1__ENVELOPE__BODY_WITHDRAW_ROOM_REQUEST = 64,
+  NETPLAY__V1__ENVELOPE__BODY_WITHDRAW_ROOM_RESPONSE = 65,
+  NETPLAY__V1__ENVELOPE__BODY_GET_ROOM_REQUEST = 66,
+  NETPLAY__V1__ENVELOPE__BODY_GET_ROOM_RESPONSE = 67,
+  NETPLAY__V1__ENVELOPE__BODY_LIST_ROOMS_REQUEST = 68,
+  NETPLAY__V1__ENVELOPE__BODY_LIST_ROOMS_RESPONSE = 69,
+  NETPLAY__V1__ENVELOPE__BODY_WATCH_ROOMS_REQUEST = 70,
+  NETPLAY__V1__ENVELOPE__BODY_WATCH_ROOMS_SNAPSHOT = 71,
+  NETPLAY__V1__ENVELOPE__BODY_ROOM_ADDED = 72,
+  NETPLAY__V1__ENVELOPE__BODY_ROOM_UPDATED = 73,
+  NETPLAY__V1__ENVELOPE__BODY_ROOM_REMOVED = 74,
+  NETPLAY__V1__ENVELOPE__BODY_LAN_BEACON = 75,
+  NETPLAY__V1__ENVELOPE__BODY_CREATE_SESSION_REQUEST = 100,
+  NETPLAY__V1__ENVELOPE__BODY_CREATE_SESSION_RESPONSE = 101,
+  NETPLAY__V1__ENVELOPE__BODY_JOIN_SESSION_REQUEST = 102,
+  NETPLAY__V1__ENVELOPE__BODY_JOIN_SESSION_RESPONSE = 103,
+  NETPLAY__V1__ENVELOPE__BODY_LEAVE_SESSION_REQUEST = 104,
+  NETPLAY__V1__ENVELOPE__BODY_KICK_PARTICIPANT_REQUEST = 105,
+  NETPLAY__V1__ENVELOPE__BODY_SWAP_SLOTS_REQUEST = 106,
+  NETPLAY__V1__ENVELOPE__BODY_CHOOSE_SLOT_REQUEST = 107,
+  NETPLAY__V1__ENVELOPE__BODY_START_SESSION_REQUEST = 108,
+  NETPLAY__V1__ENVELOPE__BODY_END_SESSION_REQUEST = 109,
+  NETPLAY__V1__ENVELOPE__BODY_GET_SESSION_REQUEST = 110,
+  NETPLAY__V1__ENVELOPE__BODY_RENEW_TICKET_REQUEST = 111,
+  NETPLAY__V1__ENVELOPE__BODY_SESSION_RESPONSE = 112,
+  NETPLAY__V1__ENVELOPE__BODY_LIST_SESSIONS_REQUEST = 113,
+  NETPLAY__V1__ENVELOPE__BODY_LIST_SESSIONS_RESPONSE = 114,
+  NETPLAY__V1__ENVELOPE__BODY_SESSION_EVENT = 115,
+  NETPLAY__V1__ENVELOPE__BODY_REGISTER_RELAY_REQUEST = 120,
+  NETPLAY__V1__ENVELOPE__BODY_REGISTER_RELAY_RESPONSE = 121,
+  NETPLAY__V1__ENVELOPE__BODY_REFRESH_RELAY_REQUEST = 122,
+  NETPLAY__V1__ENVELOPE__BODY_REFRESH_RELAY_RESPONSE = 123,
+  NETPLAY__V1__ENVELOPE__BODY_LIST_RELAYS_REQUEST = 124,
+  NETPLAY__V1__ENVELOPE__BODY_LIST_RELAYS_RESPONSE = 125,
+  NETPLAY__V1__ENVELOPE__BODY_ATTACH_REQUEST = 150,
+  NETPLAY__V1__ENVELOPE__BODY_ATTACH_RESPONSE = 151,
+  NETPLAY__V1__ENVELOPE__BODY_DETACH = 152,
+  NETPLAY__V1__ENVELOPE__BODY_STATE_REQUEST = 153,
+  NETPLAY__V1__ENVELOPE__BODY_STATE_TRANSFER_ACK = 154,
+  NETPLAY__V1__ENVELOPE__BODY_DESYNC_NOTICE = 155,
+  NETPLAY__V1__ENVELOPE__BODY_PEER_STATS = 156,
+  NETPLAY__V1__ENVELOPE__BODY_SESSION_STATS = 157,
+  NETPLAY__V1__ENVELOPE__BODY_CHAT_MESSAGE = 158,
+  NETPLAY__V1__ENVELOPE__BODY_PEER_EVENT = 159,
+  NETPLAY__V1__ENVELOPE__BODY_CLOSE_RELAY_SESSION_REQUEST = 160,
+  NETPLAY__V1__ENVELOPE__BODY_DISCONNECT_PEER_REQUEST = 161,
+  NETPLAY__V1__ENVELOPE__BODY_REPLAY_HEADER = 170,
+  NETPLAY__V1__ENVELOPE__BODY_REPLAY_RECORD = 171,
+  NETPLAY__V1__ENVELOPE__BODY_REPLAY_FOOTER = 172
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(NETPLAY__V1__ENVELOPE__BODY__CASE)
 } Netplay__V1__Envelope__BodyCase;
 
@@ -53,6 +127,7 @@ struct  Netplay__V1__Envelope
   Netplay__V1__Envelope__BodyCase body_case;
   union {
     /*
+     * --- 2-15: one-byte tags for the most frequent messages ---
      * Failure reply to any request.
      */
     Netplay__V1__Error *error;
@@ -65,10 +140,31 @@ struct  Netplay__V1__Envelope
      */
     Netplay__V1__Pong *pong;
     /*
+     * Player -> relay: inputs.
+     */
+    Netplay__V1__InputBatch *input_batch;
+    /*
+     * Relay -> peers: forwarded or confirmed inputs.
+     */
+    Netplay__V1__InputBroadcast *input_broadcast;
+    /*
+     * Player -> relay: game-state checksums.
+     */
+    Netplay__V1__ChecksumReport *checksum_report;
+    /*
+     * Relay -> peer: time-sync advice.
+     */
+    Netplay__V1__TimeSyncHint *time_sync_hint;
+    /*
+     * State transfer piece (peer -> relay -> peers).
+     */
+    Netplay__V1__StateChunk *state_chunk;
+    /*
      * Generic success reply.
      */
     Netplay__V1__Ack *ack;
     /*
+     * --- 16-29: every service's runtime ---
      * Health probe.
      */
     Netplay__V1__HealthRequest *health_request;
@@ -85,9 +181,270 @@ struct  Netplay__V1__Envelope
      */
     Netplay__V1__IntrospectResponse *introspect_response;
     /*
-     * Service to supervisor liveness signal.
+     * Service -> supervisor liveness signal.
      */
     Netplay__V1__ServiceHeartbeat *service_heartbeat;
+    /*
+     * --- 30-39: telemetry ---
+     * Service -> telemetry: metrics.
+     */
+    Netplay__V1__MetricsSnapshot *metrics_snapshot;
+    /*
+     * Service -> telemetry (and PUB): an event.
+     */
+    Netplay__V1__EventRecord *event_record;
+    /*
+     * Query telemetry's recent events.
+     */
+    Netplay__V1__RecentEventsRequest *recent_events_request;
+    /*
+     * Reply to RecentEventsRequest.
+     */
+    Netplay__V1__RecentEventsResponse *recent_events_response;
+    /*
+     * --- 40-59: supervisor ---
+     * Cluster status query.
+     */
+    Netplay__V1__ClusterStatusRequest *cluster_status_request;
+    /*
+     * Reply to ClusterStatusRequest.
+     */
+    Netplay__V1__ClusterStatusResponse *cluster_status_response;
+    /*
+     * Restart a service.
+     */
+    Netplay__V1__RestartServiceRequest *restart_service_request;
+    /*
+     * Reply to RestartServiceRequest.
+     */
+    Netplay__V1__RestartServiceResponse *restart_service_response;
+    /*
+     * Scale a replicated service.
+     */
+    Netplay__V1__ScaleServiceRequest *scale_service_request;
+    /*
+     * Reply to ScaleServiceRequest.
+     */
+    Netplay__V1__ScaleServiceResponse *scale_service_response;
+    /*
+     * Stop the cluster (replied with Ack).
+     */
+    Netplay__V1__StopClusterRequest *stop_cluster_request;
+    /*
+     * --- 60-99: discovery ---
+     * Announce or replace a room.
+     */
+    Netplay__V1__AnnounceRoomRequest *announce_room_request;
+    /*
+     * Reply to AnnounceRoomRequest.
+     */
+    Netplay__V1__AnnounceRoomResponse *announce_room_response;
+    /*
+     * Keep a room alive.
+     */
+    Netplay__V1__RefreshRoomRequest *refresh_room_request;
+    /*
+     * Reply to RefreshRoomRequest.
+     */
+    Netplay__V1__RefreshRoomResponse *refresh_room_response;
+    /*
+     * Remove a room.
+     */
+    Netplay__V1__WithdrawRoomRequest *withdraw_room_request;
+    /*
+     * Reply to WithdrawRoomRequest.
+     */
+    Netplay__V1__WithdrawRoomResponse *withdraw_room_response;
+    /*
+     * Fetch one room.
+     */
+    Netplay__V1__GetRoomRequest *get_room_request;
+    /*
+     * Reply to GetRoomRequest.
+     */
+    Netplay__V1__GetRoomResponse *get_room_response;
+    /*
+     * List rooms with a filter.
+     */
+    Netplay__V1__ListRoomsRequest *list_rooms_request;
+    /*
+     * Reply to ListRoomsRequest.
+     */
+    Netplay__V1__ListRoomsResponse *list_rooms_response;
+    /*
+     * Watch snapshot page request.
+     */
+    Netplay__V1__WatchRoomsRequest *watch_rooms_request;
+    /*
+     * Watch snapshot page.
+     */
+    Netplay__V1__WatchRoomsSnapshot *watch_rooms_snapshot;
+    /*
+     * Event `rooms.added`.
+     */
+    Netplay__V1__RoomAdded *room_added;
+    /*
+     * Event `rooms.updated`.
+     */
+    Netplay__V1__RoomUpdated *room_updated;
+    /*
+     * Event `rooms.removed`.
+     */
+    Netplay__V1__RoomRemoved *room_removed;
+    /*
+     * LAN beacon datagram.
+     */
+    Netplay__V1__LanBeacon *lan_beacon;
+    /*
+     * --- 100-149: coordinator ---
+     * Host a session.
+     */
+    Netplay__V1__CreateSessionRequest *create_session_request;
+    /*
+     * Reply to CreateSessionRequest.
+     */
+    Netplay__V1__CreateSessionResponse *create_session_response;
+    /*
+     * Join as player or spectator.
+     */
+    Netplay__V1__JoinSessionRequest *join_session_request;
+    /*
+     * Reply to JoinSessionRequest.
+     */
+    Netplay__V1__JoinSessionResponse *join_session_response;
+    /*
+     * Leave a session.
+     */
+    Netplay__V1__LeaveSessionRequest *leave_session_request;
+    /*
+     * Host: kick a participant.
+     */
+    Netplay__V1__KickParticipantRequest *kick_participant_request;
+    /*
+     * Host: swap two slots.
+     */
+    Netplay__V1__SwapSlotsRequest *swap_slots_request;
+    /*
+     * Move to a slot or to spectating.
+     */
+    Netplay__V1__ChooseSlotRequest *choose_slot_request;
+    /*
+     * Host: start the match.
+     */
+    Netplay__V1__StartSessionRequest *start_session_request;
+    /*
+     * Host: end the session.
+     */
+    Netplay__V1__EndSessionRequest *end_session_request;
+    /*
+     * Fetch a session.
+     */
+    Netplay__V1__GetSessionRequest *get_session_request;
+    /*
+     * Ask for a fresh ticket.
+     */
+    Netplay__V1__RenewTicketRequest *renew_ticket_request;
+    /*
+     * Reply to the session requests above.
+     */
+    Netplay__V1__SessionResponse *session_response;
+    /*
+     * List sessions.
+     */
+    Netplay__V1__ListSessionsRequest *list_sessions_request;
+    /*
+     * Reply to ListSessionsRequest.
+     */
+    Netplay__V1__ListSessionsResponse *list_sessions_response;
+    /*
+     * Event `sessions.<kind>`.
+     */
+    Netplay__V1__SessionEvent *session_event;
+    /*
+     * Relay joins the registry.
+     */
+    Netplay__V1__RegisterRelayRequest *register_relay_request;
+    /*
+     * Reply to RegisterRelayRequest.
+     */
+    Netplay__V1__RegisterRelayResponse *register_relay_response;
+    /*
+     * Relay keep-alive with load.
+     */
+    Netplay__V1__RefreshRelayRequest *refresh_relay_request;
+    /*
+     * Reply to RefreshRelayRequest.
+     */
+    Netplay__V1__RefreshRelayResponse *refresh_relay_response;
+    /*
+     * List relays.
+     */
+    Netplay__V1__ListRelaysRequest *list_relays_request;
+    /*
+     * Reply to ListRelaysRequest.
+     */
+    Netplay__V1__ListRelaysResponse *list_relays_response;
+    /*
+     * --- 150-199: sync (relay) and replay files ---
+     * Peer attaches with its ticket.
+     */
+    Netplay__V1__AttachRequest *attach_request;
+    /*
+     * Reply to AttachRequest.
+     */
+    Netplay__V1__AttachResponse *attach_response;
+    /*
+     * End an attachment.
+     */
+    Netplay__V1__Detach *detach;
+    /*
+     * Relay asks a peer for its state.
+     */
+    Netplay__V1__StateRequest *state_request;
+    /*
+     * Receiver reports a state transfer's outcome.
+     */
+    Netplay__V1__StateTransferAck *state_transfer_ack;
+    /*
+     * Checksums diverged.
+     */
+    Netplay__V1__DesyncNotice *desync_notice;
+    /*
+     * A peer's own HUD statistics.
+     */
+    Netplay__V1__PeerStats *peer_stats;
+    /*
+     * Session HUD statistics.
+     */
+    Netplay__V1__SessionStats *session_stats;
+    /*
+     * Chat line.
+     */
+    Netplay__V1__ChatMessage *chat_message;
+    /*
+     * A peer joined, left, lagged...
+     */
+    Netplay__V1__PeerEvent *peer_event;
+    /*
+     * Coordinator -> relay: close a session.
+     */
+    Netplay__V1__CloseRelaySessionRequest *close_relay_session_request;
+    /*
+     * Coordinator -> relay: detach a participant.
+     */
+    Netplay__V1__DisconnectPeerRequest *disconnect_peer_request;
+    /*
+     * Replay file: first record.
+     */
+    Netplay__V1__ReplayHeader *replay_header;
+    /*
+     * Replay file: confirmed frames.
+     */
+    Netplay__V1__ReplayRecord *replay_record;
+    /*
+     * Replay file: last record.
+     */
+    Netplay__V1__ReplayFooter *replay_footer;
   };
 };
 #define NETPLAY__V1__ENVELOPE__INIT \
