@@ -1426,6 +1426,17 @@ def gen_fixtures(schema):
         o(f"    .{prop_plain(f)}({sample_scalar(f)}),")
     o("]")
     o()
+    o("/// The sample of every message of the schema, nested ones included.")
+    o("let allMessageSamples: [any WireMessage] = [")
+    for m in schema.all_messages():
+        if m.name == "Envelope" and m.parent is None:
+            continue
+        o(f"    {swift_type_name(m)}.sample,")
+    o("]")
+    o()
+    o(f"/// The number of messages in the schema (Envelope excluded).")
+    o(f"let schemaMessageCount = {len(schema.all_messages()) - 1}")
+    o()
     o(f"/// The number of members of the `Envelope.body` oneof in the schema.")
     o(f"let schemaBodyMemberCount = {len(body.fields)}")
     o()

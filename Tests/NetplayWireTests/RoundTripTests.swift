@@ -62,6 +62,19 @@ struct RoundTripTests {
         #expect(health.body.name == "HealthRequest")
     }
 
+    @Test("every message of the schema round-trips on its own")
+    func everyMessage() throws {
+        #expect(allMessageSamples.count == schemaMessageCount)
+        func check<M: WireMessage>(_ message: M) throws {
+            let bytes = try message.encoded()
+            #expect(try M(decoding: bytes, limits: .default) == message, "\(M.protoName)")
+            #expect(!message.jsonLine().isEmpty)
+        }
+        for sample in allMessageSamples {
+            try check(sample)
+        }
+    }
+
     @Test("a reply keeps the request id")
     func reply() {
         let request = Envelope(requestId: 99, body: .healthRequest(HealthRequest()))
