@@ -19,11 +19,9 @@ let package = Package(
     ],
     targets: [
         // MARK: C libraries
-        .systemLibrary(
-            name: "CZeroMQ",
-            pkgConfig: "libzmq",
-            providers: [.apt(["libzmq3-dev"])]
-        ),
+        // libzmq's headers live in /usr/include; linking is declared in the module map.
+        // (pkg-config is not used: Debian's libzmq.pc adds -isystem flags SwiftPM rejects.)
+        .systemLibrary(name: "CZeroMQ", providers: [.apt(["libzmq3-dev"])]),
         .target(
             name: "CNetplayProto",
             linkerSettings: [.linkedLibrary("protobuf-c")]
