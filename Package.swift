@@ -11,7 +11,6 @@ let package = Package(
         .library(name: "NetplayWire", targets: ["NetplayWire"]),
         .library(name: "NetplayService", targets: ["NetplayService"]),
         .executable(name: "netplayctl", targets: ["netplayctl"]),
-        .executable(name: "netplay-echo", targets: ["netplay-echo"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -50,13 +49,6 @@ let package = Package(
             ]
         ),
         .executableTarget(
-            name: "netplay-echo",
-            dependencies: [
-                "NetplayService",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
-        ),
-        .executableTarget(
             name: "netplay-bench",
             dependencies: [
                 "ZeroMQ", "NetplayWire", "Rollback", "Games",
@@ -66,9 +58,21 @@ let package = Package(
         ),
 
         // MARK: Tests
+        .target(name: "NetplayTestSupport", path: "Tests/Support"),
+        .executableTarget(
+            name: "netplay-sample-service",
+            dependencies: [
+                "NetplayService", "NetplayWire",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tests/Fixtures/SampleService"
+        ),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "NetplayWireTests", dependencies: ["NetplayWire", "CNetplayProto"]),
-        .testTarget(name: "NetplayServiceTests", dependencies: ["NetplayService", "NetplayWire", "ZeroMQ"]),
+        .testTarget(
+            name: "NetplayServiceTests",
+            dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sample-service"]
+        ),
         .testTarget(name: "RollbackTests", dependencies: ["Rollback", "Games"]),
         .testTarget(name: "GamesTests", dependencies: ["Games", "Rollback"]),
     ]

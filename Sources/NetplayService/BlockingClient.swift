@@ -1,0 +1,78 @@
+import NetplayWire
+import ZeroMQ
+
+/// A synchronous request/reply client for command-line tools and tests: one DEALER, one request
+/// at a time, a timeout per request. Confined to the thread that created it, like its socket.
+public final class BlockingClient {
+    /// The service endpoint.
+    public let endpoint: String
+    /// Seconds to wait for each reply.
+    public var timeout: Double
+    private let socket: Socket
+    private var nextId = UInt64.random(in: 1...(1 << 40))
+
+    /// Connects to `endpoint`. With `serverKey` (and optionally `keys`) the connection is
+    /// CurveZMQ-encrypted; without `keys` a fresh client key pair is generated.
+    public init(endpoint: String, timeout: Double = 2, serverKey: [UInt8]? = nil, keys: CurveKeyPair? = nil,
+                context: Context = .shared) throws {
+        try EndpointValidator.validate(endpoint, name: "endpoint")
+        self.endpoint = endpoint
+        self.timeout = timeout
+        socket = try context.socket(.dealer)
+        try SocketDefaults.apply(to: socket)
+        try socket.set(.linger(milliseconds: 0))
+        if let serverKey { try socket.makeCurveClient(serverKey: serverKey, keys: try keys ?? .generate()) }
+        try socket.connect(endpoint)
+    }
+
+    /// Sends `body` and returns the reply's body; an `Error` reply throws ``ClientError/remote(_:)``.
+    public func request(_ body: Envelope.Body) throws(ClientError) -> Envelope.Body {
+        let reply = try requestEnvelope(body)
+        if case .error(let error) = reply.body { throw .remote(error) }
+        return reply.body
+    }
+
+    /// Sends `body` and returns the whole reply envelope (Error replies included).
+    public func requestEnvelope(_ body: Envelope.Body) throws(ClientError) -> Envelope {
+        nextId &+= 1
+        let id = nextId
+        let payload: [UInt8]
+        do { payload = try Envelope(requestId: id, body: body).encoded() } catch { throw .wire(error) }
+        try sendRaw(payload)
+        while true {
+            let frame = try receiveRaw()
+            let envelope: Envelope
+            do { envelope = try Envelope(decoding: frame) } catch { throw .wire(error) }
+            if envelope.requestId == id { return envelope }
+            // A late reply to an earlier, timed-out request: skip it.
+        }
+    }
+
+    /// Sends raw bytes as one frame (tests use this to send malformed frames).
+    public func sendRaw(_ bytes: [UInt8]) throws(ClientError) {
+        do { try socket.send(bytes) } catch { throw .transport(error) }
+    }
+
+    /// Sends raw frames as one multipart message.
+    public func sendRawMultipart(_ frames: [[UInt8]]) throws(ClientError) {
+        do { try socket.sendMultipart(frames) } catch { throw .transport(error) }
+    }
+
+    /// Receives one frame within the timeout.
+    public func receiveRaw() throws(ClientError) -> [UInt8] {
+        let poller = Poller()
+        poller.add(socket)
+        do {
+            guard try poller.poll(timeout: Int(timeout * 1000)) > 0 else {
+                throw ClientError.timeout(endpoint: endpoint, seconds: timeout)
+            }
+            return try socket.receive(flags: .dontWait)
+        } catch let error as ClientError {
+            throw error
+        } catch let error as ZMQError {
+            throw .transport(error)
+        } catch {
+            throw .unexpectedReply("\(error)")
+        }
+    }
+}

@@ -1,0 +1,45 @@
+import NetplayWire
+import ZeroMQ
+
+/// One event received from a service's PUB socket.
+public struct ReceivedEvent: Sendable {
+    /// The topic frame, e.g. `rooms.added`.
+    public let topic: String
+    /// The decoded envelope, or the reason it could not be decoded.
+    public let envelope: Result<Envelope, WireError>
+}
+
+/// Subscribes to a service's events (`netplayctl tap`, watchers, tests). Thread-confined.
+public final class EventSubscriber {
+    private let socket: Socket
+    /// The PUB endpoint.
+    public let endpoint: String
+
+    /// Connects to `endpoint` and subscribes to topics starting with any of `prefixes`
+    /// (`[""]`: everything).
+    public init(endpoint: String, prefixes: [String] = [""], serverKey: [UInt8]? = nil, keys: CurveKeyPair? = nil,
+                context: Context = .shared) throws {
+        try EndpointValidator.validate(endpoint, name: "endpoint")
+        self.endpoint = endpoint
+        socket = try context.socket(.sub)
+        try SocketDefaults.apply(to: socket)
+        try socket.set(.linger(milliseconds: 0))
+        if let serverKey { try socket.makeCurveClient(serverKey: serverKey, keys: try keys ?? .generate()) }
+        for prefix in prefixes { try socket.set(.subscribe(Array(prefix.utf8))) }
+        try socket.connect(endpoint)
+    }
+
+    /// The next event, or nil when none arrives within `milliseconds` (-1 waits forever).
+    public func next(timeout milliseconds: Int) throws(ZMQError) -> ReceivedEvent? {
+        let poller = Poller()
+        poller.add(socket)
+        guard try poller.poll(timeout: milliseconds) > 0 else { return nil }
+        let frames = try socket.receiveMultipart(flags: .dontWait)
+        let topic = String(decoding: frames[0], as: UTF8.self)
+        guard frames.count == 2 else {
+            return ReceivedEvent(topic: topic, envelope: .failure(.notProtobuf))
+        }
+        return ReceivedEvent(topic: topic,
+                             envelope: Result { () throws(WireError) -> Envelope in try Envelope(decoding: frames[1]) })
+    }
+}

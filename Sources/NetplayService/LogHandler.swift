@@ -1,0 +1,81 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// A swift-log handler that writes one line per event to standard error:
+/// `2026-11-21T23:59:00.123Z info discovery/discovery-1: room added room=abc`.
+///
+/// Lines are written with a single `write(2)` so concurrent threads never interleave, and the
+/// supervisor can prefix and capture them per child.
+public struct NetplayLogHandler: LogHandler {
+    /// The service kind shown on every line.
+    public let service: String
+    /// The instance shown on every line.
+    public let instance: String
+    public var logLevel: Logger.Level
+    public var metadata: Logger.Metadata = [:]
+    private let fileDescriptor: Int32
+
+    /// Creates a handler writing to `fileDescriptor` (standard error by default).
+    public init(service: String, instance: String, level: Logger.Level, fileDescriptor: Int32 = 2) {
+        self.service = service
+        self.instance = instance
+        self.logLevel = level
+        self.fileDescriptor = fileDescriptor
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var merged = metadata
+        if let extra = event.metadata { merged.merge(extra) { _, new in new } }
+        var line = "\(Self.timestamp()) \(event.level) \(service)/\(instance): \(event.message)"
+        for key in merged.keys.sorted() {
+            line += " \(key)=\(Self.quoted(merged[key]!.description))"
+        }
+        line = line.replacingOccurrences(of: "\n", with: "\\n") + "\n"
+        line.utf8CString.withUnsafeBufferPointer { buffer in
+            _ = write(fileDescriptor, buffer.baseAddress, buffer.count - 1)
+        }
+    }
+
+    static func quoted(_ value: String) -> String {
+        value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" }) || value.isEmpty
+            ? "\"" + value.replacingOccurrences(of: "\"", with: "\\\"") + "\"" : value
+    }
+
+    static func timestamp() -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        var parts = tm()
+        var seconds = now.tv_sec
+        gmtime_r(&seconds, &parts)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+                      parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
+                      parts.tm_hour, parts.tm_min, parts.tm_sec, Int(now.tv_nsec / 1_000_000))
+    }
+}
+
+/// Installs ``NetplayLogHandler`` as the process's logging backend (once per process).
+public enum NetplayLogging {
+    private static let bootstrapped = Mutex(false)
+
+    /// Bootstraps swift-log for `service`/`instance` at `level`. Later calls only return a logger.
+    @discardableResult
+    public static func bootstrap(service: String, instance: String, level: Logger.Level) -> Logger {
+        bootstrapped.withLock { done in
+            if !done {
+                LoggingSystem.bootstrap { _ in
+                    NetplayLogHandler(service: service, instance: instance, level: level)
+                }
+                done = true
+            }
+        }
+        var logger = Logger(label: "netplay.\(service)")
+        logger.logLevel = level
+        return logger
+    }
+}

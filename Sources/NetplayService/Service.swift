@@ -1,0 +1,115 @@
+import NetplayWire
+
+/// Where a request came from: the ROUTER routing id of the peer, and whether it framed the
+/// request REQ-style (with an empty delimiter) so the reply is framed the same way.
+public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
+    /// The ROUTER routing id (libzmq assigns 5 bytes unless the peer set its own).
+    public let routingId: [UInt8]
+    /// True for REQ peers, which expect `[id, "", payload]`.
+    public let delimited: Bool
+
+    /// Creates an address.
+    public init(routingId: [UInt8], delimited: Bool = false) {
+        self.routingId = routingId
+        self.delimited = delimited
+    }
+
+    public var description: String { routingId.map { String(format: "%02x", $0) }.joined() }
+}
+
+/// One decoded request handed to a ``Service``.
+public struct Request: Sendable {
+    /// The envelope as received.
+    public let envelope: Envelope
+    /// Who sent it.
+    public let peer: PeerAddress
+    /// The request's body.
+    public var body: Envelope.Body { envelope.body }
+    /// The request id to echo in the reply.
+    public var id: UInt64 { envelope.requestId }
+
+    /// Creates a request (the runtime does this; tests may too).
+    public init(envelope: Envelope, peer: PeerAddress) {
+        self.envelope = envelope
+        self.peer = peer
+    }
+}
+
+/// What a handler did with a request.
+public enum HandlerOutcome: Sendable {
+    /// Send this body back now, under the request's id.
+    case reply(Envelope.Body)
+    /// The handler keeps the ``Request`` and answers later with ``ServiceRuntime/reply(to:with:)``.
+    case deferred
+    /// No reply is due (one-way messages such as heartbeats or input batches).
+    case none
+}
+
+/// A failure a handler reports; the runtime turns it into an `Error` reply.
+public struct ServiceError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The machine-readable code.
+    public var code: ErrorCode
+    /// One human sentence.
+    public var message: String
+    /// For BAD_REQUEST: the offending field.
+    public var field: String
+    /// For RATE_LIMITED and friends: when to retry.
+    public var retryAfterMs: UInt32
+
+    /// Creates an error.
+    public init(_ code: ErrorCode, _ message: String, field: String = "", retryAfterMs: UInt32 = 0) {
+        self.code = code
+        self.message = message
+        self.field = field
+        self.retryAfterMs = retryAfterMs
+    }
+
+    /// The wire form.
+    public var reply: ErrorReply {
+        ErrorReply(code: code, message: String(message.prefix(1024)), retryAfterMs: min(retryAfterMs, 3_600_000),
+                   field: String(field.prefix(128)))
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
+
+/// The logic of one service, run by ``ServiceHost`` on its reactor thread.
+///
+/// Every method is called on the reactor thread, one at a time, so a service needs no locks for
+/// its own state. Health, introspection envelopes, pings, heartbeats, metrics pushing and
+/// graceful shutdown come from the runtime; a service implements only what is its own.
+public protocol Service: AnyObject {
+    /// Called once after the sockets are bound, before the first request: open storage,
+    /// register timers, connect to other services. Throwing aborts start-up with that reason.
+    func start(runtime: ServiceRuntime) throws
+
+    /// Handles one request that is not Health, Introspect or Ping.
+    func handle(_ request: Request, runtime: ServiceRuntime) throws(ServiceError) -> HandlerOutcome
+
+    /// True once the service can serve (reported in Health and heartbeats).
+    var isReady: Bool { get }
+
+    /// A one-line human status for Health ("ok", "waiting for coordinator").
+    var status: String { get }
+
+    /// The service's state for `netplayctl introspect` (`section` may narrow it; "" = all).
+    func introspect(section: String) -> JSONValue
+
+    /// Graceful stop has begun: stop taking new work and finish what is in flight.
+    func drain(runtime: ServiceRuntime)
+
+    /// True while drained work is still finishing; the runtime waits (up to its drain timeout).
+    var isDraining: Bool { get }
+
+    /// Last call before the sockets close: flush files, close storage.
+    func stop(runtime: ServiceRuntime)
+}
+
+extension Service {
+    public var isReady: Bool { true }
+    public var status: String { isReady ? "ok" : "starting" }
+    public func introspect(section: String) -> JSONValue { [:] }
+    public func drain(runtime: ServiceRuntime) {}
+    public var isDraining: Bool { false }
+    public func stop(runtime: ServiceRuntime) {}
+}

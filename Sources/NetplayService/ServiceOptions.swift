@@ -1,0 +1,162 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ZeroMQ
+
+/// The flags every service takes, each with a `NETPLAY_*` environment fallback.
+///
+/// Resolution order: flag, then environment variable, then the service's ``ServiceDefaults``.
+/// Include it in an executable with `@OptionGroup var common: ServiceOptions` and turn it into a
+/// ``ServiceConfiguration`` with ``resolve(defaults:environment:)``.
+public struct ServiceOptions: ParsableArguments, Sendable {
+    @Option(help: ArgumentHelp("ROUTER endpoint to bind for requests (env NETPLAY_ENDPOINT).", valueName: "endpoint"))
+    public var endpoint: String?
+
+    @Option(help: ArgumentHelp("PUB endpoint to bind for events; 'none' disables (env NETPLAY_EVENTS).", valueName: "endpoint"))
+    public var events: String?
+
+    @Option(help: ArgumentHelp("Telemetry PULL endpoint for metrics and events; 'none' disables (env NETPLAY_TELEMETRY, default \(ServiceDefaults.telemetryIngest)).", valueName: "endpoint"))
+    public var telemetry: String?
+
+    @Option(help: ArgumentHelp("Supervisor endpoint for heartbeats; 'none' disables (env NETPLAY_SUPERVISOR; unset: no heartbeats).", valueName: "endpoint"))
+    public var supervisor: String?
+
+    @Option(help: ArgumentHelp("Instance name, unique in the cluster (env NETPLAY_INSTANCE, default <service>-<pid>).", valueName: "name"))
+    public var instance: String?
+
+    @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical (env NETPLAY_LOG_LEVEL, default info).", valueName: "level"))
+    public var logLevel: String?
+
+    @Option(help: ArgumentHelp("Directory for anything the service stores (env NETPLAY_DATA_DIR, default ./data/<instance>).", valueName: "path"))
+    public var dataDir: String?
+
+    @Option(help: ArgumentHelp("Seconds between metric snapshots pushed to telemetry (env NETPLAY_METRICS_INTERVAL, default 5).", valueName: "seconds"))
+    public var metricsInterval: Double?
+
+    @Option(help: ArgumentHelp("CurveZMQ secret key (Z85, 40 chars) of the cluster: encrypts every endpoint (env NETPLAY_CURVE_SECRET_KEY).", valueName: "z85"))
+    public var curveSecretKey: String?
+
+    public init() {}
+
+    /// Resolves flags, environment and defaults into a validated configuration.
+    /// Throws a `ValidationError` with a one-line reason for anything malformed.
+    public func resolve(
+        defaults: ServiceDefaults,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> ServiceConfiguration {
+        func pick(_ flag: String?, _ variable: String) -> String? {
+            if let flag { return flag }
+            if let value = environment[variable], !value.isEmpty { return value }
+            return nil
+        }
+        func optionalEndpoint(_ value: String?, name: String) throws -> String? {
+            guard let value, value.lowercased() != "none" else { return nil }
+            try EndpointValidator.validate(value, name: name)
+            return value
+        }
+
+        let endpoint = pick(self.endpoint, "NETPLAY_ENDPOINT") ?? defaults.endpoint
+        try EndpointValidator.validate(endpoint, name: "--endpoint")
+        let events = try optionalEndpoint(pick(self.events, "NETPLAY_EVENTS") ?? defaults.events, name: "--events")
+        let telemetry = try optionalEndpoint(pick(self.telemetry, "NETPLAY_TELEMETRY") ?? ServiceDefaults.telemetryIngest,
+                                             name: "--telemetry")
+        let supervisor = try optionalEndpoint(pick(self.supervisor, "NETPLAY_SUPERVISOR"), name: "--supervisor")
+
+        let instance = pick(self.instance, "NETPLAY_INSTANCE") ?? "\(defaults.kind)-\(getpid())"
+        guard (1...64).contains(instance.utf8.count),
+              instance.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
+            throw ValidationError("--instance must be 1 to 64 letters, digits, '-', '_' or '.', got '\(instance)'")
+        }
+
+        let levelText = pick(self.logLevel, "NETPLAY_LOG_LEVEL") ?? "info"
+        guard let logLevel = Logger.Level(rawValue: levelText.lowercased()) else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical; got '\(levelText)'")
+        }
+
+        let dataDir = pick(self.dataDir, "NETPLAY_DATA_DIR") ?? "data/\(instance)"
+
+        let intervalText = metricsInterval.map { String($0) } ?? pick(nil, "NETPLAY_METRICS_INTERVAL") ?? "5"
+        guard let interval = Double(intervalText), interval >= 0.05, interval <= 3600 else {
+            throw ValidationError("--metrics-interval must be a number of seconds from 0.05 to 3600, got '\(intervalText)'")
+        }
+
+        var curve: CurveKeyPair?
+        if let secret = pick(curveSecretKey, "NETPLAY_CURVE_SECRET_KEY") {
+            do { curve = try CurveKeyPair(secretZ85: secret) } catch {
+                throw ValidationError("--curve-secret-key must be a 40-character Z85 CurveZMQ secret key")
+            }
+        }
+
+        return ServiceConfiguration(
+            kind: defaults.kind, instance: instance, endpoint: endpoint, events: events,
+            telemetry: telemetry, supervisor: supervisor, logLevel: logLevel,
+            dataDirectory: URL(fileURLWithPath: dataDir), metricsInterval: interval, curve: curve)
+    }
+}
+
+/// Checks endpoint strings before they reach libzmq, so a typo gets a one-line reason.
+public enum EndpointValidator {
+    /// Throws a `ValidationError` naming `name` unless `endpoint` is tcp://host:port, ipc://path
+    /// or inproc://name (a `*` host or port is accepted for binding).
+    public static func validate(_ endpoint: String, name: String) throws {
+        let reason = "\(name) must look like tcp://HOST:PORT, ipc://PATH or inproc://NAME; got '\(endpoint)'"
+        if endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("inproc://") {
+            guard endpoint.split(separator: "/", omittingEmptySubsequences: false).count >= 3,
+                  !endpoint.hasSuffix("//") else { throw ValidationError(reason) }
+            return
+        }
+        guard endpoint.hasPrefix("tcp://") else { throw ValidationError(reason) }
+        let rest = endpoint.dropFirst("tcp://".count)
+        guard let colon = rest.lastIndex(of: ":") else { throw ValidationError(reason) }
+        let host = rest[..<colon], port = rest[rest.index(after: colon)...]
+        guard !host.isEmpty, !port.isEmpty else { throw ValidationError(reason) }
+        if port != "*" {
+            guard let number = Int(port), (0...65535).contains(number) else { throw ValidationError(reason) }
+        }
+    }
+}
+
+/// A service's resolved, validated configuration.
+public struct ServiceConfiguration: Sendable {
+    /// Service kind, e.g. `"discovery"`.
+    public var kind: String
+    /// Instance name, unique in the cluster.
+    public var instance: String
+    /// ROUTER endpoint for requests.
+    public var endpoint: String
+    /// PUB endpoint for events, or nil when disabled.
+    public var events: String?
+    /// Telemetry PULL endpoint, or nil when disabled.
+    public var telemetry: String?
+    /// Supervisor endpoint for heartbeats, or nil.
+    public var supervisor: String?
+    /// Log threshold.
+    public var logLevel: Logger.Level
+    /// Where the service stores files.
+    public var dataDirectory: URL
+    /// Seconds between metric snapshots.
+    public var metricsInterval: Double
+    /// The cluster's CurveZMQ key pair when encryption is on.
+    public var curve: CurveKeyPair?
+    /// Seconds between heartbeats to the supervisor.
+    public var heartbeatInterval: Double = 1
+    /// How long a graceful stop may drain before sockets close.
+    public var drainTimeout: Double = 1
+
+    /// Creates a configuration directly (tests, embedded use); executables use ``ServiceOptions``.
+    public init(kind: String, instance: String, endpoint: String, events: String? = nil,
+                telemetry: String? = nil, supervisor: String? = nil, logLevel: Logger.Level = .info,
+                dataDirectory: URL = URL(fileURLWithPath: "data"), metricsInterval: Double = 5,
+                curve: CurveKeyPair? = nil) {
+        self.kind = kind
+        self.instance = instance
+        self.endpoint = endpoint
+        self.events = events
+        self.telemetry = telemetry
+        self.supervisor = supervisor
+        self.logLevel = logLevel
+        self.dataDirectory = dataDirectory
+        self.metricsInterval = metricsInterval
+        self.curve = curve
+    }
+}

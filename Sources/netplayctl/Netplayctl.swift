@@ -1,0 +1,240 @@
+import ArgumentParser
+import Foundation
+import NetplayService
+import NetplayWire
+import ZeroMQ
+
+/// `netplayctl`: talk to any one service of the cluster for debugging.
+@main
+struct Netplayctl: NetplayCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "netplayctl",
+        abstract: "Debug any one Netplay service: health, introspection, live events.",
+        discussion: """
+        ENDPOINT is a ZeroMQ endpoint (tcp://127.0.0.1:7100) or a service name from the default
+        table: supervisor, discovery, coordinator, telemetry, sync (replica 0) or sync-N.
+        For `tap`, a service name means that service's events (PUB) endpoint.
+        """,
+        version: NetplayVersion.current,
+        subcommands: [Health.self, Introspect.self, Ping.self, Tap.self]
+    )
+
+    static func main() { mainReportingOneLine() }
+}
+
+/// Connection flags shared by every verb.
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Seconds to wait for a reply (env NETPLAY_TIMEOUT, default 2).", valueName: "seconds"))
+    var timeout: Double?
+
+    @Option(help: ArgumentHelp("Server's CurveZMQ public key, Z85 (env NETPLAY_CURVE_SERVER_KEY; derived from NETPLAY_CURVE_SECRET_KEY when set).", valueName: "z85"))
+    var curveServerKey: String?
+
+    func resolvedTimeout() throws -> Double {
+        let text = timeout.map { String($0) } ?? ProcessInfo.processInfo.environment["NETPLAY_TIMEOUT"] ?? "2"
+        guard let value = Double(text), value > 0, value <= 3600 else {
+            throw ValidationError("--timeout must be a number of seconds from 0 to 3600, got '\(text)'")
+        }
+        return value
+    }
+
+    func serverKey() throws -> [UInt8]? {
+        let environment = ProcessInfo.processInfo.environment
+        if let text = curveServerKey ?? environment["NETPLAY_CURVE_SERVER_KEY"] {
+            guard let key = Z85.decode(text), key.count == 32 else {
+                throw ValidationError("--curve-server-key must be a 40-character Z85 public key")
+            }
+            return key
+        }
+        if let secret = environment["NETPLAY_CURVE_SECRET_KEY"] {
+            guard let pair = try? CurveKeyPair(secretZ85: secret) else {
+                throw ValidationError("NETPLAY_CURVE_SECRET_KEY must be a 40-character Z85 secret key")
+            }
+            return pair.publicKey
+        }
+        return nil
+    }
+
+    func client(for target: String) throws -> BlockingClient {
+        try BlockingClient(endpoint: try ServiceAddress.requests(target), timeout: try resolvedTimeout(),
+                           serverKey: try serverKey())
+    }
+}
+
+/// Resolves service names to their default endpoints.
+enum ServiceAddress {
+    static func defaults(_ name: String) -> ServiceDefaults? {
+        switch name {
+        case "supervisor": return .supervisor
+        case "discovery": return .discovery
+        case "coordinator": return .coordinator
+        case "telemetry": return .telemetry
+        case "sync": return .sync(replica: 0)
+        default:
+            if name.hasPrefix("sync-"), let index = Int(name.dropFirst(5)), (0..<100).contains(index) {
+                return .sync(replica: index)
+            }
+            return nil
+        }
+    }
+
+    static func requests(_ target: String) throws -> String {
+        let endpoint = defaults(target)?.endpoint ?? target
+        try EndpointValidator.validate(endpoint, name: "ENDPOINT")
+        return endpoint
+    }
+
+    static func events(_ target: String) throws -> String {
+        if let known = defaults(target) {
+            guard let events = known.events else { throw ValidationError("\(target) publishes no events") }
+            return events
+        }
+        try EndpointValidator.validate(target, name: "ENDPOINT")
+        return target
+    }
+}
+
+/// Prints a line to standard output.
+func emit(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// Pretty-prints a JSON document (sorted keys); returns the input when it is not JSON.
+func prettyJSON(_ text: String) -> String {
+    guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed]),
+          let data = try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]) else {
+        return text
+    }
+    return String(decoding: data, as: UTF8.self)
+}
+
+extension Netplayctl {
+    /// `netplayctl health ENDPOINT`.
+    struct Health: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Ask a service whether it is up and ready.",
+            discussion: "Exit status: 0 ready, 3 up but not ready, 1 no reply or error.")
+
+        @Argument(help: "Service endpoint or name.") var endpoint: String
+        @Flag(help: "Print the reply as one JSON line.") var json = false
+        @OptionGroup var connection: ConnectionOptions
+
+        func run() throws {
+            let client = try connection.client(for: endpoint)
+            let reply = try client.request(.healthRequest(HealthRequest()))
+            guard case .healthResponse(let health) = reply else { throw ClientError.unexpectedReply(reply.name) }
+            if json {
+                emit(health.jsonLine())
+            } else {
+                emit("\(health.service)/\(health.instance) \(health.ready ? "ready" : "not ready") version=\(health.version) pid=\(health.pid) uptime=\(String(format: "%.1f", Double(health.uptimeMs) / 1000))s status=\"\(health.status)\"")
+                for detail in health.details { emit("  \(detail.key): \(detail.value)") }
+            }
+            if !health.ready { throw ExitCode(3) }
+        }
+    }
+
+    /// `netplayctl introspect ENDPOINT`.
+    struct Introspect: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Dump a service's internal state as JSON.")
+
+        @Argument(help: "Service endpoint or name.") var endpoint: String
+        @Option(help: "Only this section of the state (service-defined).") var section = ""
+        @Flag(help: "Print compact one-line JSON instead of indented JSON.") var json = false
+        @OptionGroup var connection: ConnectionOptions
+
+        func run() throws {
+            let client = try connection.client(for: endpoint)
+            let reply = try client.request(.introspectRequest(IntrospectRequest(section: section)))
+            guard case .introspectResponse(let dump) = reply else { throw ClientError.unexpectedReply(reply.name) }
+            emit(json ? dump.json : prettyJSON(dump.json))
+        }
+    }
+
+    /// `netplayctl ping ENDPOINT`.
+    struct Ping: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Measure request round trips to a service.")
+
+        @Argument(help: "Service endpoint or name.") var endpoint: String
+        @Option(help: "Number of pings.") var count = 5
+        @Flag(help: "Print one JSON line per ping.") var json = false
+        @OptionGroup var connection: ConnectionOptions
+
+        func run() throws {
+            guard (1...100_000).contains(count) else { throw ValidationError("--count must be from 1 to 100000") }
+            let client = try connection.client(for: endpoint)
+            var samples: [Double] = []
+            for index in 0..<count {
+                let started = DispatchTime.now().uptimeNanoseconds
+                let reply = try client.request(.ping(NetplayWire.Ping(nonce: UInt64(index), sentAtUs: started / 1000)))
+                guard case .pong(let pong) = reply, pong.nonce == UInt64(index) else { throw ClientError.unexpectedReply(reply.name) }
+                let micros = Double(DispatchTime.now().uptimeNanoseconds - started) / 1000
+                samples.append(micros)
+                emit(json ? "{\"seq\":\(index),\"rtt_us\":\(String(format: "%.1f", micros))}"
+                          : "pong seq=\(index) rtt=\(String(format: "%.1f", micros)) us")
+            }
+            if !json {
+                let sorted = samples.sorted()
+                emit(String(format: "%d pings: min %.1f us, median %.1f us, max %.1f us",
+                            count, sorted.first!, sorted[sorted.count / 2], sorted.last!))
+            }
+        }
+    }
+
+    /// `netplayctl tap ENDPOINT`.
+    struct Tap: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Subscribe to a service's events and print each one, decoded, on one line.")
+
+        @Argument(help: "Events (PUB) endpoint or service name.") var endpoint: String
+        @Option(name: .customLong("topic"), help: "Only topics starting with this prefix (repeatable).") var topics: [String] = []
+        @Option(help: "Stop after this many events (0: never).") var count = 0
+        @Option(help: "Stop after this many seconds (0: never).") var duration: Double = 0
+        @Flag(help: "Print one JSON object per event: {\"topic\":...,\"envelope\":{...}}.") var json = false
+        @OptionGroup var connection: ConnectionOptions
+
+        func run() throws {
+            guard count >= 0, duration >= 0 else { throw ValidationError("--count and --duration must not be negative") }
+            let subscriber = try EventSubscriber(endpoint: try ServiceAddress.events(endpoint),
+                                                 prefixes: topics.isEmpty ? [""] : topics,
+                                                 serverKey: try connection.serverKey())
+            let deadline = duration > 0 ? DispatchTime.now().uptimeNanoseconds + UInt64(duration * 1e9) : UInt64.max
+            var seen = 0
+            while count == 0 || seen < count {
+                let now = DispatchTime.now().uptimeNanoseconds
+                if now >= deadline { break }
+                let wait = deadline == .max ? 1000 : Int(min(1000, (deadline - now) / 1_000_000))
+                guard let event = try subscriber.next(timeout: wait) else { continue }
+                seen += 1
+                emit(Self.render(event, json: json))
+            }
+        }
+
+        static func render(_ event: ReceivedEvent, json: Bool) -> String {
+            var topic = ""
+            JSONString.append(event.topic, to: &topic)
+            switch event.envelope {
+            case .success(let envelope):
+                return json ? "{\"topic\":\(topic),\"envelope\":\(envelope.jsonLine())}"
+                            : "\(JSONString.timestamp()) \(event.topic) \(envelope.body.name) \(envelope.jsonLine())"
+            case .failure(let error):
+                var message = ""
+                JSONString.append(error.description, to: &message)
+                return json ? "{\"topic\":\(topic),\"error\":\(message)}"
+                            : "\(JSONString.timestamp()) \(event.topic) undecodable: \(error)"
+            }
+        }
+    }
+}
+
+/// Small JSON text helpers for netplayctl's output.
+enum JSONString {
+    static func append(_ text: String, to out: inout String) {
+        out += JSONValue.string(text).rendered()
+    }
+
+    static func timestamp() -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date())
+    }
+}

@@ -1,0 +1,142 @@
+import Foundation
+import Synchronization
+
+/// Starts the toolkit's built executables as real processes for end-to-end tests, captures
+/// their output, and makes sure none outlives the test.
+public final class ServiceProcess: @unchecked Sendable {
+    /// The running process.
+    public let process: Process
+    /// The executable's name.
+    public let name: String
+    private let output = OutputBuffer()
+
+    /// Launches `executable` (a product name such as `netplay-discovery`) with `arguments`.
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        name = executable
+        process = Process()
+        process.executableURL = try BuildProducts.url(of: executable)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for key in env.keys where key.hasPrefix("NETPLAY_") { env.removeValue(forKey: key) }
+        env.merge(environment) { _, new in new }
+        process.environment = env
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        pipe.fileHandleForReading.readabilityHandler = { [output] handle in
+            let data = handle.availableData
+            if !data.isEmpty { output.append(data) }
+        }
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+    }
+
+    /// Everything the process wrote to stdout and stderr so far.
+    public var log: String { output.text }
+
+    /// The process id.
+    public var pid: Int32 { process.processIdentifier }
+
+    /// Sends `signal` to the process.
+    public func send(_ signal: Int32) { kill(process.processIdentifier, signal) }
+
+    /// Waits up to `seconds` for the process to exit; returns its exit status, or nil if it is
+    /// still running.
+    @discardableResult
+    public func waitForExit(seconds: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { return nil }
+        return process.terminationStatus
+    }
+
+    /// How the process ended: `.exit` or `.uncaughtSignal`.
+    public var terminationReason: Process.TerminationReason { process.terminationReason }
+
+    /// Kills the process if it is still running.
+    public func kill9() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+    }
+}
+
+/// Accumulates a child's output from the pipe's reader thread.
+final class OutputBuffer: Sendable {
+    private let storage = Mutex<String>("")
+    func append(_ data: Data) { storage.withLock { $0 += String(decoding: data, as: UTF8.self) } }
+    var text: String { storage.withLock { $0 } }
+}
+
+/// Finds the built executables next to the test bundle.
+public enum BuildProducts {
+    /// The directory holding the built products.
+    public static var directory: URL {
+        if let override = ProcessInfo.processInfo.environment["NETPLAY_BIN_DIR"] {
+            return URL(fileURLWithPath: override)
+        }
+        var candidate = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        for _ in 0..<4 {
+            candidate.deleteLastPathComponent()
+            if FileManager.default.fileExists(atPath: candidate.appendingPathComponent("netplayctl").path) {
+                return candidate
+            }
+        }
+        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug")
+    }
+
+    /// The URL of `executable`; throws when it has not been built.
+    public static func url(of executable: String) throws -> URL {
+        let url = directory.appendingPathComponent(executable)
+        guard FileManager.default.isExecutableFile(atPath: url.path) else {
+            throw HarnessError("\(executable) is not built in \(directory.path): run `swift build` first")
+        }
+        return url
+    }
+}
+
+/// Loopback ports for test processes, chosen so parallel tests do not clash: the kernel picks
+/// a free port, and each is handed out once per test run.
+public enum TestPorts {
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    /// A currently free TCP port on 127.0.0.1.
+    public static func free() -> Int {
+        while true {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_port = 0
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+            close(fd)
+            let port = Int(UInt16(bigEndian: address.sin_port))
+            let fresh = handedOut.withLock { $0.insert(port).inserted }
+            if fresh && port > 0 { return port }
+        }
+    }
+
+    /// A `tcp://127.0.0.1:PORT` endpoint on a free port.
+    public static func endpoint() -> String { "tcp://127.0.0.1:\(free())" }
+}
+
+/// Polls `condition` every 20 ms until it holds or `seconds` pass; returns whether it held.
+public func eventually(within seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    repeat {
+        if try condition() { return true }
+        usleep(20_000)
+    } while Date() < deadline
+    return try condition()
+}
+
+/// A test-harness failure with a message.
+public struct HarnessError: Error, CustomStringConvertible {
+    /// The message.
+    public let description: String
+    /// Creates an error.
+    public init(_ description: String) { self.description = description }
+}
