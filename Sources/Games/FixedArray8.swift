@@ -13,19 +13,33 @@ public struct FixedArray8<Element: BitwiseCopyable>: BitwiseCopyable {
     /// The capacity: 8.
     public static var count: Int { 8 }
 
-    /// Element `index` (0 ..< 8).
+    /// Element `index` (0 ..< 8). A switch over the tuple fields: no copy of the whole storage.
     @inlinable
     public subscript(index: Int) -> Element {
         get {
-            precondition(index >= 0 && index < 8, "FixedArray8 index out of range")
-            return withUnsafeBytes(of: storage) { raw in
-                raw.load(fromByteOffset: index * MemoryLayout<Element>.stride, as: Element.self)
+            switch index {
+            case 0: return storage.0
+            case 1: return storage.1
+            case 2: return storage.2
+            case 3: return storage.3
+            case 4: return storage.4
+            case 5: return storage.5
+            case 6: return storage.6
+            case 7: return storage.7
+            default: preconditionFailure("FixedArray8 index out of range")
             }
         }
         set {
-            precondition(index >= 0 && index < 8, "FixedArray8 index out of range")
-            withUnsafeMutableBytes(of: &storage) { raw in
-                raw.storeBytes(of: newValue, toByteOffset: index * MemoryLayout<Element>.stride, as: Element.self)
+            switch index {
+            case 0: storage.0 = newValue
+            case 1: storage.1 = newValue
+            case 2: storage.2 = newValue
+            case 3: storage.3 = newValue
+            case 4: storage.4 = newValue
+            case 5: storage.5 = newValue
+            case 6: storage.6 = newValue
+            case 7: storage.7 = newValue
+            default: preconditionFailure("FixedArray8 index out of range")
             }
         }
     }

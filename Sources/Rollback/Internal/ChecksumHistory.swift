@@ -1,18 +1,38 @@
 /// Checksums of this peer's states at checksum frames, newest simulation wins.
+@usableFromInline
 struct ChecksumHistory {
-    private var frames: [Frame]
-    private var values: [UInt64]
-    let interval: Int
+    @usableFromInline var frames: [Frame]
+    @usableFromInline var values: [UInt64]
+    /// Frames between checksums; 0 records nothing.
+    @usableFromInline let interval: Int
+    /// The next checksum frame after the last one recorded or skipped (saves a division per frame).
+    @usableFromInline var nextFrame: Frame
 
     init(interval: Int, capacity: Int = 64) {
-        self.interval = interval
+        self.interval = max(interval, 0)
+        self.nextFrame = interval > 0 ? 0 : .max
         self.frames = Array(repeating: nullFrame, count: capacity)
         self.values = Array(repeating: 0, count: capacity)
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     func isChecksumFrame(_ frame: Frame) -> Bool { interval > 0 && frame % interval == 0 }
 
+    /// Whether the simulation reaching `frame` must record a checksum. Cheap on the hot path:
+    /// one comparison unless the simulation jumped (rollback) or reached a checksum frame.
+    @inlinable @inline(__always)
+    mutating func due(atReaching frame: Frame) -> Bool {
+        if frame > nextFrame || frame <= nextFrame - interval {
+            // A rollback or state load moved the simulation: realign.
+            guard interval > 0 else { return false }
+            nextFrame = (frame + interval - 1) / interval * interval
+        }
+        guard frame == nextFrame else { return false }
+        nextFrame += interval
+        return true
+    }
+
+    @inlinable
     mutating func record(frame: Frame, checksum: UInt64) {
         let index = (frame / interval) % frames.count
         frames[index] = frame

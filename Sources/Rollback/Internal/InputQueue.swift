@@ -1,6 +1,12 @@
-/// One player's inputs over time: what is known, where it came from, and what the last
-/// simulation of each frame used, so that a late or replaced input can name the first frame
-/// that must be re-simulated.
+/// One player's inputs over time: what is known and where it came from, so that a late or
+/// replaced input can name the first frame that must be re-simulated.
+///
+/// Every frame before the session's current frame has been simulated. What its last
+/// simulation used follows from what is known now: a known frame used its value (had it
+/// been simulated on a different guess, the arrival of the value already marked the frame
+/// incorrect, and everything from that frame on is re-simulated anyway); a frame still
+/// unknown used the prediction, which for repeat-last is the input at ``lastKnownFrame``.
+/// So simulating a frame only reads the queue. Custom predictors record their guesses.
 ///
 /// Storage is a power-of-two ring of fixed slots; nothing allocates after `init`.
 struct InputQueue {
@@ -12,11 +18,10 @@ struct InputQueue {
     struct Slot {
         var frame: Frame = nullFrame
         var value: GameInput = .zero
-        /// The input the last simulation of `frame` used (meaningful when `simulated`).
-        var used: GameInput = .zero
+        /// A custom predictor's guess the last simulation of `frame` used (repeat-last guesses
+        /// need no record: they are the input at ``lastKnownFrame``).
+        var guess: GameInput = .zero
         var origin: Origin = .none
-        var simulated = false
-        var usedPrediction = false
     }
 
     let player: PlayerHandle
@@ -36,10 +41,14 @@ struct InputQueue {
     /// Predictions that turned out wrong.
     private(set) var predictionMisses = 0
 
-    init(player: PlayerHandle, history: Int) {
+    /// Whether a custom predictor's guesses are recorded per frame.
+    let recordsGuesses: Bool
+
+    init(player: PlayerHandle, history: Int, recordsGuesses: Bool) {
         var capacity = 1
         while capacity < history { capacity <<= 1 }
         self.player = player
+        self.recordsGuesses = recordsGuesses
         self.slots = Array(repeating: Slot(), count: capacity)
         self.mask = capacity - 1
     }
@@ -71,80 +80,84 @@ struct InputQueue {
         return (slot.value, slot.origin)
     }
 
-    /// The input (known or predicted) to simulate `frame` with; records what was used.
+    /// The input at ``lastKnownFrame`` (zero before any): the repeat-last prediction.
     @inline(__always)
-    mutating func simulationInput(frame: Frame, predictor: any InputPredictor) -> (GameInput, InputStatus) {
-        let index = frame & mask
-        if frame >= disconnectFrame {
-            if slots[index].frame != frame { slots[index] = Slot(frame: frame) }
-            slots[index].used = .zero
-            slots[index].simulated = true
-            slots[index].usedPrediction = false
-            return (.zero, .disconnected)
-        }
+    var lastKnownInput: GameInput { lastKnownFrame >= 0 ? slots[lastKnownFrame & mask].value : .zero }
+
+    /// The input to simulate `frame` with: known, disconnected, or the repeat-last prediction
+    /// (``InputStatus/predicted``; a custom predictor then replaces it via ``recordGuess(frame:predictor:)``).
+    @inline(__always)
+    func input(for frame: Frame) -> (GameInput, InputStatus) {
+        if frame >= disconnectFrame { return (.zero, .disconnected) }
         if frame <= lastKnownFrame {
-            let value = slots[index].value
-            slots[index].used = value
-            slots[index].simulated = true
-            slots[index].usedPrediction = false
-            switch slots[index].origin {
-            case .substituted: return (value, .substituted)
+            let slot = slots[frame & mask]
+            switch slot.origin {
+            case .substituted: return (slot.value, .substituted)
             case .disconnected: return (.zero, .disconnected)
-            default: return (value, .confirmed)
+            default: return (slot.value, .confirmed)
             }
         }
-        var lastInput = GameInput.zero
-        if lastKnownFrame >= 0 { lastInput = slots[lastKnownFrame & mask].value }
+        return (lastKnownInput, .predicted)
+    }
+
+    /// Asks a custom predictor for `frame` (not known yet) and records the guess.
+    mutating func recordGuess(frame: Frame, predictor: any InputPredictor) -> GameInput {
         let guess = predictor.predict(PredictionContext(
-            player: player, frame: frame, lastKnownFrame: lastKnownFrame, lastKnownInput: lastInput))
+            player: player, frame: frame, lastKnownFrame: lastKnownFrame, lastKnownInput: lastKnownInput))
+        let index = frame & mask
         if slots[index].frame != frame { slots[index] = Slot(frame: frame) }
-        slots[index].used = guess
-        slots[index].simulated = true
-        slots[index].usedPrediction = true
-        return (guess, .predicted)
+        slots[index].guess = guess
+        return guess
+    }
+
+    /// What the last simulation of `frame` (an already simulated frame) used.
+    @inline(__always)
+    private func usedInput(_ frame: Frame) -> GameInput {
+        if frame >= disconnectFrame { return .zero }
+        let slot = slots[frame & mask]
+        if frame <= lastKnownFrame { return slot.origin == .disconnected ? .zero : slot.value }
+        if recordsGuesses && slot.frame == frame { return slot.guess }
+        return lastKnownInput
     }
 
     @inline(__always)
-    private mutating func store(_ frame: Frame, _ value: GameInput, _ origin: Origin) {
+    private mutating func store(_ frame: Frame, _ value: GameInput, _ origin: Origin, currentFrame: Frame) {
+        if frame < currentFrame && usedInput(frame) != value {
+            if frame < firstIncorrectFrame { firstIncorrectFrame = frame }
+            if frame > lastKnownFrame { predictionMisses += 1 }
+        }
         let index = frame & mask
         if slots[index].frame != frame { slots[index] = Slot(frame: frame) }
-        if slots[index].simulated && slots[index].used != value {
-            if frame < firstIncorrectFrame { firstIncorrectFrame = frame }
-            if slots[index].usedPrediction {
-                predictionMisses += 1
-                slots[index].usedPrediction = false
-            }
-        }
         slots[index].value = value
         slots[index].origin = origin
     }
 
     /// Adds a local input. Returns false when the relay already decided that frame.
     @discardableResult
-    mutating func addLocal(frame: Frame, input: GameInput) -> Bool {
+    mutating func addLocal(frame: Frame, input: GameInput, currentFrame: Frame) -> Bool {
         if frame <= lastKnownFrame { return false }
         precondition(frame == lastKnownFrame + 1, "local inputs must be consecutive")
-        store(frame, input, .local)
+        store(frame, input, .local, currentFrame: currentFrame)
         lastKnownFrame = frame
         return true
     }
 
     /// Adds a peer's input. Accepted only if it continues the known inputs without a gap.
     @discardableResult
-    mutating func addPeer(frame: Frame, input: GameInput) -> Bool {
+    mutating func addPeer(frame: Frame, input: GameInput, currentFrame: Frame) -> Bool {
         guard frame < disconnectFrame, frame == lastKnownFrame + 1 else { return false }
-        store(frame, input, .peer)
+        store(frame, input, .peer, currentFrame: currentFrame)
         lastKnownFrame = frame
         return true
     }
 
     /// Adds the relay's input: replaces whatever was known or predicted for that frame.
     @discardableResult
-    mutating func addAuthoritative(frame: Frame, input: GameInput, origin: Origin) -> Bool {
+    mutating func addAuthoritative(frame: Frame, input: GameInput, origin: Origin, currentFrame: Frame) -> Bool {
         guard frame == lastAuthoritativeFrame + 1 else { return false }
         lastAuthoritativeFrame = frame
         if frame >= disconnectFrame { return true }
-        store(frame, origin == .disconnected ? .zero : input, origin)
+        store(frame, origin == .disconnected ? .zero : input, origin, currentFrame: currentFrame)
         if lastKnownFrame < frame { lastKnownFrame = frame }
         return true
     }
@@ -157,8 +170,7 @@ struct InputQueue {
             var check = newFrame
             let end = min(disconnectFrame, currentFrame)
             while check < end {
-                let slot = slots[check & mask]
-                if slot.frame == check && slot.simulated && slot.used != .zero {
+                if usedInput(check) != .zero {
                     if check < firstIncorrectFrame { firstIncorrectFrame = check }
                     break
                 }

@@ -7,7 +7,7 @@
 /// for (peer, message) in transport.received() { session.handle(message, from: peer, now: ms) }
 /// session.poll(now: ms)
 /// for event in session.drainEvents() { ... }
-/// session.addLocalInput(pad, for: localPlayer)
+/// try session.addLocalInput(pad, for: localPlayer)
 /// if case .advanced = try session.advanceFrame() { render(session.game) }
 /// for out in session.drainOutgoing() { transport.send(out.message, to: out.peer) }
 /// ```
@@ -18,724 +18,147 @@
 /// its authoritative inputs for all players arrived, and an authoritative input that differs
 /// from what was simulated (a prediction, a peer's input or even this peer's own late input)
 /// triggers a rollback. Players may be `.remote(relay)` or reachable directly
-/// (`.remote(peer)`, whose inputs then serve as early, provisional information).
+/// (`.remote(peer)`, whose inputs then serve as early, provisional information); the relay
+/// may also forward inputs early with ``InputOrigin/peer``.
 ///
 /// A session is not thread-safe; keep it inside one actor or thread.
 public final class P2PSession<G: Game> {
-    /// The configuration the session was created with (``inputDelay`` may differ since).
-    public let configuration: SessionConfiguration
-    let sync: SyncLayer<G>
-    var endpoints: [Endpoint] = []
-    var endpointIndex: [PeerID: Int] = [:]
-    /// Where every player plays.
-    public let players: [PlayerLocation]
-    /// The local players' handles.
-    public let localPlayers: [PlayerHandle]
-    private(set) var authorityMode: Bool
-    private var isLocal: [Bool]
-    private var pendingLocal: [GameInput?]
-    private var lastLocalFrame: [Frame]
-    private var lastLocalInput: [GameInput]
-    /// Frames between a local input and the frame it applies to.
-    public private(set) var inputDelay: Int
-    /// Handshaking or running.
-    public private(set) var state: SessionState = .synchronizing
-    /// The newest frame whose inputs are final on every peer (states before it never change).
-    public private(set) var confirmedFrame: Frame = nullFrame
-    /// The newest frame whose inputs are final as far as this peer knows.
-    public private(set) var localConfirmedFrame: Frame = nullFrame
-    private var outbox: [OutgoingMessage] = []
-    private var events: [SessionEvent] = []
-    private var now: UInt64 = 0
-    private var rng: SeededRandom
-    private var desync: DesyncDetector
-    private var desyncScratch: [DesyncReport] = []
-    private var nextRecommendationFrame: Frame = 0
-    private var disconnectProposal: [Frame]
-    private var disconnectFinal: [Bool]
+    @usableFromInline var core: P2PCore
+    @usableFromInline var runner: GameRunner<G>
 
     /// Creates a session.
     ///
     /// - Parameters:
     ///   - game: the game at frame 0, identical on every peer.
-    ///   - players: one entry per player, in player order (same order on every peer).
+    ///   - configuration: sizes, windows, timeouts; see ``SessionConfiguration``.
+    ///   - players: one entry per player, in player order (the same order on every peer).
     ///   - spectators: endpoints that receive confirmed inputs.
     ///   - relay: the authoritative relay endpoint, if inputs go through one.
     public init(game: G, configuration: SessionConfiguration, players: [PlayerLocation],
                 spectators: [PeerID] = [], relay: PeerID? = nil) throws {
-        if let problem = configuration.validationError() { throw RollbackError.invalidConfiguration(problem) }
-        guard players.count == configuration.playerCount else {
-            throw RollbackError.invalidConfiguration("players must list playerCount entries")
-        }
-        self.configuration = configuration
-        self.players = players
-        self.sync = SyncLayer(game: game, configuration: configuration)
-        self.localPlayers = players.indices.filter { players[$0] == .local }
-        guard !localPlayers.isEmpty else { throw RollbackError.invalidConfiguration("a P2P session needs a local player") }
-        self.isLocal = players.map { $0 == .local }
-        self.authorityMode = relay != nil
-        self.inputDelay = configuration.inputDelay
-        self.pendingLocal = Array(repeating: nil, count: players.count)
-        self.lastLocalFrame = Array(repeating: nullFrame, count: players.count)
-        self.lastLocalInput = Array(repeating: .zero, count: players.count)
-        self.rng = SeededRandom(seed: configuration.seed)
-        self.desync = DesyncDetector(interval: configuration.checksumInterval)
-        self.disconnectProposal = Array(repeating: .max, count: players.count)
-        self.disconnectFinal = Array(repeating: false, count: players.count)
-
-        if let relay {
-            addEndpoint(Endpoint(id: relay, kind: .authority, players: Array(players.indices)))
-        }
-        for (player, location) in players.enumerated() {
-            guard case .remote(let peer) = location, peer != relay else { continue }
-            if let index = endpointIndex[peer] {
-                endpoints[index].players.append(player)
-            } else {
-                addEndpoint(Endpoint(id: peer, kind: .peer, players: [player]))
-            }
-        }
-        for spectator in spectators {
-            guard endpointIndex[spectator] == nil else {
-                throw RollbackError.invalidConfiguration("\(spectator) is both a player endpoint and a spectator")
-            }
-            addEndpoint(Endpoint(id: spectator, kind: .spectator, players: []))
-        }
-    }
-
-    private func addEndpoint(_ endpoint: Endpoint) {
-        var endpoint = endpoint
-        endpoint.syncNonce = UInt32(truncatingIfNeeded: rng.next())
-        endpointIndex[endpoint.id] = endpoints.count
-        endpoints.append(endpoint)
+        core = try P2PCore(configuration: configuration, players: players, spectators: spectators, relay: relay)
+        runner = GameRunner(game: game, configuration: configuration, inputs: &core.inputs)
     }
 
     // MARK: - Reading
 
-    /// The game (read it to render; change it only through the session).
-    public var game: G { sync.game }
-
-    /// The next frame to simulate.
-    public var currentFrame: Frame { sync.currentFrame }
-
-    /// How many frames this peer runs ahead of the slowest remote (time sync); slow down while positive.
-    public var framesAhead: Double {
-        var ahead = 0.0
-        for endpoint in endpoints where endpoint.isAlive && endpoint.kind != .spectator {
-            ahead = max(ahead, endpoint.timeSync.framesAhead)
-        }
-        return ahead
-    }
-
+    /// The configuration the session was created with (``inputDelay`` may differ since).
+    public var configuration: SessionConfiguration { core.configuration }
+    /// Where every player plays.
+    public var players: [PlayerLocation] { core.players }
+    /// The local players' handles.
+    public var localPlayers: [PlayerHandle] { core.localPlayers }
     /// Every remote endpoint, in creation order.
-    public var peers: [PeerID] { endpoints.map(\.id) }
+    public var peers: [PeerID] { core.endpoints.map(\.id) }
+    /// The game (read it to render; change it only through the session).
+    public var game: G { runner.game }
+    /// The next frame to simulate.
+    public var currentFrame: Frame { runner.currentFrame }
+    /// Handshaking or running.
+    public var state: SessionState { core.state }
+    /// Frames between a local input and the frame it applies to.
+    public var inputDelay: Int { core.inputDelay }
+    /// The newest frame whose inputs are final on every peer (states up to the next frame never change).
+    public var confirmedFrame: Frame { core.confirmedFrame }
+    /// The newest frame whose inputs are final as far as this peer knows.
+    public var localConfirmedFrame: Frame { core.localConfirmedFrame }
+    /// How many frames this peer runs ahead of the slowest remote (time sync). A frontend
+    /// can run slightly slower while it is positive instead of skipping frames.
+    public var framesAhead: Double { core.framesAhead }
 
     /// Statistics for one endpoint.
-    public func stats(for peer: PeerID) -> PeerStats? {
-        guard let index = endpointIndex[peer] else { return nil }
-        var stats = endpoints[index].stats
-        stats.predictionMisses = endpoints[index].players.reduce(0) { $0 + sync.queues[$1].predictionMisses }
-        stats.lastReceivedFrame = ackFrame(for: index)
-        return stats
-    }
+    public func stats(for peer: PeerID) -> PeerStats? { core.stats(for: peer) }
 
     /// Whole-session statistics.
     public var sessionStats: SessionStats {
-        var stats = sync.stats
-        stats.currentFrame = sync.currentFrame
-        stats.confirmedFrame = confirmedFrame
+        var stats = runner.stats
+        stats.currentFrame = runner.currentFrame
+        stats.confirmedFrame = core.confirmedFrame
+        stats.predictionBarrierStalls = core.barrierStalls
         return stats
     }
 
-    /// Whether `player`'s inputs are disconnected (final) and from which frame.
-    public func disconnectFrame(of player: PlayerHandle) -> Frame? {
-        let queue = sync.queues[player]
-        return queue.disconnectIsFinal ? queue.disconnectFrame : nil
-    }
+    /// The frame from which `player`'s inputs are disconnected, once that is final.
+    public func disconnectFrame(of player: PlayerHandle) -> Frame? { core.disconnectFrame(of: player) }
 
-    // MARK: - Queues
+    // MARK: - Driving
 
     /// Takes every event queued since the last call.
-    public func drainEvents() -> [SessionEvent] {
-        defer { events.removeAll(keepingCapacity: true) }
-        return events
-    }
+    public func drainEvents() -> [SessionEvent] { core.drainEvents() }
 
     /// Takes every outgoing message queued since the last call.
-    public func drainOutgoing() -> [OutgoingMessage] {
-        defer { outbox.removeAll(keepingCapacity: true) }
-        return outbox
-    }
+    public func drainOutgoing() -> [OutgoingMessage] { core.drainOutgoing() }
 
     /// Hands every outgoing message to `body` without allocating a new array.
+    @inlinable
     public func drainOutgoing(_ body: (OutgoingMessage) throws -> Void) rethrows {
-        defer { outbox.removeAll(keepingCapacity: true) }
-        for message in outbox { try body(message) }
+        try core.drainOutgoing(body)
     }
 
-    private func send(_ message: RollbackMessage, to index: Int) {
-        outbox.append(OutgoingMessage(peer: endpoints[index].id, message: message))
-        endpoints[index].lastSendMs = now
-        endpoints[index].stats.messagesSent += 1
-        endpoints[index].stats.bytesSent += message.estimatedSize(inputSize: configuration.inputSize)
+    /// Feeds a message received from `peer` at time `now` (milliseconds of the caller's
+    /// clock). Messages from unknown or disconnected endpoints are ignored.
+    @inlinable
+    public func handle(_ message: RollbackMessage, from peer: PeerID, now: UInt64) {
+        core.handle(message, from: peer, now: now)
     }
 
-    // MARK: - Input
+    /// Handles timers: handshake retries, re-sends, pings, keep-alives, timeouts. Call every tick.
+    @inlinable
+    public func poll(now: UInt64) {
+        core.poll(now: now)
+    }
 
     /// Sets the input of local player `player` for the next ``advanceFrame()``.
+    @inlinable
     public func addLocalInput(_ input: GameInput, for player: PlayerHandle) throws {
-        guard player >= 0, player < players.count, isLocal[player] else { throw RollbackError.invalidPlayer(player) }
-        pendingLocal[player] = input.masked(toSize: configuration.inputSize)
+        try core.addLocalInput(input, for: player)
     }
 
     /// Changes the input delay of every local player from the next frame on. Increasing it
     /// repeats the last input over the gap; decreasing it drops inputs until the delay is met.
-    public func setInputDelay(_ frames: Int) throws {
-        guard frames >= 0, frames <= 32 else { throw RollbackError.invalidConfiguration("inputDelay must be 0 ... 32") }
-        inputDelay = frames
-    }
+    public func setInputDelay(_ frames: Int) throws { try core.setInputDelay(frames) }
 
-    // MARK: - Driving
-
-    /// Simulates the next frame (rolling back first if needed), or says why it must wait.
+    /// Simulates the next frame (rolling back to the first incorrect frame first if needed),
+    /// or says why it must wait. Local inputs given while waiting stay pending.
+    @inlinable
     public func advanceFrame() throws -> AdvanceResult {
-        guard state == .running else { return .waiting(.synchronizing) }
-        for player in localPlayers where pendingLocal[player] == nil {
-            throw RollbackError.missingLocalInput(player)
-        }
-        let frame = sync.currentFrame
-
-        var knownRemote = Frame.max
-        for player in 0 ..< players.count where !isLocal[player] {
-            let known = sync.queues[player].knownFrame
-            if known < knownRemote { knownRemote = known }
-        }
-        if knownRemote != .max && frame - knownRemote > configuration.predictionWindow {
-            sync.stats.predictionBarrierStalls += 1
-            return .waiting(.predictionBarrier)
-        }
-        if frame - sync.oldestNeededState(confirmedFrame: confirmedFrame) >= configuration.stateRingCapacity {
-            return .waiting(.confirmationBarrier)
-        }
-
-        for player in localPlayers {
-            let input = pendingLocal[player]!
-            pendingLocal[player] = nil
-            let target = frame + inputDelay
-            if target <= lastLocalFrame[player] { continue }
-            while lastLocalFrame[player] + 1 < target {
-                lastLocalFrame[player] += 1
-                sync.queues[player].addLocal(frame: lastLocalFrame[player], input: lastLocalInput[player])
-            }
-            lastLocalFrame[player] = target
-            lastLocalInput[player] = input
-            sync.queues[player].addLocal(frame: target, input: input)
-        }
-        sendLocalInputs()
-
+        let oldest = runner.oldestNeededState(confirmedFrame: core.confirmedFrame)
+        if let reason = try core.prepareAdvance(oldestNeededState: oldest) { return .waiting(reason) }
         var rolledBack = 0
-        if let target = sync.firstIncorrectFrame {
-            let culprit = sync.firstIncorrectPlayer
-            rolledBack = sync.rollback(to: target)
-            if rolledBack > 0, let culprit, let index = endpointIndexForPlayer(culprit) {
-                endpoints[index].stats.rollbacks += 1
-                endpoints[index].stats.rollbackHistogram.record(length: rolledBack)
-            }
+        if let (target, culprit) = core.pendingRollback() {
+            rolledBack = runner.rollback(to: target, inputs: &core.inputs)
+            core.noteRollback(length: rolledBack, culprit: culprit)
         }
-        sync.advance()
-        updateConfirmation()
-        updateTimeSync()
+        runner.advance(inputs: &core.inputs)
+        core.finishAdvance(currentFrame: runner.currentFrame)
         return .advanced(rolledBackFrames: rolledBack)
     }
 
-    private func endpointIndexForPlayer(_ player: PlayerHandle) -> Int? {
-        if authorityMode, let index = endpoints.firstIndex(where: { $0.kind == .authority }) {
-            if isLocal[player] { return index }
-            if case .remote(let peer) = players[player], let direct = endpointIndex[peer],
-               endpoints[direct].kind == .peer, sync.queues[player].lastAuthoritativeFrame < sync.queues[player].lastKnownFrame {
-                return direct
-            }
-            return index
-        }
-        guard case .remote(let peer) = players[player] else { return nil }
-        return endpointIndex[peer]
-    }
+    /// Disconnects an endpoint now (kick, or the caller's own transport saw it leave).
+    public func disconnect(peer: PeerID) { core.disconnect(peer: peer) }
 
-    /// Handles timers: handshake retries, re-sends, pings, keep-alives, timeouts. Call every tick.
-    public func poll(now: UInt64) {
-        self.now = max(self.now, now)
-        let now = self.now
-        for index in endpoints.indices where endpoints[index].isAlive {
-            if endpoints[index].phase == .synchronizing {
-                if let last = endpoints[index].lastSyncSendMs, now &- last < UInt64(configuration.syncRetryMs) {
-                    // wait for the reply
-                } else {
-                    sendSyncRequest(index)
-                }
-            }
-            if let heard = endpoints[index].lastReceiveMs {
-                let silence = Int(now &- heard)
-                if !endpoints[index].interrupted && silence >= configuration.interruptTimeoutMs {
-                    endpoints[index].interrupted = true
-                    let remaining = configuration.disconnectTimeoutMs > 0
-                        ? max(0, configuration.disconnectTimeoutMs - silence) : Int.max
-                    events.append(.interrupted(peer: endpoints[index].id, disconnectInMs: remaining))
-                }
-                if configuration.disconnectTimeoutMs > 0 && silence >= configuration.disconnectTimeoutMs {
-                    disconnectEndpoint(index)
-                    continue
-                }
-            }
-            guard endpoints[index].phase == .running else { continue }
-            if endpoints[index].lastQualityMs.map({ now &- $0 >= UInt64(configuration.qualityReportIntervalMs) }) ?? true {
-                endpoints[index].lastQualityMs = now
-                let report = QualityReport(sentAtMs: now, frame: sync.currentFrame,
-                                           frameAdvantage: endpoints[index].localAdvantage)
-                send(.qualityReport(report), to: index)
-            }
-            let resendDue = now &- endpoints[index].lastInputSendMs >= UInt64(configuration.resendIntervalMs)
-            switch endpoints[index].kind {
-            case .peer, .authority:
-                if resendDue { sendInputsOrAck(to: index, forceAck: false) }
-                if endpoints[index].kind == .peer && now &- endpoints[index].lastNoticeMs >= UInt64(configuration.keepAliveIntervalMs) {
-                    sendDisconnectNotices(to: index)
-                }
-                if now &- endpoints[index].lastSendMs >= UInt64(configuration.keepAliveIntervalMs) {
-                    sendInputsOrAck(to: index, forceAck: true)
-                }
-            case .spectator:
-                sendSpectatorInputs(to: index, force: resendDue)
-                if now &- endpoints[index].lastSendMs >= UInt64(configuration.keepAliveIntervalMs) {
-                    send(.keepAlive(KeepAlive()), to: index)
-                }
-            case .host:
-                break
-            }
-        }
-        checkRunning()
-        updateConfirmation()
-    }
-
-    /// Feeds a message received from `peer` at time `now`. Messages from unknown or
-    /// disconnected endpoints are ignored.
-    public func handle(_ message: RollbackMessage, from peer: PeerID, now: UInt64) {
-        self.now = max(self.now, now)
-        guard let index = endpointIndex[peer], endpoints[index].isAlive else { return }
-        endpoints[index].stats.messagesReceived += 1
-        endpoints[index].lastReceiveMs = self.now
-        if endpoints[index].interrupted {
-            endpoints[index].interrupted = false
-            events.append(.resumed(peer: peer))
-        }
-        switch message {
-        case .syncRequest(let request):
-            send(.syncReply(SyncReply(nonce: request.nonce)), to: index)
-        case .syncReply(let reply):
-            handleSyncReply(reply, from: index)
-        case .input(let input):
-            handleInput(input, from: index)
-        case .inputAck(let ack):
-            noteStatus(index, ack: ack.ackFrame, confirmed: ack.confirmedFrame, senderFrame: ack.senderFrame)
-        case .qualityReport(let report):
-            send(.qualityReply(QualityReply(echoedSentAtMs: report.sentAtMs)), to: index)
-            endpoints[index].remoteAdvantage = report.frameAdvantage
-            endpoints[index].stats.remoteFramesBehind = report.frameAdvantage
-            endpoints[index].noteRemoteFrame(report.frame, now: self.now)
-        case .qualityReply(let reply):
-            if self.now >= reply.echoedSentAtMs {
-                endpoints[index].recordRoundTrip(Double(self.now - reply.echoedSentAtMs))
-            }
-        case .checksumReport(let report):
-            guard let history = sync.checksums, endpoints[index].kind != .spectator else { break }
-            desync.receive(report, from: peer, history: history, desyncs: &desyncScratch)
-            flushDesyncs()
-        case .keepAlive:
-            break
-        case .disconnectNotice(let notice):
-            handleDisconnectNotice(notice, from: index)
-        case .stateRequest(let request):
-            events.append(.stateRequested(peer: peer, confirmedFrame: request.confirmedFrame))
-        case .stateTransfer(let transfer):
-            events.append(.stateReceived(peer: peer, transfer: transfer))
-        }
-    }
-
-    // MARK: - Handshake
-
-    private func sendSyncRequest(_ index: Int) {
-        endpoints[index].lastSyncSendMs = now
-        send(.syncRequest(SyncRequest(nonce: endpoints[index].syncNonce)), to: index)
-    }
-
-    private func handleSyncReply(_ reply: SyncReply, from index: Int) {
-        guard endpoints[index].phase == .synchronizing, reply.nonce == endpoints[index].syncNonce else { return }
-        endpoints[index].syncCount += 1
-        let total = configuration.syncRoundTrips
-        let peer = endpoints[index].id
-        events.append(.synchronizing(peer: peer, count: endpoints[index].syncCount, total: total))
-        endpoints[index].syncNonce = UInt32(truncatingIfNeeded: rng.next())
-        if endpoints[index].syncCount >= total {
-            endpoints[index].phase = .running
-            events.append(.synchronized(peer: peer))
-            checkRunning()
-        } else {
-            sendSyncRequest(index)
-        }
-    }
-
-    private func checkRunning() {
-        guard state == .synchronizing else { return }
-        for endpoint in endpoints where endpoint.kind != .spectator && endpoint.phase == .synchronizing {
-            return
-        }
-        state = .running
-        events.append(.running)
-    }
-
-    // MARK: - Inputs on the wire
-
-    /// The newest frame of `index`'s inputs this session holds without gaps.
-    private func ackFrame(for index: Int) -> Frame {
-        var ack = Frame.max
-        if endpoints[index].kind == .authority {
-            for queue in sync.queues where queue.lastAuthoritativeFrame < ack { ack = queue.lastAuthoritativeFrame }
-        } else {
-            for player in endpoints[index].players where sync.queues[player].lastKnownFrame < ack {
-                ack = sync.queues[player].lastKnownFrame
-            }
-        }
-        return ack == .max ? nullFrame : ack
-    }
-
-    private func noteStatus(_ index: Int, ack: Frame, confirmed: Frame, senderFrame: Frame) {
-        if ack > endpoints[index].ackFrame { endpoints[index].ackFrame = ack }
-        if confirmed > endpoints[index].reportedConfirmedFrame { endpoints[index].reportedConfirmedFrame = confirmed }
-        endpoints[index].noteRemoteFrame(senderFrame, now: now)
-    }
-
-    private func handleInput(_ message: InputMessage, from index: Int) {
-        noteStatus(index, ack: message.ackFrame, confirmed: message.confirmedFrame, senderFrame: message.senderFrame)
-        let player = message.player
-        guard player >= 0, player < players.count, !message.inputs.isEmpty else { return }
-        let kind = endpoints[index].kind
-        let size = configuration.inputSize
-        if kind == .authority && message.origin != .peer {
-            let origin: InputQueue.Origin
-            switch message.origin {
-            case .substituted: origin = .substituted
-            case .disconnected: origin = .disconnected
-            default: origin = .authoritative
-            }
-            var frame = max(message.startFrame, sync.queues[player].lastAuthoritativeFrame + 1)
-            while frame <= message.endFrame {
-                let input = message.inputs[frame - message.startFrame].masked(toSize: size)
-                guard sync.queues[player].addAuthoritative(frame: frame, input: input, origin: origin) else { break }
-                frame += 1
-            }
-            if origin == .disconnected { noteAuthorityDisconnect(player, from: message.startFrame) }
-            return
-        }
-        let accepts = isLocal[player] ? false
-            : (kind == .peer && endpoints[index].players.contains(player)) || kind == .authority
-        guard accepts else { return }
-        var frame = max(message.startFrame, sync.queues[player].lastKnownFrame + 1)
-        while frame <= message.endFrame {
-            let input = message.inputs[frame - message.startFrame].masked(toSize: size)
-            guard sync.queues[player].addPeer(frame: frame, input: input) else { break }
-            frame += 1
-        }
-    }
-
-    private func sendLocalInputs() {
-        for index in endpoints.indices where endpoints[index].phase == .running && endpoints[index].kind != .spectator {
-            sendInputsOrAck(to: index, forceAck: false, always: true)
-        }
-    }
-
-    /// Sends every unacknowledged local input to a peer or relay, or an acknowledgement when
-    /// there is none and something changed (or `forceAck`).
-    private func sendInputsOrAck(to index: Int, forceAck: Bool, always: Bool = false) {
-        let ack = ackFrame(for: index)
-        var sentInputs = false
-        for player in localPlayers {
-            let last = lastLocalFrame[player]
-            let from = max(endpoints[index].ackFrame + 1, last - sync.queues[player].capacity / 2)
-            guard from <= last else { continue }
-            let through = min(last, from + configuration.maxInputsPerMessage - 1)
-            var inputs = [GameInput]()
-            inputs.reserveCapacity(through - from + 1)
-            var frame = from
-            while frame <= through {
-                guard let (input, _) = sync.queues[player].knownInput(at: frame) else { break }
-                inputs.append(input)
-                frame += 1
-            }
-            guard !inputs.isEmpty else { continue }
-            let message = InputMessage(player: player, origin: .peer, startFrame: from, inputs: inputs, ackFrame: ack,
-                                       confirmedFrame: localConfirmedFrame, senderFrame: sync.currentFrame)
-            send(.input(message), to: index)
-            sentInputs = true
-        }
-        if sentInputs {
-            endpoints[index].lastInputSendMs = now
-        } else if forceAck || (!always && (ack != endpoints[index].lastToldAck
-                                           || localConfirmedFrame != endpoints[index].lastToldConfirmed)) {
-            send(.inputAck(InputAck(ackFrame: ack, confirmedFrame: localConfirmedFrame, senderFrame: sync.currentFrame)),
-                 to: index)
-            endpoints[index].lastInputSendMs = now
-        } else {
-            return
-        }
-        endpoints[index].lastToldAck = ack
-        endpoints[index].lastToldConfirmed = localConfirmedFrame
-    }
-
-    /// Sends confirmed inputs of every player to a spectator.
-    private func sendSpectatorInputs(to index: Int, force: Bool) {
-        let confirmed = confirmedFrame
-        let from = endpoints[index].ackFrame + 1
-        guard from <= confirmed, force || confirmed > endpoints[index].sentThroughFrame else { return }
-        if confirmed - from > sync.queues[0].capacity / 2 {
-            disconnectEndpoint(index)
-            return
-        }
-        let through = min(confirmed, from + configuration.maxInputsPerMessage - 1)
-        for player in players.indices {
-            var runStart = from
-            var runOrigin = InputOrigin.authoritative
-            var run = [GameInput]()
-            var frame = from
-            while frame <= through {
-                guard let (input, origin) = sync.queues[player].knownInput(at: frame) else { break }
-                let wire: InputOrigin = origin == .disconnected ? .disconnected
-                    : origin == .substituted ? .substituted : .authoritative
-                if wire != runOrigin && !run.isEmpty {
-                    send(.input(InputMessage(player: player, origin: runOrigin, startFrame: runStart, inputs: run,
-                                             ackFrame: nullFrame, confirmedFrame: confirmed,
-                                             senderFrame: sync.currentFrame)), to: index)
-                    run.removeAll(keepingCapacity: true)
-                    runStart = frame
-                }
-                runOrigin = wire
-                run.append(input)
-                frame += 1
-            }
-            if !run.isEmpty {
-                send(.input(InputMessage(player: player, origin: runOrigin, startFrame: runStart, inputs: run,
-                                         ackFrame: nullFrame, confirmedFrame: confirmed,
-                                         senderFrame: sync.currentFrame)), to: index)
-            }
-        }
-        endpoints[index].sentThroughFrame = through
-        endpoints[index].lastInputSendMs = now
-    }
-
-    // MARK: - Confirmation, checksums, time sync
-
-    private func updateConfirmation() {
-        var local = Frame.max
-        for queue in sync.queues {
-            let frame = queue.confirmedFrame(authoritative: authorityMode)
-            if frame < local { local = frame }
-        }
-        localConfirmedFrame = local
-        var global = local
-        if !authorityMode {
-            for endpoint in endpoints where endpoint.kind == .peer && endpoint.isAlive
-                && endpoint.reportedConfirmedFrame < global {
-                global = endpoint.reportedConfirmedFrame
-            }
-        }
-        if global > confirmedFrame {
-            confirmedFrame = global
-            for index in endpoints.indices
-            where endpoints[index].kind == .spectator && endpoints[index].phase == .running {
-                sendSpectatorInputs(to: index, force: false)
-            }
-        }
-        reportChecksums()
-    }
-
-    /// Sends the checksums of checksum frames that became final and compares them with
-    /// what remote endpoints reported.
-    private func reportChecksums() {
-        guard let history = sync.checksums, desync.nextReportFrame <= sync.currentFrame,
-              desync.nextReportFrame - 1 <= confirmedFrame else { return }
-        let validThrough = min(sync.currentFrame, sync.firstIncorrectFrame ?? .max)
-        let reports = desync.confirm(upTo: confirmedFrame, validThrough: validThrough, history: history,
-                                     desyncs: &desyncScratch)
-        for report in reports {
-            for index in endpoints.indices where endpoints[index].phase == .running {
-                send(.checksumReport(report), to: index)
-            }
-        }
-        flushDesyncs()
-    }
-
-    private func flushDesyncs() {
-        guard !desyncScratch.isEmpty else { return }
-        for report in desyncScratch { events.append(.desync(report)) }
-        desyncScratch.removeAll(keepingCapacity: true)
-    }
-
-    private func updateTimeSync() {
-        let frame = sync.currentFrame
-        var ahead = 0.0
-        for index in endpoints.indices where endpoints[index].phase == .running && endpoints[index].kind != .spectator {
-            let advantage = endpoints[index].estimateAdvantage(localFrame: frame, now: now,
-                                                               framesPerSecond: configuration.framesPerSecond)
-            endpoints[index].localAdvantage = advantage
-            endpoints[index].stats.localFramesBehind = advantage
-            endpoints[index].timeSync.record(localAdvantage: advantage, remoteAdvantage: endpoints[index].remoteAdvantage)
-            ahead = max(ahead, endpoints[index].timeSync.framesAhead)
-        }
-        guard frame >= nextRecommendationFrame else { return }
-        let wait = Int(ahead.rounded())
-        if wait >= configuration.minimumWaitFrames {
-            events.append(.waitRecommendation(frames: min(wait, configuration.maximumWaitFrames)))
-            nextRecommendationFrame = frame + configuration.recommendationIntervalFrames
-        }
-    }
-
-    // MARK: - Disconnects
-
-    /// Disconnects an endpoint now (kick, or the caller's own transport noticed it left).
-    public func disconnect(peer: PeerID) {
-        guard let index = endpointIndex[peer] else { return }
-        disconnectEndpoint(index)
-        updateConfirmation()
-    }
-
-    private func disconnectEndpoint(_ index: Int) {
-        guard endpoints[index].isAlive else { return }
-        endpoints[index].phase = .disconnected
-        events.append(.peerDisconnected(peer: endpoints[index].id))
-        switch endpoints[index].kind {
-        case .peer:
-            if !authorityMode {
-                for player in endpoints[index].players {
-                    proposeDisconnect(player, frame: sync.queues[player].lastKnownFrame + 1)
-                }
-            }
-        case .authority:
-            authorityMode = false
-            for player in players.indices where !isLocal[player] {
-                if case .remote(let peer) = players[player], peer == endpoints[index].id {
-                    let frame = sync.queues[player].lastAuthoritativeFrame + 1
-                    sync.queues[player].disconnect(from: frame, final: true, currentFrame: sync.currentFrame)
-                    if !disconnectFinal[player] {
-                        disconnectFinal[player] = true
-                        events.append(.playerDisconnected(player: player, frame: sync.queues[player].disconnectFrame))
-                    }
-                }
-            }
-        case .spectator, .host:
-            break
-        }
-        checkRunning()
-        for player in players.indices { checkDisconnectFinality(player) }
-    }
-
-    private func noteAuthorityDisconnect(_ player: PlayerHandle, from frame: Frame) {
-        guard !disconnectFinal[player] else { return }
-        disconnectFinal[player] = true
-        events.append(.playerDisconnected(player: player, frame: frame))
-    }
-
-    /// This peer's proposal for `player`: the frame after the last input it holds (or earlier,
-    /// when another peer proposed earlier). Freezes the player's inputs.
-    private func proposeDisconnect(_ player: PlayerHandle, frame: Frame) {
-        guard !isLocal[player], !disconnectFinal[player] else { return }
-        let own = min(frame, sync.queues[player].lastKnownFrame + 1)
-        guard own < disconnectProposal[player] else { return }
-        disconnectProposal[player] = own
-        var tentative = own
-        for endpoint in endpoints {
-            if let report = endpoint.disconnectReports[player], report < tentative { tentative = report }
-        }
-        sync.queues[player].disconnect(from: tentative, final: false, currentFrame: sync.currentFrame)
-        for index in endpoints.indices where endpoints[index].kind == .peer && endpoints[index].phase == .running {
-            sendDisconnectNotices(to: index)
-        }
-        if case .remote(let peer) = players[player], let host = endpointIndex[peer], endpoints[host].isAlive,
-           endpoints[host].players.allSatisfy({ disconnectProposal[$0] != .max }) {
-            disconnectEndpoint(host)
-        }
-        checkDisconnectFinality(player)
-    }
-
-    private func handleDisconnectNotice(_ notice: DisconnectNotice, from index: Int) {
-        let player = notice.player
-        guard player >= 0, player < players.count, !isLocal[player] else { return }
-        switch endpoints[index].kind {
-        case .authority:
-            sync.queues[player].disconnect(from: notice.frame, final: true, currentFrame: sync.currentFrame)
-            noteAuthorityDisconnect(player, from: sync.queues[player].disconnectFrame)
-        case .peer where !authorityMode:
-            let previous = endpoints[index].disconnectReports[player] ?? .max
-            endpoints[index].disconnectReports[player] = min(previous, notice.frame)
-            if notice.frame < disconnectProposal[player] {
-                proposeDisconnect(player, frame: notice.frame)
-            }
-            checkDisconnectFinality(player)
-        default:
-            break
-        }
-    }
-
-    /// A disconnect becomes final once every live peer proposed a frame: all take the smallest.
-    private func checkDisconnectFinality(_ player: PlayerHandle) {
-        guard disconnectProposal[player] != .max, !disconnectFinal[player], !authorityMode else { return }
-        var final = disconnectProposal[player]
-        for endpoint in endpoints where endpoint.kind == .peer {
-            if let report = endpoint.disconnectReports[player] {
-                final = min(final, report)
-            } else if endpoint.isAlive && !endpoint.players.contains(player) {
-                return
-            }
-        }
-        disconnectFinal[player] = true
-        sync.queues[player].disconnect(from: final, final: true, currentFrame: sync.currentFrame)
-        events.append(.playerDisconnected(player: player, frame: sync.queues[player].disconnectFrame))
-    }
-
-    private func sendDisconnectNotices(to index: Int) {
-        endpoints[index].lastNoticeMs = now
-        for player in players.indices where disconnectProposal[player] != .max {
-            var frame = disconnectProposal[player]
-            for endpoint in endpoints {
-                if let report = endpoint.disconnectReports[player], report < frame { frame = report }
-            }
-            send(.disconnectNotice(DisconnectNotice(player: player, frame: frame)), to: index)
-        }
-    }
-
-    // MARK: - State transfer
+    // MARK: - State transfer (resync)
 
     /// Asks `peer` for a confirmed state (it sees ``SessionEvent/stateRequested(peer:confirmedFrame:)``).
-    public func requestState(from peer: PeerID) {
-        guard let index = endpointIndex[peer], endpoints[index].isAlive else { return }
-        send(.stateRequest(StateRequest(confirmedFrame: confirmedFrame)), to: index)
-    }
+    public func requestState(from peer: PeerID) { core.requestState(from: peer) }
 
     /// The newest saved state whose inputs are final everywhere: what to send on a state request.
     public func latestConfirmedState() -> ConfirmedState<G.State>? {
-        let frame = sync.oldestNeededState(confirmedFrame: confirmedFrame)
-        guard let state = sync.ring.state(at: frame) else { return nil }
-        return ConfirmedState(frame: frame, state: state, checksum: sync.checksums?.checksum(at: frame))
+        let frame = runner.oldestNeededState(confirmedFrame: core.confirmedFrame)
+        guard let state = runner.ring.state(at: frame) else { return nil }
+        return ConfirmedState(frame: frame, state: state, checksum: core.inputs.checksums.checksum(at: frame))
     }
 
     /// Queues a serialised state for `peer`.
-    public func sendState(_ transfer: StateTransfer, to peer: PeerID) {
-        guard let index = endpointIndex[peer], endpoints[index].isAlive else { return }
-        send(.stateTransfer(transfer), to: index)
-    }
+    public func sendState(_ transfer: StateTransfer, to peer: PeerID) { core.sendState(transfer, to: peer) }
 
     /// Replaces this peer's state at `frame` with a transferred confirmed state and
     /// re-simulates up to the current frame: the resync after a desync.
     public func loadState(_ state: G.State, frame: Frame) throws {
-        let oldest = max(0, sync.currentFrame - (configuration.inputHistory / 2 - configuration.stateRingCapacity))
-        guard frame >= oldest, frame <= sync.currentFrame else { throw RollbackError.frameOutOfRange(frame) }
-        sync.install(state, at: frame)
-        updateConfirmation()
+        guard frame >= core.oldestLoadableFrame, frame <= runner.currentFrame else {
+            throw RollbackError.frameOutOfRange(frame)
+        }
+        runner.install(state, at: frame, inputs: &core.inputs)
+        core.stateInstalled()
     }
 }

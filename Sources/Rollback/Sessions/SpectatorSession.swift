@@ -14,7 +14,8 @@ public final class SpectatorSession<G: Game> {
     public let catchUpThreshold: Int
     /// Frames simulated per ``advanceFrame()`` while catching up.
     public let catchUpSpeed: Int
-    let sync: SyncLayer<G>
+    var runner: GameRunner<G>
+    var inputs: InputSet
     private var endpoint: Endpoint
     private var rng: SeededRandom
     private var desync: DesyncDetector
@@ -37,8 +38,9 @@ public final class SpectatorSession<G: Game> {
         self.host = host
         self.catchUpThreshold = catchUpThreshold
         self.catchUpSpeed = catchUpSpeed
-        self.sync = SyncLayer(game: game, configuration: configuration)
-        sync.savingEnabled = false
+        self.inputs = InputSet(configuration: configuration)
+        self.runner = GameRunner(game: game, configuration: configuration, inputs: &inputs)
+        runner.savingEnabled = false
         self.endpoint = Endpoint(id: host, kind: .host, players: Array(0 ..< configuration.playerCount))
         self.rng = SeededRandom(seed: configuration.seed)
         self.desync = DesyncDetector(interval: configuration.checksumInterval)
@@ -47,17 +49,17 @@ public final class SpectatorSession<G: Game> {
     }
 
     /// The game.
-    public var game: G { sync.game }
+    public var game: G { runner.game }
     /// The next frame to simulate.
-    public var currentFrame: Frame { sync.currentFrame }
+    public var currentFrame: Frame { runner.currentFrame }
     /// The newest frame for which every input has arrived.
     public var confirmedFrame: Frame {
         var confirmed = Frame.max
-        for queue in sync.queues { confirmed = min(confirmed, queue.confirmedFrame(authoritative: true)) }
+        for queue in inputs.queues { confirmed = min(confirmed, queue.confirmedFrame(authoritative: true)) }
         return confirmed
     }
     /// Frames received but not simulated yet.
-    public var framesBehind: Int { max(0, confirmedFrame - sync.currentFrame + 1) }
+    public var framesBehind: Int { max(0, confirmedFrame - runner.currentFrame + 1) }
     /// Statistics for the host link.
     public var stats: PeerStats {
         var stats = endpoint.stats
@@ -85,14 +87,14 @@ public final class SpectatorSession<G: Game> {
     }
 
     private func ackFrame() -> Frame {
-        sync.queues.reduce(Frame.max) { min($0, $1.lastAuthoritativeFrame) }
+        inputs.queues.reduce(Frame.max) { min($0, $1.lastAuthoritativeFrame) }
     }
 
     private func sendAck() {
         let ack = ackFrame()
         endpoint.lastToldAck = ack
         endpoint.lastInputSendMs = now
-        send(.inputAck(InputAck(ackFrame: ack, confirmedFrame: ack, senderFrame: sync.currentFrame)))
+        send(.inputAck(InputAck(ackFrame: ack, confirmedFrame: ack, senderFrame: runner.currentFrame)))
     }
 
     /// Handles timers. Call every tick.
@@ -121,7 +123,7 @@ public final class SpectatorSession<G: Game> {
         guard endpoint.phase == .running else { return }
         if endpoint.lastQualityMs.map({ self.now &- $0 >= UInt64(configuration.qualityReportIntervalMs) }) ?? true {
             endpoint.lastQualityMs = self.now
-            send(.qualityReport(QualityReport(sentAtMs: self.now, frame: sync.currentFrame, frameAdvantage: 0)))
+            send(.qualityReport(QualityReport(sentAtMs: self.now, frame: runner.currentFrame, frameAdvantage: 0)))
         }
         let ackChanged = ackFrame() != endpoint.lastToldAck
         if ackChanged && self.now &- endpoint.lastInputSendMs >= UInt64(configuration.resendIntervalMs) {
@@ -166,13 +168,12 @@ public final class SpectatorSession<G: Game> {
         case .qualityReply(let reply):
             if self.now >= reply.echoedSentAtMs { endpoint.recordRoundTrip(Double(self.now - reply.echoedSentAtMs)) }
         case .checksumReport(let report):
-            guard let history = sync.checksums else { break }
-            desync.receive(report, from: host, history: history, desyncs: &desyncScratch)
+            desync.receive(report, from: host, history: inputs.checksums, desyncs: &desyncScratch)
             flushDesyncs()
         case .disconnectNotice(let notice):
             guard notice.player >= 0, notice.player < configuration.playerCount else { break }
-            sync.queues[notice.player].disconnect(from: notice.frame, final: true, currentFrame: sync.currentFrame)
-            reportDisconnect(notice.player, frame: sync.queues[notice.player].disconnectFrame)
+            inputs.queues[notice.player].disconnect(from: notice.frame, final: true, currentFrame: runner.currentFrame)
+            reportDisconnect(notice.player, frame: inputs.queues[notice.player].disconnectFrame)
         case .inputAck, .keepAlive:
             break
         case .stateRequest(let request):
@@ -192,10 +193,11 @@ public final class SpectatorSession<G: Game> {
         case .disconnected: origin = .disconnected
         case .authoritative, .peer: origin = .authoritative
         }
-        var frame = max(message.startFrame, sync.queues[player].lastAuthoritativeFrame + 1)
+        var frame = max(message.startFrame, inputs.queues[player].lastAuthoritativeFrame + 1)
         while frame <= message.endFrame {
             let input = message.inputs[frame - message.startFrame].masked(toSize: configuration.inputSize)
-            guard sync.queues[player].addAuthoritative(frame: frame, input: input, origin: origin) else { break }
+            guard inputs.queues[player].addAuthoritative(frame: frame, input: input, origin: origin,
+                                                          currentFrame: runner.currentFrame) else { break }
             frame += 1
         }
         if origin == .disconnected { reportDisconnect(player, frame: message.startFrame) }
@@ -220,12 +222,10 @@ public final class SpectatorSession<G: Game> {
         let available = framesBehind
         guard available > 0 else { return 0 }
         let steps = min(available, available > catchUpThreshold ? catchUpSpeed : 1)
-        for _ in 0 ..< steps { sync.advance() }
-        if let history = sync.checksums {
-            _ = desync.confirm(upTo: sync.currentFrame - 1, validThrough: sync.currentFrame, history: history,
-                               desyncs: &desyncScratch)
-            flushDesyncs()
-        }
+        for _ in 0 ..< steps { runner.advance(inputs: &inputs) }
+        _ = desync.confirm(upTo: runner.currentFrame - 1, validThrough: runner.currentFrame, history: inputs.checksums,
+                           desyncs: &desyncScratch)
+        flushDesyncs()
         return steps
     }
 }

@@ -15,7 +15,8 @@ public struct SyncTestMismatch: Sendable, Hashable {
 public final class SyncTestSession<G: Game> {
     /// Frames rolled back every frame; 0 just simulates.
     public let checkDistance: Int
-    let sync: SyncLayer<G>
+    var runner: GameRunner<G>
+    var inputs: InputSet
     private let inputSize: Int
     private let inputDelay: Int
     private var pending: [GameInput?]
@@ -35,7 +36,8 @@ public final class SyncTestSession<G: Game> {
         if let problem = configuration.validationError() { throw RollbackError.invalidConfiguration(problem) }
         guard checkDistance >= 0 else { throw RollbackError.invalidConfiguration("checkDistance must be >= 0") }
         self.checkDistance = checkDistance
-        self.sync = SyncLayer(game: game, configuration: configuration)
+        self.inputs = InputSet(configuration: configuration)
+        self.runner = GameRunner(game: game, configuration: configuration, inputs: &inputs)
         self.inputSize = configuration.inputSize
         self.inputDelay = configuration.inputDelay
         self.pending = Array(repeating: nil, count: configuration.playerCount)
@@ -43,15 +45,15 @@ public final class SyncTestSession<G: Game> {
         self.lastInput = Array(repeating: .zero, count: configuration.playerCount)
         self.firstFrames = Array(repeating: nullFrame, count: checkDistance + 2)
         self.firstChecksums = Array(repeating: 0, count: checkDistance + 2)
-        recordFirst(frame: 0, checksum: sync.game.checksum())
+        recordFirst(frame: 0, checksum: runner.game.checksum())
     }
 
     /// The game.
-    public var game: G { sync.game }
+    public var game: G { runner.game }
     /// The next frame to simulate.
-    public var currentFrame: Frame { sync.currentFrame }
+    public var currentFrame: Frame { runner.currentFrame }
     /// Whole-session statistics (saves, loads, re-simulated frames).
-    public var sessionStats: SessionStats { sync.stats }
+    public var sessionStats: SessionStats { runner.stats }
 
     /// Sets player `player`'s input for the next frame.
     public func addLocalInput(_ input: GameInput, for player: PlayerHandle) throws {
@@ -68,7 +70,7 @@ public final class SyncTestSession<G: Game> {
     private func check(frame: Frame, into found: inout [SyncTestMismatch]) {
         let index = frame % firstFrames.count
         guard firstFrames[index] == frame else { return }
-        let actual = sync.game.checksum()
+        let actual = runner.game.checksum()
         if actual != firstChecksums[index] {
             found.append(SyncTestMismatch(frame: frame, expected: firstChecksums[index], actual: actual))
         }
@@ -79,7 +81,7 @@ public final class SyncTestSession<G: Game> {
     @discardableResult
     public func advanceFrame() throws -> [SyncTestMismatch] {
         for player in pending.indices where pending[player] == nil { throw RollbackError.missingLocalInput(player) }
-        let frame = sync.currentFrame
+        let frame = runner.currentFrame
         for player in pending.indices {
             let input = pending[player]!
             pending[player] = nil
@@ -87,22 +89,23 @@ public final class SyncTestSession<G: Game> {
             guard target > lastFrame[player] else { continue }
             while lastFrame[player] + 1 < target {
                 lastFrame[player] += 1
-                sync.queues[player].addLocal(frame: lastFrame[player], input: lastInput[player])
+                inputs.queues[player].addLocal(frame: lastFrame[player], input: lastInput[player],
+                                               currentFrame: runner.currentFrame)
             }
             lastFrame[player] = target
             lastInput[player] = input
-            sync.queues[player].addLocal(frame: target, input: input)
+            inputs.queues[player].addLocal(frame: target, input: input, currentFrame: runner.currentFrame)
         }
-        sync.advance()
-        recordFirst(frame: frame + 1, checksum: sync.game.checksum())
+        runner.advance(inputs: &inputs)
+        recordFirst(frame: frame + 1, checksum: runner.game.checksum())
         var found: [SyncTestMismatch] = []
         let start = frame + 1 - checkDistance
         if checkDistance > 0 && start >= 0 {
-            guard sync.load(frame: start) else { preconditionFailure("sync test lost the state of frame \(start)") }
+            guard runner.load(frame: start) else { preconditionFailure("sync test lost the state of frame \(start)") }
             check(frame: start, into: &found)
-            while sync.currentFrame <= frame {
-                sync.resimulateOne()
-                check(frame: sync.currentFrame, into: &found)
+            while runner.currentFrame <= frame {
+                runner.resimulateOne(inputs: &inputs)
+                check(frame: runner.currentFrame, into: &found)
             }
         }
         mismatches.append(contentsOf: found)

@@ -1,0 +1,251 @@
+import ArgumentParser
+import Games
+import Rollback
+
+/// `netplay-bench rollback`: the rollback engine's cost per frame for the arena game, next
+/// to the game's own advance / save / load cost.
+///
+/// Two scenarios drive a real ``P2PSession`` (player 0 local, the others behind synthetic
+/// remote peers whose messages are fed straight into the session):
+/// - *no rollback*: every remote input arrives before it is needed;
+/// - *8-frame rollback*: every remote input arrives 8 frames late and differs from the
+///   prediction, so every frame loads a state and re-simulates 8 frames.
+/// Each scenario runs once with a game whose callbacks do nothing (the engine's own cost)
+/// and once with the arena (engine plus game). Every figure is the best of `--repeats` runs,
+/// which filters out noise from other work on the machine.
+struct RollbackBenchmark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rollback",
+        abstract: "Rollback engine overhead per frame vs the arena game's own cost."
+    )
+
+    @Option(help: "Players in the arena (2 ... 8).")
+    var players = 4
+
+    @Option(help: "Frames per measured run.")
+    var frames = 20_000
+
+    @Option(help: "Runs per figure; the best run counts.")
+    var repeats = 7
+
+    @Option(help: "Run one scenario only, for profiling: quiet, rollback, null-quiet, null-rollback.")
+    var only: String?
+
+    mutating func validate() throws {
+        guard (2 ... 8).contains(players) else { throw ValidationError("--players must be 2 ... 8") }
+        guard frames >= 100, repeats >= 1 else { throw ValidationError("--frames >= 100, --repeats >= 1") }
+    }
+
+    func run() throws {
+        var sink: UInt64 = 0
+        if let only {
+            let late = only.hasSuffix("rollback") ? 8 : 0
+            let perFrame = only.hasPrefix("null")
+                ? try best { try driveSession(NullGame(), lateFrames: late, sink: &sink) }
+                : try best { try driveSession(Arena(playerCount: players), lateFrames: late, sink: &sink) }
+            print("\(only): \(Int(perFrame.rounded())) ns/frame (sink \(sink & 0xFF))")
+            return
+        }
+        let game = measureGame(sink: &sink)
+        let nullQuiet = try best { try driveSession(NullGame(), lateFrames: 0, sink: &sink) }
+        let arenaQuiet = try best { try driveSession(Arena(playerCount: players), lateFrames: 0, sink: &sink) }
+        let nullRollback = try best { try driveSession(NullGame(), lateFrames: 8, sink: &sink) }
+        let arenaRollback = try best { try driveSession(Arena(playerCount: players), lateFrames: 8, sink: &sink) }
+
+        let interval = SessionConfiguration(playerCount: 2, inputSize: 1).checksumInterval
+        let checksumShare = game.checksum / Double(interval)
+        let quietWork = game.advance + game.save + checksumShare
+        let quietEngine = arenaQuiet - quietWork
+        let rollbackCost = arenaRollback - arenaQuiet
+        // Re-simulating 8 frames also reaches a checksum frame 8 / interval of the time.
+        let triggeredWork = game.load + 8 * (game.advance + game.save + checksumShare)
+        let rollbackRatio = rollbackCost / triggeredWork
+
+        print("rollback engine: arena with \(players) players, \(frames) frames per run, best of \(repeats) runs")
+        print("")
+        print("game work (the arena alone)                          ns")
+        print(row("advance one frame", game.advance))
+        print(row("save state", game.save))
+        print(row("load state", game.load))
+        print(row("checksum (every \(interval) frames)", game.checksum))
+        print("")
+        print("no rollback                                          ns/frame")
+        print(row("engine overhead (no-op game)", nullQuiet, target: "< 1000", pass: nullQuiet < 1000))
+        print(row("arena session, total", arenaQuiet))
+        print(row("arena game work (advance + save + checksum share)", quietWork))
+        print(row("arena engine overhead (total - game work)", quietEngine, target: "< 1000",
+                  pass: quietEngine < 1000))
+        print("")
+        print("8-frame rollback every frame                         ns/frame")
+        print(row("engine overhead (no-op game)", nullRollback))
+        print(row("  of which the rollback (vs no rollback)", nullRollback - nullQuiet))
+        print(row("arena session, total", arenaRollback))
+        print(row("rollback cost (total - no-rollback total)", rollbackCost))
+        print(row("game work it triggers (load + 8 x (adv+save+ck))", triggeredWork))
+        print(row("rollback cost / game work", rollbackRatio, unit: "x", target: "<= 1.10", pass: rollbackRatio <= 1.10))
+        print("")
+        print("(sink \(sink & 0xFF))")
+    }
+
+    private func row(_ label: String, _ value: Double, unit: String = "", target: String? = nil,
+                     pass: Bool? = nil) -> String {
+        let number = unit == "x" ? String(format2(value)) : String(Int(value.rounded()))
+        var line = "  " + label.padding(to: 50) + (number + unit).leftPadding(to: 10)
+        if let target, let pass { line += "   target \(target)  " + (pass ? "PASS" : "MISS") }
+        return line
+    }
+
+    private func format2(_ value: Double) -> String {
+        let hundredths = Int((value * 100).rounded())
+        let fraction = hundredths % 100
+        return "\(hundredths / 100).\(fraction < 10 ? "0" : "")\(fraction)"
+    }
+
+    private func best(_ body: () throws -> Double) rethrows -> Double {
+        var result = Double.infinity
+        for _ in 0 ..< repeats { result = min(result, try body()) }
+        return result
+    }
+
+    private struct GameCost {
+        var advance: Double
+        var save: Double
+        var load: Double
+        var checksum: Double
+    }
+
+    /// The arena's own costs, without the engine.
+    private func measureGame(sink: inout UInt64) -> GameCost {
+        let statuses = Array(repeating: InputStatus.confirmed, count: players)
+        let script = (0 ..< 64).map { frame in
+            FrameInputs(frame: frame, inputs: (0 ..< players).map { benchInput(player: $0, frame: frame) },
+                        statuses: statuses)
+        }
+        let ringSize = 32
+        var advance = Double.infinity, save = Double.infinity, load = Double.infinity, checksum = Double.infinity
+        for _ in 0 ..< repeats {
+            var game = Arena(playerCount: players)
+            advance = min(advance, nanoseconds(per: frames) {
+                for frame in 0 ..< frames { game.advanceFrame(script[frame & 63]) }
+            })
+            var ring = Array(repeating: game.saveState(), count: ringSize)
+            save = min(save, nanoseconds(per: frames) {
+                for frame in 0 ..< frames { ring[frame % ringSize] = game.saveState() }
+            })
+            load = min(load, nanoseconds(per: frames) {
+                for frame in 0 ..< frames { game.loadState(ring[frame % ringSize]) }
+            })
+            let states = (0 ..< ringSize).map { index in
+                var copy = game
+                copy.advanceFrame(script[index])
+                return copy
+            }
+            checksum = min(checksum, nanoseconds(per: frames) {
+                for frame in 0 ..< frames { sink &+= states[frame % ringSize].checksum() }
+            })
+            sink &+= game.checksum() &+ UInt64(ring.count)
+        }
+        return GameCost(advance: advance, save: save, load: load, checksum: checksum)
+    }
+
+    /// Runs a P2P session with synthetic remote peers for `frames` frames; returns ns per frame.
+    private func driveSession<G: Game>(_ game: G, lateFrames: Int, sink: inout UInt64) throws -> Double {
+        var configuration = SessionConfiguration(playerCount: players, inputSize: Arena.inputSize)
+        configuration.predictionWindow = 8
+        let peers = (1 ..< players).map { PeerID(UInt64($0)) }
+        let session = try P2PSession(game: game, configuration: configuration,
+                                     players: [.local] + peers.map { .remote($0) })
+        var now: UInt64 = 0
+        while session.state != .running {
+            session.poll(now: now)
+            for out in session.drainOutgoing() {
+                if case .syncRequest(let request) = out.message {
+                    session.handle(.syncReply(SyncReply(nonce: request.nonce)), from: out.peer, now: now)
+                }
+            }
+            now += 1
+        }
+        _ = session.drainEvents()
+
+        // Pre-built remote messages, so the measurement covers the engine only. Remote inputs
+        // change every frame, so when they arrive late the repeat-last prediction is always
+        // wrong and every frame rolls back `lateFrames` frames.
+        func remoteMessage(player: Int, frame: Frame) -> RollbackMessage {
+            // The remote acknowledges our inputs up to the frame before the one it is
+            // simulating: it received everything we sent so far.
+            .input(InputMessage(player: player, startFrame: frame, inputs: [benchInput(player: player, frame: frame)],
+                                ackFrame: frame + lateFrames - 1, confirmedFrame: frame - 1,
+                                       senderFrame: frame + lateFrames))
+        }
+        let total = frames + lateFrames + 1
+        var messages = [[RollbackMessage]]()
+        messages.reserveCapacity(total)
+        for frame in 0 ..< total {
+            messages.append((1 ..< players).map { remoteMessage(player: $0, frame: frame) })
+        }
+        let localInputs = (0 ..< 64).map { benchInput(player: 0, frame: $0) }
+
+        var rolledBack = 0
+        let perFrame = try nanoseconds(per: frames) {
+            for frame in 0 ..< frames {
+                now &+= 16
+                let late = frame - lateFrames
+                if late >= 0 {
+                    for offset in peers.indices { session.handle(messages[late][offset], from: peers[offset], now: now) }
+                }
+                session.poll(now: now)
+                try session.addLocalInput(localInputs[(frame + configuration.inputDelay) & 63], for: 0)
+                guard case .advanced(let frames) = try session.advanceFrame() else {
+                    throw ValidationError("benchmark session stalled at frame \(frame)")
+                }
+                rolledBack &+= frames
+                session.drainOutgoing { _ in }
+            }
+        }
+        if lateFrames > 0 && rolledBack < (frames - lateFrames - 1) * lateFrames {
+            throw ValidationError("expected an \(lateFrames)-frame rollback every frame, got \(rolledBack) frames")
+        }
+        sink &+= session.game.checksum() &+ UInt64(rolledBack)
+        return perFrame
+    }
+}
+
+/// The arena input of a benchmark player at `frame`, the same in every measurement and
+/// periodic in 64 frames: the local player 0 holds each input for 8 frames; remote players
+/// change theirs every frame (consecutive values always differ: the step 5 is odd).
+private func benchInput(player: Int, frame: Frame) -> GameInput {
+    if player == 0 {
+        var mix = UInt64((frame & 63) / 8)
+        return ArenaInput(rawValue: UInt8(truncatingIfNeeded: SeededRandom.splitMix(&mix)) & 0x1F).gameInput
+    }
+    return ArenaInput(rawValue: UInt8(((frame & 63) * 5 + player * 3) & 0x1F)).gameInput
+}
+
+/// A game whose callbacks do nothing: what remains is the engine's own cost.
+private struct NullGame: Game {
+    var frame = 0
+    func saveState() -> Int { frame }
+    mutating func loadState(_ state: Int) { frame = state }
+    mutating func advanceFrame(_ inputs: FrameInputs) { frame &+= 1 }
+    func checksum() -> UInt64 { UInt64(frame) }
+}
+
+/// Nanoseconds per operation of `body`, which performs `count` operations.
+private func nanoseconds(per count: Int, _ body: () throws -> Void) rethrows -> Double {
+    let clock = ContinuousClock()
+    let start = clock.now
+    try body()
+    let elapsed = clock.now - start
+    let (seconds, attoseconds) = elapsed.components
+    return (Double(seconds) * 1e9 + Double(attoseconds) / 1e9) / Double(count)
+}
+
+extension String {
+    fileprivate func padding(to width: Int) -> String {
+        count >= width ? self : self + String(repeating: " ", count: width - count)
+    }
+
+    fileprivate func leftPadding(to width: Int) -> String {
+        count >= width ? self : String(repeating: " ", count: width - count) + self
+    }
+}

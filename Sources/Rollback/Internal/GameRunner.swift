@@ -1,0 +1,135 @@
+/// The generic part of every session: the game and its saved-state ring. It saves, loads
+/// and simulates frames; inputs come from an ``InputSet``.
+///
+/// Everything here is `@inlinable` so that it is specialised for the caller's game type:
+/// saving and loading then copy the game's state directly instead of going through generic
+/// value witnesses, which is what keeps the engine's overhead per frame small.
+@usableFromInline
+struct GameRunner<G: Game> {
+    @usableFromInline var game: G
+    @usableFromInline var ring: StateRing<G.State>
+    /// The next frame to simulate.
+    @usableFromInline var currentFrame: Frame = 0
+    @usableFromInline var stats = SessionStats()
+    @usableFromInline let sparseSaving: Bool
+    /// Sparse mode saves at least once per this many frames.
+    @usableFromInline let sparseInterval: Int
+    /// Whether states are saved at all (a spectator never rolls back).
+    @usableFromInline var savingEnabled = true
+
+    /// A runner at frame 0; records frame 0's checksum into `inputs`.
+    @usableFromInline
+    init(game: G, configuration: SessionConfiguration, inputs: inout InputSet) {
+        self.game = game
+        ring = StateRing(capacity: configuration.stateRingCapacity, filler: game.saveState())
+        sparseSaving = configuration.sparseSaving
+        sparseInterval = max(1, configuration.predictionWindow)
+        ring.save(self.game.saveState(), frame: 0)
+        stats.statesSaved += 1
+        if inputs.checksums.isChecksumFrame(0) { inputs.checksums.record(frame: 0, checksum: self.game.checksum()) }
+    }
+
+    /// Simulates the current frame (saving its starting state first if asked) and moves on.
+    @inlinable @inline(__always)
+    mutating func simulate(save: Bool, inputs: inout InputSet) {
+        let frame = currentFrame
+        if save {
+            let slot = ring.claim(frame)
+            ring.states[slot] = game.saveState()
+            stats.statesSaved += 1
+        }
+        inputs.gather(frame: frame)
+        game.advanceFrame(inputs.current)
+        currentFrame = frame + 1
+        if inputs.checksums.due(atReaching: frame + 1) {
+            inputs.checksums.record(frame: frame + 1, checksum: game.checksum())
+        }
+    }
+
+    /// Whether sparse saving keeps the state at the start of `frame`: states that depend only
+    /// on known inputs, the newest such one during a re-simulation, and one every
+    /// `sparseInterval` frames so rollbacks never reach too far back.
+    @inlinable
+    func sparseSaves(_ frame: Frame, known: Frame, resimulatingTo end: Frame?) -> Bool {
+        if let end { return frame == min(end, known == .max ? end : known + 1) }
+        return frame <= known || frame - 1 == known || frame - ring.newestFrame >= sparseInterval
+    }
+
+    /// Simulates the current frame for the first time.
+    @inlinable
+    mutating func advance(inputs: inout InputSet) {
+        let save = savingEnabled
+            && (!sparseSaving || sparseSaves(currentFrame, known: inputs.knownFrame, resimulatingTo: nil))
+        simulate(save: save, inputs: &inputs)
+        stats.framesAdvanced += 1
+    }
+
+    /// Restores the newest saved state at or before `target` and re-simulates up to the
+    /// current frame. Returns the number of frames re-simulated.
+    @inlinable
+    mutating func rollback(to target: Frame, inputs: inout InputSet) -> Int {
+        let end = currentFrame
+        guard target < end else {
+            inputs.clearIncorrect()
+            return 0
+        }
+        guard let loadFrame = ring.newestSaved(atOrBefore: target), let slot = ring.slot(of: loadFrame) else {
+            preconditionFailure("rollback to frame \(target): no saved state (ring too small for the confirmation lag)")
+        }
+        game.loadState(ring.states[slot])
+        stats.statesLoaded += 1
+        ring.discard(after: loadFrame)
+        currentFrame = loadFrame
+        inputs.clearIncorrect()
+        let known = sparseSaving ? inputs.knownFrame : .max
+        simulate(save: false, inputs: &inputs)
+        while currentFrame < end {
+            simulate(save: !sparseSaving || sparseSaves(currentFrame, known: known, resimulatingTo: end),
+                     inputs: &inputs)
+        }
+        let length = end - loadFrame
+        stats.framesResimulated += length
+        stats.rollbackHistogram.record(length: length)
+        return length
+    }
+
+    /// Replaces the state at `frame` (a transferred confirmed state) and re-simulates from it.
+    @inlinable
+    mutating func install(_ state: G.State, at frame: Frame, inputs: inout InputSet) {
+        precondition(frame <= currentFrame)
+        ring.discard(after: frame - 1)
+        ring.save(state, frame: frame)
+        let end = currentFrame
+        game.loadState(state)
+        stats.statesLoaded += 1
+        currentFrame = frame
+        if inputs.checksums.isChecksumFrame(frame) {
+            inputs.checksums.record(frame: frame, checksum: game.checksum())
+        }
+        inputs.clearIncorrect()
+        while currentFrame < end { simulate(save: !sparseSaving || currentFrame == end - 1, inputs: &inputs) }
+    }
+
+    /// Loads the saved state at exactly `frame` (sync test).
+    @inlinable
+    mutating func load(frame: Frame) -> Bool {
+        guard let slot = ring.slot(of: frame) else { return false }
+        game.loadState(ring.states[slot])
+        stats.statesLoaded += 1
+        currentFrame = frame
+        return true
+    }
+
+    /// Re-simulates one frame, saving first (sync test).
+    @inlinable
+    mutating func resimulateOne(inputs: inout InputSet) {
+        simulate(save: true, inputs: &inputs)
+        stats.framesResimulated += 1
+    }
+
+    /// The oldest saved state rollbacks may still need, given inputs final up to `confirmedFrame`.
+    @inlinable
+    func oldestNeededState(confirmedFrame: Frame) -> Frame {
+        ring.newestSaved(atOrBefore: min(confirmedFrame + 1, currentFrame)) ?? 0
+    }
+}
