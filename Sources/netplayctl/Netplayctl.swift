@@ -11,12 +11,12 @@ struct Netplayctl: NetplayCommand {
         commandName: "netplayctl",
         abstract: "Debug any one Netplay service: health, introspection, live events.",
         discussion: """
-        ENDPOINT is a ZeroMQ endpoint (tcp://127.0.0.1:7100) or a service name from the default
-        table: supervisor, discovery, coordinator, telemetry, sync (replica 0) or sync-N.
+        ENDPOINT is a ZeroMQ endpoint (tcp://127.0.0.1:7100) or a service name from the default \
+        table: supervisor, discovery, coordinator, telemetry, sync (replica 0) or sync-N. \
         For `tap`, a service name means that service's events (PUB) endpoint.
         """,
         version: NetplayVersion.current,
-        subcommands: [Health.self, Introspect.self, Ping.self, Tap.self]
+        subcommands: [Health.self, Introspect.self, Ping.self, Tap.self, Keygen.self]
     )
 
     static func main() { mainReportingOneLine() }

@@ -105,4 +105,27 @@ struct ProcessTests {
         #expect(missing.waitForExit(seconds: 10) == 1)
         #expect(missing.log.contains("no reply from"))
     }
+
+    @Test func encryptedClusterWithNetplayctlKeys() throws {
+        let keygen = try ServiceProcess("netplayctl", ["keygen"])
+        #expect(keygen.waitForExit(seconds: 10) == 0)
+        let lines = keygen.log.split(separator: "\n")
+        let publicKey = try #require(lines.first { $0.hasPrefix("public: ") }).dropFirst(8)
+        let secretKey = try #require(lines.first { $0.hasPrefix("secret: ") }).dropFirst(8)
+        let endpoint = TestPorts.endpoint()
+        let service = try ServiceProcess("netplay-sample-service",
+                                         ["--endpoint", endpoint, "--events", "none", "--telemetry", "none",
+                                          "--data-dir", FileManager.default.temporaryDirectory.appendingPathComponent("netplay-curve-\(UUID().uuidString)").path],
+                                         environment: ["NETPLAY_CURVE_SECRET_KEY": String(secretKey)])
+        defer { service.kill9() }
+        let encrypted = eventually(within: 10) {
+            let health = try? ServiceProcess("netplayctl", ["health", endpoint, "--timeout", "0.5"],
+                                             environment: ["NETPLAY_CURVE_SERVER_KEY": String(publicKey)])
+            return health?.waitForExit(seconds: 5) == 0
+        }
+        #expect(encrypted, "\(service.log)")
+        let plain = try ServiceProcess("netplayctl", ["health", endpoint, "--timeout", "0.5"])
+        #expect(plain.waitForExit(seconds: 5) == 1)
+        #expect(plain.log.contains("no reply from"))
+    }
 }
