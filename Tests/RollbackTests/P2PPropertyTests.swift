@@ -68,7 +68,7 @@ struct P2PPropertyTests {
         let configuration = meshConfiguration(players: testCase.players, inputSize: 2, delay: testCase.delay,
                                               sparse: testCase.sparse)
         let harness = try MeshHarness<HashGame>(playerCount: testCase.players, configuration: configuration,
-                                                conditions: testCase.profile.conditions, seed: testCase.seed) {
+                                                conditions: testCase.profile.conditions, seed: testCase.seed) { _ in
             HashGame()
         }
         let finished = try harness.run(limitMs: 120_000) { harness.minConfirmedFrame >= frames }
@@ -105,7 +105,7 @@ struct P2PPropertyTests {
     func arenaAgrees(_ testCase: MeshCase) throws {
         let configuration = meshConfiguration(players: testCase.players, inputSize: Arena.inputSize)
         let harness = try MeshHarness<Arena>(playerCount: testCase.players, configuration: configuration,
-                                             conditions: testCase.profile.conditions, seed: testCase.seed) {
+                                             conditions: testCase.profile.conditions, seed: testCase.seed) { _ in
             Arena(playerCount: testCase.players, seed: 99)
         }
         let finished = try harness.run(limitMs: 60_000) { harness.minConfirmedFrame >= 180 }

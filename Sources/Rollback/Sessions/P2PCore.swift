@@ -16,6 +16,8 @@ struct P2PCore {
     private var pendingLocal: [GameInput?]
     private var lastLocalFrame: [Frame]
     private var lastLocalInput: [GameInput]
+    /// The frame whose local inputs were queued and sent (a waiting frame queues them once).
+    private var localInputsFrame: Frame = nullFrame
     var inputDelay: Int
     var state: SessionState = .synchronizing
     /// The newest frame whose inputs are final on every peer (states before it never change).
@@ -158,16 +160,39 @@ struct P2PCore {
 
     // MARK: - Driving
 
-    /// Everything before a frame is simulated: checks the session runs and every local
-    /// input is there, applies the prediction and confirmation barriers, queues the local
-    /// inputs (input delay applied) and sends them. Returns why the frame must wait, or nil.
+    /// Everything before a frame is simulated: checks the session runs; the first time for
+    /// this frame, queues every local input (input delay applied) and sends it; then applies
+    /// the prediction and confirmation barriers. Returns why the frame must wait, or nil.
+    ///
+    /// Local inputs are queued and sent *before* the barriers so that peers waiting on each
+    /// other (lockstep, or a long stall) always exchange the inputs they wait for. Inputs
+    /// given again while the same frame waits are ignored: the first one counts.
     @usableFromInline
     mutating func prepareAdvance(oldestNeededState: Frame) throws -> WaitReason? {
         guard state == .running else { return .synchronizing }
-        for player in localPlayers where pendingLocal[player] == nil {
-            throw RollbackError.missingLocalInput(player)
-        }
         let frame = currentFrame
+        if localInputsFrame != frame {
+            for player in localPlayers where pendingLocal[player] == nil {
+                throw RollbackError.missingLocalInput(player)
+            }
+            localInputsFrame = frame
+            for player in localPlayers {
+                let input = pendingLocal[player]!
+                let target = frame + inputDelay
+                if target <= lastLocalFrame[player] { continue }
+                while lastLocalFrame[player] + 1 < target {
+                    lastLocalFrame[player] += 1
+                    inputs.queues[player].addLocal(frame: lastLocalFrame[player], input: lastLocalInput[player],
+                                                   currentFrame: currentFrame)
+                }
+                lastLocalFrame[player] = target
+                lastLocalInput[player] = input
+                inputs.queues[player].addLocal(frame: target, input: input, currentFrame: currentFrame)
+            }
+            sendLocalInputs()
+        }
+        for player in localPlayers { pendingLocal[player] = nil }
+
         var knownRemote = Frame.max
         for player in 0 ..< players.count where !isLocal[player] {
             let known = inputs.queues[player].knownFrame
@@ -180,21 +205,6 @@ struct P2PCore {
         if frame - oldestNeededState >= configuration.stateRingCapacity {
             return .confirmationBarrier
         }
-        for player in localPlayers {
-            let input = pendingLocal[player]!
-            pendingLocal[player] = nil
-            let target = frame + inputDelay
-            if target <= lastLocalFrame[player] { continue }
-            while lastLocalFrame[player] + 1 < target {
-                lastLocalFrame[player] += 1
-                inputs.queues[player].addLocal(frame: lastLocalFrame[player], input: lastLocalInput[player],
-                                               currentFrame: currentFrame)
-            }
-            lastLocalFrame[player] = target
-            lastLocalInput[player] = input
-            inputs.queues[player].addLocal(frame: target, input: input, currentFrame: currentFrame)
-        }
-        sendLocalInputs()
         return nil
     }
 

@@ -119,7 +119,8 @@ public final class P2PSession<G: Game> {
     public func setInputDelay(_ frames: Int) throws { try core.setInputDelay(frames) }
 
     /// Simulates the next frame (rolling back to the first incorrect frame first if needed),
-    /// or says why it must wait. Local inputs given while waiting stay pending.
+    /// or says why it must wait. Every local player needs an input for a frame's first call;
+    /// while the frame waits, that input is already queued and sent.
     @inlinable
     public func advanceFrame() throws -> AdvanceResult {
         let oldest = runner.oldestNeededState(confirmedFrame: core.confirmedFrame)

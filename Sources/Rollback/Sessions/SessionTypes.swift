@@ -18,7 +18,8 @@ public enum SessionState: Sendable, Hashable {
 public enum AdvanceResult: Sendable, Hashable {
     /// One new frame was simulated, after re-simulating `rolledBackFrames` frames (0: no rollback).
     case advanced(rolledBackFrames: Int)
-    /// Nothing was simulated; call again next tick (the local inputs given stay pending).
+    /// Nothing was simulated; call again next tick. The local inputs given for this frame
+    /// were queued and sent; inputs given again while the same frame waits are ignored.
     case waiting(WaitReason)
 
     /// Whether a frame was simulated.

@@ -19,6 +19,8 @@ final class MeshHarness<Base: Game> where Base.State: Equatable {
         var rollbacks = 0
         var waits: [WaitReason: Int] = [:]
         var honourWaits = true
+        /// The node ticks (handles messages, polls) but does not advance before this time: a hitch.
+        var stallUntilMs: UInt64 = 0
 
         init(id: PeerID, player: PlayerHandle, session: P2PSession<LoggingGame<Base>>, log: FrameLog<Base.State>,
              startMs: UInt64) {
@@ -67,7 +69,7 @@ final class MeshHarness<Base: Game> where Base.State: Equatable {
 
     init(playerCount: Int, configuration: SessionConfiguration, conditions: LinkConditions, seed: UInt64,
          spectators: Int = 0, spectatorStartMs: UInt64 = 0, catchUpThreshold: Int = 8, catchUpSpeed: Int = 2,
-         startOffsetsMs: [UInt64]? = nil, makeGame: () -> Base) throws {
+         startOffsetsMs: [UInt64]? = nil, makeGame: (Int) -> Base) throws {
         network = NetworkSimulator(seed: seed, conditions: conditions)
         script = InputScript(seed: seed, size: configuration.inputSize)
         var startRandom = SeededRandom(seed: seed ^ 0xA5A5)
@@ -81,14 +83,14 @@ final class MeshHarness<Base: Game> where Base.State: Equatable {
             var config = configuration
             config.seed = SeededRandom.hash(seed, UInt64(player))
             let log = FrameLog<Base.State>()
-            let session = try P2PSession(game: LoggingGame(base: makeGame(), log: log), configuration: config,
+            let session = try P2PSession(game: LoggingGame(base: makeGame(player), log: log), configuration: config,
                                          players: locations, spectators: player == 0 ? spectatorIDs : [])
             let start = startOffsetsMs?[player] ?? startRandom.below(120)
             nodes.append(Node(id: id, player: player, session: session, log: log, startMs: start))
         }
         for id in spectatorIDs {
             let log = FrameLog<Base.State>()
-            let session = try SpectatorSession(game: LoggingGame(base: makeGame(), log: log),
+            let session = try SpectatorSession(game: LoggingGame(base: makeGame(Int(id.rawValue)), log: log),
                                                configuration: configuration, host: PeerID(1),
                                                catchUpThreshold: catchUpThreshold, catchUpSpeed: catchUpSpeed)
             watchers.append(Watcher(id: id, session: session, log: log, startMs: spectatorStartMs))
@@ -125,7 +127,7 @@ final class MeshHarness<Base: Game> where Base.State: Equatable {
             node.events.append(event)
             if case .waitRecommendation(let frames) = event, node.honourWaits { node.skipFrames += frames }
         }
-        if node.session.state == .running {
+        if node.session.state == .running && now >= node.stallUntilMs {
             if node.skipFrames > 0 {
                 node.skipFrames -= 1
             } else {
@@ -141,7 +143,10 @@ final class MeshHarness<Base: Game> where Base.State: Equatable {
                 }
             }
         }
-        for event in node.session.drainEvents() { node.events.append(event) }
+        for event in node.session.drainEvents() {
+            node.events.append(event)
+            if case .waitRecommendation(let frames) = event, node.honourWaits { node.skipFrames += frames }
+        }
         for out in node.session.drainOutgoing() {
             network.send(out.message, from: node.id, to: out.peer, now: now)
         }

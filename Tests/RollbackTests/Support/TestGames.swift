@@ -49,6 +49,28 @@ struct HashGame: Game, Sendable {
         var disconnectedMask: UInt8 = 0
     }
     var state = State()
+    /// When set, this copy of the game goes wrong once on reaching that frame (a desync).
+    var bias: Int?
+
+    init(bias: Int? = nil) { self.bias = bias }
+    init(state: State) { self.state = state }
+
+    /// The state as bytes, for state transfer tests.
+    static func encode(_ state: State) -> [UInt8] {
+        var bytes: [UInt8] = []
+        for word in [UInt64(state.frame), state.hash, UInt64(state.disconnectedMask)] {
+            for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
+        }
+        return bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) -> State? {
+        guard bytes.count == 24 else { return nil }
+        func word(_ index: Int) -> UInt64 {
+            (0 ..< 8).reduce(0) { $0 | UInt64(bytes[index * 8 + $1]) << UInt64($1 * 8) }
+        }
+        return State(frame: Int(word(0)), hash: word(1), disconnectedMask: UInt8(word(2)))
+    }
 
     func saveState() -> State { state }
     mutating func loadState(_ state: State) { self.state = state }
@@ -63,6 +85,7 @@ struct HashGame: Game, Sendable {
         }
         state.hash = h
         state.frame += 1
+        if state.frame == bias { state.hash &+= 0xBAD }
     }
     func checksum() -> UInt64 { state.hash ^ UInt64(state.frame) << 48 ^ UInt64(state.disconnectedMask) << 40 }
 }
@@ -83,22 +106,6 @@ struct LeakyGame: Game {
         state.frame += 1
     }
     func checksum() -> UInt64 { state.value }
-}
-
-/// Deterministic, but peer-specific: from `divergeAt` on it adds `bias` to its state. Two
-/// peers with different biases desync at a known frame.
-struct BiasedGame: Game {
-    var inner = HashGame()
-    let divergeAt: Int
-    let bias: UInt64
-
-    func saveState() -> HashGame.State { inner.state }
-    mutating func loadState(_ state: HashGame.State) { inner.state = state }
-    mutating func advanceFrame(_ inputs: FrameInputs) {
-        inner.advanceFrame(inputs)
-        if inner.state.frame == divergeAt { inner.state.hash &+= bias }
-    }
-    func checksum() -> UInt64 { inner.checksum() }
 }
 
 /// A deterministic per-player input stream: holds a random input for a random number of

@@ -1,15 +1,21 @@
 import Rollback
 
 /// A minimal relay for tests (the real one is netplay-sync): it collects every player's
-/// inputs, fixes each frame's final inputs at a deadline (substituting the last final input
-/// for a player whose input is late), and sends every player's final inputs to every
-/// client, marked authoritative or substituted.
+/// inputs and fixes a frame's final inputs once all arrived, or once the most advanced
+/// player is `lateness` frames past it (then a late player's input is substituted by its
+/// last final input). It sends every player's final inputs to every client, marked
+/// authoritative or substituted.
 final class TestRelay {
     let id: PeerID
     let playerCount: Int
     let clients: [PeerID]
-    /// Frames after the relay's own clock frame at which a frame's inputs are fixed.
+    /// How far the leading player may be past a frame before late inputs are substituted.
     let lateness: Int
+    /// The most advanced player's current frame, as reported.
+    private(set) var leadingFrame: Frame = nullFrame
+    /// Each player's current frame, as reported.
+    private var clientFrames: [Frame]
+    private var lastReportMs: UInt64 = 0
     private(set) var received: [[GameInput?]]
     private(set) var final: [[GameInput]] = []
     private(set) var substituted: [[Bool]] = []
@@ -18,7 +24,6 @@ final class TestRelay {
     private var receivedThrough: [Frame]
     private var synced: Set<PeerID> = []
     var outbox: [OutgoingMessage] = []
-    private(set) var startMs: UInt64?
 
     init(id: PeerID, clients: [PeerID], lateness: Int) {
         self.id = id
@@ -28,7 +33,11 @@ final class TestRelay {
         received = Array(repeating: [], count: clients.count)
         clientAck = Array(repeating: nullFrame, count: clients.count)
         receivedThrough = Array(repeating: nullFrame, count: clients.count)
+        clientFrames = Array(repeating: nullFrame, count: clients.count)
     }
+
+    /// The slowest player's frame: what everyone should keep pace with.
+    var slowestFrame: Frame { clientFrames.min() ?? nullFrame }
 
     var finalFrame: Frame { final.count - 1 }
 
@@ -42,6 +51,8 @@ final class TestRelay {
         case .input(let input):
             guard input.player == client else { return }
             if input.ackFrame > clientAck[client] { clientAck[client] = input.ackFrame }
+            leadingFrame = max(leadingFrame, input.senderFrame)
+            clientFrames[client] = max(clientFrames[client], input.senderFrame)
             for (offset, value) in input.inputs.enumerated() {
                 let frame = input.startFrame + offset
                 while received[client].count <= frame { received[client].append(nil) }
@@ -53,18 +64,27 @@ final class TestRelay {
             }
         case .inputAck(let ack):
             if ack.ackFrame > clientAck[client] { clientAck[client] = ack.ackFrame }
+            leadingFrame = max(leadingFrame, ack.senderFrame)
+            clientFrames[client] = max(clientFrames[client], ack.senderFrame)
         default:
             break
         }
-        if startMs == nil { startMs = now }
     }
 
     /// Fixes frames whose deadline passed and sends every unacknowledged final input.
     func poll(now: UInt64) {
-        guard let start = startMs else { return }
-        let clockFrame = Int((now - start) * 60 / 1000)
-        while finalFrame < clockFrame - lateness {
+        // Time sync: tell each player how far it runs ahead of the slowest one.
+        if now >= lastReportMs + 200 {
+            lastReportMs = now
+            for (client, peer) in clients.enumerated() where clientFrames[client] >= 0 {
+                outbox.append(OutgoingMessage(peer: peer, message: .qualityReport(QualityReport(
+                    sentAtMs: now, frame: slowestFrame, frameAdvantage: clientFrames[client] - slowestFrame))))
+            }
+        }
+        while true {
             let frame = finalFrame + 1
+            let allArrived = (0 ..< playerCount).allSatisfy { frame < received[$0].count && received[$0][frame] != nil }
+            guard allArrived || leadingFrame - frame >= lateness else { break }
             var row = [GameInput]()
             var subs = [Bool]()
             for player in 0 ..< playerCount {
@@ -107,14 +127,14 @@ final class TestRelay {
 
     private func sendAck(to peer: PeerID, client: Int) {
         outbox.append(OutgoingMessage(peer: peer, message: .inputAck(InputAck(
-            ackFrame: receivedThrough[client], confirmedFrame: finalFrame, senderFrame: finalFrame))))
+            ackFrame: receivedThrough[client], confirmedFrame: finalFrame, senderFrame: slowestFrame))))
     }
 
     private func emit(_ peer: PeerID, _ player: Int, _ start: Frame, _ run: [GameInput], _ sub: Bool, _ client: Int) {
         guard !run.isEmpty else { return }
         outbox.append(OutgoingMessage(peer: peer, message: .input(InputMessage(
             player: player, origin: sub ? .substituted : .authoritative, startFrame: start, inputs: run,
-            ackFrame: receivedThrough[client], confirmedFrame: finalFrame, senderFrame: finalFrame))))
+            ackFrame: receivedThrough[client], confirmedFrame: finalFrame, senderFrame: slowestFrame))))
     }
 
     func drain() -> [OutgoingMessage] {

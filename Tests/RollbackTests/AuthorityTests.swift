@@ -1,0 +1,98 @@
+import Rollback
+import Testing
+
+@Suite("Relay authority")
+struct AuthorityTests {
+    @Test("through a relay that substitutes late inputs, every client matches the relay's final inputs",
+          arguments: [UInt64(41), 42, 43])
+    func substitution(seed: UInt64) throws {
+        var configuration = meshConfiguration(players: 3, inputSize: 2)
+        configuration.predictionWindow = 10
+        let harness = try RelayHarness<HashGame>(playerCount: 3, configuration: configuration,
+                                                 conditions: LinkConditions(latencyMs: 20, jitterMs: 10,
+                                                                            lossRate: 0.05, reorderRate: 0.05),
+                                                 seed: seed, lateness: 3) { HashGame() }
+        // Client 3 has a slow uplink: its inputs often miss the relay's deadline.
+        harness.network.setConditions(LinkConditions(latencyMs: 70, jitterMs: 40, lossRate: 0.05),
+                                      from: PeerID(3), to: harness.relay.id)
+        try harness.run(limitMs: 30_000) { harness.minSettledFrame >= 300 }
+        #expect(harness.minSettledFrame >= 300)
+        #expect(harness.relay.substitutions > 0)
+
+        // Replay the relay's final inputs: every client must have simulated exactly that.
+        var reference = HashGame()
+        for frame in 0 ... 300 {
+            let statuses = harness.relay.substituted[frame].map { $0 ? InputStatus.substituted : .confirmed }
+            reference.advanceFrame(FrameInputs(frame: frame, inputs: harness.relay.final[frame], statuses: statuses))
+            for client in harness.clients {
+                #expect(client.log.state(at: frame + 1) == reference.state, "client \(client.id) frame \(frame)")
+            }
+        }
+        // The slow client's own inputs were replaced, so it rolled back on the relay's word.
+        let slow = harness.clients[2]
+        let ownSubstituted = (0 ... 300).filter { harness.relay.substituted[$0][2] }
+        #expect(!ownSubstituted.isEmpty)
+        #expect(ownSubstituted.contains { slow.log.statuses(at: $0)?[2] == .substituted })
+        #expect((slow.session.stats(for: harness.relay.id)?.rollbacks ?? 0) > 0)
+    }
+
+    @Test("an authoritative input that replaces this peer's own input rolls back to that frame")
+    func ownInputReplaced() throws {
+        let relay = PeerID(9)
+        var configuration = SessionConfiguration(playerCount: 2, inputSize: 1)
+        configuration.checksumInterval = 0
+        let log = FrameLog<HashGame.State>()
+        log.recordInputs = true
+        let session = try P2PSession(game: LoggingGame(base: HashGame(), log: log), configuration: configuration,
+                                     players: [.local, .remote(relay)], relay: relay)
+        var now: UInt64 = 0
+        while session.state != .running {
+            session.poll(now: now)
+            for out in session.drainOutgoing() {
+                if case .syncRequest(let request) = out.message {
+                    session.handle(.syncReply(SyncReply(nonce: request.nonce)), from: relay, now: now)
+                }
+            }
+            now += 10
+        }
+        func authoritative(_ player: Int, _ start: Frame, _ inputs: [UInt64], _ origin: InputOrigin = .authoritative) {
+            session.handle(.input(InputMessage(player: player, origin: origin, startFrame: start,
+                                               inputs: inputs.map { GameInput(low: $0) }, ackFrame: start,
+                                               confirmedFrame: start + inputs.count - 1, senderFrame: start)),
+                           from: relay, now: now)
+        }
+        authoritative(1, 0, Array(repeating: 7, count: 10))
+        for _ in 0 ..< 10 {
+            try session.addLocalInput(GameInput(low: 1), for: 0)
+            #expect(try session.advanceFrame() == .advanced(rolledBackFrames: 0))
+        }
+        #expect(session.confirmedFrame == nullFrame, "nothing is confirmed before the relay echoes our inputs")
+        authoritative(0, 0, [1, 1, 1])
+        authoritative(0, 3, [5], .substituted)
+        authoritative(0, 4, [1, 1, 1, 1, 1, 1])
+        session.poll(now: now)
+        #expect(session.confirmedFrame == 9)
+        try session.addLocalInput(GameInput(low: 1), for: 0)
+        #expect(try session.advanceFrame() == .advanced(rolledBackFrames: 7))
+        #expect(log.inputs(at: 3)?[0] == GameInput(low: 5))
+        #expect(log.statuses(at: 3)?[0] == .substituted)
+        #expect(log.inputs(at: 4)?[0] == GameInput(low: 1))
+        #expect(session.stats(for: relay)?.rollbacks == 1)
+    }
+
+    @Test("inputs marked authoritative by anyone but the relay are not trusted")
+    func onlyTheRelayIsAuthoritative() throws {
+        let harness = try lanPair(seed: 44)
+        try harness.run(limitMs: 10_000) { harness.minConfirmedFrame >= 20 }
+        let session = harness.node(0).session
+        let frame = session.currentFrame + 30
+        // Peer 2 claims an authoritative input for player 1 (the local one): ignored.
+        session.handle(.input(InputMessage(player: 0, origin: .substituted, startFrame: 0,
+                                           inputs: Array(repeating: GameInput(low: 99), count: frame),
+                                           ackFrame: 0, confirmedFrame: 0, senderFrame: 0)),
+                       from: PeerID(2), now: harness.nowMs)
+        try harness.run(limitMs: harness.nowMs + 2000) { harness.minConfirmedFrame >= frame + 10 }
+        #expect(harness.disagreements().isEmpty)
+        #expect(harness.node(1).log.state(at: 10) == harness.node(0).log.state(at: 10))
+    }
+}

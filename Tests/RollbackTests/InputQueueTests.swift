@@ -1,0 +1,160 @@
+@testable import Rollback
+import Testing
+
+@Suite("Input queue")
+struct InputQueueTests {
+    func queue(recordsGuesses: Bool = false) -> InputQueue {
+        InputQueue(player: 0, history: 64, recordsGuesses: recordsGuesses)
+    }
+
+    @Test("unknown frames predict the last known input; a different arrival marks the frame incorrect")
+    func repeatLast() {
+        var q = queue()
+        let result1 = q.addPeer(frame: 0, input: GameInput(low: 5), currentFrame: 0)
+        #expect(result1)
+        #expect(q.input(for: 3) == (GameInput(low: 5), .predicted))
+        // Frames 1 ... 3 were simulated (current frame 4) on the prediction 5.
+        let result2 = q.addPeer(frame: 1, input: GameInput(low: 5), currentFrame: 4)
+        #expect(result2)
+        #expect(q.firstIncorrectFrame == .max, "a correct prediction needs no rollback")
+        let result3 = q.addPeer(frame: 2, input: GameInput(low: 6), currentFrame: 4)
+        #expect(result3)
+        #expect(q.firstIncorrectFrame == 2)
+        #expect(q.predictionMisses == 1)
+        // A later arrival cannot move the mark forward.
+        let result4 = q.addPeer(frame: 3, input: GameInput(low: 7), currentFrame: 4)
+        #expect(result4)
+        #expect(q.firstIncorrectFrame == 2)
+        q.clearIncorrect()
+        #expect(q.firstIncorrectFrame == .max)
+    }
+
+    @Test("inputs must continue without gaps; duplicates are ignored")
+    func gapsAndDuplicates() {
+        var q = queue()
+        let result5 = q.addPeer(frame: 1, input: .zero, currentFrame: 0)
+        #expect(!result5)
+        let result6 = q.addPeer(frame: 0, input: GameInput(low: 1), currentFrame: 0)
+        #expect(result6)
+        let result7 = q.addPeer(frame: 0, input: GameInput(low: 9), currentFrame: 0)
+        #expect(!result7)
+        #expect(q.knownInput(at: 0)?.0 == GameInput(low: 1))
+        #expect(q.lastKnownFrame == 0)
+    }
+
+    @Test("an authoritative input replaces a received one and marks the frame if it differs")
+    func authoritativeReplacement() {
+        var q = queue()
+        for frame in 0 ..< 5 { q.addPeer(frame: frame, input: GameInput(low: 1), currentFrame: 0) }
+        let result8 = q.addAuthoritative(frame: 0, input: GameInput(low: 1), origin: .authoritative, currentFrame: 5)
+        #expect(result8)
+        #expect(q.firstIncorrectFrame == .max)
+        let result9 = q.addAuthoritative(frame: 1, input: GameInput(low: 2), origin: .substituted, currentFrame: 5)
+        #expect(result9)
+        #expect(q.firstIncorrectFrame == 1)
+        #expect(q.input(for: 1) == (GameInput(low: 2), .substituted))
+        #expect(q.confirmedFrame(authoritative: true) == 1)
+        #expect(q.confirmedFrame(authoritative: false) == 4)
+        // A late peer input for an authoritative frame changes nothing.
+        let result10 = q.addPeer(frame: 1, input: GameInput(low: 3), currentFrame: 5)
+        #expect(!result10)
+    }
+
+    @Test("a disconnect makes inputs zero from its frame and marks simulated non-zero frames")
+    func disconnect() {
+        var q = queue()
+        for frame in 0 ... 9 { q.addPeer(frame: frame, input: GameInput(low: 4), currentFrame: 0) }
+        q.disconnect(from: 6, final: false, currentFrame: 12)
+        #expect(q.firstIncorrectFrame == 6)
+        #expect(q.input(for: 7) == (.zero, .disconnected))
+        #expect(q.confirmedFrame(authoritative: false) == 5, "a tentative disconnect confirms nothing beyond it")
+        #expect(q.knownFrame == .max, "but nothing needs predicting")
+        q.disconnect(from: 8, final: true, currentFrame: 12)
+        #expect(q.disconnectFrame == 6, "a disconnect frame only moves earlier")
+        #expect(q.confirmedFrame(authoritative: false) == .max)
+        let result11 = q.addPeer(frame: 10, input: GameInput(low: 4), currentFrame: 12)
+        #expect(!result11)
+    }
+
+    @Test("custom predictors' guesses are remembered and compared")
+    func customGuesses() {
+        struct Counting: InputPredictor {
+            func predict(_ context: PredictionContext) -> GameInput { GameInput(low: UInt64(context.frame)) }
+        }
+        var q = queue(recordsGuesses: true)
+        q.addPeer(frame: 0, input: .zero, currentFrame: 0)
+        for frame in 1 ... 3 {
+            let guess = q.recordGuess(frame: frame, predictor: Counting())
+            #expect(guess == GameInput(low: UInt64(frame)))
+        }
+        let result12 = q.addPeer(frame: 1, input: GameInput(low: 1), currentFrame: 4)
+        #expect(result12)
+        #expect(q.firstIncorrectFrame == .max)
+        let result13 = q.addPeer(frame: 2, input: GameInput(low: 9), currentFrame: 4)
+        #expect(result13)
+        #expect(q.firstIncorrectFrame == 2)
+    }
+}
+
+@Suite("State ring and checksum history")
+struct StateRingTests {
+    @Test("finds the newest saved frame at or before a frame, and discards newer ones")
+    func ring() {
+        var ring = StateRing<Int>(capacity: 6, filler: -1)
+        for frame in [0, 2, 3, 7] { ring.save(frame * 10, frame: frame) }
+        #expect(ring.newestSaved(atOrBefore: 6) == 3)
+        #expect(ring.state(at: 7) == 70)
+        ring.discard(after: 2)
+        #expect(ring.state(at: 3) == nil && ring.state(at: 7) == nil)
+        #expect(ring.newestFrame == 2)
+        #expect(ring.newestSaved(atOrBefore: 9) == 2)
+    }
+
+    @Test("a re-simulation that passes a checksum frame records it again")
+    func checksumRealignment() {
+        var history = ChecksumHistory(interval: 10)
+        var recorded: [Frame] = []
+        func reach(_ frames: ClosedRange<Frame>) {
+            for frame in frames where history.due(atReaching: frame) { recorded.append(frame) }
+        }
+        reach(1 ... 25)
+        #expect(recorded == [10, 20])
+        recorded = []
+        reach(10 ... 25)  // a rollback loaded frame 9: reaching 10 again must count
+        #expect(recorded == [10, 20])
+        recorded = []
+        reach(13 ... 31)  // loaded frame 12
+        #expect(recorded == [20, 30])
+    }
+}
+
+@Suite("Time sync")
+struct TimeSyncTests {
+    @Test("no advantage, no wait")
+    func balanced() {
+        var sync = TimeSync()
+        for _ in 0 ..< 60 { sync.record(localAdvantage: 0, remoteAdvantage: 0) }
+        #expect(sync.framesAhead == 0)
+        #expect(sync.recommendedWait(minimum: 2, maximum: 10) == 0)
+    }
+
+    @Test("running ahead gives a wait that meets in the middle, capped")
+    func ahead() {
+        var sync = TimeSync()
+        for _ in 0 ..< 60 { sync.record(localAdvantage: -4, remoteAdvantage: 4) }
+        #expect(sync.framesAhead == 4)
+        #expect(sync.recommendedWait(minimum: 2, maximum: 10) == 4)
+        for _ in 0 ..< 60 { sync.record(localAdvantage: -40, remoteAdvantage: 40) }
+        #expect(sync.recommendedWait(minimum: 2, maximum: 10) == 10)
+    }
+
+    @Test("running behind or slightly ahead never waits")
+    func behind() {
+        var sync = TimeSync()
+        for _ in 0 ..< 60 { sync.record(localAdvantage: 5, remoteAdvantage: -5) }
+        #expect(sync.framesAhead < 0)
+        #expect(sync.recommendedWait(minimum: 2, maximum: 10) == 0)
+        for _ in 0 ..< 60 { sync.record(localAdvantage: -1, remoteAdvantage: 1) }
+        #expect(sync.recommendedWait(minimum: 2, maximum: 10) == 0)
+    }
+}
