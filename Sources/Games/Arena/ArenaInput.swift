@@ -2,6 +2,7 @@ import Rollback
 
 /// The arena's controls, one bit each in the first input byte.
 public struct ArenaInput: OptionSet, Sendable, Hashable {
+    /// The control bits.
     public let rawValue: UInt8
     /// Creates controls from their bits.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
