@@ -96,3 +96,26 @@ struct AuthorityTests {
         #expect(harness.node(1).log.state(at: 10) == harness.node(0).log.state(at: 10))
     }
 }
+
+@Suite("Hostile input")
+struct HostileInputTests {
+    @Test("inputs far beyond the simulation are not accepted (they would overwrite needed history)")
+    func farFuture() throws {
+        let harness = try lanPair(seed: 45)
+        try harness.run(limitMs: 10_000) { harness.minConfirmedFrame >= 20 }
+        let session = harness.node(0).session
+        let known = try #require(session.stats(for: PeerID(2))?.lastReceivedFrame)
+        let flood = Array(repeating: GameInput(low: 3), count: 2000)
+        session.handle(.input(InputMessage(player: 1, startFrame: known + 1, inputs: flood, ackFrame: 0,
+                                           confirmedFrame: 0, senderFrame: 0)), from: PeerID(2), now: harness.nowMs)
+        let accepted = try #require(session.stats(for: PeerID(2))?.lastReceivedFrame)
+        #expect(accepted <= session.currentFrame + session.configuration.inputHistory / 2)
+        #expect(accepted > known, "inputs within reach are still taken")
+        // Out-of-range players and negative frames are ignored without harm.
+        session.handle(.input(InputMessage(player: 7, startFrame: -5, inputs: flood, ackFrame: 0,
+                                           confirmedFrame: 0, senderFrame: 0)), from: PeerID(2), now: harness.nowMs)
+        session.handle(.disconnectNotice(DisconnectNotice(player: 9, frame: -1)), from: PeerID(2), now: harness.nowMs)
+        session.handle(.checksumReport(ChecksumReport(frame: -30, checksum: 1)), from: PeerID(2), now: harness.nowMs)
+        #expect(session.drainEvents().allSatisfy { if case .desync = $0 { return false } else { return true } })
+    }
+}

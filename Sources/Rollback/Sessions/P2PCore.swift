@@ -413,7 +413,8 @@ struct P2PCore {
             default: origin = .authoritative
             }
             var frame = max(message.startFrame, inputs.queues[player].lastAuthoritativeFrame + 1)
-            while frame <= message.endFrame {
+            let end = min(message.endFrame, acceptLimit(player))
+            while frame <= end {
                 let input = message.inputs[frame - message.startFrame].masked(toSize: size)
                 guard inputs.queues[player].addAuthoritative(frame: frame, input: input, origin: origin,
                                                               currentFrame: currentFrame) else { break }
@@ -426,11 +427,19 @@ struct P2PCore {
             : (kind == .peer && endpoints[index].players.contains(player)) || kind == .authority
         guard accepts else { return }
         var frame = max(message.startFrame, inputs.queues[player].lastKnownFrame + 1)
-        while frame <= message.endFrame {
+        let end = min(message.endFrame, acceptLimit(player))
+        while frame <= end {
             let input = message.inputs[frame - message.startFrame].masked(toSize: size)
             guard inputs.queues[player].addPeer(frame: frame, input: input, currentFrame: currentFrame) else { break }
             frame += 1
         }
+    }
+
+    /// The newest frame accepted from the network for `player`: inputs further ahead of the
+    /// simulation than half the input history would overwrite frames still needed (no honest
+    /// peer gets there: the barriers keep peers within a few frames of each other).
+    private func acceptLimit(_ player: PlayerHandle) -> Frame {
+        currentFrame + inputs.queues[player].capacity / 2
     }
 
     private mutating func sendLocalInputs() {

@@ -52,11 +52,16 @@ public final class SpectatorSession<G: Game> {
     public var game: G { runner.game }
     /// The next frame to simulate.
     public var currentFrame: Frame { runner.currentFrame }
-    /// The newest frame for which every input has arrived.
+    /// The newest frame for which every input has arrived (never beyond what the host sent,
+    /// even when every player has left).
     public var confirmedFrame: Frame {
         var confirmed = Frame.max
-        for queue in inputs.queues { confirmed = min(confirmed, queue.confirmedFrame(authoritative: true)) }
-        return confirmed
+        var received = nullFrame
+        for queue in inputs.queues {
+            confirmed = min(confirmed, queue.confirmedFrame(authoritative: true))
+            received = max(received, queue.lastAuthoritativeFrame)
+        }
+        return min(confirmed, received)
     }
     /// Frames received but not simulated yet.
     public var framesBehind: Int { max(0, confirmedFrame - runner.currentFrame + 1) }
@@ -194,7 +199,8 @@ public final class SpectatorSession<G: Game> {
         case .authoritative, .peer: origin = .authoritative
         }
         var frame = max(message.startFrame, inputs.queues[player].lastAuthoritativeFrame + 1)
-        while frame <= message.endFrame {
+        let end = min(message.endFrame, runner.currentFrame + inputs.queues[player].capacity / 2)
+        while frame <= end {
             let input = message.inputs[frame - message.startFrame].masked(toSize: configuration.inputSize)
             guard inputs.queues[player].addAuthoritative(frame: frame, input: input, origin: origin,
                                                           currentFrame: runner.currentFrame) else { break }
