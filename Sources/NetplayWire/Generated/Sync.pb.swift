@@ -6,7 +6,18 @@
 //
 // Frames are numbered from 0 (uint32: more than two years at 60 Hz). Inputs are opaque
 // fixed-size byte strings (`input_size` bytes per player per frame, from SyncParams); a run of
-// frames travels as one `bytes` field holding `count * input_size` bytes.
+// frames travels as one `bytes` field holding `count * input_size` bytes. Acknowledgements and
+// confirmation cursors are frame *counts* (`*_frames`: frames 0 ..< n) or the first frame still
+// awaited (`awaited_*`), so that "nothing yet" is 0 and needs no sentinel.
+//
+// Match start: the relay starts a session's match when every player slot has attached (or the
+// slot-1 player sends StartSessionRequest); it then pushes AttachResponse again (request_id 0)
+// with `running = true` to everyone attached.
+//
+// Restart recovery: a relay that does not know a session rebuilds it from the tickets of
+// returning peers (`AttachRequest.resume`); it replies `recovering = true`, and each peer then
+// resends the confirmed inputs it holds as an authoritative InputBroadcast (peer -> relay, only
+// in this case) and its own unacknowledged inputs as InputBatch.
 //
 // Spectator stream: a spectator attaches with a spectator ticket and receives InputBroadcast
 // with `authoritative = true` only, `spectator_delay_frames` behind the confirmed frame; a
@@ -148,12 +159,16 @@ public struct AttachRequest: Sendable, Hashable {
     public var protocolVersion: UInt32
     /// Client software, e.g. "netplay-peer 0.1".
     public var clientVersion: String
-    /// Reconnecting: the last frame the peer has confirmed inputs for (resume from there).
+    /// Reconnecting to a match already under way: resume from what the peer holds.
     public var resume: Bool
-    /// With resume: the peer's last confirmed frame.
-    public var lastConfirmedFrame: UInt32
+    /// With resume: frames 0 ..< confirmed_frames are confirmed at the peer.
+    public var confirmedFrames: UInt32
     /// With resume: the peer's own inputs it holds from this frame on (it resends them).
     public var firstUnackedFrame: UInt32
+    /// The game, written into the session's replay header (the first player to attach sets it).
+    public var content: ContentInfo?
+    /// Game-defined options needed to reproduce the match (seed, player count...).
+    public var gameOptions: [UInt8]
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -161,15 +176,19 @@ public struct AttachRequest: Sendable, Hashable {
         protocolVersion: UInt32 = 0,
         clientVersion: String = "",
         resume: Bool = false,
-        lastConfirmedFrame: UInt32 = 0,
-        firstUnackedFrame: UInt32 = 0
+        confirmedFrames: UInt32 = 0,
+        firstUnackedFrame: UInt32 = 0,
+        content: ContentInfo? = nil,
+        gameOptions: [UInt8] = []
     ) {
         self.ticket = ticket
         self.protocolVersion = protocolVersion
         self.clientVersion = clientVersion
         self.resume = resume
-        self.lastConfirmedFrame = lastConfirmedFrame
+        self.confirmedFrames = confirmedFrames
         self.firstUnackedFrame = firstUnackedFrame
+        self.content = content
+        self.gameOptions = gameOptions
     }
 }
 
@@ -212,10 +231,11 @@ public struct AttachResponse: Sendable, Hashable {
     public var slot: UInt32
     /// The session's sync parameters (authoritative over the ticket's).
     public var params: SyncParams
-    /// The first frame the peer simulates (0 for a fresh match).
+    /// The first frame the peer simulates (0 for a fresh match; with state_follows, the frame
+    /// of the state transfer that follows).
     public var startFrame: UInt32
-    /// The highest frame confirmed for every player so far.
-    public var confirmedFrame: UInt32
+    /// Frames 0 ..< confirmed_frames are confirmed for every player.
+    public var confirmedFrames: UInt32
     /// Everyone in the session.
     public var peers: [PeerInfo]
     /// A state transfer (StateChunk) follows: load it before simulating from start_frame.
@@ -224,6 +244,12 @@ public struct AttachResponse: Sendable, Hashable {
     public var relayId: String
     /// The match is running (false: waiting for the host's start).
     public var running: Bool
+    /// The first frame of the peer's own inputs the relay still needs (resend from here).
+    public var awaitedInputFrame: UInt32
+    /// The relay lost the session (restart) and rebuilds it: resend confirmed inputs you hold.
+    public var recovering: Bool
+    /// With state_follows: the transfer id the StateChunks will carry.
+    public var transferId: UInt32
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -232,29 +258,36 @@ public struct AttachResponse: Sendable, Hashable {
         slot: UInt32 = 0,
         params: SyncParams = SyncParams(),
         startFrame: UInt32 = 0,
-        confirmedFrame: UInt32 = 0,
+        confirmedFrames: UInt32 = 0,
         peers: [PeerInfo] = [],
         stateFollows: Bool = false,
         relayId: String = "",
-        running: Bool = false
+        running: Bool = false,
+        awaitedInputFrame: UInt32 = 0,
+        recovering: Bool = false,
+        transferId: UInt32 = 0
     ) {
         self.sessionId = sessionId
         self.role = role
         self.slot = slot
         self.params = params
         self.startFrame = startFrame
-        self.confirmedFrame = confirmedFrame
+        self.confirmedFrames = confirmedFrames
         self.peers = peers
         self.stateFollows = stateFollows
         self.relayId = relayId
         self.running = running
+        self.awaitedInputFrame = awaitedInputFrame
+        self.recovering = recovering
+        self.transferId = transferId
     }
 }
 
 /// A player's inputs for consecutive frames, sent as soon as they exist. The player resends
-/// inputs the relay has not acknowledged (InputBroadcast.ack_frame) in the next batch.
+/// inputs the relay has not acknowledged (InputBroadcast.awaited_input_frame) in the next batch.
+/// A spectator sends only acknowledgements: slot 0 and no inputs.
 public struct InputBatch: Sendable, Hashable {
-    /// The sender's slot; the relay refuses any other.
+    /// The sender's slot (0: a spectator's acknowledgement); the relay refuses any other.
     public var slot: UInt32
     /// Frame of the first input.
     public var startFrame: UInt32
@@ -262,9 +295,9 @@ public struct InputBatch: Sendable, Hashable {
     public var inputSize: UInt32
     /// `n * input_size` bytes: inputs for frames start_frame ..< start_frame + n (n <= 128).
     public var inputs: [UInt8]
-    /// The highest frame for which the peer has all confirmed inputs (lets the relay stop
-    /// resending).
-    public var ackFrame: UInt32
+    /// The first frame whose confirmed inputs the peer still lacks: it holds every confirmed
+    /// input of frames 0 ..< awaited_frame (lets the relay stop resending).
+    public var awaitedFrame: UInt32
     /// The frame the peer is simulating now (for time sync).
     public var currentFrame: UInt32
 
@@ -274,14 +307,14 @@ public struct InputBatch: Sendable, Hashable {
         startFrame: UInt32 = 0,
         inputSize: UInt32 = 0,
         inputs: [UInt8] = [],
-        ackFrame: UInt32 = 0,
+        awaitedFrame: UInt32 = 0,
         currentFrame: UInt32 = 0
     ) {
         self.slot = slot
         self.startFrame = startFrame
         self.inputSize = inputSize
         self.inputs = inputs
-        self.ackFrame = ackFrame
+        self.awaitedFrame = awaitedFrame
         self.currentFrame = currentFrame
     }
 }
@@ -321,24 +354,24 @@ public struct InputBroadcast: Sendable, Hashable {
     public var inputSize: UInt32
     /// Inputs per slot.
     public var players: [PlayerInputs]
-    /// The highest frame confirmed for every player.
-    public var confirmedFrame: UInt32
-    /// The highest frame of the receiver's own inputs the relay holds (resend after it).
-    public var ackFrame: UInt32
+    /// Frames 0 ..< confirmed_frames are confirmed for every player.
+    public var confirmedFrames: UInt32
+    /// The first frame of the receiver's own inputs the relay still needs (resend from it).
+    public var awaitedInputFrame: UInt32
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
         authoritative: Bool = false,
         inputSize: UInt32 = 0,
         players: [PlayerInputs] = [],
-        confirmedFrame: UInt32 = 0,
-        ackFrame: UInt32 = 0
+        confirmedFrames: UInt32 = 0,
+        awaitedInputFrame: UInt32 = 0
     ) {
         self.authoritative = authoritative
         self.inputSize = inputSize
         self.players = players
-        self.confirmedFrame = confirmedFrame
-        self.ackFrame = ackFrame
+        self.confirmedFrames = confirmedFrames
+        self.awaitedInputFrame = awaitedInputFrame
     }
 }
 
@@ -346,7 +379,8 @@ public struct InputBroadcast: Sendable, Hashable {
 public struct FrameChecksum: Sendable, Hashable {
     /// The frame.
     public var frame: UInt32
-    /// Checksum of the game state after simulating the frame (game-defined, e.g. FNV-1a 64).
+    /// Checksum of the game state at the start of the frame (after simulating frame - 1;
+    /// game-defined, e.g. FNV-1a 64).
     public var checksum: UInt64
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
@@ -446,7 +480,8 @@ public struct StateRequest: Sendable, Hashable {
 public struct StateChunk: Sendable, Hashable {
     /// The transfer (from StateRequest).
     public var transferId: UInt32
-    /// The frame the state belongs to (state after simulating it).
+    /// The frame the state belongs to: the state at the start of that frame (after simulating
+    /// frame - 1); the receiver simulates from it with the inputs of `frame` on.
     public var frame: UInt32
     /// Byte offset of `data` in the whole state.
     public var offset: UInt64
@@ -892,8 +927,17 @@ extension AttachRequest: WireMessage, _CMessage {
         }
         if !self.clientVersion.isEmpty { c.pointee.client_version = arena.cString(self.clientVersion) }
         c.pointee.resume = self.resume ? 1 : 0
-        c.pointee.last_confirmed_frame = self.lastConfirmedFrame
+        c.pointee.confirmed_frames = self.confirmedFrames
         c.pointee.first_unacked_frame = self.firstUnackedFrame
+        if let v = self.content {
+            let p = arena.allocate(Netplay__V1__ContentInfo.self)
+            try v._fill(p, arena, validate)
+            c.pointee.content = p
+        }
+        if validate {
+            try _wireCheckBytes(self.gameOptions, "AttachRequest.game_options", maxLen: 4096, required: false)
+        }
+        if !self.gameOptions.isEmpty { c.pointee.game_options = arena.binary(self.gameOptions) }
     }
 
     init(_c c: UnsafePointer<Netplay__V1__AttachRequest>) throws(WireError) {
@@ -902,8 +946,10 @@ extension AttachRequest: WireMessage, _CMessage {
         self.protocolVersion = c.pointee.protocol_version
         self.clientVersion = try _wireReadString(c.pointee.client_version, "AttachRequest.client_version", maxLen: 64, required: false)
         self.resume = c.pointee.resume != 0
-        self.lastConfirmedFrame = c.pointee.last_confirmed_frame
+        self.confirmedFrames = c.pointee.confirmed_frames
         self.firstUnackedFrame = c.pointee.first_unacked_frame
+        if let p = c.pointee.content { self.content = try ContentInfo(_c: p) } else { self.content = nil }
+        self.gameOptions = try _wireReadBytes(c.pointee.game_options, "AttachRequest.game_options", maxLen: 4096, required: false)
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -912,8 +958,10 @@ extension AttachRequest: WireMessage, _CMessage {
         w.key("protocolVersion"); w.integer(self.protocolVersion)
         w.key("clientVersion"); w.string(self.clientVersion)
         w.key("resume"); w.bool(self.resume)
-        w.key("lastConfirmedFrame"); w.integer(self.lastConfirmedFrame)
+        w.key("confirmedFrames"); w.integer(self.confirmedFrames)
         w.key("firstUnackedFrame"); w.integer(self.firstUnackedFrame)
+        if let v = self.content { w.key("content"); v._json(&w) }
+        w.key("gameOptions"); w.bytes(self.gameOptions)
         w.close()
     }
 }
@@ -1038,7 +1086,7 @@ extension AttachResponse: WireMessage, _CMessage {
             c.pointee.params = p
         }
         c.pointee.start_frame = self.startFrame
-        c.pointee.confirmed_frame = self.confirmedFrame
+        c.pointee.confirmed_frames = self.confirmedFrames
         if !self.peers.isEmpty {
             let values = self.peers
             if validate {
@@ -1059,6 +1107,9 @@ extension AttachResponse: WireMessage, _CMessage {
         }
         if !self.relayId.isEmpty { c.pointee.relay_id = arena.cString(self.relayId) }
         c.pointee.running = self.running ? 1 : 0
+        c.pointee.awaited_input_frame = self.awaitedInputFrame
+        c.pointee.recovering = self.recovering ? 1 : 0
+        c.pointee.transfer_id = self.transferId
     }
 
     init(_c c: UnsafePointer<Netplay__V1__AttachResponse>) throws(WireError) {
@@ -1068,7 +1119,7 @@ extension AttachResponse: WireMessage, _CMessage {
         guard let p_params = c.pointee.params else { throw .missingField("AttachResponse.params") }
         self.params = try SyncParams(_c: p_params)
         self.startFrame = c.pointee.start_frame
-        self.confirmedFrame = c.pointee.confirmed_frame
+        self.confirmedFrames = c.pointee.confirmed_frames
         do {
             let n = c.pointee.n_peers
             try _wireCheckCount(n, 72, "AttachResponse.peers")
@@ -1086,6 +1137,9 @@ extension AttachResponse: WireMessage, _CMessage {
         self.stateFollows = c.pointee.state_follows != 0
         self.relayId = try _wireReadString(c.pointee.relay_id, "AttachResponse.relay_id", maxLen: 64, required: false)
         self.running = c.pointee.running != 0
+        self.awaitedInputFrame = c.pointee.awaited_input_frame
+        self.recovering = c.pointee.recovering != 0
+        self.transferId = c.pointee.transfer_id
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -1095,13 +1149,16 @@ extension AttachResponse: WireMessage, _CMessage {
         w.key("slot"); w.integer(self.slot)
         w.key("params"); self.params._json(&w)
         w.key("startFrame"); w.integer(self.startFrame)
-        w.key("confirmedFrame"); w.integer(self.confirmedFrame)
+        w.key("confirmedFrames"); w.integer(self.confirmedFrames)
         w.key("peers"); w.openArray()
         for e in self.peers { e._json(&w) }
         w.closeArray()
         w.key("stateFollows"); w.bool(self.stateFollows)
         w.key("relayId"); w.string(self.relayId)
         w.key("running"); w.bool(self.running)
+        w.key("awaitedInputFrame"); w.integer(self.awaitedInputFrame)
+        w.key("recovering"); w.bool(self.recovering)
+        w.key("transferId"); w.integer(self.transferId)
         w.close()
     }
 }
@@ -1142,7 +1199,7 @@ extension InputBatch: WireMessage, _CMessage {
     func _fill(_ c: UnsafeMutablePointer<Netplay__V1__InputBatch>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
         netplay__v1__input_batch__init(c)
         if validate {
-            try _wireCheckRange(self.slot, 1...8, "InputBatch.slot")
+            try _wireCheckRange(self.slot, 0...8, "InputBatch.slot")
         }
         c.pointee.slot = self.slot
         c.pointee.start_frame = self.startFrame
@@ -1154,16 +1211,16 @@ extension InputBatch: WireMessage, _CMessage {
             try _wireCheckBytes(self.inputs, "InputBatch.inputs", maxLen: 8192, required: false)
         }
         if !self.inputs.isEmpty { c.pointee.inputs = arena.binary(self.inputs) }
-        c.pointee.ack_frame = self.ackFrame
+        c.pointee.awaited_frame = self.awaitedFrame
         c.pointee.current_frame = self.currentFrame
     }
 
     init(_c c: UnsafePointer<Netplay__V1__InputBatch>) throws(WireError) {
-        self.slot = try _wireCheckedRange(c.pointee.slot, 1...8, "InputBatch.slot")
+        self.slot = try _wireCheckedRange(c.pointee.slot, 0...8, "InputBatch.slot")
         self.startFrame = c.pointee.start_frame
         self.inputSize = try _wireCheckedRange(c.pointee.input_size, 1...64, "InputBatch.input_size")
         self.inputs = try _wireReadBytes(c.pointee.inputs, "InputBatch.inputs", maxLen: 8192, required: false)
-        self.ackFrame = c.pointee.ack_frame
+        self.awaitedFrame = c.pointee.awaited_frame
         self.currentFrame = c.pointee.current_frame
     }
 
@@ -1173,7 +1230,7 @@ extension InputBatch: WireMessage, _CMessage {
         w.key("startFrame"); w.integer(self.startFrame)
         w.key("inputSize"); w.integer(self.inputSize)
         w.key("inputs"); w.bytes(self.inputs)
-        w.key("ackFrame"); w.integer(self.ackFrame)
+        w.key("awaitedFrame"); w.integer(self.awaitedFrame)
         w.key("currentFrame"); w.integer(self.currentFrame)
         w.close()
     }
@@ -1320,8 +1377,8 @@ extension InputBroadcast: WireMessage, _CMessage {
             }
             c.pointee.players = array
         }
-        c.pointee.confirmed_frame = self.confirmedFrame
-        c.pointee.ack_frame = self.ackFrame
+        c.pointee.confirmed_frames = self.confirmedFrames
+        c.pointee.awaited_input_frame = self.awaitedInputFrame
     }
 
     init(_c c: UnsafePointer<Netplay__V1__InputBroadcast>) throws(WireError) {
@@ -1341,8 +1398,8 @@ extension InputBroadcast: WireMessage, _CMessage {
             }
             self.players = values
         }
-        self.confirmedFrame = c.pointee.confirmed_frame
-        self.ackFrame = c.pointee.ack_frame
+        self.confirmedFrames = c.pointee.confirmed_frames
+        self.awaitedInputFrame = c.pointee.awaited_input_frame
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -1352,8 +1409,8 @@ extension InputBroadcast: WireMessage, _CMessage {
         w.key("players"); w.openArray()
         for e in self.players { e._json(&w) }
         w.closeArray()
-        w.key("confirmedFrame"); w.integer(self.confirmedFrame)
-        w.key("ackFrame"); w.integer(self.ackFrame)
+        w.key("confirmedFrames"); w.integer(self.confirmedFrames)
+        w.key("awaitedInputFrame"); w.integer(self.awaitedInputFrame)
         w.close()
     }
 }

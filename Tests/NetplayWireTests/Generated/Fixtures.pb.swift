@@ -867,8 +867,10 @@ extension AttachRequest {
             protocolVersion: 4000000002,
             clientVersion: "client_version-3",
             resume: true,
-            lastConfirmedFrame: 4000000005,
-            firstUnackedFrame: 4000000006
+            confirmedFrames: 4000000005,
+            firstUnackedFrame: 4000000006,
+            content: ContentInfo.sample,
+            gameOptions: [0x01, 0xAB, 0x00, 0xFF, 0x08]
         )
     }
 }
@@ -895,11 +897,14 @@ extension AttachResponse {
             slot: 8,
             params: SyncParams.sample,
             startFrame: 4000000005,
-            confirmedFrame: 4000000006,
+            confirmedFrames: 4000000006,
             peers: [PeerInfo.sample, PeerInfo.sample],
             stateFollows: true,
             relayId: "relay_id-9",
-            running: true
+            running: true,
+            awaitedInputFrame: 4000000011,
+            recovering: true,
+            transferId: 4000000013
         )
     }
 }
@@ -912,7 +917,7 @@ extension InputBatch {
             startFrame: 4000000002,
             inputSize: 64,
             inputs: [0x01, 0xAB, 0x00, 0xFF, 0x04],
-            ackFrame: 4000000005,
+            awaitedFrame: 4000000005,
             currentFrame: 4000000006
         )
     }
@@ -937,8 +942,8 @@ extension InputBroadcast {
             authoritative: true,
             inputSize: 64,
             players: [PlayerInputs.sample, PlayerInputs.sample],
-            confirmedFrame: 4000000004,
-            ackFrame: 4000000005
+            confirmedFrames: 4000000004,
+            awaitedInputFrame: 4000000005
         )
     }
 }
@@ -2700,6 +2705,11 @@ let wireViolations: [WireViolation] = [
         expected: .tooLong(field: "AttachRequest.client_version", limit: 64)
     ),
     WireViolation(
+        label: "AttachRequest.game_options @max_len 4096",
+        body: { var m = AttachRequest.sample; m.gameOptions = [UInt8](repeating: 7, count: 4097); return .attachRequest(m) }(),
+        expected: .tooLong(field: "AttachRequest.game_options", limit: 4096)
+    ),
+    WireViolation(
         label: "PeerInfo.participant_id @max_len 64",
         body: { var m = AttachResponse.sample; m.peers[0].participantId = String(repeating: "x", count: 65); return .attachResponse(m) }(),
         expected: .tooLong(field: "PeerInfo.participant_id", limit: 64)
@@ -2735,14 +2745,9 @@ let wireViolations: [WireViolation] = [
         expected: .tooLong(field: "AttachResponse.relay_id", limit: 64)
     ),
     WireViolation(
-        label: "InputBatch.slot @range 1..8 (9)",
+        label: "InputBatch.slot @range 0..8 (9)",
         body: { var m = InputBatch.sample; m.slot = 9; return .inputBatch(m) }(),
-        expected: .outOfRange(field: "InputBatch.slot", detail: "9 is outside 1...8")
-    ),
-    WireViolation(
-        label: "InputBatch.slot @range 1..8 (0)",
-        body: { var m = InputBatch.sample; m.slot = 0; return .inputBatch(m) }(),
-        expected: .outOfRange(field: "InputBatch.slot", detail: "0 is outside 1...8")
+        expected: .outOfRange(field: "InputBatch.slot", detail: "9 is outside 0...8")
     ),
     WireViolation(
         label: "InputBatch.input_size @range 1..64 (65)",

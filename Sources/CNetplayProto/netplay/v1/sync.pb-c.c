@@ -1087,7 +1087,7 @@ void   netplay__v1__replay_footer__free_unpacked
   assert(message->base.descriptor == &netplay__v1__replay_footer__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descriptors[6] =
+static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descriptors[8] =
 {
   {
     "ticket",
@@ -1138,12 +1138,12 @@ static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descrip
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "last_confirmed_frame",
+    "confirmed_frames",
     5,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_UINT32,
     0,   /* quantifier_offset */
-    offsetof(Netplay__V1__AttachRequest, last_confirmed_frame),
+    offsetof(Netplay__V1__AttachRequest, confirmed_frames),
     NULL,
     NULL,
     0,             /* flags */
@@ -1161,11 +1161,37 @@ static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "content",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__AttachRequest, content),
+    &netplay__v1__content_info__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "game_options",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__AttachRequest, game_options),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__attach_request__field_indices_by_name[] = {
   2,   /* field[2] = client_version */
+  4,   /* field[4] = confirmed_frames */
+  6,   /* field[6] = content */
   5,   /* field[5] = first_unacked_frame */
-  4,   /* field[4] = last_confirmed_frame */
+  7,   /* field[7] = game_options */
   1,   /* field[1] = protocol_version */
   3,   /* field[3] = resume */
   0,   /* field[0] = ticket */
@@ -1173,7 +1199,7 @@ static const unsigned netplay__v1__attach_request__field_indices_by_name[] = {
 static const ProtobufCIntRange netplay__v1__attach_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor netplay__v1__attach_request__descriptor =
 {
@@ -1183,7 +1209,7 @@ const ProtobufCMessageDescriptor netplay__v1__attach_request__descriptor =
   "Netplay__V1__AttachRequest",
   "netplay.v1",
   sizeof(Netplay__V1__AttachRequest),
-  6,
+  8,
   netplay__v1__attach_request__field_descriptors,
   netplay__v1__attach_request__field_indices_by_name,
   1,  netplay__v1__attach_request__number_ranges,
@@ -1280,7 +1306,7 @@ const ProtobufCMessageDescriptor netplay__v1__peer_info__descriptor =
   (ProtobufCMessageInit) netplay__v1__peer_info__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__attach_response__field_descriptors[10] =
+static const ProtobufCFieldDescriptor netplay__v1__attach_response__field_descriptors[13] =
 {
   {
     "session_id",
@@ -1343,12 +1369,12 @@ static const ProtobufCFieldDescriptor netplay__v1__attach_response__field_descri
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "confirmed_frame",
+    "confirmed_frames",
     6,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_UINT32,
     0,   /* quantifier_offset */
-    offsetof(Netplay__V1__AttachResponse, confirmed_frame),
+    offsetof(Netplay__V1__AttachResponse, confirmed_frames),
     NULL,
     NULL,
     0,             /* flags */
@@ -1402,11 +1428,49 @@ static const ProtobufCFieldDescriptor netplay__v1__attach_response__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "awaited_input_frame",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__AttachResponse, awaited_input_frame),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "recovering",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__AttachResponse, recovering),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "transfer_id",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__AttachResponse, transfer_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__attach_response__field_indices_by_name[] = {
-  5,   /* field[5] = confirmed_frame */
+  10,   /* field[10] = awaited_input_frame */
+  5,   /* field[5] = confirmed_frames */
   3,   /* field[3] = params */
   6,   /* field[6] = peers */
+  11,   /* field[11] = recovering */
   8,   /* field[8] = relay_id */
   1,   /* field[1] = role */
   9,   /* field[9] = running */
@@ -1414,11 +1478,12 @@ static const unsigned netplay__v1__attach_response__field_indices_by_name[] = {
   2,   /* field[2] = slot */
   4,   /* field[4] = start_frame */
   7,   /* field[7] = state_follows */
+  12,   /* field[12] = transfer_id */
 };
 static const ProtobufCIntRange netplay__v1__attach_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 10 }
+  { 0, 13 }
 };
 const ProtobufCMessageDescriptor netplay__v1__attach_response__descriptor =
 {
@@ -1428,7 +1493,7 @@ const ProtobufCMessageDescriptor netplay__v1__attach_response__descriptor =
   "Netplay__V1__AttachResponse",
   "netplay.v1",
   sizeof(Netplay__V1__AttachResponse),
-  10,
+  13,
   netplay__v1__attach_response__field_descriptors,
   netplay__v1__attach_response__field_indices_by_name,
   1,  netplay__v1__attach_response__number_ranges,
@@ -1486,12 +1551,12 @@ static const ProtobufCFieldDescriptor netplay__v1__input_batch__field_descriptor
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "ack_frame",
+    "awaited_frame",
     5,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_UINT32,
     0,   /* quantifier_offset */
-    offsetof(Netplay__V1__InputBatch, ack_frame),
+    offsetof(Netplay__V1__InputBatch, awaited_frame),
     NULL,
     NULL,
     0,             /* flags */
@@ -1511,7 +1576,7 @@ static const ProtobufCFieldDescriptor netplay__v1__input_batch__field_descriptor
   },
 };
 static const unsigned netplay__v1__input_batch__field_indices_by_name[] = {
-  4,   /* field[4] = ack_frame */
+  4,   /* field[4] = awaited_frame */
   5,   /* field[5] = current_frame */
   2,   /* field[2] = input_size */
   3,   /* field[3] = inputs */
@@ -1654,24 +1719,24 @@ static const ProtobufCFieldDescriptor netplay__v1__input_broadcast__field_descri
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "confirmed_frame",
+    "confirmed_frames",
     4,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_UINT32,
     0,   /* quantifier_offset */
-    offsetof(Netplay__V1__InputBroadcast, confirmed_frame),
+    offsetof(Netplay__V1__InputBroadcast, confirmed_frames),
     NULL,
     NULL,
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "ack_frame",
+    "awaited_input_frame",
     5,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_UINT32,
     0,   /* quantifier_offset */
-    offsetof(Netplay__V1__InputBroadcast, ack_frame),
+    offsetof(Netplay__V1__InputBroadcast, awaited_input_frame),
     NULL,
     NULL,
     0,             /* flags */
@@ -1679,9 +1744,9 @@ static const ProtobufCFieldDescriptor netplay__v1__input_broadcast__field_descri
   },
 };
 static const unsigned netplay__v1__input_broadcast__field_indices_by_name[] = {
-  4,   /* field[4] = ack_frame */
   0,   /* field[0] = authoritative */
-  3,   /* field[3] = confirmed_frame */
+  4,   /* field[4] = awaited_input_frame */
+  3,   /* field[3] = confirmed_frames */
   1,   /* field[1] = input_size */
   2,   /* field[2] = players */
 };

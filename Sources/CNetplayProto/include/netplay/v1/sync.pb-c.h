@@ -184,21 +184,29 @@ struct  Netplay__V1__AttachRequest
    */
   char *client_version;
   /*
-   * Reconnecting: the last frame the peer has confirmed inputs for (resume from there).
+   * Reconnecting to a match already under way: resume from what the peer holds.
    */
   protobuf_c_boolean resume;
   /*
-   * With resume: the peer's last confirmed frame.
+   * With resume: frames 0 ..< confirmed_frames are confirmed at the peer.
    */
-  uint32_t last_confirmed_frame;
+  uint32_t confirmed_frames;
   /*
    * With resume: the peer's own inputs it holds from this frame on (it resends them).
    */
   uint32_t first_unacked_frame;
+  /*
+   * The game, written into the session's replay header (the first player to attach sets it).
+   */
+  Netplay__V1__ContentInfo *content;
+  /*
+   * Game-defined options needed to reproduce the match (seed, player count...). @max_len 4096
+   */
+  ProtobufCBinaryData game_options;
 };
 #define NETPLAY__V1__ATTACH_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__attach_request__descriptor) \
-    , NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, {0,NULL} }
 
 
 /*
@@ -256,13 +264,14 @@ struct  Netplay__V1__AttachResponse
    */
   Netplay__V1__SyncParams *params;
   /*
-   * The first frame the peer simulates (0 for a fresh match).
+   * The first frame the peer simulates (0 for a fresh match; with state_follows, the frame
+   * of the state transfer that follows).
    */
   uint32_t start_frame;
   /*
-   * The highest frame confirmed for every player so far.
+   * Frames 0 ..< confirmed_frames are confirmed for every player.
    */
-  uint32_t confirmed_frame;
+  uint32_t confirmed_frames;
   /*
    * Everyone in the session. @max_count 72
    */
@@ -280,21 +289,34 @@ struct  Netplay__V1__AttachResponse
    * The match is running (false: waiting for the host's start).
    */
   protobuf_c_boolean running;
+  /*
+   * The first frame of the peer's own inputs the relay still needs (resend from here).
+   */
+  uint32_t awaited_input_frame;
+  /*
+   * The relay lost the session (restart) and rebuilds it: resend confirmed inputs you hold.
+   */
+  protobuf_c_boolean recovering;
+  /*
+   * With state_follows: the transfer id the StateChunks will carry.
+   */
+  uint32_t transfer_id;
 };
 #define NETPLAY__V1__ATTACH_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__attach_response__descriptor) \
-    , (char *)protobuf_c_empty_string, NETPLAY__V1__ROLE__ROLE_UNSPECIFIED, 0, NULL, 0, 0, 0,NULL, 0, (char *)protobuf_c_empty_string, 0 }
+    , (char *)protobuf_c_empty_string, NETPLAY__V1__ROLE__ROLE_UNSPECIFIED, 0, NULL, 0, 0, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
 
 
 /*
  * A player's inputs for consecutive frames, sent as soon as they exist. The player resends
- * inputs the relay has not acknowledged (InputBroadcast.ack_frame) in the next batch.
+ * inputs the relay has not acknowledged (InputBroadcast.awaited_input_frame) in the next batch.
+ * A spectator sends only acknowledgements: slot 0 and no inputs.
  */
 struct  Netplay__V1__InputBatch
 {
   ProtobufCMessage base;
   /*
-   * The sender's slot; the relay refuses any other. @range 1..8
+   * The sender's slot (0: a spectator's acknowledgement); the relay refuses any other. @range 0..8
    */
   uint32_t slot;
   /*
@@ -311,10 +333,10 @@ struct  Netplay__V1__InputBatch
    */
   ProtobufCBinaryData inputs;
   /*
-   * The highest frame for which the peer has all confirmed inputs (lets the relay stop
-   * resending).
+   * The first frame whose confirmed inputs the peer still lacks: it holds every confirmed
+   * input of frames 0 ..< awaited_frame (lets the relay stop resending).
    */
-  uint32_t ack_frame;
+  uint32_t awaited_frame;
   /*
    * The frame the peer is simulating now (for time sync).
    */
@@ -376,13 +398,13 @@ struct  Netplay__V1__InputBroadcast
   size_t n_players;
   Netplay__V1__PlayerInputs **players;
   /*
-   * The highest frame confirmed for every player.
+   * Frames 0 ..< confirmed_frames are confirmed for every player.
    */
-  uint32_t confirmed_frame;
+  uint32_t confirmed_frames;
   /*
-   * The highest frame of the receiver's own inputs the relay holds (resend after it).
+   * The first frame of the receiver's own inputs the relay still needs (resend from it).
    */
-  uint32_t ack_frame;
+  uint32_t awaited_input_frame;
 };
 #define NETPLAY__V1__INPUT_BROADCAST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__input_broadcast__descriptor) \
@@ -400,7 +422,8 @@ struct  Netplay__V1__FrameChecksum
    */
   uint32_t frame;
   /*
-   * Checksum of the game state after simulating the frame (game-defined, e.g. FNV-1a 64).
+   * Checksum of the game state at the start of the frame (after simulating frame - 1;
+   * game-defined, e.g. FNV-1a 64).
    */
   uint64_t checksum;
 };
@@ -528,7 +551,8 @@ struct  Netplay__V1__StateChunk
    */
   uint32_t transfer_id;
   /*
-   * The frame the state belongs to (state after simulating it).
+   * The frame the state belongs to: the state at the start of that frame (after simulating
+   * frame - 1); the receiver simulates from it with the inputs of `frame` on.
    */
   uint32_t frame;
   /*
