@@ -11,6 +11,11 @@ let package = Package(
         .library(name: "NetplayWire", targets: ["NetplayWire"]),
         .library(name: "NetplayService", targets: ["NetplayService"]),
         .executable(name: "netplayctl", targets: ["netplayctl"]),
+        .library(name: "NetplayAuth", targets: ["NetplayAuth"]),
+        .library(name: "Discovery", targets: ["Discovery"]),
+        .executable(name: "netplay-discovery", targets: ["netplay-discovery"]),
+        .library(name: "Coordinator", targets: ["Coordinator"]),
+        .executable(name: "netplay-coordinator", targets: ["netplay-coordinator"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -40,11 +45,39 @@ let package = Package(
         .target(name: "Rollback"),
         .target(name: "Games", dependencies: ["Rollback"]),
 
+        // MARK: Control plane (issue 4): tickets and passwords, discovery, coordinator
+        .systemLibrary(name: "CSodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+        .target(name: "NetplayAuth", dependencies: ["CSodium", "NetplayWire"]),
+        .target(
+            name: "Discovery",
+            dependencies: ["NetplayAuth", "NetplayService", "NetplayWire", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "Coordinator",
+            dependencies: ["CSQLite", "NetplayAuth", "Discovery", "NetplayService", "NetplayWire",
+                           .product(name: "Logging", package: "swift-log")]
+        ),
+        .executableTarget(
+            name: "netplay-discovery",
+            dependencies: ["Discovery", "NetplayService", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
+            name: "netplay-coordinator",
+            dependencies: ["Coordinator", "NetplayService", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .testTarget(name: "NetplayAuthTests", dependencies: ["NetplayAuth", "NetplayWire"]),
+        .testTarget(
+            name: "DiscoveryTests",
+            dependencies: ["Discovery", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-discovery",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+
         // MARK: Executables (thin: argument parsing over the libraries)
         .executableTarget(
             name: "netplayctl",
             dependencies: [
-                "NetplayService", "NetplayWire", "ZeroMQ",
+                "NetplayService", "NetplayWire", "ZeroMQ", "Discovery",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

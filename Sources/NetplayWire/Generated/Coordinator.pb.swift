@@ -81,6 +81,31 @@ public enum SessionEventKind: Int32, Sendable, Hashable, CaseIterable, CustomStr
     public var description: String { protoName }
 }
 
+/// What a RelayEvent reports; the topic is `relays.` + the lower-case suffix.
+public enum RelayEventKind: Int32, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// Not set.
+    case unspecified = 0
+    /// `relays.registered`: a relay joined the registry (new, or again after a restart).
+    case registered = 1
+    /// `relays.dropped`: a relay stopped refreshing within its TTL and left the registry.
+    case dropped = 2
+    /// `relays.draining`: a relay asked to receive no new sessions.
+    case draining = 3
+
+    /// The value's name in the schema, e.g. `RELAY_EVENT_KIND_DRAINING`.
+    public var protoName: String {
+        switch self {
+        case .unspecified: "RELAY_EVENT_KIND_UNSPECIFIED"
+        case .registered: "RELAY_EVENT_KIND_REGISTERED"
+        case .dropped: "RELAY_EVENT_KIND_DROPPED"
+        case .draining: "RELAY_EVENT_KIND_DRAINING"
+        }
+    }
+
+    /// The schema name of the value.
+    public var description: String { protoName }
+}
+
 /// What the host chooses when creating a session.
 public struct SessionSettings: Sendable, Hashable {
     /// Room title, e.g. "JoeMatt's Room".
@@ -959,6 +984,35 @@ public struct ListRelaysResponse: Sendable, Hashable {
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(relays: [RelayInfo] = []) {
         self.relays = relays
+    }
+}
+
+/// Event on the coordinator's PUB socket about the relay registry.
+public struct RelayEvent: Sendable, Hashable {
+    /// Increments per relay event from this coordinator.
+    public var sequence: UInt64
+    /// What happened.
+    public var kind: RelayEventKind
+    /// The relay as the registry knew it.
+    public var relay: RelayInfo
+    /// Sessions assigned to it (dropped: they get a new relay when their peers renew tickets).
+    public var sessionIds: [String]
+    /// When it happened.
+    public var timestampUnixMs: UInt64
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(
+        sequence: UInt64 = 0,
+        kind: RelayEventKind = .unspecified,
+        relay: RelayInfo = RelayInfo(),
+        sessionIds: [String] = [],
+        timestampUnixMs: UInt64 = 0
+    ) {
+        self.sequence = sequence
+        self.kind = kind
+        self.relay = relay
+        self.sessionIds = sessionIds
+        self.timestampUnixMs = timestampUnixMs
     }
 }
 
@@ -3329,6 +3383,98 @@ extension ListRelaysResponse: WireMessage, _CMessage {
         w.key("relays"); w.openArray()
         for e in self.relays { e._json(&w) }
         w.closeArray()
+        w.close()
+    }
+}
+
+extension RelayEvent: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "RelayEvent" }
+
+    typealias CStruct = Netplay__V1__RelayEvent
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__RelayEvent>? {
+        netplay__v1__relay_event__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__RelayEvent>) { netplay__v1__relay_event__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__RelayEvent>) -> Int { netplay__v1__relay_event__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__RelayEvent>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__relay_event__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `RelayEvent` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `RelayEvent` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__RelayEvent>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__relay_event__init(c)
+        c.pointee.sequence = self.sequence
+        c.pointee.kind = .init(rawValue: .init(truncatingIfNeeded: self.kind.rawValue))
+        do {
+            let p = arena.allocate(Netplay__V1__RelayInfo.self)
+            try self.relay._fill(p, arena, validate)
+            c.pointee.relay = p
+        }
+        if !self.sessionIds.isEmpty {
+            let values = self.sessionIds
+            if validate {
+                try _wireCheckCount(values.count, 1000, "RelayEvent.session_ids")
+                for e in values {
+                    try _wireCheckString(e, "RelayEvent.session_ids", maxLen: 64, required: false)
+                }
+            }
+            c.pointee.n_session_ids = values.count
+            let array = arena.allocate(UnsafeMutablePointer<CChar>?.self, count: values.count)
+            for i in 0..<values.count { array[i] = arena.cString(values[i]) }
+            c.pointee.session_ids = array
+        }
+        c.pointee.timestamp_unix_ms = self.timestampUnixMs
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__RelayEvent>) throws(WireError) {
+        self.sequence = c.pointee.sequence
+        self.kind = try _wireReadEnum(RelayEventKind.self, c.pointee.kind.rawValue, "RelayEvent.kind")
+        guard let p_relay = c.pointee.relay else { throw .missingField("RelayEvent.relay") }
+        self.relay = try RelayInfo(_c: p_relay)
+        do {
+            let n = c.pointee.n_session_ids
+            try _wireCheckCount(n, 1000, "RelayEvent.session_ids")
+            var values: [String] = []
+            if n > 0 {
+                guard let array = c.pointee.session_ids else { throw .missingField("RelayEvent.session_ids") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    values.append(try _wireReadString(array[i], "RelayEvent.session_ids", maxLen: 64, required: false))
+                }
+            }
+            self.sessionIds = values
+        }
+        self.timestampUnixMs = c.pointee.timestamp_unix_ms
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("sequence"); w.integer(self.sequence)
+        w.key("kind"); w.string(self.kind.protoName)
+        w.key("relay"); self.relay._json(&w)
+        w.key("sessionIds"); w.openArray()
+        for e in self.sessionIds { w.string(e) }
+        w.closeArray()
+        w.key("timestampUnixMs"); w.integer(self.timestampUnixMs)
         w.close()
     }
 }

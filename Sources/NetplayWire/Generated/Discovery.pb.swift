@@ -561,6 +561,31 @@ public struct LanBeacon: Sendable, Hashable {
     }
 }
 
+/// Event `rooms.sync`: published periodically (every second by default) with the registry's
+/// current sequence. A watcher waits for the first one after subscribing before it takes the
+/// snapshot (its subscription is then live), and compares later ones with the last sequence it
+/// holds to detect lost events (every change bumps the sequence by one; a gap means "snapshot
+/// again").
+public struct RoomsSync: Sendable, Hashable {
+    /// The registry sequence now.
+    public var sequence: UInt64
+    /// Rooms in the registry.
+    public var roomCount: UInt32
+    /// The publisher's wall clock.
+    public var timestampUnixMs: UInt64
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(
+        sequence: UInt64 = 0,
+        roomCount: UInt32 = 0,
+        timestampUnixMs: UInt64 = 0
+    ) {
+        self.sequence = sequence
+        self.roomCount = roomCount
+        self.timestampUnixMs = timestampUnixMs
+    }
+}
+
 extension Room: WireMessage, _CMessage {
     /// The message's name in the schema.
     public static var protoName: String { "Room" }
@@ -1855,6 +1880,61 @@ extension LanBeacon: WireMessage, _CMessage {
         w.key("intervalMs"); w.integer(self.intervalMs)
         if let v = self.room { w.key("room"); v._json(&w) }
         w.key("goodbye"); w.bool(self.goodbye)
+        w.close()
+    }
+}
+
+extension RoomsSync: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "RoomsSync" }
+
+    typealias CStruct = Netplay__V1__RoomsSync
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__RoomsSync>? {
+        netplay__v1__rooms_sync__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__RoomsSync>) { netplay__v1__rooms_sync__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__RoomsSync>) -> Int { netplay__v1__rooms_sync__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__RoomsSync>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__rooms_sync__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `RoomsSync` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `RoomsSync` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__RoomsSync>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__rooms_sync__init(c)
+        c.pointee.sequence = self.sequence
+        c.pointee.room_count = self.roomCount
+        c.pointee.timestamp_unix_ms = self.timestampUnixMs
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__RoomsSync>) throws(WireError) {
+        self.sequence = c.pointee.sequence
+        self.roomCount = c.pointee.room_count
+        self.timestampUnixMs = c.pointee.timestamp_unix_ms
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("sequence"); w.integer(self.sequence)
+        w.key("roomCount"); w.integer(self.roomCount)
+        w.key("timestampUnixMs"); w.integer(self.timestampUnixMs)
         w.close()
     }
 }

@@ -117,6 +117,8 @@ public struct Envelope: Sendable, Hashable {
         case roomRemoved(RoomRemoved)
         /// LAN beacon datagram.
         case lanBeacon(LanBeacon)
+        /// Event `rooms.sync`: the registry sequence, periodically.
+        case roomsSync(RoomsSync)
         /// --- 100-149: coordinator ---
         /// Host a session.
         case createSessionRequest(CreateSessionRequest)
@@ -162,6 +164,8 @@ public struct Envelope: Sendable, Hashable {
         case listRelaysRequest(ListRelaysRequest)
         /// Reply to ListRelaysRequest.
         case listRelaysResponse(ListRelaysResponse)
+        /// Event `relays.<kind>`.
+        case relayEvent(RelayEvent)
         /// --- 150-199: sync (relay) and replay files ---
         /// Peer attaches with its ticket.
         case attachRequest(AttachRequest)
@@ -238,6 +242,7 @@ public struct Envelope: Sendable, Hashable {
             case .roomUpdated: "RoomUpdated"
             case .roomRemoved: "RoomRemoved"
             case .lanBeacon: "LanBeacon"
+            case .roomsSync: "RoomsSync"
             case .createSessionRequest: "CreateSessionRequest"
             case .createSessionResponse: "CreateSessionResponse"
             case .joinSessionRequest: "JoinSessionRequest"
@@ -260,6 +265,7 @@ public struct Envelope: Sendable, Hashable {
             case .refreshRelayResponse: "RefreshRelayResponse"
             case .listRelaysRequest: "ListRelaysRequest"
             case .listRelaysResponse: "ListRelaysResponse"
+            case .relayEvent: "RelayEvent"
             case .attachRequest: "AttachRequest"
             case .attachResponse: "AttachResponse"
             case .detach: "Detach"
@@ -322,6 +328,7 @@ public struct Envelope: Sendable, Hashable {
             case .roomUpdated: 73
             case .roomRemoved: 74
             case .lanBeacon: 75
+            case .roomsSync: 76
             case .createSessionRequest: 100
             case .createSessionResponse: 101
             case .joinSessionRequest: 102
@@ -344,6 +351,7 @@ public struct Envelope: Sendable, Hashable {
             case .refreshRelayResponse: 123
             case .listRelaysRequest: 124
             case .listRelaysResponse: 125
+            case .relayEvent: 126
             case .attachRequest: 150
             case .attachResponse: 151
             case .detach: 152
@@ -688,6 +696,13 @@ extension Envelope: WireMessage, _CMessage {
                 try v._fill(p, arena, validate)
                 c.pointee.lan_beacon = p
             }
+        case .roomsSync(let v):
+            c.pointee.body_case = .init(rawValue: 76)
+            do {
+                let p = arena.allocate(Netplay__V1__RoomsSync.self)
+                try v._fill(p, arena, validate)
+                c.pointee.rooms_sync = p
+            }
         case .createSessionRequest(let v):
             c.pointee.body_case = .init(rawValue: 100)
             do {
@@ -841,6 +856,13 @@ extension Envelope: WireMessage, _CMessage {
                 let p = arena.allocate(Netplay__V1__ListRelaysResponse.self)
                 try v._fill(p, arena, validate)
                 c.pointee.list_relays_response = p
+            }
+        case .relayEvent(let v):
+            c.pointee.body_case = .init(rawValue: 126)
+            do {
+                let p = arena.allocate(Netplay__V1__RelayEvent.self)
+                try v._fill(p, arena, validate)
+                c.pointee.relay_event = p
             }
         case .attachRequest(let v):
             c.pointee.body_case = .init(rawValue: 150)
@@ -1117,6 +1139,10 @@ extension Envelope: WireMessage, _CMessage {
             guard let p_lan_beacon = c.pointee.lan_beacon else { throw .missingField("Envelope.lan_beacon") }
             let v = try LanBeacon(_c: p_lan_beacon)
             self.body = .lanBeacon(v)
+        case 76:
+            guard let p_rooms_sync = c.pointee.rooms_sync else { throw .missingField("Envelope.rooms_sync") }
+            let v = try RoomsSync(_c: p_rooms_sync)
+            self.body = .roomsSync(v)
         case 100:
             guard let p_create_session_request = c.pointee.create_session_request else { throw .missingField("Envelope.create_session_request") }
             let v = try CreateSessionRequest(_c: p_create_session_request)
@@ -1205,6 +1231,10 @@ extension Envelope: WireMessage, _CMessage {
             guard let p_list_relays_response = c.pointee.list_relays_response else { throw .missingField("Envelope.list_relays_response") }
             let v = try ListRelaysResponse(_c: p_list_relays_response)
             self.body = .listRelaysResponse(v)
+        case 126:
+            guard let p_relay_event = c.pointee.relay_event else { throw .missingField("Envelope.relay_event") }
+            let v = try RelayEvent(_c: p_relay_event)
+            self.body = .relayEvent(v)
         case 150:
             guard let p_attach_request = c.pointee.attach_request else { throw .missingField("Envelope.attach_request") }
             let v = try AttachRequest(_c: p_attach_request)
@@ -1318,6 +1348,7 @@ extension Envelope: WireMessage, _CMessage {
         case .roomUpdated(let v): w.key("roomUpdated"); v._json(&w)
         case .roomRemoved(let v): w.key("roomRemoved"); v._json(&w)
         case .lanBeacon(let v): w.key("lanBeacon"); v._json(&w)
+        case .roomsSync(let v): w.key("roomsSync"); v._json(&w)
         case .createSessionRequest(let v): w.key("createSessionRequest"); v._json(&w)
         case .createSessionResponse(let v): w.key("createSessionResponse"); v._json(&w)
         case .joinSessionRequest(let v): w.key("joinSessionRequest"); v._json(&w)
@@ -1340,6 +1371,7 @@ extension Envelope: WireMessage, _CMessage {
         case .refreshRelayResponse(let v): w.key("refreshRelayResponse"); v._json(&w)
         case .listRelaysRequest(let v): w.key("listRelaysRequest"); v._json(&w)
         case .listRelaysResponse(let v): w.key("listRelaysResponse"); v._json(&w)
+        case .relayEvent(let v): w.key("relayEvent"); v._json(&w)
         case .attachRequest(let v): w.key("attachRequest"); v._json(&w)
         case .attachResponse(let v): w.key("attachResponse"); v._json(&w)
         case .detach(let v): w.key("detach"); v._json(&w)

@@ -465,6 +465,19 @@ extension ListRelaysResponse {
     }
 }
 
+extension RelayEvent {
+    /// A `RelayEvent` with every field set to a non-default, valid value.
+    static var sample: RelayEvent {
+        RelayEvent(
+            sequence: 1099511627777,
+            kind: .draining,
+            relay: RelayInfo.sample,
+            sessionIds: ["session_ids-4", "session_ids-5"],
+            timestampUnixMs: 1099511627781
+        )
+    }
+}
+
 extension Room {
     /// A `Room` with every field set to a non-default, valid value.
     static var sample: Room {
@@ -691,6 +704,17 @@ extension LanBeacon {
             intervalMs: 60000,
             room: Room.sample,
             goodbye: true
+        )
+    }
+}
+
+extension RoomsSync {
+    /// A `RoomsSync` with every field set to a non-default, valid value.
+    static var sample: RoomsSync {
+        RoomsSync(
+            sequence: 1099511627777,
+            roomCount: 4000000002,
+            timestampUnixMs: 1099511627779
         )
     }
 }
@@ -1291,6 +1315,7 @@ let allBodySamples: [Envelope.Body] = [
     .roomUpdated(RoomUpdated.sample),
     .roomRemoved(RoomRemoved.sample),
     .lanBeacon(LanBeacon.sample),
+    .roomsSync(RoomsSync.sample),
     .createSessionRequest(CreateSessionRequest.sample),
     .createSessionResponse(CreateSessionResponse.sample),
     .joinSessionRequest(JoinSessionRequest.sample),
@@ -1313,6 +1338,7 @@ let allBodySamples: [Envelope.Body] = [
     .refreshRelayResponse(RefreshRelayResponse.sample),
     .listRelaysRequest(ListRelaysRequest.sample),
     .listRelaysResponse(ListRelaysResponse.sample),
+    .relayEvent(RelayEvent.sample),
     .attachRequest(AttachRequest.sample),
     .attachResponse(AttachResponse.sample),
     .detach(Detach.sample),
@@ -1368,6 +1394,7 @@ let allMessageSamples: [any WireMessage] = [
     RefreshRelayResponse.sample,
     ListRelaysRequest.sample,
     ListRelaysResponse.sample,
+    RelayEvent.sample,
     Room.sample,
     AnnounceRoomRequest.sample,
     AnnounceRoomResponse.sample,
@@ -1386,6 +1413,7 @@ let allMessageSamples: [any WireMessage] = [
     RoomUpdated.sample,
     RoomRemoved.sample,
     LanBeacon.sample,
+    RoomsSync.sample,
     HealthRequest.sample,
     HealthResponse.sample,
     IntrospectRequest.sample,
@@ -1431,10 +1459,10 @@ let allMessageSamples: [any WireMessage] = [
 ]
 
 /// The number of messages in the schema (Envelope excluded).
-let schemaMessageCount = 96
+let schemaMessageCount = 98
 
 /// The number of members of the `Envelope.body` oneof in the schema.
-let schemaBodyMemberCount = 78
+let schemaBodyMemberCount = 80
 
 /// A validation rule broken on purpose.
 struct WireViolation: Sendable {
@@ -2273,6 +2301,16 @@ let wireViolations: [WireViolation] = [
         label: "ListRelaysResponse.relays @max_count 256",
         body: { var m = ListRelaysResponse.sample; m.relays = Array(repeating: RelayInfo.sample, count: 257); return .listRelaysResponse(m) }(),
         expected: .tooLong(field: "ListRelaysResponse.relays", limit: 256)
+    ),
+    WireViolation(
+        label: "RelayEvent.session_ids @max_count 1000",
+        body: { var m = RelayEvent.sample; m.sessionIds = Array(repeating: "session_ids-4", count: 1001); return .relayEvent(m) }(),
+        expected: .tooLong(field: "RelayEvent.session_ids", limit: 1000)
+    ),
+    WireViolation(
+        label: "RelayEvent.session_ids @max_len 64",
+        body: { var m = RelayEvent.sample; m.sessionIds = [String(repeating: "x", count: 65)]; return .relayEvent(m) }(),
+        expected: .tooLong(field: "RelayEvent.session_ids", limit: 64)
     ),
     WireViolation(
         label: "Room.room_id @max_len 64",
@@ -3127,4 +3165,4 @@ let wireViolations: [WireViolation] = [
 ]
 
 /// The number of validation rules in the schema reachable from an Envelope body.
-let schemaViolationCount = 335
+let schemaViolationCount = 337

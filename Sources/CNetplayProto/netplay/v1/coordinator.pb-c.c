@@ -1357,6 +1357,51 @@ void   netplay__v1__list_relays_response__free_unpacked
   assert(message->base.descriptor == &netplay__v1__list_relays_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   netplay__v1__relay_event__init
+                     (Netplay__V1__RelayEvent         *message)
+{
+  static const Netplay__V1__RelayEvent init_value = NETPLAY__V1__RELAY_EVENT__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__relay_event__get_packed_size
+                     (const Netplay__V1__RelayEvent *message)
+{
+  assert(message->base.descriptor == &netplay__v1__relay_event__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__relay_event__pack
+                     (const Netplay__V1__RelayEvent *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__relay_event__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__relay_event__pack_to_buffer
+                     (const Netplay__V1__RelayEvent *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__relay_event__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__RelayEvent *
+       netplay__v1__relay_event__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__RelayEvent *)
+     protobuf_c_message_unpack (&netplay__v1__relay_event__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__relay_event__free_unpacked
+                     (Netplay__V1__RelayEvent *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__relay_event__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor netplay__v1__session_settings__field_descriptors[18] =
 {
   {
@@ -4112,6 +4157,96 @@ const ProtobufCMessageDescriptor netplay__v1__list_relays_response__descriptor =
   (ProtobufCMessageInit) netplay__v1__list_relays_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor netplay__v1__relay_event__field_descriptors[5] =
+{
+  {
+    "sequence",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RelayEvent, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "kind",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RelayEvent, kind),
+    &netplay__v1__relay_event_kind__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "relay",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RelayEvent, relay),
+    &netplay__v1__relay_info__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "session_ids",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Netplay__V1__RelayEvent, n_session_ids),
+    offsetof(Netplay__V1__RelayEvent, session_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "timestamp_unix_ms",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RelayEvent, timestamp_unix_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__relay_event__field_indices_by_name[] = {
+  1,   /* field[1] = kind */
+  2,   /* field[2] = relay */
+  0,   /* field[0] = sequence */
+  3,   /* field[3] = session_ids */
+  4,   /* field[4] = timestamp_unix_ms */
+};
+static const ProtobufCIntRange netplay__v1__relay_event__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor netplay__v1__relay_event__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.RelayEvent",
+  "RelayEvent",
+  "Netplay__V1__RelayEvent",
+  "netplay.v1",
+  sizeof(Netplay__V1__RelayEvent),
+  5,
+  netplay__v1__relay_event__field_descriptors,
+  netplay__v1__relay_event__field_indices_by_name,
+  1,  netplay__v1__relay_event__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__relay_event__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue netplay__v1__session_state__enum_values_by_number[4] =
 {
   { "SESSION_STATE_UNSPECIFIED", "NETPLAY__V1__SESSION_STATE__SESSION_STATE_UNSPECIFIED", 0 },
@@ -4186,5 +4321,37 @@ const ProtobufCEnumDescriptor netplay__v1__session_event_kind__descriptor =
   netplay__v1__session_event_kind__enum_values_by_name,
   1,
   netplay__v1__session_event_kind__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue netplay__v1__relay_event_kind__enum_values_by_number[4] =
+{
+  { "RELAY_EVENT_KIND_UNSPECIFIED", "NETPLAY__V1__RELAY_EVENT_KIND__RELAY_EVENT_KIND_UNSPECIFIED", 0 },
+  { "RELAY_EVENT_KIND_REGISTERED", "NETPLAY__V1__RELAY_EVENT_KIND__RELAY_EVENT_KIND_REGISTERED", 1 },
+  { "RELAY_EVENT_KIND_DROPPED", "NETPLAY__V1__RELAY_EVENT_KIND__RELAY_EVENT_KIND_DROPPED", 2 },
+  { "RELAY_EVENT_KIND_DRAINING", "NETPLAY__V1__RELAY_EVENT_KIND__RELAY_EVENT_KIND_DRAINING", 3 },
+};
+static const ProtobufCIntRange netplay__v1__relay_event_kind__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex netplay__v1__relay_event_kind__enum_values_by_name[4] =
+{
+  { "RELAY_EVENT_KIND_DRAINING", 3 },
+  { "RELAY_EVENT_KIND_DROPPED", 2 },
+  { "RELAY_EVENT_KIND_REGISTERED", 1 },
+  { "RELAY_EVENT_KIND_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor netplay__v1__relay_event_kind__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "netplay.v1.RelayEventKind",
+  "RelayEventKind",
+  "Netplay__V1__RelayEventKind",
+  "netplay.v1",
+  4,
+  netplay__v1__relay_event_kind__enum_values_by_number,
+  4,
+  netplay__v1__relay_event_kind__enum_values_by_name,
+  1,
+  netplay__v1__relay_event_kind__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

@@ -817,6 +817,51 @@ void   netplay__v1__lan_beacon__free_unpacked
   assert(message->base.descriptor == &netplay__v1__lan_beacon__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   netplay__v1__rooms_sync__init
+                     (Netplay__V1__RoomsSync         *message)
+{
+  static const Netplay__V1__RoomsSync init_value = NETPLAY__V1__ROOMS_SYNC__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__rooms_sync__get_packed_size
+                     (const Netplay__V1__RoomsSync *message)
+{
+  assert(message->base.descriptor == &netplay__v1__rooms_sync__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__rooms_sync__pack
+                     (const Netplay__V1__RoomsSync *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__rooms_sync__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__rooms_sync__pack_to_buffer
+                     (const Netplay__V1__RoomsSync *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__rooms_sync__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__RoomsSync *
+       netplay__v1__rooms_sync__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__RoomsSync *)
+     protobuf_c_message_unpack (&netplay__v1__rooms_sync__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__rooms_sync__free_unpacked
+                     (Netplay__V1__RoomsSync *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__rooms_sync__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor netplay__v1__room__field_descriptors[24] =
 {
   {
@@ -2386,6 +2431,70 @@ const ProtobufCMessageDescriptor netplay__v1__lan_beacon__descriptor =
   netplay__v1__lan_beacon__field_indices_by_name,
   1,  netplay__v1__lan_beacon__number_ranges,
   (ProtobufCMessageInit) netplay__v1__lan_beacon__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__rooms_sync__field_descriptors[3] =
+{
+  {
+    "sequence",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RoomsSync, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "room_count",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RoomsSync, room_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "timestamp_unix_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RoomsSync, timestamp_unix_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__rooms_sync__field_indices_by_name[] = {
+  1,   /* field[1] = room_count */
+  0,   /* field[0] = sequence */
+  2,   /* field[2] = timestamp_unix_ms */
+};
+static const ProtobufCIntRange netplay__v1__rooms_sync__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor netplay__v1__rooms_sync__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.RoomsSync",
+  "RoomsSync",
+  "Netplay__V1__RoomsSync",
+  "netplay.v1",
+  sizeof(Netplay__V1__RoomsSync),
+  3,
+  netplay__v1__rooms_sync__field_descriptors,
+  netplay__v1__rooms_sync__field_indices_by_name,
+  1,  netplay__v1__rooms_sync__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__rooms_sync__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCEnumValue netplay__v1__room_source__enum_values_by_number[4] =

@@ -52,7 +52,7 @@ void   netplay__v1__envelope__free_unpacked
   assert(message->base.descriptor == &netplay__v1__envelope__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor netplay__v1__envelope__field_descriptors[79] =
+static const ProtobufCFieldDescriptor netplay__v1__envelope__field_descriptors[81] =
 {
   {
     "request_id",
@@ -559,6 +559,18 @@ static const ProtobufCFieldDescriptor netplay__v1__envelope__field_descriptors[7
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "rooms_sync",
+    76,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, rooms_sync),
+    &netplay__v1__rooms_sync__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "create_session_request",
     100,
     PROTOBUF_C_LABEL_NONE,
@@ -823,6 +835,18 @@ static const ProtobufCFieldDescriptor netplay__v1__envelope__field_descriptors[7
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "relay_event",
+    126,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, relay_event),
+    &netplay__v1__relay_event__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "attach_request",
     150,
     PROTOBUF_C_LABEL_NONE,
@@ -1007,77 +1031,79 @@ static const unsigned netplay__v1__envelope__field_indices_by_name[] = {
   9,   /* field[9] = ack */
   26,   /* field[26] = announce_room_request */
   27,   /* field[27] = announce_room_response */
-  64,   /* field[64] = attach_request */
-  65,   /* field[65] = attach_response */
-  72,   /* field[72] = chat_message */
+  66,   /* field[66] = attach_request */
+  67,   /* field[67] = attach_response */
+  74,   /* field[74] = chat_message */
   6,   /* field[6] = checksum_report */
-  49,   /* field[49] = choose_slot_request */
-  74,   /* field[74] = close_relay_session_request */
+  50,   /* field[50] = choose_slot_request */
+  76,   /* field[76] = close_relay_session_request */
   19,   /* field[19] = cluster_status_request */
   20,   /* field[20] = cluster_status_response */
-  42,   /* field[42] = create_session_request */
-  43,   /* field[43] = create_session_response */
-  69,   /* field[69] = desync_notice */
-  66,   /* field[66] = detach */
-  75,   /* field[75] = disconnect_peer_request */
-  51,   /* field[51] = end_session_request */
+  43,   /* field[43] = create_session_request */
+  44,   /* field[44] = create_session_response */
+  71,   /* field[71] = desync_notice */
+  68,   /* field[68] = detach */
+  77,   /* field[77] = disconnect_peer_request */
+  52,   /* field[52] = end_session_request */
   1,   /* field[1] = error */
   16,   /* field[16] = event_record */
   32,   /* field[32] = get_room_request */
   33,   /* field[33] = get_room_response */
-  52,   /* field[52] = get_session_request */
+  53,   /* field[53] = get_session_request */
   10,   /* field[10] = health_request */
   11,   /* field[11] = health_response */
   4,   /* field[4] = input_batch */
   5,   /* field[5] = input_broadcast */
   12,   /* field[12] = introspect_request */
   13,   /* field[13] = introspect_response */
-  44,   /* field[44] = join_session_request */
-  45,   /* field[45] = join_session_response */
-  47,   /* field[47] = kick_participant_request */
+  45,   /* field[45] = join_session_request */
+  46,   /* field[46] = join_session_response */
+  48,   /* field[48] = kick_participant_request */
   41,   /* field[41] = lan_beacon */
-  46,   /* field[46] = leave_session_request */
-  62,   /* field[62] = list_relays_request */
-  63,   /* field[63] = list_relays_response */
+  47,   /* field[47] = leave_session_request */
+  63,   /* field[63] = list_relays_request */
+  64,   /* field[64] = list_relays_response */
   34,   /* field[34] = list_rooms_request */
   35,   /* field[35] = list_rooms_response */
-  55,   /* field[55] = list_sessions_request */
-  56,   /* field[56] = list_sessions_response */
+  56,   /* field[56] = list_sessions_request */
+  57,   /* field[57] = list_sessions_response */
   15,   /* field[15] = metrics_snapshot */
-  73,   /* field[73] = peer_event */
-  70,   /* field[70] = peer_stats */
+  75,   /* field[75] = peer_event */
+  72,   /* field[72] = peer_stats */
   2,   /* field[2] = ping */
   3,   /* field[3] = pong */
   17,   /* field[17] = recent_events_request */
   18,   /* field[18] = recent_events_response */
-  60,   /* field[60] = refresh_relay_request */
-  61,   /* field[61] = refresh_relay_response */
+  61,   /* field[61] = refresh_relay_request */
+  62,   /* field[62] = refresh_relay_response */
   28,   /* field[28] = refresh_room_request */
   29,   /* field[29] = refresh_room_response */
-  58,   /* field[58] = register_relay_request */
-  59,   /* field[59] = register_relay_response */
-  53,   /* field[53] = renew_ticket_request */
-  78,   /* field[78] = replay_footer */
-  76,   /* field[76] = replay_header */
-  77,   /* field[77] = replay_record */
+  59,   /* field[59] = register_relay_request */
+  60,   /* field[60] = register_relay_response */
+  65,   /* field[65] = relay_event */
+  54,   /* field[54] = renew_ticket_request */
+  80,   /* field[80] = replay_footer */
+  78,   /* field[78] = replay_header */
+  79,   /* field[79] = replay_record */
   0,   /* field[0] = request_id */
   21,   /* field[21] = restart_service_request */
   22,   /* field[22] = restart_service_response */
   38,   /* field[38] = room_added */
   40,   /* field[40] = room_removed */
   39,   /* field[39] = room_updated */
+  42,   /* field[42] = rooms_sync */
   23,   /* field[23] = scale_service_request */
   24,   /* field[24] = scale_service_response */
   14,   /* field[14] = service_heartbeat */
-  57,   /* field[57] = session_event */
-  54,   /* field[54] = session_response */
-  71,   /* field[71] = session_stats */
-  50,   /* field[50] = start_session_request */
+  58,   /* field[58] = session_event */
+  55,   /* field[55] = session_response */
+  73,   /* field[73] = session_stats */
+  51,   /* field[51] = start_session_request */
   8,   /* field[8] = state_chunk */
-  67,   /* field[67] = state_request */
-  68,   /* field[68] = state_transfer_ack */
+  69,   /* field[69] = state_request */
+  70,   /* field[70] = state_transfer_ack */
   25,   /* field[25] = stop_cluster_request */
-  48,   /* field[48] = swap_slots_request */
+  49,   /* field[49] = swap_slots_request */
   7,   /* field[7] = time_sync_hint */
   36,   /* field[36] = watch_rooms_request */
   37,   /* field[37] = watch_rooms_snapshot */
@@ -1091,11 +1117,11 @@ static const ProtobufCIntRange netplay__v1__envelope__number_ranges[9 + 1] =
   { 30, 15 },
   { 40, 19 },
   { 60, 26 },
-  { 100, 42 },
-  { 120, 58 },
-  { 150, 64 },
-  { 170, 76 },
-  { 0, 79 }
+  { 100, 43 },
+  { 120, 59 },
+  { 150, 66 },
+  { 170, 78 },
+  { 0, 81 }
 };
 const ProtobufCMessageDescriptor netplay__v1__envelope__descriptor =
 {
@@ -1105,7 +1131,7 @@ const ProtobufCMessageDescriptor netplay__v1__envelope__descriptor =
   "Netplay__V1__Envelope",
   "netplay.v1",
   sizeof(Netplay__V1__Envelope),
-  79,
+  81,
   netplay__v1__envelope__field_descriptors,
   netplay__v1__envelope__field_indices_by_name,
   9,  netplay__v1__envelope__number_ranges,

@@ -46,6 +46,7 @@ typedef struct Netplay__V1__RefreshRelayRequest Netplay__V1__RefreshRelayRequest
 typedef struct Netplay__V1__RefreshRelayResponse Netplay__V1__RefreshRelayResponse;
 typedef struct Netplay__V1__ListRelaysRequest Netplay__V1__ListRelaysRequest;
 typedef struct Netplay__V1__ListRelaysResponse Netplay__V1__ListRelaysResponse;
+typedef struct Netplay__V1__RelayEvent Netplay__V1__RelayEvent;
 
 
 /* --- enums --- */
@@ -118,6 +119,28 @@ typedef enum _Netplay__V1__SessionEventKind {
   NETPLAY__V1__SESSION_EVENT_KIND__SESSION_EVENT_KIND_RELAY_ASSIGNED = 9
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(NETPLAY__V1__SESSION_EVENT_KIND)
 } Netplay__V1__SessionEventKind;
+/*
+ * What a RelayEvent reports; the topic is `relays.` + the lower-case suffix.
+ */
+typedef enum _Netplay__V1__RelayEventKind {
+  /*
+   * Not set.
+   */
+  NETPLAY__V1__RELAY_EVENT_KIND__RELAY_EVENT_KIND_UNSPECIFIED = 0,
+  /*
+   * `relays.registered`: a relay joined the registry (new, or again after a restart).
+   */
+  NETPLAY__V1__RELAY_EVENT_KIND__RELAY_EVENT_KIND_REGISTERED = 1,
+  /*
+   * `relays.dropped`: a relay stopped refreshing within its TTL and left the registry.
+   */
+  NETPLAY__V1__RELAY_EVENT_KIND__RELAY_EVENT_KIND_DROPPED = 2,
+  /*
+   * `relays.draining`: a relay asked to receive no new sessions.
+   */
+  NETPLAY__V1__RELAY_EVENT_KIND__RELAY_EVENT_KIND_DRAINING = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(NETPLAY__V1__RELAY_EVENT_KIND)
+} Netplay__V1__RelayEventKind;
 
 /* --- messages --- */
 
@@ -1123,6 +1146,42 @@ struct  Netplay__V1__ListRelaysResponse
     , 0,NULL }
 
 
+/*
+ * Event on the coordinator's PUB socket about the relay registry.
+ */
+struct  Netplay__V1__RelayEvent
+{
+  ProtobufCMessage base;
+  /*
+   * Increments per relay event from this coordinator.
+   */
+  uint64_t sequence;
+  /*
+   * What happened.
+   */
+  Netplay__V1__RelayEventKind kind;
+  /*
+   * The relay as the registry knew it. @required
+   */
+  Netplay__V1__RelayInfo *relay;
+  /*
+   * Sessions assigned to it (dropped: they get a new relay when their peers renew tickets). @max_count 1000
+   */
+  /*
+   * @max_len 64
+   */
+  size_t n_session_ids;
+  char **session_ids;
+  /*
+   * When it happened.
+   */
+  uint64_t timestamp_unix_ms;
+};
+#define NETPLAY__V1__RELAY_EVENT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__relay_event__descriptor) \
+    , 0, NETPLAY__V1__RELAY_EVENT_KIND__RELAY_EVENT_KIND_UNSPECIFIED, NULL, 0,NULL, 0 }
+
+
 /* Netplay__V1__SessionSettings methods */
 void   netplay__v1__session_settings__init
                      (Netplay__V1__SessionSettings         *message);
@@ -1693,6 +1752,25 @@ Netplay__V1__ListRelaysResponse *
 void   netplay__v1__list_relays_response__free_unpacked
                      (Netplay__V1__ListRelaysResponse *message,
                       ProtobufCAllocator *allocator);
+/* Netplay__V1__RelayEvent methods */
+void   netplay__v1__relay_event__init
+                     (Netplay__V1__RelayEvent         *message);
+size_t netplay__v1__relay_event__get_packed_size
+                     (const Netplay__V1__RelayEvent   *message);
+size_t netplay__v1__relay_event__pack
+                     (const Netplay__V1__RelayEvent   *message,
+                      uint8_t             *out);
+size_t netplay__v1__relay_event__pack_to_buffer
+                     (const Netplay__V1__RelayEvent   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__RelayEvent *
+       netplay__v1__relay_event__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__relay_event__free_unpacked
+                     (Netplay__V1__RelayEvent *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Netplay__V1__SessionSettings_Closure)
@@ -1785,6 +1863,9 @@ typedef void (*Netplay__V1__ListRelaysRequest_Closure)
 typedef void (*Netplay__V1__ListRelaysResponse_Closure)
                  (const Netplay__V1__ListRelaysResponse *message,
                   void *closure_data);
+typedef void (*Netplay__V1__RelayEvent_Closure)
+                 (const Netplay__V1__RelayEvent *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1793,6 +1874,7 @@ typedef void (*Netplay__V1__ListRelaysResponse_Closure)
 
 extern const ProtobufCEnumDescriptor    netplay__v1__session_state__descriptor;
 extern const ProtobufCEnumDescriptor    netplay__v1__session_event_kind__descriptor;
+extern const ProtobufCEnumDescriptor    netplay__v1__relay_event_kind__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__session_settings__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__sync_params__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__participant__descriptor;
@@ -1823,6 +1905,7 @@ extern const ProtobufCMessageDescriptor netplay__v1__refresh_relay_request__desc
 extern const ProtobufCMessageDescriptor netplay__v1__refresh_relay_response__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__list_relays_request__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__list_relays_response__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__relay_event__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -34,6 +34,7 @@ typedef struct Netplay__V1__RoomAdded Netplay__V1__RoomAdded;
 typedef struct Netplay__V1__RoomUpdated Netplay__V1__RoomUpdated;
 typedef struct Netplay__V1__RoomRemoved Netplay__V1__RoomRemoved;
 typedef struct Netplay__V1__LanBeacon Netplay__V1__LanBeacon;
+typedef struct Netplay__V1__RoomsSync Netplay__V1__RoomsSync;
 
 
 /* --- enums --- */
@@ -656,6 +657,34 @@ struct  Netplay__V1__LanBeacon
     , 0, (char *)protobuf_c_empty_string, 0, 0, NULL, 0 }
 
 
+/*
+ * Event `rooms.sync`: published periodically (every second by default) with the registry's
+ * current sequence. A watcher waits for the first one after subscribing before it takes the
+ * snapshot (its subscription is then live), and compares later ones with the last sequence it
+ * holds to detect lost events (every change bumps the sequence by one; a gap means "snapshot
+ * again").
+ */
+struct  Netplay__V1__RoomsSync
+{
+  ProtobufCMessage base;
+  /*
+   * The registry sequence now.
+   */
+  uint64_t sequence;
+  /*
+   * Rooms in the registry.
+   */
+  uint32_t room_count;
+  /*
+   * The publisher's wall clock.
+   */
+  uint64_t timestamp_unix_ms;
+};
+#define NETPLAY__V1__ROOMS_SYNC__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__rooms_sync__descriptor) \
+    , 0, 0, 0 }
+
+
 /* Netplay__V1__Room methods */
 void   netplay__v1__room__init
                      (Netplay__V1__Room         *message);
@@ -998,6 +1027,25 @@ Netplay__V1__LanBeacon *
 void   netplay__v1__lan_beacon__free_unpacked
                      (Netplay__V1__LanBeacon *message,
                       ProtobufCAllocator *allocator);
+/* Netplay__V1__RoomsSync methods */
+void   netplay__v1__rooms_sync__init
+                     (Netplay__V1__RoomsSync         *message);
+size_t netplay__v1__rooms_sync__get_packed_size
+                     (const Netplay__V1__RoomsSync   *message);
+size_t netplay__v1__rooms_sync__pack
+                     (const Netplay__V1__RoomsSync   *message,
+                      uint8_t             *out);
+size_t netplay__v1__rooms_sync__pack_to_buffer
+                     (const Netplay__V1__RoomsSync   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__RoomsSync *
+       netplay__v1__rooms_sync__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__rooms_sync__free_unpacked
+                     (Netplay__V1__RoomsSync *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Netplay__V1__Room_Closure)
@@ -1054,6 +1102,9 @@ typedef void (*Netplay__V1__RoomRemoved_Closure)
 typedef void (*Netplay__V1__LanBeacon_Closure)
                  (const Netplay__V1__LanBeacon *message,
                   void *closure_data);
+typedef void (*Netplay__V1__RoomsSync_Closure)
+                 (const Netplay__V1__RoomsSync *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1080,6 +1131,7 @@ extern const ProtobufCMessageDescriptor netplay__v1__room_added__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__room_updated__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__room_removed__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__lan_beacon__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__rooms_sync__descriptor;
 
 PROTOBUF_C__END_DECLS
 

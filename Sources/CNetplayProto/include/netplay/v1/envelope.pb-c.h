@@ -73,6 +73,7 @@ typedef enum {
   NETPLAY__V1__ENVELOPE__BODY_ROOM_UPDATED = 73,
   NETPLAY__V1__ENVELOPE__BODY_ROOM_REMOVED = 74,
   NETPLAY__V1__ENVELOPE__BODY_LAN_BEACON = 75,
+  NETPLAY__V1__ENVELOPE__BODY_ROOMS_SYNC = 76,
   NETPLAY__V1__ENVELOPE__BODY_CREATE_SESSION_REQUEST = 100,
   NETPLAY__V1__ENVELOPE__BODY_CREATE_SESSION_RESPONSE = 101,
   NETPLAY__V1__ENVELOPE__BODY_JOIN_SESSION_REQUEST = 102,
@@ -95,6 +96,7 @@ typedef enum {
   NETPLAY__V1__ENVELOPE__BODY_REFRESH_RELAY_RESPONSE = 123,
   NETPLAY__V1__ENVELOPE__BODY_LIST_RELAYS_REQUEST = 124,
   NETPLAY__V1__ENVELOPE__BODY_LIST_RELAYS_RESPONSE = 125,
+  NETPLAY__V1__ENVELOPE__BODY_RELAY_EVENT = 126,
   NETPLAY__V1__ENVELOPE__BODY_ATTACH_REQUEST = 150,
   NETPLAY__V1__ENVELOPE__BODY_ATTACH_RESPONSE = 151,
   NETPLAY__V1__ENVELOPE__BODY_DETACH = 152,
@@ -296,6 +298,10 @@ struct  Netplay__V1__Envelope
      */
     Netplay__V1__LanBeacon *lan_beacon;
     /*
+     * Event `rooms.sync`: the registry sequence, periodically.
+     */
+    Netplay__V1__RoomsSync *rooms_sync;
+    /*
      * --- 100-149: coordinator ---
      * Host a session.
      */
@@ -384,6 +390,10 @@ struct  Netplay__V1__Envelope
      * Reply to ListRelaysRequest.
      */
     Netplay__V1__ListRelaysResponse *list_relays_response;
+    /*
+     * Event `relays.<kind>`.
+     */
+    Netplay__V1__RelayEvent *relay_event;
     /*
      * --- 150-199: sync (relay) and replay files ---
      * Peer attaches with its ticket.

@@ -1,0 +1,209 @@
+import Discovery
+import NetplayAuth
+import NetplayService
+import NetplayWire
+
+/// What one coordinator request produced: the reply, and what to tell the world.
+public struct Outcome: Sendable {
+    /// The reply body.
+    public var reply: Envelope.Body
+    /// `sessions.*` events to publish.
+    public var events: [SessionEvent] = []
+    /// `relays.*` events to publish.
+    public var relayEvents: [RelayEvent] = []
+    /// Sessions whose lobby room may have changed.
+    public var touched: [String] = []
+    /// Participants a relay should detach (kicked, left, session ended), with the relay endpoint.
+    public var detach: [RelayNotice] = []
+
+    /// Creates an outcome.
+    public init(reply: Envelope.Body) {
+        self.reply = reply
+    }
+}
+
+/// A message for a relay about a session it serves.
+public struct RelayNotice: Sendable, Equatable {
+    /// The relay's peer endpoint.
+    public var endpoint: String
+    /// The message body (`CloseRelaySessionRequest` or `DisconnectPeerRequest`).
+    public var body: Envelope.Body
+}
+
+/// The coordinator's brain, free of sockets: sessions and their state machine, checks, relay
+/// registry and assignment, tickets and tokens, with every change written through the
+/// ``SessionStore`` before it becomes visible. Runs on the reactor thread only, so requests are
+/// serialised and a transaction never interleaves with another.
+public final class SessionCoordinator {
+    /// The durable store.
+    public let store: SessionStore
+    /// The relay registry.
+    public let relays: RelayRegistry
+    /// Rules and limits.
+    public let settings: CoordinatorSettings
+    /// Sessions by id (active and recently ended).
+    public private(set) var sessions: [String: SessionRecord] = [:]
+    private var sortedIds: [String] = []
+    private var byCreateKey: [String: String] = [:]
+    let signer: JoinTicketSigner
+    let tokens: ParticipantTokens
+    var passwordLimiter: RateLimiter<String>
+    private var eventSequence: UInt64
+    private var relayEventSequence: UInt64
+
+    /// Loads every session and relay from `store`; tickets are signed with `keyRing`.
+    public init(store: SessionStore, keyRing: TicketKeyRing, settings: CoordinatorSettings, at time: CoordinatorTime) throws {
+        self.store = store
+        self.settings = settings
+        relays = RelayRegistry(ttlMs: settings.relayTTLMs, refreshIntervalMs: settings.relayRefreshIntervalMs)
+        signer = JoinTicketSigner(keyRing: keyRing)
+        tokens = ParticipantTokens(key: try store.secret("participant_token_key"))
+        let attempts = max(1, settings.passwordAttemptsPerMinute)
+        passwordLimiter = RateLimiter(ratePerSecond: attempts / 60, burst: attempts)
+        // Event sequences continue across restarts: start from the wall clock in microseconds.
+        eventSequence = time.unixMs * 1000
+        relayEventSequence = time.unixMs * 1000
+        for session in try store.loadSessions() {
+            sessions[session.sessionId] = session
+            if !session.idempotencyKey.isEmpty { byCreateKey[session.idempotencyKey] = session.sessionId }
+            if session.isActive, !session.relayId.isEmpty { relays.assigned[session.relayId, default: 0] += 1 }
+        }
+        sortedIds = sessions.keys.sorted()
+        relays.restore(try store.loadRelays(), nowMs: time.monotonicMs)
+    }
+
+    /// Sessions in the lobby or running.
+    public var activeCount: Int { sessions.values.reduce(0) { $0 + ($1.isActive ? 1 : 0) } }
+
+    // MARK: Commit
+
+    /// Writes `changes` and, once durable, makes `updated` the session's state.
+    func commit(_ updated: SessionRecord, _ changes: [StoreChange]) throws(ServiceError) {
+        do {
+            try store.apply(changes)
+        } catch {
+            throw ServiceError(.internal, "The coordinator could not store the change: \(error).")
+        }
+        let previous = sessions[updated.sessionId]
+        if let previous, previous.isActive, !previous.relayId.isEmpty { relays.assigned[previous.relayId, default: 1] -= 1 }
+        if updated.isActive, !updated.relayId.isEmpty { relays.assigned[updated.relayId, default: 0] += 1 }
+        if previous == nil {
+            sortedIds.insert(updated.sessionId, at: insertionIndex(updated.sessionId))
+            if !updated.idempotencyKey.isEmpty { byCreateKey[updated.idempotencyKey] = updated.sessionId }
+        }
+        sessions[updated.sessionId] = updated
+    }
+
+    func forget(_ sessionId: String) throws(ServiceError) {
+        do { try store.apply([.deleteSession(sessionId)]) } catch {
+            throw ServiceError(.internal, "The coordinator could not delete session \(sessionId): \(error).")
+        }
+        guard let session = sessions.removeValue(forKey: sessionId) else { return }
+        if session.isActive, !session.relayId.isEmpty { relays.assigned[session.relayId, default: 1] -= 1 }
+        let index = insertionIndex(sessionId)
+        if index < sortedIds.count, sortedIds[index] == sessionId { sortedIds.remove(at: index) }
+        if !session.idempotencyKey.isEmpty { byCreateKey[session.idempotencyKey] = nil }
+    }
+
+    func existingSession(forCreateKey key: String) -> SessionRecord? {
+        guard !key.isEmpty, let id = byCreateKey[key] else { return nil }
+        return sessions[id]
+    }
+
+    func insertionIndex(_ id: String) -> Int {
+        var low = 0, high = sortedIds.count
+        while low < high {
+            let mid = (low + high) / 2
+            if sortedIds[mid] < id { low = mid + 1 } else { high = mid }
+        }
+        return low
+    }
+
+    /// Session ids in order (for paging).
+    var orderedIds: [String] { sortedIds }
+
+    // MARK: Events
+
+    func event(_ kind: SessionEventKind, _ session: SessionRecord, participant: String = "", reason: String = "",
+               at time: CoordinatorTime) -> SessionEvent {
+        eventSequence += 1
+        return SessionEvent(sequence: eventSequence, kind: kind, session: session.info, participantId: participant,
+                            reason: String(reason.prefix(256)), timestampUnixMs: time.unixMs)
+    }
+
+    func relayEvent(_ kind: RelayEventKind, _ info: RelayInfo, sessions: [String], at time: CoordinatorTime) -> RelayEvent {
+        relayEventSequence += 1
+        return RelayEvent(sequence: relayEventSequence, kind: kind, relay: info, sessionIds: Array(sessions.prefix(1000)),
+                          timestampUnixMs: time.unixMs)
+    }
+
+    // MARK: Identity
+
+    /// Checks `token` for `participantId` in `session`: UNAUTHENTICATED when either is wrong.
+    func authenticate(_ session: SessionRecord, _ participantId: String, _ token: [UInt8], field: String) throws(ServiceError) -> ParticipantRecord {
+        guard let participant = session.participant(participantId),
+              tokens.check(token, sessionId: session.sessionId, participantId: participantId) else {
+            throw ServiceError(.unauthenticated, "Unknown participant or wrong participant token for session \(session.sessionId).",
+                               field: field)
+        }
+        return participant
+    }
+
+    /// Like ``authenticate(_:_:_:field:)``, and PERMISSION_DENIED unless the participant is the host.
+    func authenticateHost(_ session: SessionRecord, _ participantId: String, _ token: [UInt8], what: String,
+                          field: String) throws(ServiceError) -> ParticipantRecord {
+        let participant = try authenticate(session, participantId, token, field: field)
+        guard participant.isHost else {
+            throw ServiceError(.permissionDenied, "Only the host may \(what).", field: field)
+        }
+        return participant
+    }
+
+    func session(_ id: String, field: String) throws(ServiceError) -> SessionRecord {
+        guard let session = sessions[id] else {
+            throw ServiceError(.notFound, "No session '\(id)'.", field: field)
+        }
+        return session
+    }
+
+    func activeSession(_ id: String, field: String) throws(ServiceError) -> SessionRecord {
+        let session = try session(id, field: field)
+        guard session.isActive else {
+            throw ServiceError(.sessionEnded, "Session \(id) has ended.", field: field)
+        }
+        return session
+    }
+
+    static func randomId(prefix: String, bytes: Int) -> String {
+        prefix + Sodium.hex(Sodium.randomBytes(bytes))
+    }
+
+    // MARK: Tickets and relays
+
+    /// A signed ticket admitting `participant` to the session's relay (nil for LAN sessions).
+    func ticket(_ session: SessionRecord, _ participant: ParticipantRecord, at time: CoordinatorTime) throws(ServiceError) -> JoinTicket? {
+        guard session.settings.transport != .lan else { return nil }
+        do {
+            return try signer.issue(sessionId: session.sessionId, participantId: participant.participantId, role: participant.role,
+                                    slot: participant.role == .player ? participant.slot : 0, relayId: session.relayId,
+                                    relayEndpoint: session.relayEndpoint, params: session.syncParams, name: participant.name,
+                                    ttlMs: settings.ticketTTLMs, nowUnixMs: time.unixMs)
+        } catch {
+            throw ServiceError(.internal, "The ticket could not be signed: \(error).")
+        }
+    }
+
+    /// Gives `session` a live relay when its own is gone (or it has none). Returns true when the
+    /// relay changed. NO_RELAY when no live relay can take it.
+    func ensureRelay(_ session: inout SessionRecord, at time: CoordinatorTime) throws(ServiceError) -> Bool {
+        guard session.settings.transport != .lan else { return false }
+        if !session.relayId.isEmpty, relays.isLive(session.relayId, nowMs: time.monotonicMs) { return false }
+        guard let relay = relays.pick(region: session.settings.region, nowMs: time.monotonicMs) else {
+            throw ServiceError(.noRelay, "No live relay can take the session; retry shortly.", retryAfterMs: 1_000)
+        }
+        if !session.relayId.isEmpty { relays.scheduleClose(session.sessionId, on: session.relayId) }
+        session.relayId = relay.relayId
+        session.relayEndpoint = relay.endpoint
+        return true
+    }
+}

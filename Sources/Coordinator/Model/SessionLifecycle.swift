@@ -1,0 +1,474 @@
+import Discovery
+import NetplayAuth
+import NetplayService
+import NetplayWire
+
+/// Which stored password a join's password matched.
+public enum PasswordMatch: Sendable, Equatable {
+    /// No password was needed.
+    case notNeeded
+    /// The play password matched.
+    case play
+    /// The spectate password matched.
+    case spectate
+    /// Nothing matched.
+    case none
+}
+
+/// What a join needs checked before it can go ahead.
+public struct JoinPlan: Sendable {
+    /// Hashes the given password is tried against, in order, with what a match means.
+    public var candidates: [(hash: String, match: PasswordMatch)]
+    /// True when no password is needed.
+    public var open: Bool { candidates.isEmpty }
+}
+
+extension SessionCoordinator {
+    // MARK: Create
+
+    /// Validates a create before its passwords are hashed (so a bad request costs nothing).
+    public func precheckCreate(_ request: CreateSessionRequest, at time: CoordinatorTime) throws(ServiceError) {
+        if existingSession(forCreateKey: request.idempotencyKey) != nil { return }
+        let settings = request.settings
+        guard activeCount < self.settings.maxSessions else {
+            throw ServiceError(.overloaded, "The coordinator holds its maximum of \(self.settings.maxSessions) sessions.",
+                               retryAfterMs: 5_000)
+        }
+        if request.preferredSlot > settings.maxPlayers {
+            throw ServiceError(.badRequest, "Slot \(request.preferredSlot) does not exist in a \(settings.maxPlayers)-player session.",
+                               field: "CreateSessionRequest.preferred_slot")
+        }
+        if settings.transport == .lan, settings.lanEndpoint.isEmpty {
+            throw ServiceError(.badRequest, "A LAN session needs the host's relay endpoint.", field: "SessionSettings.lan_endpoint")
+        }
+        if settings.transport != .lan, relays.pick(region: settings.region, nowMs: time.monotonicMs) == nil {
+            throw ServiceError(.noRelay, "No live relay can take a new session; retry shortly.", retryAfterMs: 1_000)
+        }
+    }
+
+    /// Creates a session (the caller hashed the passwords, off the reactor thread).
+    public func create(_ request: CreateSessionRequest, playHash: String?, spectateHash: String?,
+                       at time: CoordinatorTime) throws(ServiceError) -> Outcome {
+        if let existing = existingSession(forCreateKey: request.idempotencyKey), let host = existing.host {
+            // A retry of a create that went through: the same session, token and a fresh ticket.
+            let reply = CreateSessionResponse(session: existing.info, participantId: host.participantId,
+                                              participantToken: tokens.token(sessionId: existing.sessionId, participantId: host.participantId),
+                                              ticket: try existing.isActive ? ticket(existing, host, at: time) : nil)
+            return Outcome(reply: .createSessionResponse(reply))
+        }
+        try precheckCreate(request, at: time)
+        var settings = request.settings
+        settings.playPassword = ""
+        settings.spectatePassword = ""
+        if settings.transport == .unspecified { settings.transport = .relay }
+        if !settings.spectatorsAllowed { settings.maxSpectators = 0 }
+        let sessionId = Self.randomId(prefix: "s-", bytes: 8)
+        let hostId = Self.randomId(prefix: "p-", bytes: 6)
+        let host = ParticipantRecord(participantId: hostId, name: request.hostName, role: .player,
+                                     slot: request.preferredSlot == 0 ? 1 : request.preferredSlot, isHost: true, mayPlay: true,
+                                     joinedAtUnixMs: time.unixMs)
+        var session = SessionRecord(sessionId: sessionId, state: .lobby, settings: settings, playPasswordHash: playHash,
+                                    spectatePasswordHash: spectateHash, hostParticipantId: hostId, relayId: "", relayEndpoint: "",
+                                    createdAtUnixMs: time.unixMs, idempotencyKey: request.idempotencyKey, participants: [host])
+        _ = try ensureRelay(&session, at: time)
+        let ticket = try ticket(session, host, at: time)
+        var changes: [StoreChange] = [.saveSession(session), .saveParticipant(sessionId: sessionId, host)]
+        if let ticket { changes.append(.saveTicket(ticket)) }
+        try commit(session, changes)
+        var outcome = Outcome(reply: .createSessionResponse(CreateSessionResponse(
+            session: session.info, participantId: hostId,
+            participantToken: tokens.token(sessionId: sessionId, participantId: hostId), ticket: ticket)))
+        outcome.events = [event(.created, session, participant: hostId, at: time)]
+        outcome.touched = [sessionId]
+        return outcome
+    }
+
+    // MARK: Join
+
+    /// Checks a join up to its password: NOT_FOUND, SESSION_ENDED, BANNED, CONTENT_MISMATCH,
+    /// CORE_MISMATCH, CORE_VERSION_MISMATCH, SPECTATORS_NOT_ALLOWED, SPECTATORS_FULL, ROOM_FULL,
+    /// SLOT_TAKEN, RATE_LIMITED (too many wrong passwords). Returns the hashes to try.
+    public func planJoin(_ request: JoinSessionRequest, at time: CoordinatorTime) throws(ServiceError) -> JoinPlan {
+        let session = try activeSession(request.sessionId, field: "JoinSessionRequest.session_id")
+        if session.bans.contains(request.name) {
+            throw ServiceError(.banned, "'\(request.name)' was banned from this session by the host.", field: "JoinSessionRequest.name")
+        }
+        let role: Role = request.role == .spectator ? .spectator : .player
+        let replay = replayedParticipant(session, request)
+        if replay == nil {
+            try checkContent(session, request.content)
+            try checkCapacity(session, role: role, preferredSlot: request.preferredSlot)
+        }
+        var candidates: [(hash: String, match: PasswordMatch)] = []
+        if role == .player {
+            if let play = session.playPasswordHash { candidates = [(play, .play)] }
+        } else if let spectate = session.spectatePasswordHash {
+            candidates = [(spectate, .spectate)] + (session.playPasswordHash.map { [($0, .play)] } ?? [])
+        } else if let play = session.playPasswordHash {
+            candidates = [(play, .play)]
+        }
+        if !candidates.isEmpty, case .limited(let retry) = passwordLimiter.check(session.sessionId, now: Double(time.monotonicMs) / 1000) {
+            throw ServiceError(.rateLimited, "Too many wrong passwords for this session; retry in \(retry) ms.", retryAfterMs: retry)
+        }
+        return JoinPlan(candidates: candidates)
+    }
+
+    /// Records a wrong password (spending one attempt of the session's budget) and returns the
+    /// WRONG_PASSWORD error to reply.
+    public func wrongPassword(sessionId: String, role: Role, at time: CoordinatorTime) -> ServiceError {
+        _ = passwordLimiter.take(sessionId, now: Double(time.monotonicMs) / 1000)
+        let what = role == .spectator ? "spectate" : "play"
+        return ServiceError(.wrongPassword, "Wrong password to \(what) in this session.", field: "JoinSessionRequest.password")
+    }
+
+    /// Joins after ``planJoin(_:at:)`` and the password check. Every check runs again: the
+    /// session may have changed while the password was being verified.
+    public func join(_ request: JoinSessionRequest, password: PasswordMatch, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
+        let plan = try planJoin(request, at: time)
+        if !plan.open {
+            guard plan.candidates.contains(where: { $0.match == password }) else {
+                throw wrongPassword(sessionId: request.sessionId, role: request.role, at: time)
+            }
+        }
+        var session = sessions[request.sessionId]!
+        let role: Role = request.role == .spectator ? .spectator : .player
+        var changes: [StoreChange] = []
+        var outcome = Outcome(reply: .ack(Ack()))
+        let participant: ParticipantRecord
+        if let replay = replayedParticipant(session, request) {
+            participant = replay
+        } else {
+            let slot: UInt32 = role == .player ? (request.preferredSlot != 0 ? request.preferredSlot : session.firstFreeSlot!) : 0
+            participant = ParticipantRecord(participantId: Self.randomId(prefix: "p-", bytes: 6), name: request.name, role: role,
+                                            slot: slot, mayPlay: session.playPasswordHash == nil || password == .play,
+                                            joinedAtUnixMs: time.unixMs, idempotencyKey: request.idempotencyKey)
+            session.participants.append(participant)
+            session.version += 1
+            changes.append(.saveParticipant(sessionId: session.sessionId, participant))
+            outcome.events.append(event(role == .player ? .playerJoined : .spectatorJoined, session,
+                                        participant: participant.participantId, at: time))
+        }
+        if try ensureRelay(&session, at: time) {
+            session.version += 1
+            outcome.events.append(event(.relayAssigned, session, at: time))
+        }
+        changes.insert(.saveSession(session), at: 0)
+        let ticket = try ticket(session, participant, at: time)
+        if let ticket { changes.append(.saveTicket(ticket)) }
+        try commit(session, changes)
+        outcome.reply = .joinSessionResponse(JoinSessionResponse(
+            session: session.info, participantId: participant.participantId,
+            participantToken: tokens.token(sessionId: session.sessionId, participantId: participant.participantId),
+            ticket: ticket, slot: participant.role == .player ? participant.slot : 0))
+        outcome.touched = [session.sessionId]
+        return outcome
+    }
+
+    private func replayedParticipant(_ session: SessionRecord, _ request: JoinSessionRequest) -> ParticipantRecord? {
+        guard !request.idempotencyKey.isEmpty else { return nil }
+        return session.participants.first { $0.idempotencyKey == request.idempotencyKey && $0.name == request.name }
+    }
+
+    private func checkContent(_ session: SessionRecord, _ content: ContentInfo) throws(ServiceError) {
+        let host = session.settings.content
+        let game = host.gameName.isEmpty ? "this room's game" : host.gameName
+        if host.crc32 != 0, content.crc32 != host.crc32 {
+            throw ServiceError(.contentMismatch, "Same ROM required: \(game) has CRC32 \(Self.hex32(host.crc32)), yours is \(Self.hex32(content.crc32)).",
+                               field: "ContentInfo.crc32")
+        }
+        if !host.md5.isEmpty, content.md5 != host.md5 {
+            throw ServiceError(.contentMismatch, "Same ROM required: \(game) has a different MD5 than yours.", field: "ContentInfo.md5")
+        }
+        if !host.coreId.isEmpty, content.coreId != host.coreId {
+            throw ServiceError(.coreMismatch, "This room runs core '\(host.coreId)', you run '\(content.coreId)'.", field: "ContentInfo.core_id")
+        }
+        if !host.coreVersion.isEmpty, content.coreVersion != host.coreVersion {
+            throw ServiceError(.coreVersionMismatch,
+                               "This room runs \(host.coreId) version '\(host.coreVersion)', you run '\(content.coreVersion)'.",
+                               field: "ContentInfo.core_version")
+        }
+    }
+
+    private func checkCapacity(_ session: SessionRecord, role: Role, preferredSlot: UInt32) throws(ServiceError) {
+        if role == .spectator {
+            guard session.settings.spectatorsAllowed else {
+                throw ServiceError(.spectatorsNotAllowed, "This session does not allow spectators.", field: "JoinSessionRequest.role")
+            }
+            guard session.spectators.count < Int(session.settings.maxSpectators) else {
+                throw ServiceError(.spectatorsFull, "All \(session.settings.maxSpectators) spectator places are taken.")
+            }
+            return
+        }
+        if preferredSlot > session.settings.maxPlayers {
+            throw ServiceError(.badRequest, "Slot \(preferredSlot) does not exist in a \(session.settings.maxPlayers)-player session.",
+                               field: "JoinSessionRequest.preferred_slot")
+        }
+        guard session.firstFreeSlot != nil else {
+            throw ServiceError(.roomFull, "All \(session.settings.maxPlayers) player slots are taken.")
+        }
+        if preferredSlot != 0, session.holder(of: preferredSlot) != nil {
+            throw ServiceError(.slotTaken, "Slot \(preferredSlot) is taken.", field: "JoinSessionRequest.preferred_slot")
+        }
+    }
+
+    static func hex32(_ value: UInt32) -> String {
+        let digits = String(value, radix: 16, uppercase: true)
+        return String(repeating: "0", count: max(0, 8 - digits.count)) + digits
+    }
+
+    // MARK: Leave, kick
+
+    /// A participant leaves; the host leaving ends the session.
+    public func leave(_ request: LeaveSessionRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
+        var session = try self.session(request.sessionId, field: "LeaveSessionRequest.session_id")
+        let participant = try authenticate(session, request.participantId, request.participantToken,
+                                           field: "LeaveSessionRequest.participant_token")
+        guard session.isActive else { return Outcome(reply: .sessionResponse(SessionResponse(session: session.info))) }
+        if participant.isHost {
+            return try end(&session, reason: "The host left.", by: participant.participantId, at: time)
+        }
+        session.participants.removeAll { $0.participantId == participant.participantId }
+        session.version += 1
+        try commit(session, [.saveSession(session), .deleteParticipant(sessionId: session.sessionId, participantId: participant.participantId)])
+        var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
+        outcome.events = [event(.left, session, participant: participant.participantId, at: time)]
+        outcome.touched = [session.sessionId]
+        outcome.detach = notice(session, disconnect: participant.participantId, reason: .leaving, message: "left the session")
+        return outcome
+    }
+
+    /// The host removes a participant, optionally banning their name.
+    public func kick(_ request: KickParticipantRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
+        var session = try activeSession(request.sessionId, field: "KickParticipantRequest.session_id")
+        _ = try authenticateHost(session, request.participantId, request.participantToken, what: "kick participants",
+                                 field: "KickParticipantRequest.participant_token")
+        guard let target = session.participant(request.targetParticipantId) else {
+            throw ServiceError(.notFound, "No participant '\(request.targetParticipantId)' in this session.",
+                               field: "KickParticipantRequest.target_participant_id")
+        }
+        guard !target.isHost else {
+            throw ServiceError(.invalidState, "The host cannot kick themselves; end the session instead.",
+                               field: "KickParticipantRequest.target_participant_id")
+        }
+        session.participants.removeAll { $0.participantId == target.participantId }
+        var changes: [StoreChange] = [.deleteParticipant(sessionId: session.sessionId, participantId: target.participantId)]
+        if request.ban {
+            session.bans.insert(target.name)
+            changes.append(.addBan(sessionId: session.sessionId, name: target.name))
+        }
+        session.version += 1
+        changes.insert(.saveSession(session), at: 0)
+        try commit(session, changes)
+        var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
+        outcome.events = [event(.kicked, session, participant: target.participantId,
+                                reason: request.reason.isEmpty ? "kicked by the host" : request.reason, at: time)]
+        outcome.touched = [session.sessionId]
+        outcome.detach = notice(session, disconnect: target.participantId, reason: .kicked,
+                                message: request.reason.isEmpty ? "kicked by the host" : request.reason)
+        return outcome
+    }
+
+    // MARK: Slots
+
+    /// The host exchanges two slots (either may be free).
+    public func swapSlots(_ request: SwapSlotsRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
+        var session = try activeSession(request.sessionId, field: "SwapSlotsRequest.session_id")
+        _ = try authenticateHost(session, request.participantId, request.participantToken, what: "swap slots",
+                                 field: "SwapSlotsRequest.participant_token")
+        let max = session.settings.maxPlayers
+        for (slot, field) in [(request.slotA, "slot_a"), (request.slotB, "slot_b")] where slot < 1 || slot > max {
+            throw ServiceError(.badRequest, "Slot \(slot) does not exist in a \(max)-player session.", field: "SwapSlotsRequest.\(field)")
+        }
+        guard request.slotA != request.slotB else { return Outcome(reply: .sessionResponse(SessionResponse(session: session.info))) }
+        let a = session.holder(of: request.slotA), b = session.holder(of: request.slotB)
+        var changes: [StoreChange] = []
+        if let a, let index = session.index(of: a.participantId) {
+            // Free slot A first, so the unique slot index never sees two holders.
+            var parked = a
+            parked.slot = 0
+            changes.append(.saveParticipant(sessionId: session.sessionId, parked))
+            session.participants[index].slot = request.slotB
+        }
+        if let b, let index = session.index(of: b.participantId) {
+            session.participants[index].slot = request.slotA
+            changes.append(.saveParticipant(sessionId: session.sessionId, session.participants[index]))
+        }
+        if let a, let moved = session.participant(a.participantId) {
+            changes.append(.saveParticipant(sessionId: session.sessionId, moved))
+        }
+        session.version += 1
+        changes.insert(.saveSession(session), at: 0)
+        try commit(session, changes)
+        var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
+        outcome.events = [event(.slotsChanged, session, participant: request.participantId, at: time)]
+        outcome.touched = [session.sessionId]
+        return outcome
+    }
+
+    /// A participant takes a free slot, or (slot 0) becomes a spectator; replied with a new ticket.
+    public func chooseSlot(_ request: ChooseSlotRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
+        var session = try activeSession(request.sessionId, field: "ChooseSlotRequest.session_id")
+        let participant = try authenticate(session, request.participantId, request.participantToken,
+                                           field: "ChooseSlotRequest.participant_token")
+        let index = session.index(of: participant.participantId)!
+        if request.slot == 0 {
+            if participant.role != .spectator {
+                guard session.settings.spectatorsAllowed else {
+                    throw ServiceError(.spectatorsNotAllowed, "This session does not allow spectators.", field: "ChooseSlotRequest.slot")
+                }
+                guard session.spectators.count < Int(session.settings.maxSpectators) else {
+                    throw ServiceError(.spectatorsFull, "All \(session.settings.maxSpectators) spectator places are taken.")
+                }
+            }
+            session.participants[index].role = .spectator
+            session.participants[index].slot = 0
+        } else {
+            guard request.slot <= session.settings.maxPlayers else {
+                throw ServiceError(.badRequest, "Slot \(request.slot) does not exist in a \(session.settings.maxPlayers)-player session.",
+                                   field: "ChooseSlotRequest.slot")
+            }
+            guard participant.mayPlay else {
+                throw ServiceError(.permissionDenied, "Join again with the play password to take a controller slot.",
+                                   field: "ChooseSlotRequest.slot")
+            }
+            if let holder = session.holder(of: request.slot), holder.participantId != participant.participantId {
+                throw ServiceError(.slotTaken, "Slot \(request.slot) is taken.", field: "ChooseSlotRequest.slot")
+            }
+            session.participants[index].role = .player
+            session.participants[index].slot = request.slot
+        }
+        var changes: [StoreChange] = []
+        var outcome = Outcome(reply: .ack(Ack()))
+        if session.participants[index] != participant {
+            session.version += 1
+            changes.append(.saveParticipant(sessionId: session.sessionId, session.participants[index]))
+            outcome.events.append(event(.slotsChanged, session, participant: participant.participantId, at: time))
+        }
+        if try ensureRelay(&session, at: time) {
+            session.version += 1
+            outcome.events.append(event(.relayAssigned, session, at: time))
+        }
+        let ticket = try ticket(session, session.participants[index], at: time)
+        changes.insert(.saveSession(session), at: 0)
+        if let ticket { changes.append(.saveTicket(ticket)) }
+        try commit(session, changes)
+        outcome.reply = .sessionResponse(SessionResponse(session: session.info, ticket: ticket))
+        outcome.touched = [session.sessionId]
+        return outcome
+    }
+
+    // MARK: Start, end, renew, get
+
+    /// The host starts the match (LOBBY → RUNNING).
+    public func start(_ request: StartSessionRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
+        var session = try activeSession(request.sessionId, field: "StartSessionRequest.session_id")
+        _ = try authenticateHost(session, request.participantId, request.participantToken, what: "start the session",
+                                 field: "StartSessionRequest.participant_token")
+        guard session.state == .lobby else {
+            throw ServiceError(.invalidState, "Session \(session.sessionId) is already running.")
+        }
+        var outcome = Outcome(reply: .ack(Ack()))
+        if try ensureRelay(&session, at: time) { outcome.events.append(event(.relayAssigned, session, at: time)) }
+        session.state = .running
+        session.startedAtUnixMs = time.unixMs
+        session.version += 1
+        try commit(session, [.saveSession(session)])
+        outcome.events.append(event(.started, session, participant: request.participantId, at: time))
+        outcome.reply = .sessionResponse(SessionResponse(session: session.info))
+        outcome.touched = [session.sessionId]
+        return outcome
+    }
+
+    /// The host ends the session for everyone.
+    public func end(_ request: EndSessionRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
+        var session = try activeSession(request.sessionId, field: "EndSessionRequest.session_id")
+        _ = try authenticateHost(session, request.participantId, request.participantToken, what: "end the session",
+                                 field: "EndSessionRequest.participant_token")
+        return try end(&session, reason: request.reason.isEmpty ? "Ended by the host." : request.reason,
+                       by: request.participantId, at: time)
+    }
+
+    private func end(_ session: inout SessionRecord, reason: String, by participantId: String,
+                     at time: CoordinatorTime) throws(ServiceError) -> Outcome {
+        session.state = .ended
+        session.endedAtUnixMs = time.unixMs
+        session.version += 1
+        try commit(session, [.saveSession(session)])
+        relays.scheduleClose(session.sessionId, on: session.relayId)
+        var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
+        outcome.events = [event(.ended, session, participant: participantId, reason: reason, at: time)]
+        outcome.touched = [session.sessionId]
+        if !session.relayEndpoint.isEmpty {
+            outcome.detach = [RelayNotice(endpoint: session.relayEndpoint, body: .closeRelaySessionRequest(CloseRelaySessionRequest(
+                sessionId: session.sessionId, reason: .sessionEnded, message: String(reason.prefix(256)))))]
+        }
+        return outcome
+    }
+
+    private func notice(_ session: SessionRecord, disconnect participantId: String, reason: DetachReason,
+                        message: String) -> [RelayNotice] {
+        guard !session.relayEndpoint.isEmpty else { return [] }
+        return [RelayNotice(endpoint: session.relayEndpoint, body: .disconnectPeerRequest(DisconnectPeerRequest(
+            sessionId: session.sessionId, participantId: participantId, reason: reason, message: String(message.prefix(256)))))]
+    }
+
+    /// A fresh ticket for a participant (reconnect, expiry, relay reassigned).
+    public func renew(_ request: RenewTicketRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
+        var session = try activeSession(request.sessionId, field: "RenewTicketRequest.session_id")
+        let participant = try authenticate(session, request.participantId, request.participantToken,
+                                           field: "RenewTicketRequest.participant_token")
+        var outcome = Outcome(reply: .ack(Ack()))
+        var changes: [StoreChange] = []
+        if try ensureRelay(&session, at: time) {
+            session.version += 1
+            changes.append(.saveSession(session))
+            outcome.events.append(event(.relayAssigned, session, at: time))
+            outcome.touched = [session.sessionId]
+        }
+        let ticket = try ticket(session, participant, at: time)
+        if let ticket { changes.append(.saveTicket(ticket)) }
+        try commit(session, changes)
+        outcome.reply = .sessionResponse(SessionResponse(session: session.info, ticket: ticket))
+        return outcome
+    }
+
+    /// One session.
+    public func get(_ request: GetSessionRequest) throws(ServiceError) -> Outcome {
+        Outcome(reply: .sessionResponse(SessionResponse(session: try session(request.sessionId, field: "GetSessionRequest.session_id").info)))
+    }
+
+    /// A page of sessions in id order.
+    public func list(_ request: ListSessionsRequest) throws(ServiceError) -> Outcome {
+        let after = try PageToken.decode(request.pageToken, field: "ListSessionsRequest.page_token")
+        let size = request.pageSize == 0 ? 50 : Int(request.pageSize)
+        let needle = Array(request.gameName.lowercased().utf8)
+        var page: [SessionInfo] = []
+        var total = 0
+        var more = false
+        for id in orderedIds {
+            guard let session = sessions[id] else { continue }
+            if request.state == .unspecified ? !session.isActive : session.state != request.state { continue }
+            if session.settings.unlisted && !request.includeUnlisted { continue }
+            if !request.relayId.isEmpty && session.relayId != request.relayId { continue }
+            if !needle.isEmpty && !session.settings.content.gameName.lowercased().utf8.elementsEqualContains(needle) { continue }
+            total += 1
+            if after.isEmpty || id > after {
+                if page.count < size { page.append(session.info) } else { more = true }
+            }
+        }
+        return Outcome(reply: .listSessionsResponse(ListSessionsResponse(
+            sessions: page, nextPageToken: more ? PageToken.after(page.last!.sessionId) : "", totalMatching: UInt32(clamping: total))))
+    }
+}
+
+extension String.UTF8View {
+    /// True when `needle` occurs in these bytes.
+    fileprivate func elementsEqualContains(_ needle: [UInt8]) -> Bool {
+        let haystack = Array(self)
+        guard needle.count <= haystack.count else { return false }
+        for start in 0...(haystack.count - needle.count) where haystack[start..<start + needle.count].elementsEqual(needle) {
+            return true
+        }
+        return false
+    }
+}

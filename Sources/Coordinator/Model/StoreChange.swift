@@ -1,0 +1,23 @@
+import NetplayWire
+
+/// One write to the coordinator's store; a request's writes are applied in one transaction.
+public enum StoreChange: Sendable, Equatable {
+    /// Insert or replace the session row (not its participants).
+    case saveSession(SessionRecord)
+    /// Insert or replace one participant.
+    case saveParticipant(sessionId: String, ParticipantRecord)
+    /// Remove one participant.
+    case deleteParticipant(sessionId: String, participantId: String)
+    /// Ban a name from a session.
+    case addBan(sessionId: String, name: String)
+    /// Remove a session with its participants, bans and tickets.
+    case deleteSession(String)
+    /// Record an issued ticket.
+    case saveTicket(JoinTicket)
+    /// Forget tickets that expired before this time.
+    case deleteTickets(expiredBeforeUnixMs: UInt64)
+    /// Insert or replace a relay.
+    case saveRelay(RelayInfo)
+    /// Remove a relay.
+    case deleteRelay(String)
+}

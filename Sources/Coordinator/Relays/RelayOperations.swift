@@ -1,0 +1,65 @@
+import NetplayService
+import NetplayWire
+
+extension SessionCoordinator {
+    /// A relay joins (or rejoins) the registry. Sessions it claims that this coordinator has
+    /// ended or moved elsewhere are queued for closing in its next refresh reply.
+    public func registerRelay(_ request: RegisterRelayRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
+        let info = request.relay
+        guard !info.endpoint.isEmpty else {
+            throw ServiceError(.badRequest, "A relay needs its peer endpoint.", field: "RelayInfo.endpoint")
+        }
+        relays.register(info, nowMs: time.monotonicMs, nowUnixMs: time.unixMs)
+        let stored = relays.entry(info.relayId)!.info
+        do { try store.apply([.saveRelay(stored)]) } catch {
+            throw ServiceError(.internal, "The coordinator could not store the relay: \(error).")
+        }
+        for sessionId in request.sessionIds {
+            let session = sessions[sessionId]
+            if session == nil || !session!.isActive || session!.relayId != info.relayId {
+                relays.scheduleClose(sessionId, on: info.relayId)
+            }
+        }
+        var outcome = Outcome(reply: .registerRelayResponse(RegisterRelayResponse(
+            relayId: info.relayId, refreshIntervalMs: relays.refreshIntervalMs, ttlMs: relays.ttlMs)))
+        outcome.relayEvents = [relayEvent(.registered, stored, sessions: sessionIds(on: info.relayId), at: time)]
+        return outcome
+    }
+
+    /// A relay's keep-alive with its load. NOT_FOUND when it was dropped (register again).
+    public func refreshRelay(_ request: RefreshRelayRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
+        let (info, drainingChanged) = try relays.refresh(request, nowMs: time.monotonicMs, nowUnixMs: time.unixMs)
+        var outcome = Outcome(reply: .refreshRelayResponse(RefreshRelayResponse(closeSessionIds: relays.takeCloses(for: request.relayId))))
+        if drainingChanged {
+            try? store.apply([.saveRelay(info)])
+            if info.draining { outcome.relayEvents = [relayEvent(.draining, info, sessions: sessionIds(on: info.relayId), at: time)] }
+        }
+        return outcome
+    }
+
+    /// The registry (stale relays too with `include_stale`, until the next sweep drops them).
+    public func listRelays(_ request: ListRelaysRequest, at time: CoordinatorTime) -> Outcome {
+        let entries = relays.relays.filter { request.includeStale || relays.isLive($0.info.relayId, nowMs: time.monotonicMs) }
+        return Outcome(reply: .listRelaysResponse(ListRelaysResponse(relays: entries.prefix(256).map(\.info))))
+    }
+
+    /// Active sessions assigned to `relayId`.
+    public func sessionIds(on relayId: String) -> [String] {
+        orderedIds.filter { sessions[$0].map { $0.isActive && $0.relayId == relayId } ?? false }
+    }
+
+    /// Periodic upkeep: drops stale relays (their sessions get a new relay when peers renew),
+    /// deletes sessions ended longer ago than the retention, forgets expired tickets.
+    public func maintain(at time: CoordinatorTime, purgeTickets: Bool = false) -> Outcome {
+        var outcome = Outcome(reply: .ack(Ack()))
+        for dropped in relays.sweep(nowMs: time.monotonicMs) {
+            try? store.apply([.deleteRelay(dropped.relayId)])
+            outcome.relayEvents.append(relayEvent(.dropped, dropped, sessions: sessionIds(on: dropped.relayId), at: time))
+        }
+        let cutoff = time.unixMs > settings.endedRetentionMs ? time.unixMs - settings.endedRetentionMs : 0
+        let expired = sessions.values.filter { $0.state == .ended && $0.endedAtUnixMs < cutoff }.map(\.sessionId)
+        for sessionId in expired { try? forget(sessionId) }
+        if purgeTickets { try? store.apply([.deleteTickets(expiredBeforeUnixMs: time.unixMs)]) }
+        return outcome
+    }
+}

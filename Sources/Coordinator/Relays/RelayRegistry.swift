@@ -1,0 +1,131 @@
+import NetplayService
+import NetplayWire
+
+/// The relay (sync replica) registry: replicas register and refresh with their load; a new
+/// session goes to the least-loaded live replica; a replica that misses its TTL is dropped, and
+/// its sessions get a new relay when their peers next ask for a ticket. Pure logic on the
+/// reactor thread; time is passed in as monotonic milliseconds.
+public final class RelayRegistry {
+    /// One relay as tracked.
+    public struct Entry: Sendable, Equatable {
+        /// What the relay reported (load, draining, endpoints).
+        public var info: RelayInfo
+        /// Monotonic time of the last registration or refresh.
+        public var lastSeenMs: UInt64
+    }
+
+    /// Milliseconds without a refresh before a relay is dropped.
+    public let ttlMs: UInt32
+    /// The refresh interval relays are told to keep.
+    public let refreshIntervalMs: UInt32
+    private(set) var entries: [String: Entry] = [:]
+    /// Active sessions assigned to each relay by this coordinator (kept by the owner).
+    public var assigned: [String: Int] = [:]
+    private var pendingClose: [String: Set<String>] = [:]
+
+    /// Creates an empty registry.
+    public init(ttlMs: UInt32, refreshIntervalMs: UInt32) {
+        self.ttlMs = ttlMs
+        self.refreshIntervalMs = refreshIntervalMs
+    }
+
+    /// Relays currently registered (stale ones included until swept).
+    public var relays: [Entry] { entries.values.sorted { $0.info.relayId < $1.info.relayId } }
+
+    /// The entry for `relayId`.
+    public func entry(_ relayId: String) -> Entry? { entries[relayId] }
+
+    /// True when `relayId` is registered and within its TTL at `nowMs`.
+    public func isLive(_ relayId: String, nowMs: UInt64) -> Bool {
+        guard let entry = entries[relayId] else { return false }
+        return nowMs < entry.lastSeenMs + UInt64(ttlMs)
+    }
+
+    /// Restores relays from storage after a restart, each given a fresh TTL to refresh within.
+    public func restore(_ infos: [RelayInfo], nowMs: UInt64) {
+        for info in infos { entries[info.relayId] = Entry(info: info, lastSeenMs: nowMs) }
+    }
+
+    /// Registers (or re-registers) a relay. Returns whether it was new.
+    @discardableResult
+    public func register(_ info: RelayInfo, nowMs: UInt64, nowUnixMs: UInt64) -> Bool {
+        var info = info
+        info.lastSeenUnixMs = nowUnixMs
+        if info.load == nil { info.load = RelayLoad() }
+        let isNew = entries[info.relayId] == nil
+        entries[info.relayId] = Entry(info: info, lastSeenMs: nowMs)
+        return isNew
+    }
+
+    /// Applies a refresh. NOT_FOUND when the relay is unknown (it must register again). Returns
+    /// the relay's updated info and whether its draining flag changed.
+    public func refresh(_ request: RefreshRelayRequest, nowMs: UInt64, nowUnixMs: UInt64) throws(ServiceError) -> (RelayInfo, drainingChanged: Bool) {
+        guard var entry = entries[request.relayId] else {
+            throw ServiceError(.notFound, "Relay '\(request.relayId)' is not registered (dropped after its TTL?); register again.",
+                               field: "RefreshRelayRequest.relay_id")
+        }
+        let changed = entry.info.draining != request.draining
+        entry.info.load = request.load
+        entry.info.draining = request.draining
+        entry.info.lastSeenUnixMs = nowUnixMs
+        entry.lastSeenMs = nowMs
+        entries[request.relayId] = entry
+        return (entry.info, changed)
+    }
+
+    /// Removes and returns every relay past its TTL at `nowMs`.
+    public func sweep(nowMs: UInt64) -> [RelayInfo] {
+        let stale = entries.values.filter { nowMs >= $0.lastSeenMs + UInt64(ttlMs) }.map(\.info)
+        for info in stale {
+            entries[info.relayId] = nil
+            pendingClose[info.relayId] = nil
+        }
+        return stale.sorted { $0.relayId < $1.relayId }
+    }
+
+    /// The least-loaded live relay that accepts sessions: fewest sessions (the larger of what it
+    /// reported and what this coordinator assigned), relative to capacity when one is set; then
+    /// fewest peers; then relay id. Relays in `region` are preferred when any is available.
+    public func pick(region: String, nowMs: UInt64) -> RelayInfo? {
+        let candidates = entries.values.filter { entry in
+            guard nowMs < entry.lastSeenMs + UInt64(ttlMs), !entry.info.draining else { return false }
+            let capacity = entry.info.load?.capacitySessions ?? 0
+            return capacity == 0 || sessions(of: entry) < Int(capacity)
+        }
+        let regional = region.isEmpty ? [] : candidates.filter { $0.info.region == region }
+        let pool = regional.isEmpty ? candidates : regional
+        return pool.min { a, b in
+            let (la, lb) = (score(a), score(b))
+            if la != lb { return la < lb }
+            let (pa, pb) = (a.info.load?.peers ?? 0, b.info.load?.peers ?? 0)
+            if pa != pb { return pa < pb }
+            return a.info.relayId < b.info.relayId
+        }?.info
+    }
+
+    private func sessions(of entry: Entry) -> Int {
+        max(Int(entry.info.load?.sessions ?? 0), assigned[entry.info.relayId, default: 0])
+    }
+
+    private func score(_ entry: Entry) -> Double {
+        let capacity = entry.info.load?.capacitySessions ?? 0
+        let count = Double(sessions(of: entry))
+        return capacity == 0 ? count : count / Double(capacity) * 1_000_000
+    }
+
+    /// Notes that `relayId` should close `sessionId` (ended, or moved to another relay); it learns
+    /// so in its next refresh reply.
+    public func scheduleClose(_ sessionId: String, on relayId: String) {
+        guard !relayId.isEmpty, entries[relayId] != nil else { return }
+        pendingClose[relayId, default: []].insert(sessionId)
+    }
+
+    /// Takes (up to 1000 of) the sessions `relayId` should close.
+    public func takeCloses(for relayId: String) -> [String] {
+        guard var pending = pendingClose[relayId], !pending.isEmpty else { return [] }
+        let batch = Array(pending.sorted().prefix(1000))
+        pending.subtract(batch)
+        pendingClose[relayId] = pending.isEmpty ? nil : pending
+        return batch
+    }
+}

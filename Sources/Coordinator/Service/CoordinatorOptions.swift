@@ -1,0 +1,99 @@
+import ArgumentParser
+import Discovery
+import NetplayAuth
+import NetplayService
+
+/// netplay-coordinator's own flags, each with a `NETPLAY_*` environment fallback (shown in
+/// `--help`). Resolve them into a ``CoordinatorConfiguration`` with ``resolve(environment:)``.
+public struct CoordinatorOptions: ParsableArguments, Sendable {
+    @Option(help: ArgumentHelp("Discovery's request endpoint for lobby rooms; 'none' disables (env NETPLAY_DISCOVERY, default \(ServiceDefaults.discoveryEndpoint)).", valueName: "endpoint"))
+    public var discovery: String?
+
+    @Option(help: ArgumentHelp("Cluster secret signing join tickets: HEX, or ID:HEX,ID:HEX for rotation (env NETPLAY_CLUSTER_SECRET; default: generated into <data-dir>/cluster-secret).", valueName: "secret"))
+    public var clusterSecret: String?
+
+    @Option(help: ArgumentHelp("File holding the cluster secret (env NETPLAY_CLUSTER_SECRET_FILE).", valueName: "path"))
+    public var clusterSecretFile: String?
+
+    @Option(help: ArgumentHelp("Seconds a join ticket admits its holder (env NETPLAY_TICKET_TTL, default 300).", valueName: "seconds"))
+    public var ticketTTL: String?
+
+    @Option(help: ArgumentHelp("Seconds without a refresh before a relay is dropped (env NETPLAY_RELAY_TTL, default 6).", valueName: "seconds"))
+    public var relayTTL: String?
+
+    @Option(help: ArgumentHelp("Refresh interval relays are told to keep, seconds (env NETPLAY_RELAY_REFRESH_INTERVAL, default 2).", valueName: "seconds"))
+    public var relayRefreshInterval: String?
+
+    @Option(help: ArgumentHelp("TTL asked for lobby rooms, seconds (env NETPLAY_ROOM_TTL, default 60).", valueName: "seconds"))
+    public var roomTTL: String?
+
+    @Option(help: ArgumentHelp("Seconds an ended session stays queryable (env NETPLAY_ENDED_RETENTION, default 600).", valueName: "seconds"))
+    public var endedRetention: String?
+
+    @Option(help: ArgumentHelp("Active sessions at most (env NETPLAY_MAX_SESSIONS, default 100000).", valueName: "count"))
+    public var maxSessions: String?
+
+    @Option(help: ArgumentHelp("Wrong passwords allowed per session per minute (env NETPLAY_PASSWORD_ATTEMPTS, default 10).", valueName: "count"))
+    public var passwordAttempts: String?
+
+    @Option(help: ArgumentHelp("Argon2id cost of room passwords: interactive, moderate or minimum (tests only) (env NETPLAY_PASSWORD_COST, default interactive).", valueName: "cost"))
+    public var passwordCost: String?
+
+    @Option(help: ArgumentHelp("SQLite durability: normal (survives a killed process) or full (also power loss) (env NETPLAY_DURABILITY, default normal).", valueName: "mode"))
+    public var durability: String?
+
+    /// Creates empty options.
+    public init() {}
+
+    /// The configuration these flags, the environment and the defaults describe.
+    public func resolve(environment: [String: String]? = nil) throws -> CoordinatorConfiguration {
+        let resolver = environment.map { SettingResolver(environment: $0) } ?? SettingResolver()
+        var configuration = CoordinatorConfiguration()
+        let discoveryText = resolver.text(discovery, "NETPLAY_DISCOVERY") ?? ServiceDefaults.discoveryEndpoint
+        if discoveryText.lowercased() == "none" {
+            configuration.discovery = nil
+        } else {
+            try EndpointValidator.validate(discoveryText, name: "--discovery")
+            configuration.discovery = discoveryText
+        }
+        do {
+            if let secret = resolver.text(clusterSecret, "NETPLAY_CLUSTER_SECRET") {
+                configuration.keyRing = try TicketKeyRing(parsing: secret)
+            } else if let file = resolver.text(clusterSecretFile, "NETPLAY_CLUSTER_SECRET_FILE") {
+                configuration.keyRing = try TicketKeyRing(contentsOf: file)
+            }
+        } catch {
+            throw ValidationError("--cluster-secret: \(error)")
+        }
+        var settings = CoordinatorSettings()
+        settings.ticketTTLMs = UInt64(try resolver.number(ticketTTL, "NETPLAY_TICKET_TTL", name: "--ticket-ttl", default: 300,
+                                                          range: 1...86_400) * 1000)
+        settings.relayTTLMs = UInt32(try resolver.number(relayTTL, "NETPLAY_RELAY_TTL", name: "--relay-ttl", default: 6,
+                                                         range: 0.2...600) * 1000)
+        let refresh = try resolver.number(relayRefreshInterval, "NETPLAY_RELAY_REFRESH_INTERVAL", name: "--relay-refresh-interval",
+                                          default: min(2, Double(settings.relayTTLMs) / 3000), range: 0.1...60)
+        guard refresh * 1000 < Double(settings.relayTTLMs) else {
+            throw ValidationError("--relay-refresh-interval (\(refresh) s) must be shorter than --relay-ttl")
+        }
+        settings.relayRefreshIntervalMs = UInt32(refresh * 1000)
+        configuration.roomTTLMs = UInt32(try resolver.number(roomTTL, "NETPLAY_ROOM_TTL", name: "--room-ttl", default: 60,
+                                                             range: 0.5...600) * 1000)
+        settings.endedRetentionMs = UInt64(try resolver.number(endedRetention, "NETPLAY_ENDED_RETENTION", name: "--ended-retention",
+                                                               default: 600, range: 0...604_800) * 1000)
+        settings.maxSessions = try resolver.integer(maxSessions, "NETPLAY_MAX_SESSIONS", name: "--max-sessions",
+                                                    default: 100_000, range: 1...10_000_000)
+        settings.passwordAttemptsPerMinute = try resolver.number(passwordAttempts, "NETPLAY_PASSWORD_ATTEMPTS",
+                                                                 name: "--password-attempts", default: 10, range: 1...100_000)
+        switch try resolver.choice(passwordCost, "NETPLAY_PASSWORD_COST", name: "--password-cost", default: "interactive",
+                                   choices: ["interactive", "moderate", "minimum"]) {
+        case "moderate": settings.passwordHasher = .moderate
+        case "minimum": settings.passwordHasher = .testing
+        default: settings.passwordHasher = .interactive
+        }
+        configuration.settings = settings
+        let mode = try resolver.choice(durability, "NETPLAY_DURABILITY", name: "--durability", default: "normal",
+                                       choices: SessionStore.Durability.allCases.map(\.rawValue))
+        configuration.durability = SessionStore.Durability(rawValue: mode) ?? .normal
+        return configuration
+    }
+}

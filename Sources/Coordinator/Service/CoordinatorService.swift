@@ -1,0 +1,314 @@
+import Dispatch
+import Foundation
+import NetplayAuth
+import NetplayService
+import NetplayWire
+
+/// netplay-coordinator's logic on the shared runtime: decodes requests into
+/// ``SessionCoordinator`` calls, hashes and verifies passwords off the reactor thread, publishes
+/// `sessions.*` and `relays.*` events, keeps discovery's lobby in step, and notifies relays.
+public final class CoordinatorService: Service {
+    private let configuration: CoordinatorConfiguration
+    /// The brain (set in ``start(runtime:)``; reactor thread only).
+    public private(set) var core: SessionCoordinator?
+    private var announcer: RoomAnnouncer?
+    private let notifier = RelayNotifier()
+    private let passwords = DispatchQueue(label: "netplay.coordinator.passwords")
+    private let origin = ContinuousClock.now
+    private var lock: FileLock?
+    private var databasePath = ""
+    private var secretSource = ""
+    private var sessionsGauge: Gauge?
+    private var requestCounters: [String: Counter] = [:]
+
+    /// Creates the service; storage opens in ``start(runtime:)``.
+    public init(configuration: CoordinatorConfiguration = CoordinatorConfiguration()) {
+        self.configuration = configuration
+    }
+
+    /// Now, for the coordinator.
+    public var now: CoordinatorTime {
+        let elapsed = ContinuousClock.now - origin
+        return CoordinatorTime(monotonicMs: UInt64(elapsed.components.seconds) * 1000 + UInt64(elapsed.components.attoseconds / 1_000_000_000_000_000),
+                               unixMs: UInt64(Date().timeIntervalSince1970 * 1000))
+    }
+
+    // MARK: Service
+
+    public func start(runtime: ServiceRuntime) throws {
+        let directory = runtime.configuration.dataDirectory.path
+        lock = try FileLock(path: directory + "/coordinator.lock")
+        databasePath = directory + "/" + configuration.databaseName
+        let store = try SessionStore(path: databasePath, durability: configuration.durability)
+        let keyRing = try resolveKeyRing(directory: directory, runtime: runtime)
+        let core = try SessionCoordinator(store: store, keyRing: keyRing, settings: configuration.settings, at: now)
+        self.core = core
+        sessionsGauge = runtime.metrics.gauge("netplay_coordinator_sessions", help: "Active sessions (lobby and running).")
+        sessionsGauge?.set(Double(core.activeCount))
+        runtime.metrics.gauge("netplay_coordinator_relays", help: "Relays in the registry.") { [weak self] in
+            Double(self?.core?.relays.relays.count ?? 0)
+        }
+        runtime.logger.info("storage open", metadata: ["database": "\(databasePath)", "sessions": "\(core.activeCount)",
+                                                      "durability": "\(configuration.durability.rawValue)", "tickets": "\(secretSource)"])
+        if let endpoint = configuration.discovery {
+            let announcer = RoomAnnouncer(client: try runtime.client(to: endpoint), announcerId: runtime.configuration.instance,
+                                          ttlMs: configuration.roomTTLMs)
+            self.announcer = announcer
+            runtime.logger.info("announcing rooms to discovery (the coordinator runs without it when it is down)",
+                                metadata: ["discovery": "\(endpoint)"])
+            for session in core.sessions.values where session.isActive {
+                announcer.set(session.sessionId, room: session.room(hostVersion: configuration.settings.hostVersion))
+            }
+            runtime.every(seconds: 0.05) { [weak self] runtime in
+                guard let self else { return }
+                announcer.tick(runtime: runtime, nowMs: now.monotonicMs)
+            }
+            runtime.every(seconds: 1) { [weak self] runtime in
+                guard let self else { return }
+                announcer.refreshDue(runtime: runtime, nowMs: now.monotonicMs)
+            }
+        } else {
+            runtime.logger.notice("discovery disabled: rooms are not announced in the lobby")
+        }
+        runtime.every(seconds: 0.25) { [weak self] runtime in self?.maintain(runtime, purgeTickets: false) }
+        runtime.every(seconds: 60) { [weak self] runtime in self?.maintain(runtime, purgeTickets: true) }
+    }
+
+    public func handle(_ request: Request, runtime: ServiceRuntime) throws(ServiceError) -> HandlerOutcome {
+        guard let core else { throw ServiceError(.unavailable, "The coordinator is starting.", retryAfterMs: 500) }
+        count(request.body.name, runtime)
+        let time = now
+        switch request.body {
+        case .createSessionRequest(let create):
+            try core.precheckCreate(create, at: time)
+            let play = create.settings.playPassword, spectate = create.settings.spectatePassword
+            if play.isEmpty && spectate.isEmpty {
+                return .reply(finish(try core.create(create, playHash: nil, spectateHash: nil, at: time), runtime))
+            }
+            let hasher = configuration.settings.passwordHasher
+            offload(runtime, request: request, work: { () -> (String?, String?, Bool) in
+                let playHash = play.isEmpty ? nil : hasher.hash(play)
+                let spectateHash = spectate.isEmpty ? nil : hasher.hash(spectate)
+                return (playHash, spectateHash, (play.isEmpty || playHash != nil) && (spectate.isEmpty || spectateHash != nil))
+            }, then: { service, core, hashes in
+                guard hashes.2 else { return .failure(ServiceError(.internal, "The password could not be hashed (out of memory).")) }
+                return Result { () throws(ServiceError) -> Outcome in
+                    try core.create(create, playHash: hashes.0, spectateHash: hashes.1, at: service.now)
+                }
+            })
+            return .deferred
+        case .joinSessionRequest(let join):
+            let plan = try core.planJoin(join, at: time)
+            if plan.open { return .reply(finish(try core.join(join, password: .notNeeded, at: time), runtime)) }
+            let candidates = plan.candidates.map { ($0.hash, $0.match) }
+            let password = join.password
+            offload(runtime, request: request, work: { () -> PasswordMatch in
+                for (hash, match) in candidates where PasswordHasher.verify(password, against: hash) { return match }
+                return PasswordMatch.none
+            }, then: { service, core, match in
+                let time = service.now
+                guard match != .none else { return .failure(core.wrongPassword(sessionId: join.sessionId, role: join.role, at: time)) }
+                return Result { () throws(ServiceError) -> Outcome in try core.join(join, password: match, at: time) }
+            })
+            return .deferred
+        case .leaveSessionRequest(let leave): return .reply(finish(try core.leave(leave, at: time), runtime))
+        case .kickParticipantRequest(let kick): return .reply(finish(try core.kick(kick, at: time), runtime))
+        case .swapSlotsRequest(let swap): return .reply(finish(try core.swapSlots(swap, at: time), runtime))
+        case .chooseSlotRequest(let choose): return .reply(finish(try core.chooseSlot(choose, at: time), runtime))
+        case .startSessionRequest(let start): return .reply(finish(try core.start(start, at: time), runtime))
+        case .endSessionRequest(let end): return .reply(finish(try core.end(end, at: time), runtime))
+        case .renewTicketRequest(let renew): return .reply(finish(try core.renew(renew, at: time), runtime))
+        case .getSessionRequest(let get): return .reply(try core.get(get).reply)
+        case .listSessionsRequest(let list): return .reply(try core.list(list).reply)
+        case .registerRelayRequest(let register):
+            let outcome = finish(try core.registerRelay(register, at: time), runtime)
+            runtime.logger.info("relay registered", metadata: ["relay": "\(register.relay.relayId)", "endpoint": "\(register.relay.endpoint)"])
+            return .reply(outcome)
+        case .refreshRelayRequest(let refresh): return .reply(finish(try core.refreshRelay(refresh, at: time), runtime))
+        case .listRelaysRequest(let list): return .reply(core.listRelays(list, at: time).reply)
+        default:
+            throw ServiceError(.unknownRequest, "The coordinator does not handle \(request.body.name).")
+        }
+    }
+
+    public var isReady: Bool { core != nil }
+
+    public var status: String {
+        guard let core else { return "starting" }
+        let discovery: String
+        switch (configuration.discovery, announcer?.reachable) {
+        case (nil, _): discovery = "discovery disabled"
+        case (_, true?): discovery = "discovery reachable"
+        case (_, false?): discovery = "discovery unreachable"
+        case (_, nil): discovery = "discovery not contacted yet"
+        }
+        return "ok: \(core.activeCount) sessions, \(core.relays.relays.count) relays; \(discovery)"
+    }
+
+    public func introspect(section: String) -> JSONValue {
+        guard let core else { return ["state": "starting"] }
+        let time = now
+        var document: [String: JSONValue] = [
+            "database": .string(databasePath),
+            "durability": .string(configuration.durability.rawValue),
+            "ticket_keys": .string(secretSource),
+            "sessions_active": .number(core.activeCount),
+            "sessions_stored": .number(core.sessions.count),
+            "discovery": [
+                "endpoint": configuration.discovery.map(JSONValue.string) ?? .null,
+                "reachable": announcer?.reachable.map(JSONValue.bool) ?? .null,
+                "rooms_announced": .number(announcer?.announcedCount ?? 0),
+                "backlog": .number(announcer?.backlog ?? 0),
+            ],
+            "relays": .array(core.relays.relays.map { entry in
+                [
+                    "relay_id": .string(entry.info.relayId), "endpoint": .string(entry.info.endpoint),
+                    "live": .bool(core.relays.isLive(entry.info.relayId, nowMs: time.monotonicMs)),
+                    "draining": .bool(entry.info.draining), "sessions_reported": .number(entry.info.load?.sessions ?? 0),
+                    "sessions_assigned": .number(core.relays.assigned[entry.info.relayId] ?? 0),
+                ]
+            }),
+        ]
+        if section == "" || section == "sessions" {
+            document["sessions"] = .array(core.orderedIds.prefix(500).compactMap { core.sessions[$0] }.map { session in
+                [
+                    "session_id": .string(session.sessionId), "state": .string(session.state.protoName),
+                    "game": .string(session.settings.content.gameName), "players": .number(session.players.count),
+                    "spectators": .number(session.spectators.count), "relay_id": .string(session.relayId),
+                    "version": .number(session.version),
+                ]
+            })
+        }
+        return .object(document)
+    }
+
+    public func stop(runtime: ServiceRuntime) {
+        core?.store.close()
+        lock = nil
+    }
+
+    // MARK: Internals
+
+    /// Publishes what an outcome says and returns its reply.
+    private func finish(_ outcome: Outcome, _ runtime: ServiceRuntime) -> Envelope.Body {
+        for event in outcome.events {
+            let topic = SessionTopics.topic(for: event.kind)
+            runtime.emit(topic: topic, .sessionEvent(event), message: "\(topic) \(event.session.sessionId)",
+                         sessionId: event.session.sessionId,
+                         attributes: event.participantId.isEmpty ? [:] : ["participant": event.participantId])
+        }
+        for event in outcome.relayEvents {
+            let topic = SessionTopics.topic(for: event.kind)
+            runtime.emit(topic: topic, .relayEvent(event), severity: event.kind == .dropped ? .warning : .info,
+                         message: "\(topic) \(event.relay.relayId)", attributes: ["relay": event.relay.relayId])
+            if event.kind == .dropped {
+                runtime.logger.warning("relay dropped: no refresh within its TTL",
+                                       metadata: ["relay": "\(event.relay.relayId)", "sessions": "\(event.sessionIds.count)"])
+            }
+        }
+        if let announcer, let core {
+            for id in outcome.touched {
+                announcer.set(id, room: core.sessions[id]?.room(hostVersion: configuration.settings.hostVersion))
+            }
+        }
+        for notice in outcome.detach { notifier.send(notice, runtime: runtime) }
+        if !outcome.touched.isEmpty || !outcome.events.isEmpty { sessionsGauge?.set(Double(core?.activeCount ?? 0)) }
+        return outcome.reply
+    }
+
+    /// Runs `work` (password hashing) on the password queue, then `then` back on the reactor,
+    /// replying to `request` with its outcome or error.
+    private func offload<T: Sendable>(_ runtime: ServiceRuntime, request: Request, work: @escaping @Sendable () -> T,
+                                      then: @escaping (CoordinatorService, SessionCoordinator, T) -> Result<Outcome, ServiceError>) {
+        let handle = runtime.handle
+        let box = ReactorBound(self)
+        let continuation = ReactorBound(then)
+        passwords.async {
+            let result = work()
+            handle.enqueue { runtime in
+                let service = box.value
+                guard let core = service.core else { return }
+                switch continuation.value(service, core, result) {
+                case .success(let outcome): runtime.reply(to: request, with: service.finish(outcome, runtime))
+                case .failure(let error): runtime.reply(to: request, with: .error(error.reply))
+                }
+            }
+        }
+    }
+
+    private func maintain(_ runtime: ServiceRuntime, purgeTickets: Bool) {
+        guard let core else { return }
+        let outcome = core.maintain(at: now, purgeTickets: purgeTickets)
+        if !outcome.relayEvents.isEmpty {
+            _ = finish(outcome, runtime)
+            notifier.prune(keeping: Set(core.relays.relays.map(\.info.endpoint)))
+        }
+    }
+
+    private func count(_ name: String, _ runtime: ServiceRuntime) {
+        if requestCounters[name] == nil {
+            requestCounters[name] = runtime.metrics.counter("netplay_coordinator_requests_total", help: "Coordinator requests by kind.",
+                                                            labels: ["request": name])
+        }
+        requestCounters[name]?.increment()
+    }
+
+    private func resolveKeyRing(directory: String, runtime: ServiceRuntime) throws -> TicketKeyRing {
+        if let ring = configuration.keyRing {
+            secretSource = "configured (key \(ring.signingKeyId))"
+            return ring
+        }
+        let path = directory + "/cluster-secret"
+        if FileManager.default.fileExists(atPath: path) {
+            secretSource = "generated earlier (\(path))"
+            return try TicketKeyRing(contentsOf: path)
+        }
+        let ring = TicketKeyRing.generate()
+        guard FileManager.default.createFile(atPath: path, contents: Data(ring.text.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw RuntimeStartError("cannot write \(path)")
+        }
+        secretSource = "generated (\(path))"
+        runtime.logger.warning("no cluster secret configured: generated one; give relays the same secret (NETPLAY_CLUSTER_SECRET_FILE)",
+                               metadata: ["path": "\(path)"])
+        return ring
+    }
+}
+
+/// Topic names of the coordinator's events.
+public enum SessionTopics {
+    /// `sessions.` + the kind's name without its prefix, lower-cased (e.g. `sessions.player_joined`).
+    public static func topic(for kind: SessionEventKind) -> String {
+        "sessions." + kind.protoName.replacingOccurrences(of: "SESSION_EVENT_KIND_", with: "").lowercased()
+    }
+
+    /// `relays.` + the kind's name without its prefix, lower-cased (e.g. `relays.dropped`).
+    public static func topic(for kind: RelayEventKind) -> String {
+        "relays." + kind.protoName.replacingOccurrences(of: "RELAY_EVENT_KIND_", with: "").lowercased()
+    }
+}
+
+/// A value that is only ever touched on the reactor thread, carried through a `@Sendable`
+/// closure that hops back there (``ReactorHandle/enqueue(_:)``).
+struct ReactorBound<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// An exclusive lock on a file (`flock`), so two coordinators never share one database.
+final class FileLock {
+    private let descriptor: Int32
+
+    init(path: String) throws {
+        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw RuntimeStartError("cannot open lock file \(path): \(String(cString: strerror(errno)))") }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            throw RuntimeStartError("another coordinator is using \(path) (its data directory is locked)")
+        }
+    }
+
+    deinit {
+        flock(descriptor, LOCK_UN)
+        close(descriptor)
+    }
+}

@@ -1,0 +1,206 @@
+import Foundation
+import NetplayAuth
+import NetplayWire
+
+/// The coordinator's durable state in SQLite: sessions, participants (slots), bans, issued
+/// tickets and the relay registry, plus a few secrets in `meta`.
+///
+/// WAL journal; `synchronous=NORMAL` by default (a committed change survives a killed process;
+/// FULL also survives power loss). A partial unique index on `(session_id, slot)` makes a double
+/// slot assignment impossible even if the logic above were wrong. Every request's writes go
+/// through ``apply(_:)`` in one transaction.
+public final class SessionStore {
+    /// How hard SQLite syncs to disk.
+    public enum Durability: String, Sendable, CaseIterable {
+        /// Survives a crash of the process (WAL + synchronous=NORMAL).
+        case normal
+        /// Also survives power loss (synchronous=FULL).
+        case full
+    }
+
+    /// The connection (reactor thread only).
+    public let database: SQLiteDatabase
+    static let schemaVersion = 1
+
+    /// Opens or creates the store at `path` (":memory:" for tests).
+    public init(path: String, durability: Durability = .normal) throws(StorageError) {
+        database = try SQLiteDatabase(path: path)
+        try database.execute("""
+            PRAGMA journal_mode=WAL;
+            PRAGMA synchronous=\(durability == .full ? "FULL" : "NORMAL");
+            PRAGMA foreign_keys=ON;
+            PRAGMA busy_timeout=5000;
+            CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+            CREATE TABLE IF NOT EXISTS sessions (
+                session_id TEXT PRIMARY KEY, state INTEGER NOT NULL, settings BLOB NOT NULL,
+                play_hash TEXT, spectate_hash TEXT, host_participant_id TEXT NOT NULL,
+                relay_id TEXT NOT NULL, relay_endpoint TEXT NOT NULL, created_ms INTEGER NOT NULL,
+                started_ms INTEGER NOT NULL, ended_ms INTEGER NOT NULL, version INTEGER NOT NULL,
+                idempotency_key TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS participants (
+                session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+                participant_id TEXT NOT NULL, name TEXT NOT NULL, role INTEGER NOT NULL, slot INTEGER NOT NULL,
+                is_host INTEGER NOT NULL, may_play INTEGER NOT NULL, connected INTEGER NOT NULL,
+                joined_ms INTEGER NOT NULL, idempotency_key TEXT NOT NULL,
+                PRIMARY KEY (session_id, participant_id));
+            CREATE UNIQUE INDEX IF NOT EXISTS participants_slot ON participants(session_id, slot) WHERE slot > 0;
+            CREATE TABLE IF NOT EXISTS bans (
+                session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE, name TEXT NOT NULL,
+                PRIMARY KEY (session_id, name));
+            CREATE TABLE IF NOT EXISTS tickets (
+                nonce BLOB PRIMARY KEY, session_id TEXT NOT NULL, participant_id TEXT NOT NULL, role INTEGER NOT NULL,
+                slot INTEGER NOT NULL, relay_id TEXT NOT NULL, issued_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL,
+                key_id INTEGER NOT NULL);
+            CREATE INDEX IF NOT EXISTS tickets_expiry ON tickets(expires_ms);
+            CREATE INDEX IF NOT EXISTS tickets_session ON tickets(session_id);
+            CREATE TABLE IF NOT EXISTS relays (relay_id TEXT PRIMARY KEY, info BLOB NOT NULL);
+            INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '\(Self.schemaVersion)');
+            """)
+    }
+
+    /// Closes the database.
+    public func close() { database.close() }
+
+    // MARK: Meta
+
+    /// The bytes stored under `key`, if any.
+    public func meta(_ key: String) throws -> [UInt8]? {
+        var value: [UInt8]?
+        try database.query("SELECT value FROM meta WHERE key = ?", [.text(key)]) { value = $0.blob(0) }
+        return value
+    }
+
+    /// Stores bytes under `key`.
+    public func setMeta(_ key: String, _ value: [UInt8]) throws {
+        try database.run("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                         [.text(key), .blob(value)])
+    }
+
+    /// The secret under `key`, created with `count` random bytes on first use.
+    public func secret(_ key: String, count: Int = 32) throws -> [UInt8] {
+        if let existing = try meta(key), existing.count >= 16 { return existing }
+        let fresh = Sodium.randomBytes(count)
+        try setMeta(key, fresh)
+        return fresh
+    }
+
+    // MARK: Loading
+
+    /// Every stored session with its participants and bans.
+    public func loadSessions() throws -> [SessionRecord] {
+        var sessions: [String: SessionRecord] = [:]
+        var order: [String] = []
+        try database.query("""
+            SELECT session_id, state, settings, play_hash, spectate_hash, host_participant_id, relay_id, relay_endpoint,
+                   created_ms, started_ms, ended_ms, version, idempotency_key FROM sessions ORDER BY session_id
+            """) { row in
+            let settings = try SessionSettings(decoding: row.blob(2))
+            var record = SessionRecord(sessionId: row.text(0), state: SessionState(rawValue: Int32(row.int(1))) ?? .lobby,
+                                       settings: settings, playPasswordHash: row.optionalText(3),
+                                       spectatePasswordHash: row.optionalText(4), hostParticipantId: row.text(5),
+                                       relayId: row.text(6), relayEndpoint: row.text(7), createdAtUnixMs: UInt64(row.int(8)),
+                                       idempotencyKey: row.text(12), participants: [])
+            record.startedAtUnixMs = UInt64(row.int(9))
+            record.endedAtUnixMs = UInt64(row.int(10))
+            record.version = UInt64(row.int(11))
+            sessions[record.sessionId] = record
+            order.append(record.sessionId)
+        }
+        try database.query("""
+            SELECT session_id, participant_id, name, role, slot, is_host, may_play, connected, joined_ms, idempotency_key
+            FROM participants ORDER BY session_id, joined_ms, participant_id
+            """) { row in
+            let participant = ParticipantRecord(participantId: row.text(1), name: row.text(2),
+                                                role: Role(rawValue: Int32(row.int(3))) ?? .spectator, slot: UInt32(row.int(4)),
+                                                isHost: row.int(5) != 0, mayPlay: row.int(6) != 0, connected: row.int(7) != 0,
+                                                joinedAtUnixMs: UInt64(row.int(8)), idempotencyKey: row.text(9))
+            sessions[row.text(0)]?.participants.append(participant)
+        }
+        try database.query("SELECT session_id, name FROM bans") { row in
+            sessions[row.text(0)]?.bans.insert(row.text(1))
+        }
+        return order.compactMap { sessions[$0] }
+    }
+
+    /// Every stored relay.
+    public func loadRelays() throws -> [RelayInfo] {
+        var relays: [RelayInfo] = []
+        try database.query("SELECT info FROM relays ORDER BY relay_id") { relays.append(try RelayInfo(decoding: $0.blob(0))) }
+        return relays
+    }
+
+    /// Tickets recorded and not yet expired at `nowUnixMs`.
+    public func liveTicketCount(nowUnixMs: UInt64) throws -> Int {
+        var count = 0
+        try database.query("SELECT COUNT(*) FROM tickets WHERE expires_ms > ?", [.int(Int64(nowUnixMs))]) { count = Int($0.int(0)) }
+        return count
+    }
+
+    // MARK: Writing
+
+    /// Applies `changes` in one transaction (all or nothing).
+    public func apply(_ changes: [StoreChange]) throws {
+        guard !changes.isEmpty else { return }
+        try database.transaction {
+            for change in changes { try write(change) }
+        }
+    }
+
+    private func write(_ change: StoreChange) throws {
+        switch change {
+        case .saveSession(let session):
+            var settings = session.settings
+            settings.playPassword = ""
+            settings.spectatePassword = ""
+            try database.run("""
+                INSERT INTO sessions(session_id, state, settings, play_hash, spectate_hash, host_participant_id, relay_id,
+                                     relay_endpoint, created_ms, started_ms, ended_ms, version, idempotency_key)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(session_id) DO UPDATE SET state = excluded.state, settings = excluded.settings,
+                    play_hash = excluded.play_hash, spectate_hash = excluded.spectate_hash,
+                    host_participant_id = excluded.host_participant_id, relay_id = excluded.relay_id,
+                    relay_endpoint = excluded.relay_endpoint, started_ms = excluded.started_ms,
+                    ended_ms = excluded.ended_ms, version = excluded.version
+                """, [.text(session.sessionId), .int(Int64(session.state.rawValue)), .blob(try settings.encoded()),
+                      session.playPasswordHash.map(SQLValue.text) ?? .null,
+                      session.spectatePasswordHash.map(SQLValue.text) ?? .null, .text(session.hostParticipantId),
+                      .text(session.relayId), .text(session.relayEndpoint), .int(Int64(session.createdAtUnixMs)),
+                      .int(Int64(session.startedAtUnixMs)), .int(Int64(session.endedAtUnixMs)), .int(Int64(session.version)),
+                      .text(session.idempotencyKey)])
+        case .saveParticipant(let sessionId, let participant):
+            try database.run("""
+                INSERT INTO participants(session_id, participant_id, name, role, slot, is_host, may_play, connected, joined_ms,
+                                         idempotency_key)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(session_id, participant_id) DO UPDATE SET name = excluded.name, role = excluded.role,
+                    slot = excluded.slot, is_host = excluded.is_host, may_play = excluded.may_play,
+                    connected = excluded.connected
+                """, [.text(sessionId), .text(participant.participantId), .text(participant.name),
+                      .int(Int64(participant.role.rawValue)), .int(Int64(participant.slot)), .int(participant.isHost ? 1 : 0),
+                      .int(participant.mayPlay ? 1 : 0), .int(participant.connected ? 1 : 0),
+                      .int(Int64(participant.joinedAtUnixMs)), .text(participant.idempotencyKey)])
+        case .deleteParticipant(let sessionId, let participantId):
+            try database.run("DELETE FROM participants WHERE session_id = ? AND participant_id = ?",
+                             [.text(sessionId), .text(participantId)])
+        case .addBan(let sessionId, let name):
+            try database.run("INSERT OR IGNORE INTO bans(session_id, name) VALUES (?, ?)", [.text(sessionId), .text(name)])
+        case .deleteSession(let sessionId):
+            try database.run("DELETE FROM tickets WHERE session_id = ?", [.text(sessionId)])
+            try database.run("DELETE FROM sessions WHERE session_id = ?", [.text(sessionId)])
+        case .saveTicket(let ticket):
+            try database.run("""
+                INSERT OR REPLACE INTO tickets(nonce, session_id, participant_id, role, slot, relay_id, issued_ms, expires_ms, key_id)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, [.blob(ticket.nonce), .text(ticket.sessionId), .text(ticket.participantId),
+                      .int(Int64(ticket.role.rawValue)), .int(Int64(ticket.slot)), .text(ticket.relayId),
+                      .int(Int64(ticket.issuedAtUnixMs)), .int(Int64(ticket.expiresAtUnixMs)), .int(Int64(ticket.keyId))])
+        case .deleteTickets(let before):
+            try database.run("DELETE FROM tickets WHERE expires_ms < ?", [.int(Int64(before))])
+        case .saveRelay(let relay):
+            try database.run("INSERT INTO relays(relay_id, info) VALUES (?, ?) ON CONFLICT(relay_id) DO UPDATE SET info = excluded.info",
+                             [.text(relay.relayId), .blob(try relay.encoded())])
+        case .deleteRelay(let relayId):
+            try database.run("DELETE FROM relays WHERE relay_id = ?", [.text(relayId)])
+        }
+    }
+}

@@ -1,0 +1,184 @@
+import Foundation
+
+/// An IPv4 address and port (host byte order), as UDP datagrams are sent to and come from.
+public struct UDPAddress: Hashable, Sendable, CustomStringConvertible {
+    /// The IPv4 address, host byte order (10.0.0.1 is 0x0A000001).
+    public var ip: UInt32
+    /// The port.
+    public var port: UInt16
+
+    /// Creates an address.
+    public init(ip: UInt32, port: UInt16) {
+        self.ip = ip
+        self.port = port
+    }
+
+    /// Parses `a.b.c.d:port` (or `a.b.c.d` with `defaultPort`).
+    public init?(_ text: String, defaultPort: UInt16? = nil) {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 1 || parts.count == 2 else { return nil }
+        guard let ip = Self.parseIP(String(parts[0])) else { return nil }
+        if parts.count == 2 {
+            guard let port = UInt16(parts[1]) else { return nil }
+            self.init(ip: ip, port: port)
+        } else {
+            guard let defaultPort else { return nil }
+            self.init(ip: ip, port: defaultPort)
+        }
+    }
+
+    /// Parses dotted-quad IPv4.
+    public static func parseIP(_ text: String) -> UInt32? {
+        let octets = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard octets.count == 4 else { return nil }
+        var value: UInt32 = 0
+        for octet in octets {
+            guard !octet.isEmpty, octet.count <= 3, let byte = UInt8(octet) else { return nil }
+            value = value << 8 | UInt32(byte)
+        }
+        return value
+    }
+
+    /// Dotted-quad form of the address.
+    public var host: String {
+        "\(ip >> 24).\(ip >> 16 & 0xFF).\(ip >> 8 & 0xFF).\(ip & 0xFF)"
+    }
+
+    public var description: String { "\(host):\(port)" }
+
+    /// 10/8, 172.16/12 or 192.168/16: the ranges RetroArch treats as LAN.
+    public var isPrivate: Bool {
+        ip & 0xFF00_0000 == 0x0A00_0000 || ip & 0xFFF0_0000 == 0xAC10_0000 || ip & 0xFFFF_0000 == 0xC0A8_0000
+    }
+
+    /// 127/8.
+    public var isLoopback: Bool { ip & 0xFF00_0000 == 0x7F00_0000 }
+
+    /// The limited broadcast address 255.255.255.255.
+    public static let broadcastIP: UInt32 = 0xFFFF_FFFF
+
+    fileprivate var sockaddr: sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = ip.bigEndian
+        return address
+    }
+
+    fileprivate init(_ address: sockaddr_in) {
+        self.init(ip: UInt32(bigEndian: address.sin_addr.s_addr), port: UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// A non-blocking IPv4 UDP socket for the LAN protocols (our beacon, RetroArch's RANQ/RANS), to
+/// be watched by the service reactor (``fileDescriptor``). Not thread-safe; closed on deinit.
+public final class UDPSocket {
+    /// The descriptor, for `ServiceRuntime.watch(fileDescriptor:)`.
+    public let fileDescriptor: Int32
+    /// The bound address (port resolved when 0 was asked).
+    public let localAddress: UDPAddress
+    private var closed = false
+
+    /// Largest datagram read; longer ones are truncated (and then rejected by their decoders).
+    public static let maxDatagram = 2048
+
+    /// Binds `host:port` (port 0: any free port). With `broadcast`, the socket may send to
+    /// broadcast addresses. Throws a one-line reason.
+    public init(host: String = "0.0.0.0", port: UInt16, broadcast: Bool = false) throws {
+        guard let ip = UDPAddress.parseIP(host) else { throw UDPError("'\(host)' is not an IPv4 address") }
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        guard fd >= 0 else { throw UDPError("cannot create a UDP socket: \(String(cString: strerror(errno)))") }
+        var on: Int32 = 1
+        if broadcast {
+            _ = setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &on, socklen_t(MemoryLayout<Int32>.size))
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        var address = UDPAddress(ip: ip, port: port).sockaddr
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else {
+            let reason = String(cString: strerror(errno))
+            Glibc.close(fd)
+            throw UDPError("cannot bind UDP \(host):\(port): \(reason)")
+        }
+        var actual = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &actual) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        fileDescriptor = fd
+        localAddress = UDPAddress(actual)
+    }
+
+    deinit { close() }
+
+    /// Closes the socket (idempotent).
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        Glibc.close(fileDescriptor)
+    }
+
+    /// Sends one datagram; false when the kernel refused it (no route, buffer full).
+    @discardableResult
+    public func send(_ bytes: [UInt8], to destination: UDPAddress) -> Bool {
+        var address = destination.sockaddr
+        let sent = bytes.withUnsafeBytes { buffer in
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fileDescriptor, buffer.baseAddress, buffer.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
+        return sent == bytes.count
+    }
+
+    /// Reads one waiting datagram, or nil when none is waiting.
+    public func receive() -> (bytes: [UInt8], from: UDPAddress)? {
+        var buffer = [UInt8](repeating: 0, count: Self.maxDatagram)
+        var source = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let count = buffer.withUnsafeMutableBytes { raw in
+            withUnsafeMutablePointer(to: &source) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    recvfrom(fileDescriptor, raw.baseAddress, raw.count, 0, $0, &length)
+                }
+            }
+        }
+        guard count >= 0 else { return nil }
+        buffer.removeSubrange(count...)
+        return (buffer, UDPAddress(source))
+    }
+
+    /// The broadcast addresses of this host's up, broadcast-capable IPv4 interfaces (loopback
+    /// excluded), with `port`.
+    public static func interfaceBroadcastAddresses(port: UInt16) -> [UDPAddress] {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0, let first = list else { return [] }
+        defer { freeifaddrs(list) }
+        var result: [UDPAddress] = []
+        var cursor: UnsafeMutablePointer<ifaddrs>? = first
+        while let entry = cursor {
+            defer { cursor = entry.pointee.ifa_next }
+            let flags = Int32(entry.pointee.ifa_flags)
+            guard flags & Int32(IFF_UP) != 0, flags & Int32(IFF_BROADCAST) != 0,
+                  flags & Int32(IFF_LOOPBACK) == 0,
+                  let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET),
+                  let broadcast = entry.pointee.ifa_ifu.ifu_broadaddr else { continue }
+            let value = broadcast.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UDPAddress($0.pointee) }
+            let target = UDPAddress(ip: value.ip, port: port)
+            if !result.contains(target) { result.append(target) }
+        }
+        return result
+    }
+}
+
+/// A UDP socket failure, one line.
+public struct UDPError: Error, Sendable, CustomStringConvertible {
+    /// The reason.
+    public let description: String
+    /// Creates an error.
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,75 @@
+import ArgumentParser
+import Foundation
+
+/// Resolves one service setting from its flag, then its `NETPLAY_*` environment variable, then
+/// a default, turning malformed values into a one-line `ValidationError` that names the flag.
+/// Shared by the control-plane executables (discovery, coordinator).
+public struct SettingResolver: Sendable {
+    /// The environment consulted.
+    public let environment: [String: String]
+
+    /// Creates a resolver over `environment` (the process's by default).
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+        self.environment = environment
+    }
+
+    /// The flag's text if given, else the variable's if set and non-empty.
+    public func text(_ flag: String?, _ variable: String) -> String? {
+        if let flag { return flag }
+        if let value = environment[variable], !value.isEmpty { return value }
+        return nil
+    }
+
+    /// A number within `range`.
+    public func number(_ flag: String?, _ variable: String, name: String, default value: Double,
+                       range: ClosedRange<Double>) throws -> Double {
+        guard let text = text(flag, variable) else { return value }
+        guard let number = Double(text), number.isFinite, range.contains(number) else {
+            throw ValidationError("\(name) must be a number from \(Self.format(range.lowerBound)) to \(Self.format(range.upperBound)), got '\(text)'")
+        }
+        return number
+    }
+
+    /// An integer within `range`.
+    public func integer(_ flag: String?, _ variable: String, name: String, default value: Int,
+                        range: ClosedRange<Int>) throws -> Int {
+        guard let text = text(flag, variable) else { return value }
+        guard let number = Int(text), range.contains(number) else {
+            throw ValidationError("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), got '\(text)'")
+        }
+        return number
+    }
+
+    /// A UDP port; 0 or `none` disables (nil).
+    public func port(_ flag: String?, _ variable: String, name: String, default value: UInt16?) throws -> UInt16? {
+        guard let text = text(flag, variable) else { return value }
+        if text.lowercased() == "none" || text == "0" { return nil }
+        guard let port = UInt16(text), port > 0 else {
+            throw ValidationError("\(name) must be a port from 1 to 65535, or 0/none to disable; got '\(text)'")
+        }
+        return port
+    }
+
+    /// An IPv4 address.
+    public func ipv4(_ flag: String?, _ variable: String, name: String, default value: String) throws -> String {
+        guard let text = text(flag, variable) else { return value }
+        guard UDPAddress.parseIP(text) != nil else {
+            throw ValidationError("\(name) must be an IPv4 address such as 0.0.0.0, got '\(text)'")
+        }
+        return text
+    }
+
+    /// One of `choices`.
+    public func choice(_ flag: String?, _ variable: String, name: String, default value: String,
+                       choices: [String]) throws -> String {
+        guard let text = text(flag, variable)?.lowercased() else { return value }
+        guard choices.contains(text) else {
+            throw ValidationError("\(name) must be one of \(choices.joined(separator: ", ")), got '\(text)'")
+        }
+        return text
+    }
+
+    static func format(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+    }
+}

@@ -1,0 +1,79 @@
+import CSodium
+
+/// libsodium, initialised once before first use: random bytes, HMAC-SHA256 and constant-time
+/// comparison. Every entry point of NetplayAuth goes through here, so callers never call
+/// `sodium_init` themselves.
+public enum Sodium {
+    private static let initialised: Bool = sodium_init() >= 0
+
+    /// Traps if libsodium cannot initialise (no entropy source: the process cannot be secure).
+    static func ensure() {
+        precondition(initialised, "libsodium failed to initialise (no entropy source?)")
+    }
+
+    /// `count` bytes from the operating system's CSPRNG.
+    public static func randomBytes(_ count: Int) -> [UInt8] {
+        ensure()
+        var bytes = [UInt8](repeating: 0, count: count)
+        bytes.withUnsafeMutableBytes { randombytes_buf($0.baseAddress!, $0.count) }
+        return bytes
+    }
+
+    /// Compares two byte strings in time that depends only on their length (never on where they
+    /// differ). Different lengths compare unequal at once: lengths are not secret here.
+    public static func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        ensure()
+        guard a.count == b.count else { return false }
+        if a.isEmpty { return true }
+        return a.withUnsafeBytes { pa in b.withUnsafeBytes { pb in sodium_memcmp(pa.baseAddress!, pb.baseAddress!, a.count) == 0 } }
+    }
+
+    /// HMAC-SHA256 of `parts` (concatenated) under `key` (any length).
+    public static func hmacSHA256(key: [UInt8], _ parts: [UInt8]...) -> [UInt8] {
+        ensure()
+        var state = crypto_auth_hmacsha256_state()
+        var mac = [UInt8](repeating: 0, count: 32)
+        var zero: UInt8 = 0
+        key.withUnsafeBufferPointer { _ = crypto_auth_hmacsha256_init(&state, $0.baseAddress ?? withUnsafePointer(to: &zero) { $0 }, $0.count) }
+        for part in parts where !part.isEmpty {
+            part.withUnsafeBufferPointer { _ = crypto_auth_hmacsha256_update(&state, $0.baseAddress!, UInt64($0.count)) }
+        }
+        mac.withUnsafeMutableBufferPointer { _ = crypto_auth_hmacsha256_final(&state, $0.baseAddress!) }
+        return mac
+    }
+
+    /// Lowercase hexadecimal.
+    public static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Parses hexadecimal (either case, even length); nil when malformed.
+    public static func bytes(hex text: some StringProtocol) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count % 2 == 0 else { return nil }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var out = [UInt8]()
+        out.reserveCapacity(utf8.count / 2)
+        var index = 0
+        while index < utf8.count {
+            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
+            out.append(high << 4 | low)
+            index += 2
+        }
+        return out
+    }
+}

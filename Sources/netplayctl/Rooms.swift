@@ -1,0 +1,199 @@
+import ArgumentParser
+import Discovery
+import Foundation
+import NetplayService
+import NetplayWire
+
+/// Which discovery to talk to: `--discovery` (service name or endpoint, env NETPLAY_DISCOVERY)
+/// and, for watching, `--events` (its PUB; derived from the service name, or port + 1).
+struct DiscoveryTarget: ParsableArguments {
+    @Option(help: ArgumentHelp("Discovery's request endpoint or service name (env NETPLAY_DISCOVERY, default discovery).", valueName: "endpoint"))
+    var discovery: String?
+
+    @Option(help: ArgumentHelp("Discovery's events endpoint (default: the service's, or the request port + 1).", valueName: "endpoint"))
+    var events: String?
+
+    var requests: String {
+        get throws { try ServiceAddress.requests(discovery ?? ProcessInfo.processInfo.environment["NETPLAY_DISCOVERY"] ?? "discovery") }
+    }
+
+    var eventsEndpoint: String {
+        get throws {
+            if let events { return try ServiceAddress.events(events) }
+            let target = discovery ?? ProcessInfo.processInfo.environment["NETPLAY_DISCOVERY"] ?? "discovery"
+            if ServiceAddress.defaults(target) != nil { return try ServiceAddress.events(target) }
+            return try ServiceAddress.nextPort(of: try requests)
+        }
+    }
+}
+
+/// Room filter flags shared by `rooms list` and `rooms watch`.
+struct RoomFilterOptions: ParsableArguments {
+    @Option(help: "Case-insensitive substring of the game name.") var game: String?
+    @Option(help: "Exact core id.") var core: String?
+    @Option(help: "Exact content CRC32 (hex).") var crc: String?
+    @Option(help: "Exact content MD5 (32 hex digits).") var md5: String?
+    @Flag(help: "Only rooms with a free player slot.") var freeSlot = false
+    @Flag(help: "Only rooms without a play password.") var noPassword = false
+    @Option(help: "lan or relay.") var transport: String?
+    @Option(help: "Exact region.") var region: String?
+    @Option(help: "Exact system, e.g. nes.") var system: String?
+    @Flag(help: "Include rooms whose match already started.") var inProgress = false
+    @Option(help: "lobby, lan (beacon) or retroarch.") var source: String?
+
+    func filter() throws -> RoomFilter {
+        var filter = RoomFilter(gameName: game ?? "", coreId: core ?? "", hasFreeSlot: freeSlot, noPassword: noPassword,
+                                region: region ?? "", system: system ?? "", includeInProgress: inProgress)
+        if let crc {
+            guard let value = UInt32(crc.hasPrefix("0x") ? String(crc.dropFirst(2)) : crc, radix: 16) else {
+                throw ValidationError("--crc must be a CRC32 in hexadecimal, got '\(crc)'")
+            }
+            filter.crc32 = value
+        }
+        if let md5 {
+            guard let bytes = HexBytes.decode(md5), bytes.count == 16 else { throw ValidationError("--md5 must be 32 hex digits") }
+            filter.md5 = bytes
+        }
+        switch transport?.lowercased() {
+        case nil: break
+        case "lan": filter.transport = .lan
+        case "relay": filter.transport = .relay
+        default: throw ValidationError("--transport must be lan or relay")
+        }
+        switch source?.lowercased() {
+        case nil: break
+        case "lobby": filter.source = .lobby
+        case "lan", "beacon": filter.source = .lanBeacon
+        case "retroarch": filter.source = .retroarchLan
+        default: throw ValidationError("--source must be lobby, lan or retroarch")
+        }
+        return filter
+    }
+}
+
+/// Hexadecimal helpers for netplayctl.
+enum HexBytes {
+    static func decode(_ text: String) -> [UInt8]? {
+        let chars = Array(text.utf8)
+        guard chars.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        var index = 0
+        while index < chars.count {
+            guard let byte = UInt8(String(decoding: chars[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
+            out.append(byte)
+            index += 2
+        }
+        return out
+    }
+
+    static func encode(_ bytes: [UInt8]) -> String {
+        bytes.map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+extension ServiceAddress {
+    /// `tcp://host:port` → `tcp://host:port+1` (the default layout: events beside requests).
+    static func nextPort(of endpoint: String) throws -> String {
+        guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":"),
+              let port = Int(endpoint[endpoint.index(after: colon)...]), port < 65535 else {
+            throw ValidationError("cannot derive the events endpoint from \(endpoint); pass --events")
+        }
+        return String(endpoint[..<colon]) + ":\(port + 1)"
+    }
+}
+
+/// One line describing a room.
+func describe(_ room: Room) -> String {
+    let content = room.contentInfo
+    let players = room.maxPlayers == 0 ? "\(room.currentPlayers)/?" : "\(room.currentPlayers)/\(room.maxPlayers)"
+    var flags: [String] = [room.transport == .lan ? "LAN" : "relay"]
+    if room.hasPassword { flags.append("password") }
+    if room.inProgress { flags.append("in-progress") }
+    if room.spectatorsAllowed { flags.append("spectators \(room.currentSpectators)/\(room.maxSpectators)") }
+    let crc = String(format: "%08X", content.crc32)
+    return "\(room.roomId)  \"\(content.gameName)\"  players \(players)  host \"\(room.hostName)\"  core \(content.coreId) \(content.coreVersion)  crc \(crc)  \(flags.joined(separator: ", "))  [\(room.source.protoName.replacingOccurrences(of: "ROOM_SOURCE_", with: "").lowercased())]"
+}
+
+extension Netplayctl {
+    /// `netplayctl rooms ...`.
+    struct Rooms: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List or watch discovery's rooms.",
+            subcommands: [List.self, Watch.self])
+
+        /// `netplayctl rooms list`.
+        struct List: ParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List rooms matching a filter, a page at a time.")
+
+            @OptionGroup var target: DiscoveryTarget
+            @OptionGroup var filters: RoomFilterOptions
+            @Option(help: "Rooms per page (1 to 500).") var pageSize = 100
+            @Flag(help: "Fetch every page, not just the first.") var all = false
+            @Flag(help: "Print one JSON object per room.") var json = false
+            @OptionGroup var connection: ConnectionOptions
+
+            func run() throws {
+                guard (1...500).contains(pageSize) else { throw ValidationError("--page-size must be from 1 to 500") }
+                let client = try connection.client(for: try target.requests)
+                var token = ""
+                var shown = 0
+                var total: UInt32 = 0
+                repeat {
+                    let reply = try client.request(.listRoomsRequest(ListRoomsRequest(filter: try filters.filter(),
+                                                                                      pageSize: UInt32(pageSize), pageToken: token)))
+                    guard case .listRoomsResponse(let page) = reply else { throw ClientError.unexpectedReply(reply.name) }
+                    for room in page.rooms { emit(json ? room.jsonLine() : describe(room)) }
+                    shown += page.rooms.count
+                    total = page.totalMatching
+                    token = all ? page.nextPageToken : ""
+                } while !token.isEmpty
+                if !json { emit("\(shown) of \(total) matching rooms") }
+            }
+        }
+
+        /// `netplayctl rooms watch`.
+        struct Watch: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Print matching rooms, then every change (snapshot then updates; never misses or double-counts).")
+
+            @OptionGroup var target: DiscoveryTarget
+            @OptionGroup var filters: RoomFilterOptions
+            @Option(help: "Stop after this many changes after the snapshot (0: never).") var count = 0
+            @Option(help: "Stop after this many seconds (0: never).") var duration: Double = 0
+            @Flag(help: "Print one JSON object per change: {\"change\":...,\"room\":{...}}.") var json = false
+            @OptionGroup var connection: ConnectionOptions
+
+            func run() throws {
+                guard count >= 0, duration >= 0 else { throw ValidationError("--count and --duration must not be negative") }
+                let watcher = try RoomWatchClient(requests: try target.requests, events: try target.eventsEndpoint,
+                                                  filter: try filters.filter(), timeout: try connection.resolvedTimeout(),
+                                                  serverKey: try connection.serverKey())
+                let deadline = duration > 0 ? Date().addingTimeInterval(duration) : Date.distantFuture
+                for update in try watcher.start() { emit(render(update, snapshot: true)) }
+                if !json { emit("-- \(watcher.state.rooms.count) rooms; watching for changes") }
+                var seen = 0
+                while (count == 0 || seen < count) && Date() < deadline {
+                    let wait = Int(min(500, max(1, deadline.timeIntervalSinceNow * 1000)))
+                    for update in try watcher.next(timeout: wait) {
+                        emit(render(update, snapshot: false))
+                        seen += 1
+                    }
+                }
+            }
+
+            func render(_ update: RoomWatchState.Update, snapshot: Bool) -> String {
+                switch update {
+                case .added(let room):
+                    let change = snapshot ? "present" : "added"
+                    return json ? "{\"change\":\"\(change)\",\"room\":\(room.jsonLine())}" : "\(change) \(describe(room))"
+                case .updated(let room):
+                    return json ? "{\"change\":\"updated\",\"room\":\(room.jsonLine())}" : "updated \(describe(room))"
+                case .removed(let id, let reason):
+                    let why = reason.protoName.replacingOccurrences(of: "ROOM_REMOVAL_REASON_", with: "").lowercased()
+                    return json ? "{\"change\":\"removed\",\"roomId\":\(JSONValue.string(id).rendered()),\"reason\":\"\(why)\"}"
+                                : "removed \(id) (\(why))"
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,274 @@
+@testable import Discovery
+import Foundation
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import Testing
+
+/// A netplay-discovery process on free loopback ports, LAN listeners off unless asked for.
+final class DiscoveryProcess {
+    let process: ServiceProcess
+    let endpoint = TestPorts.endpoint()
+    let events = TestPorts.endpoint()
+    let client: BlockingClient
+
+    init(_ extra: [String] = [], lan: Bool = false) throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-discovery-\(UUID().uuidString)").path
+        var arguments = ["--endpoint", endpoint, "--events", events, "--data-dir", data, "--instance", "discovery-test"]
+        if !lan { arguments += ["--beacon-port", "0", "--retroarch-port", "0"] }
+        process = try ServiceProcess("netplay-discovery", arguments + extra, environment: ["NETPLAY_TELEMETRY": "none"])
+        client = try BlockingClient(endpoint: endpoint, timeout: 2)
+        let probe = try BlockingClient(endpoint: endpoint, timeout: 0.2)
+        guard eventually(within: 15, { (try? probe.request(.healthRequest(HealthRequest()))) != nil }) else {
+            throw HarnessError("netplay-discovery did not start: \(process.log)")
+        }
+    }
+
+    deinit { process.kill9() }
+
+    func announce(_ room: Room, by announcer: String = "test", ttlMs: UInt32 = 0) throws -> AnnounceRoomResponse {
+        guard case .announceRoomResponse(let response) = try client.request(.announceRoomRequest(
+            AnnounceRoomRequest(room: room, ttlMs: ttlMs, announcerId: announcer))) else { throw HarnessError("no announce reply") }
+        return response
+    }
+
+    func list(_ filter: RoomFilter = RoomFilter(), pageSize: UInt32 = 100) throws -> ListRoomsResponse {
+        guard case .listRoomsResponse(let response) = try client.request(.listRoomsRequest(
+            ListRoomsRequest(filter: filter, pageSize: pageSize))) else { throw HarnessError("no list reply") }
+        return response
+    }
+
+    func error(_ body: Envelope.Body) throws -> ErrorReply {
+        let reply = try client.requestEnvelope(body)
+        guard case .error(let error) = reply.body else { throw HarnessError("expected an Error, got \(reply.body.name)") }
+        return error
+    }
+}
+
+/// A UDP port that was free a moment ago.
+func freeUDPPort() throws -> UInt16 {
+    let socket = try UDPSocket(host: "127.0.0.1", port: 0)
+    defer { socket.close() }
+    return socket.localAddress.port
+}
+
+/// Encodes protobuf by hand, to send what NetplayWire would refuse to encode.
+enum RawProto {
+    static func varint(_ value: UInt64) -> [UInt8] {
+        var value = value, out: [UInt8] = []
+        while value >= 0x80 { out.append(UInt8(value & 0x7F) | 0x80); value >>= 7 }
+        out.append(UInt8(value))
+        return out
+    }
+
+    static func field(_ number: UInt64, bytes: [UInt8]) -> [UInt8] {
+        varint(number << 3 | 2) + varint(UInt64(bytes.count)) + bytes
+    }
+
+    /// An Envelope with `requestId` and body field `number` holding `body`.
+    static func envelope(requestId: UInt64, body number: UInt64, _ body: [UInt8]) -> [UInt8] {
+        [0x08] + varint(requestId) + field(number, bytes: body)
+    }
+}
+
+@Suite("netplay-discovery as a real process", .serialized)
+struct DiscoveryProcessTests {
+    @Test func announceListGetAndWithdraw() throws {
+        let discovery = try DiscoveryProcess()
+        for index in 0..<5 {
+            _ = try discovery.announce(makeRoom("room-\(index)", game: index < 3 ? "Super Mario Bros." : "Tetris", crc: UInt32(index < 3 ? 1 : 2)))
+        }
+        let all = try discovery.list()
+        #expect(all.totalMatching == 5 && all.rooms.map(\.roomId) == (0..<5).map { "room-\($0)" })
+        let mario = try discovery.list(RoomFilter(gameName: "mario"))
+        #expect(mario.rooms.count == 3 && mario.totalMatching == 3)
+        let paged = try discovery.list(RoomFilter(), pageSize: 2)
+        #expect(paged.rooms.count == 2 && !paged.nextPageToken.isEmpty)
+        guard case .getRoomResponse(let got) = try discovery.client.request(.getRoomRequest(GetRoomRequest(roomId: "room-4"))) else {
+            Issue.record("no get reply"); return
+        }
+        #expect(got.room.contentInfo.gameName == "Tetris" && got.room.source == .lobby)
+        guard case .withdrawRoomResponse(let withdrawn) = try discovery.client.request(.withdrawRoomRequest(
+            WithdrawRoomRequest(roomId: "room-4", announcerId: "test"))) else { Issue.record("no withdraw reply"); return }
+        #expect(withdrawn.removed)
+        #expect(try discovery.list().totalMatching == 4)
+    }
+
+    @Test func badRequestsGetClearErrorsAndTheServiceLivesOn() throws {
+        let discovery = try DiscoveryProcess()
+        _ = try discovery.announce(makeRoom("mine"), by: "alice")
+        #expect(try discovery.error(.getRoomRequest(GetRoomRequest(roomId: "nope"))).code == .notFound)
+        let stolen = try discovery.error(.withdrawRoomRequest(WithdrawRoomRequest(roomId: "mine", announcerId: "mallory")))
+        #expect(stolen.code == .permissionDenied)
+        let invalid = try discovery.error(.announceRoomRequest(AnnounceRoomRequest(room: makeRoom("x", max: 0), announcerId: "alice")))
+        #expect(invalid.code == .badRequest && invalid.field == "Room.max_players")
+        let token = try discovery.error(.listRoomsRequest(ListRoomsRequest(pageToken: "forged")))
+        #expect(token.code == .badRequest && token.field == "ListRoomsRequest.page_token")
+        #expect(try discovery.error(.createSessionRequest(CreateSessionRequest(settings: SessionSettings(), hostName: "x"))).code
+                == .unknownRequest)
+        #expect(try discovery.error(.refreshRoomRequest(RefreshRoomRequest(roomId: "gone", announcerId: "alice"))).code == .notFound)
+        // Not protobuf at all.
+        try discovery.client.sendRaw([0xFF, 0xFF, 0xFF])
+        let garbage = try Envelope(decoding: try discovery.client.receiveRaw())
+        guard case .error(let malformed) = garbage.body else { Issue.record("no error"); return }
+        #expect(malformed.code == .malformed)
+        // A 100-byte room id (the limit is 64), hand-encoded so the client-side check is bypassed.
+        let oversize = RawProto.envelope(requestId: 42, body: 66, RawProto.field(1, bytes: Array(repeating: 0x61, count: 100)))
+        try discovery.client.sendRaw(oversize)
+        let reply = try Envelope(decoding: try discovery.client.receiveRaw())
+        guard case .error(let tooLong) = reply.body else { Issue.record("no error"); return }
+        #expect(reply.requestId == 42 && tooLong.code == .badRequest && tooLong.field == "GetRoomRequest.room_id")
+        // Still serving.
+        #expect(try discovery.list().totalMatching == 1)
+        #expect(discovery.process.process.isRunning)
+    }
+
+    @Test func aRoomWhoseHostStopsRefreshingDisappears() throws {
+        let discovery = try DiscoveryProcess(["--sync-interval", "0.2"])
+        let subscriber = try EventSubscriber(endpoint: discovery.events, prefixes: ["rooms."])
+        // Wait until the subscription is live (rooms.sync every 0.2 s).
+        #expect(eventually(within: 5) { (try? subscriber.next(timeout: 100)) != nil })
+        _ = try discovery.announce(makeRoom("kept"), ttlMs: 800)
+        _ = try discovery.announce(makeRoom("abandoned"), ttlMs: 800)
+        var removed: RoomRemoved?
+        let deadline = Date().addingTimeInterval(6)
+        var refreshes = 0
+        while removed == nil && Date() < deadline {
+            _ = try discovery.client.request(.refreshRoomRequest(RefreshRoomRequest(roomId: "kept", announcerId: "test")))
+            refreshes += 1
+            while let event = try subscriber.next(timeout: 150) {
+                if case .success(let envelope) = event.envelope, case .roomRemoved(let event) = envelope.body { removed = event }
+            }
+        }
+        #expect(removed?.roomId == "abandoned" && removed?.reason == .expired)
+        #expect(try discovery.list().rooms.map(\.roomId) == ["kept"])
+        #expect(refreshes > 3)
+    }
+
+    @Test func announcersAreRateLimited() throws {
+        let discovery = try DiscoveryProcess(["--announce-rate", "2", "--announce-burst", "5"])
+        for index in 0..<5 { _ = try discovery.announce(makeRoom("r\(index)"), by: "greedy") }
+        let limited = try discovery.error(.announceRoomRequest(AnnounceRoomRequest(room: makeRoom("r5"), announcerId: "greedy")))
+        #expect(limited.code == .rateLimited && limited.retryAfterMs > 0 && limited.retryAfterMs <= 500)
+        _ = try discovery.announce(makeRoom("other"), by: "polite")
+        #expect(try discovery.list().totalMatching == 6)
+    }
+
+    @Test func watchersGetTheSnapshotThenEveryChange() throws {
+        let discovery = try DiscoveryProcess(["--sync-interval", "0.2"])
+        for index in 0..<30 { _ = try discovery.announce(makeRoom(String(format: "w%02d", index))) }
+        let watcher = try RoomWatchClient(requests: discovery.endpoint, events: discovery.events, pageSize: 7)
+        let initial = try watcher.start()
+        #expect(initial.count == 30 && watcher.state.rooms.count == 30)
+        _ = try discovery.announce(makeRoom("w99"))
+        _ = try discovery.announce(makeRoom("w00", players: 2))
+        _ = try discovery.client.request(.withdrawRoomRequest(WithdrawRoomRequest(roomId: "w01", announcerId: "test")))
+        var updates: [RoomWatchState.Update] = []
+        #expect(eventually(within: 5) {
+            updates += (try? watcher.next(timeout: 50)) ?? []
+            return updates.count >= 3
+        })
+        #expect(updates.count == 3)
+        #expect(watcher.state.rooms.count == 30 && watcher.state.rooms["w00"]?.currentPlayers == 2)
+        #expect(watcher.state.rooms["w01"] == nil && watcher.state.rooms["w99"] != nil)
+        let truth = try discovery.list(pageSize: 500).rooms
+        #expect(Set(watcher.state.rooms.keys) == Set(truth.map(\.roomId)))
+    }
+
+    @Test func ourServiceAnswersARetroArchScanOverLoopback() throws {
+        let port = try freeUDPPort()
+        let discovery = try DiscoveryProcess(["--beacon-port", "0", "--retroarch-port", "\(port)"], lan: true)
+        _ = try discovery.announce(makeRoom("lan-room", game: "Super Mario Bros.", crc: 0x3337_EC46, transport: .lan), ttlMs: 0)
+        var lanRoom = makeRoom("lan-room-2", transport: .lan)
+        lanRoom.hostEndpoint = "tcp://10.1.2.3:7310"
+        _ = try discovery.announce(lanRoom)
+        _ = try discovery.announce(makeRoom("relay-room"))  // not a LAN room: not advertised
+        let scanner = try UDPSocket(host: "127.0.0.1", port: 0)
+        let target = UDPAddress(ip: 0x7F00_0001, port: port)
+        #expect(scanner.send(Array("nope".utf8), to: target))
+        #expect(scanner.send(RetroArchLAN.query, to: target))
+        var replies: [RetroArchAdvertisement] = []
+        _ = eventually(within: 3) {
+            while let (datagram, from) = scanner.receive() {
+                #expect(datagram.count == 688 && from == target)
+                if let advertisement = RetroArchAdvertisement(decoding: datagram) { replies.append(advertisement) }
+            }
+            return replies.count >= 2
+        }
+        usleep(200_000)
+        while let (datagram, _) = scanner.receive() { replies.append(RetroArchAdvertisement(decoding: datagram)!) }
+        #expect(replies.count == 2, "one RANS per LAN room, none for the junk datagram")
+        let first = try #require(replies.first { $0.nick == "host-lan-room" })
+        #expect(first.contentCRC == 0x3337_EC46 && first.core == "nestopia" && first.content == "Super Mario Bros.")
+        #expect(first.frontend.hasPrefix("netplay-toolkit") && first.port == 55435)
+        #expect(replies.first { $0.nick == "host-lan-room-2" }?.port == 7310)
+    }
+
+    @Test func retroArchHostsFoundByScanningBecomeRooms() throws {
+        // A fake RetroArch host on loopback that answers RANQ like RetroArch does.
+        let host = try UDPSocket(host: "127.0.0.1", port: 0)
+        let advertisement = RetroArchAdvertisement(contentCRC: 0xDEAD_BEEF, port: 55435, nick: "ra-host", frontend: "linux x86_64",
+                                                   core: "Nestopia", coreVersion: "1.52.0", retroarchVersion: "1.14.0",
+                                                   content: "game.nes")
+        let discovery = try DiscoveryProcess(["--retroarch-port", "0", "--beacon-port", "0", "--retroarch-bind", "127.0.0.1",
+                                              "--retroarch-scan-interval", "0.3",
+                                              "--retroarch-scan-targets", "127.0.0.1:\(host.localAddress.port)"], lan: true)
+        var answered = 0
+        let found = eventually(within: 8) {
+            while let (datagram, from) = host.receive() {
+                guard RetroArchLAN.isQuery(datagram) else { continue }
+                host.send(advertisement.encoded(), to: from)
+                answered += 1
+            }
+            return (try? discovery.list(RoomFilter(source: .retroarchLan)).totalMatching) == 1
+        }
+        #expect(found, "\(discovery.process.log)")
+        let room = try #require(try discovery.list(RoomFilter(source: .retroarchLan)).rooms.first)
+        #expect(room.roomId == "retroarch:127.0.0.1:55435" && room.contentInfo.crc32 == 0xDEAD_BEEF)
+        #expect(room.hostName == "ra-host" && room.hostVersion == "RetroArch 1.14.0")
+        #expect(answered >= 1)
+        #expect(discovery.process.log.contains("RetroArch host found"))
+    }
+
+    @Test func lanBeaconsListRoomsAndGoodbyeRemovesThem() throws {
+        let port = try freeUDPPort()
+        let discovery = try DiscoveryProcess(["--beacon-port", "\(port)", "--beacon-bind", "127.0.0.1", "--retroarch-port", "0"], lan: true)
+        var room = makeRoom("ignored-id", transport: .relay)
+        room.hostEndpoint = "tcp://127.0.0.1:7399"
+        let sender = try LanBeaconSender(room: room, intervalMs: 200, targets: [UDPAddress(ip: 0x7F00_0001, port: port)])
+        let listed = eventually(within: 5) {
+            _ = try? sender.send()
+            return (try? discovery.list(RoomFilter(source: .lanBeacon)).totalMatching) == 1
+        }
+        #expect(listed)
+        let beaconRoom = try #require(try discovery.list(RoomFilter(source: .lanBeacon)).rooms.first)
+        #expect(beaconRoom.roomId == "lan:\(sender.beaconId)" && beaconRoom.transport == .lan)
+        #expect(beaconRoom.hostEndpoint == "tcp://127.0.0.1:7399")
+        try sender.send(goodbye: true)
+        #expect(eventually(within: 3) { (try? discovery.list(RoomFilter(source: .lanBeacon)).totalMatching) == 0 })
+        // Garbage on the beacon port is ignored.
+        let junk = try UDPSocket(host: "127.0.0.1", port: 0)
+        junk.send(Array(repeating: 0xFF, count: 50), to: UDPAddress(ip: 0x7F00_0001, port: port))
+        #expect(try discovery.list().totalMatching == 0)
+    }
+
+    @Test func badConfigurationExitsWithOneLine() throws {
+        for arguments in [["--beacon-port", "nope"], ["--endpoint", "garbage"], ["--retroarch-scan-targets", "x"]] {
+            let process = try ServiceProcess("netplay-discovery", arguments)
+            let status = process.waitForExit(seconds: 10)
+            #expect(status != nil && status != 0)
+            let lines = process.log.split(separator: "\n")
+            #expect(lines.count == 1 && lines[0].hasPrefix("netplay-discovery: "), "\(process.log)")
+        }
+    }
+
+    @Test func helpListsEveryFlagWithItsEnvironmentVariable() throws {
+        let process = try ServiceProcess("netplay-discovery", ["--help"])
+        #expect(process.waitForExit(seconds: 10) == 0)
+        for variable in ["NETPLAY_ENDPOINT", "NETPLAY_EVENTS", "NETPLAY_ROOM_TTL", "NETPLAY_BEACON_PORT", "NETPLAY_RETROARCH_PORT",
+                         "NETPLAY_RETROARCH_SCAN_INTERVAL", "NETPLAY_RETROARCH_SCAN_TARGETS", "NETPLAY_ANNOUNCE_RATE",
+                         "NETPLAY_MAX_ROOMS"] {
+            #expect(process.log.contains(variable), "--help lacks \(variable)")
+        }
+    }
+}

@@ -1,0 +1,104 @@
+@testable import Discovery
+import Foundation
+import NetplayWire
+import Testing
+
+@Suite("LAN protocols: RetroArch RANQ/RANS and our beacon")
+struct LanProtocolTests {
+    let advertisement = RetroArchAdvertisement(contentCRC: 0x3337_EC46, port: 55435, hasPassword: true, hasSpectatePassword: false,
+                                               nick: "alice", frontend: "linux x86_64", core: "Nestopia", coreVersion: "1.52.0",
+                                               retroarchVersion: "1.14.0", content: "smb.nes", subsystemName: "N/A")
+
+    @Test func theQueryIsFourBigEndianBytes() {
+        #expect(RetroArchLAN.query == [0x52, 0x41, 0x4E, 0x51])  // "RANQ"
+        #expect(RetroArchLAN.isQuery(Array("RANQ".utf8)))
+        #expect(!RetroArchLAN.isQuery(Array("RANQ!".utf8)))
+        #expect(!RetroArchLAN.isQuery(Array("RANS".utf8)))
+    }
+
+    @Test func advertisementsAre688BigEndianBytes() throws {
+        let bytes = advertisement.encoded()
+        #expect(bytes.count == 688)
+        #expect(Array(bytes[0..<4]) == Array("RANS".utf8))
+        #expect(Array(bytes[4..<8]) == [0x33, 0x37, 0xEC, 0x46])
+        #expect(Array(bytes[8..<12]) == [0, 0, 0xD8, 0x8B])  // 55435
+        #expect(Array(bytes[12..<16]) == [0, 0, 0, 1])
+        #expect(Array(bytes[16..<21]) == Array("alice".utf8) && bytes[21] == 0)  // nick at 16, 32 bytes
+        #expect(Array(bytes[48..<60]) == Array("linux x86_64".utf8))  // frontend at 48
+        #expect(Array(bytes[80..<88]) == Array("Nestopia".utf8))  // core at 80
+        #expect(Array(bytes[112..<118]) == Array("1.52.0".utf8))  // core version at 112
+        #expect(Array(bytes[144..<150]) == Array("1.14.0".utf8))  // RetroArch version at 144
+        #expect(Array(bytes[176..<183]) == Array("smb.nes".utf8))  // content at 176, 256 bytes
+        #expect(Array(bytes[432..<435]) == Array("N/A".utf8))  // subsystem at 432, 256 bytes
+        #expect(RetroArchAdvertisement(decoding: bytes) == advertisement)
+    }
+
+    @Test func malformedAdvertisementsAreRejected() {
+        var bytes = advertisement.encoded()
+        #expect(RetroArchAdvertisement(decoding: Array(bytes.dropLast())) == nil)
+        #expect(RetroArchAdvertisement(decoding: bytes + [0]) == nil)
+        bytes[3] = UInt8(ascii: "Q")
+        #expect(RetroArchAdvertisement(decoding: bytes) == nil)
+        #expect(RetroArchAdvertisement(decoding: []) == nil)
+    }
+
+    @Test func longStringsAreCutAtCharacterBoundariesWithATerminator() throws {
+        var long = advertisement
+        long.nick = String(repeating: "é", count: 40)  // 80 bytes in UTF-8
+        long.content = String(repeating: "x", count: 300)
+        let decoded = try #require(RetroArchAdvertisement(decoding: long.encoded()))
+        #expect(decoded.nick == String(repeating: "é", count: 15))  // 30 bytes + NUL padding
+        #expect(decoded.content.count == 255)
+    }
+
+    @Test func anAdvertisementBecomesARetroArchRoom() throws {
+        let room = advertisement.room(from: UDPAddress(ip: 0x0A4D_0002, port: 55435))
+        #expect(room.roomId == "retroarch:10.77.0.2:55435")
+        #expect(room.source == .retroarchLan && room.transport == .lan)
+        #expect(room.hostEndpoint == "retroarch://10.77.0.2:55435")
+        #expect(room.contentInfo.crc32 == 0x3337_EC46 && room.contentInfo.coreId == "Nestopia" && room.contentInfo.gameName == "smb.nes")
+        #expect(room.hasPassword && !room.hasSpectatePassword && room.hostVersion == "RetroArch 1.14.0")
+        try RoomRegistry.validate(room)
+        _ = try room.encoded()  // within every wire limit
+    }
+
+    @Test func addressRanges() {
+        #expect(UDPAddress("10.1.2.3:1")!.isPrivate)
+        #expect(UDPAddress("172.16.0.1:1")!.isPrivate && UDPAddress("172.31.255.1:1")!.isPrivate)
+        #expect(!UDPAddress("172.32.0.1:1")!.isPrivate)
+        #expect(UDPAddress("192.168.1.1:1")!.isPrivate)
+        #expect(!UDPAddress("8.8.8.8:1")!.isPrivate && UDPAddress("127.0.0.1:1")!.isLoopback)
+        #expect(UDPAddress("1.2.3.4", defaultPort: 9)?.port == 9)
+        #expect(UDPAddress("1.2.3") == nil && UDPAddress("1.2.3.256:1") == nil && UDPAddress("1.2.3.4:70000") == nil)
+    }
+
+    @Test func beaconsRoundTripWithinOneDatagram() throws {
+        let beacon = LanBeacon(protocolVersion: 1, beaconId: "abc", sequence: 7, intervalMs: 1000,
+                               room: makeRoom("x", transport: .lan))
+        let datagram = try LanBeaconCodec.encode(beacon)
+        #expect(datagram.count <= 1200)
+        #expect(LanBeaconCodec.decode(datagram) == beacon)
+        #expect(LanBeaconCodec.decode(Array(datagram.dropLast())) == nil)
+        #expect(LanBeaconCodec.decode(Array("hello".utf8)) == nil)
+        #expect(LanBeaconCodec.decode(RetroArchLAN.query) == nil)
+        #expect(LanBeaconCodec.ttlMs(intervalMs: 1000) == 3000)
+        #expect(LanBeaconCodec.ttlMs(intervalMs: 0) == 3000)
+        #expect(LanBeaconCodec.roomId(beaconId: String(repeating: "z", count: 64)).utf8.count == 64)
+    }
+
+    @Test func udpSocketsTalkOverLoopback() throws {
+        let a = try UDPSocket(host: "127.0.0.1", port: 0)
+        let b = try UDPSocket(host: "127.0.0.1", port: 0)
+        #expect(a.localAddress.port != 0)
+        #expect(a.send([1, 2, 3], to: b.localAddress))
+        var received: (bytes: [UInt8], from: UDPAddress)?
+        for _ in 0..<100 where received == nil {
+            received = b.receive()
+            if received == nil { usleep(5_000) }
+        }
+        #expect(received?.bytes == [1, 2, 3] && received?.from == a.localAddress)
+        #expect(b.receive() == nil)
+        #expect(throws: UDPError.self) { try UDPSocket(host: "127.0.0.1", port: a.localAddress.port) }
+        #expect(throws: UDPError.self) { try UDPSocket(host: "not-an-ip", port: 0) }
+    }
+}
