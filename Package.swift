@@ -44,6 +44,9 @@ let package = Package(
         ),
         .target(name: "Rollback"),
         .target(name: "Games", dependencies: ["Rollback"]),
+        // libretro core host (issue 7): the API subset and per-core callback slots in C, the host in Swift.
+        .target(name: "CLibretro"),
+        .target(name: "Libretro", dependencies: ["Rollback", "CLibretro"], linkerSettings: [.linkedLibrary("dl")]),
 
         // MARK: Control plane (issue 4): tickets and passwords, discovery, coordinator
         .systemLibrary(name: "CSodium", providers: [.apt(["libsodium-dev"])]),
@@ -84,7 +87,7 @@ let package = Package(
         .executableTarget(
             name: "netplay-bench",
             dependencies: [
-                "ZeroMQ", "NetplayWire", "Rollback", "Games",
+                "ZeroMQ", "NetplayWire", "Rollback", "Games", "Libretro",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/netplay-bench"
@@ -108,5 +111,6 @@ let package = Package(
         ),
         .testTarget(name: "RollbackTests", dependencies: ["Rollback", "Games"]),
         .testTarget(name: "GamesTests", dependencies: ["Games", "Rollback"]),
+        .testTarget(name: "LibretroTests", dependencies: ["Libretro", "Rollback"]),
     ]
 )
