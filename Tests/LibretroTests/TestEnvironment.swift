@@ -20,14 +20,19 @@ enum TestEnvironment {
         return value
     }
 
-    /// A directory for this test process's build products, removed by the OS's tmp cleanup.
+    /// A directory for this test process's build products (ROM, fake cores), removed at exit.
     static func scratchDirectory() throws -> String {
         try cached("scratch") {
-            let path = FileManager.default.temporaryDirectory
-                .appendingPathComponent("netplay-libretro-tests-\(getpid())", isDirectory: true).path
+            let path = scratchPath()
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            atexit { try? FileManager.default.removeItem(atPath: TestEnvironment.scratchPath()) }
             return path
         }
+    }
+
+    private static func scratchPath() -> String {
+        FileManager.default.temporaryDirectory
+            .appendingPathComponent("netplay-libretro-tests-\(getpid())", isDirectory: true).path
     }
 
     /// The nestopia core: `$NETPLAY_LIBRETRO_CORE`, or the installed one.
