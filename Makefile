@@ -4,9 +4,12 @@ SWIFT ?= swift
 SWIFT_FLAGS ?=
 RELEASE_BIN = $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
 CC ?= cc
+# What building and running the cluster needs.
 APT_PACKAGES = libzmq3-dev libprotobuf-c-dev protobuf-c-compiler pkg-config python3
+# What the tests and benchmarks need on top: real emulator cores, cc65 for the test ROM.
+APT_TEST_PACKAGES = libretro-nestopia cc65
 
-.PHONY: deps build release test proto proto-check bench bench-c clean help
+.PHONY: deps deps-test apt-install build release test proto proto-check bench bench-c clean help
 
 help:
 	@echo "make up      install what is missing, build, start the local cluster"
@@ -19,7 +22,15 @@ help:
 
 ## deps: install the Debian packages the build needs, only when something is missing.
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
+	@$(MAKE) -s apt-install PACKAGES="$(APT_PACKAGES)"
+	@command -v $(SWIFT) >/dev/null || { echo "deps: no swift toolchain on PATH (need Swift 6.1 or later)" >&2; exit 1; }
+
+## deps-test: deps plus what the tests and benchmarks use.
+deps-test: deps
+	@$(MAKE) -s apt-install PACKAGES="$(APT_TEST_PACKAGES)"
+
+apt-install:
+	@missing=""; for p in $(PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -29,7 +40,6 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq$$missing >/dev/null || { \
 	    echo "deps: apt-get failed; run: sudo apt-get update && sudo apt-get install -y$$missing" >&2; exit 1; }; \
 	fi
-	@command -v $(SWIFT) >/dev/null || { echo "deps: no swift toolchain on PATH (need Swift 6.1 or later)" >&2; exit 1; }
 
 build: deps
 	$(SWIFT) build $(SWIFT_FLAGS)
@@ -38,7 +48,7 @@ release: deps
 	$(SWIFT) build -c release $(SWIFT_FLAGS)
 
 ## test: the whole suite: unit, property, fuzz, end-to-end over real processes on loopback.
-test: deps proto-check
+test: deps-test proto-check
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build $(SWIFT_FLAGS)
 
@@ -57,12 +67,18 @@ Benchmarks/bin/zmq_bench: Benchmarks/c/zmq_bench.c
 	@mkdir -p Benchmarks/bin
 	$(CC) -O2 -Wall -Wextra -o $@ $< -lzmq
 
-bench-c: Benchmarks/bin/zmq_bench
+Benchmarks/bin/libretro_bench: Benchmarks/c/libretro_bench.c Sources/CLibretro/include/nlr_host.h Sources/CLibretro/include/nlr_libretro_api.h
+	@mkdir -p Benchmarks/bin
+	$(CC) -O2 -Wall -Wextra -ISources/CLibretro/include -o $@ $< -ldl
+
+bench-c: Benchmarks/bin/zmq_bench Benchmarks/bin/libretro_bench
 
 ## bench: release build, then every benchmark prints its figures beside its target.
-bench: release bench-c
+bench: deps-test bench-c
+	$(SWIFT) build -c release --product netplay-bench $(SWIFT_FLAGS)
 	$(RELEASE_BIN)/netplay-bench zeromq --c-bench Benchmarks/bin/zmq_bench
 	$(RELEASE_BIN)/netplay-bench rollback
+	$(RELEASE_BIN)/netplay-bench libretro --c-bench Benchmarks/bin/libretro_bench
 
 clean:
 	rm -rf .build Benchmarks/bin
