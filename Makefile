@@ -82,3 +82,53 @@ bench: deps-test bench-c
 
 clean:
 	rm -rf .build Benchmarks/bin
+
+## ---- Operations: the local cluster (netplay-supervisor with compose/cluster.yaml) ----------
+## Variables: CLUSTER_CONFIG (cluster file), RUN_DIR (pid file and logs), SYNC_REPLICAS (relay
+## replicas), NETPLAY_PORT_OFFSET (shift every port: a second cluster), NETPLAY_BIN_DIR (use
+## these binaries instead of building release ones), ARGS (extra flags for run-SERVICE).
+CLUSTER_CONFIG ?= compose/cluster.yaml
+RUN_DIR ?= run
+UP_BIN = $(if $(NETPLAY_BIN_DIR),$(NETPLAY_BIN_DIR),$(RELEASE_BIN))
+DEBUG_BIN = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
+OPS_APT_PACKAGES = prometheus chromium docker-compose
+UP_ENV = $(if $(SYNC_REPLICAS),SYNC_REPLICAS=$(SYNC_REPLICAS))
+
+.PHONY: up up-detached down run-% deps-ops
+
+## up: install what is missing, build release binaries, run the cluster in the foreground.
+## Ctrl-C stops every service in reverse order. `SYNC_REPLICAS=3 make up` runs three relays.
+up: deps $(if $(NETPLAY_BIN_DIR),,release)
+	@mkdir -p $(RUN_DIR)
+	$(UP_ENV) exec $(UP_BIN)/netplay-supervisor --config $(CLUSTER_CONFIG) --run-dir $(RUN_DIR) --bin-dir $(UP_BIN)
+
+## up-detached: like up, in the background (output in RUN_DIR/supervisor.out); returns once
+## the cluster is ready. Stop it with `make down`.
+up-detached: deps $(if $(NETPLAY_BIN_DIR),,release)
+	@mkdir -p $(RUN_DIR)
+	@$(UP_ENV) nohup $(UP_BIN)/netplay-supervisor --config $(CLUSTER_CONFIG) --run-dir $(RUN_DIR) --bin-dir $(UP_BIN) \
+	  > $(RUN_DIR)/supervisor.out 2>&1 & \
+	for i in $$(seq 1 600); do \
+	  if grep -q "cluster ready" $(RUN_DIR)/supervisor.out 2>/dev/null; then echo "cluster ready (pid $$(cat $(RUN_DIR)/supervisor.pid); logs in $(RUN_DIR)/); make down stops it"; exit 0; fi; \
+	  if ! kill -0 $$! 2>/dev/null; then tail -5 $(RUN_DIR)/supervisor.out >&2; exit 1; fi; \
+	  sleep 0.1; \
+	done; echo "up-detached: not ready after 60 s; see $(RUN_DIR)/supervisor.out" >&2; exit 1
+
+## down: stop a cluster started in the background (SIGTERM to the supervisor in RUN_DIR).
+down:
+	@pidfile=$(RUN_DIR)/supervisor.pid; \
+	if [ ! -f $$pidfile ]; then echo "down: no cluster running from $(RUN_DIR)/"; exit 0; fi; \
+	pid=$$(cat $$pidfile); \
+	if ! kill -0 $$pid 2>/dev/null; then echo "down: stale $$pidfile (pid $$pid is gone)"; rm -f $$pidfile; exit 0; fi; \
+	kill -TERM $$pid; \
+	for i in $$(seq 1 600); do kill -0 $$pid 2>/dev/null || { echo "down: cluster stopped (supervisor pid $$pid)"; exit 0; }; sleep 0.1; done; \
+	echo "down: supervisor $$pid still running after 60 s" >&2; exit 1
+
+## run-SERVICE: build and run one service alone with debug logs (make run-discovery ARGS=...).
+run-%: deps
+	$(SWIFT) build --product netplay-$* $(SWIFT_FLAGS)
+	exec $(DEBUG_BIN)/netplay-$* --log-level debug $(ARGS)
+
+## deps-ops: the Debian tools the operations tests use (Prometheus, Chromium, docker-compose).
+deps-ops:
+	@$(MAKE) --no-print-directory deps APT_PACKAGES="$(OPS_APT_PACKAGES)"

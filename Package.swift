@@ -10,6 +10,10 @@ let package = Package(
         .library(name: "Rollback", targets: ["Rollback"]),
         .library(name: "NetplayWire", targets: ["NetplayWire"]),
         .library(name: "NetplayService", targets: ["NetplayService"]),
+        .library(name: "Telemetry", targets: ["Telemetry"]),
+        .library(name: "Supervisor", targets: ["Supervisor"]),
+        .executable(name: "netplay-telemetry", targets: ["netplay-telemetry"]),
+        .executable(name: "netplay-supervisor", targets: ["netplay-supervisor"]),
         .executable(name: "netplayctl", targets: ["netplayctl"]),
         .library(name: "NetplayAuth", targets: ["NetplayAuth"]),
         .library(name: "Discovery", targets: ["Discovery"]),
@@ -20,6 +24,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
         // MARK: C libraries
@@ -112,5 +117,42 @@ let package = Package(
         .testTarget(name: "RollbackTests", dependencies: ["Rollback", "Games"]),
         .testTarget(name: "GamesTests", dependencies: ["Games", "Rollback"]),
         .testTarget(name: "LibretroTests", dependencies: ["Libretro", "Rollback"]),
+
+        // MARK: Operations (issue 6): telemetry, supervisor, cluster
+        .target(name: "CSupervisor"),
+        .target(
+            name: "Telemetry",
+            dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "Supervisor",
+            dependencies: [
+                "NetplayService", "NetplayWire", "ZeroMQ", "CSupervisor",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Yams", package: "Yams"),
+            ]
+        ),
+        .executableTarget(
+            name: "netplay-telemetry",
+            dependencies: ["Telemetry", "NetplayService", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
+            name: "netplay-supervisor",
+            dependencies: ["Supervisor", "NetplayService", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .testTarget(
+            name: "TelemetryTests",
+            dependencies: ["Telemetry", "NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-telemetry"]
+        ),
+        .testTarget(
+            name: "SupervisorTests",
+            dependencies: ["Supervisor", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-supervisor",
+                           "netplay-sample-service"]
+        ),
+        .testTarget(
+            name: "ClusterE2ETests",
+            dependencies: ["NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-supervisor", "netplay-telemetry",
+                           "netplay-sample-service"]
+        ),
     ]
 )

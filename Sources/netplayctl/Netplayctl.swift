@@ -16,7 +16,7 @@ struct Netplayctl: NetplayCommand {
         For `tap`, a service name means that service's events (PUB) endpoint.
         """,
         version: NetplayVersion.current,
-        subcommands: [Health.self, Introspect.self, Ping.self, Tap.self, Keygen.self, Rooms.self, Sessions.self, Relays.self]
+        subcommands: [Health.self, Introspect.self, Ping.self, Tap.self, Keygen.self, Cluster.self, Events.self, Rooms.self, Sessions.self, Relays.self]
     )
 
     static func main() { mainReportingOneLine() }

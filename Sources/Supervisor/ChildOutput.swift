@@ -1,0 +1,142 @@
+import Foundation
+
+/// One instance's log file, rotated by size: `name.log` grows to `maxBytes`, then becomes
+/// `name.log.1` (older ones shift to `.2` ... `.keep`; the oldest is deleted).
+final class RotatingLogFile {
+    let path: String
+    let maxBytes: Int
+    let keep: Int
+    private var descriptor: Int32 = -1
+    private var size = 0
+
+    init(path: String, maxBytes: Int, keep: Int) {
+        self.path = path
+        self.maxBytes = maxBytes
+        self.keep = keep
+        open()
+    }
+
+    deinit { if descriptor >= 0 { Foundation.close(descriptor) } }
+
+    private func open() {
+        descriptor = Foundation.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        var info = stat()
+        size = descriptor >= 0 && fstat(descriptor, &info) == 0 ? Int(info.st_size) : 0
+    }
+
+    /// Appends `bytes` (whole lines), rotating first when the file would pass the limit.
+    func append(_ bytes: [UInt8]) {
+        if size > 0 && size + bytes.count > maxBytes { rotate() }
+        guard descriptor >= 0 else { return }
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if written <= 0 { break }
+                offset += written
+            }
+        }
+        size += bytes.count
+    }
+
+    func rotate() {
+        if descriptor >= 0 { Foundation.close(descriptor) }
+        if keep == 0 {
+            unlink(path)
+        } else {
+            unlink("\(path).\(keep)")
+            if keep > 1 {
+                for index in stride(from: keep - 1, through: 1, by: -1) { rename("\(path).\(index)", "\(path).\(index + 1)") }
+            }
+            rename(path, "\(path).1")
+        }
+        open()
+    }
+}
+
+/// Splits a child's output into lines, prefixes each with its instance for the supervisor's
+/// console (`sync-1       | ...`), and appends it to the instance's log file. Keeps the last
+/// few lines for failure messages.
+final class ChildOutput {
+    let prefix: [UInt8]
+    let log: RotatingLogFile?
+    let console: Int32?
+    private var partial: [UInt8] = []
+    private(set) var recent: [String] = []
+
+    init(instance: String, width: Int, log: RotatingLogFile?, console: Int32?) {
+        let padded = instance.padding(toLength: max(width, instance.count), withPad: " ", startingAt: 0)
+        prefix = Array("\(padded) | ".utf8)
+        self.log = log
+        self.console = console
+    }
+
+    /// Reads everything available on `fd` (non-blocking). Returns false at end of file.
+    func drain(_ fd: Int32) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count > 0 {
+                consume(buffer[0..<count])
+                continue
+            }
+            if count == 0 { flush(); return false }
+            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
+        }
+    }
+
+    func consume(_ bytes: ArraySlice<UInt8>) {
+        var start = bytes.startIndex
+        var lines: [UInt8] = []
+        var consoleText: [UInt8] = []
+        while let newline = bytes[start...].firstIndex(of: 10) {
+            let line = partial + bytes[start..<newline]
+            partial.removeAll(keepingCapacity: true)
+            lines += line + [10]
+            consoleText += prefix + line + [10]
+            remember(line)
+            start = bytes.index(after: newline)
+        }
+        partial += bytes[start...]
+        if partial.count > 65536 {  // a runaway line without newline: emit it anyway
+            lines += partial + [10]
+            consoleText += prefix + partial + [10]
+            remember(partial)
+            partial.removeAll()
+        }
+        emit(lines, consoleText)
+    }
+
+    func flush() {
+        guard !partial.isEmpty else { return }
+        let line = partial
+        partial.removeAll()
+        remember(line)
+        emit(line + [10], prefix + line + [10])
+    }
+
+    /// Writes one supervisor-made line (e.g. "exited with status 2") to the log file.
+    func note(_ text: String) {
+        log?.append(Array("\(text)\n".utf8))
+    }
+
+    private func remember<C: Collection>(_ line: C) where C.Element == UInt8 {
+        recent.append(String(decoding: line, as: UTF8.self))
+        if recent.count > 8 { recent.removeFirst(recent.count - 8) }
+    }
+
+    private func emit(_ lines: [UInt8], _ consoleText: [UInt8]) {
+        guard !lines.isEmpty else { return }
+        log?.append(lines)
+        if let console {
+            consoleText.withUnsafeBytes { buffer in
+                var offset = 0
+                while offset < buffer.count {
+                    let written = write(console, buffer.baseAddress! + offset, buffer.count - offset)
+                    if written <= 0 { break }
+                    offset += written
+                }
+            }
+        }
+    }
+}

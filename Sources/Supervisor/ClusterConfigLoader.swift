@@ -1,0 +1,434 @@
+import Foundation
+import Yams
+
+/// A problem in the cluster file, as one line: `cluster.yaml: services.sync.replicas must be ...`.
+public struct ClusterConfigError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The one-line reason (file name first).
+    public let description: String
+    /// Creates an error.
+    public init(_ description: String) { self.description = description }
+}
+
+/// Reads `cluster.yaml`: YAML, then `${VAR}` / `${VAR:-default}` interpolation from the
+/// environment (like docker-compose), then strict validation (unknown keys, unknown services,
+/// dependency cycles, replica counts, templates) with one-line errors.
+public enum ClusterConfigLoader {
+    /// Loads and validates the file at `path`.
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ClusterConfigError) -> ClusterConfig {
+        let name = (path as NSString).lastPathComponent
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ClusterConfigError("\(path): cannot read the cluster file (does it exist?)")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ClusterConfigError("\(path): not UTF-8 text")
+        }
+        return try parse(text, fileName: name, environment: environment)
+    }
+
+    /// Parses and validates cluster YAML `text` (`fileName` prefixes errors).
+    public static func parse(_ text: String, fileName: String = "cluster.yaml",
+                             environment: [String: String] = [:]) throws(ClusterConfigError) -> ClusterConfig {
+        var parser = Parser(file: fileName, environment: environment)
+        do {
+            return try parser.parse(text)
+        } catch let error as ClusterConfigError {
+            throw error
+        } catch {
+            throw ClusterConfigError("\(fileName): \(error)")
+        }
+    }
+}
+
+/// A parsed YAML value, after interpolation.
+indirect enum YAMLValue {
+    case scalar(String, line: Int)
+    case list([YAMLValue], line: Int)
+    case map([(String, YAMLValue)], line: Int)
+    case null(line: Int)
+
+    var line: Int {
+        switch self {
+        case .scalar(_, let line), .list(_, let line), .map(_, let line), .null(let line): return line
+        }
+    }
+}
+
+private struct Parser {
+    let file: String
+    let environment: [String: String]
+
+    init(file: String, environment: [String: String]) {
+        self.file = file
+        self.environment = environment
+    }
+
+    func fail(_ path: String, _ message: String) -> ClusterConfigError {
+        ClusterConfigError("\(file): \(path.isEmpty ? "" : path + ": ")\(message)")
+    }
+
+    mutating func parse(_ text: String) throws -> ClusterConfig {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: text)
+        } catch let error as YamlError {
+            throw ClusterConfigError("\(file): invalid YAML: \(Self.oneLine(error))")
+        }
+        guard let root else { throw fail("", "the file is empty; it needs at least a services: section") }
+        let value = try convert(root, path: "")
+        guard case .map(let top, _) = value else { throw fail("", "the top level must be a mapping (cluster:, services:, ...)") }
+        try checkKeys(top, path: "", known: ["cluster", "port_offset", "supervisor", "environment", "data_dir", "services", "x-notes"])
+
+        var settings = SupervisorSettings()
+        let clusterName = try string(top, "cluster", path: "") ?? "netplay"
+        let offset = try integer(top, "port_offset", path: "", range: -60000...60000) ?? 0
+        if let section = lookup(top, "supervisor") {
+            guard case .map(let entries, _) = section else { throw fail("supervisor", "must be a mapping") }
+            try checkKeys(entries, path: "supervisor", known: ["endpoint", "telemetry", "backoff", "intensity", "stop_timeout",
+                                                                "start_timeout", "heartbeat_timeout", "log_max_bytes", "log_files"])
+            if let endpoint = try string(entries, "endpoint", path: "supervisor") {
+                try validateEndpoint(endpoint, path: "supervisor.endpoint")
+                settings.endpoint = EndpointPorts.shift(endpoint, by: offset)
+            }
+            settings.telemetry = try string(entries, "telemetry", path: "supervisor")
+            settings.backoff = try backoff(lookup(entries, "backoff"), path: "supervisor.backoff", base: settings.backoff)
+            if let intensity = lookup(entries, "intensity") {
+                guard case .map(let pairs, _) = intensity else { throw fail("supervisor.intensity", "must be a mapping {max_restarts, period}") }
+                try checkKeys(pairs, path: "supervisor.intensity", known: ["max_restarts", "period"])
+                settings.intensity.maxRestarts = try integer(pairs, "max_restarts", path: "supervisor.intensity", range: 0...10_000) ?? settings.intensity.maxRestarts
+                settings.intensity.period = try duration(pairs, "period", path: "supervisor.intensity", minimum: 0.001) ?? settings.intensity.period
+            }
+            settings.stopTimeout = try duration(entries, "stop_timeout", path: "supervisor", minimum: 0.01) ?? settings.stopTimeout
+            settings.startTimeout = try duration(entries, "start_timeout", path: "supervisor", minimum: 0.01) ?? settings.startTimeout
+            settings.heartbeatTimeout = try duration(entries, "heartbeat_timeout", path: "supervisor", minimum: 0) ?? settings.heartbeatTimeout
+            settings.logMaxBytes = try integer(entries, "log_max_bytes", path: "supervisor", range: 1024...(1 << 40)) ?? settings.logMaxBytes
+            settings.logFiles = try integer(entries, "log_files", path: "supervisor", range: 0...100) ?? settings.logFiles
+        }
+        let environment = try stringMap(lookup(top, "environment"), path: "environment")
+        let dataDirectory = try string(top, "data_dir", path: "") ?? "data"
+
+        guard let servicesValue = lookup(top, "services") else { throw fail("", "missing services: section") }
+        guard case .map(let serviceEntries, _) = servicesValue, !serviceEntries.isEmpty else {
+            throw fail("services", "must be a non-empty mapping of service names to their settings")
+        }
+        var services: [ServiceSpec] = []
+        for (name, body) in serviceEntries {
+            services.append(try service(name, body, settings: settings, offset: offset))
+        }
+        let config = ClusterConfig(name: clusterName, portOffset: offset, supervisor: settings, environment: environment,
+                                   dataDirectory: dataDirectory, services: try startOrder(services))
+        try validateTemplates(config)
+        return config
+    }
+
+    // MARK: Services
+
+    func service(_ name: String, _ body: YAMLValue, settings: SupervisorSettings, offset: Int) throws -> ServiceSpec {
+        let path = "services.\(name)"
+        guard Self.isName(name) else {
+            throw fail(path, "service names are 1 to 48 lower-case letters, digits, '-' or '_', starting with a letter")
+        }
+        guard case .map(let entries, _) = body else { throw fail(path, "must be a mapping with at least command:") }
+        try checkKeys(entries, path: path, known: ["command", "args", "environment", "endpoints", "depends_on", "replicas",
+                                                   "port_step", "instance", "restart", "readiness", "start_timeout",
+                                                   "stop_timeout", "heartbeat_timeout", "backoff", "optional"])
+        guard let command = try string(entries, "command", path: path), !command.isEmpty else {
+            throw fail(path, "command: is required (an executable name such as netplay-discovery, or a path)")
+        }
+        var spec = ServiceSpec(name: name, command: command, settings: settings)
+        spec.arguments = try stringList(lookup(entries, "args"), path: "\(path).args")
+        spec.environment = try stringMap(lookup(entries, "environment"), path: "\(path).environment")
+        spec.endpoints = try stringMap(lookup(entries, "endpoints"), path: "\(path).endpoints").map { key, value in
+            (key, EndpointPorts.shift(value, by: offset))
+        }
+        for (key, value) in spec.endpoints {
+            guard key.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }), !key.isEmpty else {
+                throw fail("\(path).endpoints", "'\(key)' is not a flag name (letters, digits, '-', '_')")
+            }
+            try validateEndpoint(value, path: "\(path).endpoints.\(key)")
+        }
+        spec.dependsOn = try stringList(lookup(entries, "depends_on"), path: "\(path).depends_on")
+        if lookup(entries, "replicas") != nil {
+            spec.scalable = true
+            spec.replicas = try integer(entries, "replicas", path: path, range: 0...64,
+                                        hint: "an integer from 0 to 64 (the number of instances)")!
+            spec.instanceTemplate = "{service}-{replica}"
+        }
+        spec.portStep = try integer(entries, "port_step", path: path, range: 0...1000) ?? spec.portStep
+        if let template = try string(entries, "instance", path: path) { spec.instanceTemplate = template }
+        if spec.scalable && !spec.instanceTemplate.contains("{replica}") {
+            throw fail("\(path).instance", "a replicated service's instance name must contain {replica}")
+        }
+        let sample = spec.instanceName(replica: 0)
+        guard (1...64).contains(sample.utf8.count), sample.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
+            throw fail("\(path).instance", "instance names are 1 to 64 letters, digits, '-', '_' or '.'; got '\(sample)'")
+        }
+        if let text = try string(entries, "restart", path: path) {
+            guard let policy = RestartPolicy(rawValue: text) else {
+                throw fail("\(path).restart", "must be always, on-failure or never; got '\(text)'")
+            }
+            spec.restart = policy
+        }
+        if let text = try string(entries, "readiness", path: path) {
+            guard let readiness = Readiness(rawValue: text) else {
+                throw fail("\(path).readiness", "must be heartbeat, health or started; got '\(text)'")
+            }
+            spec.readiness = readiness
+        }
+        if spec.readiness == .health && spec.endpoints.first(where: { $0.0 == "endpoint" }) == nil {
+            throw fail("\(path).readiness", "health readiness needs an endpoints.endpoint to ask")
+        }
+        spec.startTimeout = try duration(entries, "start_timeout", path: path, minimum: 0.01) ?? spec.startTimeout
+        spec.stopTimeout = try duration(entries, "stop_timeout", path: path, minimum: 0.01) ?? spec.stopTimeout
+        spec.heartbeatTimeout = try duration(entries, "heartbeat_timeout", path: path, minimum: 0) ?? spec.heartbeatTimeout
+        spec.backoff = try backoff(lookup(entries, "backoff"), path: "\(path).backoff", base: spec.backoff)
+        spec.optional = try boolean(entries, "optional", path: path) ?? false
+        return spec
+    }
+
+    /// Dependencies first, file order otherwise; reports unknown services and cycles.
+    func startOrder(_ services: [ServiceSpec]) throws -> [ServiceSpec] {
+        let names = Set(services.map(\.name))
+        for service in services {
+            for dependency in service.dependsOn {
+                guard names.contains(dependency) else {
+                    throw fail("services.\(service.name).depends_on",
+                               "unknown service '\(dependency)' (services: \(services.map(\.name).joined(separator: ", ")))")
+                }
+                if dependency == service.name { throw fail("services.\(service.name).depends_on", "a service cannot depend on itself") }
+            }
+        }
+        var byName: [String: ServiceSpec] = [:]
+        for service in services { byName[service.name] = service }
+        var ordered: [ServiceSpec] = []
+        var state: [String: Int] = [:]  // 1 visiting, 2 done
+        func visit(_ name: String, _ stack: [String]) throws {
+            if state[name] == 2 { return }
+            if state[name] == 1 {
+                let cycle = stack[stack.firstIndex(of: name)!...] + [name]
+                throw fail("services", "dependency cycle: \(cycle.joined(separator: " -> "))")
+            }
+            state[name] = 1
+            for dependency in byName[name]!.dependsOn { try visit(dependency, stack + [name]) }
+            state[name] = 2
+            ordered.append(byName[name]!)
+        }
+        for service in services { try visit(service.name, []) }
+        var instances: [String: String] = [:]
+        for service in ordered {
+            for replica in 0..<max(1, service.replicas) {
+                let instance = service.instanceName(replica: replica)
+                if let other = instances[instance] {
+                    throw fail("services.\(service.name)", "instance name '\(instance)' is also used by \(other)")
+                }
+                instances[instance] = service.name
+            }
+        }
+        return ordered
+    }
+
+    func validateTemplates(_ config: ClusterConfig) throws {
+        let templates = TemplateContext(config: config, supervisorEndpoint: config.supervisor.endpoint)
+        func check(_ text: String, _ path: String, service: ServiceSpec?) throws {
+            do {
+                _ = try templates.expand(text, service: service, replica: 0)
+            } catch {
+                throw fail(path, error.description)
+            }
+        }
+        if let telemetry = config.supervisor.telemetry { try check(telemetry, "supervisor.telemetry", service: nil) }
+        for (key, value) in config.environment { try check(value, "environment.\(key)", service: nil) }
+        for service in config.services {
+            for (index, argument) in service.arguments.enumerated() { try check(argument, "services.\(service.name).args[\(index)]", service: service) }
+            for (key, value) in service.environment { try check(value, "services.\(service.name).environment.\(key)", service: service) }
+        }
+    }
+
+    // MARK: Values
+
+    func convert(_ node: Node, path: String) throws -> YAMLValue {
+        let line = (node.mark?.line ?? 0)
+        switch node {
+        case .scalar(let scalar):
+            if scalar.style == .plain && ["", "~", "null", "Null", "NULL"].contains(scalar.string) { return .null(line: line) }
+            return .scalar(try interpolate(scalar.string, path: path), line: line)
+        case .sequence(let sequence):
+            return .list(try sequence.enumerated().map { try convert($0.element, path: "\(path)[\($0.offset)]") }, line: line)
+        case .mapping(let mapping):
+            var pairs: [(String, YAMLValue)] = []
+            for (key, value) in mapping {
+                guard let keyText = key.string else { throw fail(path, "mapping keys must be strings") }
+                if pairs.contains(where: { $0.0 == keyText }) { throw fail(path, "duplicate key '\(keyText)'") }
+                pairs.append((keyText, try convert(value, path: path.isEmpty ? keyText : "\(path).\(keyText)")))
+            }
+            return .map(pairs, line: line)
+        case .alias:
+            throw fail(path, "YAML aliases are not supported")
+        }
+    }
+
+    /// `${VAR}`, `${VAR:-default}` (unset or empty), `${VAR-default}` (unset), `${VAR:?message}`,
+    /// and `$$` for a literal `$`.
+    func interpolate(_ text: String, path: String) throws -> String {
+        guard text.contains("$") else { return text }
+        var out = ""
+        var index = text.startIndex
+        while index < text.endIndex {
+            let character = text[index]
+            guard character == "$" else { out.append(character); index = text.index(after: index); continue }
+            let next = text.index(after: index)
+            if next < text.endIndex, text[next] == "$" { out.append("$"); index = text.index(after: next); continue }
+            guard next < text.endIndex, text[next] == "{", let close = text[next...].firstIndex(of: "}") else {
+                throw fail(path, "bad variable reference in '\(text)': use ${NAME} or ${NAME:-default} ($$ for a literal $)")
+            }
+            let body = String(text[text.index(after: next)..<close])
+            var name = body, fallback: String?, requireSet = false, emptyCounts = false, errorMessage: String?
+            if let range = body.range(of: ":-") {
+                name = String(body[..<range.lowerBound]); fallback = String(body[range.upperBound...]); emptyCounts = true
+            } else if let range = body.range(of: ":?") {
+                name = String(body[..<range.lowerBound]); errorMessage = String(body[range.upperBound...]); requireSet = true
+            } else if let range = body.range(of: "-") {
+                name = String(body[..<range.lowerBound]); fallback = String(body[range.upperBound...])
+            }
+            guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }), !name.first!.isNumber else {
+                throw fail(path, "bad variable name in '${\(body)}'")
+            }
+            let value = environment[name]
+            if requireSet, value == nil || value!.isEmpty {
+                throw fail(path, "\(name) must be set: \(errorMessage ?? "")")
+            }
+            if let value, !(emptyCounts && value.isEmpty) {
+                out += value
+            } else {
+                out += fallback ?? ""
+            }
+            index = text.index(after: close)
+        }
+        return out
+    }
+
+    func lookup(_ map: [(String, YAMLValue)], _ key: String) -> YAMLValue? {
+        guard let value = map.first(where: { $0.0 == key })?.1 else { return nil }
+        if case .null = value { return nil }
+        return value
+    }
+
+    func checkKeys(_ map: [(String, YAMLValue)], path: String, known: [String]) throws {
+        for (key, _) in map where !known.contains(key) && !key.hasPrefix("x-") {
+            throw fail(path, "unknown key '\(key)' (known: \(known.filter { $0 != "x-notes" }.joined(separator: ", ")))")
+        }
+    }
+
+    func join(_ path: String, _ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    func string(_ map: [(String, YAMLValue)], _ key: String, path: String) throws -> String? {
+        guard let value = lookup(map, key) else { return nil }
+        guard case .scalar(let text, _) = value else { throw fail(join(path, key), "must be a single value") }
+        return text
+    }
+
+    func integer(_ map: [(String, YAMLValue)], _ key: String, path: String, range: ClosedRange<Int>, hint: String? = nil) throws -> Int? {
+        guard let text = try string(map, key, path: path) else { return nil }
+        guard let value = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(value) else {
+            throw fail(join(path, key), "must be \(hint ?? "an integer from \(range.lowerBound) to \(range.upperBound)"); got '\(text)'")
+        }
+        return value
+    }
+
+    func boolean(_ map: [(String, YAMLValue)], _ key: String, path: String) throws -> Bool? {
+        guard let text = try string(map, key, path: path) else { return nil }
+        switch text.lowercased() {
+        case "true", "yes", "on", "1": return true
+        case "false", "no", "off", "0": return false
+        default: throw fail(join(path, key), "must be true or false; got '\(text)'")
+        }
+    }
+
+    func duration(_ map: [(String, YAMLValue)], _ key: String, path: String, minimum: Double) throws -> Double? {
+        guard let text = try string(map, key, path: path) else { return nil }
+        guard let seconds = Self.seconds(text), seconds >= minimum, seconds <= 86_400 else {
+            throw fail(join(path, key), "must be a duration such as 250ms, 5s or 1m (at least \(minimum) s); got '\(text)'")
+        }
+        return seconds
+    }
+
+    func number(_ map: [(String, YAMLValue)], _ key: String, path: String, range: ClosedRange<Double>) throws -> Double? {
+        guard let text = try string(map, key, path: path) else { return nil }
+        guard let value = Double(text), range.contains(value) else {
+            throw fail(join(path, key), "must be a number from \(range.lowerBound) to \(range.upperBound); got '\(text)'")
+        }
+        return value
+    }
+
+    func backoff(_ value: YAMLValue?, path: String, base: BackoffPolicy) throws -> BackoffPolicy {
+        guard let value else { return base }
+        guard case .map(let pairs, _) = value else { throw fail(path, "must be a mapping {initial, max, multiplier, jitter, reset_after}") }
+        try checkKeys(pairs, path: path, known: ["initial", "max", "multiplier", "jitter", "reset_after"])
+        var policy = base
+        policy.initial = try duration(pairs, "initial", path: path, minimum: 0) ?? policy.initial
+        policy.maximum = try duration(pairs, "max", path: path, minimum: 0) ?? policy.maximum
+        policy.multiplier = try number(pairs, "multiplier", path: path, range: 1...100) ?? policy.multiplier
+        policy.jitter = try number(pairs, "jitter", path: path, range: 0...1) ?? policy.jitter
+        policy.resetAfter = try duration(pairs, "reset_after", path: path, minimum: 0) ?? policy.resetAfter
+        guard policy.maximum >= policy.initial else { throw fail(path, "max must not be below initial") }
+        return policy
+    }
+
+    func stringList(_ value: YAMLValue?, path: String) throws -> [String] {
+        guard let value else { return [] }
+        guard case .list(let items, _) = value else { throw fail(path, "must be a list") }
+        return try items.enumerated().map { index, item in
+            guard case .scalar(let text, _) = item else { throw fail("\(path)[\(index)]", "must be a single value") }
+            return text
+        }
+    }
+
+    func stringMap(_ value: YAMLValue?, path: String) throws -> [(String, String)] {
+        guard let value else { return [] }
+        guard case .map(let pairs, _) = value else { throw fail(path, "must be a mapping of names to values") }
+        return try pairs.map { key, item in
+            switch item {
+            case .scalar(let text, _): return (key, text)
+            case .null: return (key, "")
+            default: throw fail("\(path).\(key)", "must be a single value")
+            }
+        }
+    }
+
+    func validateEndpoint(_ endpoint: String, path: String) throws {
+        if endpoint.lowercased() == "none" { return }  // a service's way to disable an endpoint
+        if endpoint.contains("://") {
+            guard endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("inproc://") || endpoint.hasPrefix("udp://")
+                    || endpoint.hasPrefix("http://") else {
+                throw fail(path, "unsupported endpoint '\(endpoint)' (tcp://HOST:PORT, ipc://PATH, HOST:PORT)")
+            }
+        }
+        if endpoint.hasPrefix("tcp://") || !endpoint.contains("://") {
+            guard let port = EndpointPorts.port(of: endpoint), (0...65535).contains(port) else {
+                throw fail(path, "'\(endpoint)' needs a port from 0 to 65535 (after the port offset)")
+            }
+        }
+    }
+
+    static func isName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, (1...48).contains(name.utf8.count), ("a"..."z").contains(first) else { return false }
+        return name.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" }
+    }
+
+    /// Seconds in `text`: a plain number (seconds) or a number with ms, s, m or h.
+    static func seconds(_ text: String) -> Double? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        for (suffix, scale) in [("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)] where trimmed.hasSuffix(suffix) {
+            return Double(trimmed.dropLast(suffix.count)).map { $0 * scale }
+        }
+        return Double(trimmed)
+    }
+
+    static func oneLine(_ error: YamlError) -> String {
+        switch error {
+        case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _), .composer(_, let problem, let mark, _):
+            return "line \(mark.line), column \(mark.column): \(problem)"
+        default:
+            return "\(error)".split(separator: "\n").first.map(String.init) ?? "\(error)"
+        }
+    }
+}

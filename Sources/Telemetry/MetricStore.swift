@@ -1,0 +1,243 @@
+import Foundation
+import NetplayWire
+
+/// The latest metric snapshot of every reporting instance, keyed by service and instance, and
+/// its rendering as Prometheus text (exposition format 0.0.4).
+///
+/// Names must follow the toolkit's conventions (prefix `netplay_`, Prometheus charset, counters
+/// end in `_total`); a metric that breaks them is dropped and counted, so one bad service never
+/// makes the whole scrape invalid. Instances silent for longer than ``forgetAfter`` are forgotten.
+public struct MetricStore {
+    /// One reporting instance.
+    public struct Instance: Sendable {
+        /// Service kind.
+        public var service: String
+        /// Instance name.
+        public var instance: String
+        /// Its latest metrics.
+        public var metrics: [Metric]
+        /// When its latest snapshot arrived (seconds on the store's clock).
+        public var receivedAt: Double
+        /// The snapshot's sequence number.
+        public var sequence: UInt64
+        /// Snapshots received from it.
+        public var snapshots: UInt64
+        /// Times its sequence went backwards (the process restarted).
+        public var restartsSeen: UInt64
+        /// When it first reported (seconds on the store's clock).
+        public var firstSeen: Double
+    }
+
+    /// Why a metric was dropped.
+    public enum Rejection: String, Sendable, CaseIterable {
+        /// Not `netplay_` + Prometheus characters.
+        case badName = "bad_name"
+        /// A counter whose name does not end in `_total`, or a non-histogram ending in `_bucket`, ...
+        case badSuffix = "bad_suffix"
+        /// A label name outside the Prometheus charset or reserved.
+        case badLabel = "bad_label"
+        /// The same name with another kind from another instance.
+        case kindConflict = "kind_conflict"
+        /// Histogram bounds or counts malformed.
+        case badHistogram = "bad_histogram"
+        /// Kind not set.
+        case noKind = "no_kind"
+    }
+
+    /// Seconds of silence after which an instance is forgotten.
+    public var forgetAfter: Double
+    /// Reporting instances by "service/instance".
+    public private(set) var instances: [String: Instance] = [:]
+    /// Metrics dropped, by reason (since start).
+    public private(set) var rejected: [Rejection: UInt64] = [:]
+    /// Instances forgotten so far.
+    public private(set) var forgotten: UInt64 = 0
+
+    /// Creates an empty store.
+    public init(forgetAfter: Double = 20) {
+        self.forgetAfter = forgetAfter
+    }
+
+    /// Stores `snapshot` as its instance's latest, received at `now` (seconds).
+    /// Returns the rejections found in it.
+    @discardableResult
+    public mutating func ingest(_ snapshot: MetricsSnapshot, at now: Double) -> [Rejection] {
+        let key = "\(snapshot.service)/\(snapshot.instance)"
+        var problems: [Rejection] = []
+        let accepted = snapshot.metrics.filter { metric in
+            if let problem = Self.check(metric) { problems.append(problem); return false }
+            return true
+        }
+        for problem in problems { rejected[problem, default: 0] += 1 }
+        var entry = instances[key] ?? Instance(service: snapshot.service, instance: snapshot.instance, metrics: [],
+                                               receivedAt: now, sequence: 0, snapshots: 0, restartsSeen: 0, firstSeen: now)
+        if entry.snapshots > 0 && snapshot.sequence < entry.sequence { entry.restartsSeen += 1 }
+        entry.metrics = accepted
+        entry.receivedAt = now
+        entry.sequence = snapshot.sequence
+        entry.snapshots += 1
+        instances[key] = entry
+        return problems
+    }
+
+    /// Forgets instances silent for longer than ``forgetAfter``; returns their keys.
+    @discardableResult
+    public mutating func forgetSilent(at now: Double) -> [String] {
+        let gone = instances.filter { now - $0.value.receivedAt > forgetAfter }.map(\.key)
+        for key in gone { instances.removeValue(forKey: key) }
+        forgotten += UInt64(gone.count)
+        return gone.sorted()
+    }
+
+    /// The instances, sorted by service then instance.
+    public var sortedInstances: [Instance] {
+        instances.values.sorted { ($0.service, $0.instance) < ($1.service, $1.instance) }
+    }
+
+    /// Validates one metric; nil when it may be exposed.
+    public static func check(_ metric: Metric) -> Rejection? {
+        let name = metric.name
+        guard name.hasPrefix("netplay_"), isMetricName(name) else { return .badName }
+        switch metric.kind {
+        case .unspecified: return .noKind
+        case .counter: if !name.hasSuffix("_total") { return .badSuffix }
+        case .gauge: if name.hasSuffix("_total") { return .badSuffix }
+        case .histogram:
+            if name.hasSuffix("_total") { return .badSuffix }
+            guard metric.bucketBounds.count == metric.bucketCounts.count,
+                  zip(metric.bucketBounds, metric.bucketBounds.dropFirst()).allSatisfy({ $0 < $1 }),
+                  zip(metric.bucketCounts, metric.bucketCounts.dropFirst()).allSatisfy({ $0 <= $1 }),
+                  metric.bucketCounts.last.map({ $0 <= metric.count }) ?? true,
+                  metric.bucketBounds.allSatisfy({ $0.isFinite }) else { return .badHistogram }
+        }
+        if metric.kind != .histogram, ["_bucket", "_count", "_sum"].contains(where: { name.hasSuffix($0) }) { return .badSuffix }
+        for label in metric.labels {
+            guard isLabelName(label.key), !label.key.hasPrefix("__"), label.key != "le" else { return .badLabel }
+        }
+        return nil
+    }
+
+    static func isMetricName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, first.isASCIILetter || first == "_" || first == ":" else { return false }
+        return name.unicodeScalars.allSatisfy { $0.isASCIILetter || $0.isASCIIDigit || $0 == "_" || $0 == ":" }
+    }
+
+    static func isLabelName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, first.isASCIILetter || first == "_" else { return false }
+        return name.unicodeScalars.allSatisfy { $0.isASCIILetter || $0.isASCIIDigit || $0 == "_" }
+    }
+}
+
+extension Unicode.Scalar {
+    var isASCIILetter: Bool { ("a"..."z").contains(self) || ("A"..."Z").contains(self) }
+    var isASCIIDigit: Bool { ("0"..."9").contains(self) }
+}
+
+/// Renders metrics as Prometheus text exposition format 0.0.4: one `# HELP` and `# TYPE` per
+/// family, samples sorted by labels, the reporting `service` and `instance` as labels (a
+/// metric's own label of the same name becomes `exported_service` / `exported_instance`).
+public struct PrometheusRenderer {
+    /// One sample source: the metric and the labels its reporter adds.
+    public struct Entry {
+        /// The metric.
+        public var metric: Metric
+        /// Labels added by telemetry (service, instance).
+        public var extraLabels: [(String, String)]
+        /// Creates an entry.
+        public init(metric: Metric, extraLabels: [(String, String)]) {
+            self.metric = metric
+            self.extraLabels = extraLabels
+        }
+    }
+
+    /// The content type Prometheus expects.
+    public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+
+    /// Renders `entries`; families whose kind conflicts keep the first kind seen (the rest is
+    /// dropped and reported in `conflicts`).
+    public static func render(_ entries: [Entry], conflicts: inout Int) -> String {
+        var families: [String: (kind: Metric.Kind, help: String, samples: [(labels: [(String, String)], metric: Metric)])] = [:]
+        for entry in entries {
+            let metric = entry.metric
+            var labels = entry.extraLabels
+            let reserved = Set(labels.map(\.0))
+            for label in metric.labels {
+                labels.append((reserved.contains(label.key) ? "exported_\(label.key)" : label.key, label.value))
+            }
+            labels.sort { $0.0 < $1.0 }
+            if var family = families[metric.name] {
+                guard family.kind == metric.kind else { conflicts += 1; continue }
+                if family.help.isEmpty { family.help = metric.help }
+                family.samples.append((labels, metric))
+                families[metric.name] = family
+            } else {
+                families[metric.name] = (metric.kind, metric.help, [(labels, metric)])
+            }
+        }
+        var out = ""
+        out.reserveCapacity(entries.count * 96)
+        for name in families.keys.sorted() {
+            let family = families[name]!
+            let help = family.help.isEmpty ? name.replacingOccurrences(of: "_", with: " ") : family.help
+            out += "# HELP \(name) \(escapeHelp(help))\n"
+            out += "# TYPE \(name) \(typeName(family.kind))\n"
+            var seen = Set<String>()
+            let samples = family.samples.sorted { labelText($0.labels) < labelText($1.labels) }
+            for sample in samples {
+                let key = labelText(sample.labels)
+                guard seen.insert(key).inserted else { conflicts += 1; continue }  // duplicate series
+                let metric = sample.metric
+                if family.kind == .histogram {
+                    for (bound, count) in zip(metric.bucketBounds, metric.bucketCounts) {
+                        out += "\(name)_bucket\(labelText(sample.labels + [("le", number(bound))])) \(count)\n"
+                    }
+                    out += "\(name)_bucket\(labelText(sample.labels + [("le", "+Inf")])) \(metric.count)\n"
+                    out += "\(name)_sum\(key) \(number(metric.sum))\n"
+                    out += "\(name)_count\(key) \(metric.count)\n"
+                } else {
+                    out += "\(name)\(key) \(number(metric.value))\n"
+                }
+            }
+        }
+        return out
+    }
+
+    static func typeName(_ kind: Metric.Kind) -> String {
+        switch kind {
+        case .counter: return "counter"
+        case .gauge: return "gauge"
+        case .histogram: return "histogram"
+        case .unspecified: return "untyped"
+        }
+    }
+
+    /// Prometheus float formatting: integers without a fraction, `+Inf`, `-Inf`, `NaN`.
+    static func number(_ value: Double) -> String {
+        if value.isNaN { return "NaN" }
+        if value.isInfinite { return value > 0 ? "+Inf" : "-Inf" }
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        return "\(value)"
+    }
+
+    static func labelText(_ labels: [(String, String)]) -> String {
+        guard !labels.isEmpty else { return "" }
+        return "{" + labels.map { "\($0.0)=\"\(escapeLabel($0.1))\"" }.joined(separator: ",") + "}"
+    }
+
+    static func escapeLabel(_ value: String) -> String {
+        var out = ""
+        for character in value.unicodeScalars {
+            switch character {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.unicodeScalars.append(character)
+            }
+        }
+        return out
+    }
+
+    static func escapeHelp(_ value: String) -> String {
+        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\n", with: "\\n")
+    }
+}

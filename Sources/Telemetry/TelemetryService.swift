@@ -1,0 +1,456 @@
+import Foundation
+import Logging
+import NetplayService
+import NetplayWire
+import ZeroMQ
+
+/// netplay-telemetry's own settings (beyond the common service flags).
+public struct TelemetrySettings: Sendable {
+    /// PULL endpoint every service pushes metrics, events and HUD stats to.
+    public var ingest: String
+    /// HTTP address (`HOST:PORT`) for /metrics, /healthz, /api and the dashboard; nil: off.
+    public var http: String?
+    /// Seconds after which a silent instance is forgotten.
+    public var forgetAfter: Double
+    /// Seconds after which a session without HUD stats is forgotten.
+    public var sessionForgetAfter: Double
+    /// Discovery's request endpoint, asked for rooms (nil: no rooms).
+    public var discovery: String?
+    /// Events kept for the recent-events API.
+    public var eventCapacity: Int
+
+    /// Creates settings.
+    public init(ingest: String = ServiceDefaults.telemetryIngest, http: String? = "127.0.0.1:9400", forgetAfter: Double = 20,
+                sessionForgetAfter: Double = 30, discovery: String? = ServiceDefaults.discoveryEndpoint, eventCapacity: Int = 2000) {
+        self.ingest = ingest
+        self.http = http
+        self.forgetAfter = forgetAfter
+        self.sessionForgetAfter = sessionForgetAfter
+        self.discovery = discovery
+        self.eventCapacity = eventCapacity
+    }
+}
+
+/// netplay-telemetry's logic, as a ``Service`` on the shared runtime.
+///
+/// It PULLs `MetricsSnapshot`, `EventRecord`, `SessionStats` and `PeerStats` envelopes from
+/// every service, keeps the latest snapshot per instance (forgetting silent ones), the recent
+/// events (re-published on its PUB socket under their topics: one place to tap the whole
+/// cluster), and per-session HUD stats with short histories. It answers `RecentEventsRequest`
+/// on its ROUTER and serves HTTP: `/metrics` (Prometheus text), `/healthz`, `/api/...` (JSON)
+/// and `/` (the dashboard). When it runs under the supervisor it also shows the cluster status;
+/// when discovery is reachable, the rooms.
+public final class TelemetryService: Service {
+    /// Its settings.
+    public let settings: TelemetrySettings
+    /// The HTTP address actually bound (nil until started or when HTTP is off).
+    public private(set) var httpAddress: String?
+    /// The ingest endpoint actually bound.
+    public private(set) var ingestAddress: String?
+
+    private var store: MetricStore
+    private var events: EventLog
+    private var board: SessionBoard
+    private var puller: Socket?
+    private var http: HTTPServer?
+    private weak var runtime: ServiceRuntime?
+    private let clock = ContinuousClock.now
+    private var cluster: ClusterStatusResponse?
+    private var clusterUpdatedAt: Double?
+    private var clusterError: String?
+    private var clusterClient: ServiceClient?
+    private var clusterInFlight = false
+    private var rooms: [Room] = []
+    private var roomsTotal: UInt32 = 0
+    private var roomsError: String? = "not asked yet"
+    private var roomsClient: ServiceClient?
+    private var roomsInFlight = false
+    private var warned = Set<String>()
+
+    private var snapshotsTotal: Counter?
+    private var eventsTotal: Counter?
+    private var sessionStatsTotal: Counter?
+    private var undecodableTotal: Counter?
+    private var forgottenTotal: Counter?
+    private var httpRequestsTotal: Counter?
+    private var rejectedTotals: [MetricStore.Rejection: Counter] = [:]
+    private var pingSeconds: Histogram?
+    private var rollbackFrames: Histogram?
+
+    /// Creates the service; sockets open in ``start(runtime:)``.
+    public init(settings: TelemetrySettings) {
+        self.settings = settings
+        store = MetricStore(forgetAfter: settings.forgetAfter)
+        events = EventLog(capacity: settings.eventCapacity)
+        board = SessionBoard(forgetAfter: settings.sessionForgetAfter)
+        roomsError = settings.discovery == nil ? "not configured" : "not asked yet"
+    }
+
+    private var now: Double {
+        let elapsed = ContinuousClock.now - clock
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
+
+    // MARK: Service
+
+    public func start(runtime: ServiceRuntime) throws {
+        self.runtime = runtime
+        let metrics = runtime.metrics
+        snapshotsTotal = metrics.counter("netplay_telemetry_snapshots_total", help: "Metric snapshots ingested.")
+        eventsTotal = metrics.counter("netplay_telemetry_events_total", help: "Event records ingested.")
+        sessionStatsTotal = metrics.counter("netplay_telemetry_session_stats_total", help: "Session HUD reports ingested.")
+        undecodableTotal = metrics.counter("netplay_telemetry_undecodable_total", help: "Pushed frames that were not a valid envelope.")
+        forgottenTotal = metrics.counter("netplay_telemetry_forgotten_instances_total", help: "Instances forgotten after they stopped reporting.")
+        httpRequestsTotal = metrics.counter("netplay_telemetry_http_requests_total", help: "HTTP requests answered.")
+        for reason in MetricStore.Rejection.allCases {
+            rejectedTotals[reason] = metrics.counter("netplay_telemetry_rejected_metrics_total",
+                                                     help: "Pushed metrics dropped for breaking the naming rules.", labels: ["reason": reason.rawValue])
+        }
+        pingSeconds = metrics.histogram("netplay_session_peer_ping_seconds", help: "Peers' round trip to their relay, per HUD report.",
+                                        buckets: [0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1])
+        rollbackFrames = metrics.histogram("netplay_session_rollback_length_frames", help: "Mean rollback length between HUD reports, in frames.",
+                                           buckets: [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32])
+        metrics.gauge("netplay_telemetry_instances", help: "Instances currently reporting.") { [weak self] in Double(self?.store.instances.count ?? 0) }
+        metrics.gauge("netplay_sessions_active", help: "Sessions with recent HUD stats.") { [weak self] in Double(self?.board.sessions.count ?? 0) }
+        metrics.gauge("netplay_session_peers", help: "Peers in sessions with recent HUD stats.") { [weak self] in
+            Double(self?.board.sessions.values.reduce(0) { $0 + $1.stats.peers.count } ?? 0)
+        }
+
+        let socket = try SocketDefaults.server(.pull, context: runtime.context, curve: runtime.configuration.curve)
+        do {
+            try socket.bind(settings.ingest)
+            ingestAddress = try socket.lastEndpoint
+        } catch {
+            throw RuntimeStartError("cannot bind ingest endpoint \(settings.ingest): \(error)")
+        }
+        puller = socket
+        runtime.watch(socket) { [weak self] _ in self?.drainIngest() }
+
+        if let address = settings.http {
+            let server = try HTTPServer(address: address, runtime: runtime) { [weak self] request in
+                self?.route(request) ?? .error(503, "stopping")
+            }
+            http = server
+            httpAddress = server.boundAddress
+        }
+        if let supervisor = runtime.configuration.supervisor {
+            clusterClient = try? runtime.client(to: supervisor)
+        }
+        if let discovery = settings.discovery {
+            roomsClient = try? runtime.client(to: discovery)
+        }
+        runtime.logger.info("telemetry serving", metadata: [
+            "ingest": "\(ingestAddress ?? "")", "http": "\(httpAddress.map { "http://\($0)/" } ?? "off")",
+            "cluster": "\(runtime.configuration.supervisor ?? "none")", "rooms": "\(settings.discovery ?? "none")",
+        ])
+        runtime.every(seconds: 1) { [weak self] _ in self?.housekeeping() }
+        housekeeping()
+    }
+
+    public func handle(_ request: Request, runtime: ServiceRuntime) throws(ServiceError) -> HandlerOutcome {
+        switch request.body {
+        case .recentEventsRequest(let query):
+            let found = events.recent(topicPrefix: query.topicPrefix, sessionId: query.sessionId, minSeverity: query.minSeverity,
+                                      limit: Int(query.limit))
+            return .reply(.recentEventsResponse(RecentEventsResponse(events: found)))
+        case .metricsSnapshot, .eventRecord, .sessionStats, .peerStats:
+            ingest(request.envelope)  // also accepted on the request socket, one-way
+            return .none
+        default:
+            throw ServiceError(.unknownRequest, "Telemetry does not handle \(request.body.name); ask it RecentEventsRequest or use HTTP.")
+        }
+    }
+
+    public var status: String {
+        "ok: \(store.instances.count) instances reporting, \(board.sessions.count) sessions"
+    }
+
+    public func introspect(section: String) -> JSONValue {
+        [
+            "ingest": .string(ingestAddress ?? ""), "http": httpAddress.map(JSONValue.string) ?? .null,
+            "instances": .array(store.sortedInstances.map { .string("\($0.service)/\($0.instance)") }),
+            "sessions": .array(board.sessions.keys.sorted().map(JSONValue.string)),
+            "events_kept": .number(events.recent(limit: 500).count), "events_received": .number(events.received),
+            "forget_after_s": .double(settings.forgetAfter),
+        ]
+    }
+
+    public func stop(runtime: ServiceRuntime) {
+        http?.close()
+        http = nil
+        puller?.close()
+        puller = nil
+        clusterClient?.close()
+        roomsClient?.close()
+    }
+
+    // MARK: Ingest
+
+    private func drainIngest() {
+        guard let puller else { return }
+        for _ in 0..<4096 {
+            guard let frame = try? puller.receive(flags: .dontWait) else { return }
+            guard let envelope = try? Envelope(decoding: frame) else {
+                undecodableTotal?.increment()
+                continue
+            }
+            ingest(envelope)
+        }
+    }
+
+    /// Ingests one pushed envelope (tests call this directly too).
+    public func ingest(_ envelope: Envelope) {
+        let now = self.now
+        switch envelope.body {
+        case .metricsSnapshot(let snapshot):
+            snapshotsTotal?.increment()
+            let problems = store.ingest(snapshot, at: now)
+            for problem in problems { rejectedTotals[problem]?.increment() }
+            if !problems.isEmpty, warned.insert("\(snapshot.service)/\(snapshot.instance)").inserted {
+                let bad = snapshot.metrics.filter { MetricStore.check($0) != nil }.prefix(3).map { "\($0.name) (\(MetricStore.check($0)!.rawValue))" }
+                runtime?.logger.warning("dropped metrics that break the naming rules",
+                                        metadata: ["from": "\(snapshot.service)/\(snapshot.instance)", "examples": "\(bad.joined(separator: ", "))"])
+            }
+        case .eventRecord(let record):
+            eventsTotal?.increment()
+            events.append(record)
+            runtime?.publish(topic: record.topic, .eventRecord(record))
+            if record.topic == "sessions.ended", !record.sessionId.isEmpty { board.end(record.sessionId) }
+        case .sessionStats(let stats):
+            sessionStatsTotal?.increment()
+            let deltas = board.ingest(stats, reporter: stats.relayId, at: now)
+            for peer in stats.peers where peer.connected { pingSeconds?.observe(Double(peer.pingMs) / 1000) }
+            for delta in deltas where delta.rollbacks > 0 {
+                rollbackFrames?.observe(Double(delta.frames) / Double(delta.rollbacks))
+            }
+            runtime?.publish(topic: "hud.stats", .sessionStats(stats))
+        case .peerStats(let peer):
+            sessionStatsTotal?.increment()
+            board.ingest(peer: peer)
+        default:
+            undecodableTotal?.increment()
+        }
+    }
+
+    private func housekeeping() {
+        let now = self.now
+        let gone = store.forgetSilent(at: now)
+        if !gone.isEmpty {
+            forgottenTotal?.increment(by: Double(gone.count))
+            runtime?.logger.info("forgot instances that stopped reporting", metadata: ["instances": "\(gone.joined(separator: ","))"])
+            for key in gone { warned.remove(key) }
+        }
+        board.forgetSilent(at: now)
+        pollCluster()
+        if Int(now) % 2 == 0 || roomsError == "not asked yet" { pollRooms() }
+    }
+
+    private func pollCluster() {
+        guard let client = clusterClient, !clusterInFlight else { return }
+        clusterInFlight = true
+        client.request(.clusterStatusRequest(ClusterStatusRequest()), timeout: 0.9) { [weak self] result in
+            guard let self else { return }
+            self.clusterInFlight = false
+            switch result {
+            case .success(.clusterStatusResponse(let status)):
+                self.cluster = status
+                self.clusterUpdatedAt = self.now
+                self.clusterError = nil
+            case .success(let other):
+                self.clusterError = "unexpected reply \(other.name)"
+            case .failure(let error):
+                self.clusterError = "\(error)"
+            }
+        }
+    }
+
+    private func pollRooms() {
+        guard let client = roomsClient, !roomsInFlight else { return }
+        roomsInFlight = true
+        let request = ListRoomsRequest(filter: RoomFilter(includeInProgress: true), pageSize: 100)
+        client.request(.listRoomsRequest(request), timeout: 1.5) { [weak self] result in
+            guard let self else { return }
+            self.roomsInFlight = false
+            switch result {
+            case .success(.listRoomsResponse(let page)):
+                self.rooms = page.rooms
+                self.roomsTotal = page.totalMatching
+                self.roomsError = nil
+            case .success(let other):
+                self.roomsError = "unexpected reply \(other.name)"
+            case .failure(let error):
+                self.roomsError = "\(error)"
+            }
+        }
+    }
+
+    // MARK: Prometheus
+
+    /// The whole `/metrics` page.
+    public func prometheusText() -> String {
+        let now = self.now
+        var entries: [PrometheusRenderer.Entry] = []
+        var synthetic: [Metric] = []
+        for instance in store.sortedInstances {
+            let labels = [("service", instance.service), ("instance", instance.instance)]
+            entries += instance.metrics.map { PrometheusRenderer.Entry(metric: $0, extraLabels: labels) }
+            let own = [KeyValue(key: "reporting_service", value: instance.service), KeyValue(key: "reporting_instance", value: instance.instance)]
+            synthetic.append(Metric(name: "netplay_instance_last_report_age_seconds", help: "Seconds since the instance's last metric snapshot.",
+                                    kind: .gauge, labels: own, value: (now - instance.receivedAt).rounded(toPlaces: 3)))
+            synthetic.append(Metric(name: "netplay_instance_reports_total", help: "Metric snapshots received from the instance.",
+                                    kind: .counter, labels: own, value: Double(instance.snapshots)))
+        }
+        if let runtime {
+            let me = [("service", runtime.configuration.kind), ("instance", runtime.configuration.instance)]
+            entries += runtime.metrics.metrics().map { PrometheusRenderer.Entry(metric: $0, extraLabels: me) }
+            entries += synthetic.map { PrometheusRenderer.Entry(metric: $0, extraLabels: me) }
+        }
+        var conflicts = 0
+        let text = PrometheusRenderer.render(entries, conflicts: &conflicts)
+        if conflicts > 0 { rejectedTotals[.kindConflict]?.increment(by: Double(conflicts)) }
+        return text
+    }
+
+    // MARK: JSON API
+
+    func servicesJSON() -> JSONValue {
+        let now = self.now
+        var rows: [String: [String: JSONValue]] = [:]
+        var order: [String] = []
+        if let cluster {
+            for status in cluster.services {
+                let key = "\(status.service)/\(status.instance)"
+                order.append(key)
+                rows[key] = [
+                    "service": .string(status.service), "instance": .string(status.instance),
+                    "state": .string(status.state.protoName.replacingOccurrences(of: "SERVICE_STATE_", with: "").lowercased()),
+                    "ready": .bool(status.ready), "pid": .number(status.pid), "restarts": .number(status.restarts),
+                    "uptime_s": .double((Double(status.uptimeMs) / 1000).rounded(toPlaces: 1)),
+                    "endpoint": .string(status.endpoint), "last_reason": .string(status.lastReason),
+                    "supervised": true,
+                ]
+            }
+        }
+        for instance in store.sortedInstances {
+            // The supervisor names instances by cluster.yaml; services report their own kind.
+            let key = rows.keys.first { $0.hasSuffix("/\(instance.instance)") } ?? "\(instance.service)/\(instance.instance)"
+            var row = rows[key] ?? ["service": .string(instance.service), "instance": .string(instance.instance), "supervised": false,
+                                    "state": "reporting", "ready": .null]
+            if rows[key] == nil { order.append(key) }
+            row["kind"] = .string(instance.service)
+            row["last_report_age_s"] = .double((now - instance.receivedAt).rounded(toPlaces: 1))
+            row["metrics"] = .number(instance.metrics.count)
+            if let uptime = instance.metrics.first(where: { $0.name == "netplay_uptime_seconds" }) {
+                row["reported_uptime_s"] = .double(uptime.value.rounded(toPlaces: 1))
+            }
+            rows[key] = row
+        }
+        if let runtime, rows.keys.contains(where: { $0.hasSuffix("/\(runtime.configuration.instance)") }) == false {
+            let key = "\(runtime.configuration.kind)/\(runtime.configuration.instance)"
+            order.append(key)
+            rows[key] = ["service": .string(runtime.configuration.kind), "instance": .string(runtime.configuration.instance),
+                         "state": "ready", "ready": true, "supervised": false, "last_report_age_s": 0.0,
+                         "reported_uptime_s": .double((Double(runtime.uptimeMs) / 1000).rounded(toPlaces: 1))]
+        }
+        var clusterJSON: JSONValue = .null
+        if let cluster {
+            clusterJSON = [
+                "name": .string(cluster.cluster),
+                "state": .string(cluster.state.protoName.replacingOccurrences(of: "CLUSTER_STATE_", with: "").lowercased()),
+                "uptime_s": .double((Double(cluster.uptimeMs) / 1000).rounded(toPlaces: 1)),
+                "supervisor_pid": .number(cluster.supervisorPid),
+                "age_s": .double((now - (clusterUpdatedAt ?? now)).rounded(toPlaces: 1)),
+            ]
+        }
+        return [
+            "instances": .array(order.compactMap { rows[$0].map(JSONValue.object) }),
+            "cluster": clusterJSON,
+            "cluster_error": clusterError.map(JSONValue.string) ?? .null,
+        ]
+    }
+
+    func sessionsJSON(history: Bool) -> JSONValue {
+        let now = self.now
+        let sessions = board.sessions.values.sorted { $0.stats.sessionId < $1.stats.sessionId }
+        return [
+            "sessions": .array(sessions.map { SessionBoard.json($0, now: now, history: history) }),
+            "loose_peers": .array(board.loosePeers.keys.sorted().map { SessionBoard.json(board.loosePeers[$0]!) }),
+        ]
+    }
+
+    func roomsJSON() -> JSONValue {
+        [
+            "rooms": .array(rooms.map { room in
+                [
+                    "room_id": .string(room.roomId), "session_id": .string(room.sessionId), "room_name": .string(room.roomName),
+                    "host_name": .string(room.hostName), "game": .string(room.content?.gameName ?? ""),
+                    "core": .string(room.content?.coreId ?? ""), "players": .number(room.currentPlayers),
+                    "max_players": .number(room.maxPlayers), "spectators": .number(room.currentSpectators),
+                    "max_spectators": .number(room.maxSpectators), "has_password": .bool(room.hasPassword),
+                    "in_progress": .bool(room.inProgress), "region": .string(room.region),
+                    "transport": .string(room.transport.protoName.replacingOccurrences(of: "TRANSPORT_", with: "").lowercased()),
+                ]
+            }),
+            "total": .number(roomsTotal),
+            "source": settings.discovery.map(JSONValue.string) ?? .null,
+            "error": roomsError.map(JSONValue.string) ?? .null,
+        ]
+    }
+
+    func eventsJSON(_ query: [String: String]) -> HTTPResponse {
+        var severity = Severity.unspecified
+        if let text = query["severity"], !text.isEmpty {
+            guard let parsed = EventLog.severity(named: text) else { return .error(400, "unknown severity '\(text)'") }
+            severity = parsed
+        }
+        let limit = Int(query["limit"] ?? "") ?? 100
+        guard (0...500).contains(limit) else { return .error(400, "limit must be from 0 to 500") }
+        let found = events.recent(topicPrefix: query["topic"] ?? "", sessionId: query["session"] ?? "", minSeverity: severity, limit: limit)
+        return .json(["events": .array(found.map(EventLog.json))])
+    }
+
+    func overviewJSON() -> JSONValue {
+        guard let runtime else { return .null }
+        return [
+            "telemetry": [
+                "instance": .string(runtime.configuration.instance), "version": .string(runtime.version),
+                "uptime_s": .double((Double(runtime.uptimeMs) / 1000).rounded(toPlaces: 1)),
+                "generated_unix_ms": .number(UInt64(Date().timeIntervalSince1970 * 1000)),
+            ],
+            "services": servicesJSON(),
+            "sessions": sessionsJSON(history: true),
+            "rooms": roomsJSON(),
+            "events": .array(events.recent(limit: 25).map(EventLog.json)),
+        ]
+    }
+
+    func route(_ request: HTTPRequest) -> HTTPResponse {
+        httpRequestsTotal?.increment()
+        switch request.path {
+        case "/metrics":
+            return .text(prometheusText(), contentType: PrometheusRenderer.contentType)
+        case "/healthz":
+            return .json(["status": "ok", "service": .string(runtime?.configuration.kind ?? "telemetry"),
+                          "instance": .string(runtime?.configuration.instance ?? ""),
+                          "instances_reporting": .number(store.instances.count),
+                          "uptime_s": .double((Double(runtime?.uptimeMs ?? 0) / 1000).rounded(toPlaces: 1))])
+        case "/", "/index.html":
+            return .text(Dashboard.page(initial: overviewJSON().rendered()), contentType: "text/html; charset=utf-8")
+        case "/api", "/api/":
+            return .json(["endpoints": ["/api/overview", "/api/services", "/api/sessions", "/api/sessions/ID", "/api/rooms",
+                                        "/api/events?limit=&topic=&session=&severity=", "/metrics", "/healthz"]])
+        case "/api/overview": return .json(overviewJSON())
+        case "/api/services": return .json(servicesJSON())
+        case "/api/sessions": return .json(sessionsJSON(history: request.query["history"] != "0"))
+        case "/api/rooms": return .json(roomsJSON())
+        case "/api/events": return eventsJSON(request.query)
+        default:
+            if request.path.hasPrefix("/api/sessions/") {
+                let id = String(request.path.dropFirst("/api/sessions/".count))
+                guard let session = board.sessions[id] else { return .error(404, "no HUD stats for session '\(id)'") }
+                return .json(SessionBoard.json(session, now: now, history: true))
+            }
+            return .error(404, "no such page: \(request.path) (see /api)")
+        }
+    }
+}

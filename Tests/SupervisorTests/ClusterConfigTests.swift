@@ -1,0 +1,182 @@
+import Foundation
+import Testing
+@testable import Supervisor
+
+@Suite("cluster.yaml parsing and validation")
+struct ClusterConfigTests {
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let composeCluster = repositoryRoot.appendingPathComponent("compose/cluster.yaml").path
+
+    func parse(_ yaml: String, _ environment: [String: String] = [:]) throws(ClusterConfigError) -> ClusterConfig {
+        try ClusterConfigLoader.parse(yaml, fileName: "cluster.yaml", environment: environment)
+    }
+
+    func failure(_ yaml: String, _ environment: [String: String] = [:]) -> String {
+        do {
+            _ = try parse(yaml, environment)
+            return "parsed"
+        } catch {
+            return error.description
+        }
+    }
+
+    @Test func theShippedClusterFileStartsInDependencyOrderWithTheDesignPorts() throws {
+        let config = try ClusterConfigLoader.load(path: Self.composeCluster, environment: [:])
+        let names = config.services.map(\.name)
+        #expect(names.first == "telemetry")
+        for service in config.services {
+            for dependency in service.dependsOn {
+                #expect(names.firstIndex(of: dependency)! < names.firstIndex(of: service.name)!, "\(service.name) before \(dependency)")
+            }
+        }
+        #expect(config.supervisor.endpoint == "tcp://127.0.0.1:7000")
+        #expect(config.service("telemetry")?.endpoint("ingest", replica: 0) == "tcp://127.0.0.1:7400")
+        #expect(config.service("telemetry")?.endpoint("http", replica: 0) == "127.0.0.1:9400")
+        #expect(config.service("discovery")?.endpoint("endpoint", replica: 0) == "tcp://127.0.0.1:7100")
+        #expect(config.service("coordinator")?.endpoint("endpoint", replica: 0) == "tcp://127.0.0.1:7200")
+        let sync = try #require(config.service("sync"))
+        #expect(sync.scalable && sync.replicas == 1)
+        #expect(sync.endpoint("endpoint", replica: 2) == "tcp://127.0.0.1:7320")
+        #expect(sync.endpoint("events", replica: 2) == "tcp://127.0.0.1:7321")
+        #expect(sync.instanceName(replica: 2) == "sync-2")
+    }
+
+    @Test func syncReplicasAndPortOffsetComeFromTheEnvironment() throws {
+        let config = try ClusterConfigLoader.load(path: Self.composeCluster,
+                                                  environment: ["SYNC_REPLICAS": "3", "NETPLAY_PORT_OFFSET": "20000"])
+        let sync = try #require(config.service("sync"))
+        #expect(sync.replicas == 3)
+        #expect((0..<3).map { sync.endpoint("endpoint", replica: $0) } == ["tcp://127.0.0.1:27300", "tcp://127.0.0.1:27310", "tcp://127.0.0.1:27320"])
+        #expect(config.supervisor.endpoint == "tcp://127.0.0.1:27000")
+        #expect(config.service("telemetry")?.endpoint("http", replica: 0) == "127.0.0.1:29400")
+        let planner = LaunchPlanner(config: config, resolver: CommandResolver(directories: ["/bin"]),
+                                    baseEnvironment: ["NETPLAY_ENDPOINT": "leak", "HOME": "/root"], supervisorEndpoint: config.supervisor.endpoint)
+        let plan = try planner.plan(ServiceSpec(name: "probe", command: "sh"), replica: 0)
+        #expect(plan.environment["NETPLAY_ENDPOINT"] == nil, "the supervisor's NETPLAY_* must not leak into children")
+        #expect(plan.environment["HOME"] == "/root")
+        #expect(plan.environment["NETPLAY_TELEMETRY"] == "tcp://127.0.0.1:27400")
+        #expect(plan.environment["NETPLAY_SUPERVISOR"] == "tcp://127.0.0.1:27000")
+    }
+
+    @Test func replicaPlansGetTheirOwnEndpointsInstanceAndDataDirectory() throws {
+        let config = try parse("""
+            data_dir: /tmp/d
+            services:
+              sync:
+                command: sh
+                replicas: 2
+                endpoints: {endpoint: "tcp://127.0.0.1:7300", events: "tcp://127.0.0.1:7301"}
+                args: [--name, "{instance}", --peer, "{sync.endpoint}", --me, "{endpoint}", --dir, "{data_dir}", "{{literal}}"]
+            """)
+        let planner = LaunchPlanner(config: config, resolver: CommandResolver(directories: ["/bin", "/usr/bin"]), baseEnvironment: [:],
+                                    supervisorEndpoint: "tcp://127.0.0.1:7000")
+        let plan = try planner.plan(config.services[0], replica: 1)
+        #expect(plan.arguments == ["--endpoint", "tcp://127.0.0.1:7310", "--events", "tcp://127.0.0.1:7311", "--name", "sync-1",
+                                   "--peer", "tcp://127.0.0.1:7300", "--me", "tcp://127.0.0.1:7310", "--dir", "/tmp/d/sync-1", "{literal}"])
+        #expect(plan.environment["NETPLAY_INSTANCE"] == "sync-1")
+        #expect(plan.environment["NETPLAY_DATA_DIR"] == "/tmp/d/sync-1")
+        #expect(plan.endpoint == "tcp://127.0.0.1:7310")
+    }
+
+    @Test func interpolationFollowsComposeRules() throws {
+        let yaml = """
+            cluster: ${NAME:-fallback}
+            services:
+              a: {command: "${CMD-sh}", args: ["$$HOME", "${EMPTY:-was empty}", "${EMPTY-kept empty}"]}
+            """
+        let config = try parse(yaml, ["EMPTY": ""])
+        #expect(config.name == "fallback")
+        #expect(config.services[0].command == "sh")
+        #expect(config.services[0].arguments == ["$HOME", "was empty", ""])
+        #expect(failure("services:\n  a: {command: \"${NEEDED:?set it}\"}").contains("NEEDED must be set: set it"))
+    }
+
+    @Test(arguments: [
+        ("services:\n  a: {command: x, depends_on: [b]}", "services.a.depends_on: unknown service 'b'"),
+        ("services:\n  a: {command: x, depends_on: [b]}\n  b: {command: x, depends_on: [c]}\n  c: {command: x, depends_on: [a]}",
+         "dependency cycle: a -> b -> c -> a"),
+        ("services:\n  a: {command: x, depends_on: [a]}", "a service cannot depend on itself"),
+        ("services:\n  a: {command: x, replicas: three}", "services.a.replicas: must be an integer from 0 to 64"),
+        ("services:\n  a: {command: x, replicas: 65}", "services.a.replicas: must be an integer from 0 to 64"),
+        ("services:\n  a: {command: x, replicas: -1}", "services.a.replicas: must be an integer from 0 to 64"),
+        ("services:\n  a: {command: x, replica: 2}", "services.a: unknown key 'replica'"),
+        ("servics:\n  a: {command: x}", "unknown key 'servics'"),
+        ("services:\n  a: {args: [x]}", "services.a: command: is required"),
+        ("services:\n  a: {command: x, restart: sometimes}", "services.a.restart: must be always, on-failure or never"),
+        ("services:\n  a: {command: x, stop_timeout: soon}", "services.a.stop_timeout: must be a duration"),
+        ("services:\n  a: {command: x, args: [\"{nope}\"]}", "unknown placeholder {nope}"),
+        ("services:\n  a: {command: x, args: [\"{b.endpoint}\"]}", "refers to unknown service 'b'"),
+        ("services:\n  a: {command: x, endpoints: {endpoint: \"tcp://127.0.0.1\"}}", "needs a port"),
+        ("services:\n  a: {command: x, replicas: 2, instance: fixed}", "must contain {replica}"),
+        ("services:\n  A: {command: x}", "service names are 1 to 48 lower-case"),
+        ("services: [a, b]", "services: must be a non-empty mapping"),
+        ("services:\n  a: {command: x\n", "invalid YAML: line"),
+        ("", "the file is empty"),
+        ("supervisor: {intensity: {max_restarts: many}}\nservices:\n  a: {command: x}", "supervisor.intensity.max_restarts"),
+    ])
+    func badFilesGiveOneLineReasons(yaml: String, expected: String) {
+        let message = failure(yaml)
+        #expect(message.contains(expected), "\(message)")
+        #expect(message.hasPrefix("cluster.yaml: "), "\(message)")
+        #expect(!message.contains("\n"), "\(message)")
+    }
+
+    @Test func durationsAndPoliciesParse() throws {
+        let config = try parse("""
+            supervisor:
+              stop_timeout: 250ms
+              intensity: {max_restarts: 3, period: 1m}
+              backoff: {initial: 10ms, max: 2s, multiplier: 3, jitter: 0, reset_after: 5}
+            services:
+              a: {command: x, restart: on-failure, readiness: started, heartbeat_timeout: 0}
+              b: {command: x, stop_timeout: 2s, backoff: {initial: 1s}}
+            """)
+        #expect(config.supervisor.stopTimeout == 0.25)
+        #expect(config.supervisor.intensity == IntensityLimit(maxRestarts: 3, period: 60))
+        #expect(config.services[0].restart == .onFailure && config.services[0].readiness == .started)
+        #expect(config.services[0].stopTimeout == 0.25 && config.services[1].stopTimeout == 2)
+        #expect(config.services[0].backoff == BackoffPolicy(initial: 0.01, maximum: 2, multiplier: 3, jitter: 0, resetAfter: 5))
+        #expect(config.services[1].backoff.initial == 1 && config.services[1].backoff.maximum == 2)
+    }
+}
+
+@Suite("Restart backoff and intensity")
+struct RestartPolicyTests {
+    @Test func backoffGrowsExponentiallyUpToTheCap() {
+        let policy = BackoffPolicy(initial: 0.1, maximum: 2, multiplier: 2, jitter: 0)
+        #expect((1...7).map { policy.delay(afterFailures: $0, random: 0.5) } == [0.1, 0.2, 0.4, 0.8, 1.6, 2, 2])
+    }
+
+    @Test func jitterStaysWithinItsBand() {
+        let policy = BackoffPolicy(initial: 1, maximum: 10, multiplier: 2, jitter: 0.2)
+        #expect(abs(policy.delay(afterFailures: 1, random: 0) - 0.8) < 1e-9)
+        #expect(abs(policy.delay(afterFailures: 1, random: 0.999999) - 1.2) < 1e-5)
+        var generator = SystemRandomNumberGenerator()
+        let samples = (0..<1000).map { _ in policy.delay(afterFailures: 3, random: Double.random(in: 0..<1, using: &generator)) }
+        #expect(samples.allSatisfy { (3.2...4.8).contains($0) })
+        #expect(Set(samples.map { ($0 * 100).rounded() }).count > 20, "jitter should spread restarts")
+    }
+
+    @Test func intensityTripsOnTheRestartBeyondTheLimitWithinThePeriod() {
+        var window = RestartIntensity(limit: IntensityLimit(maxRestarts: 3, period: 10))
+        let firstThree = [window.record(at: 0), window.record(at: 1), window.record(at: 2)]
+        let fourth = window.record(at: 3)
+        #expect(firstThree == [true, true, true])
+        #expect(!fourth)
+        var slow = RestartIntensity(limit: IntensityLimit(maxRestarts: 3, period: 10))
+        var accepted: [Bool] = []
+        for second in stride(from: 0.0, to: 100, by: 4) { accepted.append(slow.record(at: second)) }
+        #expect(accepted.allSatisfy { $0 })
+        #expect(slow.count(at: 100) == 2)
+        var none = RestartIntensity(limit: IntensityLimit(maxRestarts: 0, period: 10))
+        let first = none.record(at: 0)
+        #expect(!first)
+    }
+
+    @Test func endpointPortsShift() {
+        #expect(EndpointPorts.shift("tcp://127.0.0.1:7300", by: 20) == "tcp://127.0.0.1:7320")
+        #expect(EndpointPorts.shift("127.0.0.1:9400", by: 1) == "127.0.0.1:9401")
+        #expect(EndpointPorts.shift("tcp://*:0", by: 10) == "tcp://*:0")
+        #expect(EndpointPorts.shift("ipc:///tmp/x", by: 10) == "ipc:///tmp/x")
+    }
+}

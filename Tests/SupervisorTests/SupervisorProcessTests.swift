@@ -1,0 +1,218 @@
+import Foundation
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import Testing
+
+@Suite("netplay-supervisor as a real process", .serialized)
+struct SupervisorProcessTests {
+    @Test func startsInDependencyOrderAndReachesAllReady() throws {
+        let cluster = try SupervisedCluster { sampleCluster(supervisor: $0) }
+        let status = try #require(cluster.waitRunning(), "\(cluster.log)")
+        #expect(status.services.map(\.instance) == ["a", "b-0", "b-1"])
+        #expect(status.services.allSatisfy { $0.ready && $0.pid > 0 && $0.restarts == 0 })
+        #expect(status.supervisorPid == UInt32(cluster.process.pid))
+        let log = cluster.log
+        let aReady = try #require(log.range(of: "a ready"))
+        let bStarted = try #require(log.range(of: "b-0 started"))
+        #expect(aReady.lowerBound < bStarted.lowerBound, "b must start after a is ready")
+        #expect(log.contains(/\nb-1 +\| .* info sample\/b-1: listening/), "child output is echoed with its instance prefix")
+        #expect(log.contains("cluster ready"))
+        let logFile = cluster.directory.appendingPathComponent("run/logs/b-1.log").path
+        #expect(FileManager.default.fileExists(atPath: logFile))
+        #expect(FileManager.default.fileExists(atPath: cluster.directory.appendingPathComponent("run/supervisor.pid").path))
+    }
+
+    @Test func sigkilledServicesAreRestartedAndReadyWithinTwoSeconds() throws {
+        let cluster = try SupervisedCluster { sampleCluster(supervisor: $0) }
+        let initial = try #require(cluster.waitRunning(), "\(cluster.log)")
+        for victim in initial.services {
+            let killedAt = Date()
+            kill(Int32(victim.pid), SIGKILL)
+            var replaced: ServiceStatus?
+            let back = eventually(within: 2) {
+                replaced = cluster.instance(victim.instance)
+                return replaced.map { $0.state == .ready && $0.pid != victim.pid && $0.pid > 0 } ?? false
+            }
+            #expect(back, "\(victim.instance) not ready again within 2 s after SIGKILL: \(String(describing: replaced))\n\(cluster.log.suffix(3000))")
+            #expect(replaced?.restarts == 1)
+            #expect(replaced?.lastSignal == UInt32(SIGKILL))
+            #expect(replaced?.lastReason.contains("killed by SIGKILL") == true)
+            print("restart-to-ready \(victim.instance): \(String(format: "%.0f", Date().timeIntervalSince(killedAt) * 1000)) ms")
+        }
+        #expect(cluster.waitRunning(within: 5) != nil)
+    }
+
+    @Test func aCrashLoopTripsTheIntensityLimitAndStopsEverything() throws {
+        let crashy = """
+              crashy:
+                command: netplay-sample-service
+                args: [--endpoint, nonsense]
+            """
+        let cluster = try SupervisedCluster {
+            sampleCluster(supervisor: $0, replicas: 1, extraServices: crashy, intensity: "{max_restarts: 3, period: 30s}")
+        }
+        let status = cluster.process.waitForExit(seconds: 20)
+        #expect(status == 1, "exit status \(String(describing: status))\n\(cluster.log)")
+        let lastLine = cluster.log.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(lastLine.hasPrefix("netplay-supervisor: restart intensity exceeded: crashy"), "\(lastLine)")
+        #expect(lastLine.contains("more than 3 restarts in 30 s"), "\(lastLine)")
+        #expect(lastLine.contains("--endpoint must look like"), "the child's own last words explain why: \(lastLine)")
+        let pids = cluster.log.matches(of: /started command=.* pid=(\d+)/).compactMap { Int32($0.output.1) }
+        #expect(!pids.isEmpty)
+        #expect(pids.allSatisfy(processIsGone), "children left behind: \(pids.filter { !processIsGone($0) })")
+    }
+
+    @Test func sigtermStopsEveryChildInReverseOrderAndLeavesNothingBehind() throws {
+        let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 2, stopTimeout: "1s") }
+        let status = try #require(cluster.waitRunning(), "\(cluster.log)")
+        let pids = status.services.map { Int32($0.pid) }
+        cluster.process.send(SIGTERM)
+        let exit = cluster.process.waitForExit(seconds: 10)
+        #expect(exit == 0, "\(cluster.log)")
+        #expect(pids.allSatisfy(processIsGone), "children left behind")
+        let log = cluster.log
+        let bStopped = try #require(log.range(of: "b-1 stopped"))
+        let aStopping = try #require(log.range(of: "a stopping"))
+        #expect(bStopped.lowerBound < aStopping.lowerBound, "dependents stop before their dependencies")
+        #expect(!FileManager.default.fileExists(atPath: cluster.directory.appendingPathComponent("run/supervisor.pid").path))
+    }
+
+    @Test func aChildThatIgnoresSigtermIsKilledAfterTheStopTimeout() throws {
+        let cluster = try SupervisedCluster {
+            sampleCluster(supervisor: $0, replicas: 1, stopTimeout: "500ms", bArguments: "[--drain-ms, \"60000\"]")
+        }
+        let status = try #require(cluster.waitRunning(), "\(cluster.log)")
+        let started = Date()
+        cluster.process.send(SIGINT)
+        #expect(cluster.process.waitForExit(seconds: 10) == 0, "\(cluster.log)")
+        #expect(Date().timeIntervalSince(started) < 5)
+        #expect(cluster.log.contains("b-0 did not stop within 0.50 s; sending SIGKILL"), "\(cluster.log)")
+        #expect(status.services.allSatisfy { processIsGone(Int32($0.pid)) })
+    }
+
+    @Test func childrenDieWhenTheSupervisorIsKilled() throws {
+        let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 1) }
+        let status = try #require(cluster.waitRunning(), "\(cluster.log)")
+        cluster.process.kill9()
+        let pids = status.services.map { Int32($0.pid) }
+        #expect(eventually(within: 3) { pids.allSatisfy(processIsGone) }, "orphans after SIGKILL of the supervisor")
+    }
+
+    @Test func scaleRestartAndStopThroughTheControlEndpoint() throws {
+        let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 1) }
+        _ = try #require(cluster.waitRunning(), "\(cluster.log)")
+        let reply = try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "b", replicas: 3)))
+        guard case .scaleServiceResponse(let scaled) = reply else { Issue.record("\(reply)"); return }
+        #expect(scaled.previousReplicas == 1 && scaled.replicas == 3)
+        let three = try #require(cluster.waitRunning(within: 10))
+        #expect(three.services.map(\.instance) == ["a", "b-0", "b-1", "b-2"])
+        let removed = three.services.filter { $0.instance == "b-1" || $0.instance == "b-2" }.map { Int32($0.pid) }
+        _ = try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "b", replicas: 1)))
+        #expect(eventually(within: 5) { cluster.status()?.services.map(\.instance) == ["a", "b-0"] && removed.allSatisfy(processIsGone) })
+        #expect(cluster.waitRunning(within: 5) != nil)
+
+        // Errors are replies, never silence.
+        #expect(throws: ClientError.self) { try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "a", replicas: 2))) }
+        #expect(throws: ClientError.self) { try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "nope", replicas: 2))) }
+        let unknown = try cluster.client.requestEnvelope(.restartServiceRequest(RestartServiceRequest(service: "nope")))
+        guard case .error(let error) = unknown.body else { Issue.record("restart of an unknown service succeeded"); return }
+        #expect(error.code == .notFound)
+
+        let before = try #require(cluster.instance("a"))
+        let restartReply = try cluster.client.request(.restartServiceRequest(RestartServiceRequest(service: "a")))
+        guard case .restartServiceResponse(let restarted) = restartReply else { Issue.record("\(restartReply)"); return }
+        #expect(restarted.instances.map(\.instance) == ["a"])
+        #expect(eventually(within: 5) { cluster.instance("a").map { $0.state == .ready && $0.pid != before.pid } ?? false })
+        #expect(cluster.instance("a")?.restarts == 1)
+
+        let ack = try cluster.client.request(.stopClusterRequest(StopClusterRequest(reason: "test over")))
+        guard case .ack = ack else { Issue.record("\(ack)"); return }
+        #expect(cluster.process.waitForExit(seconds: 10) == 0)
+        #expect(cluster.log.contains("stop requested: test over"))
+    }
+
+    @Test func netplayctlClusterVerbs() throws {
+        let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 1) }
+        _ = try #require(cluster.waitRunning(), "\(cluster.log)")
+        let status = try ServiceProcess("netplayctl", ["cluster", "status", "--supervisor", cluster.endpoint])
+        #expect(status.waitForExit(seconds: 10) == 0, "\(status.log)")
+        #expect(status.log.contains("cluster test running: 2/2 ready"), "\(status.log)")
+        #expect(status.log.contains("b-0"))
+        let json = try ServiceProcess("netplayctl", ["cluster", "status", "--json"], environment: ["NETPLAY_SUPERVISOR": cluster.endpoint])
+        #expect(json.waitForExit(seconds: 10) == 0)
+        #expect((try? JSONSerialization.jsonObject(with: Data(json.log.utf8))) != nil, "\(json.log)")
+        let scale = try ServiceProcess("netplayctl", ["cluster", "scale", "b", "2", "--supervisor", cluster.endpoint])
+        #expect(scale.waitForExit(seconds: 10) == 0, "\(scale.log)")
+        #expect(scale.log.contains("b: 1 -> 2 replicas"))
+        let wait = try ServiceProcess("netplayctl", ["cluster", "status", "--wait-ready", "10", "--supervisor", cluster.endpoint])
+        #expect(wait.waitForExit(seconds: 15) == 0, "\(wait.log)")
+        #expect(wait.log.contains("3/3 ready"))
+        let restart = try ServiceProcess("netplayctl", ["cluster", "restart", "b", "--instance", "b-1", "--supervisor", cluster.endpoint])
+        #expect(restart.waitForExit(seconds: 10) == 0, "\(restart.log)")
+        #expect(restart.log.contains("restarting b-1"))
+        let bad = try ServiceProcess("netplayctl", ["cluster", "scale", "a", "3", "--supervisor", cluster.endpoint])
+        #expect(bad.waitForExit(seconds: 10) == 1)
+        #expect(bad.log.contains("not replicated"), "\(bad.log)")
+        let stop = try ServiceProcess("netplayctl", ["cluster", "stop", "--supervisor", cluster.endpoint])
+        #expect(stop.waitForExit(seconds: 10) == 0, "\(stop.log)")
+        #expect(cluster.process.waitForExit(seconds: 10) == 0)
+    }
+
+    @Test func aHungServiceIsKilledWhenItsHeartbeatsStop() throws {
+        let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 1) }
+        let status = try #require(cluster.waitRunning(), "\(cluster.log)")
+        let victim = try #require(status.services.first { $0.instance == "b-0" })
+        kill(Int32(victim.pid), SIGSTOP)
+        defer { kill(Int32(victim.pid), SIGKILL) }
+        let replaced = eventually(within: 6) {
+            cluster.instance("b-0").map { $0.state == .ready && $0.pid != victim.pid } ?? false
+        }
+        #expect(replaced, "\(cluster.log.suffix(2000))")
+        #expect(cluster.instance("b-0")?.lastReason.contains("no heartbeat for 2.00 s") == true)
+    }
+
+    @Test func logFilesRotate() throws {
+        // b prints a line per request; rotation at 4 KiB keeps b-0.log, .1 and .2 only.
+        let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 1) }
+        _ = try #require(cluster.waitRunning(), "\(cluster.log)")
+        for _ in 0..<30 {
+            _ = try cluster.client.request(.restartServiceRequest(RestartServiceRequest(service: "b", kill: true)))
+            _ = cluster.waitRunning(within: 5)
+        }
+        let logs = cluster.directory.appendingPathComponent("run/logs")
+        let names = try FileManager.default.contentsOfDirectory(atPath: logs.path).filter { $0.hasPrefix("b-0") }.sorted()
+        #expect(names == ["b-0.log", "b-0.log.1", "b-0.log.2"], "\(names)")
+        for name in names {
+            let size = (try FileManager.default.attributesOfItem(atPath: logs.appendingPathComponent(name).path)[.size] as? Int) ?? 0
+            #expect(size <= 4096 + 1024, "\(name) is \(size) bytes")
+        }
+    }
+
+    @Test(arguments: [
+        ("services:\n  a: {command: netplay-sample-service, depends_on: [ghost]}", "unknown service 'ghost'"),
+        ("services:\n  a: {command: netplay-sample-service, depends_on: [b]}\n  b: {command: netplay-sample-service, depends_on: [a]}", "dependency cycle: a -> b -> a"),
+        ("services:\n  a: {command: netplay-sample-service, replicas: lots}", "replicas: must be an integer from 0 to 64"),
+        ("services:\n  a: {command: netplay-no-such-binary}", "'netplay-no-such-binary' not found"),
+    ])
+    func badClusterFilesExitWithOneLine(yaml: String, expected: String) throws {
+        let cluster = try SupervisedCluster { _ in yaml }
+        let status = cluster.process.waitForExit(seconds: 10)
+        #expect(status == 2, "\(cluster.log)")
+        let lines = cluster.log.split(separator: "\n")
+        #expect(lines.count == 1, "\(cluster.log)")
+        #expect(lines.first?.hasPrefix("netplay-supervisor: cluster.yaml: ") == true || lines.first?.hasPrefix("netplay-supervisor: services.") == true,
+                "\(cluster.log)")
+        #expect(cluster.log.contains(expected), "\(cluster.log)")
+    }
+
+    @Test func aSecondSupervisorOnTheSameRunDirectoryRefusesToStart() throws {
+        let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 1) }
+        _ = try #require(cluster.waitRunning(), "\(cluster.log)")
+        let second = try ServiceProcess("netplay-supervisor", ["--config", cluster.directory.appendingPathComponent("cluster.yaml").path,
+                                                               "--run-dir", cluster.directory.appendingPathComponent("run").path,
+                                                               "--endpoint", TestPorts.endpoint()])
+        #expect(second.waitForExit(seconds: 10) == 2)
+        #expect(second.log.contains("a cluster is already running"), "\(second.log)")
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import ZeroMQ
+
+/// A minimal HTTP/1.1 GET for tests: status and body.
+func httpGet(_ address: String, _ path: String, timeout: Double = 3) -> (status: Int, headers: String, body: String)? {
+    guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]) else { return nil }
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var tv = timeval(tv_sec: Int(timeout), tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = port.bigEndian
+    inet_pton(AF_INET, String(address[..<colon]), &addr.sin_addr)
+    let connected = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    guard connected == 0 else { return nil }
+    let request = "GET \(path) HTTP/1.1\r\nHost: \(address)\r\nConnection: close\r\n\r\n"
+    _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+    var data = [UInt8]()
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if count <= 0 { break }
+        data += buffer[0..<count]
+    }
+    let text = String(decoding: data, as: UTF8.self)
+    guard let split = text.range(of: "\r\n\r\n") else { return nil }
+    let head = String(text[..<split.lowerBound])
+    let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
+    return (status, head, String(text[split.upperBound...]))
+}
+
+/// Parses a JSON object body.
+func jsonObject(_ text: String) -> [String: Any]? {
+    (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
+}
+
+/// Pushes envelopes to a telemetry ingest endpoint, like a service's runtime does.
+final class Pusher {
+    let socket: Socket
+    init(_ endpoint: String) throws {
+        socket = try Context.shared.socket(.push)
+        try socket.set(.linger(milliseconds: 1000))
+        try socket.connect(endpoint)
+    }
+    deinit { socket.close() }
+    func push(_ body: Envelope.Body) throws {
+        try socket.send(try Envelope(body: body).encoded())
+    }
+}
+
+/// A netplay-telemetry process on free ports.
+final class TelemetryProcess {
+    let endpoint = TestPorts.endpoint()
+    let events = TestPorts.endpoint()
+    let ingest = TestPorts.endpoint()
+    let http = "127.0.0.1:\(TestPorts.free())"
+    let process: ServiceProcess
+    let data = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-tel-\(UUID().uuidString)")
+
+    init(_ extra: [String] = [], environment: [String: String] = [:]) throws {
+        process = try ServiceProcess("netplay-telemetry",
+                                     ["--endpoint", endpoint, "--events", events, "--ingest", ingest, "--http", http,
+                                      "--discovery", "none", "--instance", "telemetry-test", "--data-dir", data.path] + extra,
+                                     environment: environment)
+    }
+
+    deinit {
+        process.kill9()
+        try? FileManager.default.removeItem(at: data)
+    }
+
+    func waitUp() -> Bool { eventually(within: 10) { httpGet(http, "/healthz")?.status == 200 } }
+}
+
+/// The binary of a Debian tool, or nil when it is not installed.
+func tool(_ name: String) -> String? {
+    for directory in ["/usr/bin", "/usr/local/bin", "/bin"] {
+        let path = "\(directory)/\(name)"
+        if FileManager.default.isExecutableFile(atPath: path) { return path }
+    }
+    return nil
+}
+
+/// Runs a command to completion; returns status and combined output.
+@discardableResult
+func run(_ executable: String, _ arguments: [String], timeout: Double = 60, currentDirectory: String? = nil) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    let output = OutputCollector()
+    pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
+    try process.run()
+    let deadline = Date().addingTimeInterval(timeout)
+    while process.isRunning && Date() < deadline { usleep(20_000) }
+    if process.isRunning { process.terminate(); process.waitUntilExit() }
+    process.waitUntilExit()
+    pipe.fileHandleForReading.readabilityHandler = nil
+    output.append(pipe.fileHandleForReading.readDataToEndOfFile())
+    return (process.terminationStatus, output.text)
+}
+
+final class OutputCollector: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data = Data()
+    func append(_ more: Data) { lock.lock(); data.append(more); lock.unlock() }
+    var text: String { lock.lock(); defer { lock.unlock() }; return String(decoding: data, as: UTF8.self) }
+}
+
+let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
