@@ -80,6 +80,15 @@ let package = Package(
             dependencies: ["Discovery", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-discovery",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
+        .testTarget(
+            name: "CoordinatorTests",
+            dependencies: ["Coordinator", "NetplayAuth", "NetplayService", "NetplayWire"]
+        ),
+        .testTarget(
+            name: "ControlPlaneE2ETests",
+            dependencies: ["NetplayAuth", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-discovery",
+                           "netplay-coordinator", "netplayctl"]
+        ),
 
         // MARK: Executables (thin: argument parsing over the libraries)
         .executableTarget(

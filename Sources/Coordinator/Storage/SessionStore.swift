@@ -108,7 +108,7 @@ public final class SessionStore {
         }
         try database.query("""
             SELECT session_id, participant_id, name, role, slot, is_host, may_play, connected, joined_ms, idempotency_key
-            FROM participants ORDER BY session_id, joined_ms, participant_id
+            FROM participants ORDER BY session_id, joined_ms, rowid
             """) { row in
             let participant = ParticipantRecord(participantId: row.text(1), name: row.text(2),
                                                 role: Role(rawValue: Int32(row.int(3))) ?? .spectator, slot: UInt32(row.int(4)),

@@ -1,0 +1,65 @@
+import Foundation
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import Testing
+
+@Suite("netplayctl rooms, sessions and relays", .serialized)
+struct NetplayctlTests {
+    func run(_ arguments: [String], expect status: Int32 = 0) throws -> String {
+        let process = try ServiceProcess("netplayctl", arguments)
+        let exit = process.waitForExit(seconds: 20)
+        #expect(exit == status, "netplayctl \(arguments.joined(separator: " ")): \(process.log)")
+        return process.log
+    }
+
+    func value(_ key: String, in text: String) -> String {
+        text.split(separator: "\n").first { $0.hasPrefix(key + ": ") }.map { String($0.dropFirst(key.count + 2).split(separator: " ")[0]) } ?? ""
+    }
+
+    @Test func everyVerbAgainstRealServices() throws {
+        let cluster = try ControlPlane()
+        let relay = try FakeRelay("sync-0", coordinator: cluster.coordinatorEndpoint)
+        defer { relay.stop() }
+        let c = ["--coordinator", cluster.coordinatorEndpoint]
+        let d = ["--discovery", cluster.discoveryEndpoint, "--events", cluster.discoveryEvents]
+        let game = ["--game", "Super Mario Bros.", "--crc", "3337EC46", "--core", "nestopia", "--core-version", "1.52.0"]
+        let watch = try ServiceProcess("netplayctl", ["rooms", "watch"] + d + ["--json", "--count", "3", "--duration", "20"])
+        Thread.sleep(forTimeInterval: 1)
+        let created = try run(["sessions", "create"] + c + game + ["--name", "alice", "--max-players", "3", "--spectators", "1"])
+        let session = value("session", in: created)
+        let hostId = value("participant", in: created)
+        let hostToken = value("token", in: created)
+        #expect(session.hasPrefix("s-") && hostToken.count == 64 && created.contains("ticket: relay sync-0"))
+        let joined = try run(["sessions", "join", session] + c + game + ["--name", "bob"])
+        let bob = value("participant", in: joined)
+        #expect(joined.contains("slot 2"))
+        let mismatch = try run(["sessions", "join", session] + c + ["--game", "x", "--crc", "1", "--name", "eve"], expect: 1)
+        #expect(mismatch.contains("ERROR_CODE_CONTENT_MISMATCH"))
+        _ = try run(["sessions", "join", session] + c + game + ["--name", "carol", "--spectate"])
+        let shown = try run(["sessions", "show", session] + c)
+        #expect(shown.contains("P1: alice") && shown.contains("P2: bob") && shown.contains("spectator: carol"))
+        #expect(try run(["sessions", "list"] + c).contains("1 of 1 matching sessions"))
+        #expect(eventually(within: 5) { ((try? run(["rooms", "list"] + d)) ?? "").contains("players 2/3") })
+        #expect(try run(["rooms", "list"] + d + ["--game", "zelda"]).contains("0 of 0 matching rooms"))
+        let json = try run(["rooms", "list"] + d + ["--json"])
+        #expect((try? JSONSerialization.jsonObject(with: Data(json.split(separator: "\n")[0].utf8))) != nil)
+        _ = try run(["sessions", "kick", session] + c + ["--participant", hostId, "--token", hostToken, "--kick", bob, "--reason", "bye"])
+        let notHost = try run(["sessions", "end", session] + c + ["--participant", bob, "--token", hostToken], expect: 1)
+        #expect(notHost.contains("ERROR_CODE_UNAUTHENTICATED"))
+        let relays = try run(["relays", "list"] + c)
+        #expect(relays.contains("sync-0") && relays.contains("1 relays"))
+        _ = try run(["sessions", "start", session] + c + ["--participant", hostId, "--token", hostToken])
+        _ = try run(["sessions", "end", session] + c + ["--participant", hostId, "--token", hostToken, "--reason", "over"])
+        #expect(try run(["sessions", "list"] + c + ["--state", "ended"]).contains(session))
+        #expect(watch.waitForExit(seconds: 15) == 0, "\(watch.log)")
+        let changes = watch.log.split(separator: "\n").compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }.compactMap { $0["change"] as? String }
+        #expect(changes.first == "added" && changes.count == 3, "\(watch.log)")
+        let leaveGhost = try run(["sessions", "leave", "s-ghost"] + c + ["--participant", "p", "--token", "00"], expect: 1)
+        #expect(leaveGhost.contains("ERROR_CODE_NOT_FOUND"))
+        let badFlag = try run(["rooms", "list", "--crc", "zz"] + d, expect: 2)
+        #expect(badFlag.split(separator: "\n").count == 1)
+    }
+}

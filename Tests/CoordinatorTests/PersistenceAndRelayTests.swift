@@ -1,0 +1,152 @@
+@testable import Coordinator
+import Foundation
+import NetplayAuth
+import NetplayService
+import NetplayWire
+import Testing
+
+@Suite("Durable state and the relay registry")
+struct PersistenceAndRelayTests {
+    @Test func aReopenedStoreServesTheSameSessionsAndTokens() throws {
+        let h = try Harness()
+        let host = try h.create(maxPlayers: 3, spectators: 2, password: "pw", key: "k1")
+        let id = host.session.sessionId
+        let bob = try h.join(id, name: "bob", password: "pw")
+        let carol = try h.join(id, name: "carol", role: .spectator, password: "pw")
+        let kick = try h.create()
+        _ = try h.core.kick(KickParticipantRequest(sessionId: id, participantId: host.participantId,
+                                                   participantToken: host.participantToken,
+                                                   targetParticipantId: carol.participantId, ban: true), at: h.time)
+        _ = try h.core.start(StartSessionRequest(sessionId: id, participantId: host.participantId,
+                                                 participantToken: host.participantToken), at: h.time)
+        let before = h.core.sessions
+        try h.restart()
+        #expect(h.core.sessions == before)
+        #expect(h.core.sessions[kick.session.sessionId] != nil)
+        // Tokens minted before the restart still work; bans, passwords and idempotency keys survive.
+        _ = try h.core.renew(RenewTicketRequest(sessionId: id, participantId: bob.participantId,
+                                                participantToken: bob.participantToken), at: h.time)
+        #expect(code { try h.join(id, name: "carol", password: "pw") } == .banned)
+        #expect(code { try h.join(id, name: "dave", password: "nope") } == .wrongPassword)
+        #expect(try h.create(key: "k1").session.sessionId == id)
+        #expect(try h.store.database.integrityCheck() == "ok")
+        #expect(try h.store.liveTicketCount(nowUnixMs: h.time.unixMs) >= 4)
+    }
+
+    @Test func theDatabaseRefusesTwoHoldersOfOneSlot() throws {
+        let h = try Harness()
+        let id = try h.create().session.sessionId
+        let intruder = ParticipantRecord(participantId: "p-x", name: "x", role: .player, slot: 1, joinedAtUnixMs: 1)
+        #expect(throws: StorageError.self) { try h.store.apply([.saveParticipant(sessionId: id, intruder)]) }
+        // The failed transaction left nothing behind.
+        try h.restart()
+        #expect(h.session(id).participants.count == 1)
+    }
+
+    @Test func aFailedWriteLeavesMemoryUnchanged() throws {
+        let h = try Harness()
+        let id = try h.create(maxPlayers: 4).session.sessionId
+        let before = h.session(id)
+        try h.store.database.execute("CREATE TRIGGER refuse BEFORE INSERT ON participants BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
+        #expect(code { try h.join(id, name: "bob") } == .internal)
+        #expect(h.session(id) == before)
+        try h.store.database.execute("DROP TRIGGER refuse")
+        _ = try h.join(id, name: "bob")
+    }
+
+    @Test func newSessionsGoToTheLeastLoadedLiveRelay() throws {
+        let h = try Harness(relays: [])
+        try h.register("a", load: RelayLoad(sessions: 5))
+        try h.register("b", load: RelayLoad(sessions: 1))
+        try h.register("c", load: RelayLoad(sessions: 1, peers: 0, capacitySessions: 2))
+        // c: 1 of 2 is 50% full, which outweighs raw counts; b wins.
+        #expect(try h.create().session.relayId == "b")
+        // b now has 2 by our own count; a reports 5; c is half full: b again (2 < 5).
+        #expect(try h.create().session.relayId == "b")
+        #expect(try h.create().session.relayId == "b")
+        _ = try h.core.refreshRelay(RefreshRelayRequest(relayId: "b", load: RelayLoad(sessions: 3), draining: true), at: h.time)
+        #expect(try h.create().session.relayId == "a", "a draining relay takes no new sessions")
+        _ = try h.core.refreshRelay(RefreshRelayRequest(relayId: "a", load: RelayLoad(sessions: 5, capacitySessions: 5)), at: h.time)
+        #expect(try h.create().session.relayId == "c")
+        #expect(try h.create().session.relayId == "c", "c reported 1 of 2 (ours included): room for one more")
+        #expect(code { try h.create() } == .noRelay, "every relay is full or draining")
+    }
+
+    @Test func regionalRelaysArePreferred() throws {
+        let h = try Harness(relays: [])
+        try h.register("us-1", load: RelayLoad(sessions: 0), region: "us")
+        try h.register("eu-1", load: RelayLoad(sessions: 9), region: "eu")
+        #expect(try h.create(region: "eu").session.relayId == "eu-1")
+        #expect(try h.create(region: "asia").session.relayId == "us-1")
+    }
+
+    @Test func aStaleRelayIsDroppedAndItsSessionsMoveOnRenewal() throws {
+        let h = try Harness(relays: ["old"])
+        let host = try h.create()
+        let id = host.session.sessionId
+        try h.register("fresh")
+        h.now += 2_000
+        _ = try h.core.refreshRelay(RefreshRelayRequest(relayId: "fresh", load: RelayLoad()), at: h.time)
+        h.now += 1_500  // "old" last refreshed 3.5 s ago, past its 3 s TTL
+        let swept = h.core.maintain(at: h.time)
+        #expect(swept.relayEvents.map(\.kind) == [.dropped])
+        #expect(swept.relayEvents.first?.relay.relayId == "old" && swept.relayEvents.first?.sessionIds == [id])
+        #expect(h.core.relays.entry("old") == nil)
+        #expect(code { try h.core.refreshRelay(RefreshRelayRequest(relayId: "old", load: RelayLoad()), at: h.time) } == .notFound)
+        let renewed = try h.core.renew(RenewTicketRequest(sessionId: id, participantId: host.participantId,
+                                                          participantToken: host.participantToken), at: h.time)
+        guard case .sessionResponse(let response) = renewed.reply else { Issue.record("no reply"); return }
+        #expect(response.session.relayId == "fresh" && response.ticket?.relayId == "fresh")
+        #expect(renewed.events.map(\.kind) == [.relayAssigned])
+        // The old relay comes back claiming the session: it is told to close it.
+        try h.register("old", sessions: [id, "s-unknown"])
+        guard case .refreshRelayResponse(let refresh) = try h.core.refreshRelay(
+            RefreshRelayRequest(relayId: "old", load: RelayLoad()), at: h.time).reply else { return }
+        #expect(Set(refresh.closeSessionIds) == [id, "s-unknown"])
+        guard case .listRelaysResponse(let list) = h.core.listRelays(ListRelaysRequest(), at: h.time).reply else { return }
+        #expect(list.relays.map(\.relayId) == ["fresh", "old"])
+    }
+
+    @Test func relaysSurviveARestartWithAFreshTTL() throws {
+        let h = try Harness(relays: ["sync-0", "sync-1"])
+        try h.restart()
+        #expect(h.core.relays.relays.map(\.info.relayId) == ["sync-0", "sync-1"])
+        #expect(h.core.relays.isLive("sync-0", nowMs: h.now))
+        #expect(try h.create().session.relayId.hasPrefix("sync-"))
+    }
+
+    @Test func endedSessionsAreDeletedAfterTheRetention() throws {
+        var settings = Harness.settings()
+        settings.endedRetentionMs = 1_000
+        let h = try Harness(settings: settings)
+        let host = try h.create()
+        _ = try h.core.end(EndSessionRequest(sessionId: host.session.sessionId, participantId: host.participantId,
+                                             participantToken: host.participantToken), at: h.time)
+        h.now += 500
+        _ = h.core.maintain(at: h.time)
+        #expect(h.core.sessions[host.session.sessionId] != nil)
+        h.now += 600
+        _ = h.core.maintain(at: h.time, purgeTickets: true)
+        #expect(h.core.sessions[host.session.sessionId] == nil)
+        try h.restart()
+        #expect(h.core.sessions.isEmpty)
+    }
+
+    @Test func optionsResolveWithEnvironmentFallbacks() throws {
+        let configuration = try CoordinatorOptions.parse(["--ticket-ttl", "30"]).resolve(environment: [
+            "NETPLAY_DISCOVERY": "none", "NETPLAY_RELAY_TTL": "3", "NETPLAY_CLUSTER_SECRET": String(repeating: "ab", count: 32),
+            "NETPLAY_PASSWORD_COST": "minimum", "NETPLAY_DURABILITY": "full",
+        ])
+        #expect(configuration.discovery == nil && configuration.settings.ticketTTLMs == 30_000)
+        #expect(configuration.settings.relayTTLMs == 3_000 && configuration.settings.relayRefreshIntervalMs == 1_000)
+        #expect(configuration.keyRing?.keys[1]?.count == 32 && configuration.durability == .full)
+        #expect(configuration.settings.passwordHasher.memLimit == PasswordHasher.testing.memLimit)
+        for (arguments, environment) in [(["--discovery", "nope"], [:]), (["--cluster-secret", "xyz"], [:]),
+                                         (["--relay-ttl", "1", "--relay-refresh-interval", "2"], [:]),
+                                         ([], ["NETPLAY_DURABILITY": "maybe"]), (["--ticket-ttl", "0"], [:])] as [([String], [String: String])] {
+            #expect(throws: (any Error).self, "\(arguments) \(environment)") {
+                try CoordinatorOptions.parse(arguments).resolve(environment: environment)
+            }
+        }
+    }
+}

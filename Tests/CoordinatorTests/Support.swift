@@ -1,0 +1,102 @@
+@testable import Coordinator
+import Foundation
+import NetplayAuth
+import NetplayService
+import NetplayWire
+
+let testKeys = try! TicketKeyRing(secret: Array(repeating: 3, count: 32))
+let smb = ContentInfo(gameName: "Super Mario Bros.", crc32: 0x3337_EC46, md5: Array(repeating: 0x11, count: 16), coreId: "nestopia",
+                      coreVersion: "1.52.0", system: "nes")
+
+func t(_ ms: UInt64) -> CoordinatorTime { CoordinatorTime(monotonicMs: ms, unixMs: 1_800_000_000_000 + ms) }
+
+/// A coordinator over a fresh SQLite file, with one live relay registered.
+final class Harness {
+    let directory: String
+    var store: SessionStore
+    var core: SessionCoordinator
+    var now: UInt64 = 1_000
+
+    init(settings: CoordinatorSettings = Harness.settings(), relays: [String] = ["sync-0"]) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("coordinator-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        store = try SessionStore(path: directory + "/c.sqlite")
+        core = try SessionCoordinator(store: store, keyRing: testKeys, settings: settings, at: t(now))
+        for relay in relays { try register(relay) }
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: directory) }
+
+    static func settings() -> CoordinatorSettings {
+        var settings = CoordinatorSettings()
+        settings.passwordHasher = .testing
+        settings.relayTTLMs = 3_000
+        settings.passwordAttemptsPerMinute = 3
+        return settings
+    }
+
+    var time: CoordinatorTime { t(now) }
+
+    /// Closes and reopens the store, as a restarted coordinator does.
+    func restart() throws {
+        store.close()
+        store = try SessionStore(path: directory + "/c.sqlite")
+        core = try SessionCoordinator(store: store, keyRing: testKeys, settings: core.settings, at: time)
+    }
+
+    @discardableResult
+    func register(_ relay: String, load: RelayLoad = RelayLoad(), region: String = "", sessions: [String] = []) throws -> Outcome {
+        try core.registerRelay(RegisterRelayRequest(relay: RelayInfo(relayId: relay, endpoint: "tcp://127.0.0.1:7\(relay.count)00",
+                                                                     region: region, load: load), sessionIds: sessions), at: time)
+    }
+
+    func create(maxPlayers: UInt32 = 2, spectators: UInt32 = 2, password: String = "", spectatePassword: String = "",
+                transport: Transport = .relay, key: String = "", region: String = "") throws -> CreateSessionResponse {
+        let settings = SessionSettings(roomName: "room", content: smb, region: region, transport: transport,
+                                       lanEndpoint: transport == .lan ? "tcp://10.0.0.2:7300" : "", maxPlayers: maxPlayers,
+                                       spectatorsAllowed: spectators > 0, maxSpectators: spectators,
+                                       playPassword: password, spectatePassword: spectatePassword)
+        let request = CreateSessionRequest(settings: settings, hostName: "alice", idempotencyKey: key)
+        try core.precheckCreate(request, at: time)
+        let hasher = core.settings.passwordHasher
+        let outcome = try core.create(request, playHash: password.isEmpty ? nil : hasher.hash(password),
+                                      spectateHash: spectatePassword.isEmpty ? nil : hasher.hash(spectatePassword), at: time)
+        guard case .createSessionResponse(let response) = outcome.reply else { throw HarnessFailure("no create reply") }
+        return response
+    }
+
+    /// Joins the way the service does: plan, verify the password against the hashes, join.
+    func join(_ sessionId: String, name: String, role: Role = .player, password: String = "", content: ContentInfo = smb,
+              slot: UInt32 = 0, key: String = "") throws(ServiceError) -> JoinSessionResponse {
+        let request = JoinSessionRequest(sessionId: sessionId, role: role, name: name, password: password, content: content,
+                                         preferredSlot: slot, idempotencyKey: key)
+        let plan = try core.planJoin(request, at: time)
+        var match = PasswordMatch.notNeeded
+        if !plan.open {
+            match = plan.candidates.first { PasswordHasher.verify(password, against: $0.hash) }?.match ?? PasswordMatch.none
+            if match == .none { throw core.wrongPassword(sessionId: sessionId, role: role, at: time) }
+        }
+        let outcome = try core.join(request, password: match, at: time)
+        guard case .joinSessionResponse(let response) = outcome.reply else { fatalError("no join reply") }
+        return response
+    }
+
+    func session(_ id: String) -> SessionRecord { core.sessions[id]! }
+}
+
+struct HarnessFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The error code a throwing call produced (nil when it did not throw).
+func code(_ body: () throws -> Any) -> ErrorCode? {
+    do {
+        _ = try body()
+        return nil
+    } catch let error as ServiceError {
+        return error.code
+    } catch {
+        return .internal
+    }
+}
