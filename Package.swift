@@ -101,7 +101,7 @@ let package = Package(
         .executableTarget(
             name: "netplay-bench",
             dependencies: [
-                "ZeroMQ", "NetplayWire", "Rollback", "Games", "Libretro",
+                "ZeroMQ", "NetplayWire", "Rollback", "Games", "Libretro", "Discovery", "Coordinator", "NetplayService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/netplay-bench"

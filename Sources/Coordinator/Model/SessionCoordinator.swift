@@ -67,13 +67,14 @@ public final class SessionCoordinator {
             sessions[session.sessionId] = session
             if !session.idempotencyKey.isEmpty { byCreateKey[session.idempotencyKey] = session.sessionId }
             if session.isActive, !session.relayId.isEmpty { relays.assigned[session.relayId, default: 0] += 1 }
+            if session.isActive { activeCount += 1 }
         }
         sortedIds = sessions.keys.sorted()
         relays.restore(try store.loadRelays(), nowMs: time.monotonicMs)
     }
 
-    /// Sessions in the lobby or running.
-    public var activeCount: Int { sessions.values.reduce(0) { $0 + ($1.isActive ? 1 : 0) } }
+    /// Sessions in the lobby or running (kept as sessions change, not counted per request).
+    public private(set) var activeCount = 0
 
     // MARK: Commit
 
@@ -87,6 +88,7 @@ public final class SessionCoordinator {
         let previous = sessions[updated.sessionId]
         if let previous, previous.isActive, !previous.relayId.isEmpty { relays.assigned[previous.relayId, default: 1] -= 1 }
         if updated.isActive, !updated.relayId.isEmpty { relays.assigned[updated.relayId, default: 0] += 1 }
+        activeCount += (updated.isActive ? 1 : 0) - (previous?.isActive == true ? 1 : 0)
         if previous == nil {
             sortedIds.insert(updated.sessionId, at: insertionIndex(updated.sessionId))
             if !updated.idempotencyKey.isEmpty { byCreateKey[updated.idempotencyKey] = updated.sessionId }
@@ -100,6 +102,7 @@ public final class SessionCoordinator {
         }
         guard let session = sessions.removeValue(forKey: sessionId) else { return }
         if session.isActive, !session.relayId.isEmpty { relays.assigned[session.relayId, default: 1] -= 1 }
+        if session.isActive { activeCount -= 1 }
         let index = insertionIndex(sessionId)
         if index < sortedIds.count, sortedIds[index] == sessionId { sortedIds.remove(at: index) }
         if !session.idempotencyKey.isEmpty { byCreateKey[session.idempotencyKey] = nil }

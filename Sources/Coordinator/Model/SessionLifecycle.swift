@@ -152,7 +152,7 @@ extension SessionCoordinator {
             session.version += 1
             outcome.events.append(event(.relayAssigned, session, at: time))
         }
-        changes.insert(.saveSession(session), at: 0)
+        changes.insert(.updateSession(session), at: 0)
         let ticket = try ticket(session, participant, at: time)
         if let ticket { changes.append(.saveTicket(ticket)) }
         try commit(session, changes)
@@ -229,7 +229,7 @@ extension SessionCoordinator {
         }
         session.participants.removeAll { $0.participantId == participant.participantId }
         session.version += 1
-        try commit(session, [.saveSession(session), .deleteParticipant(sessionId: session.sessionId, participantId: participant.participantId)])
+        try commit(session, [.updateSession(session), .deleteParticipant(sessionId: session.sessionId, participantId: participant.participantId)])
         var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
         outcome.events = [event(.left, session, participant: participant.participantId, at: time)]
         outcome.touched = [session.sessionId]
@@ -257,7 +257,7 @@ extension SessionCoordinator {
             changes.append(.addBan(sessionId: session.sessionId, name: target.name))
         }
         session.version += 1
-        changes.insert(.saveSession(session), at: 0)
+        changes.insert(.updateSession(session), at: 0)
         try commit(session, changes)
         var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
         outcome.events = [event(.kicked, session, participant: target.participantId,
@@ -297,7 +297,7 @@ extension SessionCoordinator {
             changes.append(.saveParticipant(sessionId: session.sessionId, moved))
         }
         session.version += 1
-        changes.insert(.saveSession(session), at: 0)
+        changes.insert(.updateSession(session), at: 0)
         try commit(session, changes)
         var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
         outcome.events = [event(.slotsChanged, session, participant: request.participantId, at: time)]
@@ -349,7 +349,7 @@ extension SessionCoordinator {
             outcome.events.append(event(.relayAssigned, session, at: time))
         }
         let ticket = try ticket(session, session.participants[index], at: time)
-        changes.insert(.saveSession(session), at: 0)
+        changes.insert(.updateSession(session), at: 0)
         if let ticket { changes.append(.saveTicket(ticket)) }
         try commit(session, changes)
         outcome.reply = .sessionResponse(SessionResponse(session: session.info, ticket: ticket))
@@ -372,7 +372,7 @@ extension SessionCoordinator {
         session.state = .running
         session.startedAtUnixMs = time.unixMs
         session.version += 1
-        try commit(session, [.saveSession(session)])
+        try commit(session, [.updateSession(session)])
         outcome.events.append(event(.started, session, participant: request.participantId, at: time))
         outcome.reply = .sessionResponse(SessionResponse(session: session.info))
         outcome.touched = [session.sessionId]
@@ -393,7 +393,7 @@ extension SessionCoordinator {
         session.state = .ended
         session.endedAtUnixMs = time.unixMs
         session.version += 1
-        try commit(session, [.saveSession(session)])
+        try commit(session, [.updateSession(session)])
         relays.scheduleClose(session.sessionId, on: session.relayId)
         var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
         outcome.events = [event(.ended, session, participant: participantId, reason: reason, at: time)]
@@ -421,7 +421,7 @@ extension SessionCoordinator {
         var changes: [StoreChange] = []
         if try ensureRelay(&session, at: time) {
             session.version += 1
-            changes.append(.saveSession(session))
+            changes.append(.updateSession(session))
             outcome.events.append(event(.relayAssigned, session, at: time))
             outcome.touched = [session.sessionId]
         }

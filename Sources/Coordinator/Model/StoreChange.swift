@@ -4,6 +4,9 @@ import NetplayWire
 public enum StoreChange: Sendable, Equatable {
     /// Insert or replace the session row (not its participants).
     case saveSession(SessionRecord)
+    /// Update what changes after creation: state, relay, times, version (settings and password
+    /// hashes never change, so they are not rewritten).
+    case updateSession(SessionRecord)
     /// Insert or replace one participant.
     case saveParticipant(sessionId: String, ParticipantRecord)
     /// Remove one participant.

@@ -167,6 +167,13 @@ public final class SessionStore {
                       .text(session.relayId), .text(session.relayEndpoint), .int(Int64(session.createdAtUnixMs)),
                       .int(Int64(session.startedAtUnixMs)), .int(Int64(session.endedAtUnixMs)), .int(Int64(session.version)),
                       .text(session.idempotencyKey)])
+        case .updateSession(let session):
+            try database.run("""
+                UPDATE sessions SET state = ?, relay_id = ?, relay_endpoint = ?, started_ms = ?, ended_ms = ?, version = ?
+                WHERE session_id = ?
+                """, [.int(Int64(session.state.rawValue)), .text(session.relayId), .text(session.relayEndpoint),
+                      .int(Int64(session.startedAtUnixMs)), .int(Int64(session.endedAtUnixMs)), .int(Int64(session.version)),
+                      .text(session.sessionId)])
         case .saveParticipant(let sessionId, let participant):
             try database.run("""
                 INSERT INTO participants(session_id, participant_id, name, role, slot, is_host, may_play, connected, joined_ms,

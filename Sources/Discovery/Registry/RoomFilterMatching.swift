@@ -10,7 +10,7 @@ import NetplayWire
 public struct CompiledRoomFilter: Sendable {
     /// The filter as requested.
     public let filter: RoomFilter
-    private let needle: [UInt8]
+    let needle: [UInt8]
 
     /// Prepares `filter`.
     public init(_ filter: RoomFilter) {

@@ -51,18 +51,70 @@ public final class RoomRegistry {
     public private(set) var sequence: UInt64 = 0
 
     final class Entry {
-        var room: Room
+        private(set) var room: Room
         var announcerId: String
         var ttlMs: UInt32
         var expiresAtMs: UInt64
-        var gameLower: [UInt8]
+        // What filters look at, unpacked once per change and stored inline, so a list over
+        // thousands of rooms copies no strings and touches no reference counts for rooms that
+        // do not match.
+        private var inProgress = false, hasPassword = false, full = false
+        private var transport = Transport.unspecified, source = RoomSource.unspecified
+        private var crc32: UInt32 = 0
+        private var md5: [UInt8] = [], coreId = "", region = "", system = ""
+        private var gameLower: [UInt8] = []
 
         init(room: Room, announcerId: String, ttlMs: UInt32, expiresAtMs: UInt64) {
             self.room = room
             self.announcerId = announcerId
             self.ttlMs = ttlMs
             self.expiresAtMs = expiresAtMs
-            gameLower = ASCII.lowercased(Array(room.contentInfo.gameName.utf8))
+            unpack()
+        }
+
+        /// Replaces the room (and what filters look at).
+        func replace(_ room: Room) {
+            self.room = room
+            unpack()
+        }
+
+        /// Moves the room's timestamps (nothing filters look at).
+        func touch(updatedAtUnixMs: UInt64, expiresAtUnixMs: UInt64) {
+            room.updatedAtUnixMs = updatedAtUnixMs
+            room.expiresAtUnixMs = expiresAtUnixMs
+        }
+
+        private func unpack() {
+            let content = room.contentInfo
+            inProgress = room.inProgress
+            hasPassword = room.hasPassword
+            full = room.maxPlayers != 0 && room.currentPlayers >= room.maxPlayers
+            transport = room.transport
+            source = room.source
+            crc32 = content.crc32
+            md5 = content.md5
+            coreId = content.coreId
+            region = room.region
+            system = content.system
+            gameLower = ASCII.lowercased(Array(content.gameName.utf8))
+        }
+
+        /// ``CompiledRoomFilter``'s rules over the unpacked fields (kept in step with
+        /// ``CompiledRoomFilter/matches(_:gameLower:)``).
+        func matches(_ compiled: CompiledRoomFilter) -> Bool {
+            let filter = compiled.filter
+            if !filter.includeInProgress && inProgress { return false }
+            if filter.transport != .unspecified && transport != filter.transport { return false }
+            if filter.source != .unspecified && source != filter.source { return false }
+            if filter.noPassword && hasPassword { return false }
+            if filter.hasFreeSlot && full { return false }
+            if filter.crc32 != 0 && crc32 != filter.crc32 { return false }
+            if !filter.md5.isEmpty && md5 != filter.md5 { return false }
+            if !filter.coreId.isEmpty && coreId != filter.coreId { return false }
+            if !filter.region.isEmpty && region != filter.region { return false }
+            if !filter.system.isEmpty && system != filter.system { return false }
+            if !compiled.needle.isEmpty && !ASCII.contains(gameLower, compiled.needle) { return false }
+            return true
         }
     }
 
@@ -111,15 +163,13 @@ public final class RoomRegistry {
             room.expiresAtUnixMs = time.unixMs + UInt64(ttl)
             room.updatedAtUnixMs = time.unixMs
             if Self.sameContent(entry.room, room) {
-                entry.room.updatedAtUnixMs = time.unixMs
-                entry.room.expiresAtUnixMs = room.expiresAtUnixMs
+                entry.touch(updatedAtUnixMs: time.unixMs, expiresAtUnixMs: room.expiresAtUnixMs)
                 return (AnnounceRoomResponse(roomId: room.roomId, created: false, ttlMs: ttl,
                                              expiresAtUnixMs: room.expiresAtUnixMs, revision: entry.room.revision), nil)
             }
             sequence += 1
             room.revision = sequence
-            entry.room = room
-            entry.gameLower = ASCII.lowercased(Array(room.contentInfo.gameName.utf8))
+            entry.replace(room)
             return (AnnounceRoomResponse(roomId: room.roomId, created: false, ttlMs: ttl,
                                          expiresAtUnixMs: room.expiresAtUnixMs, revision: sequence),
                     .updated(RoomUpdated(sequence: sequence, room: room)))
@@ -159,8 +209,7 @@ public final class RoomRegistry {
         if request.ttlMs != 0 { entry.ttlMs = limits.grantedTTL(request.ttlMs) }
         entry.expiresAtMs = time.monotonicMs + UInt64(entry.ttlMs)
         earliestExpiry = min(earliestExpiry, entry.expiresAtMs)
-        entry.room.expiresAtUnixMs = time.unixMs + UInt64(entry.ttlMs)
-        entry.room.updatedAtUnixMs = time.unixMs
+        entry.touch(updatedAtUnixMs: time.unixMs, expiresAtUnixMs: time.unixMs + UInt64(entry.ttlMs))
         var change: RoomChange?
         if request.updateOccupancy {
             var room = entry.room
@@ -171,7 +220,7 @@ public final class RoomRegistry {
             if room != entry.room {
                 sequence += 1
                 room.revision = sequence
-                entry.room = room
+                entry.replace(room)
                 change = .updated(RoomUpdated(sequence: sequence, room: room))
             }
         }
@@ -241,7 +290,7 @@ public final class RoomRegistry {
         var more = false
         for index in 0..<ordered.count {
             let entry = ordered[index]
-            guard compiled.matches(entry.room, gameLower: entry.gameLower) else { continue }
+            guard entry.matches(compiled) else { continue }
             total += 1
             if index >= start {
                 if rooms.count < pageSize { rooms.append(entry.room) } else { more = true }
