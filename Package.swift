@@ -20,6 +20,10 @@ let package = Package(
         .executable(name: "netplay-discovery", targets: ["netplay-discovery"]),
         .library(name: "Coordinator", targets: ["Coordinator"]),
         .executable(name: "netplay-coordinator", targets: ["netplay-coordinator"]),
+        .library(name: "InputSync", targets: ["InputSync"]),
+        .executable(name: "netplay-sync", targets: ["netplay-sync"]),
+        .library(name: "NetplayKit", targets: ["NetplayKit"]),
+        .executable(name: "netplay-peer", targets: ["netplay-peer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -126,6 +130,30 @@ let package = Package(
         .testTarget(name: "RollbackTests", dependencies: ["Rollback", "Games"]),
         .testTarget(name: "GamesTests", dependencies: ["Games", "Rollback"]),
         .testTarget(name: "LibretroTests", dependencies: ["Libretro", "Rollback"]),
+
+        // MARK: Data plane (issue 5): the relay, the client SDK, the headless peer
+        .target(
+            name: "InputSync",
+            dependencies: ["NetplayAuth", "NetplayService", "NetplayWire", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
+        ),
+        .executableTarget(
+            name: "netplay-sync",
+            dependencies: ["InputSync", "NetplayAuth", "NetplayService", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .target(
+            name: "NetplayKit",
+            dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "Rollback", "Games", "ZeroMQ",
+                           .product(name: "Logging", package: "swift-log")]
+        ),
+        .executableTarget(
+            name: "netplay-peer",
+            dependencies: ["NetplayKit", "InputSync", "NetplayService", "NetplayWire", "Rollback", "Games",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .testTarget(
+            name: "InputSyncTests",
+            dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sync"]
+        ),
 
         // MARK: Operations (issue 6): telemetry, supervisor, cluster
         .target(name: "CSupervisor"),

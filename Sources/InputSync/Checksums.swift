@@ -1,0 +1,117 @@
+import NetplayService
+import NetplayWire
+
+/// The checksums players reported, per frame, until each frame is judged.
+struct ChecksumBook {
+    /// frame -> slot (0-based) -> checksum.
+    var pending: [Int: [Int: UInt64]] = [:]
+    /// When a frame's first report arrived.
+    var firstReportMs: [Int: UInt64] = [:]
+    /// Checksums everyone (or the majority) agreed on, by frame; recent ones only.
+    var agreed: [Int: UInt64] = [:]
+    /// The newest agreed frame.
+    var lastAgreedFrame = -1
+
+    mutating func remember(frame: Int, checksum: UInt64) {
+        agreed[frame] = checksum
+        lastAgreedFrame = max(lastAgreedFrame, frame)
+        if agreed.count > 64, let oldest = agreed.keys.min() { agreed.removeValue(forKey: oldest) }
+    }
+}
+
+extension RelaySession {
+    /// A player's checksums of confirmed frames.
+    func receive(_ report: NetplayWire.ChecksumReport, from participant: RelayPeer, now: UInt64) throws(ServiceError) {
+        guard participant.isPlayer else {
+            throw ServiceError(.permissionDenied, "Spectators report no checksums.")
+        }
+        guard Int(report.slot) == participant.slot else {
+            throw ServiceError(.permissionDenied, "Slot \(report.slot) is not yours; you play slot \(participant.slot).",
+                               field: "ChecksumReport.slot")
+        }
+        guard checksumInterval > 0 else {
+            throw ServiceError(.invalidState, "This session compares no checksums (checksum interval 0).")
+        }
+        let slot = participant.slot - 1
+        for entry in report.checksums {
+            let frame = Int(entry.frame)
+            guard frame % checksumInterval == 0 else {
+                throw ServiceError(.badRequest, "Frame \(frame) is not a checksum frame (every \(checksumInterval)).",
+                                   field: "ChecksumReport.checksums.frame")
+            }
+            guard frame <= timeline.newest + configuration.maxFramesAhead else {
+                throw ServiceError(.badRequest, "Frame \(frame) is too far ahead for a checksum.",
+                                   field: "ChecksumReport.checksums.frame")
+            }
+            guard frame >= resyncedAt[slot], frame > checksums.lastAgreedFrame - 600 else { continue }
+            if checksums.pending[frame] == nil {
+                guard checksums.pending.count < configuration.maxPendingChecksums else { continue }
+                checksums.firstReportMs[frame] = now
+            }
+            checksums.pending[frame, default: [:]][slot] = entry.checksum
+        }
+        judgeChecksums(now: now)
+    }
+
+    /// Slots whose checksums count now: active, attached players not waiting for a state.
+    private var judgingSlots: [Int] {
+        players.indices.filter { index in
+            guard let player = players[index], slotModes[index] == .active, player.isConnected,
+                  player.awaitingTransfer == nil else { return false }
+            return !(transfer?.targets.contains { $0 === player } ?? false)
+        }
+    }
+
+    /// Judges every frame whose reports are all in (or timed out): agreement is remembered for
+    /// the replay; a disagreement is a desync: notice, event, and a state transfer from a slot of
+    /// the majority to the diverged ones.
+    func judgeChecksums(now: UInt64) {
+        guard !checksums.pending.isEmpty else { return }
+        let expected = Set(judgingSlots)
+        for frame in checksums.pending.keys.sorted() {
+            guard let reports = checksums.pending[frame] else { continue }
+            let counted = reports.filter { expected.contains($0.key) && frame >= resyncedAt[$0.key] }
+            let complete = !expected.isEmpty && expected.isSubset(of: Set(counted.keys))
+            let timedOut = frame < timeline.confirmed
+                && now &- (checksums.firstReportMs[frame] ?? now) >= UInt64(configuration.checksumTimeoutMs)
+            guard complete || timedOut else { continue }
+            checksums.pending.removeValue(forKey: frame)
+            checksums.firstReportMs.removeValue(forKey: frame)
+            guard !counted.isEmpty else { continue }
+            judge(frame: frame, reports: counted, now: now)
+        }
+    }
+
+    private func judge(frame: Int, reports: [Int: UInt64], now: UInt64) {
+        var groups: [UInt64: [Int]] = [:]
+        for (slot, checksum) in reports { groups[checksum, default: []].append(slot) }
+        if groups.count == 1 {
+            checksums.remember(frame: frame, checksum: reports.values.first!)
+            replay?.agreed(frame: frame, checksum: reports.values.first!)
+            return
+        }
+        // The majority wins; a tie goes to the group holding the lowest slot (the host).
+        let majority = groups.max { lhs, rhs in
+            lhs.value.count != rhs.value.count ? lhs.value.count < rhs.value.count
+                : lhs.value.min()! > rhs.value.min()!
+        }!
+        checksums.remember(frame: frame, checksum: majority.key)
+        replay?.agreed(frame: frame, checksum: majority.key)
+        let diverged = reports.keys.filter { reports[$0] != majority.key }.sorted()
+        let reference = majority.value.sorted().first { players[$0]?.isConnected == true }
+        desyncs += 1
+        let targets = diverged.compactMap { players[$0] }
+        var started = false
+        if transfer == nil, let reference, let source = players[reference] {
+            started = beginTransfer(reason: .desync, reference: source, targets: targets, now: now)
+        }
+        let notice = DesyncNotice(sessionId: sessionId, frame: UInt32(frame),
+                                  checksums: reports.keys.sorted().map { SlotChecksum(slot: UInt32($0 + 1), checksum: reports[$0]!) },
+                                  divergedSlots: diverged.map { UInt32($0 + 1) },
+                                  referenceSlot: reference.map { UInt32($0 + 1) } ?? 0, resyncStarted: started)
+        sendToAll(.desyncNotice(notice), now: now)
+        transport.publish(topic: "sync.desync", .desyncNotice(notice),
+                          message: "desync at frame \(frame): slots \(diverged.map { $0 + 1 }) differ from slot \((reference ?? -1) + 1)",
+                          sessionId: sessionId)
+    }
+}

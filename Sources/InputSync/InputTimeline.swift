@@ -1,0 +1,225 @@
+import NetplayWire
+
+/// The relay's record of one session's inputs: for every slot and frame, the final input and
+/// how it came to be (received, substituted, disconnected, empty).
+///
+/// Storage is a power-of-two ring of frames, frame-major (`[frame][slot][inputSize]`), so the
+/// inputs of a run of frames for one slot are `inputSize` bytes apart and a whole frame's row is
+/// contiguous (the replay record layout). Nothing allocates after `init`.
+///
+/// Every slot fills its frames in order: frames `0 ..< stored(slot)` hold a final input. A frame
+/// is *confirmed* once every slot holds it; confirmed inputs never change.
+struct InputTimeline {
+    /// Player slots (0-based here; 1-based on the wire).
+    let slotCount: Int
+    /// Bytes per input.
+    let inputSize: Int
+    /// Frames held.
+    let capacity: Int
+    private let mask: Int
+    private var bytes: [UInt8]
+    private var statuses: [UInt8]
+    private var storedFrames: [Int]
+    /// Frames `0 ..< confirmed` are final for every slot.
+    private(set) var confirmed: Int
+    /// The first frame this timeline ever held (0, or later for a session rebuilt after a restart).
+    private(set) var origin: Int
+
+    /// A timeline holding `capacity` frames (rounded up to a power of two) from `origin` on.
+    init(slotCount: Int, inputSize: Int, capacity: Int, origin: Int = 0) {
+        var size = 64
+        while size < capacity { size <<= 1 }
+        self.slotCount = slotCount
+        self.inputSize = inputSize
+        self.capacity = size
+        mask = size - 1
+        bytes = Array(repeating: 0, count: size * slotCount * inputSize)
+        statuses = Array(repeating: 0, count: size * slotCount)
+        storedFrames = Array(repeating: origin, count: slotCount)
+        confirmed = origin
+        self.origin = origin
+    }
+
+    /// Frames `0 ..< stored(slot)` of `slot` hold a final input.
+    @inline(__always)
+    func stored(_ slot: Int) -> Int { storedFrames[slot] }
+
+    /// The newest frame any slot holds, plus one.
+    var newest: Int { storedFrames.max() ?? origin }
+
+    /// The oldest frame still held (older ones were overwritten by the ring).
+    var oldest: Int { max(origin, newest - capacity) }
+
+    /// Whether `frame` is still held for reading.
+    func holds(_ frame: Int) -> Bool { frame >= oldest && frame < newest }
+
+    @inline(__always)
+    private func offset(_ frame: Int, _ slot: Int) -> Int { ((frame & mask) * slotCount + slot) * inputSize }
+
+    /// Appends `slot`'s input for frame `stored(slot)` from `source` (exactly `inputSize` bytes).
+    @inline(__always)
+    mutating func append(slot: Int, from source: UnsafeRawBufferPointer, status: NetplayWire.InputStatus) {
+        let frame = storedFrames[slot]
+        let start = offset(frame, slot)
+        bytes.withUnsafeMutableBytes { target in
+            for index in 0 ..< inputSize { target[start + index] = source[index] }
+        }
+        statuses[(frame & mask) * slotCount + slot] = UInt8(truncatingIfNeeded: status.rawValue)
+        storedFrames[slot] = frame + 1
+    }
+
+    /// Appends a zero input (disconnected or empty slot).
+    mutating func appendZero(slot: Int, status: NetplayWire.InputStatus) {
+        let frame = storedFrames[slot]
+        let start = offset(frame, slot)
+        for index in 0 ..< inputSize { bytes[start + index] = 0 }
+        statuses[(frame & mask) * slotCount + slot] = UInt8(truncatingIfNeeded: status.rawValue)
+        storedFrames[slot] = frame + 1
+    }
+
+    /// Appends a repeat of the slot's previous final input (zero before any), marked substituted.
+    mutating func appendSubstitute(slot: Int) {
+        let frame = storedFrames[slot]
+        let start = offset(frame, slot)
+        if frame > origin {
+            let previous = offset(frame - 1, slot)
+            let previousStatus = statuses[((frame - 1) & mask) * slotCount + slot]
+            let zero = previousStatus == UInt8(NetplayWire.InputStatus.disconnected.rawValue)
+                || previousStatus == UInt8(NetplayWire.InputStatus.empty.rawValue)
+            for index in 0 ..< inputSize { bytes[start + index] = zero ? 0 : bytes[previous + index] }
+        } else {
+            for index in 0 ..< inputSize { bytes[start + index] = 0 }
+        }
+        statuses[(frame & mask) * slotCount + slot] = UInt8(truncatingIfNeeded: NetplayWire.InputStatus.substituted.rawValue)
+        storedFrames[slot] = frame + 1
+    }
+
+    /// Moves a slot's cursor forward without data (a rebuilt session adopting a late joiner's
+    /// starting frame); the frames skipped read as zero inputs with status `empty`.
+    mutating func skip(slot: Int, to frame: Int) {
+        while storedFrames[slot] < frame { appendZero(slot: slot, status: .empty) }
+    }
+
+    /// Recomputes the confirmed frame; returns whether it moved.
+    @discardableResult
+    mutating func updateConfirmed() -> Bool {
+        var low = Int.max
+        for frame in storedFrames where frame < low { low = frame }
+        guard low > confirmed else { return false }
+        confirmed = low
+        return true
+    }
+
+    /// The status of `slot` at `frame` (which must be held).
+    func status(slot: Int, frame: Int) -> NetplayWire.InputStatus {
+        NetplayWire.InputStatus(rawValue: Int32(statuses[(frame & mask) * slotCount + slot])) ?? .received
+    }
+
+    /// The input bytes of `slot` for frames `from ..< to` (all held).
+    func inputs(slot: Int, from: Int, to: Int) -> [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity((to - from) * inputSize)
+        bytes.withUnsafeBufferPointer { buffer in
+            for frame in from ..< to {
+                let start = offset(frame, slot)
+                out.append(contentsOf: buffer[start ..< start + inputSize])
+            }
+        }
+        return out
+    }
+
+    /// The statuses of `slot` for frames `from ..< to`, or `[]` when every one is `received`.
+    func statusRun(slot: Int, from: Int, to: Int) -> [NetplayWire.InputStatus] {
+        var allReceived = true
+        for frame in from ..< to where statuses[(frame & mask) * slotCount + slot] != 0 {
+            allReceived = false
+            break
+        }
+        if allReceived { return [] }
+        return (from ..< to).map { status(slot: slot, frame: $0) }
+    }
+
+    /// Frame-major rows for frames `from ..< to`: every slot's input per frame (replay layout).
+    func rows(from: Int, to: Int) -> (inputs: [UInt8], statuses: [NetplayWire.InputStatus]) {
+        var inputs = [UInt8]()
+        inputs.reserveCapacity((to - from) * slotCount * inputSize)
+        var states = [NetplayWire.InputStatus]()
+        var anyNotReceived = false
+        for frame in from ..< to {
+            for slot in 0 ..< slotCount {
+                let start = offset(frame, slot)
+                inputs.append(contentsOf: bytes[start ..< start + inputSize])
+                let status = self.status(slot: slot, frame: frame)
+                if status != .received { anyNotReceived = true }
+                states.append(status)
+            }
+        }
+        return (inputs, anyNotReceived ? states : [])
+    }
+}
+
+/// When each slot's inputs of recent frames were sent (relay arrival minus half the sender's
+/// round trip): the earliest per frame sets substitution deadlines, and the per-slot average
+/// offset from the frame's mean is the time sync's "how far ahead".
+struct ArrivalBook {
+    private static let frames = 1024
+    private let slots: Int
+    private var frameTags: [Int]
+    private var sent: [UInt64]
+    private var earliest: [UInt64]
+    private var offsets: [Double]
+    private var samples: [Int]
+
+    init(slots: Int) {
+        self.slots = slots
+        frameTags = Array(repeating: -1, count: Self.frames)
+        sent = Array(repeating: 0, count: Self.frames * slots)
+        earliest = Array(repeating: 0, count: Self.frames)
+        offsets = Array(repeating: 0, count: slots)
+        samples = Array(repeating: 0, count: slots)
+    }
+
+    /// `slot`'s input for `frame` arrived; it was sent at `sentAt` (relay clock).
+    mutating func note(frame: Int, slot: Int, sentAt: UInt64) {
+        let index = frame & (Self.frames - 1)
+        if frameTags[index] != frame {
+            frameTags[index] = frame
+            for other in 0 ..< slots { sent[index * slots + other] = 0 }
+            earliest[index] = sentAt
+        }
+        sent[index * slots + slot] = max(sentAt, 1)
+        earliest[index] = min(earliest[index], sentAt)
+    }
+
+    /// When the earliest player sent `frame`, if any input for it arrived.
+    func sendEstimate(frame: Int) -> UInt64? {
+        let index = frame & (Self.frames - 1)
+        return frameTags[index] == frame ? earliest[index] : nil
+    }
+
+    /// Learns from a confirmed frame: every slot counted by `include` that sent its own input
+    /// moves its average offset from the frame's mean send time.
+    mutating func sample(frame: Int, slots count: Int, include: (Int) -> Bool) {
+        let index = frame & (Self.frames - 1)
+        guard frameTags[index] == frame else { return }
+        var total = 0.0, counted = 0
+        for slot in 0 ..< count where include(slot) && sent[index * slots + slot] != 0 {
+            total += Double(sent[index * slots + slot])
+            counted += 1
+        }
+        guard counted >= 2 else { return }
+        let mean = total / Double(counted)
+        for slot in 0 ..< count where include(slot) && sent[index * slots + slot] != 0 {
+            let offset = Double(sent[index * slots + slot]) - mean
+            let weight = samples[slot] < 20 ? 1 / Double(samples[slot] + 1) : 0.05
+            offsets[slot] += (offset - offsets[slot]) * weight
+            samples[slot] += 1
+        }
+    }
+
+    /// Whether `slot` has a measured offset.
+    func hasOffset(slot: Int) -> Bool { samples[slot] > 0 }
+
+    /// How much later than the others `slot` sends its inputs, milliseconds (negative: earlier).
+    func offset(slot: Int) -> Double { offsets[slot] }
+}

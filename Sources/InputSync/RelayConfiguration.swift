@@ -1,0 +1,70 @@
+import Foundation
+
+/// How a relay runs its sessions: identity, limits and timings. Every value has a default that
+/// suits a 60 Hz game over the internet; `netplay-sync` exposes the important ones as flags.
+public struct RelayConfiguration: Sendable {
+    /// The relay's id; join tickets must name it (a LAN host's relay accepts tickets for "").
+    public var relayId: String
+    /// Where peers attach (reported to the coordinator), e.g. `tcp://203.0.113.5:7300`; empty:
+    /// the endpoint the service bound.
+    public var advertisedEndpoint: String
+    /// The relay's PUB endpoint, reported to the coordinator ("" = none).
+    public var eventsEndpoint: String = ""
+    /// Region tag for the coordinator's relay choice.
+    public var region: String = ""
+    /// Sessions accepted at most (0 = no limit); beyond it attaches get `OVERLOADED`.
+    public var maxSessions: Int = 0
+    /// Frames of inputs kept per session for resends, spectators and late joiners (a power of two).
+    public var historyFrames: Int = 4096
+    /// How far beyond a slot's newest input a batch may start before it is refused as absurd.
+    public var maxFramesAhead: Int = 600
+    /// A late joiner whose first missing frame is more than this many frames behind the confirmed
+    /// frame gets a state transfer instead of every input since.
+    public var lateJoinReplayLimit: Int = 120
+    /// A player silent this long is counted disconnected (its inputs are substituted meanwhile).
+    public var silenceTimeoutMs: Int = 2_500
+    /// A disconnected player is substituted this long, then its slot becomes `DISCONNECTED`.
+    public var disconnectGraceMs: Int = 15_000
+    /// Unacknowledged confirmed inputs are sent again after this long.
+    public var resendIntervalMs: Int = 30
+    /// Time-sync hints go to each player this often.
+    public var hintIntervalMs: Int = 200
+    /// HUD statistics go to every peer (and telemetry) this often.
+    public var statsIntervalMs: Int = 1_000
+    /// A checksum frame is judged with the reports at hand this long after it was confirmed.
+    public var checksumTimeoutMs: Int = 3_000
+    /// A state transfer that makes no progress for this long is abandoned (and retried).
+    public var transferTimeoutMs: Int = 5_000
+    /// Largest state a transfer may carry.
+    public var maxStateBytes: Int = 64 << 20
+    /// Largest chunk accepted.
+    public var maxChunkBytes: Int = 256 << 10
+    /// A session with nobody attached for this long ends.
+    public var sessionIdleTimeoutMs: Int = 60_000
+    /// An expired ticket still lets a participant the session knows resume within this long.
+    public var resumeGraceMs: UInt64 = 600_000
+    /// A session rebuilt after a restart waits this long for every slot's player to return
+    /// before substituting for the missing ones.
+    public var recoveryWaitMs: Int = 3_000
+    /// Where replay files go (nil: no replays).
+    public var replayDirectory: URL?
+    /// Checksums pending judgement kept per session at most.
+    public var maxPendingChecksums: Int = 256
+
+    /// A configuration with defaults for everything but the identity.
+    public init(relayId: String, advertisedEndpoint: String) {
+        self.relayId = relayId
+        self.advertisedEndpoint = advertisedEndpoint
+    }
+
+    /// Checks the values; returns the first problem as one line, or nil.
+    public func validationError() -> String? {
+        if relayId.utf8.count > 64 { return "the relay id must be at most 64 bytes" }
+        if historyFrames < 256 || historyFrames > 1 << 20 { return "history frames must be 256 ... 1048576" }
+        if maxFramesAhead < 16 || maxFramesAhead * 2 > historyFrames { return "max frames ahead must be 16 ... history/2" }
+        if lateJoinReplayLimit < 0 { return "the late-join replay limit must be >= 0" }
+        if silenceTimeoutMs < 100 { return "the silence timeout must be >= 100 ms" }
+        if resendIntervalMs < 1 || hintIntervalMs < 1 || statsIntervalMs < 1 { return "intervals must be >= 1 ms" }
+        return nil
+    }
+}

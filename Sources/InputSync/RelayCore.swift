@@ -1,0 +1,367 @@
+import Foundation
+import NetplayAuth
+import NetplayService
+import NetplayWire
+
+/// The relay's logic without sockets: admits peers with join tickets, routes every message of
+/// an attached peer to its ``RelaySession``, drives the sessions' timers, and answers the
+/// coordinator's control requests. One instance per relay, confined to the reactor thread.
+///
+/// Nothing a peer sends can crash it or corrupt a session: every rule broken (a slot that is not
+/// the sender's, a spectator's inputs, absurd frames, oversized or out-of-order state chunks,
+/// messages before attaching) gets an `Error` reply and changes nothing.
+public final class RelayCore {
+    /// The configuration.
+    public let configuration: RelayConfiguration
+    private let verifier: JoinTicketVerifier
+    private unowned let transport: RelayTransport
+    private var sessions: [String: RelaySession] = [:]
+    private var peers: [PeerAddress: (session: RelaySession, participant: RelayPeer)] = [:]
+    private var endedSessions: [String] = []
+    /// Inputs accepted since the last ``takeInputCount()``.
+    private var inputsAccepted = 0
+
+    /// Creates a relay core that admits tickets `verifier` accepts and sends through `transport`.
+    public init(configuration: RelayConfiguration, verifier: JoinTicketVerifier, transport: RelayTransport) {
+        self.configuration = configuration
+        self.verifier = verifier
+        self.transport = transport
+    }
+
+    // MARK: - Reading
+
+    /// Sessions served.
+    public var sessionCount: Int { sessions.count }
+    /// Peers attached now.
+    public var peerCount: Int { peers.count }
+    /// Ids of the sessions served.
+    public var sessionIds: [String] { sessions.keys.sorted() }
+
+    /// Inputs accepted since the last call (for the load report).
+    public func takeInputCount() -> Int {
+        var total = inputsAccepted
+        for session in sessions.values {
+            total += session.inputsAccepted
+            session.inputsAccepted = 0
+        }
+        inputsAccepted = 0
+        return total
+    }
+
+    /// The HUD statistics of a session, if served.
+    public func stats(of sessionId: String) -> SessionStats? { sessions[sessionId]?.sessionStats() }
+
+    /// The confirmed frame count of a session (frames `0 ..< n` are final), if served.
+    public func confirmedFrames(of sessionId: String) -> Int? { sessions[sessionId]?.timeline.confirmed }
+
+    /// Where the replay of a session is written, if any.
+    public func replayURL(of sessionId: String) -> URL? { sessions[sessionId]?.replay?.url }
+
+    // MARK: - Messages
+
+    /// Handles one message from `peer` at relay time `now` (monotonic milliseconds). Returns the
+    /// reply body for requests that have one; throws for anything refused.
+    public func handle(_ envelope: Envelope, from peer: PeerAddress, now: UInt64) throws(ServiceError) -> Envelope.Body? {
+        switch envelope.body {
+        case .attachRequest(let request):
+            return .attachResponse(try attach(request, from: peer, now: now))
+        case .closeRelaySessionRequest(let request):
+            guard let session = sessions[request.sessionId] else {
+                throw ServiceError(.notFound, "This relay serves no session '\(request.sessionId)'.")
+            }
+            endSession(session, reason: request.reason == .unspecified ? .sessionEnded : request.reason,
+                       detail: request.message.isEmpty ? "closed by the coordinator" : request.message, now: now)
+            return .ack(Ack(detail: "closed"))
+        case .disconnectPeerRequest(let request):
+            guard let session = sessions[request.sessionId],
+                  let participant = session.participants.first(where: { $0.participantId == request.participantId }) else {
+                throw ServiceError(.notFound, "No participant '\(request.participantId)' in session '\(request.sessionId)'.")
+            }
+            forget(participant)
+            session.remove(participant, reason: request.reason == .unspecified ? .kicked : request.reason,
+                           detail: request.message.isEmpty ? "disconnected by the coordinator" : request.message, now: now)
+            return .ack(Ack(detail: "disconnected"))
+        default:
+            break
+        }
+        guard let (session, participant) = peers[peer], participant.address == peer else {
+            peers.removeValue(forKey: peer)
+            if case .detach = envelope.body { return nil }
+            throw ServiceError(.unauthenticated, "Attach with a join ticket first (AttachRequest).")
+        }
+        participant.lastHeardMs = now
+        participant.disconnectedSinceMs = nil
+        switch envelope.body {
+        case .inputBatch(let batch):
+            try session.receive(batch, from: participant, now: now)
+            return nil
+        case .checksumReport(let report):
+            try session.receive(report, from: participant, now: now)
+            return nil
+        case .stateChunk(let chunk):
+            try session.receive(chunk, from: participant, now: now)
+            return nil
+        case .stateTransferAck(let ack):
+            session.receive(ack, from: participant, now: now)
+            return nil
+        case .peerStats(let stats):
+            session.noteStats(stats, from: participant)
+            return nil
+        case .chatMessage(let message):
+            try session.chat(message, from: participant, now: now)
+            return nil
+        case .inputBroadcast(let history):
+            try adoptHistory(history, session: session, from: participant, now: now)
+            return nil
+        case .startSessionRequest:
+            guard participant.slot == 1 else {
+                throw ServiceError(.permissionDenied, "Only the player in slot 1 (the host) may start the match.")
+            }
+            session.start(now: now)
+            return .ack(Ack(detail: "running"))
+        case .detach(let detach):
+            forget(participant)
+            session.remove(participant, reason: .leaving,
+                           detail: detach.message.isEmpty ? "left" : detach.message, now: now)
+            if session.participants.isEmpty { endSession(session, reason: .sessionEnded, detail: "everyone left", now: now) }
+            return nil
+        default:
+            throw ServiceError(.unknownRequest, "The relay does not handle \(envelope.body.name).")
+        }
+    }
+
+    private func forget(_ participant: RelayPeer) {
+        if let address = participant.address { peers.removeValue(forKey: address) }
+    }
+
+    // MARK: - Attach
+
+    private func attach(_ request: AttachRequest, from peer: PeerAddress, now: UInt64) throws(ServiceError) -> AttachResponse {
+        guard request.protocolVersion <= 1 else {
+            throw ServiceError(.unsupportedVersion, "This relay speaks sync protocol 1, not \(request.protocolVersion).")
+        }
+        let ticket = request.ticket
+        let wallNow = wallClockMs()
+        do {
+            try verifier.verify(ticket, relayId: configuration.relayId, nowUnixMs: wallNow)
+        } catch let error {
+            // An expired ticket still resumes a participant the session knows, within the grace.
+            guard case .expired = error, request.resume,
+                  wallNow < ticket.expiresAtUnixMs + configuration.resumeGraceMs,
+                  let session = sessions[ticket.sessionId],
+                  session.participants.contains(where: { $0.participantId == ticket.participantId }),
+                  (try? verifier.verify(ticket, relayId: configuration.relayId,
+                                        nowUnixMs: ticket.expiresAtUnixMs - 1)) != nil else {
+                throw ServiceError(error.errorCode, error.description, field: "AttachRequest.ticket")
+            }
+        }
+        let params = ticket.params
+        guard (1 ... 8).contains(params.maxPlayers), (1 ... 64).contains(params.inputSize) else {
+            throw ServiceError(.settingsMismatch, "The ticket's sync parameters are unusable (players \(params.maxPlayers), input size \(params.inputSize)).")
+        }
+        if ticket.role == .player, ticket.slot > params.maxPlayers {
+            throw ServiceError(.ticketInvalid, "Slot \(ticket.slot) does not exist in a \(params.maxPlayers)-player session.")
+        }
+        let session: RelaySession
+        if let existing = sessions[ticket.sessionId] {
+            session = existing
+            guard existing.params.inputSize == params.inputSize, existing.params.maxPlayers == params.maxPlayers else {
+                throw ServiceError(.settingsMismatch, "The session runs \(existing.params.maxPlayers) players with \(existing.params.inputSize)-byte inputs; the ticket says \(params.maxPlayers) and \(params.inputSize).")
+            }
+        } else {
+            if configuration.maxSessions > 0 && sessions.count >= configuration.maxSessions {
+                throw ServiceError(.overloaded, "This relay serves its maximum of \(configuration.maxSessions) sessions; try another.",
+                                   retryAfterMs: 1000)
+            }
+            let recovering = request.resume
+            session = RelaySession(sessionId: ticket.sessionId, params: params, configuration: configuration,
+                                   transport: transport, now: now,
+                                   origin: recovering ? Int(request.confirmedFrames) : 0)
+            if recovering {
+                // The relay restarted: the match was running; rebuild it from what peers resend.
+                session.recovering = true
+                session.running = true
+                session.startedAtMs = now
+                session.substitutionHoldUntilMs = now + UInt64(configuration.recoveryWaitMs)
+            }
+            sessions[ticket.sessionId] = session
+        }
+        if session.content == nil, let content = request.content {
+            session.content = content
+            session.gameOptions = request.gameOptions
+        }
+
+        let participant: RelayPeer
+        var event: PeerEventKind = .joined
+        if ticket.role == .player {
+            let index = Int(ticket.slot) - 1
+            if let holder = session.players[index], holder.participantId == ticket.participantId {
+                participant = holder
+                if let old = holder.address, old != peer {
+                    peers.removeValue(forKey: old)
+                    transport.send(.detach(Detach(reason: .replaced, message: "Attached again from another connection.")), to: old)
+                }
+                event = .reconnected
+            } else {
+                if let holder = session.players[index] {
+                    forget(holder)
+                    session.remove(holder, reason: .replaced, detail: "slot \(ticket.slot) was given to another participant", now: now)
+                }
+                participant = RelayPeer(participantId: ticket.participantId, name: ticket.name, role: .player,
+                                          slot: index + 1, address: peer, now: now,
+                                          ticketExpiresAtUnixMs: ticket.expiresAtUnixMs)
+                session.players[index] = participant
+            }
+            if session.running, session.slotModes[index] != .active {
+                session.slotModes[index] = .active
+            }
+        } else if ticket.role == .spectator {
+            if let existing = session.spectators.first(where: { $0.participantId == ticket.participantId }) {
+                participant = existing
+                if let old = existing.address, old != peer {
+                    peers.removeValue(forKey: old)
+                    transport.send(.detach(Detach(reason: .replaced, message: "Attached again from another connection.")), to: old)
+                }
+                event = .reconnected
+            } else {
+                guard params.maxSpectators > 0 else {
+                    throw ServiceError(.spectatorsNotAllowed, "This session allows no spectators.")
+                }
+                guard session.spectators.count < Int(params.maxSpectators) else {
+                    throw ServiceError(.spectatorsFull, "All \(params.maxSpectators) spectator places are taken.")
+                }
+                participant = RelayPeer(participantId: ticket.participantId, name: ticket.name, role: .spectator,
+                                          slot: 0, address: peer, now: now, ticketExpiresAtUnixMs: ticket.expiresAtUnixMs)
+                session.spectators.append(participant)
+            }
+        } else {
+            throw ServiceError(.ticketInvalid, "The ticket names no role.")
+        }
+        participant.address = peer
+        participant.lastHeardMs = now
+        participant.disconnectedSinceMs = nil
+        participant.awaitingTransfer = nil
+        participant.name = ticket.name
+        peers[peer] = (session, participant)
+
+        let holds = request.resume ? Int(request.confirmedFrames) : 0
+        let needsTransfer = session.placeCursor(participant, holds: holds)
+        session.peerEvent(event, participant, frame: session.timeline.confirmed,
+                          detail: event == .reconnected ? "back" : "attached as \(participant.role == .player ? "player \(participant.slot)" : "spectator")",
+                          now: now)
+        session.startIfReady(now: now)
+        let response = session.welcome(participant, transferFollows: needsTransfer ? 0 : nil)
+        if !session.running || !needsTransfer { session.deliverConfirmed(now: now) }
+        return response
+    }
+
+    /// A returning peer of a rebuilt session resends the confirmed inputs it holds; the relay
+    /// adopts the frames it lacks (they were final before the restart).
+    private func adoptHistory(_ history: InputBroadcast, session: RelaySession, from participant: RelayPeer,
+                              now: UInt64) throws(ServiceError) {
+        guard session.recovering, participant.isPlayer, history.authoritative else {
+            throw ServiceError(.permissionDenied, "Peers send InputBroadcast only to rebuild a session after a relay restart.")
+        }
+        guard Int(history.inputSize) == session.inputSize else {
+            throw ServiceError(.badRequest, "Inputs are \(session.inputSize) bytes in this session.", field: "InputBroadcast.input_size")
+        }
+        for run in history.players {
+            let slot = Int(run.slot) - 1
+            guard slot >= 0, slot < session.slotCount else {
+                throw ServiceError(.badRequest, "Slot \(run.slot) does not exist.", field: "PlayerInputs.slot")
+            }
+            let count = run.inputs.count / session.inputSize
+            guard run.inputs.count % session.inputSize == 0, count <= 128,
+                  run.status.isEmpty || run.status.count == count else {
+                throw ServiceError(.badRequest, "A history run holds whole inputs with one status each.", field: "PlayerInputs.inputs")
+            }
+            let start = Int(run.startFrame)
+            var frame = session.timeline.stored(slot)
+            guard frame >= start, frame < start + count else { continue }
+            run.inputs.withUnsafeBytes { raw in
+                while frame < start + count {
+                    let offset = (frame - start) * session.inputSize
+                    session.timeline.append(slot: slot,
+                                            from: UnsafeRawBufferPointer(rebasing: raw[offset ..< offset + session.inputSize]),
+                                            status: run.status.isEmpty ? .received : run.status[frame - start])
+                    frame += 1
+                }
+            }
+        }
+        let before = session.timeline.confirmed
+        if session.timeline.updateConfirmed() { session.confirmedMoved(from: before, now: now) }
+    }
+
+    // MARK: - Timers and lifecycle
+
+    /// Drives every session's timers; ends sessions nobody attended for the idle timeout.
+    public func tick(now: UInt64) {
+        for session in sessions.values {
+            session.tick(now: now)
+            if session.connectedCount == 0, now &- session.lastConnectedMs >= UInt64(configuration.sessionIdleTimeoutMs) {
+                endSession(session, reason: .sessionEnded, detail: "nobody attached for \(configuration.sessionIdleTimeoutMs / 1000) s", now: now)
+            }
+        }
+        if !endedSessions.isEmpty {
+            for id in endedSessions { sessions.removeValue(forKey: id) }
+            endedSessions.removeAll()
+        }
+        if peers.count > 0 && peers.count > 2 * max(1, sessions.values.reduce(0) { $0 + $1.participants.count }) {
+            peers = peers.filter { $0.value.participant.address == $0.key }
+        }
+    }
+
+    private func endSession(_ session: RelaySession, reason: DetachReason, detail: String, now: UInt64) {
+        for participant in session.participants { forget(participant) }
+        session.end(reason: reason, detail: detail, now: now)
+        endedSessions.append(session.sessionId)
+        if endedSessions.count > 64 {
+            for id in endedSessions { sessions.removeValue(forKey: id) }
+            endedSessions.removeAll()
+        }
+    }
+
+    /// Closes sessions the coordinator says this relay should no longer serve.
+    public func close(sessionIds: [String], now: UInt64) {
+        for id in sessionIds {
+            if let session = sessions[id] { endSession(session, reason: .sessionEnded, detail: "closed by the coordinator", now: now) }
+        }
+    }
+
+    /// The relay stops: every peer is told to reattach through a renewed ticket, and every
+    /// replay is finished and synced to disk.
+    public func shutdown(now: UInt64) {
+        for session in sessions.values {
+            for participant in session.participants { forget(participant) }
+            session.end(reason: .relayShutdown, detail: "relay shutting down", now: now)
+        }
+        sessions.removeAll()
+        peers.removeAll()
+    }
+
+    /// The relay's state for `netplayctl introspect`.
+    public func introspect() -> JSONValue {
+        var list: [JSONValue] = []
+        for id in sessions.keys.sorted().prefix(200) {
+            let session = sessions[id]!
+            list.append([
+                "session_id": .string(id),
+                "running": .bool(session.running),
+                "recovering": .bool(session.recovering),
+                "confirmed_frames": .number(session.timeline.confirmed),
+                "players": .array(session.players.map { player in
+                    guard let player else { return .null }
+                    return ["participant_id": .string(player.participantId), "slot": .number(player.slot),
+                            "connected": .bool(player.isConnected), "stored_frames": .number(session.timeline.stored(player.slot - 1)),
+                            "substituting": .bool(session.substituting[player.slot - 1]),
+                            "substituted_frames": .number(session.substitutedFrames[player.slot - 1])]
+                }),
+                "spectators": .number(session.spectators.count),
+                "desyncs": .number(session.desyncs),
+                "resyncs": .number(session.resyncs),
+                "replay": session.replay.map { .string($0.url.path) } ?? .null,
+            ])
+        }
+        return ["relay_id": .string(configuration.relayId), "sessions": .array(list), "peers": .number(peers.count)]
+    }
+}

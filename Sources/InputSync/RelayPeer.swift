@@ -1,0 +1,66 @@
+import NetplayService
+import NetplayWire
+
+/// One participant of a relay session (a player or a spectator) and everything the relay tracks
+/// about its link: address, liveness, what confirmed inputs it holds, its clock, its HUD figures.
+final class RelayPeer {
+    let participantId: String
+    var name: String
+    let role: Role
+    /// 1-based slot (0 for spectators).
+    let slot: Int
+    /// Where it is attached now (nil while disconnected).
+    var address: PeerAddress?
+    var lastHeardMs: UInt64
+    /// When it was last heard or attached; a disconnected player's grace runs from here.
+    var disconnectedSinceMs: UInt64?
+    var ticketExpiresAtUnixMs: UInt64
+
+    // Delivery of confirmed inputs.
+    /// Confirmed frames `0 ..< sentFrames` were sent to it.
+    var sentFrames = 0
+    /// It holds every confirmed input of frames `0 ..< awaitedFrame` (its acknowledgement).
+    var awaitedFrame = 0
+    var lastAuthoritativeSendMs: UInt64 = 0
+    var lastSendMs: UInt64 = 0
+    /// The first frame of its inputs it may send (a late joiner: the transfer's frame).
+    var firstFrame = 0
+    /// The state transfer it waits for before receiving inputs (late join, reconnect).
+    var awaitingTransfer: UInt32?
+    /// Why it waits (late join or reconnect), for the transfer request.
+    var awaitingReason: StateTransferReason = .lateJoin
+    /// The awaited input frame last told to it (to send an acknowledgement when it moved).
+    var toldAwaitedInput = -1
+
+    // Time sync.
+    /// The frame it reported simulating, and when that value last moved (relay clock).
+    var reportedFrame = -1
+    var reportedAtMs: UInt64 = 0
+    var lastHintMs: UInt64 = 0
+    /// Its round trip to the relay as it reports it.
+    var rttMs = 0
+    var framesAhead = 0
+
+    // HUD.
+    var stats = PeerStats()
+    var chatWindowStartMs: UInt64 = 0
+    var chatCount = 0
+
+    init(participantId: String, name: String, role: Role, slot: Int, address: PeerAddress, now: UInt64,
+         ticketExpiresAtUnixMs: UInt64) {
+        self.participantId = participantId
+        self.name = name
+        self.role = role
+        self.slot = slot
+        self.address = address
+        self.lastHeardMs = now
+        self.ticketExpiresAtUnixMs = ticketExpiresAtUnixMs
+    }
+
+    var isPlayer: Bool { role == .player }
+    var isConnected: Bool { address != nil }
+
+    var info: PeerInfo {
+        PeerInfo(participantId: participantId, name: name, role: role, slot: UInt32(slot), connected: isConnected)
+    }
+}

@@ -1,0 +1,217 @@
+import Foundation
+import Logging
+import NetplayAuth
+import NetplayService
+import NetplayWire
+import ZeroMQ
+
+/// The relay as a service on the shared runtime: peers' messages go to a ``RelayCore``, its
+/// timers run on the reactor, it registers with the coordinator and reports its load, pushes
+/// session statistics to telemetry, and publishes `sync.*` events.
+///
+/// `netplay-sync` runs one per process; a LAN host runs one in-process with
+/// ``ServiceHost/start(configuration:logger:makeService:)`` and a ``LanAdmission``.
+public final class RelayService: Service, RelayTransport {
+    /// The relay's configuration (an empty advertised endpoint becomes the bound one at start).
+    public private(set) var configuration: RelayConfiguration
+    private let keyRing: TicketKeyRing
+    private let coordinatorEndpoint: String?
+    private let lanAdmission: LanAdmission?
+    private let tickSeconds: Double
+    private var core: RelayCore?
+    private weak var runtime: ServiceRuntime?
+    private var telemetryPush: Socket?
+    private var coordinator: ServiceClient?
+    private var registered = false
+    private var refreshTimer: TimerID?
+    private var coordinatorWarned = false
+    private var draining = false
+    private var lastLoadMs: UInt64 = 0
+    private var inputsPerSecond = 0
+
+    private var inputsTotal: Counter?
+    private var eventsTotal: Counter?
+
+    /// Creates the relay. `keyRing` verifies join tickets; with `coordinator` the relay registers
+    /// there and refreshes its load; with `lanAdmission` it also admits LAN joiners itself.
+    public init(configuration: RelayConfiguration, keyRing: TicketKeyRing, coordinator: String? = nil,
+                lanAdmission: LanAdmission? = nil, tickSeconds: Double = 0.004) {
+        self.configuration = configuration
+        self.keyRing = keyRing
+        self.coordinatorEndpoint = coordinator
+        self.lanAdmission = lanAdmission
+        self.tickSeconds = tickSeconds
+    }
+
+    // MARK: Service
+
+    public func start(runtime: ServiceRuntime) throws {
+        self.runtime = runtime
+        if configuration.advertisedEndpoint.isEmpty { configuration.advertisedEndpoint = runtime.boundEndpoint }
+        if configuration.eventsEndpoint.isEmpty { configuration.eventsEndpoint = runtime.boundEventsEndpoint ?? "" }
+        core = RelayCore(configuration: configuration, verifier: JoinTicketVerifier(keyRing: keyRing), transport: self)
+        if let telemetry = runtime.configuration.telemetry {
+            let socket = try SocketDefaults.client(.push, context: runtime.context, curve: runtime.configuration.curve)
+            try socket.set(.immediate(true))
+            try socket.set(.sendHighWaterMark(1_000))
+            try socket.connect(telemetry)
+            telemetryPush = socket
+        }
+        inputsTotal = runtime.metrics.counter("netplay_sync_inputs_total", help: "Player inputs accepted by the relay.")
+        eventsTotal = runtime.metrics.counter("netplay_sync_events_total", help: "Session events published (joins, leaves, substitutions, desyncs).")
+        runtime.metrics.gauge("netplay_sync_sessions", help: "Sessions served.") { [weak self] in
+            Double(self?.core?.sessionCount ?? 0)
+        }
+        runtime.metrics.gauge("netplay_sync_peers", help: "Peers attached.") { [weak self] in
+            Double(self?.core?.peerCount ?? 0)
+        }
+        runtime.metrics.gauge("netplay_sync_inputs_per_second", help: "Inputs accepted per second, last second.") { [weak self] in
+            Double(self?.inputsPerSecond ?? 0)
+        }
+        runtime.every(seconds: tickSeconds) { [weak self] runtime in self?.tick(runtime) }
+        if let coordinatorEndpoint {
+            coordinator = try runtime.client(to: coordinatorEndpoint)
+            register(runtime)
+        } else if lanAdmission == nil {
+            runtime.logger.notice("no coordinator configured: running without registration (peers need tickets signed with the cluster secret)")
+        }
+        if let lanAdmission { runtime.logger.info("LAN relay admitting joiners itself", metadata: ["room": "\(lanAdmission.roomName)"]) }
+    }
+
+    public func handle(_ request: Request, runtime: ServiceRuntime) throws(ServiceError) -> HandlerOutcome {
+        guard let core else { throw ServiceError(.unavailable, "The relay is starting.") }
+        if let lanAdmission, let reply = try lanAdmission.handle(request.body) { return .reply(reply) }
+        if let reply = try core.handle(request.envelope, from: request.peer, now: runtime.uptimeMs) { return .reply(reply) }
+        return .none
+    }
+
+    public var status: String {
+        guard let core else { return "starting" }
+        return "\(core.sessionCount) sessions, \(core.peerCount) peers" + (registered || coordinatorEndpoint == nil ? "" : ", not registered")
+    }
+
+    public func introspect(section: String) -> JSONValue {
+        guard let core else { return [:] }
+        var document = core.introspect()
+        if case .object(var fields) = document {
+            fields["registered"] = .bool(registered)
+            fields["coordinator"] = coordinatorEndpoint.map(JSONValue.string) ?? .null
+            document = .object(fields)
+        }
+        return document
+    }
+
+    public func drain(runtime: ServiceRuntime) {
+        draining = true
+        if registered, let coordinator, let core {
+            coordinator.request(.refreshRelayRequest(RefreshRelayRequest(relayId: configuration.relayId,
+                                                                          load: load(core), draining: true)),
+                                timeout: 0.5) { _ in }
+        }
+        core?.shutdown(now: runtime.uptimeMs)
+    }
+
+    public func stop(runtime: ServiceRuntime) {
+        core?.shutdown(now: runtime.uptimeMs)
+        coordinator?.close()
+        telemetryPush?.close()
+    }
+
+    // MARK: RelayTransport
+
+    public func send(_ body: Envelope.Body, to peer: PeerAddress) {
+        runtime?.send(Envelope(body: body), to: peer)
+    }
+
+    public func publish(topic: String, _ body: Envelope.Body, message: String, sessionId: String) {
+        eventsTotal?.increment()
+        guard let runtime else { return }
+        if case .eventRecord = body {
+            runtime.emit(topic: topic, nil, message: message, sessionId: sessionId)
+        } else {
+            runtime.emit(topic: topic, body, message: message, sessionId: sessionId)
+        }
+    }
+
+    public func pushStats(_ stats: SessionStats) {
+        guard let telemetryPush else { return }
+        if let bytes = try? Envelope(body: .sessionStats(stats)).encoded() {
+            _ = try? telemetryPush.send(bytes, flags: .dontWait)
+        }
+    }
+
+    // MARK: Timers, registration
+
+    private func tick(_ runtime: ServiceRuntime) {
+        guard let core else { return }
+        let now = runtime.uptimeMs
+        core.tick(now: now)
+        if now &- lastLoadMs >= 1000 {
+            let accepted = core.takeInputCount()
+            inputsTotal?.increment(by: Double(accepted))
+            inputsPerSecond = Int(Double(accepted) * 1000 / Double(max(now &- lastLoadMs, 1)))
+            lastLoadMs = now
+        }
+    }
+
+    private func load(_ core: RelayCore) -> RelayLoad {
+        RelayLoad(sessions: UInt32(core.sessionCount), peers: UInt32(core.peerCount),
+                  capacitySessions: UInt32(max(configuration.maxSessions, 0)),
+                  inputsPerSecond: UInt32(clamping: inputsPerSecond), cpuPercent: 0)
+    }
+
+    private func relayInfo(_ core: RelayCore) -> RelayInfo {
+        RelayInfo(relayId: configuration.relayId, endpoint: configuration.advertisedEndpoint,
+                  eventsEndpoint: configuration.eventsEndpoint, region: configuration.region, load: load(core),
+                  version: NetplayVersion.current)
+    }
+
+    private func register(_ runtime: ServiceRuntime) {
+        guard let coordinator, let core, !draining else { return }
+        let request = RegisterRelayRequest(relay: relayInfo(core), sessionIds: Array(core.sessionIds.prefix(10_000)))
+        coordinator.request(.registerRelayRequest(request), timeout: 2) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success(.registerRelayResponse(let response)):
+                self.registered = true
+                self.coordinatorWarned = false
+                runtime.logger.info("registered with the coordinator", metadata: [
+                    "coordinator": "\(self.coordinatorEndpoint ?? "")", "refresh_ms": "\(response.refreshIntervalMs)"])
+                let interval = Double(max(response.refreshIntervalMs, 100)) / 1000
+                if let timer = self.refreshTimer { runtime.cancel(timer) }
+                self.refreshTimer = runtime.every(seconds: interval) { [weak self] runtime in self?.refresh(runtime) }
+            case .success(let other):
+                runtime.logger.warning("unexpected registration reply", metadata: ["body": "\(other.name)"])
+                runtime.after(seconds: 2) { [weak self] runtime in self?.register(runtime) }
+            case .failure(let error):
+                if !self.coordinatorWarned {
+                    self.coordinatorWarned = true
+                    runtime.logger.notice("coordinator unreachable; serving without registration and retrying",
+                                          metadata: ["coordinator": "\(self.coordinatorEndpoint ?? "")", "error": "\(error)"])
+                }
+                runtime.after(seconds: 1) { [weak self] runtime in self?.register(runtime) }
+            }
+        }
+    }
+
+    private func refresh(_ runtime: ServiceRuntime) {
+        guard let coordinator, let core, registered else { return }
+        let request = RefreshRelayRequest(relayId: configuration.relayId, load: load(core), draining: draining)
+        coordinator.request(.refreshRelayRequest(request), timeout: 2) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success(.refreshRelayResponse(let response)):
+                if !response.closeSessionIds.isEmpty { core.close(sessionIds: response.closeSessionIds, now: runtime.uptimeMs) }
+            case .failure(.remote(let error)) where error.code == .notFound:
+                self.registered = false
+                if let timer = self.refreshTimer { runtime.cancel(timer) }
+                self.refreshTimer = nil
+                self.register(runtime)
+            case .failure(let error):
+                runtime.logger.debug("refresh failed", metadata: ["error": "\(error)"])
+            case .success:
+                break
+            }
+        }
+    }
+}

@@ -1,0 +1,611 @@
+import Foundation
+import NetplayService
+import NetplayWire
+
+/// One match on the relay: its participants, input timeline, confirmation with late-input
+/// substitution, forwarding, time-sync hints, HUD statistics, checksums, state transfers and the
+/// replay file. Driven by ``RelayCore`` on the reactor thread; sends through a ``RelayTransport``.
+final class RelaySession {
+    /// How a slot's inputs come to be.
+    enum SlotMode: Equatable {
+        /// A player holds the slot and sends inputs (substituted when late).
+        case active
+        /// Nobody plays it: every frame is filled with a zero input of this status.
+        case vacant(NetplayWire.InputStatus)
+    }
+
+    let sessionId: String
+    let params: SyncParams
+    let configuration: RelayConfiguration
+    let slotCount: Int
+    let inputSize: Int
+    let framesPerSecond: Double
+    let lagTolerance: Int
+    /// The lag tolerance in milliseconds.
+    let lagToleranceMs: UInt64
+    /// When each slot sent recent frames, for substitution deadlines and time sync.
+    var arrivals: ArrivalBook
+    let spectatorDelay: Int
+    let checksumInterval: Int
+    unowned let transport: RelayTransport
+
+    var timeline: InputTimeline
+    /// The player holding each slot (0-based index), if any.
+    var players: [RelayPeer?]
+    var spectators: [RelayPeer] = []
+    var slotModes: [SlotMode]
+    var substituting: [Bool]
+    var substitutedFrames: [Int]
+    /// Checksum reports of a slot for frames before this are ignored (it was resynced there).
+    var resyncedAt: [Int]
+
+    var running = false
+    var startedAtMs: UInt64 = 0
+    var recovering = false
+    var substitutionHoldUntilMs: UInt64 = 0
+    var lastStatsMs: UInt64 = 0
+    var lastHintsMs: UInt64 = 0
+    var lastConnectedMs: UInt64
+    var ended = false
+
+    var checksums = ChecksumBook()
+    var transfer: ActiveTransfer?
+    var nextTransferId: UInt32 = 1
+    var desyncs = 0
+    var resyncs = 0
+    /// Why each recent transfer happened (its acknowledgement arrives after it completed).
+    var transferReasons: [UInt32: StateTransferReason] = [:]
+
+    var content: ContentInfo?
+    var gameOptions: [UInt8] = []
+    var replay: ReplayWriter?
+    /// Inputs accepted since the last load report.
+    var inputsAccepted = 0
+
+    init(sessionId: String, params: SyncParams, configuration: RelayConfiguration, transport: RelayTransport,
+         now: UInt64, origin: Int = 0) {
+        self.sessionId = sessionId
+        self.params = params
+        self.configuration = configuration
+        self.transport = transport
+        slotCount = Int(params.maxPlayers)
+        inputSize = Int(params.inputSize)
+        framesPerSecond = Double(max(params.frameRateMhz, 1000)) / 1000
+        lagTolerance = max(1, Int(params.lagToleranceFrames))
+        lagToleranceMs = UInt64((Double(lagTolerance) * 1000 / framesPerSecond).rounded())
+        arrivals = ArrivalBook(slots: Int(params.maxPlayers))
+        spectatorDelay = Int(params.spectatorDelayFrames)
+        checksumInterval = Int(params.checksumIntervalFrames)
+        timeline = InputTimeline(slotCount: slotCount, inputSize: inputSize, capacity: configuration.historyFrames,
+                                 origin: origin)
+        players = Array(repeating: nil, count: slotCount)
+        slotModes = Array(repeating: .active, count: slotCount)
+        substituting = Array(repeating: false, count: slotCount)
+        substitutedFrames = Array(repeating: 0, count: slotCount)
+        resyncedAt = Array(repeating: 0, count: slotCount)
+        lastConnectedMs = now
+    }
+
+    var participants: [RelayPeer] { players.compactMap { $0 } + spectators }
+    var connectedCount: Int { participants.reduce(0) { $0 + ($1.isConnected ? 1 : 0) } }
+
+    // MARK: - Sending
+
+    func send(_ body: Envelope.Body, to participant: RelayPeer, now: UInt64) {
+        guard let address = participant.address else { return }
+        participant.lastSendMs = now
+        transport.send(body, to: address)
+    }
+
+    func sendToAll(_ body: Envelope.Body, now: UInt64) {
+        for participant in participants where participant.isConnected { send(body, to: participant, now: now) }
+    }
+
+    func peerEvent(_ kind: PeerEventKind, _ participant: RelayPeer, frame: Int, detail: String, now: UInt64) {
+        let event = PeerEvent(kind: kind, peer: participant.info, frame: UInt32(clamping: max(frame, 0)),
+                              detail: String(detail.prefix(256)))
+        sendToAll(.peerEvent(event), now: now)
+        let topic: String
+        switch kind {
+        case .joined, .reconnected: topic = "sync.peer_joined"
+        case .left, .disconnected: topic = "sync.peer_left"
+        case .substituting, .caughtUp: topic = "sync.substituted"
+        default: topic = "sync.peer_event"
+        }
+        transport.publish(topic: topic, .peerEvent(event),
+                          message: "\(participant.name.isEmpty ? participant.participantId : participant.name) \(kind.protoName): \(detail)",
+                          sessionId: sessionId)
+    }
+
+    // MARK: - Attach and start
+
+    /// The reply to an attach, after the participant was placed.
+    func welcome(_ participant: RelayPeer, transferFollows: UInt32?) -> AttachResponse {
+        let slot = participant.slot
+        return AttachResponse(
+            sessionId: sessionId, role: participant.role, slot: UInt32(slot), params: params,
+            startFrame: UInt32(participant.firstFrame), confirmedFrames: UInt32(timeline.confirmed),
+            peers: Array(participants.map(\.info).prefix(72)), stateFollows: transferFollows != nil,
+            relayId: configuration.relayId, running: running,
+            awaitedInputFrame: slot > 0 ? UInt32(timeline.stored(slot - 1)) : 0,
+            recovering: recovering, transferId: transferFollows ?? 0)
+    }
+
+    /// Decides where a participant joining a running match starts: from `holds` (the frames it
+    /// already has) when those inputs are still here and few enough, else from a state transfer.
+    /// Returns true when a transfer is needed.
+    func placeCursor(_ participant: RelayPeer, holds: Int) -> Bool {
+        guard running else {
+            participant.sentFrames = 0
+            participant.awaitedFrame = 0
+            participant.firstFrame = 0
+            return false
+        }
+        let replayable = holds >= timeline.oldest && holds >= timeline.origin
+            && (holds > 0 || timeline.confirmed <= configuration.lateJoinReplayLimit)
+        if replayable {
+            participant.sentFrames = holds
+            participant.awaitedFrame = holds
+            participant.firstFrame = holds
+            return false
+        }
+        participant.awaitingTransfer = 0
+        participant.awaitingReason = holds > 0 ? .reconnect : .lateJoin
+        return true
+    }
+
+    /// Starts the match once every slot has its player attached.
+    func startIfReady(now: UInt64) {
+        guard !running else { return }
+        for player in players where player?.isConnected != true { return }
+        start(now: now)
+    }
+
+    /// Starts the match now; slots nobody holds stay empty.
+    func start(now: UInt64) {
+        guard !running else { return }
+        running = true
+        startedAtMs = now
+        substitutionHoldUntilMs = now + 500
+        for (index, player) in players.enumerated() {
+            if let player {
+                player.reportedAtMs = now
+                player.sentFrames = 0
+                player.awaitedFrame = 0
+            } else {
+                slotModes[index] = .vacant(.empty)
+            }
+        }
+        openReplay(now: now)
+        for participant in participants where participant.isConnected {
+            send(.attachResponse(welcome(participant, transferFollows: nil)), to: participant, now: now)
+        }
+        transport.publish(topic: "sync.session_started", .eventRecord(EventRecord()),
+                          message: "session \(sessionId) started with \(players.compactMap { $0 }.count) players",
+                          sessionId: sessionId)
+    }
+
+    // MARK: - Inputs
+
+    /// A player's (or spectator's) batch: acknowledgement, time sync, and new inputs.
+    func receive(_ batch: InputBatch, from participant: RelayPeer, now: UInt64) throws(ServiceError) {
+        if participant.role == .spectator {
+            guard batch.slot == 0, batch.inputs.isEmpty else {
+                throw ServiceError(.permissionDenied, "Spectators send no inputs.", field: "InputBatch.inputs")
+            }
+            noteAcknowledgement(participant, batch.awaitedFrame)
+            return
+        }
+        guard Int(batch.slot) == participant.slot else {
+            throw ServiceError(.permissionDenied, "Slot \(batch.slot) is not yours; you play slot \(participant.slot).",
+                               field: "InputBatch.slot")
+        }
+        guard Int(batch.inputSize) == inputSize else {
+            throw ServiceError(.badRequest, "Inputs are \(inputSize) bytes in this session, not \(batch.inputSize).",
+                               field: "InputBatch.input_size")
+        }
+        let count = batch.inputs.count / inputSize
+        guard batch.inputs.count % inputSize == 0, count <= 128 else {
+            throw ServiceError(.badRequest, "A batch holds up to 128 whole inputs of \(inputSize) bytes; got \(batch.inputs.count) bytes.",
+                               field: "InputBatch.inputs")
+        }
+        guard running else {
+            throw ServiceError(.invalidState, "The match has not started; wait for AttachResponse with running = true.")
+        }
+        let slot = participant.slot - 1
+        let start = Int(batch.startFrame)
+        let stored = timeline.stored(slot)
+        guard start <= stored + configuration.maxFramesAhead else {
+            throw ServiceError(.badRequest, "Frame \(start) is too far ahead: slot \(participant.slot) holds frames up to \(stored).",
+                               field: "InputBatch.start_frame")
+        }
+        let current = Int(batch.currentFrame)
+        if current > participant.reportedFrame && current <= timeline.newest + configuration.maxFramesAhead {
+            participant.reportedFrame = current
+            participant.reportedAtMs = now
+            participant.stats.currentFrame = batch.currentFrame
+        }
+        noteAcknowledgement(participant, batch.awaitedFrame)
+
+        guard slotModes[slot] == .active, count > 0, start + count > stored, start <= stored else { return }
+        let first = stored
+        let last = min(start + count, first + configuration.maxFramesAhead)
+        batch.inputs.withUnsafeBytes { raw in
+            var frame = first
+            while frame < last {
+                let offset = (frame - start) * inputSize
+                timeline.append(slot: slot, from: UnsafeRawBufferPointer(rebasing: raw[offset ..< offset + inputSize]),
+                                status: .received)
+                frame += 1
+            }
+        }
+        inputsAccepted += last - first
+        let sentAt = now &- UInt64(participant.rttMs / 2)
+        for frame in first ..< last { arrivals.note(frame: frame, slot: slot, sentAt: sentAt) }
+        if substituting[slot] {
+            substituting[slot] = false
+            peerEvent(.caughtUp, participant, frame: first, detail: "its own inputs count again", now: now)
+        }
+        fillVacantSlots()
+        let confirmedBefore = timeline.confirmed
+        if timeline.updateConfirmed() { confirmedMoved(from: confirmedBefore, now: now) }
+        // Forward what is not confirmed yet to the other players at once.
+        let forwardFrom = max(first, timeline.confirmed)
+        if forwardFrom < last {
+            let inputs = PlayerInputs(slot: UInt32(participant.slot), startFrame: UInt32(forwardFrom),
+                                      inputs: timeline.inputs(slot: slot, from: forwardFrom, to: last))
+            for other in players where other != nil && other !== participant {
+                guard let other, other.isConnected, other.awaitingTransfer == nil else { continue }
+                let awaited = timeline.stored(other.slot - 1)
+                other.toldAwaitedInput = awaited
+                send(.inputBroadcast(InputBroadcast(authoritative: false, inputSize: UInt32(inputSize), players: [inputs],
+                                                    confirmedFrames: UInt32(timeline.confirmed),
+                                                    awaitedInputFrame: UInt32(awaited))), to: other, now: now)
+            }
+        }
+    }
+
+    private func noteAcknowledgement(_ participant: RelayPeer, _ awaited: UInt32) {
+        let value = min(Int(awaited), participant.sentFrames)
+        if value > participant.awaitedFrame {
+            participant.awaitedFrame = value
+            // Progress: the retransmission timer restarts.
+            participant.lastAuthoritativeSendMs = max(participant.lastAuthoritativeSendMs, participant.lastHeardMs)
+        }
+    }
+
+    /// Fills vacant slots up to the newest frame an active slot holds.
+    func fillVacantSlots() {
+        var newest = Int.min
+        for slot in 0 ..< slotCount where slotModes[slot] == .active {
+            newest = max(newest, timeline.stored(slot))
+        }
+        guard newest != .min else { return }
+        for slot in 0 ..< slotCount {
+            guard case .vacant(let status) = slotModes[slot] else { continue }
+            while timeline.stored(slot) < newest { timeline.appendZero(slot: slot, status: status) }
+        }
+    }
+
+    /// Confirmed frames moved: deliver them, record them, learn the players' clock offsets.
+    func confirmedMoved(from previous: Int, now: UInt64) {
+        for frame in max(previous, timeline.confirmed - 64) ..< timeline.confirmed {
+            arrivals.sample(frame: frame, slots: slotCount) { slotModes[$0] == .active && !substituting[$0] }
+        }
+        deliverConfirmed(now: now)
+        replay?.framesConfirmed(through: timeline.confirmed, timeline: timeline)
+    }
+
+    /// Sends every participant the confirmed frames it was not sent yet. While the frames it
+    /// has not acknowledged fit one message, each message repeats all of them (like the
+    /// engine's input runs), so a lost or overtaken broadcast costs nothing but the next one;
+    /// a participant further behind gets the frames in order, 128 at a time.
+    func deliverConfirmed(now: UInt64) {
+        var cache: [Int: [PlayerInputs]] = [:]
+        for participant in participants {
+            guard participant.isConnected, participant.awaitingTransfer == nil else { continue }
+            let limit = participant.isPlayer ? timeline.confirmed : timeline.confirmed - spectatorDelay
+            guard participant.sentFrames < limit else { continue }
+            let unacknowledged = max(participant.awaitedFrame, participant.firstFrame)
+            var from = limit - unacknowledged <= 128 ? unacknowledged : participant.sentFrames
+            var messages = 0
+            while from < limit && messages < 4 {
+                guard from >= timeline.oldest else {
+                    requestCatchUpTransfer(participant)
+                    break
+                }
+                let to = min(limit, from + 128)
+                let key = from << 20 | (to - from)
+                let runs: [PlayerInputs]
+                if let cached = cache[key] {
+                    runs = cached
+                } else {
+                    runs = (0 ..< slotCount).map { slot in
+                        PlayerInputs(slot: UInt32(slot + 1), startFrame: UInt32(from),
+                                     inputs: timeline.inputs(slot: slot, from: from, to: to),
+                                     status: timeline.statusRun(slot: slot, from: from, to: to))
+                    }
+                    cache[key] = runs
+                }
+                sendAuthoritative(runs, to: participant, now: now)
+                if participant.awaitedFrame >= participant.sentFrames {
+                    participant.lastAuthoritativeSendMs = now  // nothing was outstanding: the timer starts now
+                }
+                participant.sentFrames = max(participant.sentFrames, to)
+                from = to
+                messages += 1
+            }
+        }
+    }
+
+    private func sendAuthoritative(_ runs: [PlayerInputs], to participant: RelayPeer, now: UInt64) {
+        let awaited = participant.isPlayer ? timeline.stored(participant.slot - 1) : 0
+        participant.toldAwaitedInput = awaited
+        send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: UInt32(inputSize), players: runs,
+                                            confirmedFrames: UInt32(timeline.confirmed),
+                                            awaitedInputFrame: UInt32(awaited))), to: participant, now: now)
+    }
+
+    /// A participant lacks inputs the relay no longer holds: it needs a state first.
+    func requestCatchUpTransfer(_ participant: RelayPeer) {
+        guard participant.awaitingTransfer == nil else { return }
+        participant.awaitingTransfer = 0
+        participant.awaitingReason = .reconnect
+    }
+
+    // MARK: - Timers
+
+    /// Everything time-driven: silence, substitution, resends, acknowledgements, hints,
+    /// statistics, checksum judgement, transfers.
+    func tick(now: UInt64) {
+        checkSilence(now: now)
+        guard running else { return }
+        substituteLateInputs(now: now)
+        fillVacantSlots()
+        let before = timeline.confirmed
+        if timeline.updateConfirmed() { confirmedMoved(from: before, now: now) }
+        resendAndAcknowledge(now: now)
+        if now &- lastHintsMs >= UInt64(configuration.hintIntervalMs) {
+            lastHintsMs = now
+            sendHints(now: now)
+        }
+        if now &- lastStatsMs >= UInt64(configuration.statsIntervalMs) {
+            lastStatsMs = now
+            sendStats(now: now)
+        }
+        judgeChecksums(now: now)
+        driveTransfers(now: now)
+    }
+
+    private func checkSilence(now: UInt64) {
+        for participant in participants where participant.isConnected {
+            guard now &- participant.lastHeardMs >= UInt64(configuration.silenceTimeoutMs) else { continue }
+            if let address = participant.address {
+                transport.send(.detach(Detach(reason: .timeout, message: "Nothing heard for \(configuration.silenceTimeoutMs) ms.")),
+                               to: address)
+            }
+            participant.address = nil
+            participant.disconnectedSinceMs = now
+            peerEvent(.disconnected, participant, frame: timeline.confirmed, detail: "silent; may come back", now: now)
+        }
+        spectators.removeAll { !$0.isConnected }
+        if connectedCount > 0 { lastConnectedMs = now }
+        guard running else { return }
+        for (index, player) in players.enumerated() {
+            guard let player, !player.isConnected, let since = player.disconnectedSinceMs,
+                  slotModes[index] == .active,
+                  now &- since >= UInt64(configuration.disconnectGraceMs) else { continue }
+            slotModes[index] = .vacant(.disconnected)
+            substituting[index] = false
+            peerEvent(.left, player, frame: timeline.stored(index), detail: "did not come back; slot disconnected", now: now)
+        }
+    }
+
+    /// Substitutes (repeats the last input of) every active slot whose input for a frame is
+    /// later than the lag tolerance: a frame's deadline for a slot is when the earliest player
+    /// sent that frame (its arrival minus half its round trip) plus the slot's half round trip
+    /// plus the tolerance. So one weak client never stalls everyone, and nothing depends on the
+    /// nominal frame rate (a session slowed down by latency does not look like lag).
+    func substituteLateInputs(now: UInt64) {
+        guard now >= substitutionHoldUntilMs else { return }
+        var frame = timeline.confirmed
+        while frame < timeline.newest {
+            guard let sent = arrivals.sendEstimate(frame: frame) else { return }
+            var blocked = false
+            for slot in 0 ..< slotCount where slotModes[slot] == .active && timeline.stored(slot) == frame {
+                let halfTrip = UInt64((players[slot]?.rttMs ?? 0) / 2)
+                guard now >= sent + halfTrip + lagToleranceMs else {
+                    blocked = true
+                    continue
+                }
+                if !substituting[slot] {
+                    substituting[slot] = true
+                    if let player = players[slot] {
+                        peerEvent(.substituting, player, frame: frame,
+                                  detail: "input \(now - sent) ms after the first sender (half trip \(halfTrip) ms)", now: now)
+                    }
+                }
+                timeline.appendSubstitute(slot: slot)
+                substitutedFrames[slot] += 1
+                players[slot]?.stats.substitutedFrames = UInt64(substitutedFrames[slot])
+            }
+            if blocked { return }
+            frame += 1
+        }
+    }
+
+    private func resendAndAcknowledge(now: UInt64) {
+        var resent = false
+        for participant in participants where participant.isConnected && participant.awaitingTransfer == nil {
+            let timeout = UInt64(max(configuration.resendIntervalMs, participant.rttMs + 20))
+            if participant.awaitedFrame < participant.sentFrames,
+               now &- participant.lastAuthoritativeSendMs >= timeout {
+                participant.sentFrames = participant.awaitedFrame
+                participant.lastAuthoritativeSendMs = now
+                resent = true
+            } else if participant.isPlayer,
+                      participant.toldAwaitedInput != timeline.stored(participant.slot - 1),
+                      now &- participant.lastSendMs >= UInt64(configuration.resendIntervalMs) {
+                // The player's inputs arrived but nothing carried the acknowledgement back.
+                let awaited = timeline.stored(participant.slot - 1)
+                participant.toldAwaitedInput = awaited
+                send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: UInt32(inputSize), players: [],
+                                                    confirmedFrames: UInt32(timeline.confirmed),
+                                                    awaitedInputFrame: UInt32(awaited))), to: participant, now: now)
+            }
+        }
+        // Spectators' delayed frames and resends go out here.
+        if resent || spectatorDelay > 0 || !spectators.isEmpty { deliverConfirmed(now: now) }
+    }
+
+    /// Time sync: how far each player runs ahead of the slowest one, from when their inputs
+    /// for the same frames were sent (arrival minus half the round trip, averaged). A player
+    /// being substituted is told how far it trails the confirmed frame.
+    private func sendHints(now: UInt64) {
+        var slowest = -Double.infinity
+        var leading = 0
+        for (index, player) in players.enumerated() {
+            guard let player, player.isConnected, slotModes[index] == .active else { continue }
+            leading = max(leading, player.reportedFrame)
+            guard !substituting[index], player.awaitingTransfer == nil, arrivals.hasOffset(slot: index) else { continue }
+            slowest = max(slowest, arrivals.offset(slot: index))
+        }
+        let frameMs = 1000 / framesPerSecond
+        for (index, player) in players.enumerated() {
+            guard let player, player.isConnected, player.reportedFrame >= 0 else { continue }
+            var ahead: Int32 = 0
+            if substituting[index] || slotModes[index] != .active {
+                ahead = Int32(clamping: min(0, player.reportedFrame - timeline.confirmed))
+            } else if slowest.isFinite, arrivals.hasOffset(slot: index) {
+                ahead = Int32(clamping: Int(((slowest - arrivals.offset(slot: index)) / frameMs).rounded()))
+            }
+            player.framesAhead = Int(ahead)
+            player.stats.framesAhead = ahead
+            let wait = ahead >= 2 ? UInt32(min(Int(ahead) / 2, 600)) : 0
+            send(.timeSyncHint(TimeSyncHint(framesAhead: ahead, recommendedWaitFrames: wait,
+                                            rttUs: UInt32(clamping: player.rttMs * 1000),
+                                            leadingFrame: UInt32(clamping: max(leading, 0)))), to: player, now: now)
+        }
+    }
+
+    /// The session's HUD figures.
+    func sessionStats() -> SessionStats {
+        var peers: [PeerStats] = []
+        for participant in participants.prefix(72) {
+            var stats = participant.stats
+            stats.slot = UInt32(participant.slot)
+            stats.name = String(participant.name.prefix(64))
+            stats.role = participant.role
+            stats.connected = participant.isConnected
+            stats.framesAhead = Int32(clamping: participant.framesAhead)
+            if participant.slot > 0 { stats.substitutedFrames = UInt64(substitutedFrames[participant.slot - 1]) }
+            peers.append(stats)
+        }
+        return SessionStats(sessionId: sessionId, relayId: configuration.relayId,
+                            confirmedFrame: UInt32(clamping: max(timeline.confirmed - 1, 0)), peers: peers,
+                            timestampUnixMs: wallClockMs(), desyncs: UInt32(clamping: desyncs),
+                            resyncs: UInt32(clamping: resyncs))
+    }
+
+    private func sendStats(now: UInt64) {
+        let stats = sessionStats()
+        sendToAll(.sessionStats(stats), now: now)
+        transport.pushStats(stats)
+    }
+
+    // MARK: - Chat, stats, leaving
+
+    /// A chat line: the relay fills in the sender and sends it to everyone in the session.
+    func chat(_ message: ChatMessage, from participant: RelayPeer, now: UInt64) throws(ServiceError) {
+        if now &- participant.chatWindowStartMs >= 1000 {
+            participant.chatWindowStartMs = now
+            participant.chatCount = 0
+        }
+        participant.chatCount += 1
+        guard participant.chatCount <= 5 else {
+            throw ServiceError(.rateLimited, "At most 5 chat lines per second.", retryAfterMs: 1000)
+        }
+        let line = ChatMessage(text: message.text, fromName: String(participant.name.prefix(64)),
+                               fromSlot: UInt32(participant.slot), fromRole: participant.role,
+                               sentAtUnixMs: wallClockMs())
+        sendToAll(.chatMessage(line), now: now)
+    }
+
+    /// A peer's own HUD figures (rollbacks, ping) merged into the session's.
+    func noteStats(_ stats: PeerStats, from participant: RelayPeer) {
+        participant.rttMs = Int(min(stats.pingMs, 10_000))
+        participant.stats.pingMs = stats.pingMs
+        participant.stats.jitterMs = stats.jitterMs
+        participant.stats.frameDelay = stats.frameDelay
+        participant.stats.rollbacks = stats.rollbacks
+        participant.stats.rollbackFrames = stats.rollbackFrames
+        participant.stats.maxRollbackFrames = stats.maxRollbackFrames
+        if stats.currentFrame > participant.stats.currentFrame { participant.stats.currentFrame = stats.currentFrame }
+    }
+
+    /// A participant leaves for good (detach, kick): its slot turns disconnected from the
+    /// first frame it did not send.
+    func remove(_ participant: RelayPeer, reason: DetachReason, detail: String, now: UInt64) {
+        if participant.isPlayer {
+            let index = participant.slot - 1
+            guard players[index] === participant else { return }
+            players[index] = nil
+            if running {
+                slotModes[index] = .vacant(.disconnected)
+                substituting[index] = false
+            }
+        } else {
+            spectators.removeAll { $0 === participant }
+        }
+        if let address = participant.address, reason != .leaving {
+            transport.send(.detach(Detach(reason: reason, message: String(detail.prefix(256)))), to: address)
+        }
+        participant.address = nil
+        let slot = participant.slot
+        peerEvent(.left, participant, frame: slot > 0 ? timeline.stored(slot - 1) : timeline.confirmed,
+                  detail: detail, now: now)
+        transfer?.targets.removeAll { $0 === participant }
+        if transfer?.reference === participant { abortTransfer(reason: "the reference left", now: now) }
+        if running {
+            fillVacantSlots()
+            let before = timeline.confirmed
+            if timeline.updateConfirmed() { confirmedMoved(from: before, now: now) }
+        }
+    }
+
+    // MARK: - Replay
+
+    private func openReplay(now: UInt64) {
+        guard let directory = configuration.replayDirectory, replay == nil else { return }
+        let header = ReplayHeader(formatVersion: 1, sessionId: sessionId,
+                                  content: content ?? ContentInfo(gameName: "unknown"), params: params,
+                                  players: players.compactMap { $0?.info },
+                                  startedAtUnixMs: wallClockMs(), startFrame: UInt32(timeline.origin),
+                                  gameOptions: Array(gameOptions.prefix(4096)))
+        do {
+            replay = try ReplayWriter(directory: directory, sessionId: sessionId, header: header,
+                                      startFrame: timeline.origin)
+        } catch {
+            transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()),
+                              message: "cannot write the replay of \(sessionId): \(error)", sessionId: sessionId)
+        }
+    }
+
+    /// Ends the session: everyone is told, the replay is finished and synced to disk.
+    func end(reason: DetachReason, detail: String, now: UInt64) {
+        guard !ended else { return }
+        ended = true
+        for participant in participants {
+            if let address = participant.address {
+                transport.send(.detach(Detach(reason: reason, message: String(detail.prefix(256)))), to: address)
+            }
+            participant.address = nil
+        }
+        replay?.finish(footerReason: detail, finalChecksum: checksums.agreed[timeline.confirmed] ?? 0,
+                       timeline: timeline)
+        replay = nil
+        transport.publish(topic: "sync.session_ended", .eventRecord(EventRecord()),
+                          message: "session \(sessionId) ended after \(timeline.confirmed) frames: \(detail)",
+                          sessionId: sessionId)
+    }
+}

@@ -1,0 +1,28 @@
+import NetplayService
+import NetplayWire
+
+/// Where a ``RelayCore`` sends what it produces. The relay service implements it over its
+/// ROUTER, PUB and telemetry sockets; tests implement it with arrays.
+public protocol RelayTransport: AnyObject {
+    /// Sends `body` to an attached peer (request id 0: pushes, forwards and broadcasts).
+    func send(_ body: Envelope.Body, to peer: PeerAddress)
+    /// Publishes an event on the relay's PUB socket and records it with telemetry.
+    func publish(topic: String, _ body: Envelope.Body, message: String, sessionId: String)
+    /// Pushes a session's HUD statistics to telemetry.
+    func pushStats(_ stats: SessionStats)
+}
+
+/// Milliseconds since the Unix epoch (tickets, chat and replay timestamps).
+func wallClockMs() -> UInt64 { UInt64((Double(clockRealtimeNanoseconds()) / 1e6).rounded(.down)) }
+
+private func clockRealtimeNanoseconds() -> UInt64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_REALTIME, &spec)
+    return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif

@@ -1,0 +1,190 @@
+import Foundation
+import NetplayWire
+
+/// Writes a session's replay: a sequence of frames, each a 4-byte big-endian length and an
+/// Envelope — `ReplayHeader`, then `ReplayRecord`s of confirmed inputs (64 frames each) with
+/// the checksums agreed meanwhile, then `ReplayFooter`. Records are appended as frames are
+/// confirmed; the file is synced to disk when the session ends.
+final class ReplayWriter {
+    /// Frames per record.
+    static let framesPerRecord = 64
+
+    let url: URL
+    private let handle: FileHandle
+    private var recordedFrames: Int
+    private let startFrame: Int
+    private var pendingChecksums: [FrameChecksum] = []
+    private var failed = false
+
+    init(directory: URL, sessionId: String, header: ReplayHeader, startFrame: Int) throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let safe = String(sessionId.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" })
+        var candidate = directory.appendingPathComponent("\(safe).replay")
+        var suffix = 1
+        while FileManager.default.fileExists(atPath: candidate.path) {
+            suffix += 1
+            candidate = directory.appendingPathComponent("\(safe)-\(suffix).replay")
+        }
+        guard FileManager.default.createFile(atPath: candidate.path, contents: nil) else {
+            throw ReplayError("cannot create \(candidate.path)")
+        }
+        url = candidate
+        handle = try FileHandle(forWritingTo: candidate)
+        self.startFrame = startFrame
+        recordedFrames = startFrame
+        write(.replayHeader(header))
+    }
+
+    private func write(_ body: Envelope.Body) {
+        guard !failed else { return }
+        do {
+            let bytes = try Envelope(body: body).encoded()
+            var frame = [UInt8]()
+            frame.reserveCapacity(bytes.count + 4)
+            let length = UInt32(bytes.count)
+            frame.append(UInt8(length >> 24))
+            frame.append(UInt8((length >> 16) & 0xFF))
+            frame.append(UInt8((length >> 8) & 0xFF))
+            frame.append(UInt8(length & 0xFF))
+            frame.append(contentsOf: bytes)
+            try handle.write(contentsOf: frame)
+        } catch {
+            failed = true
+        }
+    }
+
+    /// A checksum agreed at `frame`; written with the next record.
+    func agreed(frame: Int, checksum: UInt64) {
+        if pendingChecksums.count < 64 { pendingChecksums.append(FrameChecksum(frame: UInt32(frame), checksum: checksum)) }
+    }
+
+    /// Writes every complete record up to `confirmed` (frames `0 ..< confirmed` are final).
+    func framesConfirmed(through confirmed: Int, timeline: InputTimeline, flushPartial: Bool = false) {
+        while confirmed - recordedFrames >= Self.framesPerRecord
+            || (flushPartial && confirmed > recordedFrames) || pendingChecksums.count >= 64 {
+            let end = min(confirmed, recordedFrames + Self.framesPerRecord)
+            let from = max(recordedFrames, timeline.oldest)
+            let rows: (inputs: [UInt8], statuses: [NetplayWire.InputStatus]) = from < end ? timeline.rows(from: from, to: end) : ([], [])
+            write(.replayRecord(ReplayRecord(startFrame: UInt32(from), frameCount: UInt32(max(end - from, 0)),
+                                             inputs: rows.inputs, status: rows.statuses,
+                                             checksums: pendingChecksums)))
+            pendingChecksums.removeAll()
+            recordedFrames = max(end, recordedFrames)
+            if end <= from { break }
+        }
+    }
+
+    /// Writes the footer and syncs the file to disk.
+    func finish(footerReason: String, finalChecksum: UInt64, timeline: InputTimeline? = nil) {
+        if let timeline { framesConfirmed(through: timeline.confirmed, timeline: timeline, flushPartial: true) }
+        if !pendingChecksums.isEmpty {
+            write(.replayRecord(ReplayRecord(startFrame: UInt32(recordedFrames), frameCount: 0,
+                                             checksums: pendingChecksums)))
+            pendingChecksums.removeAll()
+        }
+        write(.replayFooter(ReplayFooter(frameCount: UInt32(recordedFrames - startFrame),
+                                         finalFrame: UInt32(max(recordedFrames - 1, 0)), finalChecksum: finalChecksum,
+                                         endedAtUnixMs: wallClockMs(), reason: String(footerReason.prefix(256)))))
+        try? handle.synchronize()
+        try? handle.close()
+    }
+}
+
+/// A replay file read back: the header, every confirmed input, the agreed checksums.
+public struct ReplayFile: Sendable {
+    /// The header (game, sync parameters, players).
+    public var header: ReplayHeader
+    /// The first frame recorded.
+    public var startFrame: Int
+    /// Frames recorded.
+    public var frameCount: Int
+    /// Frame-major inputs: for each frame, every slot's `inputSize` bytes.
+    public var inputs: [UInt8]
+    /// Per frame and slot, how the input came to be.
+    public var statuses: [NetplayWire.InputStatus]
+    /// Checksums agreed during the match, by frame (the state at the start of that frame).
+    public var checksums: [Int: UInt64]
+    /// The footer; nil when the relay stopped before writing it.
+    public var footer: ReplayFooter?
+
+    /// Slots per frame.
+    public var slotCount: Int { Int(header.params.maxPlayers) }
+    /// Bytes per input.
+    public var inputSize: Int { Int(header.params.inputSize) }
+
+    /// The input of `slot` (0-based) at `frame`.
+    public func input(frame: Int, slot: Int) -> ArraySlice<UInt8> {
+        let start = ((frame - startFrame) * slotCount + slot) * inputSize
+        return inputs[start ..< start + inputSize]
+    }
+
+    /// The status of `slot` (0-based) at `frame`.
+    public func status(frame: Int, slot: Int) -> NetplayWire.InputStatus {
+        statuses[(frame - startFrame) * slotCount + slot]
+    }
+
+    /// Reads `url`. Throws ``ReplayError`` when it is not a replay file or is inconsistent; a
+    /// file cut short after a complete record is accepted (no footer).
+    public init(contentsOf url: URL) throws {
+        let data: [UInt8]
+        do { data = [UInt8](try Data(contentsOf: url)) } catch {
+            throw ReplayError("cannot read \(url.path): \(error.localizedDescription)")
+        }
+        var offset = 0
+        var envelopes: [Envelope] = []
+        while offset + 4 <= data.count {
+            let length = Int(data[offset]) << 24 | Int(data[offset + 1]) << 16 | Int(data[offset + 2]) << 8 | Int(data[offset + 3])
+            offset += 4
+            guard length <= WireLimits.default.maxFrameBytes, offset + length <= data.count else { break }
+            do {
+                envelopes.append(try Envelope(decoding: Array(data[offset ..< offset + length])))
+            } catch {
+                throw ReplayError("record at byte \(offset - 4) is not a valid envelope: \(error)")
+            }
+            offset += length
+        }
+        guard case .replayHeader(let header)? = envelopes.first?.body else {
+            throw ReplayError("\(url.lastPathComponent) does not start with a ReplayHeader")
+        }
+        self.header = header
+        startFrame = Int(header.startFrame)
+        frameCount = 0
+        inputs = []
+        statuses = []
+        checksums = [:]
+        footer = nil
+        let rowBytes = Int(header.params.maxPlayers) * Int(header.params.inputSize)
+        let slots = Int(header.params.maxPlayers)
+        guard rowBytes > 0 else { throw ReplayError("the header's sync parameters are empty") }
+        for envelope in envelopes.dropFirst() {
+            switch envelope.body {
+            case .replayRecord(let record):
+                for checksum in record.checksums { checksums[Int(checksum.frame)] = checksum.checksum }
+                let count = Int(record.frameCount)
+                guard count > 0 else { continue }
+                guard Int(record.startFrame) == startFrame + frameCount else {
+                    throw ReplayError("record at frame \(record.startFrame) does not follow frame \(startFrame + frameCount - 1)")
+                }
+                guard record.inputs.count == count * rowBytes,
+                      record.status.isEmpty || record.status.count == count * slots else {
+                    throw ReplayError("record at frame \(record.startFrame) has the wrong size")
+                }
+                inputs += record.inputs
+                statuses += record.status.isEmpty ? Array(repeating: .received, count: count * slots) : record.status
+                frameCount += count
+            case .replayFooter(let footer):
+                self.footer = footer
+            default:
+                throw ReplayError("unexpected \(envelope.body.name) in a replay file")
+            }
+        }
+    }
+}
+
+/// A replay file problem, one line.
+public struct ReplayError: Error, CustomStringConvertible, Sendable {
+    /// The reason.
+    public let description: String
+    /// Creates an error.
+    public init(_ description: String) { self.description = description }
+}

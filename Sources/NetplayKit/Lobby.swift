@@ -1,0 +1,138 @@
+import Foundation
+import NetplayService
+import NetplayWire
+
+/// The control plane as a frontend sees it: browse rooms (lobby and LAN), host a relay room
+/// through the coordinator, join or spectate a room, start and leave. Every call is a short
+/// request/reply on a fresh connection, so a `NetplayLobby` can be used from any thread; the
+/// `async` variants run the call off the caller's executor.
+public struct NetplayLobby: Sendable {
+    /// The discovery service (room list), or nil for LAN-only use.
+    public var discoveryEndpoint: String?
+    /// The coordinator (sessions, tickets), or nil for LAN-only use.
+    public var coordinatorEndpoint: String?
+    /// UDP port LAN beacons are heard on.
+    public var lanBeaconPort: UInt16
+    /// Seconds to wait for each reply.
+    public var timeout: Double
+
+    /// A lobby over the cluster at these endpoints (defaults: the local cluster).
+    public init(discovery: String? = ServiceDefaults.discoveryEndpoint,
+                coordinator: String? = ServiceDefaults.coordinatorEndpoint,
+                lanBeaconPort: UInt16 = LanBeacon.defaultPort, timeout: Double = 2) {
+        discoveryEndpoint = discovery
+        coordinatorEndpoint = coordinator
+        self.lanBeaconPort = lanBeaconPort
+        self.timeout = timeout
+    }
+
+    private func call(_ endpoint: String?, _ what: String, _ body: Envelope.Body) throws -> Envelope.Body {
+        guard let endpoint else { throw NetplayError(.unavailable, "No \(what) is configured.") }
+        let client: BlockingClient
+        do { client = try BlockingClient(endpoint: endpoint, timeout: timeout) } catch {
+            throw NetplayError(.unavailable, "Cannot reach the \(what) at \(endpoint): \(error)")
+        }
+        do {
+            return try client.request(body)
+        } catch .remote(let reply) {
+            throw NetplayError(reply.code, reply.message)
+        } catch {
+            throw NetplayError(.unavailable, "The \(what) at \(endpoint) did not answer: \(error)")
+        }
+    }
+
+    // MARK: Browsing
+
+    /// Rooms listed in the lobby matching `filter` (in-progress rooms included by default).
+    public func lobbyRooms(filter: RoomFilter = RoomFilter(includeInProgress: true), limit: Int = 500) throws -> [NetplayRoom] {
+        var rooms: [NetplayRoom] = []
+        var token = ""
+        repeat {
+            let body = try call(discoveryEndpoint, "discovery service",
+                                .listRoomsRequest(ListRoomsRequest(filter: filter, pageSize: 100, pageToken: token)))
+            guard case .listRoomsResponse(let page) = body else {
+                throw NetplayError(.internal, "The discovery service answered \(body.name) to a room list.")
+            }
+            rooms += page.rooms.map(NetplayRoom.init)
+            token = page.nextPageToken
+        } while !token.isEmpty && rooms.count < limit
+        return Array(rooms.prefix(limit))
+    }
+
+    /// Rooms heard on the LAN within `milliseconds`.
+    public func lanRooms(listeningFor milliseconds: Int = 1_200) throws -> [NetplayRoom] {
+        try LanBeacon.listen(port: lanBeaconPort, milliseconds: milliseconds)
+    }
+
+    /// Lobby and LAN rooms together (the room browser's two sections); a part that cannot be
+    /// reached is left out.
+    public func browse(filter: RoomFilter = RoomFilter(includeInProgress: true), lanMilliseconds: Int = 1_200) -> [NetplayRoom] {
+        let lan = (try? lanRooms(listeningFor: lanMilliseconds)) ?? []
+        let lobby = discoveryEndpoint == nil ? [] : ((try? lobbyRooms(filter: filter)) ?? [])
+        var seen = Set<String>()
+        return (lan + lobby).filter { seen.insert($0.id).inserted }
+    }
+
+    /// Async form of ``browse(filter:lanMilliseconds:)``.
+    public func browse(filter: RoomFilter = RoomFilter(includeInProgress: true), lanMilliseconds: Int = 1_200) async -> [NetplayRoom] {
+        let lobby = self
+        return await Task.detached { lobby.browse(filter: filter, lanMilliseconds: lanMilliseconds) }.value
+    }
+
+    // MARK: Sessions
+
+    /// Hosts a relay room through the coordinator; the host takes slot 1.
+    public func host(settings: NetplaySettings, content: ContentInfo, inputSize: Int, hostName: String) throws -> Admission {
+        if let problem = settings.validationError(inputSize: inputSize) { throw NetplayError(.badRequest, problem) }
+        let request = CreateSessionRequest(settings: settings.sessionSettings(content: content, inputSize: inputSize),
+                                           hostName: String(hostName.prefix(64)), preferredSlot: 1,
+                                           idempotencyKey: UUID().uuidString)
+        let body = try call(coordinatorEndpoint, "coordinator", .createSessionRequest(request))
+        guard case .createSessionResponse(let response) = body, let ticket = response.ticket else {
+            throw NetplayError(.internal, "The coordinator answered \(body.name) without a ticket.")
+        }
+        return Admission(ticket: ticket, relayEndpoint: ticket.relayEndpoint, participantToken: response.participantToken,
+                         coordinatorEndpoint: coordinatorEndpoint)
+    }
+
+    /// Joins `room` as a player (or spectator): through the coordinator for lobby rooms, through
+    /// the host's relay for LAN rooms.
+    public func join(_ room: NetplayRoom, name: String, role: Role = .player, password: String = "",
+                     content: ContentInfo = ContentInfo(), preferredSlot: Int = 0) throws -> Admission {
+        let request = JoinSessionRequest(sessionId: room.sessionId, role: role, name: String(name.prefix(64)),
+                                         password: password, content: content, preferredSlot: UInt32(preferredSlot),
+                                         idempotencyKey: UUID().uuidString)
+        let endpoint = room.isLAN ? room.endpoint : coordinatorEndpoint
+        let body = try call(endpoint, room.isLAN ? "LAN host" : "coordinator", .joinSessionRequest(request))
+        guard case .joinSessionResponse(let response) = body, let ticket = response.ticket else {
+            throw NetplayError(.internal, "The join was answered with \(body.name) without a ticket.")
+        }
+        return Admission(ticket: ticket, relayEndpoint: room.isLAN ? room.endpoint : ticket.relayEndpoint,
+                         participantToken: response.participantToken,
+                         coordinatorEndpoint: room.isLAN ? nil : coordinatorEndpoint)
+    }
+
+    /// Joins the session `sessionId` (e.g. from a shared link) without browsing.
+    public func join(sessionId: String, name: String, role: Role = .player, password: String = "",
+                     content: ContentInfo = ContentInfo(), preferredSlot: Int = 0) throws -> Admission {
+        var room = NetplayRoom(Room(roomId: sessionId, sessionId: sessionId))
+        room.isLAN = false
+        return try join(room, name: name, role: role, password: password, content: content, preferredSlot: preferredSlot)
+    }
+
+    /// Host: tells the coordinator the match started (the room shows "in progress").
+    public func markStarted(_ admission: Admission) throws {
+        guard admission.coordinatorEndpoint != nil else { return }
+        _ = try call(admission.coordinatorEndpoint, "coordinator", .startSessionRequest(StartSessionRequest(
+            sessionId: admission.sessionId, participantId: admission.ticket.participantId,
+            participantToken: admission.participantToken)))
+    }
+
+    /// Leaves the session at the coordinator (the host leaving ends it).
+    public func leave(_ admission: Admission) throws {
+        guard admission.coordinatorEndpoint != nil else { return }
+        _ = try call(admission.coordinatorEndpoint, "coordinator", .leaveSessionRequest(LeaveSessionRequest(
+            sessionId: admission.sessionId, participantId: admission.ticket.participantId,
+            participantToken: admission.participantToken)))
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import Games
+import NetplayWire
+
+/// The SDK's front door for a frontend: browse rooms, host (LAN or relay), join, spectate.
+/// Each of host/join/spectate returns a ``NetplayMatch`` to drive from the game loop; the match
+/// publishes the state stream, HUD figures and chat, and reconnects on its own.
+///
+/// ```swift
+/// let client = NetplayClient(name: "JoeMatt")
+/// let rooms = await client.lobby.browse()
+/// let match = try client.join(rooms[0], game: MyCore(), content: rom)
+/// match.start()
+/// // every frame: match.tick(input: pad); render(match.game)
+/// ```
+public final class NetplayClient: Sendable {
+    /// The player's display name.
+    public let name: String
+    /// Lobby, LAN and coordinator access.
+    public let lobby: NetplayLobby
+    /// Options every match gets (network simulation, timeouts).
+    public let matchOptions: MatchOptionsBox
+
+    /// A client for the cluster `lobby` points at.
+    public init(name: String, lobby: NetplayLobby = NetplayLobby(), matchOptions: MatchOptionsBox = MatchOptionsBox()) {
+        self.name = name
+        self.lobby = lobby
+        self.matchOptions = matchOptions
+    }
+
+    /// Hosts a room for `game` with `settings`. LAN rooms start an in-process relay announced by
+    /// the LAN beacon (returned so the caller can stop it); relay rooms go through the coordinator.
+    public func host<G: SerializableGame>(game: G, inputSize: Int, settings: NetplaySettings, content: ContentInfo,
+                                          gameOptions: [UInt8] = [], lanBeaconHost: String = "255.255.255.255",
+                                          lanAdvertiseAddress: String? = nil) throws -> (match: NetplayMatch<G>, lanHost: LanHost?) {
+        var options = matchOptions.options
+        options.content = content
+        options.gameOptions = gameOptions
+        if settings.network == .lan {
+            let host = try LanHost(settings: settings, content: content, inputSize: inputSize, hostName: name,
+                                   advertiseAddress: lanAdvertiseAddress, beaconHost: lanBeaconHost,
+                                   beaconPort: lobby.lanBeaconPort)
+            do {
+                return (try NetplayMatch(game: game, admission: host.admission, options: options), host)
+            } catch {
+                host.stop()
+                throw error
+            }
+        }
+        let admission = try lobby.host(settings: settings, content: content, inputSize: inputSize, hostName: name)
+        return (try NetplayMatch(game: game, admission: admission, options: options), nil)
+    }
+
+    /// Joins `room` as a player.
+    public func join<G: SerializableGame>(_ room: NetplayRoom, game: G, content: ContentInfo, password: String = "",
+                                          preferredSlot: Int = 0) throws -> NetplayMatch<G> {
+        let admission = try lobby.join(room, name: name, role: .player, password: password, content: content,
+                                       preferredSlot: preferredSlot)
+        return try NetplayMatch(game: game, admission: admission, options: matchOptions.options)
+    }
+
+    /// Watches `room` as a spectator (mid-match joins start from a state snapshot).
+    public func spectate<G: SerializableGame>(_ room: NetplayRoom, game: G, password: String = "") throws -> NetplayMatch<G> {
+        let admission = try lobby.join(room, name: name, role: .spectator, password: password)
+        return try NetplayMatch(game: game, admission: admission, options: matchOptions.options)
+    }
+}
+
+/// Match options shared by a client's matches (a box so the client stays `Sendable`).
+public struct MatchOptionsBox: Sendable {
+    /// Network simulation and timeouts applied to every match.
+    public var conditions = NetworkConditions()
+    /// Nothing heard from the relay this long: reconnect.
+    public var silenceTimeoutMs = 1_500
+
+    /// Defaults.
+    public init() {}
+
+    var options: NetplayMatchOptions {
+        var options = NetplayMatchOptions()
+        options.conditions = conditions
+        options.silenceTimeoutMs = silenceTimeoutMs
+        return options
+    }
+}

@@ -1,0 +1,355 @@
+import Foundation
+import NetplayAuth
+import NetplayService
+import NetplayWire
+import Testing
+@testable import InputSync
+
+@Suite("Relay core: admission, forwarding, confirmation")
+struct RelayCoreTests {
+    let a = RelayRig.address("peer-a")
+    let b = RelayRig.address("peer-b")
+    let c = RelayRig.address("peer-c")
+
+    func runningPair(_ rig: RelayRig) throws {
+        let first = try rig.attach(a, slot: 1)
+        #expect(!first.running)
+        let second = try rig.attach(b, slot: 2)
+        #expect(second.running)
+        _ = rig.transport.take(a)
+        _ = rig.transport.take(b)
+    }
+
+    @Test func matchStartsWhenEverySlotIsAttachedAndEveryoneIsTold() throws {
+        let rig = RelayRig()
+        let response = try rig.attach(a, slot: 1)
+        #expect(response.sessionId == rig.sessionId && response.slot == 1 && !response.running)
+        let pushed = rig.transport.take(a)
+        #expect(!pushed.contains { $0.attachResponse?.running == true })
+        _ = try rig.attach(b, slot: 2)
+        #expect(rig.transport.take(a).contains { $0.attachResponse?.running == true })
+    }
+
+    @Test func forgedExpiredAndMisdirectedTicketsAreRefused() throws {
+        let rig = RelayRig()
+        var forged = rig.ticket(slot: 1)
+        forged.slot = 2
+        #expect(throws: ServiceError.self) { try rig.send(.attachRequest(AttachRequest(ticket: forged, protocolVersion: 1)), from: a) }
+        do {
+            try rig.send(.attachRequest(AttachRequest(ticket: forged, protocolVersion: 1)), from: a)
+        } catch {
+            #expect(error.code == .ticketInvalid)
+        }
+        let expired = rig.ticket(slot: 1, ttlMs: 1, issuedAt: JoinTicketVerifier.wallClockMs() - 10_000)
+        do {
+            try rig.send(.attachRequest(AttachRequest(ticket: expired, protocolVersion: 1)), from: a)
+            Issue.record("expired ticket admitted")
+        } catch {
+            #expect(error.code == .ticketExpired)
+        }
+        let elsewhere = rig.ticket(slot: 1, relay: "sync-9")
+        do {
+            try rig.send(.attachRequest(AttachRequest(ticket: elsewhere, protocolVersion: 1)), from: a)
+            Issue.record("ticket for another relay admitted")
+        } catch {
+            #expect(error.code == .ticketInvalid)
+        }
+        let otherKey = try JoinTicketSigner(keyRing: TicketKeyRing.generate()).sign(rig.ticket(slot: 1))
+        do {
+            try rig.send(.attachRequest(AttachRequest(ticket: otherKey, protocolVersion: 1)), from: a)
+            Issue.record("ticket signed with another secret admitted")
+        } catch {
+            #expect(error.code == .ticketInvalid)
+        }
+        #expect(rig.core.sessionCount == 0)
+    }
+
+    @Test func inputsAreForwardedAtOnceAndConfirmedWhenEveryoneIsIn() throws {
+        let rig = RelayRig()
+        try runningPair(rig)
+        try rig.batch(a, slot: 1, start: 0, [1, 2, 3])
+        let forwarded = rig.transport.broadcasts(b)
+        #expect(forwarded.count == 1 && !forwarded[0].authoritative)
+        #expect(forwarded[0].players.first?.inputs == [1, 2, 3] && forwarded[0].players.first?.slot == 1)
+        #expect(rig.transport.take(a).isEmpty)
+        try rig.batch(b, slot: 2, start: 0, [7, 8])
+        let toA = rig.transport.broadcasts(a, authoritative: true)
+        #expect(toA.count == 1)
+        #expect(toA[0].confirmedFrames == 2)
+        #expect(toA[0].players.map(\.inputs) == [[1, 2], [7, 8]])
+        #expect(toA[0].awaitedInputFrame == 3)
+        let toB = rig.transport.broadcasts(b, authoritative: true)
+        #expect(toB.count == 1 && toB[0].awaitedInputFrame == 2)
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 2)
+    }
+
+    @Test func rulesBrokenByPeersGetErrorsAndChangeNothing() throws {
+        let rig = RelayRig()
+        try runningPair(rig)
+        let spectator = RelayRig.address("watcher")
+        _ = try rig.attach(spectator, slot: 0, role: .spectator)
+        func code(_ body: () throws -> Void) -> ErrorCode? {
+            do { try body(); return nil } catch { return (error as? ServiceError)?.code }
+        }
+        #expect(code { try rig.batch(a, slot: 2, start: 0, [9]) } == .permissionDenied)
+        #expect(code { try rig.batch(spectator, slot: 1, start: 0, [9]) } == .permissionDenied)
+        #expect(code { try rig.batch(spectator, slot: 0, start: 0, [9]) } == .permissionDenied)
+        #expect(code { try rig.batch(a, slot: 1, start: 2_000_000_000, [9]) } == .badRequest)
+        #expect(code {
+            try rig.send(.inputBatch(InputBatch(slot: 1, startFrame: 0, inputSize: 2, inputs: [1, 2], currentFrame: 1)), from: a)
+        } == .badRequest)
+        #expect(code {
+            try rig.send(.inputBatch(InputBatch(slot: 1, startFrame: 0, inputSize: 1, inputs: Array(repeating: 1, count: 200))), from: a)
+        } == .badRequest)
+        #expect(code { try rig.batch(RelayRig.address("stranger"), slot: 1, start: 0, [1]) } == .unauthenticated)
+        #expect(code {
+            try rig.send(.stateChunk(StateChunk(transferId: 77, frame: 0, totalSize: 4, data: [1, 2, 3, 4], last: true)), from: a)
+        } == .invalidState)
+        #expect(code { try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 0, checksum: 1)])), from: a) }
+                == .permissionDenied)
+        #expect(code { try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 7, checksum: 1)])), from: a) }
+                == .badRequest)
+        #expect(code { try rig.send(.healthResponse(HealthResponse()), from: a) } == .unknownRequest)
+        // Nothing of the above reached the timeline; the good batch still works.
+        try rig.batch(a, slot: 1, start: 0, [5])
+        try rig.batch(b, slot: 2, start: 0, [6])
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1)
+        let confirmed = rig.transport.broadcasts(a, authoritative: true)
+        #expect(confirmed.last?.players.map(\.inputs) == [[5], [6]])
+    }
+
+    @Test func aLaggingPlayerIsSubstitutedAndTheOthersGetFinalInputs() throws {
+        let rig = RelayRig(lagTolerance: 6)
+        try runningPair(rig)
+        try rig.batch(b, slot: 2, start: 0, [4], current: 0)
+        // Player A keeps playing at 60 Hz; B goes silent after frame 0.
+        for frame in 0 ..< 40 {
+            rig.advance(ms: 16)
+            try rig.batch(a, slot: 1, start: frame, [UInt8(frame % 3)], current: frame)
+        }
+        let confirmed = rig.core.confirmedFrames(of: rig.sessionId) ?? 0
+        #expect(confirmed >= 25, "confirmed \(confirmed)")
+        let finals = rig.transport.broadcasts(a, authoritative: true)
+        let slotB = finals.flatMap { $0.players.filter { $0.slot == 2 } }
+        #expect(slotB.contains { $0.status.contains(.substituted) })
+        // Repeat-last: every substituted input of B is its last real input, 4.
+        for run in slotB {
+            for (index, status) in run.status.enumerated() where status == .substituted { #expect(run.inputs[index] == 4) }
+        }
+        #expect(rig.transport.published.contains { $0.topic == "sync.substituted" })
+        // B comes back: its late inputs for substituted frames are ignored, newer ones count.
+        let stored = confirmed
+        try rig.batch(b, slot: 2, start: 1, Array(repeating: 9, count: 60), current: 60)
+        #expect(rig.transport.published.filter { $0.topic == "sync.substituted" }.count >= 2)  // caught up
+        _ = stored
+    }
+
+    @Test func spectatorsGetOnlyConfirmedInputsWithTheDelay() throws {
+        let rig = RelayRig(spectatorDelay: 5)
+        try runningPair(rig)
+        let spectator = RelayRig.address("watcher")
+        let response = try rig.attach(spectator, slot: 0, role: .spectator)
+        #expect(response.running && !response.stateFollows && response.role == .spectator)
+        _ = rig.transport.take(spectator)
+        for frame in 0 ..< 12 {
+            try rig.batch(a, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        rig.advance(ms: 8)
+        let got = rig.transport.broadcasts(spectator)
+        #expect(got.allSatisfy { $0.authoritative })
+        let frames = got.flatMap { broadcast in broadcast.players.filter { $0.slot == 1 }.map { Int($0.startFrame) + $0.inputs.count } }
+        #expect(frames.max() == 12 - 5)
+    }
+
+    @Test func aDesyncIsDetectedAndTheDivergedPlayerGetsTheMajorityState() throws {
+        let rig = RelayRig(players: 3, checksumInterval: 10)
+        _ = try rig.attach(a, slot: 1)
+        _ = try rig.attach(b, slot: 2)
+        _ = try rig.attach(c, slot: 3)
+        for frame in 0 ..< 12 {
+            try rig.batch(a, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+            try rig.batch(c, slot: 3, start: frame, [3])
+        }
+        _ = rig.transport.take(a); _ = rig.transport.take(b); _ = rig.transport.take(c)
+        try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 10, checksum: 111)])), from: a)
+        try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 10, checksum: 222)])), from: b)
+        try rig.send(.checksumReport(ChecksumReport(slot: 3, checksums: [FrameChecksum(frame: 10, checksum: 111)])), from: c)
+        let notices = rig.transport.sent.compactMap { entry -> DesyncNotice? in
+            if case .desyncNotice(let notice) = entry.body { return notice }
+            return nil
+        }
+        #expect(notices.count == 3)
+        #expect(notices.first?.divergedSlots == [2] && notices.first?.referenceSlot == 1 && notices.first?.resyncStarted == true)
+        #expect(rig.transport.published.contains { $0.topic == "sync.desync" })
+        let requests = rig.transport.take(a).compactMap { body -> StateRequest? in
+            if case .stateRequest(let request) = body { return request }
+            return nil
+        }
+        #expect(requests.count == 1 && requests[0].reason == .desync)
+        _ = rig.transport.take(b)
+        // The reference answers in two chunks; an oversized or out-of-order chunk is refused.
+        let id = requests[0].transferId
+        do {
+            try rig.send(.stateChunk(StateChunk(transferId: id, frame: 11, offset: 4, totalSize: 8, data: [5, 6, 7, 8], last: true)), from: c)
+            Issue.record("a chunk from a non-reference was relayed")
+        } catch {
+            #expect(error.code == .invalidState)
+        }
+        try rig.send(.stateChunk(StateChunk(transferId: id, frame: 11, offset: 0, totalSize: 8, data: [1, 2, 3, 4], checksum: 9)), from: a)
+        try rig.send(.stateChunk(StateChunk(transferId: id, frame: 11, offset: 4, totalSize: 8, data: [5, 6, 7, 8], checksum: 9, last: true)), from: a)
+        let chunks = rig.transport.take(b).compactMap { body -> StateChunk? in
+            if case .stateChunk(let chunk) = body { return chunk }
+            return nil
+        }
+        #expect(chunks.map(\.data) == [[1, 2, 3, 4], [5, 6, 7, 8]])
+        #expect(rig.transport.take(c).allSatisfy { if case .stateChunk = $0 { false } else { true } })
+        try rig.send(.stateTransferAck(StateTransferAck(transferId: id, receivedBytes: 8, loaded: true)), from: b)
+        #expect(rig.core.stats(of: rig.sessionId)?.resyncs == 1)
+        #expect(rig.core.stats(of: rig.sessionId)?.desyncs == 1)
+    }
+
+    @Test func oversizedAndOutOfOrderChunksAbortTheTransfer() throws {
+        let rig = RelayRig(checksumInterval: 10) { $0.maxChunkBytes = 16 }
+        try runningPair(rig)
+        for frame in 0 ..< 11 {
+            try rig.batch(a, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 10, checksum: 1)])), from: a)
+        try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 10, checksum: 2)])), from: b)
+        let request = rig.transport.take(a).compactMap { body -> StateRequest? in
+            if case .stateRequest(let request) = body { return request }
+            return nil
+        }.first
+        let id = try #require(request).transferId
+        do {
+            try rig.send(.stateChunk(StateChunk(transferId: id, frame: 10, totalSize: 64, data: Array(repeating: 0, count: 32))), from: a)
+            Issue.record("oversized chunk accepted")
+        } catch {
+            #expect(error.code == .payloadTooLarge)
+        }
+        do {
+            try rig.send(.stateChunk(StateChunk(transferId: id, frame: 10, totalSize: 8, data: [1], last: false)), from: a)
+            Issue.record("chunk of an abandoned transfer accepted")
+        } catch {
+            #expect(error.code == .invalidState)
+        }
+    }
+
+    @Test func aLateSpectatorGetsAStateThenTheInputsSince() throws {
+        let rig = RelayRig() { $0.lateJoinReplayLimit = 20 }
+        try runningPair(rig)
+        for frame in 0 ..< 100 {
+            try rig.batch(a, slot: 1, start: frame, [UInt8(frame & 0x7F)])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        let spectator = RelayRig.address("late")
+        let response = try rig.attach(spectator, slot: 0, role: .spectator)
+        #expect(response.stateFollows && response.running)
+        rig.advance(ms: 8)
+        let request = rig.transport.take(a).compactMap { body -> StateRequest? in
+            if case .stateRequest(let request) = body { return request }
+            return nil
+        }.first
+        let id = try #require(request).transferId
+        #expect(request?.reason == .lateJoin)
+        #expect(rig.transport.broadcasts(spectator).isEmpty)
+        try rig.send(.stateChunk(StateChunk(transferId: id, frame: 90, totalSize: 3, data: [9, 9, 9], last: true)), from: a)
+        let got = rig.transport.take(spectator)
+        #expect(got.contains { if case .stateChunk = $0 { true } else { false } })
+        let inputs = got.compactMap { body -> InputBroadcast? in
+            if case .inputBroadcast(let broadcast) = body { return broadcast }
+            return nil
+        }
+        #expect(inputs.first?.players.first?.startFrame == 90)
+        #expect(inputs.first?.players.first?.inputs == (90 ..< 100).map { UInt8($0 & 0x7F) })
+    }
+
+    @Test func aPlayerReconnectsFromAnotherConnectionAndResumes() throws {
+        let rig = RelayRig()
+        try runningPair(rig)
+        for frame in 0 ..< 30 {
+            try rig.batch(a, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        let b2 = RelayRig.address("peer-b-again")
+        let response = try rig.attach(b2, slot: 2, resume: true, confirmed: 25)
+        #expect(response.running && !response.stateFollows && response.awaitedInputFrame == 30)
+        #expect(rig.transport.take(b).contains { if case .detach(let d) = $0 { d.reason == .replaced } else { false } })
+        let resent = rig.transport.broadcasts(b2, authoritative: true)
+        #expect(resent.first?.players.first?.startFrame == 25)
+        #expect(rig.transport.published.contains { entry in
+            if case .peerEvent(let event) = entry.body { return event.kind == .reconnected }
+            return false
+        })
+        // The old connection is no longer attached.
+        do {
+            try rig.batch(b, slot: 2, start: 30, [2])
+            Issue.record("replaced connection still accepted")
+        } catch {
+            #expect(error.code == .unauthenticated)
+        }
+    }
+
+    @Test func aRestartedRelayRebuildsTheSessionFromWhatPeersResend() throws {
+        let rig = RelayRig()
+        let response = try rig.attach(a, slot: 1, resume: true, confirmed: 500)
+        #expect(response.recovering && response.running && response.confirmedFrames == 500)
+        let second = try rig.attach(b, slot: 2, resume: true, confirmed: 505)
+        #expect(second.recovering)
+        // B held 5 more confirmed frames: it resends them as history; both then continue.
+        try rig.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, players: [
+            PlayerInputs(slot: 1, startFrame: 500, inputs: [1, 1, 1, 1, 1]),
+            PlayerInputs(slot: 2, startFrame: 500, inputs: [2, 2, 2, 2, 2]),
+        ])), from: b)
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 505)
+        let toA = rig.transport.broadcasts(a, authoritative: true)
+        #expect(toA.last?.players.first?.startFrame == 500 && toA.last?.confirmedFrames == 505)
+        try rig.batch(a, slot: 1, start: 505, [1])
+        try rig.batch(b, slot: 2, start: 505, [2])
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 506)
+    }
+
+    @Test func chatIsRelayedWithTheSenderFilledInAndRateLimited() throws {
+        let rig = RelayRig()
+        try runningPair(rig)
+        try rig.send(.chatMessage(ChatMessage(text: "gg", fromName: "spoofed", fromSlot: 7)), from: b)
+        let line = rig.transport.take(a).compactMap { body -> ChatMessage? in
+            if case .chatMessage(let message) = body { return message }
+            return nil
+        }.first
+        #expect(line?.text == "gg" && line?.fromSlot == 2 && line?.fromName == "player 2")
+        var limited = false
+        for _ in 0 ..< 10 {
+            do { try rig.send(.chatMessage(ChatMessage(text: "spam")), from: b) } catch { limited = error.code == .rateLimited }
+        }
+        #expect(limited)
+    }
+
+    @Test func replaysRecordConfirmedInputsAndAgreedChecksums() throws {
+        let rig = RelayRig(checksumInterval: 60)
+        try runningPair(rig)
+        for frame in 0 ..< 200 {
+            try rig.batch(a, slot: 1, start: frame, [UInt8(frame & 0xFF)])
+            try rig.batch(b, slot: 2, start: frame, [UInt8((frame * 7) & 0xFF)])
+            if frame % 60 == 0 && frame > 0 {
+                try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: UInt32(frame), checksum: UInt64(frame) * 3)])), from: a)
+                try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: UInt32(frame), checksum: UInt64(frame) * 3)])), from: b)
+            }
+        }
+        let url = try #require(rig.core.replayURL(of: rig.sessionId))
+        try rig.send(.detach(Detach(reason: .leaving)), from: a)
+        try rig.send(.detach(Detach(reason: .leaving)), from: b)
+        let replay = try ReplayFile(contentsOf: url)
+        #expect(replay.footer != nil)
+        #expect(replay.frameCount >= 200)
+        for frame in 0 ..< 200 {
+            #expect(replay.input(frame: frame, slot: 0) == [UInt8(frame & 0xFF)])
+            #expect(replay.input(frame: frame, slot: 1) == [UInt8((frame * 7) & 0xFF)])
+        }
+        #expect(replay.checksums[60] == 180 && replay.checksums[180] == 540)
+        #expect(replay.header.params.maxPlayers == 2)
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import NetplayAuth
+import NetplayService
+import NetplayWire
+@testable import InputSync
+
+/// Records what a relay core sends, publishes and pushes.
+final class RecordingTransport: RelayTransport {
+    var sent: [(peer: PeerAddress, body: Envelope.Body)] = []
+    var published: [(topic: String, body: Envelope.Body)] = []
+    var stats: [SessionStats] = []
+
+    func send(_ body: Envelope.Body, to peer: PeerAddress) { sent.append((peer, body)) }
+    func publish(topic: String, _ body: Envelope.Body, message: String, sessionId: String) {
+        published.append((topic, body))
+    }
+    func pushStats(_ stats: SessionStats) { self.stats.append(stats) }
+
+    /// Everything sent to `peer` since the last call (drained).
+    func take(_ peer: PeerAddress) -> [Envelope.Body] {
+        let mine = sent.filter { $0.peer == peer }.map(\.body)
+        sent.removeAll { $0.peer == peer }
+        return mine
+    }
+
+    func broadcasts(_ peer: PeerAddress, authoritative: Bool? = nil) -> [InputBroadcast] {
+        take(peer).compactMap { body in
+            if case .inputBroadcast(let broadcast) = body, authoritative == nil || broadcast.authoritative == authoritative {
+                return broadcast
+            }
+            return nil
+        }
+    }
+}
+
+/// A relay core with a ticket issuer, a fake clock and named peers.
+final class RelayRig {
+    let keyRing = TicketKeyRing.generate()
+    let transport = RecordingTransport()
+    let core: RelayCore
+    var now: UInt64 = 1_000
+    var params: SyncParams
+    let sessionId: String
+    let replayDirectory: URL
+
+    init(players: Int = 2, inputSize: Int = 1, lagTolerance: Int = 12, spectatorDelay: Int = 0,
+         checksumInterval: Int = 60, maxSpectators: Int = 4, configure: (inout RelayConfiguration) -> Void = { _ in }) {
+        params = SyncParams(inputSize: UInt32(inputSize), maxPlayers: UInt32(players), frameDelay: 2, frameRateMhz: 60_000,
+                            predictionWindow: 8, lagToleranceFrames: UInt32(lagTolerance),
+                            spectatorDelayFrames: UInt32(spectatorDelay), checksumIntervalFrames: UInt32(checksumInterval),
+                            maxSpectators: UInt32(maxSpectators))
+        sessionId = "s-\(UInt32.random(in: 1 ... .max))"
+        replayDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-tests-\(UUID().uuidString)")
+        var configuration = RelayConfiguration(relayId: "sync-test", advertisedEndpoint: "tcp://127.0.0.1:1")
+        configuration.replayDirectory = replayDirectory
+        configure(&configuration)
+        core = RelayCore(configuration: configuration, verifier: JoinTicketVerifier(keyRing: keyRing), transport: transport)
+    }
+
+    func ticket(slot: Int, role: Role = .player, participant: String? = nil, ttlMs: UInt64 = 60_000,
+                relay: String = "sync-test", issuedAt: UInt64 = JoinTicketVerifier.wallClockMs()) -> JoinTicket {
+        try! JoinTicketSigner(keyRing: keyRing).issue(
+            sessionId: sessionId, participantId: participant ?? (role == .player ? "p\(slot)" : "spectator-\(UUID().uuidString.prefix(6))"),
+            role: role, slot: UInt32(slot), relayId: relay, relayEndpoint: "tcp://127.0.0.1:1", params: params,
+            name: participant ?? "player \(slot)", ttlMs: ttlMs, nowUnixMs: issuedAt)
+    }
+
+    static func address(_ name: String) -> PeerAddress { PeerAddress(routingId: Array(name.utf8)) }
+
+    @discardableResult
+    func send(_ body: Envelope.Body, from peer: PeerAddress) throws(ServiceError) -> Envelope.Body? {
+        try core.handle(Envelope(body: body), from: peer, now: now)
+    }
+
+    @discardableResult
+    func attach(_ peer: PeerAddress, slot: Int, role: Role = .player, resume: Bool = false, confirmed: Int = 0,
+                participant: String? = nil) throws(ServiceError) -> AttachResponse {
+        let body = try send(.attachRequest(AttachRequest(ticket: ticket(slot: slot, role: role, participant: participant),
+                                                         protocolVersion: 1, resume: resume,
+                                                         confirmedFrames: UInt32(confirmed))), from: peer)
+        guard case .attachResponse(let response)? = body else { fatalError("no attach response") }
+        return response
+    }
+
+    /// Sends a batch of one-byte inputs `values` from `start`.
+    func batch(_ peer: PeerAddress, slot: Int, start: Int, _ values: [UInt8], awaited: Int = 0, current: Int? = nil) throws(ServiceError) {
+        try send(.inputBatch(InputBatch(slot: UInt32(slot), startFrame: UInt32(start), inputSize: params.inputSize,
+                                        inputs: values, awaitedFrame: UInt32(awaited),
+                                        currentFrame: UInt32(current ?? (start + values.count)))), from: peer)
+    }
+
+    func advance(ms: UInt64) {
+        let target = now + ms
+        while now < target {
+            now = min(target, now + 4)
+            core.tick(now: now)
+        }
+    }
+}
+
+extension Envelope.Body {
+    var attachResponse: AttachResponse? {
+        if case .attachResponse(let response) = self { return response }
+        return nil
+    }
+}
