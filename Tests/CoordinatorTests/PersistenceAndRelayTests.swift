@@ -123,10 +123,10 @@ struct PersistenceAndRelayTests {
         _ = try h.core.end(EndSessionRequest(sessionId: host.session.sessionId, participantId: host.participantId,
                                              participantToken: host.participantToken), at: h.time)
         h.now += 500
-        _ = h.core.maintain(at: h.time)
+        _ = h.core.maintain(at: h.time, housekeeping: true)
         #expect(h.core.sessions[host.session.sessionId] != nil)
         h.now += 600
-        _ = h.core.maintain(at: h.time, purgeTickets: true)
+        _ = h.core.maintain(at: h.time, housekeeping: true)
         #expect(h.core.sessions[host.session.sessionId] == nil)
         try h.restart()
         #expect(h.core.sessions.isEmpty)

@@ -48,18 +48,20 @@ extension SessionCoordinator {
         orderedIds.filter { sessions[$0].map { $0.isActive && $0.relayId == relayId } ?? false }
     }
 
-    /// Periodic upkeep: drops stale relays (their sessions get a new relay when peers renew),
-    /// deletes sessions ended longer ago than the retention, forgets expired tickets.
-    public func maintain(at time: CoordinatorTime, purgeTickets: Bool = false) -> Outcome {
+    /// Periodic upkeep: drops stale relays (their sessions get a new relay when peers renew);
+    /// with `housekeeping`, also deletes sessions ended longer ago than the retention and forgets
+    /// expired tickets (both scan more, so the service does them less often).
+    public func maintain(at time: CoordinatorTime, housekeeping: Bool = false) -> Outcome {
         var outcome = Outcome(reply: .ack(Ack()))
         for dropped in relays.sweep(nowMs: time.monotonicMs) {
             try? store.apply([.deleteRelay(dropped.relayId)])
             outcome.relayEvents.append(relayEvent(.dropped, dropped, sessions: sessionIds(on: dropped.relayId), at: time))
         }
+        guard housekeeping else { return outcome }
         let cutoff = time.unixMs > settings.endedRetentionMs ? time.unixMs - settings.endedRetentionMs : 0
         let expired = sessions.values.filter { $0.state == .ended && $0.endedAtUnixMs < cutoff }.map(\.sessionId)
         for sessionId in expired { try? forget(sessionId) }
-        if purgeTickets { try? store.apply([.deleteTickets(expiredBeforeUnixMs: time.unixMs)]) }
+        try? store.apply([.deleteTickets(expiredBeforeUnixMs: time.unixMs)])
         return outcome
     }
 }

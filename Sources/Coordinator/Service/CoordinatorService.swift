@@ -70,8 +70,8 @@ public final class CoordinatorService: Service {
         } else {
             runtime.logger.notice("discovery disabled: rooms are not announced in the lobby")
         }
-        runtime.every(seconds: 0.25) { [weak self] runtime in self?.maintain(runtime, purgeTickets: false) }
-        runtime.every(seconds: 60) { [weak self] runtime in self?.maintain(runtime, purgeTickets: true) }
+        runtime.every(seconds: 0.25) { [weak self] runtime in self?.maintain(runtime, housekeeping: false) }
+        runtime.every(seconds: 5) { [weak self] runtime in self?.maintain(runtime, housekeeping: true) }
     }
 
     public func handle(_ request: Request, runtime: ServiceRuntime) throws(ServiceError) -> HandlerOutcome {
@@ -236,9 +236,9 @@ public final class CoordinatorService: Service {
         }
     }
 
-    private func maintain(_ runtime: ServiceRuntime, purgeTickets: Bool) {
+    private func maintain(_ runtime: ServiceRuntime, housekeeping: Bool) {
         guard let core else { return }
-        let outcome = core.maintain(at: now, purgeTickets: purgeTickets)
+        let outcome = core.maintain(at: now, housekeeping: housekeeping)
         if !outcome.relayEvents.isEmpty {
             _ = finish(outcome, runtime)
             notifier.prune(keeping: Set(core.relays.relays.map(\.info.endpoint)))

@@ -10,9 +10,10 @@ public struct RoomRegistryLimits: Sendable, Equatable {
     /// The shortest TTL granted.
     public var minTTLMs: UInt32 = 500
     /// Rooms in the registry at most (beyond: OVERLOADED).
-    public var maxRooms = 100_000
-    /// Rooms one announcer may hold at most (beyond: PERMISSION_DENIED... rather OVERLOADED).
-    public var maxRoomsPerAnnouncer = 20_000
+    public var maxRooms = 200_000
+    /// Rooms one announcer may hold at most (beyond: OVERLOADED); as many as a coordinator's
+    /// sessions by default.
+    public var maxRoomsPerAnnouncer = 100_000
 
     /// The defaults.
     public init() {}

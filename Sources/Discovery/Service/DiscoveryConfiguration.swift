@@ -3,10 +3,12 @@
 public struct DiscoveryConfiguration: Sendable {
     /// Registry limits (TTLs, capacity).
     public var limits = RoomRegistryLimits()
-    /// Announce, refresh and withdraw requests per second per announcer (0 = unlimited).
-    public var announceRatePerSecond: Double = 200
+    /// Announce, refresh and withdraw requests per second per announcer (0 = unlimited). A
+    /// coordinator refreshes each of its rooms every third of the TTL, so this must exceed
+    /// rooms / (TTL / 3): 2,000/s carries 40,000 rooms at the default 60 s TTL.
+    public var announceRatePerSecond: Double = 2_000
     /// Burst of such requests per announcer.
-    public var announceBurst: Double = 400
+    public var announceBurst: Double = 4_000
     /// Seconds between `rooms.sync` events (0 = none).
     public var syncIntervalSeconds: Double = 1
     /// Seconds between expiry sweeps (the precision of TTLs).

@@ -10,16 +10,16 @@ public struct DiscoveryOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Longest TTL granted, seconds (env NETPLAY_MAX_ROOM_TTL, default 600).", valueName: "seconds"))
     public var maxRoomTTL: String?
 
-    @Option(help: ArgumentHelp("Rooms the registry holds at most (env NETPLAY_MAX_ROOMS, default 100000).", valueName: "count"))
+    @Option(help: ArgumentHelp("Rooms the registry holds at most (env NETPLAY_MAX_ROOMS, default 200000).", valueName: "count"))
     public var maxRooms: String?
 
-    @Option(help: ArgumentHelp("Rooms one announcer may hold at most (env NETPLAY_MAX_ROOMS_PER_ANNOUNCER, default 20000).", valueName: "count"))
+    @Option(help: ArgumentHelp("Rooms one announcer may hold at most (env NETPLAY_MAX_ROOMS_PER_ANNOUNCER, default 100000).", valueName: "count"))
     public var maxRoomsPerAnnouncer: String?
 
-    @Option(help: ArgumentHelp("Announce/refresh/withdraw requests per second per announcer; 0 = unlimited (env NETPLAY_ANNOUNCE_RATE, default 200).", valueName: "per-second"))
+    @Option(help: ArgumentHelp("Announce/refresh/withdraw requests per second per announcer; 0 = unlimited (env NETPLAY_ANNOUNCE_RATE, default 2000).", valueName: "per-second"))
     public var announceRate: String?
 
-    @Option(help: ArgumentHelp("Burst of such requests per announcer (env NETPLAY_ANNOUNCE_BURST, default 400).", valueName: "count"))
+    @Option(help: ArgumentHelp("Burst of such requests per announcer (env NETPLAY_ANNOUNCE_BURST, default 4000).", valueName: "count"))
     public var announceBurst: String?
 
     @Option(help: ArgumentHelp("Seconds between rooms.sync events for watchers; 0 = none (env NETPLAY_ROOMS_SYNC_INTERVAL, default 1).", valueName: "seconds"))
@@ -57,14 +57,14 @@ public struct DiscoveryOptions: ParsableArguments, Sendable {
         configuration.limits.maxTTLMs = UInt32(maxTTL * 1000)
         configuration.limits.minTTLMs = min(500, configuration.limits.defaultTTLMs)
         configuration.limits.maxRooms = try resolver.integer(maxRooms, "NETPLAY_MAX_ROOMS", name: "--max-rooms",
-                                                             default: 100_000, range: 1...10_000_000)
+                                                             default: 200_000, range: 1...10_000_000)
         configuration.limits.maxRoomsPerAnnouncer = try resolver.integer(maxRoomsPerAnnouncer, "NETPLAY_MAX_ROOMS_PER_ANNOUNCER",
-                                                                         name: "--max-rooms-per-announcer", default: 20_000,
+                                                                         name: "--max-rooms-per-announcer", default: 100_000,
                                                                          range: 1...10_000_000)
         configuration.announceRatePerSecond = try resolver.number(announceRate, "NETPLAY_ANNOUNCE_RATE", name: "--announce-rate",
-                                                                  default: 200, range: 0...1_000_000)
+                                                                  default: 2_000, range: 0...1_000_000)
         configuration.announceBurst = try resolver.number(announceBurst, "NETPLAY_ANNOUNCE_BURST", name: "--announce-burst",
-                                                          default: 400, range: 1...10_000_000)
+                                                          default: 4_000, range: 1...10_000_000)
         configuration.syncIntervalSeconds = try resolver.number(syncInterval, "NETPLAY_ROOMS_SYNC_INTERVAL", name: "--sync-interval",
                                                                 default: 1, range: 0...3600)
         configuration.beaconPort = try resolver.port(beaconPort, "NETPLAY_BEACON_PORT", name: "--beacon-port",
