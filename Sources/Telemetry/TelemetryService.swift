@@ -337,6 +337,12 @@ public final class TelemetryService: Service {
             var row = rows[key] ?? ["service": .string(instance.service), "instance": .string(instance.instance), "supervised": false,
                                     "state": "reporting", "ready": .null]
             if rows[key] == nil { order.append(key) }
+            if instance.service == "supervisor", let cluster, rows[key] == nil {
+                row["state"] = "ready"
+                row["ready"] = true
+                row["pid"] = .number(cluster.supervisorPid)
+                row["uptime_s"] = .double((Double(cluster.uptimeMs) / 1000).rounded(toPlaces: 1))
+            }
             row["kind"] = .string(instance.service)
             row["last_report_age_s"] = .double((now - instance.receivedAt).rounded(toPlaces: 1))
             row["metrics"] = .number(instance.metrics.count)

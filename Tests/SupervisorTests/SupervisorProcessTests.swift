@@ -53,6 +53,7 @@ struct SupervisorProcessTests {
             sampleCluster(supervisor: $0, replicas: 1, extraServices: crashy, intensity: "{max_restarts: 3, period: 30s}")
         }
         let status = cluster.process.waitForExit(seconds: 20)
+        _ = eventually(within: 2) { cluster.log.contains("netplay-supervisor: restart intensity exceeded") }
         #expect(status == 1, "exit status \(String(describing: status))\n\(cluster.log)")
         let lastLine = cluster.log.split(separator: "\n").last.map(String.init) ?? ""
         #expect(lastLine.hasPrefix("netplay-supervisor: restart intensity exceeded: crashy"), "\(lastLine)")
@@ -198,6 +199,7 @@ struct SupervisorProcessTests {
     func badClusterFilesExitWithOneLine(yaml: String, expected: String) throws {
         let cluster = try SupervisedCluster { _ in yaml }
         let status = cluster.process.waitForExit(seconds: 10)
+        _ = eventually(within: 2) { cluster.log.hasSuffix("\n") }  // the pipe reader may lag the exit
         #expect(status == 2, "\(cluster.log)")
         let lines = cluster.log.split(separator: "\n")
         #expect(lines.count == 1, "\(cluster.log)")
@@ -213,6 +215,7 @@ struct SupervisorProcessTests {
                                                                "--run-dir", cluster.directory.appendingPathComponent("run").path,
                                                                "--endpoint", TestPorts.endpoint()])
         #expect(second.waitForExit(seconds: 10) == 2)
+        _ = eventually(within: 2) { second.log.hasSuffix("\n") }
         #expect(second.log.contains("a cluster is already running"), "\(second.log)")
     }
 }

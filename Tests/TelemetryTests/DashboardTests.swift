@@ -9,7 +9,7 @@ import Testing
 @Suite("Dashboard in headless Chromium", .serialized)
 struct DashboardTests {
     @Test func theDashboardRendersServicesSessionsAndEvents() throws {
-        guard let chromium = tool("chromium") ?? tool("chromium-browser") else {
+        guard let chromium = DebianTools.require("chromium", package: "chromium") else {
             Issue.record("chromium is not installed: apt-get install chromium (make deps installs it)")
             return
         }

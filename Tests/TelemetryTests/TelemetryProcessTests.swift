@@ -114,7 +114,7 @@ struct TelemetryProcessTests {
     }
 
     @Test func promtoolAcceptsTheMetricsPage() throws {
-        guard let promtool = tool("promtool") else {
+        guard let promtool = DebianTools.require("promtool", package: "prometheus") else {
             Issue.record("promtool is not installed: apt-get install prometheus (make deps installs it)")
             return
         }
@@ -132,7 +132,7 @@ struct TelemetryProcessTests {
     }
 
     @Test func aRealPrometheusScrapesTelemetry() throws {
-        guard let prometheus = tool("prometheus") else {
+        guard let prometheus = DebianTools.require("prometheus", package: "prometheus") else {
             Issue.record("prometheus is not installed: apt-get install prometheus (make deps installs it)")
             return
         }
@@ -179,6 +179,7 @@ struct TelemetryProcessTests {
                                       (["--forget-after", "0"], "--forget-after must be")] {
             let process = try ServiceProcess("netplay-telemetry", arguments + ["--endpoint", TestPorts.endpoint(), "--events", "none"])
             #expect(process.waitForExit(seconds: 10) == 2, "\(process.log)")
+            _ = eventually(within: 2) { process.log.hasSuffix("\n") }
             let lines = process.log.split(separator: "\n")
             #expect(lines.count == 1 && lines.first?.hasPrefix("netplay-telemetry: ") == true, "\(process.log)")
             #expect(process.log.contains(expected), "\(process.log)")

@@ -1,0 +1,201 @@
+import Foundation
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import Testing
+
+/// The real cluster (compose/cluster.yaml) started the way a developer does, `make up`, on
+/// shifted ports (NETPLAY_PORT_OFFSET) so a developer's own `make up` on the default ports is
+/// left alone, with the test's debug binaries (NETPLAY_BIN_DIR) instead of a release build.
+@Suite("make up: the whole cluster", .serialized)
+struct ClusterE2ETests {
+    /// Design ports (TCP) the cluster binds, plus room for three sync replicas.
+    static let designPorts = [7000, 7100, 7101, 7200, 7201, 7300, 7301, 7310, 7311, 7320, 7321, 7400, 7401, 7402, 9400]
+
+    /// An offset that makes every design port free (TCP) and the beacon's UDP port free.
+    static func freeOffset() -> Int {
+        for _ in 0..<200 {
+            let offset = Int.random(in: 200...560) * 100
+            if designPorts.allSatisfy({ portIsFree($0 + offset, udp: false) }) && portIsFree(7102 + offset, udp: true) { return offset }
+        }
+        return 30000
+    }
+
+    static func portIsFree(_ port: Int, udp: Bool) -> Bool {
+        let fd = socket(AF_INET, Int32(udp ? SOCK_DGRAM.rawValue : SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr(udp ? "0.0.0.0" : "127.0.0.1")
+        return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
+    }
+
+    /// `make up` (or another target) running in its own process group, like a terminal's job.
+    final class MakeCluster {
+        let offset = ClusterE2ETests.freeOffset()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-up-\(UUID().uuidString)")
+        let process = Process()
+        let output = OutputCollector()
+        var supervisor: String { "tcp://127.0.0.1:\(7000 + offset)" }
+        var http: String { "127.0.0.1:\(9400 + offset)" }
+        var runDirectory: String { directory.appendingPathComponent("run").path }
+
+        init(target: String = "up", environment extra: [String: String] = [:]) throws {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/make")
+            process.arguments = ["-C", repositoryRoot.path, "--no-print-directory", target, "RUN_DIR=\(runDirectory)",
+                                 "NETPLAY_BIN_DIR=\(BuildProducts.directory.path)"]
+            var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("NETPLAY_") && $0.key != "SYNC_REPLICAS" }
+            environment["NETPLAY_PORT_OFFSET"] = String(offset)
+            environment["NETPLAY_RETROARCH_PORT"] = "0"
+            environment["NETPLAY_DATA_ROOT"] = directory.appendingPathComponent("data").path
+            environment["NETPLAY_METRICS_INTERVAL"] = "1"  // the supervisor's own pushes (children keep theirs)
+            environment.merge(extra) { $1 }
+            process.environment = environment
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = pipe
+            pipe.fileHandleForReading.readabilityHandler = { [output] in output.append($0.availableData) }
+            try process.run()
+        }
+
+        deinit {
+            if process.isRunning { kill(-process.processIdentifier, SIGKILL) }
+            if let text = try? String(contentsOfFile: "\(runDirectory)/supervisor.pid", encoding: .utf8), let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+                kill(pid, SIGKILL)
+            }
+            try? FileManager.default.removeItem(at: directory)
+        }
+
+        lazy var client: BlockingClient = try! BlockingClient(endpoint: supervisor, timeout: 1)
+
+        func status() -> ClusterStatusResponse? {
+            guard case .clusterStatusResponse(let status)? = try? client.request(.clusterStatusRequest(ClusterStatusRequest())) else { return nil }
+            return status
+        }
+
+        func waitRunning(within seconds: Double) -> ClusterStatusResponse? {
+            var last: ClusterStatusResponse?
+            _ = eventually(within: seconds) {
+                last = status()
+                return last?.state == .running
+            }
+            return last?.state == .running ? last : nil
+        }
+
+        var log: String { output.text }
+    }
+
+    @Test func makeUpReachesAllReadyRecoversFromSigkillScalesAndStopsOnCtrlC() throws {
+        let cluster = try MakeCluster(environment: ["SYNC_REPLICAS": "1"])
+        let started = Date()
+        let status = try #require(cluster.waitRunning(within: 90), "make up never reached all-ready:\n\(cluster.log.suffix(4000))")
+        print("make up: all \(status.services.count) instances ready after \(String(format: "%.2f", Date().timeIntervalSince(started))) s")
+        let names = status.services.map(\.instance)
+        for required in ["telemetry", "discovery", "coordinator"] { #expect(names.contains(required), "\(names)") }
+        #expect(status.cluster == "netplay")
+        let hasSync = names.contains("sync-0")
+
+        // Telemetry serves the cluster: the supervisor's restart counters for every instance and
+        // each service's own metrics; the dashboard API shows the cluster as running.
+        var page = ""
+        let scraped = eventually(within: 15) {
+            page = httpGet(cluster.http, "/metrics")?.body ?? ""
+            return names.allSatisfy { page.contains("supervised_instance=\"\($0)\"") && page.contains("netplay_uptime_seconds{instance=\"\($0)\"") }
+        }
+        #expect(scraped, "missing series in /metrics:\n\(page.prefix(3000))")
+        let services = jsonObject(httpGet(cluster.http, "/api/services")?.body ?? "")
+        #expect((services?["cluster"] as? [String: Any])?["state"] as? String == "running")
+
+        // SIGKILL of each service: restarted and ready again within 2 s.
+        for victim in status.services {
+            let killedAt = Date()
+            kill(Int32(victim.pid), SIGKILL)
+            var current: ServiceStatus?
+            let back = eventually(within: 2) {
+                current = cluster.status()?.services.first { $0.instance == victim.instance }
+                return current.map { $0.state == .ready && $0.pid != victim.pid && $0.pid > 0 } ?? false
+            }
+            #expect(back, "\(victim.instance) not ready within 2 s of SIGKILL: \(String(describing: current))\n\(cluster.log.suffix(3000))")
+            print("restart-to-ready \(victim.instance): \(String(format: "%.0f", Date().timeIntervalSince(killedAt) * 1000)) ms")
+        }
+        #expect(cluster.waitRunning(within: 10) != nil)
+
+        // The relay scales out and back in while the cluster runs.
+        if hasSync {
+            _ = try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "sync", replicas: 3)))
+            let three = try #require(cluster.waitRunning(within: 20), "\(cluster.log.suffix(3000))")
+            #expect(three.services.filter { $0.service == "sync" }.map(\.instance) == ["sync-0", "sync-1", "sync-2"])
+            #expect(three.services.first { $0.instance == "sync-2" }?.endpoint == "tcp://127.0.0.1:\(7320 + cluster.offset)")
+            let leaving = three.services.filter { $0.instance != "sync-0" && $0.service == "sync" }.map { Int32($0.pid) }
+            _ = try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "sync", replicas: 1)))
+            #expect(eventually(within: 15) {
+                cluster.status()?.services.filter { $0.service == "sync" }.map(\.instance) == ["sync-0"] && leaving.allSatisfy { kill($0, 0) != 0 }
+            }, "\(cluster.log.suffix(3000))")
+        }
+
+        // Ctrl-C: SIGINT to the foreground process group (make and the supervisor).
+        let pids = (cluster.status()?.services ?? []).map { Int32($0.pid) } + [Int32(status.supervisorPid)]
+        kill(-cluster.process.processIdentifier, SIGINT)
+        #expect(eventually(within: 30) { !cluster.process.isRunning }, "make up did not exit on Ctrl-C")
+        #expect(eventually(within: 5) { pids.allSatisfy { kill($0, 0) != 0 } }, "processes left behind after Ctrl-C:\n\(cluster.log.suffix(2000))")
+        #expect(cluster.log.contains("cluster stopped"))
+        #expect(!FileManager.default.fileExists(atPath: "\(cluster.runDirectory)/supervisor.pid"))
+        #expect(FileManager.default.fileExists(atPath: "\(cluster.runDirectory)/logs/coordinator.log"))
+    }
+
+    @Test func upDetachedThenDown() throws {
+        let offset = Self.freeOffset()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-detached-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let runDirectory = directory.appendingPathComponent("run").path
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("NETPLAY_") && $0.key != "SYNC_REPLICAS" }
+        environment["NETPLAY_PORT_OFFSET"] = String(offset)
+        environment["NETPLAY_RETROARCH_PORT"] = "0"
+        environment["NETPLAY_DATA_ROOT"] = directory.appendingPathComponent("data").path
+        let make = ["-C", repositoryRoot.path, "--no-print-directory"]
+        let up = runLeavingDaemon("/usr/bin/make", make + ["up-detached", "RUN_DIR=\(runDirectory)", "NETPLAY_BIN_DIR=\(BuildProducts.directory.path)"],
+                                  environment: environment, timeout: 90)
+        defer {  // whatever happens, no supervisor outlives the test
+            if let text = try? String(contentsOfFile: "\(runDirectory)/supervisor.pid", encoding: .utf8),
+               let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) { kill(pid, SIGKILL) }
+        }
+        #expect(up.status == 0, "make up-detached: \(up.output)")
+        #expect(up.output.contains("cluster ready (pid"), "\(up.output)")
+        let client = try BlockingClient(endpoint: "tcp://127.0.0.1:\(7000 + offset)", timeout: 2)
+        guard case .clusterStatusResponse(let status) = try client.request(.clusterStatusRequest(ClusterStatusRequest())) else {
+            Issue.record("no status"); return
+        }
+        #expect(status.state == .running)
+        let pids = status.services.map { Int32($0.pid) } + [Int32(status.supervisorPid)]
+        let down = runLeavingDaemon("/usr/bin/make", make + ["down", "RUN_DIR=\(runDirectory)"], environment: environment, timeout: 60)
+        #expect(down.status == 0, "\(down.output)")
+        #expect(down.output.contains("down: cluster stopped"), "\(down.output)")
+        #expect(pids.allSatisfy { kill($0, 0) != 0 }, "processes left behind after make down")
+        let again = runLeavingDaemon("/usr/bin/make", make + ["down", "RUN_DIR=\(runDirectory)"], environment: environment, timeout: 60)
+        #expect(again.output.contains("no cluster running"), "\(again.output)")
+    }
+
+    @Test func theComposeFileIsValidAndSyncScales() throws {
+        guard let compose = DebianTools.require("docker-compose", package: "docker-compose") else {
+            print("SKIPPED: docker-compose (Debian package docker-compose) is not installed and cannot be installed here")
+            return
+        }
+        let file = repositoryRoot.appendingPathComponent("compose/docker-compose.yml").path
+        let check = try run(compose, ["-f", file, "config", "-q"])
+        #expect(check.status == 0, "docker-compose config:\n\(check.output)")
+        let services = try run(compose, ["-f", file, "config", "--services"])
+        #expect(Set(services.output.split(separator: "\n").map(String.init)) == ["telemetry", "discovery", "coordinator", "sync", "prometheus"],
+                "\(services.output)")
+        // `--scale sync=N` needs a sync service without fixed host ports or a container name.
+        let config = try run(compose, ["-f", file, "config"]).output
+        let sync = config.components(separatedBy: "\n  sync:\n").dropFirst().first?.components(separatedBy: "\n  ").first ?? ""
+        #expect(!sync.isEmpty)
+        #expect(!sync.contains("ports:") && !sync.contains("container_name"), "sync cannot scale:\n\(sync)")
+        #expect(config.contains("prometheus.yml:/etc/prometheus/prometheus.yml"))
+        let dockerfile = try String(contentsOf: repositoryRoot.appendingPathComponent("compose/Dockerfile"), encoding: .utf8)
+        #expect(dockerfile.contains("swift build -c release"))
+    }
+}
