@@ -154,6 +154,11 @@ let package = Package(
             name: "InputSyncTests",
             dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sync"]
         ),
+        .testTarget(
+            name: "PlayE2ETests",
+            dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "NetplayTestSupport",
+                           "netplay-sync", "netplay-peer", "netplay-discovery", "netplay-coordinator"]
+        ),
 
         // MARK: Operations (issue 6): telemetry, supervisor, cluster
         .target(name: "CSupervisor"),

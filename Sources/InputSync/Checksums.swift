@@ -103,7 +103,7 @@ extension RelaySession {
         let targets = diverged.compactMap { players[$0] }
         var started = false
         if transfer == nil, let reference, let source = players[reference] {
-            started = beginTransfer(reason: .desync, reference: source, targets: targets, now: now)
+            started = beginTransfer(reason: .desync, reference: source, targets: targets, now: now, atLeastFrame: frame)
         }
         let notice = DesyncNotice(sessionId: sessionId, frame: UInt32(frame),
                                   checksums: reports.keys.sorted().map { SlotChecksum(slot: UInt32($0 + 1), checksum: reports[$0]!) },

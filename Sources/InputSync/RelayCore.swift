@@ -123,7 +123,15 @@ public final class RelayCore {
             forget(participant)
             session.remove(participant, reason: .leaving,
                            detail: detach.message.isEmpty ? "left" : detach.message, now: now)
-            if session.participants.isEmpty { endSession(session, reason: .sessionEnded, detail: "everyone left", now: now) }
+            if session.players.allSatisfy({ $0 == nil }) {
+                if session.spectators.contains(where: \.isConnected) {
+                    // Spectators still watching get every confirmed frame first.
+                    session.playersGoneAtMs = session.playersGoneAtMs ?? now
+                    session.deliverConfirmed(now: now)
+                } else {
+                    endSession(session, reason: .sessionEnded, detail: "every player left", now: now)
+                }
+            }
             return nil
         default:
             throw ServiceError(.unknownRequest, "The relay does not handle \(envelope.body.name).")
@@ -298,6 +306,13 @@ public final class RelayCore {
     public func tick(now: UInt64) {
         for session in sessions.values {
             session.tick(now: now)
+            if let gone = session.playersGoneAtMs {
+                let watching = session.spectators.filter(\.isConnected)
+                if watching.allSatisfy({ $0.awaitedFrame >= session.timeline.confirmed }) || now &- gone >= 10_000 {
+                    endSession(session, reason: .sessionEnded, detail: "every player left", now: now)
+                    continue
+                }
+            }
             if session.connectedCount == 0, now &- session.lastConnectedMs >= UInt64(configuration.sessionIdleTimeoutMs) {
                 endSession(session, reason: .sessionEnded, detail: "nobody attached for \(configuration.sessionIdleTimeoutMs / 1000) s", now: now)
             }

@@ -36,6 +36,8 @@ final class RelaySession {
     var slotModes: [SlotMode]
     var substituting: [Bool]
     var substitutedFrames: [Int]
+    /// While substituting: the first frame of the slot's current run of its own inputs.
+    var caughtUpFrom: [Int?]
     /// Checksum reports of a slot for frames before this are ignored (it was resynced there).
     var resyncedAt: [Int]
 
@@ -47,6 +49,8 @@ final class RelaySession {
     var lastHintsMs: UInt64 = 0
     var lastConnectedMs: UInt64
     var ended = false
+    /// When the last player left while spectators still watched (they get every frame, then the session ends).
+    var playersGoneAtMs: UInt64?
 
     var checksums = ChecksumBook()
     var transfer: ActiveTransfer?
@@ -82,6 +86,7 @@ final class RelaySession {
         slotModes = Array(repeating: .active, count: slotCount)
         substituting = Array(repeating: false, count: slotCount)
         substitutedFrames = Array(repeating: 0, count: slotCount)
+        caughtUpFrom = Array(repeating: nil, count: slotCount)
         resyncedAt = Array(repeating: 0, count: slotCount)
         lastConnectedMs = now
     }
@@ -240,11 +245,16 @@ final class RelaySession {
             }
         }
         inputsAccepted += last - first
+        if substituting[slot] {
+            // Caught up only after a lag tolerance's worth of its own inputs in a row.
+            caughtUpFrom[slot] = caughtUpFrom[slot] ?? first
+        }
         let sentAt = now &- UInt64(participant.rttMs / 2)
         for frame in first ..< last { arrivals.note(frame: frame, slot: slot, sentAt: sentAt) }
-        if substituting[slot] {
+        if substituting[slot], let from = caughtUpFrom[slot], last - from >= lagTolerance {
             substituting[slot] = false
-            peerEvent(.caughtUp, participant, frame: first, detail: "its own inputs count again", now: now)
+            caughtUpFrom[slot] = nil
+            peerEvent(.caughtUp, participant, frame: from, detail: "its own inputs count again", now: now)
         }
         fillVacantSlots()
         let confirmedBefore = timeline.confirmed
@@ -304,7 +314,7 @@ final class RelaySession {
         var cache: [Int: [PlayerInputs]] = [:]
         for participant in participants {
             guard participant.isConnected, participant.awaitingTransfer == nil else { continue }
-            let limit = participant.isPlayer ? timeline.confirmed : timeline.confirmed - spectatorDelay
+            let limit = participant.isPlayer || playersGoneAtMs != nil ? timeline.confirmed : timeline.confirmed - spectatorDelay
             guard participant.sentFrames < limit else { continue }
             let unacknowledged = max(participant.awaitedFrame, participant.firstFrame)
             var from = limit - unacknowledged <= 128 ? unacknowledged : participant.sentFrames
@@ -426,6 +436,7 @@ final class RelaySession {
                     }
                 }
                 timeline.appendSubstitute(slot: slot)
+                caughtUpFrom[slot] = nil
                 substitutedFrames[slot] += 1
                 players[slot]?.stats.substitutedFrames = UInt64(substitutedFrames[slot])
             }

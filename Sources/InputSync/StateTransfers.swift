@@ -25,7 +25,8 @@ final class ActiveTransfer {
 extension RelaySession {
     /// Asks `reference` for its latest confirmed state for `targets`. Returns whether it began.
     @discardableResult
-    func beginTransfer(reason: StateTransferReason, reference: RelayPeer, targets: [RelayPeer], now: UInt64) -> Bool {
+    func beginTransfer(reason: StateTransferReason, reference: RelayPeer, targets: [RelayPeer], now: UInt64,
+                       atLeastFrame: Int = 0) -> Bool {
         guard transfer == nil, !targets.isEmpty, reference.isConnected else { return false }
         let id = nextTransferId
         nextTransferId &+= 1
@@ -34,7 +35,7 @@ extension RelaySession {
         if transferReasons.count > 32 { transferReasons.removeAll() }
         transferReasons[id] = reason
         for target in targets where target.awaitingTransfer != nil { target.awaitingTransfer = id }
-        send(.stateRequest(StateRequest(transferId: id, frame: 0, reason: reason,
+        send(.stateRequest(StateRequest(transferId: id, frame: UInt32(atLeastFrame), reason: reason,
                                         maxChunkBytes: UInt32(min(configuration.maxChunkBytes, 65536)))),
              to: reference, now: now)
         return true

@@ -318,7 +318,7 @@ public final class NetplayMatch<G: SerializableGame> {
         guard phase != .ended else { return }
         if relayKnowsUs { link.send(.detach(Detach(reason: .leaving, message: "left")), now: nowMs) }
         link.flush(now: nowMs + 10_000)
-        finish(.left)
+        finish(.left, lingerMilliseconds: 500)
     }
 
     /// Simulates a network outage of `milliseconds` on this peer's link (tests, demos): nothing
@@ -327,10 +327,10 @@ public final class NetplayMatch<G: SerializableGame> {
         link.simulateOutage(untilMs: nowMs + UInt64(milliseconds))
     }
 
-    private func finish(_ reason: DisconnectReason) {
+    private func finish(_ reason: DisconnectReason, lingerMilliseconds: Int32 = 0) {
         phase = .ended
         relayKnowsUs = false
-        link.close()
+        link.close(lingerMilliseconds: lingerMilliseconds)
         state = .disconnected(reason)
     }
 
@@ -917,7 +917,12 @@ public final class NetplayMatch<G: SerializableGame> {
             return
         }
         var chosen = session.latestConfirmedState()
-        if let aligned = alignedState, let latest = chosen, latest.frame - aligned.frame < 300 { chosen = aligned }
+        // A state at a checksum frame keeps the receiver's checksums aligned; it must not be
+        // older than the frame asked for (a desync heals only from a state after it).
+        if let aligned = alignedState, let latest = chosen, latest.frame - aligned.frame < 300,
+           aligned.frame + offset >= Int(request.frame) {
+            chosen = aligned
+        }
         guard let state = chosen else { return }
         let bytes = G.encode(state.state)
         let chunkSize = Int(request.maxChunkBytes == 0 ? 65536 : min(request.maxChunkBytes, 262_144))

@@ -144,8 +144,9 @@ final class RelayLink {
         socket = dealer
     }
 
-    /// Closes the connection.
-    func close() {
+    /// Closes the connection; with `linger`, what is queued (a last Detach) still goes out.
+    func close(lingerMilliseconds linger: Int32 = 0) {
+        if linger > 0 { try? socket?.set(.linger(milliseconds: linger)) }
         socket?.close()
         socket = nil
     }

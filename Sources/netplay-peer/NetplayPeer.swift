@@ -144,8 +144,9 @@ struct PeerRunner<G: SerializableGame> {
                             usleep(5_000)
                         }
                     }
-                    match.leave()
                 }
+                match.leave()
+                usleep(150_000)  // let the Detach leave before the process does
                 emit("HUD \(label): \(hud.line)")
                 emit("RESULT frames=\(options.frames) checksum=0x\(String(checksum, radix: 16)) role=\(match.role == .player ? "player" : "spectator") "
                       + "slot=\(match.slot) start=\(match.startFrame) rollbacks=\(hud.rollbacks) substituted_seen=\(match.substitutedInputsSeen) "

@@ -1,0 +1,123 @@
+import Foundation
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+
+/// Discovery, coordinator and one relay as real processes on free loopback ports, sharing a
+/// cluster secret, plus helpers to run netplay-peer processes against them.
+final class PlayCluster: @unchecked Sendable {
+    static let secret = String(repeating: "a7", count: 32)
+    let discoveryEndpoint = TestPorts.endpoint()
+    let coordinatorEndpoint = TestPorts.endpoint()
+    let relayEndpoint = TestPorts.endpoint()
+    let relayEvents = TestPorts.endpoint()
+    let dataRoot = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-play-\(UUID().uuidString)").path
+    private(set) var discovery: ServiceProcess?
+    private(set) var coordinator: ServiceProcess?
+    private(set) var relay: ServiceProcess?
+    private var peers: [ServiceProcess] = []
+
+    init() throws {
+        discovery = try ServiceProcess("netplay-discovery", [
+            "--endpoint", discoveryEndpoint, "--events", "none", "--data-dir", dataRoot + "/discovery",
+            "--instance", "discovery-1", "--beacon-port", "0", "--retroarch-port", "0", "--sync-interval", "0.2",
+        ], environment: ["NETPLAY_TELEMETRY": "none"])
+        try waitHealthy(discoveryEndpoint, discovery!)
+        coordinator = try ServiceProcess("netplay-coordinator", [
+            "--endpoint", coordinatorEndpoint, "--events", "none", "--data-dir", dataRoot + "/coordinator",
+            "--instance", "coordinator-1", "--discovery", discoveryEndpoint, "--cluster-secret", Self.secret,
+            "--password-cost", "minimum", "--relay-refresh-interval", "0.5",
+        ], environment: ["NETPLAY_TELEMETRY": "none"])
+        try waitHealthy(coordinatorEndpoint, coordinator!)
+        try startRelay()
+    }
+
+    deinit {
+        for peer in peers { peer.kill9() }
+        relay?.kill9()
+        coordinator?.kill9()
+        discovery?.kill9()
+        try? FileManager.default.removeItem(atPath: dataRoot)
+    }
+
+    /// Starts (or restarts) the relay `sync-0` on its endpoint and waits until the coordinator lists it.
+    func startRelay() throws {
+        relay = try ServiceProcess("netplay-sync", [
+            "--endpoint", relayEndpoint, "--events", relayEvents, "--data-dir", dataRoot + "/sync-0",
+            "--instance", "sync-0", "--coordinator", coordinatorEndpoint, "--cluster-secret", Self.secret,
+        ], environment: ["NETPLAY_TELEMETRY": "none"])
+        try waitHealthy(relayEndpoint, relay!)
+        let client = try BlockingClient(endpoint: coordinatorEndpoint, timeout: 1)
+        let listed = eventually(within: 10) {
+            guard case .listRelaysResponse(let list)? = try? client.request(.listRelaysRequest(ListRelaysRequest())) else { return false }
+            return list.relays.contains { $0.relayId == "sync-0" }
+        }
+        guard listed else { throw HarnessError("the relay did not register: \(relay!.log)") }
+    }
+
+    func waitHealthy(_ endpoint: String, _ process: ServiceProcess) throws {
+        let probe = try BlockingClient(endpoint: endpoint, timeout: 0.2)
+        guard eventually(within: 30, { (try? probe.request(.healthRequest(HealthRequest()))) != nil }) else {
+            throw HarnessError("\(process.name) did not start: \(process.log)")
+        }
+    }
+
+    /// Starts `netplay-peer <command>` against this cluster.
+    func peer(_ command: String, _ arguments: [String]) throws -> ServiceProcess {
+        let process = try ServiceProcess("netplay-peer", [command, "--discovery", discoveryEndpoint,
+                                                          "--coordinator", coordinatorEndpoint] + arguments)
+        peers.append(process)
+        return process
+    }
+
+    /// The replay files the relay wrote.
+    var replayFiles: [String] {
+        let directory = dataRoot + "/sync-0/replays"
+        return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted().map { directory + "/" + $0 }
+    }
+}
+
+/// The `RESULT key=value ...` line a netplay-peer prints last.
+struct PeerResult: CustomStringConvertible {
+    var fields: [String: String]
+
+    init?(log: String) {
+        guard let line = log.split(separator: "\n").last(where: { $0.hasPrefix("RESULT ") }) else { return nil }
+        fields = [:]
+        for pair in line.dropFirst("RESULT ".count).split(separator: " ") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+    }
+
+    var checksum: String { fields["checksum"] ?? "?" }
+    var frames: Int { Int(fields["frames"] ?? "") ?? -1 }
+    func int(_ key: String) -> Int { Int(fields[key] ?? "") ?? -1 }
+    var description: String { fields.keys.sorted().map { "\($0)=\(fields[$0]!)" }.joined(separator: " ") }
+}
+
+extension ServiceProcess {
+    /// Waits for the process to exit and returns its result line (nil: failed or no result).
+    func result(within seconds: Double) -> PeerResult? {
+        guard waitForExit(seconds: seconds) == 0 else { return nil }
+        return PeerResult(log: log)
+    }
+
+    /// Waits until the log contains `text`.
+    func waitFor(_ text: String, within seconds: Double) -> Bool {
+        eventually(within: seconds) { log.contains(text) }
+    }
+}
+
+/// The match settings every end-to-end match uses: 120 frames per second (twice real time, to
+/// keep the suite short), 4 frames of input delay, a 24-frame rollback window, 100 ms round trip
+/// with 20 ms jitter and 5 % loss of input traffic on every peer's link.
+enum Match {
+    static let frames = 3000
+    static let host = ["--frame-rate", "120", "--frame-delay", "4", "--prediction-window", "24", "--lag-tolerance", "12",
+                       "--checksum-interval", "60"]
+    static let network = ["--rtt", "100", "--jitter", "20", "--loss", "0.05"]
+    static func common(room: String, frames: Int = frames, seed: Int) -> [String] {
+        ["--room", room, "--frames", "\(frames)", "--timeout", "150", "--input-seed", "\(seed)"] + network
+    }
+}

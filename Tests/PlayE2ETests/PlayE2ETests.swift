@@ -1,0 +1,155 @@
+import Foundation
+import InputSync
+import NetplayAuth
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import Testing
+
+/// Whole matches over real processes: discovery, coordinator, a relay and netplay-peer instances
+/// on loopback, each peer behind a simulated 100 ms round trip with jitter and loss. Every match
+/// plays 3,000 frames and must end with identical checksums; each also exercises one of the
+/// relay's promises (substitution, desync healing, late spectators, reconnection, replays).
+@Suite("Play through the cluster")
+struct PlayE2ETests {
+    @Test(.timeLimit(.minutes(4)))
+    func twoPlayersAndALateSpectatorAgreeAndTheReplayReproducesTheChecksum() throws {
+        let cluster = try PlayCluster()
+        let room = "two"
+        let host = try cluster.peer("host", ["--players", "2"] + Match.host + Match.common(room: room, seed: 1))
+        #expect(host.waitFor("session s-", within: 30), "host did not get a session: \(host.log)")
+        let join = try cluster.peer("join", Match.common(room: room, seed: 2))
+        #expect(host.waitFor("match running", within: 60), "the match did not start: \(host.log)\n\(join.log)")
+        // Mid-match (the match runs at 120 frames per second): a spectator comes in from a state.
+        Thread.sleep(forTimeInterval: 9)
+        let spectator = try cluster.peer("spectate", ["--room", room, "--frames", "\(Match.frames)", "--timeout", "150"])
+        let results = [host, join, spectator].map { $0.result(within: 150) }
+        for (process, result) in zip([host, join, spectator], results) {
+            #expect(result != nil, "\(process.name) failed:\n\(process.log.suffix(3000))")
+        }
+        let checksums = Set(results.compactMap { $0?.checksum })
+        #expect(checksums.count == 1, "checksums differ: \(results.map { $0?.description ?? "none" })")
+        #expect(results.allSatisfy { $0?.frames == Match.frames })
+        let watcher = try #require(results[2])
+        #expect(watcher.int("start") > 0, "the spectator should have joined mid-match from a state: \(watcher)")
+        #expect(watcher.int("states_loaded") == 1)
+
+        // The relay's replay of the match reproduces the players' checksum (once the relay has
+        // ended the session and finished the file).
+        let finished = eventually(within: 20) {
+            cluster.replayFiles.count == 1 && (try? ReplayFile(contentsOf: URL(fileURLWithPath: cluster.replayFiles[0])))?.footer != nil
+        }
+        #expect(finished, "replays: \(cluster.replayFiles)\n\(cluster.relay?.log.suffix(2000) ?? "")")
+        let file = try #require(cluster.replayFiles.first)
+        let replayer = try ServiceProcess("netplay-peer", ["replay", file, "--frames", "\(Match.frames)"])
+        let replayed = replayer.result(within: 60)
+        #expect(replayed?.checksum == results[0]?.checksum, "replay: \(replayer.log)")
+        #expect((replayed?.int("checked_checksums") ?? 0) >= Match.frames / 60 - 2)
+    }
+
+    @Test(.timeLimit(.minutes(4)))
+    func threePlayersAgreeWhileOneLagsAndAnInjectedDesyncIsHealed() throws {
+        let cluster = try PlayCluster()
+        let room = "three"
+        let host = try cluster.peer("host", ["--players", "3"] + Match.host + Match.common(room: room, seed: 11))
+        #expect(host.waitFor("session s-", within: 30), "host did not get a session: \(host.log)")
+        // Player 2 freezes for 1.5 s (a weak client): the relay substitutes it; nobody waits.
+        let laggard = try cluster.peer("join", Match.common(room: room, seed: 12) + ["--lag-at", "800", "--lag-ms", "1500"])
+        // Player 3's state is corrupted at frame 1500: the relay detects it and resyncs it.
+        let corrupt = try cluster.peer("join", Match.common(room: room, seed: 13) + ["--desync-at", "1500"])
+        let processes = [host, laggard, corrupt]
+        let results = processes.map { $0.result(within: 150) }
+        for (process, result) in zip(processes, results) {
+            #expect(result != nil, "\(process.name) failed:\n\(process.log.suffix(3000))")
+        }
+        let checksums = Set(results.compactMap { $0?.checksum })
+        #expect(checksums.count == 1, "checksums differ: \(results.map { $0?.description ?? "none" })")
+        let hostResult = try #require(results[0])
+        let corruptResult = try #require(results[2])
+        #expect(hostResult.int("substituted_seen") > 30, "the laggard's inputs were not substituted: \(hostResult)")
+        #expect(hostResult.int("max_stall_ms") < 700, "the host stalled behind the laggard: \(hostResult)")
+        #expect(corruptResult.int("max_stall_ms") < 700, "player 3 stalled behind the laggard: \(corruptResult)")
+        #expect(hostResult.int("desync_notices") >= 1, "no desync was reported: \(hostResult)")
+        #expect(corruptResult.int("states_loaded") >= 1, "the diverged player was not resynced: \(corruptResult)")
+    }
+
+    @Test(.timeLimit(.minutes(4)))
+    func fourPlayersAgreeAfterOneReconnects() throws {
+        let cluster = try PlayCluster()
+        let room = "four"
+        let host = try cluster.peer("host", ["--players", "4"] + Match.host + Match.common(room: room, seed: 21))
+        #expect(host.waitFor("session s-", within: 30), "host did not get a session: \(host.log)")
+        let second = try cluster.peer("join", Match.common(room: room, seed: 22))
+        let third = try cluster.peer("join", Match.common(room: room, seed: 23))
+        // Player 4 loses its link for 2.5 s: it notices the silence, reconnects and resumes.
+        let fourth = try cluster.peer("join", Match.common(room: room, seed: 24) + ["--outage-at", "1000", "--outage-ms", "2500"])
+        let processes = [host, second, third, fourth]
+        let results = processes.map { $0.result(within: 150) }
+        for (process, result) in zip(processes, results) {
+            #expect(result != nil, "\(process.name) failed:\n\(process.log.suffix(3000))")
+        }
+        let checksums = Set(results.compactMap { $0?.checksum })
+        #expect(checksums.count == 1, "checksums differ: \(results.map { $0?.description ?? "none" })")
+        #expect((results[3]?.int("reconnects") ?? 0) >= 1, "player 4 did not reconnect: \(results[3]?.description ?? "none")")
+    }
+
+    @Test func forgedOrExpiredTicketsAreRefusedAndBadFramesAnsweredWithErrors() throws {
+        let cluster = try PlayCluster()
+        let coordinator = try BlockingClient(endpoint: cluster.coordinatorEndpoint, timeout: 5)
+        let content = ContentInfo(gameName: "Arena", coreId: "netplay.games.arena", coreVersion: "1")
+        guard case .createSessionResponse(let created) = try coordinator.request(.createSessionRequest(CreateSessionRequest(
+            settings: SessionSettings(roomName: "tickets", content: content, transport: .relay, maxPlayers: 2,
+                                      inputSize: 1, frameRateMhz: 60_000, predictionWindow: 8, lagToleranceFrames: 12,
+                                      checksumIntervalFrames: 60),
+            hostName: "alice"))), let ticket = created.ticket else {
+            Issue.record("no session")
+            return
+        }
+        let relay = try BlockingClient(endpoint: cluster.relayEndpoint, timeout: 3)
+        func attach(_ ticket: JoinTicket) throws -> Envelope {
+            try relay.requestEnvelope(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1)))
+        }
+        // Forged: a genuine ticket with its slot changed, and one signed with another secret.
+        var altered = ticket
+        altered.slot = 2
+        let other = try JoinTicketSigner(keyRing: TicketKeyRing(secret: Array(repeating: 7, count: 32))).sign(ticket)
+        for forged in [altered, other] {
+            guard case .error(let error) = try attach(forged).body else {
+                Issue.record("a forged ticket was admitted")
+                continue
+            }
+            #expect(error.code == .ticketInvalid, "\(error)")
+        }
+        // Expired: properly signed with the cluster secret, but past its expiry.
+        let keys = try TicketKeyRing(parsing: PlayCluster.secret)
+        let now = JoinTicketVerifier.wallClockMs()
+        let expired = try JoinTicketSigner(keyRing: keys).issue(
+            sessionId: ticket.sessionId, participantId: ticket.participantId, role: .player, slot: 1,
+            relayId: ticket.relayId, relayEndpoint: ticket.relayEndpoint, params: ticket.params, name: "alice",
+            ttlMs: 1_000, nowUnixMs: now - 60_000)
+        guard case .error(let expiredError) = try attach(expired).body else {
+            Issue.record("an expired ticket was admitted")
+            return
+        }
+        #expect(expiredError.code == .ticketExpired, "\(expiredError)")
+        // Junk never crashes the relay: malformed frames and unattached inputs get errors.
+        try relay.sendRaw([0xFF, 0x00, 0x13, 0x37])
+        guard case .error(let malformed) = try Envelope(decoding: relay.receiveRaw()).body else {
+            Issue.record("no error for a malformed frame")
+            return
+        }
+        #expect(malformed.code == .malformed || malformed.code == .badRequest)
+        guard case .error(let stranger) = try relay.requestEnvelope(.inputBatch(InputBatch(slot: 1, inputSize: 1, inputs: [1]))).body else {
+            Issue.record("inputs before attaching were accepted")
+            return
+        }
+        #expect(stranger.code == .unauthenticated)
+        // The genuine ticket still works, and the relay is healthy.
+        guard case .attachResponse(let response) = try attach(ticket).body else {
+            Issue.record("the genuine ticket was refused")
+            return
+        }
+        #expect(response.slot == 1 && response.sessionId == ticket.sessionId)
+        #expect((try? relay.request(.healthRequest(HealthRequest()))) != nil)
+    }
+}
