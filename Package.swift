@@ -194,7 +194,7 @@ let package = Package(
         .testTarget(
             name: "ClusterE2ETests",
             dependencies: ["NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-supervisor", "netplay-telemetry",
-                           "netplay-sample-service"]
+                           "netplay-sample-service", "netplay-discovery", "netplay-coordinator", "netplay-sync", "netplay-peer"]
         ),
     ]
 )

@@ -106,6 +106,17 @@ struct ClusterE2ETests {
             return names.allSatisfy { page.contains("supervised_instance=\"\($0)\"") && page.contains("netplay_uptime_seconds{instance=\"\($0)\"") }
         }
         #expect(scraped, "missing series in /metrics:\n\(page.prefix(3000))")
+        // Every service follows the naming rules (telemetry dropped nothing) and promtool agrees.
+        let rejected = page.split(separator: "\n").filter { $0.hasPrefix("netplay_telemetry_rejected_metrics_total{") && !$0.hasSuffix(" 0") }
+        #expect(rejected.isEmpty, "metrics dropped for breaking the naming rules: \(rejected)")
+        if let promtool = DebianTools.require("promtool", package: "prometheus") {
+            let file = cluster.directory.appendingPathComponent("metrics.txt")
+            try page.write(to: file, atomically: true, encoding: .utf8)
+            let check = try run("/bin/sh", ["-c", "\(promtool) check metrics < '\(file.path)'"])
+            #expect(check.status == 0, "promtool check metrics on the cluster:\n\(check.output)")
+        } else {
+            Issue.record("promtool is not installed: apt-get install prometheus (make deps-ops)")
+        }
         let services = jsonObject(httpGet(cluster.http, "/api/services")?.body ?? "")
         #expect((services?["cluster"] as? [String: Any])?["state"] as? String == "running")
 
@@ -197,5 +208,70 @@ struct ClusterE2ETests {
         #expect(config.contains("prometheus.yml:/etc/prometheus/prometheus.yml"))
         let dockerfile = try String(contentsOf: repositoryRoot.appendingPathComponent("compose/Dockerfile"), encoding: .utf8)
         #expect(dockerfile.contains("swift build -c release"))
+    }
+}
+
+/// A match between two netplay-peer processes through the `make up` cluster while the relay
+/// is scaled out to three replicas and back to one.
+@Suite("make up: scaling the relay under a match", .serialized)
+struct RelayScalingTests {
+    /// The `RESULT key=value ...` line a netplay-peer prints last.
+    static func result(_ log: String) -> [String: String]? {
+        guard let line = log.split(separator: "\n").last(where: { $0.hasPrefix("RESULT ") }) else { return nil }
+        var fields: [String: String] = [:]
+        for pair in line.dropFirst("RESULT ".count).split(separator: " ") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+        return fields
+    }
+
+    @Test(.timeLimit(.minutes(4)))
+    func syncScalesFromOneToThreeAndBackWhileAMatchRuns() throws {
+        let cluster = try ClusterE2ETests.MakeCluster(environment: ["SYNC_REPLICAS": "1"])
+        let status = try #require(cluster.waitRunning(within: 90), "\(cluster.log.suffix(3000))")
+        guard status.services.contains(where: { $0.instance == "sync-0" }) else {
+            Issue.record("netplay-sync is not built: no relay to scale")
+            return
+        }
+        let frames = 1500  // 12.5 s at 120 frames per second: long enough to scale out and in mid-match
+        let endpoints = ["--discovery", "tcp://127.0.0.1:\(7100 + cluster.offset)", "--coordinator", "tcp://127.0.0.1:\(7200 + cluster.offset)"]
+        let common = ["--room", "scaling", "--frames", "\(frames)", "--timeout", "120"]
+        let host = try ServiceProcess("netplay-peer", ["host"] + endpoints + common + ["--players", "2", "--frame-rate", "120", "--input-seed", "1"])
+        defer { host.kill9() }
+        #expect(eventually(within: 30) { host.log.contains("session s-") }, "host did not get a session: \(host.log)")
+        let join = try ServiceProcess("netplay-peer", ["join"] + endpoints + common + ["--input-seed", "2"])
+        defer { join.kill9() }
+        #expect(eventually(within: 60) { host.log.contains("match running") }, "the match did not start:\n\(host.log)\n\(join.log)")
+
+        // Scale out: two more relays start, become ready and register with the coordinator.
+        let coordinator = try BlockingClient(endpoint: "tcp://127.0.0.1:\(7200 + cluster.offset)", timeout: 1)
+        _ = try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "sync", replicas: 3)))
+        let three = try #require(cluster.waitRunning(within: 20), "\(cluster.log.suffix(3000))")
+        #expect(three.services.filter { $0.service == "sync" }.map(\.instance) == ["sync-0", "sync-1", "sync-2"])
+        #expect(eventually(within: 10) {
+            guard case .listRelaysResponse(let list)? = try? coordinator.request(.listRelaysRequest(ListRelaysRequest())) else { return false }
+            return Set(list.relays.map(\.relayId)).isSuperset(of: ["sync-0", "sync-1", "sync-2"])
+        }, "the new replicas did not register with the coordinator")
+        #expect(host.process.isRunning && join.process.isRunning, "the match ended before the relay was scaled out")
+
+        // Scale back in: the extra replicas drain and exit; the match (on sync-0) goes on.
+        let leaving = three.services.filter { $0.instance == "sync-1" || $0.instance == "sync-2" }.map { Int32($0.pid) }
+        _ = try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "sync", replicas: 1)))
+        #expect(eventually(within: 15) {
+            cluster.status()?.services.filter { $0.service == "sync" }.map(\.instance) == ["sync-0"] && leaving.allSatisfy { kill($0, 0) != 0 }
+        }, "\(cluster.log.suffix(3000))")
+        #expect(host.process.isRunning && join.process.isRunning, "the match ended before the relay was scaled back in")
+
+        // The match completes with identical checksums on both players.
+        #expect(host.waitForExit(seconds: 120) == 0, "host:\n\(host.log.suffix(3000))")
+        #expect(join.waitForExit(seconds: 30) == 0, "join:\n\(join.log.suffix(3000))")
+        _ = eventually(within: 2) { Self.result(host.log) != nil && Self.result(join.log) != nil }
+        let results = [Self.result(host.log), Self.result(join.log)]
+        #expect(results.allSatisfy { $0?["frames"] == "\(frames)" }, "\(results)")
+        #expect(results[0]?["checksum"] != nil && results[0]?["checksum"] == results[1]?["checksum"], "checksums differ: \(results)")
+        #expect(cluster.waitRunning(within: 5) != nil, "the cluster is not all-ready after the match")
+        kill(-cluster.process.processIdentifier, SIGINT)
+        #expect(eventually(within: 30) { !cluster.process.isRunning })
     }
 }
