@@ -40,7 +40,7 @@ final class ControlPlane {
         coordinator = try ServiceProcess("netplay-coordinator", [
             "--endpoint", coordinatorEndpoint, "--events", coordinatorEvents, "--data-dir", dataRoot + "/coordinator",
             "--instance", "coordinator-1", "--discovery", discoveryEndpoint, "--cluster-secret", Self.secret,
-            "--room-ttl", "2",
+            "--room-ttl", "3",
         ] + coordinatorArguments, environment: ["NETPLAY_TELEMETRY": "none"])
         try waitHealthy(coordinatorEndpoint, coordinator!)
     }
@@ -156,4 +156,18 @@ enum RawProto {
     static func envelope(requestId: UInt64, body number: UInt64, _ body: [UInt8]) -> [UInt8] {
         [0x08] + varint(requestId) + field(number, bytes: body)
     }
+}
+
+/// The complete output of a process that has exited: its pipe may still be draining when the
+/// exit is seen, so wait until the output stops growing (at most 3 s).
+func settledLog(_ process: ServiceProcess) -> String {
+    var last = process.log
+    let deadline = Date().addingTimeInterval(3)
+    while Date() < deadline {
+        usleep(100_000)
+        let now = process.log
+        if now == last && !now.isEmpty { return now }
+        last = now
+    }
+    return last
 }

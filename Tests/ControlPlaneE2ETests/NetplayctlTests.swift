@@ -9,8 +9,9 @@ struct NetplayctlTests {
     func run(_ arguments: [String], expect status: Int32 = 0) throws -> String {
         let process = try ServiceProcess("netplayctl", arguments)
         let exit = process.waitForExit(seconds: 20)
-        #expect(exit == status, "netplayctl \(arguments.joined(separator: " ")): \(process.log)")
-        return process.log
+        let log = settledLog(process)
+        #expect(exit == status, "netplayctl \(arguments.joined(separator: " ")): \(log)")
+        return log
     }
 
     func value(_ key: String, in text: String) -> String {
@@ -53,10 +54,11 @@ struct NetplayctlTests {
         _ = try run(["sessions", "end", session] + c + ["--participant", hostId, "--token", hostToken, "--reason", "over"])
         #expect(try run(["sessions", "list"] + c + ["--state", "ended"]).contains(session))
         #expect(watch.waitForExit(seconds: 15) == 0, "\(watch.log)")
-        let changes = watch.log.split(separator: "\n").compactMap { line in
+        let watched = settledLog(watch)
+        let changes = watched.split(separator: "\n").compactMap { line in
             (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
         }.compactMap { $0["change"] as? String }
-        #expect(changes.first == "added" && changes.count == 3, "\(watch.log)")
+        #expect(changes.first == "added" && changes.count == 3, "\(watched)")
         let leaveGhost = try run(["sessions", "leave", "s-ghost"] + c + ["--participant", "p", "--token", "00"], expect: 1)
         #expect(leaveGhost.contains("ERROR_CODE_NOT_FOUND"))
         let badFlag = try run(["rooms", "list", "--crc", "zz"] + d, expect: 2)

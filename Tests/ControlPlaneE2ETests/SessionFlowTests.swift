@@ -191,7 +191,7 @@ struct SessionFlowTests {
         #expect(renewed.ticket?.participantId == joiner.participantId)
         #expect(try after.code(.joinSessionRequest(JoinSessionRequest(sessionId: hosts[0].session.sessionId, name: "z", password: "no",
                                                                       content: smb))) == .wrongPassword)
-        #expect(cluster.coordinator!.log.contains("storage open") && cluster.coordinator!.log.contains("sessions=12"))
+        #expect(eventually(within: 3) { cluster.coordinator!.log.contains("storage open") && cluster.coordinator!.log.contains("sessions=12") })
     }
 
     @Test func concurrentJoinsNeverCorruptTheStore() throws {

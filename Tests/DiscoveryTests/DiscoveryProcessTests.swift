@@ -45,6 +45,20 @@ final class DiscoveryProcess {
     }
 }
 
+/// The complete output of a process that has exited: its pipe may still be draining when the
+/// exit is seen, so wait until the output stops growing (at most 3 s).
+func settledLog(_ process: ServiceProcess) -> String {
+    var last = process.log
+    let deadline = Date().addingTimeInterval(3)
+    while Date() < deadline {
+        usleep(100_000)
+        let now = process.log
+        if now == last && !now.isEmpty { return now }
+        last = now
+    }
+    return last
+}
+
 /// A UDP port that was free a moment ago.
 func freeUDPPort() throws -> UInt16 {
     let socket = try UDPSocket(host: "127.0.0.1", port: 0)
@@ -257,18 +271,20 @@ struct DiscoveryProcessTests {
             let process = try ServiceProcess("netplay-discovery", arguments)
             let status = process.waitForExit(seconds: 10)
             #expect(status != nil && status != 0)
-            let lines = process.log.split(separator: "\n")
-            #expect(lines.count == 1 && lines[0].hasPrefix("netplay-discovery: "), "\(process.log)")
+            let log = settledLog(process)
+            let lines = log.split(separator: "\n")
+            #expect(lines.count == 1 && lines.first?.hasPrefix("netplay-discovery: ") == true, "\(log)")
         }
     }
 
     @Test func helpListsEveryFlagWithItsEnvironmentVariable() throws {
         let process = try ServiceProcess("netplay-discovery", ["--help"])
         #expect(process.waitForExit(seconds: 10) == 0)
+        let log = settledLog(process)
         for variable in ["NETPLAY_ENDPOINT", "NETPLAY_EVENTS", "NETPLAY_ROOM_TTL", "NETPLAY_BEACON_PORT", "NETPLAY_RETROARCH_PORT",
                          "NETPLAY_RETROARCH_SCAN_INTERVAL", "NETPLAY_RETROARCH_SCAN_TARGETS", "NETPLAY_ANNOUNCE_RATE",
                          "NETPLAY_MAX_ROOMS"] {
-            #expect(process.log.contains(variable), "--help lacks \(variable)")
+            #expect(log.contains(variable), "--help lacks \(variable)")
         }
     }
 }
