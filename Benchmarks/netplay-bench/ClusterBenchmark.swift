@@ -137,7 +137,7 @@ private final class BenchCluster {
     static func freeOffset() -> Int {
         let ports = [7000, 7100, 7101, 7102, 7200, 7201, 7300, 7301, 7400, 7401, 7402, 9400]
         for _ in 0..<200 {
-            let offset = Int.random(in: 200...560) * 100
+            let offset = Int.random(in: 100...230) * 100  // ports stay below the ephemeral range (32768+)
             if ports.allSatisfy({ isFree($0 + offset) }) { return offset }
         }
         return 31000

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import NetplayService
 import NetplayTestSupport
 import NetplayWire
@@ -65,8 +66,9 @@ func processIsGone(_ pid: Int32) -> Bool {
 func sampleCluster(supervisor: String, replicas: Int = 2, extraServices: String = "", intensity: String = "{max_restarts: 20, period: 60s}",
                    stopTimeout: String = "2s", bArguments: String = "[]") -> String {
     let a = TestPorts.free(), aEvents = TestPorts.free()
-    // Replicas of b need ports base + 10 * i free: take a fresh block per replica.
-    let b = TestPorts.free()
+    // Replicas of b use base + i: a block outside the kernel's ephemeral range, so no
+    // outgoing connection of a parallel test can be holding b + i.
+    let b = freePortBlock(8)
     return """
     cluster: test
     supervisor:
@@ -93,4 +95,31 @@ func sampleCluster(supervisor: String, replicas: Int = 2, extraServices: String 
         args: \(bArguments)
     \(extraServices)
     """
+}
+
+/// The first of `count` consecutive free TCP ports below the ephemeral range (20000-32000),
+/// each handed out once per test run.
+func freePortBlock(_ count: Int) -> Int {
+    while true {
+        let base = Int.random(in: 20000...(32000 - count))
+        let fresh = handedOutBlocks.withLock { blocks -> Bool in
+            guard !blocks.contains(where: { abs($0 - base) < 16 }) else { return false }
+            blocks.insert(base)
+            return true
+        }
+        if fresh && (base..<(base + count)).allSatisfy(portIsFree) { return base }
+    }
+}
+
+private let handedOutBlocks = Mutex<Set<Int>>([])
+
+private func portIsFree(_ port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = UInt16(port).bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
 }
