@@ -36,10 +36,10 @@ final class ControlPlane {
         try waitHealthy(discoveryEndpoint, discovery!)
     }
 
-    func startCoordinator() throws {
+    func startCoordinator(instance: String = "coordinator-1") throws {
         coordinator = try ServiceProcess("netplay-coordinator", [
             "--endpoint", coordinatorEndpoint, "--events", coordinatorEvents, "--data-dir", dataRoot + "/coordinator",
-            "--instance", "coordinator-1", "--discovery", discoveryEndpoint, "--cluster-secret", Self.secret,
+            "--instance", instance, "--discovery", discoveryEndpoint, "--cluster-secret", Self.secret,
             "--room-ttl", "3",
         ] + coordinatorArguments, environment: ["NETPLAY_TELEMETRY": "none"])
         try waitHealthy(coordinatorEndpoint, coordinator!)

@@ -168,10 +168,12 @@ struct SessionFlowTests {
             }
         }
         let before = try hosts.map { try client.session($0.session.sessionId) }
+        #expect(eventually(within: 5) { (try? cluster.rooms().count) == 12 })
         cluster.coordinator!.send(SIGKILL)
         #expect(cluster.coordinator!.waitForExit(seconds: 5) != nil)
         #expect(cluster.coordinator!.terminationReason == .uncaughtSignal)
-        try cluster.startCoordinator()
+        // Restarted under another instance name, it still owns (and updates) the rooms it announced.
+        try cluster.startCoordinator(instance: "coordinator-2")
         let after = try cluster.coordinatorClient()
         for session in before {
             #expect(try after.session(session.sessionId) == session)
@@ -192,6 +194,10 @@ struct SessionFlowTests {
         #expect(try after.code(.joinSessionRequest(JoinSessionRequest(sessionId: hosts[0].session.sessionId, name: "z", password: "no",
                                                                       content: smb))) == .wrongPassword)
         #expect(eventually(within: 3) { cluster.coordinator!.log.contains("storage open") && cluster.coordinator!.log.contains("sessions=12") })
+        let open = hosts[10]  // 4 slots, host + 2 players, no password
+        _ = try after.join(open.session.sessionId, "after-restart")
+        #expect(eventually(within: 5) { (try? cluster.rooms().first { $0.roomId == open.session.sessionId })?.currentPlayers == 4 })
+        #expect(cluster.coordinator!.log.contains("announcer=coordinator-1"))
     }
 
     @Test func concurrentJoinsNeverCorruptTheStore() throws {

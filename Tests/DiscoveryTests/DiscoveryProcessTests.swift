@@ -241,7 +241,7 @@ struct DiscoveryProcessTests {
         #expect(room.roomId == "retroarch:127.0.0.1:55435" && room.contentInfo.crc32 == 0xDEAD_BEEF)
         #expect(room.hostName == "ra-host" && room.hostVersion == "RetroArch 1.14.0")
         #expect(answered >= 1)
-        #expect(discovery.process.log.contains("RetroArch host found"))
+        #expect(eventually(within: 3) { discovery.process.log.contains("RetroArch host found") })
     }
 
     @Test func lanBeaconsListRoomsAndGoodbyeRemovesThem() throws {

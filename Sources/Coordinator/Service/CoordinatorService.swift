@@ -51,11 +51,20 @@ public final class CoordinatorService: Service {
         runtime.logger.info("storage open", metadata: ["database": "\(databasePath)", "sessions": "\(core.activeCount)",
                                                       "durability": "\(configuration.durability.rawValue)", "tickets": "\(secretSource)"])
         if let endpoint = configuration.discovery {
-            let announcer = RoomAnnouncer(client: try runtime.client(to: endpoint), announcerId: runtime.configuration.instance,
+            // The announcer id outlives restarts (kept in the database), so a restarted coordinator
+            // owns the rooms it announced before, whatever its instance name now.
+            let announcerId: String
+            if let stored = try core.store.meta("announcer_id"), let text = String(validating: stored, as: UTF8.self), !text.isEmpty {
+                announcerId = text
+            } else {
+                announcerId = runtime.configuration.instance
+                try core.store.setMeta("announcer_id", Array(announcerId.utf8))
+            }
+            let announcer = RoomAnnouncer(client: try runtime.client(to: endpoint), announcerId: announcerId,
                                           ttlMs: configuration.roomTTLMs)
             self.announcer = announcer
             runtime.logger.info("announcing rooms to discovery (the coordinator runs without it when it is down)",
-                                metadata: ["discovery": "\(endpoint)"])
+                                metadata: ["discovery": "\(endpoint)", "announcer": "\(announcerId)"])
             for session in core.sessions.values where session.isActive {
                 announcer.set(session.sessionId, room: session.room(hostVersion: configuration.settings.hostVersion))
             }

@@ -18,6 +18,7 @@ final class RoomAnnouncer {
     private var queued: Set<String> = []
     private var inFlight = 0
     private var pausedUntilMs: UInt64 = 0
+    private var notBefore: [String: UInt64] = [:]  // rooms refused for now (another announcer holds the id)
     private(set) var reachable: Bool?
     private let maxInFlight = 256
 
@@ -43,9 +44,17 @@ final class RoomAnnouncer {
     func tick(runtime: ServiceRuntime, nowMs: UInt64) {
         guard nowMs >= pausedUntilMs else { return }
         var sent = 0
+        var postponed: [String] = []
         while inFlight < maxInFlight, !queue.isEmpty, sent < maxInFlight {
             let id = queue.removeFirst()
             queued.remove(id)
+            if let at = notBefore[id] {
+                if nowMs < at {
+                    postponed.append(id)
+                    continue
+                }
+                notBefore[id] = nil
+            }
             if let room = desired[id] {
                 send(.announceRoomRequest(AnnounceRoomRequest(room: room, ttlMs: ttlMs, announcerId: announcerId)), id: id,
                      runtime: runtime, nowMs: nowMs)
@@ -55,6 +64,7 @@ final class RoomAnnouncer {
             }
             sent += 1
         }
+        for id in postponed where queued.insert(id).inserted { queue.append(id) }
     }
 
     /// Refreshes rooms whose last announce or refresh is a third of the TTL old.
@@ -89,6 +99,12 @@ final class RoomAnnouncer {
                 case .rateLimited, .overloaded, .shuttingDown, .unavailable:
                     pausedUntilMs = nowMs + UInt64(max(error.retryAfterMs, 200))
                     retry(id)
+                case .permissionDenied:
+                    // Another announcer holds the id (a previous coordinator with another
+                    // identity): try again once its entry has expired.
+                    notBefore[id] = nowMs + UInt64(ttlMs / 2)
+                    retry(id)
+                    runtime.logger.notice("room id held by another announcer; retrying later", metadata: ["room": "\(id)"])
                 default:
                     runtime.logger.warning("discovery refused a room", metadata: ["room": "\(id)", "error": "\(error.message)"])
                 }
