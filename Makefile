@@ -5,9 +5,10 @@ SWIFT_FLAGS ?=
 RELEASE_BIN = $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
 CC ?= cc
 # What building and running the cluster needs.
-APT_PACKAGES = libzmq3-dev libprotobuf-c-dev protobuf-c-compiler pkg-config python3
-# What the tests and benchmarks need on top: real emulator cores, cc65 for the test ROM.
-APT_TEST_PACKAGES = libretro-nestopia cc65
+APT_PACKAGES = libzmq3-dev libprotobuf-c-dev protobuf-c-compiler pkg-config python3 libsodium-dev libsqlite3-dev
+# What the tests and benchmarks need on top: real emulator cores, cc65 for the test ROM,
+# a real RetroArch LAN host inside network namespaces (iproute2).
+APT_TEST_PACKAGES = libretro-nestopia cc65 retroarch iproute2
 
 .PHONY: deps deps-test apt-install build release test proto proto-check bench bench-c clean help
 
@@ -78,6 +79,7 @@ bench: deps-test bench-c
 	$(SWIFT) build -c release --product netplay-bench $(SWIFT_FLAGS)
 	$(RELEASE_BIN)/netplay-bench zeromq --c-bench Benchmarks/bin/zmq_bench
 	$(RELEASE_BIN)/netplay-bench rollback
+	$(RELEASE_BIN)/netplay-bench controlplane
 	$(RELEASE_BIN)/netplay-bench libretro --c-bench Benchmarks/bin/libretro_bench
 
 clean:
@@ -131,4 +133,4 @@ run-%: deps
 
 ## deps-ops: the Debian tools the operations tests use (Prometheus, Chromium, docker-compose).
 deps-ops:
-	@$(MAKE) --no-print-directory deps APT_PACKAGES="$(OPS_APT_PACKAGES)"
+	@$(MAKE) -s apt-install PACKAGES="$(OPS_APT_PACKAGES)"
