@@ -49,7 +49,13 @@ struct ClusterBenchmark: ParsableCommand {
             guard start == starts - 1 else { continue }
             for _ in 0..<rounds {
                 for victim in status.services {
-                    guard let current = cluster.status()?.services.first(where: { $0.instance == victim.instance }), current.pid > 0 else { continue }
+                    var found: ServiceStatus?
+                    let asked = Date()
+                    while found == nil && Date().timeIntervalSince(asked) < 5 {
+                        found = cluster.status()?.services.first { $0.instance == victim.instance && $0.state == .ready && $0.pid > 0 }
+                        if found == nil { usleep(10_000) }
+                    }
+                    guard let current = found else { continue }
                     let killed = Date()
                     kill(Int32(current.pid), SIGKILL)
                     var ready = false

@@ -244,6 +244,19 @@ struct RelayScalingTests {
         defer { join.kill9() }
         #expect(eventually(within: 60) { host.log.contains("match running") }, "the match did not start:\n\(host.log)\n\(join.log)")
 
+        // Telemetry shows the room (from discovery) and the session's HUD stats (pushed by the relay).
+        var rooms = ""
+        #expect(eventually(within: 10) {
+            rooms = httpGet(cluster.http, "/api/rooms")?.body ?? ""
+            return rooms.contains("\"room_name\":\"scaling\"")
+        }, "the dashboard API never listed the room: \(rooms)")
+        var sessions: [[String: Any]] = []
+        #expect(eventually(within: 10) {
+            sessions = (jsonObject(httpGet(cluster.http, "/api/sessions")?.body ?? "")?["sessions"] as? [[String: Any]]) ?? []
+            return (sessions.first?["peers"] as? [[String: Any]])?.count == 2
+        }, "no HUD stats for the match: \(sessions)")
+        #expect(sessions.first?["relay_id"] as? String == "sync-0")
+
         // Scale out: two more relays start, become ready and register with the coordinator.
         let coordinator = try BlockingClient(endpoint: "tcp://127.0.0.1:\(7200 + cluster.offset)", timeout: 1)
         _ = try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "sync", replicas: 3)))
