@@ -78,13 +78,19 @@ struct ClusterBenchmark: ParsableCommand {
         if !supervisorReady.isEmpty {
             print("  supervisor start -> cluster ready    median \(ms(median(supervisorReady)))")
         }
-        let all = restart.values.flatMap { $0 }
-        if !all.isEmpty {
-            print("  SIGKILL -> ready again (all)         median \(ms(median(all)))  max \(ms(all.max()!))   (\(all.count) kills; target < 2000 ms)")
+        // Kill k of the same instance within backoff.reset_after waits initial * 2^(k-1) first:
+        // the first kill is the restart-to-ready figure, later ones show the backoff growing.
+        let first = restart.values.compactMap(\.first)
+        if !first.isEmpty {
+            print("  SIGKILL -> ready again (first failure) median \(ms(median(first)))  max \(ms(first.max()!))   (\(first.count) services; target < 2000 ms)")
             for name in restart.keys.sorted() {
-                let values = restart[name]!
-                print("    \(name.padding(toLength: 14, withPad: " ", startingAt: 0))                  median \(ms(median(values)))  max \(ms(values.max()!))")
+                print("    \(name.padding(toLength: 14, withPad: " ", startingAt: 0))                     \(ms(restart[name]![0]))")
             }
+        }
+        if rounds > 1 {
+            let repeated = (1..<rounds).map { round in restart.values.compactMap { $0.count > round ? $0[round] : nil } }
+            let text = repeated.enumerated().filter { !$0.element.isEmpty }.map { "kill \($0.offset + 2): \(ms(median($0.element)).trimmingCharacters(in: .whitespaces))" }
+            print("  repeated kills within 30 s (backoff doubles from 100 ms): \(text.joined(separator: ", "))")
         }
     }
 }
@@ -106,6 +112,7 @@ private final class BenchCluster {
         environment["NETPLAY_RETROARCH_PORT"] = "0"
         environment["NETPLAY_DATA_ROOT"] = "\(directory.path)/data"
         environment["NETPLAY_QUIET"] = "1"
+        environment["NETPLAY_MAX_RESTARTS"] = "1000"  // the benchmark kills far more often than the intensity limit allows
         process.environment = environment
         let pipe = Pipe()
         process.standardOutput = pipe
