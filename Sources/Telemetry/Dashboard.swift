@@ -115,7 +115,7 @@ function render(data) {
         table(["slot", "name", "ping", "jitter", "frame delay", "frames ahead", "rollbacks", "max rollback", "substituted", ""], (s.peers || []).map(p =>
           `<tr><td>${p.slot === 0 ? "spectator" : "P" + p.slot}</td><td>${esc(p.name)}</td><td class="num">${p.ping_ms} ms</td><td class="num">${p.jitter_ms} ms</td>` +
           `<td class="num">${p.frame_delay}</td><td class="num">${p.frames_ahead}</td><td class="num">${p.rollbacks}</td>` +
-          `<td class="num">${p.max_rollback_frames}</td><td class="num">${p.substituted_frames}</td><td>${p.connected ? pill("ready") : pill("stopped")}</td></tr>`)) +
+          `<td class="num">${p.max_rollback_frames}</td><td class="num">${p.substituted_frames}</td><td>${p.connected ? `<span class="pill ready">connected</span>` : `<span class="pill failed">disconnected</span>`}</td></tr>`)) +
         `<div class="graphs"><div class="graph"><div class="label">ping (ms)</div>${spark(keys.map(k => ({values: s.history[k].ping_ms})), 50)}</div>` +
         `<div class="graph"><div class="label">rollbacks per report</div>${spark(keys.map(k => ({values: s.history[k].rollbacks})), 4)}</div></div>` +
         `<div class="legend">${legend}</div></div>`;

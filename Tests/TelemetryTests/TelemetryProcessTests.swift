@@ -85,6 +85,40 @@ struct TelemetryProcessTests {
         #expect(httpGet(telemetry.http, "/")?.body.contains("<title>Netplay cluster</title>") == true)
     }
 
+    @Test func slowAndBrokenHTTPClientsDoNotBlockOthers() throws {
+        let telemetry = try TelemetryProcess()
+        #expect(telemetry.waitUp())
+        // A client that connects and says nothing, one that sends garbage, one that POSTs.
+        let port = UInt16(telemetry.http.split(separator: ":").last!)!
+        func connectRaw() -> Int32 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = port.bigEndian
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            return fd
+        }
+        let silent = connectRaw()
+        defer { close(silent) }
+        let garbage = connectRaw()
+        defer { close(garbage) }
+        _ = "NOT HTTP\r\n\r\n".withCString { send(garbage, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        let started = Date()
+        #expect(httpGet(telemetry.http, "/healthz")?.status == 200)
+        #expect(Date().timeIntervalSince(started) < 1, "a silent client must not block the server")
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let count = recv(garbage, &buffer, buffer.count, 0)
+        #expect(count > 0 && String(decoding: buffer[0..<max(0, count)], as: UTF8.self).hasPrefix("HTTP/1.1 400"))
+        let post = connectRaw()
+        defer { close(post) }
+        _ = "POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n".withCString { send(post, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        let posted = recv(post, &buffer, buffer.count, 0)
+        #expect(posted > 0 && String(decoding: buffer[0..<max(0, posted)], as: UTF8.self).hasPrefix("HTTP/1.1 405"))
+        #expect(httpGet(telemetry.http, "/metrics")?.status == 200)
+    }
+
     @Test func ingestedEventsAreRepublishedOnThePubSocket() throws {
         let telemetry = try TelemetryProcess()
         #expect(telemetry.waitUp())
