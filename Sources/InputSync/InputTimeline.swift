@@ -9,7 +9,9 @@ import NetplayWire
 ///
 /// Every slot fills its frames in order: frames `0 ..< stored(slot)` hold a final input. A frame
 /// is *confirmed* once every slot holds it; confirmed inputs never change.
-struct InputTimeline {
+///
+/// A class: the session mutates it in place on every input, and reads must not copy it.
+final class InputTimeline {
     /// Player slots (0-based here; 1-based on the wire).
     let slotCount: Int
     /// Bytes per input.
@@ -58,7 +60,7 @@ struct InputTimeline {
 
     /// Appends `slot`'s input for frame `stored(slot)` from `source` (exactly `inputSize` bytes).
     @inline(__always)
-    mutating func append(slot: Int, from source: UnsafeRawBufferPointer, status: NetplayWire.InputStatus) {
+    func append(slot: Int, from source: UnsafeRawBufferPointer, status: NetplayWire.InputStatus) {
         let frame = storedFrames[slot]
         let start = offset(frame, slot)
         bytes.withUnsafeMutableBytes { target in
@@ -69,7 +71,7 @@ struct InputTimeline {
     }
 
     /// Appends a zero input (disconnected or empty slot).
-    mutating func appendZero(slot: Int, status: NetplayWire.InputStatus) {
+    func appendZero(slot: Int, status: NetplayWire.InputStatus) {
         let frame = storedFrames[slot]
         let start = offset(frame, slot)
         for index in 0 ..< inputSize { bytes[start + index] = 0 }
@@ -78,7 +80,7 @@ struct InputTimeline {
     }
 
     /// Appends a repeat of the slot's previous final input (zero before any), marked substituted.
-    mutating func appendSubstitute(slot: Int) {
+    func appendSubstitute(slot: Int) {
         let frame = storedFrames[slot]
         let start = offset(frame, slot)
         if frame > origin {
@@ -96,13 +98,13 @@ struct InputTimeline {
 
     /// Moves a slot's cursor forward without data (a rebuilt session adopting a late joiner's
     /// starting frame); the frames skipped read as zero inputs with status `empty`.
-    mutating func skip(slot: Int, to frame: Int) {
+    func skip(slot: Int, to frame: Int) {
         while storedFrames[slot] < frame { appendZero(slot: slot, status: .empty) }
     }
 
     /// Recomputes the confirmed frame; returns whether it moved.
     @discardableResult
-    mutating func updateConfirmed() -> Bool {
+    func updateConfirmed() -> Bool {
         var low = Int.max
         for frame in storedFrames where frame < low { low = frame }
         guard low > confirmed else { return false }
@@ -126,6 +128,22 @@ struct InputTimeline {
             }
         }
         return out
+    }
+
+    /// Appends the input bytes of `slot` for frames `from ..< to` (all held) to `out`.
+    func appendInputs(slot: Int, from: Int, to: Int, into out: inout [UInt8]) {
+        bytes.withUnsafeBufferPointer { buffer in
+            for frame in from ..< to {
+                let start = offset(frame, slot)
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[start ..< start + inputSize]))
+            }
+        }
+    }
+
+    /// Whether any frame of `slot` in `from ..< to` is not `received`.
+    func hasStatus(slot: Int, from: Int, to: Int) -> Bool {
+        for frame in from ..< to where statuses[(frame & mask) * slotCount + slot] != 0 { return true }
+        return false
     }
 
     /// The statuses of `slot` for frames `from ..< to`, or `[]` when every one is `received`.
@@ -161,7 +179,7 @@ struct InputTimeline {
 /// When each slot's inputs of recent frames were sent (relay arrival minus half the sender's
 /// round trip): the earliest per frame sets substitution deadlines, and the per-slot average
 /// offset from the frame's mean is the time sync's "how far ahead".
-struct ArrivalBook {
+final class ArrivalBook {
     private static let frames = 1024
     private let slots: Int
     private var frameTags: [Int]
@@ -180,7 +198,7 @@ struct ArrivalBook {
     }
 
     /// `slot`'s input for `frame` arrived; it was sent at `sentAt` (relay clock).
-    mutating func note(frame: Int, slot: Int, sentAt: UInt64) {
+    func note(frame: Int, slot: Int, sentAt: UInt64) {
         let index = frame & (Self.frames - 1)
         if frameTags[index] != frame {
             frameTags[index] = frame
@@ -199,7 +217,7 @@ struct ArrivalBook {
 
     /// Learns from a confirmed frame: every slot counted by `include` that sent its own input
     /// moves its average offset from the frame's mean send time.
-    mutating func sample(frame: Int, slots count: Int, include: (Int) -> Bool) {
+    func sample(frame: Int, slots count: Int, include: (Int) -> Bool) {
         let index = frame & (Self.frames - 1)
         guard frameTags[index] == frame else { return }
         var total = 0.0, counted = 0

@@ -59,6 +59,31 @@ public final class RelayCore {
 
     // MARK: - Messages
 
+    /// What the hot path did with a frame.
+    public enum FastOutcome {
+        /// Handled (an InputBatch of an attached peer).
+        case handled
+        /// Not for the hot path: decode it and call ``handle(_:from:now:)``.
+        case declined
+        /// Refused: reply this error under the request id.
+        case failed(ServiceError, requestId: UInt64)
+    }
+
+    /// The hot path: an attached player's InputBatch read in place, without decoding the
+    /// envelope into values. Anything else is declined for the validating generic path.
+    public func handleFast(_ frame: UnsafeRawBufferPointer, from peer: PeerAddress, now: UInt64) -> FastOutcome {
+        guard let batch = FastWire.inputBatch(frame), let (session, participant) = peers[peer],
+              participant.address == peer else { return .declined }
+        participant.lastHeardMs = now
+        participant.disconnectedSinceMs = nil
+        do {
+            try session.receive(batch, from: participant, now: now)
+            return .handled
+        } catch {
+            return .failed(error, requestId: batch.requestId)
+        }
+    }
+
     /// Handles one message from `peer` at relay time `now` (monotonic milliseconds). Returns the
     /// reply body for requests that have one; throws for anything refused.
     public func handle(_ envelope: Envelope, from peer: PeerAddress, now: UInt64) throws(ServiceError) -> Envelope.Body? {
@@ -249,6 +274,7 @@ public final class RelayCore {
         participant.lastHeardMs = now
         participant.disconnectedSinceMs = nil
         participant.awaitingTransfer = nil
+        participant.deferredSinceMs = nil
         participant.name = ticket.name
         peers[peer] = (session, participant)
 

@@ -37,6 +37,9 @@ final class RelayPeer {
     var reportedFrame = -1
     var reportedAtMs: UInt64 = 0
     var lastHintMs: UInt64 = 0
+    var lastHintAhead = Int.min
+    /// Its confirmation waits (since then) to travel with the next message to it.
+    var deferredSinceMs: UInt64?
     /// Its round trip to the relay as it reports it.
     var rttMs = 0
     var framesAhead = 0

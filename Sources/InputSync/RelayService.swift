@@ -11,7 +11,7 @@ import ZeroMQ
 ///
 /// `netplay-sync` runs one per process; a LAN host runs one in-process with
 /// ``ServiceHost/start(configuration:logger:makeService:)`` and a ``LanAdmission``.
-public final class RelayService: Service, RelayTransport {
+public final class RelayService: RawFrameService, RelayTransport {
     /// The relay's configuration (an empty advertised endpoint becomes the bound one at start).
     public private(set) var configuration: RelayConfiguration
     private let keyRing: TicketKeyRing
@@ -121,6 +121,23 @@ public final class RelayService: Service, RelayTransport {
 
     public func send(_ body: Envelope.Body, to peer: PeerAddress) {
         runtime?.send(Envelope(body: body), to: peer)
+    }
+
+    public func sendEncoded(_ envelope: UnsafeRawBufferPointer, to peer: PeerAddress) {
+        runtime?.send(encoded: envelope, to: peer)
+    }
+
+    public func handleRawFrame(_ frame: UnsafeRawBufferPointer, from peer: PeerAddress, runtime: ServiceRuntime) -> Bool {
+        guard let core else { return false }
+        switch core.handleFast(frame, from: peer, now: runtime.uptimeMs) {
+        case .handled:
+            return true
+        case .declined:
+            return false
+        case .failed(let error, let requestId):
+            runtime.send(Envelope(requestId: requestId, body: .error(error.reply)), to: peer)
+            return true
+        }
     }
 
     public func publish(topic: String, _ body: Envelope.Body, message: String, sessionId: String) {

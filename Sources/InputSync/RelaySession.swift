@@ -31,8 +31,17 @@ final class RelaySession {
 
     var timeline: InputTimeline
     /// The player holding each slot (0-based index), if any.
-    var players: [RelayPeer?]
-    var spectators: [RelayPeer] = []
+    var players: [RelayPeer?] { didSet { rebuildParticipants() } }
+    var spectators: [RelayPeer] = [] { didSet { rebuildParticipants() } }
+    /// Players then spectators (kept up to date: the hot paths iterate it without allocating).
+    private(set) var participants: [RelayPeer] = []
+    /// Confirmations for a player whose own input completed a frame wait this long for the next
+    /// message to that player (the forward of a partner's next input) instead of a message of
+    /// their own: one frame, so each input costs one message to each other player.
+    let confirmationDeferMs: UInt64
+    private var nextSilenceCheckMs: UInt64 = 0
+    /// Reused buffer for encoding per-frame messages.
+    private var scratch: [UInt8] = []
     var slotModes: [SlotMode]
     var substituting: [Bool]
     var substitutedFrames: [Int]
@@ -88,11 +97,20 @@ final class RelaySession {
         substitutedFrames = Array(repeating: 0, count: slotCount)
         caughtUpFrom = Array(repeating: nil, count: slotCount)
         resyncedAt = Array(repeating: 0, count: slotCount)
+        confirmationDeferMs = UInt64(max(4, (1000 / framesPerSecond).rounded()))
         lastConnectedMs = now
+        rebuildParticipants()
     }
 
-    var participants: [RelayPeer] { players.compactMap { $0 } + spectators }
-    var connectedCount: Int { participants.reduce(0) { $0 + ($1.isConnected ? 1 : 0) } }
+    private func rebuildParticipants() {
+        participants = players.compactMap { $0 } + spectators
+    }
+
+    var connectedCount: Int {
+        var count = 0
+        for participant in participants where participant.isConnected { count += 1 }
+        return count
+    }
 
     // MARK: - Sending
 
@@ -194,6 +212,19 @@ final class RelaySession {
 
     /// A player's (or spectator's) batch: acknowledgement, time sync, and new inputs.
     func receive(_ batch: InputBatch, from participant: RelayPeer, now: UInt64) throws(ServiceError) {
+        let result = batch.inputs.withUnsafeBytes { raw in
+            Result { () throws(ServiceError) in
+                try receive(FastWire.Batch(slot: batch.slot, startFrame: batch.startFrame, inputSize: batch.inputSize,
+                                           inputs: raw, awaitedFrame: batch.awaitedFrame, currentFrame: batch.currentFrame),
+                            from: participant, now: now)
+            }
+        }
+        try result.get()
+    }
+
+    /// A batch read in place (the hot path): validation, acknowledgement, time sync, new inputs,
+    /// confirmation, forwarding.
+    func receive(_ batch: FastWire.Batch, from participant: RelayPeer, now: UInt64) throws(ServiceError) {
         if participant.role == .spectator {
             guard batch.slot == 0, batch.inputs.isEmpty else {
                 throw ServiceError(.permissionDenied, "Spectators send no inputs.", field: "InputBatch.inputs")
@@ -235,14 +266,12 @@ final class RelaySession {
         guard slotModes[slot] == .active, count > 0, start + count > stored, start <= stored else { return }
         let first = stored
         let last = min(start + count, first + configuration.maxFramesAhead)
-        batch.inputs.withUnsafeBytes { raw in
-            var frame = first
-            while frame < last {
-                let offset = (frame - start) * inputSize
-                timeline.append(slot: slot, from: UnsafeRawBufferPointer(rebasing: raw[offset ..< offset + inputSize]),
-                                status: .received)
-                frame += 1
-            }
+        var frame = first
+        while frame < last {
+            let offset = (frame - start) * inputSize
+            timeline.append(slot: slot, from: UnsafeRawBufferPointer(rebasing: batch.inputs[offset ..< offset + inputSize]),
+                            status: .received)
+            frame += 1
         }
         inputsAccepted += last - first
         if substituting[slot] {
@@ -258,19 +287,31 @@ final class RelaySession {
         }
         fillVacantSlots()
         let confirmedBefore = timeline.confirmed
-        if timeline.updateConfirmed() { confirmedMoved(from: confirmedBefore, now: now) }
-        // Forward what is not confirmed yet to the other players at once.
+        let moved = timeline.updateConfirmed()
+        if moved { recordConfirmed(from: confirmedBefore) }
+        // Forward what is not confirmed yet to the other players at once, with whatever was
+        // confirmed for them meanwhile; the sender's own confirmation waits for its next message.
         let forwardFrom = max(first, timeline.confirmed)
-        if forwardFrom < last {
-            let inputs = PlayerInputs(slot: UInt32(participant.slot), startFrame: UInt32(forwardFrom),
-                                      inputs: timeline.inputs(slot: slot, from: forwardFrom, to: last))
-            for other in players where other != nil && other !== participant {
-                guard let other, other.isConnected, other.awaitingTransfer == nil else { continue }
-                let awaited = timeline.stored(other.slot - 1)
-                other.toldAwaitedInput = awaited
-                send(.inputBroadcast(InputBroadcast(authoritative: false, inputSize: UInt32(inputSize), players: [inputs],
-                                                    confirmedFrames: UInt32(timeline.confirmed),
-                                                    awaitedInputFrame: UInt32(awaited))), to: other, now: now)
+        let forwarded = forwardFrom < last ? FastWire.Run(slot: slot, from: forwardFrom, to: last, withStatus: false) : nil
+        for other in participants where other.isConnected && other.awaitingTransfer == nil {
+            if other === participant {
+                if moved, other.deferredSinceMs == nil { other.deferredSinceMs = now }
+                continue
+            }
+            if other.isPlayer {
+                // Confirmed and forwarded inputs together in one message when they fit.
+                if compose(other, forwarded: forwarded, now: now) { continue }
+                if other.sentFrames < limit(for: other) { deliver(to: other, now: now) }
+                if let forwarded {
+                    let awaited = timeline.stored(other.slot - 1)
+                    other.toldAwaitedInput = awaited
+                    FastWire.inputBroadcast(into: &scratch, authoritative: false, timeline: timeline, players: nil,
+                                            provisional: forwarded, forwarded: nil, confirmedFrames: timeline.confirmed,
+                                            awaitedInputFrame: awaited)
+                    sendScratch(to: other, now: now)
+                }
+            } else if moved {
+                deliver(to: other, now: now)
             }
         }
     }
@@ -297,63 +338,89 @@ final class RelaySession {
         }
     }
 
-    /// Confirmed frames moved: deliver them, record them, learn the players' clock offsets.
-    func confirmedMoved(from previous: Int, now: UInt64) {
+    /// Confirmed frames moved: record them (replay) and learn the players' clock offsets.
+    func recordConfirmed(from previous: Int) {
         for frame in max(previous, timeline.confirmed - 64) ..< timeline.confirmed {
             arrivals.sample(frame: frame, slots: slotCount) { slotModes[$0] == .active && !substituting[$0] }
         }
-        deliverConfirmed(now: now)
         replay?.framesConfirmed(through: timeline.confirmed, timeline: timeline)
     }
 
-    /// Sends every participant the confirmed frames it was not sent yet. While the frames it
-    /// has not acknowledged fit one message, each message repeats all of them (like the
-    /// engine's input runs), so a lost or overtaken broadcast costs nothing but the next one;
-    /// a participant further behind gets the frames in order, 128 at a time.
-    func deliverConfirmed(now: UInt64) {
-        var cache: [Int: [PlayerInputs]] = [:]
-        for participant in participants {
-            guard participant.isConnected, participant.awaitingTransfer == nil else { continue }
-            let limit = participant.isPlayer || playersGoneAtMs != nil ? timeline.confirmed : timeline.confirmed - spectatorDelay
-            guard participant.sentFrames < limit else { continue }
-            let unacknowledged = max(participant.awaitedFrame, participant.firstFrame)
-            var from = limit - unacknowledged <= 128 ? unacknowledged : participant.sentFrames
-            var messages = 0
-            while from < limit && messages < 4 {
-                guard from >= timeline.oldest else {
-                    requestCatchUpTransfer(participant)
-                    break
-                }
-                let to = min(limit, from + 128)
-                let key = from << 20 | (to - from)
-                let runs: [PlayerInputs]
-                if let cached = cache[key] {
-                    runs = cached
-                } else {
-                    runs = (0 ..< slotCount).map { slot in
-                        PlayerInputs(slot: UInt32(slot + 1), startFrame: UInt32(from),
-                                     inputs: timeline.inputs(slot: slot, from: from, to: to),
-                                     status: timeline.statusRun(slot: slot, from: from, to: to))
-                    }
-                    cache[key] = runs
-                }
-                sendAuthoritative(runs, to: participant, now: now)
-                if participant.awaitedFrame >= participant.sentFrames {
-                    participant.lastAuthoritativeSendMs = now  // nothing was outstanding: the timer starts now
-                }
-                participant.sentFrames = max(participant.sentFrames, to)
-                from = to
-                messages += 1
+    /// Confirmed frames moved: record them and deliver them to everyone.
+    func confirmedMoved(from previous: Int, now: UInt64) {
+        recordConfirmed(from: previous)
+        deliverConfirmed(now: now)
+    }
+
+    /// The newest frame `participant` may be sent (spectators trail by the delay until the
+    /// players are gone).
+    private func limit(for participant: RelayPeer) -> Int {
+        participant.isPlayer || playersGoneAtMs != nil ? timeline.confirmed : timeline.confirmed - spectatorDelay
+    }
+
+    /// Sends the message in `scratch` to `participant`.
+    private func sendScratch(to participant: RelayPeer, now: UInt64) {
+        guard let address = participant.address else { return }
+        participant.lastSendMs = now
+        scratch.withUnsafeBytes { transport.sendEncoded($0, to: address) }
+    }
+
+    /// Sends `participant` its pending confirmed frames together with `forwarded` inputs, in one
+    /// message, when everything it lacks fits one (it repeats every frame not acknowledged yet,
+    /// so a lost or overtaken message costs nothing but the next one). Returns whether it sent.
+    @discardableResult
+    private func compose(_ participant: RelayPeer, forwarded: FastWire.Run?, now: UInt64) -> Bool {
+        let limit = limit(for: participant)
+        guard participant.sentFrames < limit else { return false }
+        let from = max(participant.awaitedFrame, participant.firstFrame)
+        guard limit - from <= 128, from >= timeline.oldest else { return false }
+        let awaited = participant.isPlayer ? timeline.stored(participant.slot - 1) : 0
+        participant.toldAwaitedInput = awaited
+        if participant.awaitedFrame >= participant.sentFrames { participant.lastAuthoritativeSendMs = now }
+        participant.sentFrames = limit
+        participant.deferredSinceMs = nil
+        FastWire.inputBroadcast(into: &scratch, authoritative: true, timeline: timeline,
+                                players: FastWire.Run(slot: 0, from: from, to: limit, withStatus: true), provisional: nil,
+                                forwarded: forwarded, confirmedFrames: timeline.confirmed, awaitedInputFrame: awaited)
+        sendScratch(to: participant, now: now)
+        return true
+    }
+
+    /// Sends `participant` the confirmed frames it was not sent yet: all unacknowledged ones in
+    /// one message when they fit, else in order, 128 at a time (a participant catching up).
+    private func deliver(to participant: RelayPeer, now: UInt64) {
+        let limit = limit(for: participant)
+        guard participant.sentFrames < limit else { return }
+        if compose(participant, forwarded: nil, now: now) { return }
+        var from = participant.sentFrames
+        var messages = 0
+        while from < limit && messages < 4 {
+            guard from >= timeline.oldest else {
+                requestCatchUpTransfer(participant)
+                return
             }
+            let to = min(limit, from + 128)
+            let awaited = participant.isPlayer ? timeline.stored(participant.slot - 1) : 0
+            participant.toldAwaitedInput = awaited
+            FastWire.inputBroadcast(into: &scratch, authoritative: true, timeline: timeline,
+                                    players: FastWire.Run(slot: 0, from: from, to: to, withStatus: true), provisional: nil,
+                                    forwarded: nil, confirmedFrames: timeline.confirmed, awaitedInputFrame: awaited)
+            sendScratch(to: participant, now: now)
+            if participant.awaitedFrame >= participant.sentFrames { participant.lastAuthoritativeSendMs = now }
+            participant.sentFrames = max(participant.sentFrames, to)
+            participant.deferredSinceMs = nil
+            from = to
+            messages += 1
         }
     }
 
-    private func sendAuthoritative(_ runs: [PlayerInputs], to participant: RelayPeer, now: UInt64) {
-        let awaited = participant.isPlayer ? timeline.stored(participant.slot - 1) : 0
-        participant.toldAwaitedInput = awaited
-        send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: UInt32(inputSize), players: runs,
-                                            confirmedFrames: UInt32(timeline.confirmed),
-                                            awaitedInputFrame: UInt32(awaited))), to: participant, now: now)
+    /// Sends every participant the confirmed frames it was not sent yet (a participant whose
+    /// confirmation is deferred gets it once the deferral is over).
+    func deliverConfirmed(now: UInt64, includingDeferred: Bool = true) {
+        for participant in participants where participant.isConnected && participant.awaitingTransfer == nil {
+            if let since = participant.deferredSinceMs, !includingDeferred || now &- since < confirmationDeferMs { continue }
+            deliver(to: participant, now: now)
+        }
     }
 
     /// A participant lacks inputs the relay no longer holds: it needs a state first.
@@ -368,12 +435,18 @@ final class RelaySession {
     /// Everything time-driven: silence, substitution, resends, acknowledgements, hints,
     /// statistics, checksum judgement, transfers.
     func tick(now: UInt64) {
-        checkSilence(now: now)
+        if now >= nextSilenceCheckMs {
+            nextSilenceCheckMs = now + 100
+            checkSilence(now: now)
+        }
         guard running else { return }
-        substituteLateInputs(now: now)
-        fillVacantSlots()
+        if timeline.newest > timeline.confirmed { substituteLateInputs(now: now) }
+        if vacantSlots > 0 { fillVacantSlots() }
         let before = timeline.confirmed
-        if timeline.updateConfirmed() { confirmedMoved(from: before, now: now) }
+        if timeline.updateConfirmed() {
+            recordConfirmed(from: before)
+            deliverConfirmed(now: now, includingDeferred: false)
+        }
         resendAndAcknowledge(now: now)
         if now &- lastHintsMs >= UInt64(configuration.hintIntervalMs) {
             lastHintsMs = now
@@ -383,8 +456,14 @@ final class RelaySession {
             lastStatsMs = now
             sendStats(now: now)
         }
-        judgeChecksums(now: now)
-        driveTransfers(now: now)
+        if !checksums.pending.isEmpty { judgeChecksums(now: now) }
+        if transfer != nil || participants.contains(where: { $0.awaitingTransfer != nil }) { driveTransfers(now: now) }
+    }
+
+    private var vacantSlots: Int {
+        var count = 0
+        for mode in slotModes where mode != .active { count += 1 }
+        return count
     }
 
     private func checkSilence(now: UInt64) {
@@ -398,7 +477,7 @@ final class RelaySession {
             participant.disconnectedSinceMs = now
             peerEvent(.disconnected, participant, frame: timeline.confirmed, detail: "silent; may come back", now: now)
         }
-        spectators.removeAll { !$0.isConnected }
+        if spectators.contains(where: { !$0.isConnected }) { spectators.removeAll { !$0.isConnected } }
         if connectedCount > 0 { lastConnectedMs = now }
         guard running else { return }
         for (index, player) in players.enumerated() {
@@ -448,6 +527,7 @@ final class RelaySession {
     private func resendAndAcknowledge(now: UInt64) {
         var resent = false
         for participant in participants where participant.isConnected && participant.awaitingTransfer == nil {
+            if let since = participant.deferredSinceMs, now &- since >= confirmationDeferMs { resent = true }
             let timeout = UInt64(max(configuration.resendIntervalMs, participant.rttMs + 20))
             if participant.awaitedFrame < participant.sentFrames,
                now &- participant.lastAuthoritativeSendMs >= timeout {
@@ -460,9 +540,9 @@ final class RelaySession {
                 // The player's inputs arrived but nothing carried the acknowledgement back.
                 let awaited = timeline.stored(participant.slot - 1)
                 participant.toldAwaitedInput = awaited
-                send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: UInt32(inputSize), players: [],
-                                                    confirmedFrames: UInt32(timeline.confirmed),
-                                                    awaitedInputFrame: UInt32(awaited))), to: participant, now: now)
+                FastWire.inputBroadcast(into: &scratch, authoritative: true, timeline: timeline, players: nil, provisional: nil,
+                                        forwarded: nil, confirmedFrames: timeline.confirmed, awaitedInputFrame: awaited)
+                sendScratch(to: participant, now: now)
             }
         }
         // Spectators' delayed frames and resends go out here.
@@ -492,6 +572,10 @@ final class RelaySession {
             }
             player.framesAhead = Int(ahead)
             player.stats.framesAhead = ahead
+            // Level players hear it only now and then; a change is told at once.
+            if ahead == 0 && player.lastHintAhead == 0 && now &- player.lastHintMs < 2_000 { continue }
+            player.lastHintAhead = Int(ahead)
+            player.lastHintMs = now
             let wait = ahead >= 2 ? UInt32(min(Int(ahead) / 2, 600)) : 0
             send(.timeSyncHint(TimeSyncHint(framesAhead: ahead, recommendedWaitFrames: wait,
                                             rttUs: UInt32(clamping: player.rttMs * 1000),

@@ -6,6 +6,8 @@ import NetplayWire
 public protocol RelayTransport: AnyObject {
     /// Sends `body` to an attached peer (request id 0: pushes, forwards and broadcasts).
     func send(_ body: Envelope.Body, to peer: PeerAddress)
+    /// Sends an Envelope the relay encoded itself (the per-frame hot path).
+    func sendEncoded(_ envelope: UnsafeRawBufferPointer, to peer: PeerAddress)
     /// Publishes an event on the relay's PUB socket and records it with telemetry.
     func publish(topic: String, _ body: Envelope.Body, message: String, sessionId: String)
     /// Pushes a session's HUD statistics to telemetry.

@@ -610,16 +610,17 @@ public final class NetplayMatch<G: SerializableGame> {
             relayConfirmedFrames = max(relayConfirmedFrames, Int(broadcast.confirmedFrames))
         }
         var messages: [RollbackMessage] = []
-        for run in broadcast.players {
+        let runs = broadcast.players.map { ($0, broadcast.authoritative) } + broadcast.forwarded.map { ($0, false) }
+        for (run, authoritative) in runs {
             let player = Int(run.slot) - 1
             guard player >= 0, player < Int(params.maxPlayers), run.inputs.count % size == 0 else { continue }
             let count = run.inputs.count / size
             var index = max(0, offset - Int(run.startFrame))
             while index < count {
-                let origin = broadcast.authoritative ? Self.origin(run.status.isEmpty ? .received : run.status[min(index, run.status.count - 1)]) : .peer
+                let origin = authoritative ? Self.origin(run.status.isEmpty ? .received : run.status[min(index, run.status.count - 1)]) : .peer
                 var end = index + 1
                 while end < count,
-                      (broadcast.authoritative ? Self.origin(run.status.isEmpty ? .received : run.status[min(end, run.status.count - 1)]) : .peer) == origin {
+                      (authoritative ? Self.origin(run.status.isEmpty ? .received : run.status[min(end, run.status.count - 1)]) : .peer) == origin {
                     end += 1
                 }
                 var inputs: [GameInput] = []

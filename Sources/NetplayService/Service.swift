@@ -113,3 +113,13 @@ extension Service {
     public var isDraining: Bool { false }
     public func stop(runtime: ServiceRuntime) {}
 }
+
+/// A ``Service`` with a hot path that takes some request frames before the runtime decodes them
+/// (its own wire parsing for per-frame traffic). Everything it declines is decoded and dispatched
+/// as usual, malformed frames included.
+public protocol RawFrameService: Service {
+    /// Handles one complete request frame from `peer`, still encoded; returns false to let the
+    /// runtime decode and dispatch it normally. Called on the reactor thread (not while the
+    /// service drains); `frame` is valid only during the call.
+    func handleRawFrame(_ frame: UnsafeRawBufferPointer, from peer: PeerAddress, runtime: ServiceRuntime) -> Bool
+}

@@ -45,6 +45,7 @@ public final class ServiceRuntime {
     private var telemetryReachable: Bool?
     private(set) var draining = false
     private var service: (any Service)?
+    private var rawService: (any RawFrameService)?
 
     private let requestsTotal: Counter
     private let malformedTotal: Counter
@@ -123,6 +124,7 @@ public final class ServiceRuntime {
     /// that will own the sockets (the one that created this runtime).
     public func run(_ service: any Service) throws {
         self.service = service
+        rawService = service as? any RawFrameService
         do {
             try service.start(runtime: self)
         } catch {
@@ -231,6 +233,7 @@ public final class ServiceRuntime {
             var delimited = false
             var envelope: Result<Envelope, WireError>?
             var undecodable: [UInt8] = []
+            var handledRaw = false
             while more {
                 do {
                     try router.receive(flags: .dontWait) { bytes, hasMore in
@@ -239,6 +242,12 @@ public final class ServiceRuntime {
                         if framesAfterIdentity == 1 && hasMore && bytes.isEmpty {
                             delimited = true
                         } else if !hasMore && (framesAfterIdentity == 1 || (framesAfterIdentity == 2 && delimited)) {
+                            if let rawService, !draining,
+                               rawService.handleRawFrame(bytes, from: PeerAddress(routingId: identity, delimited: delimited),
+                                                         runtime: self) {
+                                handledRaw = true
+                                return
+                            }
                             envelope = Result { () throws(WireError) -> Envelope in try Envelope(decoding: bytes) }
                             if case .failure = envelope { undecodable = Array(bytes.prefix(16)) }
                         } else {
@@ -251,6 +260,7 @@ public final class ServiceRuntime {
             }
             if framesAfterIdentity > (delimited ? 2 : 1) { envelope = nil }
             requestsTotal.increment()
+            if handledRaw && framesAfterIdentity == (delimited ? 2 : 1) { continue }
             let peer = PeerAddress(routingId: identity, delimited: delimited)
             switch envelope {
             case .success(let envelope):
@@ -372,6 +382,23 @@ public final class ServiceRuntime {
         } catch {
             repliesDropped.increment()
             logger.debug("send dropped", metadata: ["peer": "\(peer)", "error": "\(error)"])
+            return false
+        }
+    }
+
+    /// Sends an already encoded Envelope to a connected peer, for hot paths that encode their
+    /// own messages. Same rules as ``send(_:to:)``: never blocks; false when dropped.
+    @discardableResult
+    public func send(encoded payload: UnsafeRawBufferPointer, to peer: PeerAddress) -> Bool {
+        do {
+            _ = try peer.routingId.withUnsafeBytes { (identity) throws(ZMQError) -> Int in
+                try router.send(identity, flags: [.dontWait, .more])
+            }
+            if peer.delimited { try router.send([], flags: [.dontWait, .more]) }
+            try router.send(payload, flags: .dontWait)
+            return true
+        } catch {
+            repliesDropped.increment()
             return false
         }
     }

@@ -78,9 +78,19 @@ struct RelayCoreTests {
         #expect(toA[0].confirmedFrames == 2)
         #expect(toA[0].players.map(\.inputs) == [[1, 2], [7, 8]])
         #expect(toA[0].awaitedInputFrame == 3)
+        // B completed the frames: its confirmation waits (one frame) for the next message to B.
+        #expect(rig.transport.broadcasts(b, authoritative: true).isEmpty)
+        try rig.batch(a, slot: 1, start: 3, [4])
         let toB = rig.transport.broadcasts(b, authoritative: true)
         #expect(toB.count == 1 && toB[0].awaitedInputFrame == 2)
-        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 2)
+        #expect(toB.first?.players.map(\.inputs) == [[1, 2], [7, 8]])
+        #expect(toB.first?.forwarded.map(\.inputs) == [[4]])
+        // Without a next message, the confirmation goes out on its own after the deferral.
+        try rig.batch(b, slot: 2, start: 2, [9, 9, 9])
+        _ = rig.transport.take(a)
+        rig.advance(ms: 40)
+        #expect(rig.transport.broadcasts(b, authoritative: true).last?.confirmedFrames == 4)
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 4)
     }
 
     @Test func rulesBrokenByPeersGetErrorsAndChangeNothing() throws {

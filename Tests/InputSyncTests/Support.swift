@@ -11,6 +11,14 @@ final class RecordingTransport: RelayTransport {
     var stats: [SessionStats] = []
 
     func send(_ body: Envelope.Body, to peer: PeerAddress) { sent.append((peer, body)) }
+    /// Hand-encoded messages must decode with NetplayWire (validation included).
+    func sendEncoded(_ envelope: UnsafeRawBufferPointer, to peer: PeerAddress) {
+        do {
+            sent.append((peer, try Envelope(decoding: envelope).body))
+        } catch {
+            fatalError("the relay encoded an invalid envelope: \(error) \(Array(envelope))")
+        }
+    }
     func publish(topic: String, _ body: Envelope.Body, message: String, sessionId: String) {
         published.append((topic, body))
     }

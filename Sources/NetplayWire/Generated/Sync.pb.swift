@@ -358,6 +358,9 @@ public struct InputBroadcast: Sendable, Hashable {
     public var confirmedFrames: UInt32
     /// The first frame of the receiver's own inputs the relay still needs (resend from it).
     public var awaitedInputFrame: UInt32
+    /// With authoritative = true: other players' inputs beyond confirmed_frames, forwarded as
+    /// received (provisional), carried in the same message as the confirmed ones.
+    public var forwarded: [PlayerInputs]
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -365,13 +368,15 @@ public struct InputBroadcast: Sendable, Hashable {
         inputSize: UInt32 = 0,
         players: [PlayerInputs] = [],
         confirmedFrames: UInt32 = 0,
-        awaitedInputFrame: UInt32 = 0
+        awaitedInputFrame: UInt32 = 0,
+        forwarded: [PlayerInputs] = []
     ) {
         self.authoritative = authoritative
         self.inputSize = inputSize
         self.players = players
         self.confirmedFrames = confirmedFrames
         self.awaitedInputFrame = awaitedInputFrame
+        self.forwarded = forwarded
     }
 }
 
@@ -455,7 +460,8 @@ public struct DesyncNotice: Sendable, Hashable {
 public struct StateRequest: Sendable, Hashable {
     /// Identifies the transfer in every chunk.
     public var transferId: UInt32
-    /// The confirmed frame wanted (0 = the peer's latest confirmed frame).
+    /// The oldest frame the state may be of (0 = any: the peer's latest confirmed state; a desync
+    /// asks for a state at or after the frame that diverged).
     public var frame: UInt32
     /// Why.
     public var reason: StateTransferReason
@@ -1379,6 +1385,20 @@ extension InputBroadcast: WireMessage, _CMessage {
         }
         c.pointee.confirmed_frames = self.confirmedFrames
         c.pointee.awaited_input_frame = self.awaitedInputFrame
+        if !self.forwarded.isEmpty {
+            let values = self.forwarded
+            if validate {
+                try _wireCheckCount(values.count, 8, "InputBroadcast.forwarded")
+            }
+            c.pointee.n_forwarded = values.count
+            let array = arena.allocate(UnsafeMutablePointer<Netplay__V1__PlayerInputs>?.self, count: values.count)
+            for i in 0..<values.count {
+                let p = arena.allocate(Netplay__V1__PlayerInputs.self)
+                try values[i]._fill(p, arena, validate)
+                array[i] = p
+            }
+            c.pointee.forwarded = array
+        }
     }
 
     init(_c c: UnsafePointer<Netplay__V1__InputBroadcast>) throws(WireError) {
@@ -1400,6 +1420,20 @@ extension InputBroadcast: WireMessage, _CMessage {
         }
         self.confirmedFrames = c.pointee.confirmed_frames
         self.awaitedInputFrame = c.pointee.awaited_input_frame
+        do {
+            let n = c.pointee.n_forwarded
+            try _wireCheckCount(n, 8, "InputBroadcast.forwarded")
+            var values: [PlayerInputs] = []
+            if n > 0 {
+                guard let array = c.pointee.forwarded else { throw .missingField("InputBroadcast.forwarded") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    guard let p = array[i] else { throw .missingField("InputBroadcast.forwarded") }
+                    values.append(try PlayerInputs(_c: p))
+                }
+            }
+            self.forwarded = values
+        }
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -1411,6 +1445,9 @@ extension InputBroadcast: WireMessage, _CMessage {
         w.closeArray()
         w.key("confirmedFrames"); w.integer(self.confirmedFrames)
         w.key("awaitedInputFrame"); w.integer(self.awaitedInputFrame)
+        w.key("forwarded"); w.openArray()
+        for e in self.forwarded { e._json(&w) }
+        w.closeArray()
         w.close()
     }
 }

@@ -967,7 +967,8 @@ extension InputBroadcast {
             inputSize: 64,
             players: [PlayerInputs.sample, PlayerInputs.sample],
             confirmedFrames: 4000000004,
-            awaitedInputFrame: 4000000005
+            awaitedInputFrame: 4000000005,
+            forwarded: [PlayerInputs.sample, PlayerInputs.sample]
         )
     }
 }
@@ -2838,6 +2839,11 @@ let wireViolations: [WireViolation] = [
         expected: .tooLong(field: "InputBroadcast.players", limit: 8)
     ),
     WireViolation(
+        label: "InputBroadcast.forwarded @max_count 8",
+        body: { var m = InputBroadcast.sample; m.forwarded = Array(repeating: PlayerInputs.sample, count: 9); return .inputBroadcast(m) }(),
+        expected: .tooLong(field: "InputBroadcast.forwarded", limit: 8)
+    ),
+    WireViolation(
         label: "ChecksumReport.slot @range 1..8 (9)",
         body: { var m = ChecksumReport.sample; m.slot = 9; return .checksumReport(m) }(),
         expected: .outOfRange(field: "ChecksumReport.slot", detail: "9 is outside 1...8")
@@ -3165,4 +3171,4 @@ let wireViolations: [WireViolation] = [
 ]
 
 /// The number of validation rules in the schema reachable from an Envelope body.
-let schemaViolationCount = 337
+let schemaViolationCount = 338

@@ -1680,7 +1680,7 @@ const ProtobufCMessageDescriptor netplay__v1__player_inputs__descriptor =
   (ProtobufCMessageInit) netplay__v1__player_inputs__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__input_broadcast__field_descriptors[5] =
+static const ProtobufCFieldDescriptor netplay__v1__input_broadcast__field_descriptors[6] =
 {
   {
     "authoritative",
@@ -1742,18 +1742,31 @@ static const ProtobufCFieldDescriptor netplay__v1__input_broadcast__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "forwarded",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__InputBroadcast, n_forwarded),
+    offsetof(Netplay__V1__InputBroadcast, forwarded),
+    &netplay__v1__player_inputs__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__input_broadcast__field_indices_by_name[] = {
   0,   /* field[0] = authoritative */
   4,   /* field[4] = awaited_input_frame */
   3,   /* field[3] = confirmed_frames */
+  5,   /* field[5] = forwarded */
   1,   /* field[1] = input_size */
   2,   /* field[2] = players */
 };
 static const ProtobufCIntRange netplay__v1__input_broadcast__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor netplay__v1__input_broadcast__descriptor =
 {
@@ -1763,7 +1776,7 @@ const ProtobufCMessageDescriptor netplay__v1__input_broadcast__descriptor =
   "Netplay__V1__InputBroadcast",
   "netplay.v1",
   sizeof(Netplay__V1__InputBroadcast),
-  5,
+  6,
   netplay__v1__input_broadcast__field_descriptors,
   netplay__v1__input_broadcast__field_indices_by_name,
   1,  netplay__v1__input_broadcast__number_ranges,

@@ -405,10 +405,16 @@ struct  Netplay__V1__InputBroadcast
    * The first frame of the receiver's own inputs the relay still needs (resend from it).
    */
   uint32_t awaited_input_frame;
+  /*
+   * With authoritative = true: other players' inputs beyond confirmed_frames, forwarded as
+   * received (provisional), carried in the same message as the confirmed ones. @max_count 8
+   */
+  size_t n_forwarded;
+  Netplay__V1__PlayerInputs **forwarded;
 };
 #define NETPLAY__V1__INPUT_BROADCAST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__input_broadcast__descriptor) \
-    , 0, 0, 0,NULL, 0, 0 }
+    , 0, 0, 0,NULL, 0, 0, 0,NULL }
 
 
 /*
@@ -523,7 +529,8 @@ struct  Netplay__V1__StateRequest
    */
   uint32_t transfer_id;
   /*
-   * The confirmed frame wanted (0 = the peer's latest confirmed frame).
+   * The oldest frame the state may be of (0 = any: the peer's latest confirmed state; a desync
+   * asks for a state at or after the frame that diverged).
    */
   uint32_t frame;
   /*
