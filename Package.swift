@@ -106,6 +106,7 @@ let package = Package(
             name: "netplay-bench",
             dependencies: [
                 "ZeroMQ", "NetplayWire", "Rollback", "Games", "Libretro", "Discovery", "Coordinator", "NetplayService",
+                "NetplayAuth",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/netplay-bench"

@@ -1,0 +1,251 @@
+import ArgumentParser
+import Foundation
+import NetplayAuth
+import NetplayService
+import NetplayWire
+
+/// `netplay-bench relay`: the relay (netplay-sync, a separate process) under 1,000 concurrent
+/// two-player sessions at 60 Hz, beside the same load through a plain C libzmq ROUTER forwarder
+/// (Benchmarks/c/relay_forwarder.c): inputs delivered per second, one-way latency from a player
+/// to its partner through the relay (p50, p99), the relay's CPU, and the most inputs per second
+/// each can forward when players send as fast as a window allows.
+///
+/// Both targets get the same load generator (Benchmarks/c/relay_load.c, epoll over one DEALER
+/// per player, so the generator costs little next to what it measures) and the same bytes from
+/// players (an InputBatch envelope with an 8-byte send timestamp as the input); the C forwarder
+/// passes them to the partner untouched, the relay validates, records, forwards
+/// (InputBroadcast) and confirms them.
+struct RelayBenchmark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "relay",
+        abstract: "Relay forwarding throughput and added latency versus a plain C ROUTER forwarder."
+    )
+
+    @Option(help: "Concurrent two-player sessions.") var sessions = 1000
+    @Option(help: "Frames per second each session sends.") var rate = 60.0
+    @Option(help: "Seconds measured at the sustained rate (after 2 s of warm-up).") var seconds = 8.0
+    @Option(help: "Load generator threads (at least one per 500 sessions).") var threads = 2
+    @Option(help: "Sessions in the maximum-throughput run.") var floodSessions = 200
+    @Option(help: "Frames a player may run ahead of its partner in the maximum-throughput run.") var window = 8
+    @Option(help: "Seconds of the maximum-throughput run.") var floodSeconds = 4.0
+    @Option(help: "Path of netplay-sync (default: next to this executable).") var syncBin: String?
+    @Option(help: "Path of the C forwarder (built by `make bench`).") var cForwarder: String?
+    @Option(help: "Path of the C load generator (built by `make bench`).") var load = "Benchmarks/bin/relay_load"
+
+    func run() throws {
+        signal(SIGPIPE, SIG_IGN)
+        let syncPath = syncBin ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("netplay-sync").path
+        guard FileManager.default.isExecutableFile(atPath: syncPath) else {
+            throw ValidationError("netplay-sync not found at \(syncPath); build it (swift build -c release) or pass --sync-bin")
+        }
+        guard FileManager.default.isExecutableFile(atPath: load) else {
+            throw ValidationError("the load generator is not built at \(load); run `make bench-c` or pass --load")
+        }
+        var swift = Figures()
+        var c: Figures?
+        do {
+            let relay = try BenchTarget.startRelay(path: syncPath)
+            defer { relay.stop() }
+            swift = try measure(relay, load: load)
+        }
+        if let cForwarder {
+            let forwarder = try BenchTarget.startForwarder(path: cForwarder)
+            defer { forwarder.stop() }
+            c = try measure(forwarder, load: load)
+        }
+        report(swift: swift, c: c)
+    }
+
+    struct Figures {
+        var sustainedSent = 0.0
+        var sustainedDelivered = 0.0
+        var p50Us = 0.0
+        var p99Us = 0.0
+        var maxUs = 0.0
+        var cpuPercent = 0.0
+        var floodDelivered = 0.0
+        var errors = 0
+    }
+
+    private func measure(_ target: BenchTarget, load: String) throws -> Figures {
+        var figures = Figures()
+        let cpuBefore = target.cpuSeconds()
+        let sustained = try target.drive(load: load, sessions: sessions, rate: rate, warmup: 2, seconds: seconds,
+                                         window: 0, threads: threads, sessionOffset: 0)
+        figures.cpuPercent = 100 * (target.cpuSeconds() - cpuBefore) / (seconds + 2)
+        figures.sustainedSent = sustained.value("sent") / seconds
+        figures.sustainedDelivered = sustained.value("delivered") / seconds
+        figures.p50Us = sustained.value("p50_us")
+        figures.p99Us = sustained.value("p99_us")
+        figures.maxUs = sustained.value("max_us")
+        figures.errors = Int(sustained.value("errors"))
+        let flood = try target.drive(load: load, sessions: floodSessions, rate: rate, warmup: 1, seconds: floodSeconds,
+                                     window: window, threads: threads, sessionOffset: sessions)
+        figures.floodDelivered = flood.value("delivered") / floodSeconds
+        figures.errors += Int(flood.value("errors"))
+        return figures
+    }
+
+    private func report(swift: Figures, c: Figures?) {
+        let expected = Double(sessions) * 2 * rate
+        print("Relay: \(sessions) two-player sessions at \(format(rate, 0)) Hz over tcp loopback, \(format(seconds, 0)) s measured, "
+              + "load generator \(threads) threads; max throughput: \(floodSessions) sessions, window \(window)")
+        print(pad("figure", 34) + pad("Swift relay", 14) + pad("C forwarder", 14) + "target")
+        let sustainedOK = swift.sustainedDelivered >= 0.99 * expected && swift.errors == 0
+        print(pad("inputs delivered/s (60 Hz load)", 34) + pad(format(swift.sustainedDelivered, 0), 14)
+              + pad(c.map { format($0.sustainedDelivered, 0) } ?? "n/a", 14)
+              + "all \(format(expected, 0)) sustained: \(sustainedOK ? "PASS" : "MISS")")
+        print(pad("latency p50 (us)", 34) + pad(format(swift.p50Us, 0), 14) + pad(c.map { format($0.p50Us, 0) } ?? "n/a", 14)
+              + "player -> relay -> partner")
+        let latencyOK = swift.p99Us < 1000
+        print(pad("latency p99 (us)", 34) + pad(format(swift.p99Us, 0), 14) + pad(c.map { format($0.p99Us, 0) } ?? "n/a", 14)
+              + "< 1000 us: \(latencyOK ? "PASS" : "MISS")")
+        if let c {
+            let added = swift.p99Us - c.p99Us
+            print(pad("added p99 over C (us)", 34) + pad(format(added, 0), 14) + pad("-", 14) + "(relay p99 - forwarder p99)")
+        }
+        print(pad("latency max (us)", 34) + pad(format(swift.maxUs, 0), 14) + pad(c.map { format($0.maxUs, 0) } ?? "n/a", 14))
+        print(pad("relay CPU (% of a core)", 34) + pad(format(swift.cpuPercent, 0), 14) + pad(c.map { format($0.cpuPercent, 0) } ?? "n/a", 14))
+        let throughputVerdict = c.map { swift.floodDelivered >= 0.5 * $0.floodDelivered ? "PASS" : "MISS" } ?? "-"
+        print(pad("max throughput (inputs/s)", 34) + pad(format(swift.floodDelivered, 0), 14)
+              + pad(c.map { format($0.floodDelivered, 0) } ?? "n/a", 14)
+              + ">= 50% of C (\(c.map { format(100 * swift.floodDelivered / max($0.floodDelivered, 1), 1) + "%" } ?? "-")): \(throughputVerdict)")
+        if swift.errors > 0 { print("relay errors received: \(swift.errors)") }
+    }
+}
+
+/// A relay under test: netplay-sync or the C forwarder, as a child process.
+final class BenchTarget: @unchecked Sendable {
+    let endpoint: String
+    let isRelay: Bool
+    let keyRing: TicketKeyRing
+    private let process: Process
+    private let directory: URL?
+
+    private init(endpoint: String, isRelay: Bool, keyRing: TicketKeyRing, process: Process, directory: URL?) {
+        self.endpoint = endpoint
+        self.isRelay = isRelay
+        self.keyRing = keyRing
+        self.process = process
+        self.directory = directory
+    }
+
+    static func freeEndpoint() -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return "tcp://127.0.0.1:\(UInt16(bigEndian: address.sin_port))"
+    }
+
+    static func startRelay(path: String) throws -> BenchTarget {
+        let keyRing = TicketKeyRing.generate()
+        let endpoint = freeEndpoint()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-bench-relay-\(UUID().uuidString)")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = ["--endpoint", endpoint, "--events", "none", "--telemetry", "none", "--coordinator", "none",
+                             "--instance", "bench-relay", "--data-dir", directory.path, "--cluster-secret", keyRing.text,
+                             "--no-replays", "--log-level", "warning"]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let target = BenchTarget(endpoint: endpoint, isRelay: true, keyRing: keyRing, process: process, directory: directory)
+        let probe = try BlockingClient(endpoint: endpoint, timeout: 0.2)
+        for _ in 0 ..< 100 {
+            if (try? probe.request(.healthRequest(HealthRequest()))) != nil { return target }
+            usleep(50_000)
+        }
+        target.stop()
+        throw ValidationError("netplay-sync did not start at \(endpoint)")
+    }
+
+    static func startForwarder(path: String) throws -> BenchTarget {
+        let endpoint = freeEndpoint()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = [endpoint]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        _ = pipe.fileHandleForReading.availableData  // "ready"
+        return BenchTarget(endpoint: endpoint, isRelay: false, keyRing: TicketKeyRing.generate(), process: process, directory: nil)
+    }
+
+    /// Runs the C load generator against this target and returns its figures.
+    func drive(load: String, sessions: Int, rate: Double, warmup: Double, seconds: Double, window: Int, threads: Int,
+               sessionOffset: Int) throws -> LoadFigures {
+        var attachFile = "-"
+        if isRelay {
+            let params = SyncParams(inputSize: 8, maxPlayers: 2, frameDelay: 0, frameRateMhz: UInt32(rate * 1000),
+                                    predictionWindow: 8, lagToleranceFrames: 60, checksumIntervalFrames: 0)
+            let signer = JoinTicketSigner(keyRing: keyRing)
+            var bytes: [UInt8] = []
+            for session in 0 ..< sessions {
+                for slot in 1 ... 2 {
+                    let ticket = try signer.issue(sessionId: "bench-\(session + sessionOffset)", participantId: "p\(slot)",
+                                                  role: .player, slot: UInt32(slot), relayId: "bench-relay",
+                                                  relayEndpoint: endpoint, params: params, name: "p\(slot)", ttlMs: 3_600_000)
+                    let envelope = try Envelope(requestId: 1, body: .attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1))).encoded()
+                    let length = UInt32(envelope.count)
+                    bytes += [UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF)]
+                    bytes += envelope
+                }
+            }
+            attachFile = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-bench-attach-\(UUID().uuidString)").path
+            guard FileManager.default.createFile(atPath: attachFile, contents: Data(bytes)) else {
+                throw ValidationError("cannot write \(attachFile)")
+            }
+        }
+        defer { if attachFile != "-" { try? FileManager.default.removeItem(atPath: attachFile) } }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: load)
+        process.arguments = [isRelay ? "relay" : "forwarder", endpoint, attachFile, "\(sessions)", "\(rate)", "\(warmup)",
+                             "\(seconds)", "\(window)", "\(threads)"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw ValidationError("the load generator failed (status \(process.terminationStatus)) against \(isRelay ? "the relay" : "the C forwarder")")
+        }
+        return LoadFigures(output)
+    }
+
+    /// CPU seconds (user + system) the process used so far.
+    func cpuSeconds() -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return 0 }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    func stop() {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        if let directory { try? FileManager.default.removeItem(at: directory) }
+    }
+}
+
+
+/// The load generator's one-line result: `key=value ...`.
+struct LoadFigures {
+    var values: [String: Double] = [:]
+
+    init(_ line: String) {
+        for pair in line.split(whereSeparator: { $0 == " " || $0 == "\n" }) {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
+        }
+    }
+
+    func value(_ key: String) -> Double { values[key] ?? 0 }
+}
