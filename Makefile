@@ -7,8 +7,9 @@ CC ?= cc
 # What building and running the cluster needs.
 APT_PACKAGES = libzmq3-dev libprotobuf-c-dev protobuf-c-compiler pkg-config python3 libsodium-dev libsqlite3-dev
 # What the tests and benchmarks need on top: real emulator cores, cc65 for the test ROM,
-# a real RetroArch LAN host inside network namespaces (iproute2).
-APT_TEST_PACKAGES = libretro-nestopia cc65 retroarch iproute2
+# a real RetroArch LAN host inside network namespaces (iproute2), Prometheus + promtool,
+# headless Chromium for the dashboard screenshot test, docker-compose to validate compose/.
+APT_TEST_PACKAGES = libretro-nestopia cc65 retroarch iproute2 prometheus chromium docker-compose
 
 .PHONY: deps deps-test apt-install build release test proto proto-check bench bench-c clean help
 
@@ -80,6 +81,7 @@ bench: deps-test bench-c
 	$(RELEASE_BIN)/netplay-bench zeromq --c-bench Benchmarks/bin/zmq_bench
 	$(RELEASE_BIN)/netplay-bench rollback
 	$(RELEASE_BIN)/netplay-bench controlplane
+	$(RELEASE_BIN)/netplay-bench cluster
 	$(RELEASE_BIN)/netplay-bench libretro --c-bench Benchmarks/bin/libretro_bench
 
 clean:
@@ -134,3 +136,25 @@ run-%: deps
 ## deps-ops: the Debian tools the operations tests use (Prometheus, Chromium, docker-compose).
 deps-ops:
 	@$(MAKE) -s apt-install PACKAGES="$(OPS_APT_PACKAGES)"
+
+# ---- Data plane (issue 5): the relay demo and its C baselines ----
+.PHONY: demo bench-relay
+
+## demo: a visible two-player match through the local cluster (`make up` if it runs; otherwise
+## discovery, a coordinator and a relay are started for the demo), with HUD stats.
+demo: build
+	$(DEBUG_BIN)/netplay-peer demo
+
+Benchmarks/bin/relay_forwarder: Benchmarks/c/relay_forwarder.c
+	@mkdir -p Benchmarks/bin
+	$(CC) -O2 -Wall -Wextra -o $@ $< -lzmq
+
+Benchmarks/bin/relay_load: Benchmarks/c/relay_load.c
+	@mkdir -p Benchmarks/bin
+	$(CC) -O2 -Wall -Wextra -o $@ $< -lzmq -lpthread
+
+## bench-relay: the relay under 1,000 two-player sessions at 60 Hz beside the C ROUTER forwarder.
+bench-relay: deps Benchmarks/bin/relay_forwarder Benchmarks/bin/relay_load
+	$(SWIFT) build -c release --product netplay-sync $(SWIFT_FLAGS)
+	$(SWIFT) build -c release --product netplay-bench $(SWIFT_FLAGS)
+	$(RELEASE_BIN)/netplay-bench relay --c-forwarder Benchmarks/bin/relay_forwarder --load Benchmarks/bin/relay_load

@@ -148,7 +148,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "netplay-peer",
-            dependencies: ["NetplayKit", "InputSync", "NetplayService", "NetplayWire", "Rollback", "Games",
+            dependencies: ["NetplayKit", "InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "Rollback", "Games",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(

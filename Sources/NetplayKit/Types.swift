@@ -231,8 +231,15 @@ public struct HUDStats: Sendable, Hashable {
 
     /// One line for logs and the collapsed overlay.
     public var line: String {
-        "frame=\(currentFrame) ping=\(pingMs)ms jitter=\(jitterMs)ms delay=\(frameDelay) rollbacks=\(rollbacks) "
+        var text = "frame=\(currentFrame) ping=\(pingMs)ms jitter=\(jitterMs)ms delay=\(frameDelay) rollbacks=\(rollbacks) "
             + "(\(rollbackFrames) frames, max \(maxRollbackFrames)) ahead=\(framesAhead) desyncs=\(desyncs) resyncs=\(resyncs)"
+        let rows = players.filter { $0.slot > 0 }.sorted { $0.slot < $1.slot }
+        if !rows.isEmpty {
+            text += " players=[" + rows.map { row in
+                "P\(row.slot) \(row.connected ? "\(row.pingMs)ms" : "away")" + (row.substitutedFrames > 0 ? " subst \(row.substitutedFrames)" : "")
+            }.joined(separator: ", ") + "]"
+        }
+        return text
     }
 }
 

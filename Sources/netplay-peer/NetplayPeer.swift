@@ -16,7 +16,7 @@ struct NetplayPeer: NetplayCommand {
     static let configuration = CommandConfiguration(
         commandName: "netplay-peer",
         abstract: "Headless netplay client: host, join, spectate or replay a sample game.",
-        subcommands: [Host.self, Join.self, Spectate.self, Replay.self])
+        subcommands: [Host.self, Join.self, Spectate.self, Replay.self, Demo.self])
 
     static func main() { mainReportingOneLine() }
 }

@@ -1,0 +1,218 @@
+import ArgumentParser
+import Foundation
+import NetplayAuth
+import NetplayService
+import NetplayWire
+import Synchronization
+
+/// `netplay-peer demo` (what `make demo` runs): a visible two-player arena match through the
+/// local cluster — host and joiner as two netplay-peer processes, the host drawing the arena,
+/// both printing HUD statistics — over a simulated internet link. Uses the cluster `make up`
+/// runs when it is up; otherwise starts discovery, a coordinator and a relay for the demo.
+struct Demo: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Play a visible two-player match through the local cluster (started for the demo if none is up).")
+
+    @Option(help: ArgumentHelp("Discovery endpoint of a running cluster (env NETPLAY_DISCOVERY).", valueName: "endpoint"))
+    var discovery: String?
+    @Option(help: ArgumentHelp("Coordinator endpoint of a running cluster (env NETPLAY_COORDINATOR).", valueName: "endpoint"))
+    var coordinator: String?
+    @Option(help: "Frames to play (60 per second).") var frames = 1200
+    @Option(help: "Simulated round trip of each peer to the relay, ms.") var rtt = 80
+    @Option(help: "Simulated jitter, ms.") var jitter = 10
+    @Option(help: "Simulated loss of input traffic, 0 ... 1.") var loss = 0.02
+    @Option(help: "Draw the arena every this many frames (0 = never).") var renderEvery = 60
+    @Flag(help: "Always start a private cluster, even when one is up.") var ownCluster = false
+
+    func run() throws {
+        let environment = ProcessInfo.processInfo.environment
+        var discoveryEndpoint = discovery ?? environment["NETPLAY_DISCOVERY"] ?? ServiceDefaults.discoveryEndpoint
+        var coordinatorEndpoint = coordinator ?? environment["NETPLAY_COORDINATOR"] ?? ServiceDefaults.coordinatorEndpoint
+        var cluster: DemoCluster?
+        if !ownCluster && DemoCluster.isUp(discovery: discoveryEndpoint, coordinator: coordinatorEndpoint) {
+            say("using the cluster at \(coordinatorEndpoint) (discovery \(discoveryEndpoint))")
+        } else {
+            say("no cluster is up: starting discovery, coordinator and a relay for the demo")
+            let started = try DemoCluster.start()
+            cluster = started
+            discoveryEndpoint = started.discovery
+            coordinatorEndpoint = started.coordinator
+        }
+        defer { cluster?.stop() }
+
+        let room = "demo-\(UInt16.random(in: 1000 ... 9999))"
+        let common = ["--discovery", discoveryEndpoint, "--coordinator", coordinatorEndpoint, "--room", room,
+                      "--frames", "\(frames)", "--rtt", "\(rtt)", "--jitter", "\(jitter)", "--loss", "\(loss)",
+                      "--hud-every", "2", "--timeout", "120"]
+        say("room '\(room)': P1 hosts, P2 joins; \(frames) frames at 60 Hz, \(rtt) ms round trip, \(jitter) ms jitter, \(Int(loss * 100)) % loss")
+        let host = try DemoChild(label: "P1", arguments: ["host", "--players", "2", "--frame-delay", "2", "--prediction-window", "12",
+                                                         "--name", "Player 1", "--render-every", "\(renderEvery)", "--input-seed", "3"] + common)
+        Thread.sleep(forTimeInterval: 0.5)
+        let join = try DemoChild(label: "P2", arguments: ["join", "--name", "Player 2", "--input-seed", "4"] + common)
+        let hostStatus = host.wait()
+        let joinStatus = join.wait()
+        let results = [host, join].compactMap { $0.lines.last { $0.hasPrefix("RESULT") } }
+        say("")
+        say("final HUD:")
+        for child in [host, join] {
+            if let hud = child.lines.last(where: { $0.hasPrefix("HUD") }) { say("  \(child.label): \(hud)") }
+        }
+        for line in results { say("  \(line)") }
+        let checksums = Set(results.compactMap { line in line.split(separator: " ").first { $0.hasPrefix("checksum=") } })
+        guard hostStatus == 0, joinStatus == 0, results.count == 2 else {
+            throw ValidationError("the demo match failed (exit \(hostStatus), \(joinStatus))")
+        }
+        say(checksums.count == 1 ? "both peers ended on the same state: \(checksums.first!)" : "checksums differ: \(checksums)")
+    }
+
+    func say(_ text: String) { emit("demo: \(text)") }
+}
+
+/// A netplay-peer child whose output is shown line by line with its label.
+final class DemoChild: @unchecked Sendable {
+    let label: String
+    private let process = Process()
+    private let log = LineLog()
+
+    init(label: String, arguments: [String]) throws {
+        self.label = label
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        let label = self.label
+        let log = self.log
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            guard !data.isEmpty else { return }
+            let complete = log.append(data)
+            for line in complete {
+                let shown = line.hasPrefix("+") || line.hasPrefix("|") ? line : "[\(label)] \(line)"
+                FileHandle.standardOutput.write(Data((shown + "\n").utf8))
+            }
+        }
+        try process.run()
+    }
+
+    /// Waits for the child and returns its exit status.
+    func wait() -> Int32 {
+        process.waitUntilExit()
+        Thread.sleep(forTimeInterval: 0.1)
+        return process.terminationStatus
+    }
+
+    var lines: [String] { log.lines }
+}
+
+/// Complete lines of a child's output, collected from the pipe's reader thread.
+final class LineLog: Sendable {
+    private let complete = Mutex<[String]>([])
+    private let partial = Mutex("")
+
+    /// Adds output; returns the lines it completed.
+    func append(_ data: Data) -> [String] {
+        let lines = partial.withLock { rest -> [String] in
+            rest += String(decoding: data, as: UTF8.self)
+            var lines = rest.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            rest = lines.removeLast()
+            return lines
+        }
+        complete.withLock { $0 += lines }
+        return lines
+    }
+
+    var lines: [String] { complete.withLock { $0 } }
+}
+
+/// Discovery, coordinator and one relay started for the demo, from the binaries next to
+/// netplay-peer, on free loopback ports, sharing a fresh cluster secret.
+final class DemoCluster {
+    let discovery: String
+    let coordinator: String
+    private var processes: [Process] = []
+    private let directory: URL
+
+    static func isUp(discovery: String, coordinator: String) -> Bool {
+        guard let discoveryClient = try? BlockingClient(endpoint: discovery, timeout: 0.5),
+              (try? discoveryClient.request(.healthRequest(HealthRequest()))) != nil,
+              let coordinatorClient = try? BlockingClient(endpoint: coordinator, timeout: 0.5),
+              case .listRelaysResponse(let relays)? = try? coordinatorClient.request(.listRelaysRequest(ListRelaysRequest())) else {
+            return false
+        }
+        return !relays.relays.isEmpty
+    }
+
+    private init(discovery: String, coordinator: String, directory: URL) {
+        self.discovery = discovery
+        self.coordinator = coordinator
+        self.directory = directory
+    }
+
+    static func start() throws -> DemoCluster {
+        let binaries = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        for name in ["netplay-discovery", "netplay-coordinator", "netplay-sync"] {
+            guard FileManager.default.isExecutableFile(atPath: binaries.appendingPathComponent(name).path) else {
+                throw ValidationError("\(name) is not built next to netplay-peer (\(binaries.path)); run `swift build` first")
+            }
+        }
+        func endpoint() -> String { "tcp://127.0.0.1:\(LanProbe.freePort())" }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-demo-\(UUID().uuidString.prefix(8))")
+        let cluster = DemoCluster(discovery: endpoint(), coordinator: endpoint(), directory: directory)
+        let relay = endpoint()
+        let secret = TicketKeyRing.generate().text
+        let base = ["--telemetry", "none", "--events", "none", "--log-level", "warning"]
+        do {
+            try cluster.launch(binaries, "netplay-discovery", base + ["--endpoint", cluster.discovery, "--instance", "demo-discovery",
+                                                                      "--data-dir", directory.appendingPathComponent("discovery").path,
+                                                                      "--beacon-port", "0", "--retroarch-port", "0"])
+            try cluster.launch(binaries, "netplay-coordinator", base + ["--endpoint", cluster.coordinator, "--instance", "demo-coordinator",
+                                                                        "--data-dir", directory.appendingPathComponent("coordinator").path,
+                                                                        "--discovery", cluster.discovery, "--cluster-secret", secret])
+            try cluster.launch(binaries, "netplay-sync", base + ["--endpoint", relay, "--instance", "demo-sync",
+                                                                 "--data-dir", directory.appendingPathComponent("sync").path,
+                                                                 "--coordinator", cluster.coordinator, "--cluster-secret", secret])
+            for _ in 0 ..< 100 where !isUp(discovery: cluster.discovery, coordinator: cluster.coordinator) { usleep(100_000) }
+            guard isUp(discovery: cluster.discovery, coordinator: cluster.coordinator) else {
+                throw ValidationError("the demo cluster did not come up")
+            }
+        } catch {
+            cluster.stop()
+            throw error
+        }
+        return cluster
+    }
+
+    private func launch(_ binaries: URL, _ name: String, _ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = binaries.appendingPathComponent(name)
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        for key in environment.keys where key.hasPrefix("NETPLAY_") { environment.removeValue(forKey: key) }
+        process.environment = environment
+        try process.run()
+        processes.append(process)
+    }
+
+    func stop() {
+        for process in processes.reversed() where process.isRunning { process.terminate() }
+        for process in processes { process.waitUntilExit() }
+        processes.removeAll()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// A free TCP port on loopback (the kernel's choice).
+enum LanProbe {
+    static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
