@@ -82,7 +82,6 @@ bench: deps-test bench-c
 	$(RELEASE_BIN)/netplay-bench rollback
 	$(RELEASE_BIN)/netplay-bench controlplane
 	$(RELEASE_BIN)/netplay-bench cluster
-	$(RELEASE_BIN)/netplay-bench cluster
 	$(RELEASE_BIN)/netplay-bench libretro --c-bench Benchmarks/bin/libretro_bench
 
 clean:
