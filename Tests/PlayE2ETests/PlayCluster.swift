@@ -55,6 +55,13 @@ final class PlayCluster: @unchecked Sendable {
         guard listed else { throw HarnessError("the relay did not register: \(relay!.log)") }
     }
 
+    /// Kills the relay with SIGKILL (no drain, no goodbye) and starts a fresh one on the same
+    /// endpoint and data directory.
+    func restartRelayAfterCrash() throws {
+        relay?.kill9()
+        try startRelay()
+    }
+
     func waitHealthy(_ endpoint: String, _ process: ServiceProcess) throws {
         let probe = try BlockingClient(endpoint: endpoint, timeout: 0.2)
         guard eventually(within: 30, { (try? probe.request(.healthRequest(HealthRequest()))) != nil }) else {

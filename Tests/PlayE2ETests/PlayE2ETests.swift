@@ -93,6 +93,25 @@ struct PlayE2ETests {
         #expect((results[3]?.int("reconnects") ?? 0) >= 1, "player 4 did not reconnect: \(results[3]?.description ?? "none")")
     }
 
+    @Test(.timeLimit(.minutes(4)))
+    func aRelayKilledMidMatchIsRebuiltFromWhatThePeersResend() throws {
+        let cluster = try PlayCluster()
+        let room = "restart"
+        let host = try cluster.peer("host", ["--players", "2"] + Match.host + Match.common(room: room, seed: 31))
+        #expect(host.waitFor("session s-", within: 30), "host did not get a session: \(host.log)")
+        let join = try cluster.peer("join", Match.common(room: room, seed: 32))
+        #expect(host.waitFor("match running", within: 60), "the match did not start: \(host.log)\n\(join.log)")
+        Thread.sleep(forTimeInterval: 8)  // about frame 1000
+        try cluster.restartRelayAfterCrash()
+        let results = [host, join].map { $0.result(within: 150) }
+        for (process, result) in zip([host, join], results) {
+            #expect(result != nil, "\(process.name) failed:\n\(process.log.suffix(3000))")
+        }
+        let checksums = Set(results.compactMap { $0?.checksum })
+        #expect(checksums.count == 1, "checksums differ: \(results.map { $0?.description ?? "none" })")
+        #expect(results.allSatisfy { ($0?.int("reconnects") ?? 0) >= 1 }, "\(results.map { $0?.description ?? "none" })")
+    }
+
     @Test func forgedOrExpiredTicketsAreRefusedAndBadFramesAnsweredWithErrors() throws {
         let cluster = try PlayCluster()
         let coordinator = try BlockingClient(endpoint: cluster.coordinatorEndpoint, timeout: 5)
