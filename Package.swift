@@ -156,6 +156,10 @@ let package = Package(
             dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sync"]
         ),
         .testTarget(
+            name: "NetplayKitTests",
+            dependencies: ["NetplayKit", "InputSync", "NetplayService", "NetplayWire", "Rollback", "Games", "NetplayTestSupport"]
+        ),
+        .testTarget(
             name: "PlayE2ETests",
             dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "NetplayTestSupport",
                            "netplay-sync", "netplay-peer", "netplay-discovery", "netplay-coordinator"]

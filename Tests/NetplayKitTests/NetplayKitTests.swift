@@ -1,0 +1,192 @@
+import Foundation
+import Games
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import Rollback
+import Testing
+@testable import NetplayKit
+
+/// Drives matches from one thread at a fixed rate until `done` holds.
+func drive<G: SerializableGame>(_ matches: [NetplayMatch<G>], hz: Double = 120, seconds: Double,
+                                input: (Int, Int) -> GameInput = { slot, frame in GameInput(low: UInt64((frame / 8 + slot) & 0x1F)) },
+                                each: (() -> Void)? = nil, until done: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        for match in matches { match.tick(input: input(match.slot, match.currentFrame)) }
+        each?()
+        if done() { return true }
+        usleep(UInt32(1_000_000 / hz))
+    }
+    return false
+}
+
+@Suite("NetplayKit: the client SDK", .serialized)
+struct NetplayKitTests {
+    let content = ContentInfo(gameName: "Arena", crc32: 0xA7E7_A001, coreId: "netplay.games.arena", coreVersion: "1")
+
+    func settings(_ name: String, password: String? = nil) -> NetplaySettings {
+        var settings = NetplaySettings(roomName: name)
+        settings.network = .lan
+        settings.frameRateMilliHertz = 120_000
+        settings.frameDelay = 2
+        settings.predictionWindow = 12
+        settings.checksumInterval = 60
+        settings.password = password
+        return settings
+    }
+
+    func lanHost(_ name: String, password: String? = nil, port: UInt16) throws -> LanHost {
+        try LanHost(settings: settings(name, password: password), content: content, inputSize: Arena.inputSize,
+                    hostName: "alice", bindAddress: "127.0.0.1", advertiseAddress: "127.0.0.1",
+                    beaconHost: "127.0.0.1", beaconPort: port, beaconIntervalMs: 200)
+    }
+
+    @Test func backoffGrowsWithJitterAndStaysUnderItsCap() {
+        var backoff = Backoff(baseMs: 100, capMs: 2_000, maxAttempts: 10, seed: 42)
+        var previousCeiling = 0
+        for attempt in 0 ..< 10 {
+            let ceiling = min(2_000, 100 << attempt)
+            let delays = (0 ..< 50).map { _ in backoff.delayMs(attempt: attempt) }
+            #expect(delays.allSatisfy { $0 >= ceiling / 2 && $0 <= ceiling }, "attempt \(attempt): \(delays)")
+            #expect(Set(delays).count > 1 || ceiling < 4, "no jitter at attempt \(attempt)")
+            #expect(ceiling >= previousCeiling)
+            previousCeiling = ceiling
+        }
+    }
+
+    @Test func theLinkConditionerDelaysKeepsControlOrderAndLosesOnlyInputTraffic() {
+        var link = LinkConditioner(conditions: NetworkConditions(rttMs: 100, jitterMs: 20, loss: 0.5, seed: 7), salt: 1)
+        for index in 0 ..< 200 {
+            link.admit(Envelope(requestId: UInt64(index), body: .chatMessage(ChatMessage(text: "\(index)"))), now: 1_000)
+            link.admit(Envelope(requestId: UInt64(index), body: .inputBatch(InputBatch(slot: 1, inputSize: 1, inputs: [1]))), now: 1_000)
+        }
+        #expect(link.due(now: 1_049).isEmpty, "nothing arrives before half the round trip")
+        let arrived = link.due(now: 1_100)
+        let chats = arrived.compactMap { envelope -> UInt64? in
+            if case .chatMessage = envelope.body { return envelope.requestId }
+            return nil
+        }
+        #expect(chats == (0 ..< 200).map(UInt64.init), "control messages are never lost nor reordered")
+        let inputs = arrived.count - chats.count
+        #expect(inputs > 50 && inputs < 150, "about half the input traffic is lost: \(inputs)")
+        link.outageUntilMs = 5_000
+        link.admit(Envelope(body: .chatMessage(ChatMessage(text: "lost"))), now: 2_000)
+        #expect(link.due(now: 3_000).isEmpty, "an outage drops everything")
+    }
+
+    @Test func aLanRoomIsFoundByItsBeaconAndTwoMatchesAgree() throws {
+        let port = UInt16(TestPorts.free())
+        let host = try lanHost("kit-lan", port: port)
+        defer { host.stop() }
+        let lobby = NetplayLobby(discovery: nil, coordinator: nil, lanBeaconPort: port)
+        let rooms = try lobby.lanRooms(listeningFor: 1_000)
+        let room = try #require(rooms.first { $0.roomName == "kit-lan" }, "rooms heard: \(rooms)")
+        #expect(room.isLAN && room.maxPlayers == 2 && room.endpoint == host.endpoint && !room.hasPassword)
+
+        let hostMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: host.admission)
+        let admission = try lobby.join(room, name: "bob", content: content)
+        #expect(admission.slot == 2 && admission.role == .player)
+        let joinMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: admission)
+        var seenStates: [NetplayState] = []
+        hostMatch.start()
+        _ = drive([hostMatch], seconds: 2, each: {
+            if seenStates.last != hostMatch.state { seenStates.append(hostMatch.state) }
+        }, until: { if case .hosting = hostMatch.state { return true }; return false })
+        joinMatch.start()
+        var chatSent = false
+        let finished = drive([hostMatch, joinMatch], seconds: 30, each: {
+            if seenStates.last != hostMatch.state { seenStates.append(hostMatch.state) }
+            if !chatSent && hostMatch.currentFrame > 60 {
+                hostMatch.sendChat("glhf")
+                chatSent = true
+            }
+        }, until: { hostMatch.reportedChecksums[600] != nil && joinMatch.reportedChecksums[600] != nil })
+        #expect(finished, "host at \(hostMatch.currentFrame) \(hostMatch.state), joiner at \(joinMatch.currentFrame) \(joinMatch.state)")
+        #expect(hostMatch.reportedChecksums[600] == joinMatch.reportedChecksums[600])
+        #expect(seenStates.contains { if case .connecting = $0 { true } else { false } })
+        #expect(seenStates.contains { if case .hosting = $0 { true } else { false } })
+        #expect(seenStates.contains { if case .connected(slot: 1, _) = $0 { true } else { false } })
+        #expect(joinMatch.chatLines.contains { $0.text == "glhf" && $0.from == "alice" && $0.slot == 1 })
+        let hud = joinMatch.hud
+        #expect(hud.frameDelay == 2 && hud.currentFrame >= 600 && hud.players.count == 2)
+        hostMatch.leave()
+        joinMatch.leave()
+        #expect(hostMatch.state == .disconnected(.left))
+    }
+
+    @Test func wrongPasswordsAndFullRoomsAreRefusedWithTheirCodes() throws {
+        let port = UInt16(TestPorts.free())
+        let host = try lanHost("kit-locked", password: "sesame", port: port)
+        defer { host.stop() }
+        let lobby = NetplayLobby(discovery: nil, coordinator: nil, lanBeaconPort: port)
+        let room = try #require(try lobby.lanRooms(listeningFor: 1_000).first)
+        #expect(room.hasPassword)
+        #expect(throws: NetplayError(.wrongPassword, "Wrong password.")) {
+            try lobby.join(room, name: "mallory", password: "guess", content: content)
+        }
+        var wrongCore = content
+        wrongCore.crc32 = 1
+        do {
+            _ = try lobby.join(room, name: "bob", password: "sesame", content: wrongCore)
+            Issue.record("a different ROM was admitted")
+        } catch let error as NetplayError {
+            #expect(error.code == .contentMismatch)
+        }
+        _ = try lobby.join(room, name: "bob", password: "sesame", content: content)
+        do {
+            _ = try lobby.join(room, name: "carol", password: "sesame", content: content)
+            Issue.record("a third player was admitted to a two-player room")
+        } catch let error as NetplayError {
+            #expect(error.code == .roomFull)
+        }
+    }
+
+    @Test func aLateSpectatorStartsFromAStateAndAReconnectingPlayerResumes() throws {
+        let port = UInt16(TestPorts.free())
+        let host = try lanHost("kit-late", port: port)
+        defer { host.stop() }
+        let lobby = NetplayLobby(discovery: nil, coordinator: nil, lanBeaconPort: port)
+        let room = try #require(try lobby.lanRooms(listeningFor: 1_000).first)
+        let hostMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: host.admission)
+        let joinMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: try lobby.join(room, name: "bob", content: content))
+        hostMatch.start()
+        joinMatch.start()
+        #expect(drive([hostMatch, joinMatch], seconds: 20, until: { hostMatch.currentFrame >= 400 }))
+        // The joiner loses its link for 2 s; the host keeps playing; the joiner reconnects.
+        joinMatch.simulateOutage(milliseconds: 2_000)
+        var spectator: NetplayMatch<Arena>?
+        var options = NetplayMatchOptions()
+        options.stopAtFrame = 1_200
+        let finished = drive([hostMatch, joinMatch], seconds: 40, each: {
+            if spectator == nil && hostMatch.currentFrame >= 700,
+               let admission = try? lobby.join(room, name: "watcher", role: .spectator) {
+                spectator = try? NetplayMatch(game: Arena(playerCount: 2), admission: admission, options: options)
+                spectator?.start()
+            }
+            spectator?.tick()
+        }, until: {
+            hostMatch.reportedChecksums[1_200] != nil && joinMatch.reportedChecksums[1_200] != nil
+                && (spectator?.currentFrame ?? 0) >= 1_200
+        })
+        #expect(finished, "host \(hostMatch.currentFrame), joiner \(joinMatch.currentFrame) \(joinMatch.state), spectator \(spectator?.currentFrame ?? -1) \(spectator.map { "\($0.state)" } ?? "none")")
+        let watcher = try #require(spectator)
+        #expect(watcher.startFrame > 0, "the spectator should start from a state")
+        #expect(watcher.game.checksum() == hostMatch.reportedChecksums[1_200])
+        #expect(joinMatch.reportedChecksums[1_200] == hostMatch.reportedChecksums[1_200])
+        #expect(joinMatch.events.contains { if case .reconnected = $0 { true } else { false } })
+        #expect(hostMatch.substitutedInputsSeen > 0, "the host should have seen the joiner substituted while it was away")
+    }
+
+    @Test func aRefusedTicketEndsTheMatchWithTheReason() throws {
+        let port = UInt16(TestPorts.free())
+        let host = try lanHost("kit-forged", port: port)
+        defer { host.stop() }
+        var forged = host.admission
+        forged.ticket.slot = 2
+        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: forged)
+        match.start()
+        _ = drive([match], seconds: 5, until: { if case .disconnected = match.state { return true }; return false })
+        #expect(match.state == .disconnected(.refused(.ticketInvalid, "The ticket's signature does not match: it was forged or altered.")))
+    }
+}
