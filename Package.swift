@@ -106,7 +106,7 @@ let package = Package(
             name: "netplay-bench",
             dependencies: [
                 "ZeroMQ", "NetplayWire", "Rollback", "Games", "Libretro", "Discovery", "Coordinator", "NetplayService",
-                "NetplayAuth",
+                "NetplayAuth", "InputSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/netplay-bench"

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import InputSync
 import NetplayAuth
 import NetplayService
 import NetplayWire
@@ -24,7 +25,7 @@ struct RelayBenchmark: ParsableCommand {
     @Option(help: "Concurrent two-player sessions.") var sessions = 1000
     @Option(help: "Frames per second each session sends.") var rate = 60.0
     @Option(help: "Seconds measured at the sustained rate (after 2 s of warm-up).") var seconds = 8.0
-    @Option(help: "Load generator threads (at least one per 500 sessions).") var threads = 2
+    @Option(help: "Load generator threads.") var threads = 1
     @Option(help: "Sessions in the maximum-throughput run.") var floodSessions = 200
     @Option(help: "Frames a player may run ahead of its partner in the maximum-throughput run.") var window = 8
     @Option(help: "Seconds of the maximum-throughput run.") var floodSeconds = 4.0
@@ -32,8 +33,15 @@ struct RelayBenchmark: ParsableCommand {
     @Option(help: "Path of the C forwarder (built by `make bench`).") var cForwarder: String?
     @Option(help: "Path of the C load generator (built by `make bench`).") var load = "Benchmarks/bin/relay_load"
 
+    @Flag(help: "Only measure the relay's logic in process (no sockets): nanoseconds per input.") var coreOnly = false
+
     func run() throws {
         signal(SIGPIPE, SIG_IGN)
+        let coreNanoseconds = try CoreBenchmark.nanosecondsPerInput(sessions: min(sessions, 1000), frames: 600)
+        if coreOnly {
+            print("relay core (no sockets): \(format(coreNanoseconds, 0)) ns per input, \(sessions) sessions")
+            return
+        }
         let syncPath = syncBin ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
             .deletingLastPathComponent().appendingPathComponent("netplay-sync").path
         guard FileManager.default.isExecutableFile(atPath: syncPath) else {
@@ -55,6 +63,8 @@ struct RelayBenchmark: ParsableCommand {
             c = try measure(forwarder, load: load)
         }
         report(swift: swift, c: c)
+        print(pad("relay logic per input (ns)", 34) + pad(format(coreNanoseconds, 0), 14) + pad("-", 14)
+              + "in process, no sockets: decode, timeline, confirm, encode")
     }
 
     struct Figures {
@@ -248,4 +258,68 @@ struct LoadFigures {
     }
 
     func value(_ key: String) -> Double { values[key] ?? 0 }
+}
+
+/// The relay's logic alone: a ``RelayCore`` fed encoded InputBatch frames through its hot path,
+/// sending into a transport that only counts bytes.
+enum CoreBenchmark {
+    final class CountingTransport: RelayTransport {
+        var messages = 0
+        var bytes = 0
+        func send(_ body: Envelope.Body, to peer: PeerAddress) { messages += 1 }
+        func sendEncoded(_ envelope: UnsafeRawBufferPointer, to peer: PeerAddress) {
+            messages += 1
+            bytes += envelope.count
+        }
+        func publish(topic: String, _ body: Envelope.Body, message: String, sessionId: String) {}
+        func pushStats(_ stats: SessionStats) {}
+    }
+
+    static func nanosecondsPerInput(sessions: Int, frames: Int) throws -> Double {
+        let keyRing = TicketKeyRing.generate()
+        let transport = CountingTransport()
+        var configuration = RelayConfiguration(relayId: "bench-core", advertisedEndpoint: "tcp://127.0.0.1:1")
+        configuration.replayDirectory = nil
+        let core = RelayCore(configuration: configuration, verifier: JoinTicketVerifier(keyRing: keyRing), transport: transport)
+        let params = SyncParams(inputSize: 8, maxPlayers: 2, frameDelay: 0, frameRateMhz: 60_000, predictionWindow: 8,
+                                lagToleranceFrames: 60, checksumIntervalFrames: 0)
+        let signer = JoinTicketSigner(keyRing: keyRing)
+        var now: UInt64 = 1_000
+        var peers: [[PeerAddress]] = []
+        for session in 0 ..< sessions {
+            var pair: [PeerAddress] = []
+            for slot in 1 ... 2 {
+                let peer = PeerAddress(routingId: Array("s\(session)-\(slot)".utf8))
+                let ticket = try signer.issue(sessionId: "core-\(session)", participantId: "p\(slot)", role: .player,
+                                              slot: UInt32(slot), relayId: "bench-core", relayEndpoint: "", params: params,
+                                              name: "p", ttlMs: 600_000)
+                _ = try core.handle(Envelope(body: .attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1))),
+                                    from: peer, now: now)
+                pair.append(peer)
+            }
+            peers.append(pair)
+        }
+        // Every frame of every session: both players' batches, then the relay's timers.
+        var inputs = 0
+        let clock = ContinuousClock()
+        let elapsed = try clock.measure {
+            for frame in 0 ..< frames {
+                let batches = try (1 ... 2).map { slot in
+                    try Envelope(body: .inputBatch(InputBatch(slot: UInt32(slot), startFrame: UInt32(frame), inputSize: 8,
+                                                              inputs: Array(repeating: UInt8(frame & 0xFF), count: 8),
+                                                              awaitedFrame: UInt32(frame), currentFrame: UInt32(frame)))).encoded()
+                }
+                for pair in peers {
+                    for slot in 0 ..< 2 {
+                        batches[slot].withUnsafeBytes { raw in _ = core.handleFast(raw, from: pair[slot], now: now) }
+                        inputs += 1
+                    }
+                }
+                now += 16
+                core.tick(now: now)
+            }
+        }
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return seconds * 1e9 / Double(max(inputs, 1))
+    }
 }

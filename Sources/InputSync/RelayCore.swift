@@ -14,7 +14,7 @@ public final class RelayCore {
     /// The configuration.
     public let configuration: RelayConfiguration
     private let verifier: JoinTicketVerifier
-    private unowned let transport: RelayTransport
+    private unowned(unsafe) let transport: RelayTransport
     private var sessions: [String: RelaySession] = [:]
     private var peers: [PeerAddress: (session: RelaySession, participant: RelayPeer)] = [:]
     private var endedSessions: [String] = []

@@ -38,6 +38,8 @@ final class RelayPeer {
     var reportedAtMs: UInt64 = 0
     var lastHintMs: UInt64 = 0
     var lastHintAhead = Int.min
+    /// Until then every message repeats all frames it has not acknowledged (its link lost some).
+    var redundantUntilMs: UInt64 = 0
     /// Its confirmation waits (since then) to travel with the next message to it.
     var deferredSinceMs: UInt64?
     /// Its round trip to the relay as it reports it.

@@ -19,7 +19,8 @@ public final class RelayService: RawFrameService, RelayTransport {
     private let lanAdmission: LanAdmission?
     private let tickSeconds: Double
     private var core: RelayCore?
-    private weak var runtime: ServiceRuntime?
+    /// The runtime that runs this service (it outlives the service's use of it).
+    private unowned(unsafe) var runtime: ServiceRuntime?
     private var telemetryPush: Socket?
     private var coordinator: ServiceClient?
     private var registered = false
@@ -35,7 +36,7 @@ public final class RelayService: RawFrameService, RelayTransport {
     /// Creates the relay. `keyRing` verifies join tickets; with `coordinator` the relay registers
     /// there and refreshes its load; with `lanAdmission` it also admits LAN joiners itself.
     public init(configuration: RelayConfiguration, keyRing: TicketKeyRing, coordinator: String? = nil,
-                lanAdmission: LanAdmission? = nil, tickSeconds: Double = 0.004) {
+                lanAdmission: LanAdmission? = nil, tickSeconds: Double = 0.005) {
         self.configuration = configuration
         self.keyRing = keyRing
         self.coordinatorEndpoint = coordinator

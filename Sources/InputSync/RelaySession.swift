@@ -27,7 +27,7 @@ final class RelaySession {
     var arrivals: ArrivalBook
     let spectatorDelay: Int
     let checksumInterval: Int
-    unowned let transport: RelayTransport
+    unowned(unsafe) let transport: RelayTransport
 
     var timeline: InputTimeline
     /// The player holding each slot (0-based index), if any.
@@ -37,7 +37,7 @@ final class RelaySession {
     private(set) var participants: [RelayPeer] = []
     /// Confirmations for a player whose own input completed a frame wait this long for the next
     /// message to that player (the forward of a partner's next input) instead of a message of
-    /// their own: one frame, so each input costs one message to each other player.
+    /// their own: a frame and a half, so each input costs one message to each other player.
     let confirmationDeferMs: UInt64
     private var nextSilenceCheckMs: UInt64 = 0
     /// Reused buffer for encoding per-frame messages.
@@ -97,7 +97,7 @@ final class RelaySession {
         substitutedFrames = Array(repeating: 0, count: slotCount)
         caughtUpFrom = Array(repeating: nil, count: slotCount)
         resyncedAt = Array(repeating: 0, count: slotCount)
-        confirmationDeferMs = UInt64(max(4, (1000 / framesPerSecond).rounded()))
+        confirmationDeferMs = UInt64(max(6, (1500 / framesPerSecond).rounded()))  // a frame and a half
         lastConnectedMs = now
         rebuildParticipants()
     }
@@ -366,13 +366,17 @@ final class RelaySession {
     }
 
     /// Sends `participant` its pending confirmed frames together with `forwarded` inputs, in one
-    /// message, when everything it lacks fits one (it repeats every frame not acknowledged yet,
-    /// so a lost or overtaken message costs nothing but the next one). Returns whether it sent.
+    /// message, when everything it lacks fits one (on a link that lost or reordered messages it
+    /// repeats every frame not acknowledged yet, so a lost or overtaken message costs nothing but
+    /// the next one). Returns whether it sent.
     @discardableResult
     private func compose(_ participant: RelayPeer, forwarded: FastWire.Run?, now: UInt64) -> Bool {
         let limit = limit(for: participant)
         guard participant.sentFrames < limit else { return false }
-        let from = max(participant.awaitedFrame, participant.firstFrame)
+        // ZeroMQ's TCP never loses or reorders; a link that did (a resend was needed) gets every
+        // unacknowledged frame again in each message for a while.
+        let redundant = now < participant.redundantUntilMs
+        let from = max(redundant ? participant.awaitedFrame : participant.sentFrames, participant.firstFrame)
         guard limit - from <= 128, from >= timeline.oldest else { return false }
         let awaited = participant.isPlayer ? timeline.stored(participant.slot - 1) : 0
         participant.toldAwaitedInput = awaited
@@ -533,6 +537,7 @@ final class RelaySession {
                now &- participant.lastAuthoritativeSendMs >= timeout {
                 participant.sentFrames = participant.awaitedFrame
                 participant.lastAuthoritativeSendMs = now
+                participant.redundantUntilMs = now + 10_000
                 resent = true
             } else if participant.isPlayer,
                       participant.toldAwaitedInput != timeline.stored(participant.slot - 1),
