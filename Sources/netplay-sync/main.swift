@@ -22,7 +22,7 @@ struct NetplaySync: NetplayCommand {
     @Option(help: ArgumentHelp("Cluster secret that signs join tickets: HEX or ID:HEX,... (env NETPLAY_CLUSTER_SECRET).", valueName: "secret"))
     var clusterSecret: String?
 
-    @Option(help: ArgumentHelp("File holding the cluster secret (env NETPLAY_CLUSTER_SECRET_FILE; default <data-dir>/../cluster-secret when it exists).", valueName: "path"))
+    @Option(help: ArgumentHelp("File holding the cluster secret (env NETPLAY_CLUSTER_SECRET_FILE; default <data-dir>/../cluster-secret or <data-dir>/../coordinator/cluster-secret).", valueName: "path"))
     var clusterSecretFile: String?
 
     @Option(help: ArgumentHelp("Endpoint peers attach to, as told to the coordinator (env NETPLAY_ADVERTISE, default the bound endpoint).", valueName: "endpoint"))
@@ -61,10 +61,13 @@ struct NetplaySync: NetplayCommand {
         if let text = pick(clusterSecret, "NETPLAY_CLUSTER_SECRET") {
             secretText = text
         } else {
-            let path = pick(clusterSecretFile, "NETPLAY_CLUSTER_SECRET_FILE")
-                ?? service.dataDirectory.deletingLastPathComponent().appendingPathComponent("cluster-secret").path
-            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-                throw ValidationError("--cluster-secret (or NETPLAY_CLUSTER_SECRET, or a readable --cluster-secret-file) is required to verify join tickets; no file at \(path)")
+            // Default: beside the data dir, or the file a development coordinator generates.
+            let root = service.dataDirectory.deletingLastPathComponent()
+            let paths = pick(clusterSecretFile, "NETPLAY_CLUSTER_SECRET_FILE").map { [$0] }
+                ?? [root.appendingPathComponent("cluster-secret").path,
+                    root.appendingPathComponent("coordinator/cluster-secret").path]
+            guard let text = paths.lazy.compactMap({ try? String(contentsOfFile: $0, encoding: .utf8) }).first else {
+                throw ValidationError("--cluster-secret (or NETPLAY_CLUSTER_SECRET, or a readable --cluster-secret-file) is required to verify join tickets; no file at \(paths.joined(separator: " or "))")
             }
             secretText = text
         }
