@@ -143,16 +143,17 @@ enum FastWire {
     static func inputBroadcast(into out: inout [UInt8], authoritative: Bool, timeline: InputTimeline, players: Run?,
                                provisional: Run?, forwarded: Run?, confirmedFrames: Int, awaitedInputFrame: Int) {
         out.removeAll(keepingCapacity: true)
-        var statusBytes: [Int] = []
+        // Slots with a status other than `received` in the run (a bit each), so nothing allocates.
+        var statusMask: UInt16 = 0
         var body = 0
         if authoritative { body += 2 }
         body += 1 + varintSize(UInt64(timeline.inputSize))
         if let players {
             for slot in 0 ..< timeline.slotCount {
                 let run = Run(slot: slot, from: players.from, to: players.to, withStatus: true)
-                let statuses = timeline.hasStatus(slot: slot, from: run.from, to: run.to) ? run.to - run.from : 0
-                statusBytes.append(statuses)
-                let size = runSize(run, timeline: timeline, statusBytes: statuses)
+                let withStatus = timeline.hasStatus(slot: slot, from: run.from, to: run.to)
+                if withStatus { statusMask |= 1 << UInt16(slot) }
+                let size = runSize(run, timeline: timeline, statusBytes: withStatus ? run.to - run.from : 0)
                 body += 1 + varintSize(UInt64(size)) + size
             }
         }
@@ -177,10 +178,11 @@ enum FastWire {
         if let players {
             for slot in 0 ..< timeline.slotCount {
                 let run = Run(slot: slot, from: players.from, to: players.to, withStatus: true)
+                let statusBytes = statusMask & (1 << UInt16(slot)) != 0 ? run.to - run.from : 0
                 out.append(0x1A)
-                putVarint(&out, UInt64(runSize(run, timeline: timeline, statusBytes: statusBytes[slot])))
+                putVarint(&out, UInt64(runSize(run, timeline: timeline, statusBytes: statusBytes)))
                 out.append(0x08)
-                writeRun(&out, run, timeline: timeline, statusBytes: statusBytes[slot])
+                writeRun(&out, run, timeline: timeline, statusBytes: statusBytes)
             }
         }
         if let provisional {
