@@ -20,6 +20,9 @@ help:
 	@echo "make build   debug build;  make release: release build"
 	@echo "make proto   regenerate protobuf-c C and Swift from proto/"
 	@echo "make bench   print performance figures (release build)"
+	@echo "make down    stop a cluster started with make up-detached"
+	@echo "make demo    play a visible two-player match through the local cluster"
+	@echo "make run-SERVICE  run one service alone with debug logs (e.g. make run-discovery)"
 	@echo "make clean   remove build products"
 
 ## deps: install the Debian packages the build needs, only when something is missing.
@@ -83,6 +86,7 @@ bench: deps-test bench-c
 	$(RELEASE_BIN)/netplay-bench controlplane
 	$(RELEASE_BIN)/netplay-bench cluster
 	$(RELEASE_BIN)/netplay-bench libretro --c-bench Benchmarks/bin/libretro_bench
+	@$(MAKE) --no-print-directory bench-relay
 
 clean:
 	rm -rf .build Benchmarks/bin
