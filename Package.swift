@@ -131,6 +131,11 @@ let package = Package(
         .testTarget(name: "RollbackTests", dependencies: ["Rollback", "Games"]),
         .testTarget(name: "GamesTests", dependencies: ["Games", "Rollback"]),
         .testTarget(name: "LibretroTests", dependencies: ["Libretro", "Rollback"]),
+        .testTarget(
+            name: "LibretroE2ETests",
+            dependencies: ["Libretro", "NetplayService", "NetplayWire", "NetplayTestSupport",
+                           "netplay-sync", "netplay-peer", "netplay-discovery", "netplay-coordinator"]
+        ),
 
         // MARK: Data plane (issue 5): the relay, the client SDK, the headless peer
         .target(
@@ -148,7 +153,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "netplay-peer",
-            dependencies: ["NetplayKit", "InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "Rollback", "Games",
+            dependencies: ["NetplayKit", "InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "Rollback", "Games", "Libretro",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(

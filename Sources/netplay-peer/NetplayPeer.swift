@@ -2,20 +2,29 @@ import ArgumentParser
 import Foundation
 import Games
 import InputSync
+import Libretro
 import NetplayKit
 import NetplayService
 import NetplayWire
 import Rollback
 
 /// `netplay-peer`: a headless client. Hosts, joins or spectates through the cluster (or the
-/// LAN) and plays a sample game under the rollback engine with scripted or random inputs and
-/// simulated network conditions; or replays a relay's replay file. Ends with one line:
-/// `RESULT frames=N checksum=0x...`.
+/// LAN) and plays a sample game, or a libretro core with its content (`--core`, `--content`),
+/// under the rollback engine with scripted or random inputs and simulated network conditions;
+/// or replays a relay's replay file. Ends with one line: `RESULT frames=N checksum=0x...`.
 @main
 struct NetplayPeer: NetplayCommand {
     static let configuration = CommandConfiguration(
         commandName: "netplay-peer",
-        abstract: "Headless netplay client: host, join, spectate or replay a sample game.",
+        abstract: "Headless netplay client: host, join, spectate or replay a sample game or a libretro core.",
+        discussion: """
+            A libretro core (e.g. nestopia) plays like the sample games: pass --core PATH --content FILE \
+            to host, join, spectate and replay (every peer needs the same core build and content; the \
+            coordinator checks CRC32, MD5, core id and version). Inputs are 2-byte joypad masks; for \
+            nestopia only A, B, Select, Start and the D-pad reach the core (--buttons). The host's frame \
+            rate defaults to the core's. Every peer loads the core with deterministic heap contents, so \
+            all start from the same state (RESULT's initial=).
+            """,
         subcommands: [Host.self, Join.self, Spectate.self, Replay.self, Demo.self])
 
     static func main() { mainReportingOneLine() }
@@ -30,6 +39,12 @@ struct PeerOptions: ParsableArguments {
     @Option(help: "Display name.") var name: String?
     @Option(help: "Room name to host or to look for.") var room = "netplay-peer room"
     @Option(help: "Sample game: arena or pd (host; joiners take the host's).") var game = "arena"
+    @Option(help: ArgumentHelp("A libretro core to play instead of a sample game (with --content).", valueName: "path"))
+    var core: String?
+    @Option(help: ArgumentHelp("The content (ROM) the core plays; every peer needs the same file.", valueName: "file"))
+    var content: String?
+    @Option(help: "Core buttons passed on: nes (A, B, Select, Start, D-pad; nestopia's default), all, or a hex mask.")
+    var buttons: String?
     @Option(help: "Stop after this many frames (players: a multiple of the checksum interval).") var frames = 3000
     @Option(help: "Inputs: random, idle, cooperate or defect.") var inputs = "random"
     @Option(help: "Seed of the random inputs.") var inputSeed: UInt64 = 7
@@ -62,6 +77,19 @@ struct PeerOptions: ParsableArguments {
         guard rtt >= 0, jitter >= 0 else { throw ValidationError("--rtt and --jitter must be >= 0") }
         guard InputScript.Kind(rawValue: inputs) != nil else { throw ValidationError("--inputs must be random, idle, cooperate or defect") }
         guard SampleGame(rawValue: game) != nil else { throw ValidationError("--game must be arena or pd") }
+        guard (core == nil) == (content == nil) else { throw ValidationError("--core and --content go together") }
+        if core != nil {
+            guard inputs == "random" || inputs == "idle" else { throw ValidationError("with --core, --inputs must be random or idle") }
+            guard desyncAt == nil else { throw ValidationError("--desync-at is for the sample games (it corrupts their state)") }
+        }
+    }
+
+    /// Loads `--core` with `--content` for `players` players.
+    func loadCore(players: Int) throws -> LoadedCore {
+        guard let core, let content else { throw ValidationError("--core and --content are required") }
+        let loaded = try LoadedCore.load(corePath: core, contentPath: content, players: players, buttons: buttons)
+        FileHandle.standardError.write(Data("netplay-peer: \(loaded.summary)\n".utf8))
+        return loaded
     }
 
     var conditions: NetworkConditions { NetworkConditions(rttMs: rtt, jitterMs: jitter, loss: loss, seed: inputSeed &+ 99) }
@@ -83,8 +111,11 @@ struct PeerOptions: ParsableArguments {
 struct PeerRunner<G: SerializableGame> {
     let options: PeerOptions
     let match: NetplayMatch<G>
-    let script: (Int) -> InputScript
+    /// The input of (slot, frame).
+    let script: (Int, Int) -> GameInput
     let label: String
+    /// Appended to the RESULT line.
+    var resultSuffix = ""
     var onRunning: (() -> Void)?
     /// Seconds to keep ticking after finishing (a LAN host serves the others meanwhile).
     var lingerSeconds = 0.0
@@ -112,7 +143,7 @@ struct PeerRunner<G: SerializableGame> {
                 match.simulateOutage(milliseconds: options.outageMs)
             }
             let slot = max(match.slot, 1)
-            let result = match.tick(input: script(slot).input(frame: frame))
+            let result = match.tick(input: script(slot, frame))
             if result.running && !announced {
                 announced = true
                 log("match running from frame \(match.startFrame) as \(match.role == .player ? "P\(match.slot)" : "spectator")")
@@ -150,7 +181,8 @@ struct PeerRunner<G: SerializableGame> {
                 emit("HUD \(label): \(hud.line)")
                 emit("RESULT frames=\(options.frames) checksum=0x\(String(checksum, radix: 16)) role=\(match.role == .player ? "player" : "spectator") "
                       + "slot=\(match.slot) start=\(match.startFrame) rollbacks=\(hud.rollbacks) substituted_seen=\(match.substitutedInputsSeen) "
-                      + "max_stall_ms=\(match.longestStallMs) desync_notices=\(desyncEvents) states_loaded=\(loaded) reconnects=\(reconnects)")
+                      + "max_stall_ms=\(match.longestStallMs) desync_notices=\(desyncEvents) states_loaded=\(loaded) reconnects=\(reconnects)"
+                      + resultSuffix)
                 exit(0)
             }
             nextTick = nextTick.advanced(by: .nanoseconds(Int64(1e9 / framesPerSecond)))
@@ -181,8 +213,8 @@ struct PeerRunner<G: SerializableGame> {
 }
 
 /// Plays `game` in a match for `admission` with the options' chaos and inputs.
-func play<G: SerializableGame>(_ base: G, sample: SampleGame, admission: Admission, options: PeerOptions,
-                               content: ContentInfo?, gameOptions: [UInt8], label: String,
+func play<G: SerializableGame>(_ base: G, script: @escaping (Int, Int) -> GameInput, admission: Admission, options: PeerOptions,
+                               content: ContentInfo?, gameOptions: [UInt8], label: String, resultSuffix: String = "",
                                onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0) throws -> Never {
     let game = DesyncingGame(base: base, corruptAtFrame: options.desyncAt)
     var matchOptions = NetplayMatchOptions()
@@ -191,9 +223,8 @@ func play<G: SerializableGame>(_ base: G, sample: SampleGame, admission: Admissi
     matchOptions.gameOptions = gameOptions
     if admission.role == .spectator { matchOptions.stopAtFrame = options.frames }
     let match = try NetplayMatch(game: game, admission: admission, options: matchOptions)
-    let kind = InputScript.Kind(rawValue: options.inputs) ?? .random
-    var runner = PeerRunner(options: options, match: match,
-                            script: { InputScript(kind: kind, seed: options.inputSeed, slot: $0, game: sample) }, label: label)
+    var runner = PeerRunner(options: options, match: match, script: script, label: label)
+    runner.resultSuffix = resultSuffix
     runner.onRunning = onRunning
     runner.lingerSeconds = lingerSeconds
     try runner.run()
@@ -204,14 +235,27 @@ func play(sample: SampleGame, players: Int, seed: UInt64, admission: Admission, 
           host: Bool, label: String, onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0) throws -> Never {
     let gameOptions = SampleGame.options(game: sample, players: players, seed: seed)
     let content = host ? sample.content() : nil
+    let kind = InputScript.Kind(rawValue: options.inputs) ?? .random
+    let script = { (slot: Int, frame: Int) in InputScript(kind: kind, seed: options.inputSeed, slot: slot, game: sample).input(frame: frame) }
     switch sample {
     case .arena:
-        try play(Arena(playerCount: max(players, 2), seed: seed), sample: sample, admission: admission, options: options,
+        try play(Arena(playerCount: max(players, 2), seed: seed), script: script, admission: admission, options: options,
                  content: content, gameOptions: gameOptions, label: label, onRunning: onRunning, lingerSeconds: lingerSeconds)
     case .pd:
-        try play(PrisonersDilemma(maxRounds: 1_000_000), sample: sample, admission: admission, options: options,
+        try play(PrisonersDilemma(maxRounds: 1_000_000), script: script, admission: admission, options: options,
                  content: content, gameOptions: gameOptions, label: label, onRunning: onRunning, lingerSeconds: lingerSeconds)
     }
+}
+
+/// Plays a loaded libretro core in a match for `admission`.
+func playCore(_ loaded: LoadedCore, players: Int, admission: Admission, options: PeerOptions, host: Bool, label: String,
+              onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0) throws -> Never {
+    let game = CoreGame(game: try LibretroGame(core: loaded.core, playerCount: players, buttonMask: loaded.buttonMask))
+    let kind = InputScript.Kind(rawValue: options.inputs) ?? .random
+    let script = { (slot: Int, frame: Int) in CoreInputScript(kind: kind, seed: options.inputSeed, slot: slot).input(frame: frame) }
+    try play(game, script: script, admission: admission, options: options, content: host ? loaded.content : nil,
+             gameOptions: loaded.gameOptions(players: players), label: label,
+             resultSuffix: " initial=0x\(String(loaded.initialChecksum, radix: 16))", onRunning: onRunning, lingerSeconds: lingerSeconds)
 }
 
 struct Host: ParsableCommand {
@@ -225,7 +269,7 @@ struct Host: ParsableCommand {
     @Option(help: "Checksum every this many frames.") var checksumInterval = 60
     @Option(help: "Spectator delay in frames.") var spectatorDelay = 0
     @Option(help: "Spectator places (0: none).") var maxSpectators = 4
-    @Option(help: "Frames per second (tests run faster than 60).") var frameRate = 60.0
+    @Option(help: "Frames per second (default: the core's rate, or 60; tests run faster).") var frameRate: Double?
     @Option(help: "Play password.") var password: String?
     @Option(help: "Game seed.") var seed: UInt64 = 1
     @Flag(help: "Host on the LAN (in-process relay announced by beacon) instead of through the cluster.") var lan = false
@@ -234,6 +278,7 @@ struct Host: ParsableCommand {
 
     func validate() throws {
         try options.validate(player: true)
+        if let frameRate { guard frameRate > 0 && frameRate <= 1000 else { throw ValidationError("--frame-rate must be in 0 ... 1000") } }
         guard (2 ... 8).contains(players) else { throw ValidationError("--players must be 2 ... 8") }
         guard checksumInterval > 0, options.frames % checksumInterval == 0 else {
             throw ValidationError("--frames must be a multiple of --checksum-interval (the final checksum is a reported one)")
@@ -244,6 +289,10 @@ struct Host: ParsableCommand {
     func run() throws {
         let sample = SampleGame(rawValue: options.game)!
         let name = options.name ?? "host"
+        let loaded = options.core != nil ? try options.loadCore(players: players) : nil
+        let content = loaded?.content ?? sample.content()
+        let inputSize = loaded != nil ? LibretroGame.inputSize : sample.inputSize
+        let frameRate = self.frameRate ?? loaded?.core.avInfo.framesPerSecond ?? 60
         var settings = NetplaySettings(roomName: options.room)
         settings.maxPlayers = players
         settings.frameDelay = frameDelay
@@ -262,16 +311,20 @@ struct Host: ParsableCommand {
         if lan {
             let parts = lanBeacon.split(separator: ":")
             let beaconPort = parts.count > 1 ? UInt16(parts[1]) ?? options.lanPort : options.lanPort
-            let host = try LanHost(settings: settings, content: sample.content(), inputSize: sample.inputSize, hostName: name,
+            let host = try LanHost(settings: settings, content: content, inputSize: inputSize, hostName: name,
                                    advertiseAddress: lanAddress, beaconHost: String(parts[0]), beaconPort: beaconPort)
             lanHost = host
             admission = host.admission
             FileHandle.standardError.write(Data("netplay-peer[host]: LAN room '\(options.room)' on \(host.endpoint)\n".utf8))
         } else {
-            admission = try lobby.host(settings: settings, content: sample.content(), inputSize: sample.inputSize, hostName: name)
+            admission = try lobby.host(settings: settings, content: content, inputSize: inputSize, hostName: name)
             FileHandle.standardError.write(Data("netplay-peer[host]: room '\(options.room)' session \(admission.sessionId) on relay \(admission.relayEndpoint)\n".utf8))
         }
         _ = lanHost
+        if let loaded {
+            try playCore(loaded, players: players, admission: admission, options: options, host: true, label: name,
+                         onRunning: { try? lobby.markStarted(admission) }, lingerSeconds: lan ? 5 : 0)
+        }
         try play(sample: sample, players: players, seed: seed, admission: admission, options: options, host: true,
                  label: name, onRunning: { try? lobby.markStarted(admission) }, lingerSeconds: lan ? 5 : 0)
     }
@@ -281,6 +334,25 @@ struct Host: ParsableCommand {
 func joinAndPlay(_ options: PeerOptions, role: Role, password: String, label: String) throws -> Never {
     let lobby = try options.lobby()
     let room = try options.findRoom(lobby, deadline: Date().addingTimeInterval(min(options.timeout, 60)))
+    if room.content.coreId.hasPrefix("libretro.") {
+        guard options.core != nil else {
+            throw ValidationError("room '\(room.roomName)' plays \(room.content.gameName) on the libretro core "
+                                  + "\(room.content.coreId.dropFirst("libretro.".count)) \(room.content.coreVersion): pass --core and --content")
+        }
+        let loaded = try options.loadCore(players: room.maxPlayers)
+        var lastError: Error?
+        for _ in 0 ..< 20 {
+            do {
+                let admission = try lobby.join(room, name: options.name ?? label, role: role, password: password, content: loaded.content)
+                try playCore(loaded, players: room.maxPlayers, admission: admission, options: options, host: false,
+                             label: options.name ?? label)
+            } catch let error as NetplayError where error.code == .unavailable || error.code == .noRelay {
+                lastError = error
+                usleep(300_000)
+            }
+        }
+        throw lastError ?? ValidationError("could not join")
+    }
     guard let sample = SampleGame.allCases.first(where: { $0.coreId == room.content.coreId }) ?? SampleGame(rawValue: options.game) else {
         throw ValidationError("room '\(room.roomName)' plays \(room.content.coreId), not a sample game")
     }
@@ -322,11 +394,16 @@ struct Replay: ParsableCommand {
 
     @Argument(help: "The replay file (under the relay's data dir, replays/).") var file: String
     @Option(help: "Stop at this frame (default: every recorded frame).") var frames: Int?
+    @Option(help: ArgumentHelp("The libretro core of a core match (with --content).", valueName: "path")) var core: String?
+    @Option(help: ArgumentHelp("The content of a core match.", valueName: "file")) var content: String?
 
     func run() throws {
         let replay: ReplayFile
         do { replay = try ReplayFile(contentsOf: URL(fileURLWithPath: file)) } catch {
             throw ValidationError("\(error)")
+        }
+        if replay.header.content.coreId.hasPrefix("libretro.") || core != nil {
+            try replayCore(replay)
         }
         guard let (sample, players, seed) = SampleGame.parse(options: replay.header.gameOptions,
                                                               coreId: replay.header.content.coreId) else {
@@ -338,6 +415,30 @@ struct Replay: ParsableCommand {
         case .arena: try replayGame(Arena(playerCount: max(players, 2), seed: seed), replay, end: end)
         case .pd: try replayGame(PrisonersDilemma(maxRounds: 1_000_000), replay, end: end)
         }
+    }
+
+    /// A core match: the same core and content, loaded like the players loaded them, start
+    /// from the same state (checked against the initial checksum the host recorded).
+    func replayCore(_ replay: ReplayFile) throws -> Never {
+        guard let core, let content else { throw ValidationError("this replay is of a libretro core: pass --core and --content") }
+        guard let (players, buttons, initial) = LoadedCore.parse(options: replay.header.gameOptions) else {
+            throw ValidationError("the replay's game options do not describe a libretro match")
+        }
+        guard replay.startFrame == 0 else { throw ValidationError("the replay starts at frame \(replay.startFrame), not 0") }
+        let loaded = try LoadedCore.load(corePath: core, contentPath: content, players: players, buttons: String(buttons, radix: 16))
+        let recorded = replay.header.content
+        guard loaded.content.crc32 == recorded.crc32, loaded.content.coreId == recorded.coreId,
+              loaded.content.coreVersion == recorded.coreVersion else {
+            throw ValidationError("the replay was recorded with \(recorded.coreId) \(recorded.coreVersion) and content CRC32 "
+                                  + String(format: "%08X", recorded.crc32) + ", not \(loaded.content.coreId) \(loaded.content.coreVersion) and "
+                                  + String(format: "%08X", loaded.content.crc32))
+        }
+        guard loaded.initialChecksum == initial else {
+            throw ValidationError("the core starts in state 0x\(String(loaded.initialChecksum, radix: 16)), the match started in "
+                                  + "0x\(String(initial, radix: 16)): another core build or options")
+        }
+        let end = min(frames ?? replay.frameCount, replay.frameCount)
+        try replayGame(try LibretroGame(core: loaded.core, playerCount: players, buttonMask: JoypadButtons(rawValue: buttons)), replay, end: end)
     }
 
     func replayGame<G: Game>(_ start: G, _ replay: ReplayFile, end: Int) throws -> Never {

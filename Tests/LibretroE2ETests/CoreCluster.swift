@@ -1,0 +1,214 @@
+import Foundation
+import Libretro
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import Synchronization
+
+/// Discovery, coordinator and one relay as real processes on free loopback ports sharing a
+/// cluster secret, plus netplay-peer processes against them; all killed with the cluster.
+final class CoreCluster: @unchecked Sendable {
+    static let secret = String(repeating: "c3", count: 32)
+    let discoveryEndpoint = TestPorts.endpoint()
+    let coordinatorEndpoint = TestPorts.endpoint()
+    let relayEndpoint = TestPorts.endpoint()
+    let dataRoot = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-core-e2e-\(UUID().uuidString)").path
+    private var services: [ServiceProcess] = []
+    private var peers: [ServiceProcess] = []
+
+    init() throws {
+        let discovery = try ServiceProcess("netplay-discovery", [
+            "--endpoint", discoveryEndpoint, "--events", "none", "--data-dir", dataRoot + "/discovery",
+            "--instance", "discovery-1", "--beacon-port", "0", "--retroarch-port", "0", "--sync-interval", "0.2",
+        ], environment: ["NETPLAY_TELEMETRY": "none"])
+        services.append(discovery)
+        try waitHealthy(discoveryEndpoint, discovery)
+        let coordinator = try ServiceProcess("netplay-coordinator", [
+            "--endpoint", coordinatorEndpoint, "--events", "none", "--data-dir", dataRoot + "/coordinator",
+            "--instance", "coordinator-1", "--discovery", discoveryEndpoint, "--cluster-secret", Self.secret,
+            "--password-cost", "minimum", "--relay-refresh-interval", "0.5",
+        ], environment: ["NETPLAY_TELEMETRY": "none"])
+        services.append(coordinator)
+        try waitHealthy(coordinatorEndpoint, coordinator)
+        let relay = try ServiceProcess("netplay-sync", [
+            "--endpoint", relayEndpoint, "--events", "none", "--data-dir", dataRoot + "/sync-0",
+            "--instance", "sync-0", "--coordinator", coordinatorEndpoint, "--cluster-secret", Self.secret,
+        ], environment: ["NETPLAY_TELEMETRY": "none"])
+        services.append(relay)
+        try waitHealthy(relayEndpoint, relay)
+        let client = try BlockingClient(endpoint: coordinatorEndpoint, timeout: 1)
+        let listed = eventually(within: 10) {
+            guard case .listRelaysResponse(let list)? = try? client.request(.listRelaysRequest(ListRelaysRequest())) else { return false }
+            return list.relays.contains { $0.relayId == "sync-0" }
+        }
+        guard listed else { throw HarnessError("the relay did not register: \(relay.log)") }
+    }
+
+    deinit {
+        for process in peers + services.reversed() { process.kill9() }
+        try? FileManager.default.removeItem(atPath: dataRoot)
+    }
+
+    private func waitHealthy(_ endpoint: String, _ process: ServiceProcess) throws {
+        let probe = try BlockingClient(endpoint: endpoint, timeout: 0.2)
+        guard eventually(within: 30, { (try? probe.request(.healthRequest(HealthRequest()))) != nil }) else {
+            throw HarnessError("\(process.name) did not start: \(process.log)")
+        }
+    }
+
+    /// Starts `netplay-peer <command>` against this cluster.
+    func peer(_ command: String, _ arguments: [String], environment: [String: String] = [:]) throws -> ServiceProcess {
+        let process = try ServiceProcess("netplay-peer", [command, "--discovery", discoveryEndpoint,
+                                                          "--coordinator", coordinatorEndpoint] + arguments, environment: environment)
+        peers.append(process)
+        return process
+    }
+
+    /// The replay files the relay wrote.
+    var replayFiles: [String] {
+        let directory = dataRoot + "/sync-0/replays"
+        return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted().map { directory + "/" + $0 }
+    }
+}
+
+/// The `RESULT key=value ...` line a netplay-peer prints last.
+struct PeerResult: CustomStringConvertible {
+    var fields: [String: String]
+
+    init?(log: String) {
+        guard let line = log.split(separator: "\n").last(where: { $0.hasPrefix("RESULT ") }) else { return nil }
+        fields = [:]
+        for pair in line.dropFirst("RESULT ".count).split(separator: " ") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+    }
+
+    var checksum: String { fields["checksum"] ?? "?" }
+    var frames: Int { Int(fields["frames"] ?? "") ?? -1 }
+    func int(_ key: String) -> Int { Int(fields[key] ?? "") ?? -1 }
+    var description: String { fields.keys.sorted().map { "\($0)=\(fields[$0]!)" }.joined(separator: " ") }
+}
+
+extension ServiceProcess {
+    /// Waits for the process to exit and returns its result line (nil: failed or no result).
+    func result(within seconds: Double) -> PeerResult? {
+        guard waitForExit(seconds: seconds) == 0 else { return nil }
+        return PeerResult(log: log)
+    }
+
+    /// Waits until the log contains `text`.
+    func waitFor(_ text: String, within seconds: Double) -> Bool {
+        eventually(within: seconds) { log.contains(text) }
+    }
+}
+
+/// What these tests need from the machine: nestopia (`libretro-nestopia`, or
+/// `NETPLAY_LIBRETRO_CORE`), cc65 for the NES test program, `cc` for a core without states.
+/// Anything missing fails the test with an explanation.
+enum CoreTestEnvironment {
+    struct Missing: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    private static let cache = Mutex<[String: String]>([:])
+
+    private static func cached(_ key: String, _ make: () throws -> String) throws -> String {
+        if let value = cache.withLock({ $0[key] }) { return value }
+        let value = try make()
+        cache.withLock { $0[key] = value }
+        return value
+    }
+
+    /// A directory for this test process's build products, removed at exit.
+    static func scratchDirectory() throws -> String {
+        try cached("scratch") {
+            let path = scratchPath()
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            atexit { try? FileManager.default.removeItem(atPath: CoreTestEnvironment.scratchPath()) }
+            return path
+        }
+    }
+
+    private static func scratchPath() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("netplay-core-e2e-\(getpid())", isDirectory: true).path
+    }
+
+    static func nestopiaCore() throws -> String {
+        if let custom = ProcessInfo.processInfo.environment["NETPLAY_LIBRETRO_CORE"] { return custom }
+        guard let path = LibretroCore.installedCore(named: "nestopia") else {
+            throw Missing(description: "the nestopia libretro core is not installed: apt-get install libretro-nestopia "
+                + "(or set NETPLAY_LIBRETRO_CORE to a core's path)")
+        }
+        return path
+    }
+
+    /// Tests/Fixtures/nes/netplay_test.s assembled with ca65/ld65 into an iNES file.
+    static func testROM() throws -> String {
+        try cached("rom") {
+            guard CC65.isAvailable else {
+                throw Missing(description: "ca65/ld65 not found on PATH: install cc65 (apt-get install cc65)")
+            }
+            let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("Fixtures/nes").path
+            let output = try scratchDirectory() + "/netplay_test.nes"
+            try CC65.build(source: fixtures + "/netplay_test.s", linkerConfig: fixtures + "/netplay_test.cfg", output: output)
+            return output
+        }
+    }
+
+    /// A minimal libretro core whose `retro_serialize_size` is 0, compiled with `cc`.
+    static func coreWithoutSerialization() throws -> String {
+        try cached("no-states") {
+            let directory = try scratchDirectory()
+            let source = directory + "/nostates.c", output = directory + "/nostates_libretro.so"
+            try Data(noStatesSource.utf8).write(to: URL(fileURLWithPath: source))
+            guard let cc = CC65.find("cc") else { throw Missing(description: "cc not found on PATH") }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: cc)
+            process.arguments = ["-shared", "-fPIC", "-o", output, source]
+            try process.run()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else { throw Missing(description: "cc failed to build the test core") }
+            return output
+        }
+    }
+
+    private static let noStatesSource = #"""
+    #include <stdbool.h>
+    #include <stddef.h>
+    #include <string.h>
+    struct retro_system_info { const char *library_name, *library_version, *valid_extensions; bool need_fullpath, block_extract; };
+    struct retro_system_av_info { unsigned w, h, mw, mh; float aspect; double fps, rate; };
+    typedef bool (*env_fn)(unsigned, void *);
+    void retro_set_environment(env_fn f) { (void)f; }
+    void retro_set_video_refresh(void *f) { (void)f; }
+    void retro_set_audio_sample(void *f) { (void)f; }
+    void retro_set_audio_sample_batch(void *f) { (void)f; }
+    void retro_set_input_poll(void *f) { (void)f; }
+    void retro_set_input_state(void *f) { (void)f; }
+    void retro_init(void) {}
+    void retro_deinit(void) {}
+    unsigned retro_api_version(void) { return 1; }
+    void retro_get_system_info(struct retro_system_info *i) {
+        memset(i, 0, sizeof *i); i->library_name = "NoStates"; i->library_version = "1"; i->valid_extensions = "nes";
+    }
+    void retro_get_system_av_info(struct retro_system_av_info *i) {
+        memset(i, 0, sizeof *i); i->w = i->mw = 256; i->h = i->mh = 240; i->fps = 60; i->rate = 48000;
+    }
+    void retro_set_controller_port_device(unsigned p, unsigned d) { (void)p; (void)d; }
+    void retro_reset(void) {}
+    void retro_run(void) {}
+    size_t retro_serialize_size(void) { return 0; }
+    bool retro_serialize(void *d, size_t s) { (void)d; (void)s; return false; }
+    bool retro_unserialize(const void *d, size_t s) { (void)d; (void)s; return false; }
+    void retro_cheat_reset(void) {}
+    void retro_cheat_set(unsigned i, bool e, const char *c) { (void)i; (void)e; (void)c; }
+    bool retro_load_game(const void *g) { (void)g; return true; }
+    bool retro_load_game_special(unsigned t, const void *g, size_t n) { (void)t; (void)g; (void)n; return false; }
+    void retro_unload_game(void) {}
+    unsigned retro_get_region(void) { return 0; }
+    void *retro_get_memory_data(unsigned id) { (void)id; return NULL; }
+    size_t retro_get_memory_size(unsigned id) { (void)id; return 0; }
+    """#
+}
