@@ -40,64 +40,6 @@ func jsonObject(_ text: String) -> [String: Any]? {
     (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
 }
 
-/// The binary of a Debian tool, or nil when it is not installed.
-func tool(_ name: String) -> String? {
-    for directory in ["/usr/bin", "/usr/local/bin", "/bin"] {
-        let path = "\(directory)/\(name)"
-        if FileManager.default.isExecutableFile(atPath: path) { return path }
-    }
-    return nil
-}
-
-/// Runs a command to completion; returns status and combined output.
-@discardableResult
-func run(_ executable: String, _ arguments: [String], timeout: Double = 60, currentDirectory: String? = nil) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    let output = OutputCollector()
-    pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
-    try process.run()
-    let deadline = Date().addingTimeInterval(timeout)
-    while process.isRunning && Date() < deadline { usleep(20_000) }
-    if process.isRunning { process.terminate(); process.waitUntilExit() }
-    process.waitUntilExit()
-    pipe.fileHandleForReading.readabilityHandler = nil
-    output.append(pipe.fileHandleForReading.readDataToEndOfFile())
-    return (process.terminationStatus, output.text)
-}
-
-final class OutputCollector: @unchecked Sendable {
-    private let lock = NSLock()
-    private var data = Data()
-    func append(_ more: Data) { lock.lock(); data.append(more); lock.unlock() }
-    var text: String { lock.lock(); defer { lock.unlock() }; return String(decoding: data, as: UTF8.self) }
-}
-
-let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-
-/// Debian tools the operations tests drive. `make deps-ops` installs them; when one is
-/// missing and the tests run as root, it is installed here once (apt-get), so a fresh machine
-/// still runs the tests.
-enum DebianTools {
-    private static let attempted = Mutex<Set<String>>([])
-
-    /// The tool's path, installing `package` first when needed and possible.
-    static func require(_ name: String, package: String) -> String? {
-        if let path = tool(name) { return path }
-        let first = attempted.withLock { $0.insert(package).inserted }
-        if first, getuid() == 0 {
-            _ = try? run("/bin/sh", ["-c", "flock /tmp/netplay-apt.lock sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \(package) >/dev/null 2>&1 || (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \(package) >/dev/null 2>&1)'"],
-                         timeout: 600)
-        }
-        return tool(name)
-    }
-}
 
 /// Runs a command that leaves a daemon behind (`make up-detached`): spawned with
 /// posix_spawn and only stdin/stdout/stderr inherited, output to a file, status from waitpid.
