@@ -130,12 +130,16 @@ final class InputTimeline {
         return out
     }
 
-    /// Appends the input bytes of `slot` for frames `from ..< to` (all held) to `out`.
-    func appendInputs(slot: Int, from: Int, to: Int, into out: inout [UInt8]) {
-        bytes.withUnsafeBufferPointer { buffer in
+    /// Copies the input bytes of `slot` for frames `from ..< to` (all held) into `out`, which
+    /// holds exactly `(to - from) * inputSize` bytes.
+    func copyInputs(slot: Int, from: Int, to: Int, into out: UnsafeMutableRawBufferPointer) {
+        guard let target = out.baseAddress else { return }
+        bytes.withUnsafeBytes { buffer in
+            guard let source = buffer.baseAddress else { return }
+            var position = 0
             for frame in from ..< to {
-                let start = offset(frame, slot)
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[start ..< start + inputSize]))
+                (target + position).copyMemory(from: source + offset(frame, slot), byteCount: inputSize)
+                position += inputSize
             }
         }
     }

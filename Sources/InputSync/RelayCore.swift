@@ -20,6 +20,9 @@ public final class RelayCore {
     private var endedSessions: [String] = []
     /// Inputs accepted since the last ``takeInputCount()``.
     private var inputsAccepted = 0
+    /// The hot path's protobuf-c decoder (arena reused per frame) and broadcast packer.
+    private let decoder = HotPathDecoder()
+    private let packer = InputBroadcastPacker()
 
     /// Creates a relay core that admits tickets `verifier` accepts and sends through `transport`.
     public init(configuration: RelayConfiguration, verifier: JoinTicketVerifier, transport: RelayTransport) {
@@ -69,11 +72,14 @@ public final class RelayCore {
         case failed(ServiceError, requestId: UInt64)
     }
 
-    /// The hot path: an attached player's InputBatch read in place, without decoding the
-    /// envelope into values. Anything else is declined for the validating generic path.
+    /// The hot path: an attached player's InputBatch unpacked by protobuf-c into a reused arena
+    /// and read through a validated view, without building Swift values. Anything else (another
+    /// body, a field the schema refuses, a malformed frame) is declined for the generic path,
+    /// which decodes, validates and answers errors.
     public func handleFast(_ frame: UnsafeRawBufferPointer, from peer: PeerAddress, now: UInt64) -> FastOutcome {
-        guard let batch = FastWire.inputBatch(frame), let (session, participant) = peers[peer],
+        guard let view = decoder.inputBatch(frame), let (session, participant) = peers[peer],
               participant.address == peer else { return .declined }
+        let batch = RelayWire.Batch(view)
         participant.lastHeardMs = now
         participant.disconnectedSinceMs = nil
         do {
@@ -209,7 +215,7 @@ public final class RelayCore {
             let recovering = request.resume
             session = RelaySession(sessionId: ticket.sessionId, params: params, configuration: configuration,
                                    transport: transport, now: now,
-                                   origin: recovering ? Int(request.confirmedFrames) : 0)
+                                   origin: recovering ? Int(request.confirmedFrames) : 0, packer: packer)
             if recovering {
                 // The relay restarted: the match was running; rebuild it from what peers resend.
                 session.recovering = true

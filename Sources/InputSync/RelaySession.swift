@@ -40,8 +40,8 @@ final class RelaySession {
     /// their own: a frame and a half, so each input costs one message to each other player.
     let confirmationDeferMs: UInt64
     private var nextSilenceCheckMs: UInt64 = 0
-    /// Reused buffer for encoding per-frame messages.
-    private var scratch: [UInt8] = []
+    /// Packs the per-frame broadcasts (shared by the relay's sessions: one reactor thread).
+    let packer: InputBroadcastPacker
     var slotModes: [SlotMode]
     var substituting: [Bool]
     var substitutedFrames: [Int]
@@ -76,8 +76,9 @@ final class RelaySession {
     var inputsAccepted = 0
 
     init(sessionId: String, params: SyncParams, configuration: RelayConfiguration, transport: RelayTransport,
-         now: UInt64, origin: Int = 0) {
+         now: UInt64, origin: Int = 0, packer: InputBroadcastPacker = InputBroadcastPacker()) {
         self.sessionId = sessionId
+        self.packer = packer
         self.params = params
         self.configuration = configuration
         self.transport = transport
@@ -214,7 +215,7 @@ final class RelaySession {
     func receive(_ batch: InputBatch, from participant: RelayPeer, now: UInt64) throws(ServiceError) {
         let result = batch.inputs.withUnsafeBytes { raw in
             Result { () throws(ServiceError) in
-                try receive(FastWire.Batch(slot: batch.slot, startFrame: batch.startFrame, inputSize: batch.inputSize,
+                try receive(RelayWire.Batch(slot: batch.slot, startFrame: batch.startFrame, inputSize: batch.inputSize,
                                            inputs: raw, awaitedFrame: batch.awaitedFrame, currentFrame: batch.currentFrame),
                             from: participant, now: now)
             }
@@ -224,7 +225,7 @@ final class RelaySession {
 
     /// A batch read in place (the hot path): validation, acknowledgement, time sync, new inputs,
     /// confirmation, forwarding.
-    func receive(_ batch: FastWire.Batch, from participant: RelayPeer, now: UInt64) throws(ServiceError) {
+    func receive(_ batch: RelayWire.Batch, from participant: RelayPeer, now: UInt64) throws(ServiceError) {
         if participant.role == .spectator {
             guard batch.slot == 0, batch.inputs.isEmpty else {
                 throw ServiceError(.permissionDenied, "Spectators send no inputs.", field: "InputBatch.inputs")
@@ -292,7 +293,7 @@ final class RelaySession {
         // Forward what is not confirmed yet to the other players at once, with whatever was
         // confirmed for them meanwhile; the sender's own confirmation waits for its next message.
         let forwardFrom = max(first, timeline.confirmed)
-        let forwarded = forwardFrom < last ? FastWire.Run(slot: slot, from: forwardFrom, to: last, withStatus: false) : nil
+        let forwarded = forwardFrom < last ? RelayWire.Run(slot: slot, from: forwardFrom, to: last) : nil
         for other in participants where other.isConnected && other.awaitingTransfer == nil {
             if other === participant {
                 if moved, other.deferredSinceMs == nil { other.deferredSinceMs = now }
@@ -305,10 +306,10 @@ final class RelaySession {
                 if let forwarded {
                     let awaited = timeline.stored(other.slot - 1)
                     other.toldAwaitedInput = awaited
-                    FastWire.inputBroadcast(into: &scratch, authoritative: false, timeline: timeline, players: nil,
-                                            provisional: forwarded, forwarded: nil, confirmedFrames: timeline.confirmed,
-                                            awaitedInputFrame: awaited)
-                    sendScratch(to: other, now: now)
+                    let frame = RelayWire.inputBroadcast(packer, authoritative: false, timeline: timeline, players: nil,
+                                                         provisional: forwarded, forwarded: nil,
+                                                         confirmedFrames: timeline.confirmed, awaitedInputFrame: awaited)
+                    sendPacked(frame, to: other, now: now)
                 }
             } else if moved {
                 deliver(to: other, now: now)
@@ -358,11 +359,11 @@ final class RelaySession {
         participant.isPlayer || playersGoneAtMs != nil ? timeline.confirmed : timeline.confirmed - spectatorDelay
     }
 
-    /// Sends the message in `scratch` to `participant`.
-    private func sendScratch(to participant: RelayPeer, now: UInt64) {
-        guard let address = participant.address else { return }
+    /// Sends a message the packer just packed to `participant`.
+    private func sendPacked(_ frame: UnsafeRawBufferPointer?, to participant: RelayPeer, now: UInt64) {
+        guard let frame, let address = participant.address else { return }
         participant.lastSendMs = now
-        scratch.withUnsafeBytes { transport.sendEncoded($0, to: address) }
+        transport.sendEncoded(frame, to: address)
     }
 
     /// Sends `participant` its pending confirmed frames together with `forwarded` inputs, in one
@@ -370,7 +371,7 @@ final class RelaySession {
     /// repeats every frame not acknowledged yet, so a lost or overtaken message costs nothing but
     /// the next one). Returns whether it sent.
     @discardableResult
-    private func compose(_ participant: RelayPeer, forwarded: FastWire.Run?, now: UInt64) -> Bool {
+    private func compose(_ participant: RelayPeer, forwarded: RelayWire.Run?, now: UInt64) -> Bool {
         let limit = limit(for: participant)
         guard participant.sentFrames < limit else { return false }
         // ZeroMQ's TCP never loses or reorders; a link that did (a resend was needed) gets every
@@ -383,10 +384,10 @@ final class RelaySession {
         if participant.awaitedFrame >= participant.sentFrames { participant.lastAuthoritativeSendMs = now }
         participant.sentFrames = limit
         participant.deferredSinceMs = nil
-        FastWire.inputBroadcast(into: &scratch, authoritative: true, timeline: timeline,
-                                players: FastWire.Run(slot: 0, from: from, to: limit, withStatus: true), provisional: nil,
-                                forwarded: forwarded, confirmedFrames: timeline.confirmed, awaitedInputFrame: awaited)
-        sendScratch(to: participant, now: now)
+        let frame = RelayWire.inputBroadcast(packer, authoritative: true, timeline: timeline, players: from ..< limit,
+                                             provisional: nil, forwarded: forwarded, confirmedFrames: timeline.confirmed,
+                                             awaitedInputFrame: awaited)
+        sendPacked(frame, to: participant, now: now)
         return true
     }
 
@@ -406,10 +407,10 @@ final class RelaySession {
             let to = min(limit, from + 128)
             let awaited = participant.isPlayer ? timeline.stored(participant.slot - 1) : 0
             participant.toldAwaitedInput = awaited
-            FastWire.inputBroadcast(into: &scratch, authoritative: true, timeline: timeline,
-                                    players: FastWire.Run(slot: 0, from: from, to: to, withStatus: true), provisional: nil,
-                                    forwarded: nil, confirmedFrames: timeline.confirmed, awaitedInputFrame: awaited)
-            sendScratch(to: participant, now: now)
+            let frame = RelayWire.inputBroadcast(packer, authoritative: true, timeline: timeline, players: from ..< to,
+                                                 provisional: nil, forwarded: nil, confirmedFrames: timeline.confirmed,
+                                                 awaitedInputFrame: awaited)
+            sendPacked(frame, to: participant, now: now)
             if participant.awaitedFrame >= participant.sentFrames { participant.lastAuthoritativeSendMs = now }
             participant.sentFrames = max(participant.sentFrames, to)
             participant.deferredSinceMs = nil
@@ -545,9 +546,10 @@ final class RelaySession {
                 // The player's inputs arrived but nothing carried the acknowledgement back.
                 let awaited = timeline.stored(participant.slot - 1)
                 participant.toldAwaitedInput = awaited
-                FastWire.inputBroadcast(into: &scratch, authoritative: true, timeline: timeline, players: nil, provisional: nil,
-                                        forwarded: nil, confirmedFrames: timeline.confirmed, awaitedInputFrame: awaited)
-                sendScratch(to: participant, now: now)
+                let frame = RelayWire.inputBroadcast(packer, authoritative: true, timeline: timeline, players: nil,
+                                                     provisional: nil, forwarded: nil, confirmedFrames: timeline.confirmed,
+                                                     awaitedInputFrame: awaited)
+                sendPacked(frame, to: participant, now: now)
             }
         }
         // Spectators' delayed frames and resends go out here.

@@ -3,15 +3,72 @@ import NetplayWire
 /// Where a request came from: the ROUTER routing id of the peer, and whether it framed the
 /// request REQ-style (with an empty delimiter) so the reply is framed the same way.
 public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
-    /// The ROUTER routing id (libzmq assigns 5 bytes unless the peer set its own).
-    public let routingId: [UInt8]
+    // The routing id, up to 16 bytes inline (libzmq assigns 5), so receiving, hashing and
+    // replying allocate nothing; longer ids (up to 255 bytes) live in `heap`. An id is always
+    // stored the same way for its length, so the synthesized equality and hash are exact.
+    private var low: UInt64 = 0
+    private var high: UInt64 = 0
+    private var count: UInt8 = 0
+    private var heap: [UInt8]?
     /// True for REQ peers, which expect `[id, "", payload]`.
     public let delimited: Bool
 
+    private static let inlineCapacity = 16
+
     /// Creates an address.
     public init(routingId: [UInt8], delimited: Bool = false) {
-        self.routingId = routingId
         self.delimited = delimited
+        if routingId.count <= Self.inlineCapacity {
+            routingId.withUnsafeBytes { store($0) }
+        } else {
+            heap = routingId
+        }
+    }
+
+    /// Creates an address from borrowed bytes (the receive path; no allocation for short ids).
+    public init(routingId: UnsafeRawBufferPointer, delimited: Bool = false) {
+        self.delimited = delimited
+        if routingId.count <= Self.inlineCapacity {
+            store(routingId)
+        } else {
+            heap = Array(routingId)
+        }
+    }
+
+    private mutating func store(_ bytes: UnsafeRawBufferPointer) {
+        var words: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &words) { target in
+            if let base = bytes.baseAddress, bytes.count > 0 {
+                target.baseAddress!.copyMemory(from: base, byteCount: bytes.count)
+            }
+        }
+        low = words.0
+        high = words.1
+        count = UInt8(bytes.count)
+    }
+
+    /// The ROUTER routing id (libzmq assigns 5 bytes unless the peer set its own).
+    public var routingId: [UInt8] {
+        withRoutingId { Array($0) }
+    }
+
+    /// Calls `body` with the routing id's bytes, without copying them to the heap.
+    @inline(__always)
+    public func withRoutingId<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        if let heap { return try heap.withUnsafeBytes(body) }
+        var words = (low, high)
+        let count = Int(count)
+        return try withUnsafeBytes(of: &words) { try body(UnsafeRawBufferPointer(rebasing: $0[0 ..< count])) }
+    }
+
+    /// The same peer, talking REQ (`[id, "", payload]`).
+    var delimitedCopy: PeerAddress {
+        var copy = PeerAddress(routingId: UnsafeRawBufferPointer(start: nil, count: 0), delimited: true)
+        copy.low = low
+        copy.high = high
+        copy.count = count
+        copy.heap = heap
+        return copy
     }
 
     public var description: String { routingId.map { String(format: "%02x", $0) }.joined() }

@@ -219,10 +219,19 @@ public final class ServiceRuntime {
 
     /// Reads every request waiting on the ROUTER (bounded per wake-up so timers still run).
     private func drainRouter() {
+        // Routing ids are at most 255 bytes; read them into this buffer, not an array.
+        var identityBuffer: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                             UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                             UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                             UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         for _ in 0..<4096 {
-            let identity: [UInt8]
+            let identity: PeerAddress
             do {
-                identity = try router.receive(flags: .dontWait)
+                identity = try withUnsafeMutableBytes(of: &identityBuffer) { (buffer) throws(ZMQError) -> PeerAddress in
+                    let count = try router.receive(into: buffer, flags: .dontWait)
+                    return PeerAddress(routingId: UnsafeRawBufferPointer(rebasing: buffer[0 ..< min(count, buffer.count)]))
+                }
             } catch {
                 return  // wouldBlock: drained
             }
@@ -243,7 +252,7 @@ public final class ServiceRuntime {
                             delimited = true
                         } else if !hasMore && (framesAfterIdentity == 1 || (framesAfterIdentity == 2 && delimited)) {
                             if let rawService, !draining,
-                               rawService.handleRawFrame(bytes, from: PeerAddress(routingId: identity, delimited: delimited),
+                               rawService.handleRawFrame(bytes, from: delimited ? identity.delimitedCopy : identity,
                                                          runtime: self) {
                                 handledRaw = true
                                 return
@@ -261,7 +270,7 @@ public final class ServiceRuntime {
             if framesAfterIdentity > (delimited ? 2 : 1) { envelope = nil }
             requestsTotal.increment()
             if handledRaw && framesAfterIdentity == (delimited ? 2 : 1) { continue }
-            let peer = PeerAddress(routingId: identity, delimited: delimited)
+            let peer = delimited ? identity.delimitedCopy : identity
             switch envelope {
             case .success(let envelope):
                 dispatch(Request(envelope: envelope, peer: peer))
@@ -375,7 +384,9 @@ public final class ServiceRuntime {
             return send(fallback, to: peer)
         }
         do {
-            try router.send(peer.routingId, flags: [.dontWait, .more])
+            _ = try peer.withRoutingId { (identity) throws(ZMQError) -> Int in
+                try router.send(identity, flags: [.dontWait, .more])
+            }
             if peer.delimited { try router.send([], flags: [.dontWait, .more]) }
             try router.send(payload, flags: .dontWait)
             return true
@@ -391,7 +402,7 @@ public final class ServiceRuntime {
     @discardableResult
     public func send(encoded payload: UnsafeRawBufferPointer, to peer: PeerAddress) -> Bool {
         do {
-            _ = try peer.routingId.withUnsafeBytes { (identity) throws(ZMQError) -> Int in
+            _ = try peer.withRoutingId { (identity) throws(ZMQError) -> Int in
                 try router.send(identity, flags: [.dontWait, .more])
             }
             if peer.delimited { try router.send([], flags: [.dontWait, .more]) }

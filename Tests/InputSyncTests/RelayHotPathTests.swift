@@ -4,37 +4,41 @@ import NetplayWire
 import Testing
 @testable import InputSync
 
-@Suite("The relay's hand-written wire for per-frame traffic")
-struct FastWireTests {
-    @Test func inputBatchesAreReadExactlyAsNetplayWireWritesThem() throws {
-        let samples = [
-            InputBatch(slot: 1, startFrame: 0, inputSize: 1, inputs: [7], awaitedFrame: 0, currentFrame: 0),
-            InputBatch(slot: 8, startFrame: 4_000_000_000, inputSize: 64, inputs: Array(repeating: 0xAB, count: 8192),
-                       awaitedFrame: 123_456, currentFrame: 4_000_000_000),
-            InputBatch(slot: 0, startFrame: 0, inputSize: 2, inputs: [], awaitedFrame: 300, currentFrame: 301),
-        ]
-        for (index, sample) in samples.enumerated() {
-            let bytes = try Envelope(requestId: UInt64(index * 1000), body: .inputBatch(sample)).encoded()
-            let parsed = try #require(bytes.withUnsafeBytes { raw in FastWire.inputBatch(raw).map { batch in
-                (batch.requestId, batch.slot, batch.startFrame, batch.inputSize, Array(batch.inputs), batch.awaitedFrame, batch.currentFrame)
-            } })
-            #expect(parsed.0 == UInt64(index * 1000))
-            #expect(parsed.1 == sample.slot && parsed.2 == sample.startFrame && parsed.3 == sample.inputSize)
-            #expect(parsed.4 == sample.inputs && parsed.5 == sample.awaitedFrame && parsed.6 == sample.currentFrame)
+@Suite("The relay's protobuf-c hot path for per-frame traffic")
+struct RelayHotPathTests {
+    @Test func broadcastsFromTheTimelineAreWhatTheGenericEncoderWrites() throws {
+        let timeline = InputTimeline(slotCount: 3, inputSize: 2, capacity: 64)
+        for frame in 0 ..< 20 {
+            for slot in 0 ..< 3 {
+                if slot == 2 && frame % 5 == 0 {
+                    timeline.appendSubstitute(slot: slot)
+                } else {
+                    let bytes: [UInt8] = [UInt8(frame), UInt8(slot)]
+                    bytes.withUnsafeBytes { timeline.append(slot: slot, from: $0, status: .received) }
+                }
+            }
         }
-    }
-
-    @Test func anythingUnusualIsLeftToTheValidatingPath() throws {
-        let other = try Envelope(body: .ping(Ping(nonce: 1))).encoded()
-        let valid = try Envelope(body: .inputBatch(InputBatch(slot: 1, inputSize: 1, inputs: [1]))).encoded()
-        let zeroInputSize: [UInt8] = [0x2A, 0x04, 0x08, 0x01, 0x18, 0x00]  // input_size 0: out of range
-        let slotNine: [UInt8] = [0x2A, 0x04, 0x08, 0x09, 0x18, 0x01]  // slot 9: out of range
-        let truncated: [UInt8] = [0x2A, 0x09, 0x08, 0x01]
-        let unknownField: [UInt8] = [0x2A, 0x02, 0x38, 0x01]
-        for frame in [other, zeroInputSize, slotNine, truncated, unknownField, [0xFF, 0xFF, 0xFF]] {
-            #expect(frame.withUnsafeBytes { FastWire.inputBatch($0) } == nil, "\(frame)")
+        _ = timeline.updateConfirmed()
+        let packer = InputBroadcastPacker(initialBytes: 16)
+        let frame = try #require(RelayWire.inputBroadcast(packer, authoritative: true, timeline: timeline, players: 4 ..< 12,
+                                                          provisional: nil, forwarded: RelayWire.Run(slot: 1, from: 12, to: 15),
+                                                          confirmedFrames: 20, awaitedInputFrame: 19))
+        let players = (0 ..< 3).map { slot in
+            PlayerInputs(slot: UInt32(slot + 1), startFrame: 4, inputs: timeline.inputs(slot: slot, from: 4, to: 12),
+                         status: timeline.statusRun(slot: slot, from: 4, to: 12))
         }
-        #expect(valid.withUnsafeBytes { FastWire.inputBatch($0) } != nil)
+        #expect(players[2].status.contains(.substituted) && players[0].status.isEmpty)
+        let expected = try Envelope(body: .inputBroadcast(InputBroadcast(
+            authoritative: true, inputSize: 2, players: players, confirmedFrames: 20, awaitedInputFrame: 19,
+            forwarded: [PlayerInputs(slot: 2, startFrame: 12, inputs: timeline.inputs(slot: 1, from: 12, to: 15))]))).encoded()
+        #expect(Array(frame) == expected)
+        let provisional = try #require(RelayWire.inputBroadcast(packer, authoritative: false, timeline: timeline, players: nil,
+                                                                provisional: RelayWire.Run(slot: 0, from: 18, to: 20),
+                                                                forwarded: nil, confirmedFrames: 17, awaitedInputFrame: 0))
+        let expectedProvisional = try Envelope(body: .inputBroadcast(InputBroadcast(
+            authoritative: false, inputSize: 2, players: [PlayerInputs(slot: 1, startFrame: 18, inputs: timeline.inputs(slot: 0, from: 18, to: 20))],
+            confirmedFrames: 17, awaitedInputFrame: 0))).encoded()
+        #expect(Array(provisional) == expectedProvisional)
     }
 
     @Test func theHotPathAndTheGenericPathAgree() throws {

@@ -1,0 +1,88 @@
+import NetplayWire
+
+/// The relay's per-frame wire work on NetplayWire's protobuf-c hot path: batches read through a
+/// ``HotPathDecoder`` view and `InputBroadcast` envelopes packed by an ``InputBroadcastPacker``
+/// straight from the input timeline. protobuf-c encodes and decodes everything; nothing here
+/// knows the wire format.
+enum RelayWire {
+    /// An `InputBatch`'s fields; `inputs` borrows the decoded frame (or the Swift value's bytes).
+    struct Batch {
+        var requestId: UInt64 = 0
+        var slot: UInt32 = 0
+        var startFrame: UInt32 = 0
+        var inputSize: UInt32 = 0
+        var inputs = UnsafeRawBufferPointer(start: nil, count: 0)
+        var awaitedFrame: UInt32 = 0
+        var currentFrame: UInt32 = 0
+
+        init(slot: UInt32, startFrame: UInt32, inputSize: UInt32, inputs: UnsafeRawBufferPointer,
+             awaitedFrame: UInt32, currentFrame: UInt32) {
+            self.slot = slot
+            self.startFrame = startFrame
+            self.inputSize = inputSize
+            self.inputs = inputs
+            self.awaitedFrame = awaitedFrame
+            self.currentFrame = currentFrame
+        }
+
+        @inline(__always)
+        init(_ view: InputBatchView) {
+            requestId = view.requestId
+            slot = view.slot
+            startFrame = view.startFrame
+            inputSize = view.inputSize
+            inputs = view.inputs
+            awaitedFrame = view.awaitedFrame
+            currentFrame = view.currentFrame
+        }
+    }
+
+    /// A run of one slot's inputs `from ..< to` taken from the timeline.
+    struct Run {
+        var slot: Int  // 0-based
+        var from: Int
+        var to: Int
+    }
+
+    /// Packs an Envelope holding an InputBroadcast: `players`, every slot over the frames
+    /// `players` (with statuses where any is not `received`); or `provisional`, one slot's
+    /// forwarded inputs in the players field of a non-authoritative broadcast; `forwarded` beside
+    /// authoritative ones; and the cursors. The bytes stay valid until the packer's next message;
+    /// nil only if the message breaks the schema (a bug: runs never exceed 128 frames).
+    static func inputBroadcast(_ packer: InputBroadcastPacker, authoritative: Bool, timeline: InputTimeline,
+                               players: Range<Int>?, provisional: Run?, forwarded: Run?, confirmedFrames: Int,
+                               awaitedInputFrame: Int) -> UnsafeRawBufferPointer? {
+        let inputSize = timeline.inputSize
+        packer.begin(authoritative: authoritative, inputSize: UInt32(inputSize),
+                     confirmedFrames: UInt32(truncatingIfNeeded: confirmedFrames),
+                     awaitedInputFrame: UInt32(truncatingIfNeeded: awaitedInputFrame))
+        if let players {
+            for slot in 0 ..< timeline.slotCount {
+                let statusCount = timeline.hasStatus(slot: slot, from: players.lowerBound, to: players.upperBound) ? players.count : 0
+                packer.addRun(.players, slot: UInt32(slot + 1), startFrame: UInt32(truncatingIfNeeded: players.lowerBound),
+                              inputBytes: players.count * inputSize, statusCount: statusCount) { inputs, statuses in
+                    timeline.copyInputs(slot: slot, from: players.lowerBound, to: players.upperBound, into: inputs)
+                    for index in 0 ..< statuses.count {
+                        statuses[index] = timeline.status(slot: slot, frame: players.lowerBound + index)
+                    }
+                }
+            }
+        }
+        if let provisional { add(provisional, to: .players, packer, timeline) }
+        if let forwarded { add(forwarded, to: .forwarded, packer, timeline) }
+        do {
+            return try packer.pack()
+        } catch {
+            assertionFailure("relay broadcast breaks the schema: \(error)")
+            return nil
+        }
+    }
+
+    private static func add(_ run: Run, to field: InputBroadcastPacker.Field, _ packer: InputBroadcastPacker,
+                            _ timeline: InputTimeline) {
+        packer.addRun(field, slot: UInt32(run.slot + 1), startFrame: UInt32(truncatingIfNeeded: run.from),
+                      inputBytes: (run.to - run.from) * timeline.inputSize, statusCount: 0) { inputs, _ in
+            timeline.copyInputs(slot: run.slot, from: run.from, to: run.to, into: inputs)
+        }
+    }
+}

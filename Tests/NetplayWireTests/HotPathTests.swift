@@ -1,0 +1,152 @@
+@_spi(WireTesting) import NetplayWire
+import Testing
+
+/// The zero-allocation hot path (``HotPathDecoder``, ``InputBroadcastPacker``): protobuf-c does
+/// the work, the results must be exactly the generic codec's.
+@Suite("Hot path")
+struct HotPathTests {
+    static let batches: [InputBatch] = [
+        InputBatch(slot: 1, startFrame: 0, inputSize: 1, inputs: [7], awaitedFrame: 0, currentFrame: 0),
+        InputBatch(slot: 8, startFrame: 4_000_000_000, inputSize: 64, inputs: Array(repeating: 0xAB, count: 8192),
+                   awaitedFrame: 123_456, currentFrame: 4_000_000_000),
+        InputBatch(slot: 0, startFrame: 0, inputSize: 2, inputs: [], awaitedFrame: 300, currentFrame: 301),
+    ]
+
+    @Test func inputBatchViewsReadWhatTheGenericEncoderWrote() throws {
+        let decoder = HotPathDecoder(arenaBytes: 256)
+        for (index, sample) in Self.batches.enumerated() {
+            let envelope = Envelope(requestId: UInt64(index * 1000), body: .inputBatch(sample))
+            let bytes = try envelope.encoded()
+            let value = bytes.withUnsafeBytes { raw in decoder.inputBatch(raw)?.value }
+            #expect(value == envelope)
+        }
+        // The 8 KiB batch overflowed the 256-byte arena once; it grew so the next frames fit.
+        #expect(decoder.arenaCapacity > 256)
+    }
+
+    @Test func anythingElseIsLeftToTheGenericPath() throws {
+        let decoder = HotPathDecoder()
+        let other = try Envelope(body: .ping(Ping(nonce: 1))).encoded()
+        let zeroInputSize: [UInt8] = [0x2A, 0x04, 0x08, 0x01, 0x18, 0x00]
+        let slotNine: [UInt8] = [0x2A, 0x04, 0x08, 0x09, 0x18, 0x01]
+        let truncated: [UInt8] = [0x2A, 0x09, 0x08, 0x01]
+        let tooManyInputs = try Envelope(body: .inputBatch(InputBatch(slot: 1, inputSize: 1,
+                                                                      inputs: Array(repeating: 1, count: 8193))))
+            .encoded(validating: false)
+        for frame in [other, zeroInputSize, slotNine, truncated, tooManyInputs, [0xFF, 0xFF, 0xFF], []] {
+            #expect(frame.withUnsafeBytes { decoder.inputBatch($0) } == nil, "\(frame.prefix(16))")
+            if frame != other {
+                #expect(throws: WireError.self) { try Envelope(decoding: frame) }
+            }
+        }
+        let small = HotPathDecoder(limits: WireLimits(maxFrameBytes: 16))
+        let valid = try Envelope(body: .inputBatch(InputBatch(slot: 1, inputSize: 1, inputs: Array(repeating: 1, count: 32)))).encoded()
+        #expect(valid.withUnsafeBytes { small.inputBatch($0) } == nil, "frames above the limit are the generic path's")
+    }
+
+    static let broadcasts: [(UInt64, InputBroadcast)] = [
+        (0, InputBroadcast(authoritative: true, inputSize: 2,
+                           players: [PlayerInputs(slot: 1, startFrame: 10, inputs: [1, 2, 3, 4]),
+                                     PlayerInputs(slot: 2, startFrame: 10, inputs: [5, 6, 7, 8], status: [.substituted, .received])],
+                           confirmedFrames: 12, awaitedInputFrame: 11,
+                           forwarded: [PlayerInputs(slot: 2, startFrame: 12, inputs: [9, 9])])),
+        (7, InputBroadcast(authoritative: false, inputSize: 1, players: [PlayerInputs(slot: 3, startFrame: 0, inputs: [0])],
+                           confirmedFrames: 0, awaitedInputFrame: 0)),
+        (.max, InputBroadcast(authoritative: true, inputSize: 64, players: [], confirmedFrames: 4_000_000_000,
+                              awaitedInputFrame: 1)),
+        (1, InputBroadcast(authoritative: true, inputSize: 64,
+                           players: (1 ... 8).map { PlayerInputs(slot: UInt32($0), startFrame: 1000, inputs: Array(repeating: UInt8($0), count: 8192),
+                                                                status: Array(repeating: .disconnected, count: 128)) },
+                           confirmedFrames: 1128, awaitedInputFrame: 1128,
+                           forwarded: (1 ... 8).map { PlayerInputs(slot: UInt32($0), startFrame: 1128, inputs: []) })),
+    ]
+
+    static func pack(_ packer: InputBroadcastPacker, _ requestId: UInt64, _ message: InputBroadcast) throws(WireError) -> [UInt8] {
+        packer.begin(requestId: requestId, authoritative: message.authoritative, inputSize: message.inputSize,
+                     confirmedFrames: message.confirmedFrames, awaitedInputFrame: message.awaitedInputFrame)
+        for (field, runs) in [(InputBroadcastPacker.Field.players, message.players), (.forwarded, message.forwarded)] {
+            for run in runs {
+                packer.addRun(field, slot: run.slot, startFrame: run.startFrame, inputBytes: run.inputs.count,
+                              statusCount: run.status.count) { inputs, statuses in
+                    inputs.copyBytes(from: run.inputs)
+                    for (index, status) in run.status.enumerated() { statuses[index] = status }
+                }
+            }
+        }
+        return Array(try packer.pack())
+    }
+
+    @Test func packedBroadcastsAreByteIdenticalToTheGenericEncoder() throws {
+        let packer = InputBroadcastPacker(initialBytes: 64)
+        for _ in 0 ..< 2 {  // the second round reuses grown buffers
+            for (requestId, message) in Self.broadcasts {
+                let generic = try Envelope(requestId: requestId, body: .inputBroadcast(message)).encoded()
+                #expect(try Self.pack(packer, requestId, message) == generic)
+            }
+        }
+    }
+
+    @Test func packingValidatesLikeTheGenericEncoder() throws {
+        let packer = InputBroadcastPacker()
+        let bad: [InputBroadcast] = [
+            InputBroadcast(authoritative: true, inputSize: 0, players: [], confirmedFrames: 0, awaitedInputFrame: 0),
+            InputBroadcast(authoritative: true, inputSize: 1, players: [PlayerInputs(slot: 9, startFrame: 0, inputs: [1])],
+                           confirmedFrames: 0, awaitedInputFrame: 0),
+            InputBroadcast(authoritative: true, inputSize: 1, players: [PlayerInputs(slot: 0, startFrame: 0, inputs: [1])],
+                           confirmedFrames: 0, awaitedInputFrame: 0),
+            InputBroadcast(authoritative: true, inputSize: 1,
+                           players: [PlayerInputs(slot: 1, startFrame: 0, inputs: Array(repeating: 0, count: 8193))],
+                           confirmedFrames: 0, awaitedInputFrame: 0),
+            InputBroadcast(authoritative: true, inputSize: 1,
+                           players: [PlayerInputs(slot: 1, startFrame: 0, inputs: [1], status: Array(repeating: .received, count: 129))],
+                           confirmedFrames: 0, awaitedInputFrame: 0),
+            InputBroadcast(authoritative: true, inputSize: 1,
+                           players: Array(repeating: PlayerInputs(slot: 1, startFrame: 0, inputs: [1]), count: 9),
+                           confirmedFrames: 0, awaitedInputFrame: 0),
+            InputBroadcast(authoritative: true, inputSize: 1, players: [],
+                           confirmedFrames: 0, awaitedInputFrame: 0,
+                           forwarded: Array(repeating: PlayerInputs(slot: 1, startFrame: 0, inputs: [1]), count: 12)),
+        ]
+        for message in bad {
+            var genericError: WireError?
+            do { _ = try Envelope(body: .inputBroadcast(message)).encoded() } catch { genericError = error }
+            var packedError: WireError?
+            do { _ = try Self.pack(packer, 0, message) } catch { packedError = error }
+            #expect(genericError != nil && packedError == genericError, "\(message)")
+        }
+        let tiny = InputBroadcastPacker(limits: WireLimits(maxFrameBytes: 8))
+        let (_, big) = Self.broadcasts[0]
+        #expect(throws: WireError.self) { try Self.pack(tiny, 0, big) }
+    }
+
+    @Test("20,000 fuzzed frames: the hot path never crashes and accepts exactly what the generic decoder accepts as a batch")
+    func fuzzAgreesWithTheGenericDecoder() throws {
+        var rng = SplitMix64(seed: 0x686F_7470_6174_6821)
+        let decoder = HotPathDecoder(arenaBytes: 512)
+        var seeds = try FuzzTests.seeds()
+        for (index, batch) in Self.batches.enumerated() {
+            seeds.append(try Envelope(requestId: UInt64(index), body: .inputBatch(batch)).encoded())
+            seeds.append(try Envelope(requestId: UInt64(index), body: .inputBatch(batch)).encoded())
+        }
+        var accepted = 0
+        for iteration in 0 ..< 20_000 {
+            var frame: [UInt8]
+            if iteration % 10 == 0 {
+                frame = FuzzTests.randomBytes(count: Int.random(in: 0 ... 64, using: &rng), using: &rng)
+            } else {
+                // Batches mostly, so the interesting decisions (ranges, limits, truncation) are hit.
+                let pick = iteration % 3 == 0 ? Int.random(in: 0 ..< seeds.count, using: &rng)
+                    : seeds.count - 1 - Int.random(in: 0 ..< 2 * Self.batches.count, using: &rng)
+                frame = seeds[pick]
+                for _ in 0 ..< Int.random(in: 1 ... 3, using: &rng) { FuzzTests.mutate(&frame, seeds: seeds, using: &rng) }
+            }
+            let hot = frame.withUnsafeBytes { decoder.inputBatch($0)?.value }
+            let generic = try? Envelope(decoding: frame)
+            var genericBatch: Envelope?
+            if let generic, case .inputBatch = generic.body { genericBatch = generic }
+            #expect(hot == genericBatch, "frame \(frame.prefix(32))")
+            if hot != nil { accepted += 1 }
+        }
+        #expect(accepted > 500, "the fuzzer should reach valid batches too (\(accepted))")
+    }
+}
