@@ -2,8 +2,8 @@ import CNetplayProto
 
 /// The send side of the per-frame hot path: builds an `Envelope` holding an `InputBroadcast` in
 /// reusable protobuf-c structs, from inputs the caller writes straight into the packer's buffer,
-/// and packs it with `protobuf_c_message_get_packed_size`/`protobuf_c_message_pack` into a
-/// reusable output buffer. Once its buffers have grown to the largest message, packing allocates
+/// and packs it with `protobuf_c_message_pack` into a reusable output buffer sized by an upper
+/// bound (so protobuf-c's own sizing of the sub-messages is the only size pass). Once its buffers have grown to the largest message, packing allocates
 /// nothing.
 ///
 /// The bytes are exactly what `Envelope(requestId:body: .inputBroadcast(...)).encoded()` produces
@@ -184,17 +184,24 @@ public final class InputBroadcastPacker {
         envelope.pointee.body_case = NETPLAY__V1__ENVELOPE__BODY_INPUT_BROADCAST
         envelope.pointee.input_broadcast = broadcast
         let message = UnsafeRawPointer(envelope).assumingMemoryBound(to: ProtobufCMessage.self)
-        let size = protobuf_c_message_get_packed_size(message)
-        if size > limits.maxFrameBytes { throw .oversized(size: size, limit: limits.maxFrameBytes) }
-        if size > outputCapacity {
+        // protobuf_c_message_pack sizes every sub-message itself; a separate get_packed_size of
+        // the whole envelope would walk its 79 fields once more. The output buffer only has to
+        // hold an upper bound: every varint at its 10-byte maximum, every status too.
+        var bound = 128
+        for index in 0 ..< playerCount { bound += 64 + runs[index].inputs.len + 10 * runs[index].n_status }
+        for index in 0 ..< forwardedCount {
+            bound += 64 + runs[Self.maxRuns + index].inputs.len + 10 * runs[Self.maxRuns + index].n_status
+        }
+        if bound > outputCapacity {
             var grown = outputCapacity * 2
-            while grown < size { grown *= 2 }
+            while grown < bound { grown *= 2 }
             output.deallocate()
             output = .allocate(byteCount: grown, alignment: 16)
             outputCapacity = grown
         }
-        let written = protobuf_c_message_pack(message, output.assumingMemoryBound(to: UInt8.self))
-        guard written == size else { throw .encodingFailed("protobuf-c packed \(written) of \(size) bytes") }
+        let size = protobuf_c_message_pack(message, output.assumingMemoryBound(to: UInt8.self))
+        guard size <= bound else { fatalError("protobuf-c packed \(size) bytes, more than the bound of \(bound)") }
+        if size > limits.maxFrameBytes { throw .oversized(size: size, limit: limits.maxFrameBytes) }
         return UnsafeRawBufferPointer(start: output, count: size)
     }
 }
