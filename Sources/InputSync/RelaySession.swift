@@ -24,12 +24,12 @@ final class RelaySession {
     /// The lag tolerance in milliseconds.
     let lagToleranceMs: UInt64
     /// When each slot sent recent frames, for substitution deadlines and time sync.
-    var arrivals: ArrivalBook
+    let arrivals: ArrivalBook
     let spectatorDelay: Int
     let checksumInterval: Int
     unowned(unsafe) let transport: RelayTransport
 
-    var timeline: InputTimeline
+    let timeline: InputTimeline
     /// The player holding each slot (0-based index), if any.
     var players: [RelayPeer?] { didSet { rebuildParticipants() } }
     var spectators: [RelayPeer] = [] { didSet { rebuildParticipants() } }

@@ -59,12 +59,11 @@ enum RelayWire {
         if let players {
             for slot in 0 ..< timeline.slotCount {
                 let statusCount = timeline.hasStatus(slot: slot, from: players.lowerBound, to: players.upperBound) ? players.count : 0
-                packer.addRun(.players, slot: UInt32(slot + 1), startFrame: UInt32(truncatingIfNeeded: players.lowerBound),
-                              inputBytes: players.count * inputSize, statusCount: statusCount) { inputs, statuses in
-                    timeline.copyInputs(slot: slot, from: players.lowerBound, to: players.upperBound, into: inputs)
-                    for index in 0 ..< statuses.count {
-                        statuses[index] = timeline.status(slot: slot, frame: players.lowerBound + index)
-                    }
+                let run = packer.addRun(.players, slot: UInt32(slot + 1), startFrame: UInt32(truncatingIfNeeded: players.lowerBound),
+                                        inputBytes: players.count * inputSize, statusCount: statusCount)
+                timeline.copyInputs(slot: slot, from: players.lowerBound, to: players.upperBound, into: run.inputs)
+                for index in 0 ..< run.statuses.count {
+                    run.statuses[index] = timeline.status(slot: slot, frame: players.lowerBound + index)
                 }
             }
         }
@@ -80,9 +79,8 @@ enum RelayWire {
 
     private static func add(_ run: Run, to field: InputBroadcastPacker.Field, _ packer: InputBroadcastPacker,
                             _ timeline: InputTimeline) {
-        packer.addRun(field, slot: UInt32(run.slot + 1), startFrame: UInt32(truncatingIfNeeded: run.from),
-                      inputBytes: (run.to - run.from) * timeline.inputSize, statusCount: 0) { inputs, _ in
-            timeline.copyInputs(slot: run.slot, from: run.from, to: run.to, into: inputs)
-        }
+        let buffers = packer.addRun(field, slot: UInt32(run.slot + 1), startFrame: UInt32(truncatingIfNeeded: run.from),
+                                    inputBytes: (run.to - run.from) * timeline.inputSize, statusCount: 0)
+        timeline.copyInputs(slot: run.slot, from: run.from, to: run.to, into: buffers.inputs)
     }
 }

@@ -125,35 +125,50 @@ public final class InputBroadcastPacker {
 
     /// Adds a `PlayerInputs` to `field`: `fill` writes its `inputBytes` input bytes and, when
     /// `statusCount` > 0, its statuses (0: the field stays empty, meaning all `received`).
+    @inline(__always)
     public func addRun(_ field: Field, slot: UInt32, startFrame: UInt32, inputBytes: Int, statusCount: Int,
                        fill: (UnsafeMutableRawBufferPointer, StatusWriter) -> Void) {
+        let run = addRun(field, slot: slot, startFrame: startFrame, inputBytes: inputBytes, statusCount: statusCount)
+        fill(run.inputs, run.statuses)
+    }
+
+    /// Where a run added by ``addRun(_:slot:startFrame:inputBytes:statusCount:)`` is written.
+    public struct RunBuffers {
+        /// The run's `inputBytes` input bytes.
+        public let inputs: UnsafeMutableRawBufferPointer
+        /// The run's statuses (empty when `statusCount` was 0).
+        public let statuses: StatusWriter
+    }
+
+    /// Adds a `PlayerInputs` to `field` and returns where to write its inputs and statuses;
+    /// write them before the next `addRun` (which may move the buffer).
+    public func addRun(_ field: Field, slot: UInt32, startFrame: UInt32, inputBytes: Int, statusCount: Int) -> RunBuffers {
         let base = field == .players ? 0 : Self.maxRuns
-        let index: Int
+        var index = -1
         switch field {
         case .players:
-            if playerCount == Self.maxRuns { playerCount += 1; return }
-            if playerCount > Self.maxRuns { return }
-            index = base + playerCount
-            playerCount += 1
+            if playerCount < Self.maxRuns { index = base + playerCount }
+            playerCount = min(playerCount + 1, Self.maxRuns + 1)
         case .forwarded:
-            if forwardedCount == Self.maxRuns { forwardedCount += 1; return }
-            if forwardedCount > Self.maxRuns { return }
-            index = base + forwardedCount
-            forwardedCount += 1
+            if forwardedCount < Self.maxRuns { index = base + forwardedCount }
+            forwardedCount = min(forwardedCount + 1, Self.maxRuns + 1)
         }
-        let inputOffset = reserve(max(inputBytes, 0))
-        let statusOffset = reserve(max(statusCount, 0) * Self.statusStride)
+        let inputCount = max(inputBytes, 0), statuses = max(statusCount, 0)
+        let inputOffset = reserve(inputCount)
+        let statusOffset = reserve(statuses * Self.statusStride)
+        let statusBase = (data + statusOffset).bindMemory(to: Netplay__V1__InputStatus.self, capacity: statuses)
+        let buffers = RunBuffers(inputs: UnsafeMutableRawBufferPointer(start: data + inputOffset, count: inputCount),
+                                 statuses: StatusWriter(base: statusBase, count: statuses))
+        guard index >= 0 else { return buffers }  // a ninth run: pack() reports the count
         offsets[2 * index] = inputOffset
         offsets[2 * index + 1] = statusOffset
         let run = runs + index
         netplay__v1__player_inputs__init(run)
         run.pointee.slot = slot
         run.pointee.start_frame = startFrame
-        run.pointee.inputs.len = max(inputBytes, 0)
-        run.pointee.n_status = max(statusCount, 0)
-        let statusBase = (data + statusOffset).bindMemory(to: Netplay__V1__InputStatus.self, capacity: max(statusCount, 0))
-        fill(UnsafeMutableRawBufferPointer(start: data + inputOffset, count: max(inputBytes, 0)),
-             StatusWriter(base: statusBase, count: max(statusCount, 0)))
+        run.pointee.inputs.len = inputCount
+        run.pointee.n_status = statuses
+        return buffers
     }
 
     private func link(_ field: Field, count: Int) throws(WireError) {
