@@ -10,6 +10,8 @@ import ZeroMQ
 /// A service exercising every runtime path: replies, typed errors, deferred replies through a
 /// timer, events, and a ready flag that flips.
 final class ProbeService: Service {
+    /// The thread that handled the latest request (tests compare it with other threads).
+    static let lastHandlerThread = Mutex<pthread_t?>(nil)
     var handled = 0
     var ready = true
 
@@ -19,6 +21,7 @@ final class ProbeService: Service {
 
     func handle(_ request: Request, runtime: ServiceRuntime) throws(ServiceError) -> HandlerOutcome {
         handled += 1
+        ProbeService.lastHandlerThread.withLock { $0 = pthread_self() }
         switch request.body {
         case .getRoomRequest(let get):
             if get.roomId == "missing" { throw ServiceError(.notFound, "No room 'missing'.") }
@@ -224,17 +227,23 @@ struct RuntimeTests {
     @Test func workEnqueuedFromOtherThreadsRunsOnTheReactor() throws {
         let service = try startProbe()
         defer { service.stop() }
-        let seen = Mutex<String?>(nil)
+        // The reactor thread is the one that handles requests: learn its id through a request.
+        let client = try BlockingClient(endpoint: service.endpoint)
+        _ = try client.request(.getRoomRequest(GetRoomRequest(roomId: "thread-probe")))
+        let reactorThread = try #require(ProbeService.lastHandlerThread.withLock { $0 })
+        let seen = Mutex<(enqueuer: pthread_t, worker: pthread_t)?>(nil)
         let done = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
-            service.handle.enqueue { runtime in
-                seen.withLock { $0 = Thread.current.name }
-                _ = runtime
+            let enqueuer = pthread_self()
+            service.handle.enqueue { _ in
+                seen.withLock { $0 = (enqueuer, pthread_self()) }
                 done.signal()
             }
         }
         #expect(done.wait(timeout: .now() + 2) == .success)
-        #expect(seen.withLock { $0 } == "probe-reactor")
+        let threads = try #require(seen.withLock { $0 })
+        #expect(pthread_equal(threads.worker, reactorThread) != 0)
+        #expect(pthread_equal(threads.worker, threads.enqueuer) == 0)
     }
 
     @Test func bindingATakenEndpointFailsWithAReason() throws {
