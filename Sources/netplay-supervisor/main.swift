@@ -39,7 +39,8 @@ struct SupervisorCommand: NetplayCommand {
 
     static func main() {
         do {
-            let command = try parseAsRoot() as! SupervisorCommand
+            // `--help` and `help` parse to ArgumentParser's own help command: run whatever parsed.
+            var command = try parseAsRoot()
             try command.run()
         } catch let failure as ClusterFailure {
             FileHandle.standardError.write(Data("netplay-supervisor: \(failure.description)\n".utf8))
