@@ -28,7 +28,10 @@ public final class Socket {
     /// The socket's type.
     public let type: SocketType
     /// The raw handle; `nil` after ``close()``.
-    public private(set) var handle: UnsafeMutableRawPointer?
+    public var handle: UnsafeMutableRawPointer? { handleStorage.pointee }
+    /// The handle lives behind a pointer rather than in a stored `var`: the socket is confined to
+    /// one thread, and a stored `var` would pay a dynamic exclusivity check on every send/receive.
+    private let handleStorage: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     /// A reusable zmq_msg_t, heap-allocated so its address is stable across calls.
     private let scratch: UnsafeMutablePointer<zmq_msg_t>
 
@@ -36,7 +39,8 @@ public final class Socket {
         guard let raw = zmq_socket(context.handle, type.rawValue) else { throw ZMQError.last }
         self.context = context
         self.type = type
-        self.handle = raw
+        self.handleStorage = .allocate(capacity: 1)
+        self.handleStorage.initialize(to: raw)
         self.scratch = .allocate(capacity: 1)
         zmq_msg_init(scratch)
     }
@@ -45,13 +49,14 @@ public final class Socket {
         close()
         zmq_msg_close(scratch)
         scratch.deallocate()
+        handleStorage.deallocate()
     }
 
     /// Closes the socket now. Further calls throw ``ZMQError/notASocket``.
     public func close() {
-        if let handle {
+        if let handle = handleStorage.pointee {
             zmq_close(handle)
-            self.handle = nil
+            handleStorage.pointee = nil
         }
     }
 
