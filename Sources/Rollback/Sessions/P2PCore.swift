@@ -131,8 +131,12 @@ struct P2PCore {
     /// Hands every outgoing message to `body` without allocating a new array.
     @usableFromInline
     mutating func drainOutgoing(_ body: (OutgoingMessage) throws -> Void) rethrows {
+        // Each message is lent to `body` in place through an exclusive access; reading
+        // `outbox[index]` would copy (retain and later release) every message.
         defer { outbox.removeAll(keepingCapacity: true) }
-        for index in outbox.indices { try body(outbox[index]) }
+        try outbox.withUnsafeMutableBufferPointer { messages in
+            for index in messages.indices { try lend(&messages[index], to: body) }
+        }
     }
 
     private mutating func send(_ message: consuming RollbackMessage, to index: Int) {
@@ -743,4 +747,11 @@ struct P2PCore {
     var oldestLoadableFrame: Frame {
         max(0, currentFrame - (configuration.inputHistory / 2 - configuration.stateRingCapacity))
     }
+}
+
+/// Calls `body` with `value`, borrowed: the exclusive access tells the compiler nothing
+/// else can change it meanwhile, so no copy (retain and release) is made.
+@inline(__always)
+func lend<T>(_ value: inout T, to body: (T) throws -> Void) rethrows {
+    try body(value)
 }
