@@ -19,13 +19,14 @@ public struct FrameInputs: Sendable {
     }
 
     /// The frame being simulated (the game's frame before it advances).
-    public internal(set) var frame: Frame
+    @inlinable public var frame: Frame { storedFrame }
+    @usableFromInline var storedFrame: Frame
     @usableFromInline var entries: [Entry]
 
     /// Creates inputs for one frame; `inputs` and `statuses` must have one entry per player.
     public init(frame: Frame, inputs: [GameInput], statuses: [InputStatus]) {
         precondition(inputs.count == statuses.count, "one status per input")
-        self.frame = frame
+        self.storedFrame = frame
         self.entries = zip(inputs, statuses).map { Entry(input: $0, status: $1) }
     }
 

@@ -35,7 +35,7 @@ struct GameRunner<G: Game> {
         let frame = currentFrame
         if save {
             let slot = ring.claim(frame)
-            ring.states[slot] = game.saveState()
+            ring.state(inSlot: slot).pointee = game.saveState()
             stats.statesSaved += 1
         }
         inputs.gather(frame: frame)
@@ -76,16 +76,22 @@ struct GameRunner<G: Game> {
         guard let loadFrame = ring.newestSaved(atOrBefore: target), let slot = ring.slot(of: loadFrame) else {
             preconditionFailure("rollback to frame \(target): no saved state (ring too small for the confirmation lag)")
         }
-        game.loadState(ring.states[slot])
+        game.loadState(ring.state(inSlot: slot).pointee)
         stats.statesLoaded += 1
-        ring.discard(after: loadFrame)
         currentFrame = loadFrame
         inputs.clearIncorrect()
-        let known = sparseSaving ? inputs.knownFrame : .max
-        simulate(save: false, inputs: &inputs)
-        while currentFrame < end {
-            simulate(save: !sparseSaving || sparseSaves(currentFrame, known: known, resimulatingTo: end),
-                     inputs: &inputs)
+        if sparseSaving {
+            ring.discard(after: loadFrame)
+            let known = inputs.knownFrame
+            simulate(save: false, inputs: &inputs)
+            while currentFrame < end {
+                simulate(save: sparseSaves(currentFrame, known: known, resimulatingTo: end), inputs: &inputs)
+            }
+        } else {
+            // Every frame after `loadFrame` is saved again below, before anything can read
+            // it, so the stale states need no discarding.
+            simulate(save: false, inputs: &inputs)
+            while currentFrame < end { simulate(save: true, inputs: &inputs) }
         }
         let length = end - loadFrame
         stats.framesResimulated += length
@@ -114,7 +120,7 @@ struct GameRunner<G: Game> {
     @inlinable
     mutating func load(frame: Frame) -> Bool {
         guard let slot = ring.slot(of: frame) else { return false }
-        game.loadState(ring.states[slot])
+        game.loadState(ring.state(inSlot: slot).pointee)
         stats.statesLoaded += 1
         currentFrame = frame
         return true

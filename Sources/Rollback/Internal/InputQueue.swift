@@ -9,33 +9,39 @@
 /// So simulating a frame only reads the queue. Custom predictors record their guesses.
 ///
 /// Storage is a power-of-two ring of fixed slots; nothing allocates after `init`.
+@usableFromInline
 struct InputQueue {
     /// Where a known input came from.
+    @usableFromInline
     enum Origin: UInt8 {
         case none, local, peer, authoritative, substituted, disconnected
     }
 
+    @usableFromInline
     struct Slot {
-        var frame: Frame = nullFrame
-        var value: GameInput = .zero
+        @usableFromInline var frame: Frame = nullFrame
+        @usableFromInline var value: GameInput = .zero
         /// A custom predictor's guess the last simulation of `frame` used (repeat-last guesses
         /// need no record: they are the input at ``lastKnownFrame``).
-        var guess: GameInput = .zero
-        var origin: Origin = .none
+        @usableFromInline var guess: GameInput = .zero
+        @usableFromInline var origin: Origin = .none
+
+        @usableFromInline
+        init(frame: Frame = nullFrame) { self.frame = frame }
     }
 
     let player: PlayerHandle
-    private var slots: [Slot]
-    private let mask: Int
+    @usableFromInline private(set) var slots: [Slot]
+    @usableFromInline let mask: Int
 
     /// The newest frame up to which every input is known (any origin).
-    private(set) var lastKnownFrame: Frame = nullFrame
+    @usableFromInline private(set) var lastKnownFrame: Frame = nullFrame
     /// The newest frame up to which every input came from the relay.
     private(set) var lastAuthoritativeFrame: Frame = nullFrame
     /// The earliest frame simulated with an input that has since changed; `.max` if none.
     private(set) var firstIncorrectFrame: Frame = .max
     /// Inputs from this frame on are "disconnected"; `.max` while connected.
-    private(set) var disconnectFrame: Frame = .max
+    @usableFromInline private(set) var disconnectFrame: Frame = .max
     /// Whether ``disconnectFrame`` can no longer move.
     private(set) var disconnectIsFinal = false
     /// Predictions that turned out wrong.
@@ -81,19 +87,23 @@ struct InputQueue {
     }
 
     /// The input at ``lastKnownFrame`` (zero before any): the repeat-last prediction.
-    @inline(__always)
-    var lastKnownInput: GameInput { lastKnownFrame >= 0 ? slots[lastKnownFrame & mask].value : .zero }
+    @inlinable @inline(__always)
+    var lastKnownInput: GameInput {
+        lastKnownFrame >= 0 ? slots[lastKnownFrame & mask].value : GameInput(low: 0, high: 0)
+    }
 
     /// The input to simulate `frame` with: known, disconnected, or the repeat-last prediction
     /// (``InputStatus/predicted``; a custom predictor then replaces it via ``recordGuess(frame:predictor:)``).
-    @inline(__always)
+    @inlinable @inline(__always)
     func input(for frame: Frame) -> (GameInput, InputStatus) {
-        if frame >= disconnectFrame { return (.zero, .disconnected) }
+        // `GameInput(low: 0, high: 0)`, not `.zero`: a static stored property costs a lazy
+        // initialisation check per read in inlined code.
+        if frame >= disconnectFrame { return (GameInput(low: 0, high: 0), .disconnected) }
         if frame <= lastKnownFrame {
             let slot = slots[frame & mask]
             switch slot.origin {
             case .substituted: return (slot.value, .substituted)
-            case .disconnected: return (.zero, .disconnected)
+            case .disconnected: return (GameInput(low: 0, high: 0), .disconnected)
             default: return (slot.value, .confirmed)
             }
         }

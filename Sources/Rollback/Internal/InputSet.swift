@@ -4,11 +4,11 @@
 /// and fully optimised.
 @usableFromInline
 struct InputSet {
-    var queues: [InputQueue]
+    @usableFromInline var queues: [InputQueue]
     /// The configured predictor, or nil for the default repeat-last one (called directly).
     let predictor: (any InputPredictor)?
     /// Whether ``predictor`` is set (tested first: binding the optional existential costs more).
-    let customPrediction: Bool
+    @usableFromInline let customPrediction: Bool
     /// Checksums of checksum frames, newest simulation wins.
     @usableFromInline var checksums: ChecksumHistory
     @usableFromInline let playerCount: Int
@@ -28,26 +28,37 @@ struct InputSet {
         checksums = ChecksumHistory(interval: configuration.checksumInterval)
     }
 
-    /// Gathers every player's input (known or predicted) for simulating `frame`.
-    @usableFromInline
+    /// Gathers every player's input (known or predicted) for simulating `frame`. Inlined
+    /// into the caller's simulation loop: a call per simulated frame would cost more than the
+    /// reads themselves.
+    @inlinable @inline(__always)
     mutating func gather(frame: Frame) {
-        current.frame = frame
+        current.storedFrame = frame
         if customPrediction {
-            for player in 0 ..< playerCount {
-                var (input, status) = queues[player].input(for: frame)
-                if status == .predicted { input = queues[player].recordGuess(frame: frame, predictor: predictor!) }
-                current.entries[player] = FrameInputs.Entry(input: input, status: status)
-            }
+            gatherRecordingGuesses(frame: frame)
             return
         }
-        // The common case: reads only, one write per player into one buffer.
-        queues.withUnsafeBufferPointer { queues in
+        // The common case: reads only, one write per player into one buffer. The queues are
+        // reached through a mutable (exclusive) access only so that reading one does not copy
+        // it (a retain and release of its slots per player and frame).
+        queues.withUnsafeMutableBufferPointer { queues in
             current.entries.withUnsafeMutableBufferPointer { entries in
                 for player in 0 ..< entries.count {
                     let (input, status) = queues[player].input(for: frame)
                     entries[player] = FrameInputs.Entry(input: input, status: status)
                 }
             }
+        }
+    }
+
+    /// ``gather(frame:)`` with a custom predictor, whose guesses are recorded.
+    @usableFromInline
+    mutating func gatherRecordingGuesses(frame: Frame) {
+        current.storedFrame = frame
+        for player in 0 ..< playerCount {
+            var (input, status) = queues[player].input(for: frame)
+            if status == .predicted { input = queues[player].recordGuess(frame: frame, predictor: predictor!) }
+            current.entries[player] = FrameInputs.Entry(input: input, status: status)
         }
     }
 

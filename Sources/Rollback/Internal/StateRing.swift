@@ -1,10 +1,18 @@
 /// Saved game states by frame, in a fixed ring. Slot `frame & mask` holds the state at the
 /// start of `frame`; the slot count is the requested capacity rounded up to a power of two.
+///
+/// The slots live in memory allocated once (``StateRingStorage``) and are reached through
+/// pointers held in `let`s: saving writes the game's state straight into its slot, with no
+/// copy-on-write uniqueness check and no temporary copy of the state (an array slot costs
+/// both on every save). A ring belongs to one runner; copies of it share the slots.
 @usableFromInline
 struct StateRing<State> {
+    @usableFromInline let storage: StateRingStorage<State>
     /// Every slot holds some state; `frames` says which frame's (``nullFrame``: none).
-    @usableFromInline var states: [State]
-    @usableFromInline var frames: [Frame]
+    @usableFromInline let states: UnsafeMutableRawPointer
+    /// Bytes from one slot to the next: the state's stride rounded up to whole cache lines.
+    @usableFromInline let slotStride: Int
+    @usableFromInline let frames: UnsafeMutablePointer<Frame>
     /// The number of frames the ring is guaranteed to hold (as configured).
     @usableFromInline let capacity: Int
     @usableFromInline let mask: Int
@@ -18,17 +26,25 @@ struct StateRing<State> {
         while slots < capacity { slots <<= 1 }
         self.capacity = capacity
         self.mask = slots - 1
-        self.states = Array(repeating: filler, count: slots)
-        self.frames = Array(repeating: nullFrame, count: slots)
+        storage = StateRingStorage(count: slots, filler: filler)
+        states = storage.states
+        slotStride = storage.slotStride
+        frames = storage.frames
+    }
+
+    /// The state in `slot`.
+    @inlinable @inline(__always)
+    func state(inSlot slot: Int) -> UnsafeMutablePointer<State> {
+        (states + slot &* slotStride).assumingMemoryBound(to: State.self)
     }
 
     @inlinable @inline(__always)
     mutating func save(_ state: State, frame: Frame) {
-        states[claim(frame)] = state
+        self.state(inSlot: claim(frame)).pointee = state
     }
 
     /// Marks `frame` as saved and returns its slot, for the caller to store the state in
-    /// place (`states[slot] = game.saveState()` copies the state once, not twice).
+    /// place (`states[slot] = game.saveState()`).
     @inlinable @inline(__always)
     mutating func claim(_ frame: Frame) -> Int {
         let index = frame & mask
@@ -51,7 +67,7 @@ struct StateRing<State> {
     @inlinable
     func state(at frame: Frame) -> State? {
         guard contains(frame) else { return nil }
-        return states[frame & mask]
+        return state(inSlot: frame & mask).pointee
     }
 
     /// The newest saved frame at or before `frame`.
@@ -78,5 +94,35 @@ struct StateRing<State> {
             candidate -= 1
         }
         newestFrame = newestSaved(atOrBefore: frame) ?? nullFrame
+    }
+}
+
+/// The memory of a ``StateRing``: `count` states and their frame numbers, allocated once and
+/// freed with the ring.
+@usableFromInline
+final class StateRingStorage<State> {
+    @usableFromInline let states: UnsafeMutableRawPointer
+    @usableFromInline let slotStride: Int
+    @usableFromInline let frames: UnsafeMutablePointer<Frame>
+    let count: Int
+
+    init(count: Int, filler: State) {
+        self.count = count
+        let line = 64
+        slotStride = (MemoryLayout<State>.stride + line - 1) / line * line
+        states = .allocate(byteCount: slotStride * count, alignment: max(line, MemoryLayout<State>.alignment))
+        for slot in 0 ..< count {
+            (states + slot * slotStride).bindMemory(to: State.self, capacity: 1).initialize(to: filler)
+        }
+        frames = .allocate(capacity: count)
+        frames.initialize(repeating: nullFrame, count: count)
+    }
+
+    deinit {
+        for slot in 0 ..< count {
+            (states + slot * slotStride).assumingMemoryBound(to: State.self).deinitialize(count: 1)
+        }
+        states.deallocate()
+        frames.deallocate()
     }
 }
