@@ -1,17 +1,33 @@
 /// Counts rollbacks by length: bucket `n` (1 ... 15) counts rollbacks of `n` frames and
-/// the last bucket counts everything longer. Fixed storage; recording never allocates.
+/// the last bucket counts everything longer. The counts are stored inline: recording never
+/// allocates and costs no copy-on-write check.
 public struct RollbackHistogram: Sendable, Hashable {
     /// The number of buckets; the last one collects rollbacks of `bucketCount - 1` frames or more.
     public static let bucketCount = 17
+
+    @usableFromInline
+    typealias Counts = (Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int)
+
     /// Counts per length; index 0 is unused (a rollback is at least one frame).
-    public private(set) var buckets: [Int] = Array(repeating: 0, count: RollbackHistogram.bucketCount)
+    @usableFromInline var counts: Counts = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
     /// An empty histogram.
     public init() {}
 
+    /// Counts per length; index 0 is unused (a rollback is at least one frame).
+    public var buckets: [Int] {
+        withUnsafeBytes(of: counts) { Array($0.bindMemory(to: Int.self)) }
+    }
+
     /// Records one rollback of `length` frames.
+    @inlinable
     public mutating func record(length: Int) {
-        buckets[min(max(length, 1), Self.bucketCount - 1)] += 1
+        let bucket = min(max(length, 1), 16)
+        withUnsafeMutableBytes(of: &counts) { counts in
+            let offset = bucket &* MemoryLayout<Int>.stride
+            counts.storeBytes(of: counts.load(fromByteOffset: offset, as: Int.self) &+ 1, toByteOffset: offset,
+                              as: Int.self)
+        }
     }
 
     /// The number of rollbacks recorded.
@@ -19,6 +35,10 @@ public struct RollbackHistogram: Sendable, Hashable {
 
     /// The number of rollbacks of exactly `length` frames (or more, for the last bucket).
     public func count(length: Int) -> Int { buckets[min(max(length, 1), Self.bucketCount - 1)] }
+
+    public static func == (lhs: RollbackHistogram, rhs: RollbackHistogram) -> Bool { lhs.buckets == rhs.buckets }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(buckets) }
 }
 
 /// Connection and rollback figures for one remote endpoint, for a HUD or telemetry.

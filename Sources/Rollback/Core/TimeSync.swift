@@ -28,7 +28,8 @@ public struct TimeSync: Sendable {
         remoteSum += remoteAdvantage - remote[next]
         local[next] = localAdvantage
         remote[next] = remoteAdvantage
-        next = (next + 1) % local.count
+        next += 1
+        if next == local.count { next = 0 }
         samples = min(samples + 1, local.count)
     }
 

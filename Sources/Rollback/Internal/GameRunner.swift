@@ -30,15 +30,20 @@ struct GameRunner<G: Game> {
     }
 
     /// Simulates the current frame (saving its starting state first if asked) and moves on.
+    /// `filled`: its input row is filled already (see ``InputSet/fillRows(from:through:)``).
     @inlinable @inline(__always)
-    mutating func simulate(save: Bool, inputs: inout InputSet) {
+    mutating func simulate(save: Bool, inputs: inout InputSet, filled: Bool = false) {
         let frame = currentFrame
         if save {
             let slot = ring.claim(frame)
             ring.state(inSlot: slot).pointee = game.saveState()
-            stats.statesSaved += 1
+            stats.statesSaved &+= 1
         }
-        inputs.gather(frame: frame)
+        if filled {
+            inputs.select(frame: frame)
+        } else {
+            inputs.gather(frame: frame)
+        }
         game.advanceFrame(inputs.current)
         currentFrame = frame + 1
         if inputs.checksums.due(atReaching: frame + 1) {
@@ -80,18 +85,23 @@ struct GameRunner<G: Game> {
         stats.statesLoaded += 1
         currentFrame = loadFrame
         inputs.clearIncorrect()
+        // Every input row of the re-simulation at once (the ring never reaches back further
+        // than the table holds; the check only guards that).
+        let filled = end - loadFrame <= inputs.rowCount
+        if filled { inputs.fillRows(from: loadFrame, through: end - 1) }
         if sparseSaving {
             ring.discard(after: loadFrame)
             let known = inputs.knownFrame
-            simulate(save: false, inputs: &inputs)
+            simulate(save: false, inputs: &inputs, filled: filled)
             while currentFrame < end {
-                simulate(save: sparseSaves(currentFrame, known: known, resimulatingTo: end), inputs: &inputs)
+                simulate(save: sparseSaves(currentFrame, known: known, resimulatingTo: end), inputs: &inputs,
+                         filled: filled)
             }
         } else {
             // Every frame after `loadFrame` is saved again below, before anything can read
             // it, so the stale states need no discarding.
-            simulate(save: false, inputs: &inputs)
-            while currentFrame < end { simulate(save: true, inputs: &inputs) }
+            simulate(save: false, inputs: &inputs, filled: filled)
+            while currentFrame < end { simulate(save: true, inputs: &inputs, filled: filled) }
         }
         let length = end - loadFrame
         stats.framesResimulated += length

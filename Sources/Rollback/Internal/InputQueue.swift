@@ -110,6 +110,40 @@ struct InputQueue {
         return (lastKnownInput, .predicted)
     }
 
+    /// Writes the input to simulate each of the frames `first ... last` with (as
+    /// ``input(for:)`` gives it) into column `column` of an input table whose rows are
+    /// `stride` entries apart, row `frame & rowMask`.
+    @inline(__always)
+    func fill(_ table: UnsafeMutableBufferPointer<FrameInputs.Entry>, column: Int, stride: Int, rowMask: Int,
+              from first: Frame, through last: Frame) {
+        var frame = first
+        let knownLast = min(last, lastKnownFrame, disconnectFrame - 1)
+        while frame <= knownLast {
+            let slot = slots[frame & mask]
+            let entry: FrameInputs.Entry
+            switch slot.origin {
+            case .substituted: entry = FrameInputs.Entry(input: slot.value, status: .substituted)
+            case .disconnected: entry = FrameInputs.Entry(input: GameInput(low: 0, high: 0), status: .disconnected)
+            default: entry = FrameInputs.Entry(input: slot.value, status: .confirmed)
+            }
+            table[(frame & rowMask) &* stride &+ column] = entry
+            frame += 1
+        }
+        let predictedLast = min(last, disconnectFrame - 1)
+        if frame <= predictedLast {
+            let predicted = FrameInputs.Entry(input: lastKnownInput, status: .predicted)
+            while frame <= predictedLast {
+                table[(frame & rowMask) &* stride &+ column] = predicted
+                frame += 1
+            }
+        }
+        let disconnected = FrameInputs.Entry(input: GameInput(low: 0, high: 0), status: .disconnected)
+        while frame <= last {
+            table[(frame & rowMask) &* stride &+ column] = disconnected
+            frame += 1
+        }
+    }
+
     /// Asks a custom predictor for `frame` (not known yet) and records the guess.
     mutating func recordGuess(frame: Frame, predictor: any InputPredictor) -> GameInput {
         let guess = predictor.predict(PredictionContext(

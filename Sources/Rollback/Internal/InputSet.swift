@@ -12,8 +12,10 @@ struct InputSet {
     /// Checksums of checksum frames, newest simulation wins.
     @usableFromInline var checksums: ChecksumHistory
     @usableFromInline let playerCount: Int
-    /// The inputs of the frame last gathered by ``gather(frame:)``, lent to the game.
+    /// The input table: one row of `playerCount` entries per frame, row `frame & rowMask`.
+    /// `current` holds it and lends the game the row of the frame being simulated.
     @usableFromInline var current: FrameInputs
+    @usableFromInline let rowMask: Int
 
     init(configuration: SessionConfiguration) {
         playerCount = configuration.playerCount
@@ -23,42 +25,64 @@ struct InputSet {
         queues = (0 ..< configuration.playerCount).map {
             InputQueue(player: $0, history: configuration.inputHistory, recordsGuesses: custom != nil)
         }
-        current = FrameInputs(frame: 0, inputs: Array(repeating: .zero, count: configuration.playerCount),
-                              statuses: Array(repeating: .confirmed, count: configuration.playerCount))
+        // Enough rows for the longest rollback: back to the oldest state the ring holds.
+        var rows = 1
+        while rows < configuration.stateRingCapacity + 1 { rows <<= 1 }
+        rowMask = rows - 1
+        current = FrameInputs(table: Array(repeating: FrameInputs.Entry(input: .zero, status: .confirmed),
+                                           count: rows * configuration.playerCount),
+                              playerCount: configuration.playerCount)
         checksums = ChecksumHistory(interval: configuration.checksumInterval)
     }
 
-    /// Gathers every player's input (known or predicted) for simulating `frame`. Inlined
-    /// into the caller's simulation loop: a call per simulated frame would cost more than the
-    /// reads themselves.
+    /// The number of frames ``fillRows(from:through:)`` can fill at once.
+    @inlinable var rowCount: Int { rowMask + 1 }
+
+    /// Gathers every player's input (known or predicted) for simulating `frame`.
     @inlinable @inline(__always)
     mutating func gather(frame: Frame) {
+        fillRows(from: frame, through: frame)
+        select(frame: frame)
+    }
+
+    /// Lends the game the row of `frame`, filled by ``fillRows(from:through:)``.
+    @inlinable @inline(__always)
+    mutating func select(frame: Frame) {
         current.storedFrame = frame
+        current.base = (frame & rowMask) &* playerCount
+    }
+
+    /// Fills the rows of frames `first ... last` (at most ``rowCount`` frames) with every
+    /// player's input, known or predicted. Inputs do not change while frames are simulated,
+    /// so a re-simulation fills all its rows at once, player by player, instead of gathering
+    /// each frame's inputs from every queue in turn.
+    @usableFromInline
+    mutating func fillRows(from first: Frame, through last: Frame) {
+        precondition(first >= 0 && last >= first && last - first < rowCount, "input rows out of range")
+        let players = playerCount, rowMask = self.rowMask
         if customPrediction {
-            gatherRecordingGuesses(frame: frame)
+            for frame in first ... last { fillRowRecordingGuesses(frame: frame) }
             return
         }
-        // The common case: reads only, one write per player into one buffer. The queues are
-        // reached through a mutable (exclusive) access only so that reading one does not copy
-        // it (a retain and release of its slots per player and frame).
+        // The queues are reached through a mutable (exclusive) access only so that reading
+        // one does not copy it (a retain and release of its slots).
         queues.withUnsafeMutableBufferPointer { queues in
-            current.entries.withUnsafeMutableBufferPointer { entries in
-                for player in 0 ..< entries.count {
-                    let (input, status) = queues[player].input(for: frame)
-                    entries[player] = FrameInputs.Entry(input: input, status: status)
+            current.entries.withUnsafeMutableBufferPointer { table in
+                for player in 0 ..< players {
+                    queues[player].fill(table, column: player, stride: players, rowMask: rowMask,
+                                        from: first, through: last)
                 }
             }
         }
     }
 
-    /// ``gather(frame:)`` with a custom predictor, whose guesses are recorded.
-    @usableFromInline
-    mutating func gatherRecordingGuesses(frame: Frame) {
-        current.storedFrame = frame
+    /// One row with a custom predictor, whose guesses are recorded.
+    private mutating func fillRowRecordingGuesses(frame: Frame) {
+        let row = (frame & rowMask) * playerCount
         for player in 0 ..< playerCount {
             var (input, status) = queues[player].input(for: frame)
             if status == .predicted { input = queues[player].recordGuess(frame: frame, predictor: predictor!) }
-            current.entries[player] = FrameInputs.Entry(input: input, status: status)
+            current.entries[row + player] = FrameInputs.Entry(input: input, status: status)
         }
     }
 

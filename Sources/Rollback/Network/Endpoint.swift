@@ -97,6 +97,13 @@ struct Endpoint {
         guard remoteFrame >= 0 else { return 0 }
         let elapsed = Double(now &- remoteFrameAtMs) + (rttMs ?? 0) / 2
         let estimate = Double(remoteFrame) + elapsed * Double(framesPerSecond) / 1000
-        return Int((estimate - Double(localFrame)).rounded())
+        return roundedToInt(estimate - Double(localFrame))
     }
+}
+
+/// `Int(value.rounded())` (halves away from zero) without a call to libm's `round`, which
+/// this runs once per endpoint and frame. Only for values well inside `Int`'s range.
+@inline(__always)
+func roundedToInt(_ value: Double) -> Int {
+    Int(value < 0 ? value - 0.5 : value + 0.5)
 }

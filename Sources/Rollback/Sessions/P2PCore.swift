@@ -457,8 +457,10 @@ struct P2PCore {
     /// while sending one frame's inputs are shared by every endpoint that needs the same range
     /// (one allocation instead of one per peer).
     private mutating func inputRun(player: PlayerHandle, from: Frame, through: Frame) -> [GameInput] {
-        for cached in runCache where cached.player == player && cached.from == from && cached.through == through {
-            return cached.run
+        // By index: iterating copies every cached entry (a retain and release of its run).
+        for index in runCache.indices
+        where runCache[index].player == player && runCache[index].from == from && runCache[index].through == through {
+            return runCache[index].run
         }
         var run = [GameInput]()
         run.reserveCapacity(through - from + 1)
@@ -477,7 +479,9 @@ struct P2PCore {
     private mutating func sendInputsOrAck(to index: Int, forceAck: Bool, always: Bool = false) {
         let ack = ackFrame(for: index)
         var sentInputs = false
-        for player in localPlayers {
+        // By index: iterating `localPlayers` while `self` changes retains and releases it.
+        for localIndex in 0 ..< localPlayers.count {
+            let player = localPlayers[localIndex]
             let last = lastLocalFrame[player]
             let from = max(endpoints[index].ackFrame + 1, last - inputs.queues[player].capacity / 2)
             guard from <= last else { continue }
@@ -603,7 +607,7 @@ struct P2PCore {
             ahead = max(ahead, endpoints[index].timeSync.framesAhead)
         }
         guard frame >= nextRecommendationFrame else { return }
-        let wait = Int(ahead.rounded())
+        let wait = roundedToInt(ahead)
         if wait >= configuration.minimumWaitFrames {
             events.append(.waitRecommendation(frames: min(wait, configuration.maximumWaitFrames)))
             nextRecommendationFrame = frame + configuration.recommendationIntervalFrames
