@@ -42,7 +42,7 @@ typedef struct {
 typedef struct {
     int index, first_session, sessions;
     player_t *players;
-    long sent, delivered, errors;
+    long sent, delivered, errors, received;
     uint32_t *samples;
     size_t sample_count, sample_capacity;
     int failed;
@@ -227,6 +227,7 @@ static void drain(worker_t *w, player_t *pl) {
     zmq_msg_init(&msg);
     for (int budget = 0; budget < 256; budget++) {
         if (zmq_msg_recv(&msg, pl->socket, ZMQ_DONTWAIT) < 0) break;
+        if (phase == 2) w->received++;
         handle(w, pl, zmq_msg_data(&msg), zmq_msg_size(&msg), now_us());
     }
     zmq_msg_close(&msg);
@@ -335,16 +336,23 @@ static void *worker_main(void *arg) {
              * taken when sent, so latency figures are unaffected) and the generator does not spin. */
             timeout = 1;
         } else {
+            int sent_any = 0;
             for (int i = 0; i < count; i++) {
                 player_t *pl = &w->players[i];
                 int sent = 0;
                 while (pl->next_frame <= pl->partner_seen + window_frames && sent < 4) { send_input(w, pl); sent++; }
-                if (sent) drain(w, pl);
+                if (sent) { drain(w, pl); sent_any = 1; }
             }
-            timeout = 0;
+            /* Every player waits for its partner: sleep until something arrives instead of
+             * spinning, so the generator does not take CPU from the target it measures. */
+            timeout = sent_any ? 0 : 1;
         }
         int ready = epoll_wait(epfd, events, 512, timeout);
         for (int e = 0; e < ready; e++) drain(w, &w->players[events[e].data.u32]);
+        /* ZMQ_FD is edge-like (a send can consume the wake-up of a message that is waiting):
+         * after a quiet millisecond look at every socket once. */
+        if (ready == 0 && timeout > 0 && window_frames > 0)
+            for (int i = 0; i < count; i++) drain(w, &w->players[i]);
     }
     free(due);
     for (int i = 0; i < count; i++) zmq_close(w->players[i].socket);
@@ -421,13 +429,14 @@ int main(int argc, char **argv) {
     phase = 2;
     usleep((useconds_t)(seconds * 1e6));
     phase = 3;
-    long sent = 0, delivered = 0, errors = 0;
+    long sent = 0, delivered = 0, errors = 0, received = 0;
     size_t total = 0;
     for (int t = 0; t < thread_total; t++) {
         pthread_join(threads[t], NULL);
         sent += workers[t].sent;
         delivered += workers[t].delivered;
         errors += workers[t].errors;
+        received += workers[t].received;
         total += workers[t].sample_count;
     }
     uint32_t *all = malloc((total ? total : 1) * sizeof(uint32_t));
@@ -437,7 +446,7 @@ int main(int argc, char **argv) {
         at += workers[t].sample_count;
     }
     qsort(all, total, sizeof(uint32_t), compare_u32);
-    printf("sent=%ld delivered=%ld errors=%ld p50_us=%u p99_us=%u max_us=%u\n", sent, delivered, errors,
+    printf("sent=%ld delivered=%ld received=%ld errors=%ld p50_us=%u p99_us=%u max_us=%u\n", sent, delivered, received, errors,
            total ? all[total / 2] : 0, total ? all[total * 99 / 100] : 0, total ? all[total - 1] : 0);
     return 0;
 }

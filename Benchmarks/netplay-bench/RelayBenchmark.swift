@@ -37,9 +37,10 @@ struct RelayBenchmark: ParsableCommand {
 
     func run() throws {
         signal(SIGPIPE, SIG_IGN)
-        let coreNanoseconds = try CoreBenchmark.nanosecondsPerInput(sessions: min(sessions, 1000), frames: 600)
+        let core = try CoreBenchmark.measure(sessions: min(sessions, 1000), frames: 600)
         if coreOnly {
-            print("relay core (no sockets): \(format(coreNanoseconds, 0)) ns per input, \(sessions) sessions")
+            print("relay core (no sockets): \(format(core.nanosecondsPerInput, 0)) ns per input, "
+                  + "\(format(core.nanosecondsPerSessionTick, 0)) ns per session per 5 ms timer tick, \(sessions) sessions")
             return
         }
         let syncPath = syncBin ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
@@ -63,13 +64,16 @@ struct RelayBenchmark: ParsableCommand {
             c = try measure(forwarder, load: load)
         }
         report(swift: swift, c: c)
-        print(pad("relay logic per input (ns)", 34) + pad(format(coreNanoseconds, 0), 14) + pad("-", 14)
+        print(pad("relay logic per input (ns)", 34) + pad(format(core.nanosecondsPerInput, 0), 14) + pad("-", 14)
               + "in process, no sockets: decode, timeline, confirm, encode")
+        print(pad("relay timers per session tick (ns)", 34) + pad(format(core.nanosecondsPerSessionTick, 0), 14) + pad("-", 14)
+              + "in process: one session's share of the 5 ms timer")
     }
 
     struct Figures {
         var sustainedSent = 0.0
         var sustainedDelivered = 0.0
+        var sustainedReceived = 0.0
         var p50Us = 0.0
         var p99Us = 0.0
         var maxUs = 0.0
@@ -86,6 +90,7 @@ struct RelayBenchmark: ParsableCommand {
         figures.cpuPercent = 100 * (target.cpuSeconds() - cpuBefore) / (seconds + 2)
         figures.sustainedSent = sustained.value("sent") / seconds
         figures.sustainedDelivered = sustained.value("delivered") / seconds
+        figures.sustainedReceived = sustained.value("received") / seconds
         figures.p50Us = sustained.value("p50_us")
         figures.p99Us = sustained.value("p99_us")
         figures.maxUs = sustained.value("max_us")
@@ -106,6 +111,8 @@ struct RelayBenchmark: ParsableCommand {
         print(pad("inputs delivered/s (60 Hz load)", 34) + pad(format(swift.sustainedDelivered, 0), 14)
               + pad(c.map { format($0.sustainedDelivered, 0) } ?? "n/a", 14)
               + "all \(format(expected, 0)) sustained: \(sustainedOK ? "PASS" : "MISS")")
+        print(pad("messages to players/s", 34) + pad(format(swift.sustainedReceived, 0), 14)
+              + pad(c.map { format($0.sustainedReceived, 0) } ?? "n/a", 14) + "(every message a player received)")
         print(pad("latency p50 (us)", 34) + pad(format(swift.p50Us, 0), 14) + pad(c.map { format($0.p50Us, 0) } ?? "n/a", 14)
               + "player -> relay -> partner")
         let latencyOK = swift.p99Us < 1000
@@ -275,7 +282,14 @@ enum CoreBenchmark {
         func pushStats(_ stats: SessionStats) {}
     }
 
-    static func nanosecondsPerInput(sessions: Int, frames: Int) throws -> Double {
+    struct Timing {
+        /// Handling one player's batch (decode, timeline, confirm, encode, send).
+        var nanosecondsPerInput: Double
+        /// One session's share of one run of the relay's 5 ms timer.
+        var nanosecondsPerSessionTick: Double
+    }
+
+    static func measure(sessions: Int, frames: Int) throws -> Timing {
         let keyRing = TicketKeyRing.generate()
         let transport = CountingTransport()
         var configuration = RelayConfiguration(relayId: "bench-core", advertisedEndpoint: "tcp://127.0.0.1:1")
@@ -299,27 +313,35 @@ enum CoreBenchmark {
             }
             peers.append(pair)
         }
-        // Every frame of every session: both players' batches, then the relay's timers.
+        // Every frame of every session: both players' batches, then the relay's timers as the
+        // service runs them (every 5 ms: three ticks per 60 Hz frame), timed apart.
         var inputs = 0
-        let clock = ContinuousClock()
-        let elapsed = try clock.measure {
-            for frame in 0 ..< frames {
-                let batches = try (1 ... 2).map { slot in
-                    try Envelope(body: .inputBatch(InputBatch(slot: UInt32(slot), startFrame: UInt32(frame), inputSize: 8,
-                                                              inputs: Array(repeating: UInt8(frame & 0xFF), count: 8),
-                                                              awaitedFrame: UInt32(frame), currentFrame: UInt32(frame)))).encoded()
-                }
-                for pair in peers {
-                    for slot in 0 ..< 2 {
-                        batches[slot].withUnsafeBytes { raw in _ = core.handleFast(raw, from: pair[slot], now: now) }
-                        inputs += 1
-                    }
-                }
-                now += 16
-                core.tick(now: now)
+        var ticks = 0
+        var inputNanoseconds: UInt64 = 0
+        var tickNanoseconds: UInt64 = 0
+        for frame in 0 ..< frames {
+            let batches = try (1 ... 2).map { slot in
+                try Envelope(body: .inputBatch(InputBatch(slot: UInt32(slot), startFrame: UInt32(frame), inputSize: 8,
+                                                          inputs: Array(repeating: UInt8(frame & 0xFF), count: 8),
+                                                          awaitedFrame: UInt32(frame), currentFrame: UInt32(frame)))).encoded()
             }
+            let started = DispatchTime.now().uptimeNanoseconds
+            for pair in peers {
+                for slot in 0 ..< 2 {
+                    batches[slot].withUnsafeBytes { raw in _ = core.handleFast(raw, from: pair[slot], now: now) }
+                    inputs += 1
+                }
+            }
+            let ticked = DispatchTime.now().uptimeNanoseconds
+            inputNanoseconds += ticked - started
+            for step: UInt64 in [5, 5, 6] {
+                now += step
+                core.tick(now: now)
+                ticks += 1
+            }
+            tickNanoseconds += DispatchTime.now().uptimeNanoseconds - ticked
         }
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        return seconds * 1e9 / Double(max(inputs, 1))
+        return Timing(nanosecondsPerInput: Double(inputNanoseconds) / Double(max(inputs, 1)),
+                      nanosecondsPerSessionTick: Double(tickNanoseconds) / Double(max(ticks * sessions, 1)))
     }
 }
