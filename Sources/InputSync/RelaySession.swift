@@ -39,6 +39,8 @@ final class RelaySession {
     /// message to that player (the forward of a partner's next input) instead of a message of
     /// their own: a frame and a half, so each input costs one message to each other player.
     let confirmationDeferMs: UInt64
+    /// One frame at the session's nominal rate, at most 50 ms (a player acknowledges once per frame).
+    let frameIntervalMs: UInt64
     private var nextSilenceCheckMs: UInt64 = 0
     /// Packs the per-frame broadcasts (shared by the relay's sessions: one reactor thread).
     let packer: InputBroadcastPacker
@@ -99,6 +101,7 @@ final class RelaySession {
         caughtUpFrom = Array(repeating: nil, count: slotCount)
         resyncedAt = Array(repeating: 0, count: slotCount)
         confirmationDeferMs = UInt64(max(6, (1500 / framesPerSecond).rounded()))  // a frame and a half
+        frameIntervalMs = UInt64(min(50, (1000 / framesPerSecond).rounded(.up)))
         lastConnectedMs = now
         rebuildParticipants()
     }
@@ -533,7 +536,10 @@ final class RelaySession {
         var resent = false
         for participant in participants where participant.isConnected && participant.awaitingTransfer == nil {
             if let since = participant.deferredSinceMs, now &- since >= confirmationDeferMs { resent = true }
-            let timeout = UInt64(max(configuration.resendIntervalMs, participant.rttMs + 20))
+            // Its acknowledgement comes with its next batch, up to a frame after ours arrived:
+            // without that frame, a loaded link (queues of tens of ms) looks lossy, and each
+            // needless resend costs a message and 10 s of redundant broadcasts.
+            let timeout = UInt64(max(configuration.resendIntervalMs, participant.rttMs + 20)) + frameIntervalMs
             if participant.awaitedFrame < participant.sentFrames,
                now &- participant.lastAuthoritativeSendMs >= timeout {
                 participant.sentFrames = participant.awaitedFrame
