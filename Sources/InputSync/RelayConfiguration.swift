@@ -46,6 +46,10 @@ public struct RelayConfiguration: Sendable {
     /// A session rebuilt after a restart waits this long for every slot's player to return
     /// before substituting for the missing ones.
     public var recoveryWaitMs: Int = 3_000
+    /// A session rebuilt after a restart starts its timeline up to this many frames before the
+    /// first returning peer's confirmed frame (as far as that peer can resend), so returning
+    /// peers that had confirmed less catch up from inputs rather than from a state.
+    public var recoveryBacklogFrames: Int = 600
     /// Where replay files go (nil: no replays).
     public var replayDirectory: URL?
     /// Checksums pending judgement kept per session at most.
@@ -63,6 +67,9 @@ public struct RelayConfiguration: Sendable {
         if historyFrames < 256 || historyFrames > 1 << 20 { return "history frames must be 256 ... 1048576" }
         if maxFramesAhead < 16 || maxFramesAhead * 2 > historyFrames { return "max frames ahead must be 16 ... history/2" }
         if lateJoinReplayLimit < 0 { return "the late-join replay limit must be >= 0" }
+        if recoveryBacklogFrames < 0 || recoveryBacklogFrames * 2 > historyFrames {
+            return "the recovery backlog must be 0 ... history/2 frames"
+        }
         if silenceTimeoutMs < 100 { return "the silence timeout must be >= 100 ms" }
         if resendIntervalMs < 1 || hintIntervalMs < 1 || statsIntervalMs < 1 { return "intervals must be >= 1 ms" }
         return nil

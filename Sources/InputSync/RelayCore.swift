@@ -215,7 +215,8 @@ public final class RelayCore {
             let recovering = request.resume
             session = RelaySession(sessionId: ticket.sessionId, params: params, configuration: configuration,
                                    transport: transport, now: now,
-                                   origin: recovering ? Int(request.confirmedFrames) : 0, packer: packer)
+                                   origin: recovering ? Self.recoveryOrigin(request, backlog: configuration.recoveryBacklogFrames) : 0,
+                                   packer: packer)
             if recovering {
                 // The relay restarted: the match was running; rebuild it from what peers resend.
                 session.recovering = true
@@ -293,6 +294,15 @@ public final class RelayCore {
         let response = session.welcome(participant, transferFollows: needsTransfer ? 0 : nil)
         if !session.running || !needsTransfer { session.deliverConfirmed(now: now) }
         return response
+    }
+
+    /// Where a session rebuilt after a restart starts its timeline: as early as the first
+    /// returning peer can resend every player's confirmed inputs (at most `backlog` frames
+    /// before its confirmed frame), so the others, who may have confirmed a little less when
+    /// the relay died, find the frames they lack here and need no state transfer.
+    static func recoveryOrigin(_ request: AttachRequest, backlog: Int) -> Int {
+        let confirmed = Int(request.confirmedFrames)
+        return min(confirmed, max(Int(request.historyFromFrame), confirmed - backlog, 0))
     }
 
     /// A returning peer of a rebuilt session resends the confirmed inputs it holds; the relay

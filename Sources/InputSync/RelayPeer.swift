@@ -29,6 +29,8 @@ final class RelayPeer {
     var awaitingTransfer: UInt32?
     /// Why it waits (late join or reconnect), for the transfer request.
     var awaitingReason: StateTransferReason = .lateJoin
+    /// Transferred states it reported it could not load since its last successful load.
+    var failedLoads = 0
     /// The awaited input frame last told to it (to send an acknowledgement when it moved).
     var toldAwaitedInput = -1
 

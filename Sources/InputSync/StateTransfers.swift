@@ -133,14 +133,26 @@ extension RelaySession {
         deliverConfirmed(now: now)
     }
 
+    /// How many times a participant that could not load a transferred state gets another one.
+    static let loadRetries = 3
+
     /// A target reports the outcome of a transfer.
     func receive(_ ack: StateTransferAck, from participant: RelayPeer, now: UInt64) {
         if ack.loaded {
+            participant.failedLoads = 0
             if transferReasons.removeValue(forKey: ack.transferId) == .desync { resyncs += 1 }
         } else if !ack.error.isEmpty {
+            participant.failedLoads += 1
+            let retry = participant.isConnected && participant.failedLoads <= Self.loadRetries
             transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()),
-                              message: "\(participant.participantId) could not load transfer \(ack.transferId): \(ack.error)",
+                              message: "\(participant.participantId) could not load transfer \(ack.transferId): \(ack.error)"
+                                  + (retry ? "; another transfer follows" : "; giving up after \(Self.loadRetries) retries"),
                               sessionId: sessionId)
+            // It may have diverged or fallen behind meanwhile: a fresh state is its way back.
+            if retry, participant.awaitingTransfer == nil {
+                participant.awaitingTransfer = 0
+                participant.awaitingReason = transferReasons[ack.transferId] ?? .reconnect
+            }
         }
     }
 }

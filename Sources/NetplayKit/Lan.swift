@@ -130,11 +130,12 @@ public final class LanHost: Sendable {
 
     /// Starts hosting: binds the relay on `bindAddress` (port 0: any free port), advertises it as
     /// `advertiseAddress` (default: this machine's LAN address) and sends beacons to
-    /// `beaconHost:beaconPort` every `beaconIntervalMs`.
+    /// `beaconHost:beaconPort` every `beaconIntervalMs`. `configureRelay` adjusts the in-process
+    /// relay's configuration (history length, timeouts) before it starts.
     public init(settings: NetplaySettings, content: ContentInfo, inputSize: Int, hostName: String,
                 bindAddress: String = "0.0.0.0", advertiseAddress: String? = nil, port: Int = 0,
                 beaconHost: String = "255.255.255.255", beaconPort: UInt16 = LanBeacon.defaultPort,
-                beaconIntervalMs: Int = 1_000) throws {
+                beaconIntervalMs: Int = 1_000, configureRelay: (inout RelayConfiguration) -> Void = { _ in }) throws {
         if let problem = settings.validationError(inputSize: inputSize) { throw NetplayError(.badRequest, problem) }
         let advertised = advertiseAddress ?? LanBeacon.lanAddress() ?? "127.0.0.1"
         guard let chosenPort = port > 0 ? port : LanBeacon.freePort(on: bindAddress == "0.0.0.0" ? advertised : bindAddress) else {
@@ -149,6 +150,8 @@ public final class LanHost: Sendable {
         self.lanAdmission = lanAdmission
         var relayConfiguration = RelayConfiguration(relayId: "", advertisedEndpoint: endpoint)
         relayConfiguration.maxSessions = 1
+        configureRelay(&relayConfiguration)
+        if let problem = relayConfiguration.validationError() { throw NetplayError(.badRequest, "relay: \(problem)") }
         var service = ServiceConfiguration(kind: "sync", instance: "lan-\(chosenPort)",
                                            endpoint: "tcp://\(bindAddress):\(chosenPort)", logLevel: .warning,
                                            dataDirectory: FileManager.default.temporaryDirectory

@@ -149,6 +149,16 @@ public final class NetplayMatch<G: SerializableGame> {
     private var catchUpFrames = 0
     private var relayConfirmedFrames = 0
 
+    /// After a relay restart: the history this peer repeats until the rebuilt relay confirms `target`.
+    private struct RecoveryResend {
+        var target: Int
+        /// What the rebuilt relay confirmed, as far as its messages told.
+        var relayConfirmed: Int
+        var nextMs: UInt64
+        var untilMs: UInt64
+    }
+    private var recoveryResend: RecoveryResend?
+
     // Resend buffers (restart recovery).
     private var history: [Int: (inputs: [UInt8], statuses: [NetplayWire.InputStatus])] = [:]
     private var historyNewest = -1
@@ -366,6 +376,7 @@ public final class NetplayMatch<G: SerializableGame> {
             if now &- lastHeardMs >= UInt64(options.silenceTimeoutMs) * 2 { reconnect(now: now, why: "relay silent") }
         case .playing:
             keepAlive(now: now)
+            driveRecoveryResend(now: now)
             if now &- lastHeardMs >= UInt64(options.silenceTimeoutMs) {
                 reconnect(now: now, why: "relay silent for \(options.silenceTimeoutMs) ms")
             } else {
@@ -402,7 +413,8 @@ public final class NetplayMatch<G: SerializableGame> {
         let request = AttachRequest(ticket: admission.ticket, protocolVersion: 1, clientVersion: options.clientVersion,
                                     resume: resume, confirmedFrames: UInt32(resume ? confirmedFrames : 0),
                                     firstUnackedFrame: UInt32(max(ownNewest + 1, 0)), content: options.content,
-                                    gameOptions: Array(options.gameOptions.prefix(4096)))
+                                    gameOptions: Array(options.gameOptions.prefix(4096)),
+                                    historyFromFrame: UInt32(resume ? resendableHistoryStart : 0))
         link.send(.attachRequest(request), requestId: attachRequestId, now: now)
         phase = .attaching(attempt: attempt, nextAttemptMs: now, sentAtMs: now)
         lastHeardMs = now
@@ -608,6 +620,7 @@ public final class NetplayMatch<G: SerializableGame> {
         if broadcast.authoritative {
             record(broadcast)
             relayConfirmedFrames = max(relayConfirmedFrames, Int(broadcast.confirmedFrames))
+            if recoveryResend != nil { recoveryResend!.relayConfirmed = max(recoveryResend!.relayConfirmed, Int(broadcast.confirmedFrames)) }
         }
         var messages: [RollbackMessage] = []
         let runs = broadcast.players.map { ($0, broadcast.authoritative) } + broadcast.forwarded.map { ($0, false) }
@@ -872,10 +885,46 @@ public final class NetplayMatch<G: SerializableGame> {
         }
     }
 
+    /// The first frame from which this peer holds every player's confirmed inputs up to
+    /// ``confirmedFrames`` without a gap: what it can resend to a relay rebuilding the session.
+    private var resendableHistoryStart: Int {
+        var frame = confirmedFrames
+        while frame > 0, history[frame - 1] != nil { frame -= 1 }
+        return frame
+    }
+
     private func resendForRecovery(_ response: AttachResponse, now: UInt64) {
+        resendHistory(from: Int(response.confirmedFrames), now: now)
+        if role == .player { resendOwnInputs(from: Int(response.awaitedInputFrame), now: now) }
+        // History travels as input traffic, which a lossy link may drop, and a rebuilt relay
+        // cannot confirm past a gap: repeat it until the relay's broadcasts confirm it all.
+        if Int(response.confirmedFrames) < confirmedFrames {
+            recoveryResend = RecoveryResend(target: confirmedFrames, relayConfirmed: Int(response.confirmedFrames),
+                                            nextMs: now + 250, untilMs: now + 20_000)
+        } else {
+            recoveryResend = nil
+        }
+    }
+
+    /// Repeats the history for a rebuilt relay until it confirmed what this peer had.
+    private func driveRecoveryResend(now: UInt64) {
+        guard var resend = recoveryResend else { return }
+        if resend.relayConfirmed >= resend.target || now >= resend.untilMs {
+            recoveryResend = nil
+            return
+        }
+        guard now >= resend.nextMs else { return }
+        resend.nextMs = now + 250
+        recoveryResend = resend
+        resendHistory(from: resend.relayConfirmed, now: now)
+    }
+
+    /// Sends the relay every player's confirmed inputs from `start` to ``confirmedFrames``, 128
+    /// frames per authoritative broadcast.
+    private func resendHistory(from start: Int, now: UInt64) {
         let size = Int(params.inputSize)
         let slots = Int(params.maxPlayers)
-        var frame = Int(response.confirmedFrames)
+        var frame = start
         let end = confirmedFrames
         while frame < end {
             var runs: [PlayerInputs] = (0 ..< slots).map { PlayerInputs(slot: UInt32($0 + 1), startFrame: UInt32(frame)) }
@@ -892,7 +941,6 @@ public final class NetplayMatch<G: SerializableGame> {
                                                      confirmedFrames: UInt32(current))), now: now)
             frame = current
         }
-        if role == .player { resendOwnInputs(from: Int(response.awaitedInputFrame), now: now) }
     }
 
     // MARK: State transfers
@@ -978,7 +1026,7 @@ public final class NetplayMatch<G: SerializableGame> {
             return
         }
         pendingLoad = PendingLoad(transferId: current.transferId, frame: current.frame, state: state, reason: current.reason,
-                                  deadlineMs: now + 3_000)
+                                  deadlineMs: now + 1_000)
         retryPendingLoad(now: now)
     }
 
@@ -989,7 +1037,15 @@ public final class NetplayMatch<G: SerializableGame> {
             return
         }
         let local = pending.frame - offset
-        if local > session.currentFrame && now < pending.deadlineMs { return }  // not there yet: keep running
+        if local > session.currentFrame {
+            if now < pending.deadlineMs { return }  // not there yet: keep running
+            // Still short of the state's frame: the relay sends inputs only from that frame on, so
+            // this peer cannot run there. It starts over from the state (its own slot's inputs
+            // come back from the relay as authoritative, as for any peer).
+            pendingLoad = nil
+            jump(to: pending, now: now)
+            return
+        }
         pendingLoad = nil
         do {
             try session.loadState(pending.state, frame: local)
@@ -1001,5 +1057,23 @@ public final class NetplayMatch<G: SerializableGame> {
                                                          error: String("cannot load at frame \(pending.frame): \(error)".prefix(256)))),
                       now: now)
         }
+    }
+
+    /// Restarts the rollback session from a transferred state ahead of the current frame.
+    private func jump(to pending: PendingLoad, now: UInt64) {
+        var game = initialGame
+        game.loadState(pending.state)
+        do {
+            try makeEngine(at: pending.frame, game: game)
+        } catch {
+            link.send(.stateTransferAck(StateTransferAck(transferId: pending.transferId,
+                                                         error: String("cannot start from frame \(pending.frame): \(error)".prefix(256)))),
+                      now: now)
+            finish(.failed("cannot start from the transferred state: \(error)"))
+            return
+        }
+        if pending.reason == .desync { resyncs += 1 }
+        note(.stateLoaded(frame: pending.frame, reason: pending.reason))
+        link.send(.stateTransferAck(StateTransferAck(transferId: pending.transferId, loaded: true)), now: now)
     }
 }

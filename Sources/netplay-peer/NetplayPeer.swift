@@ -129,7 +129,11 @@ struct PeerRunner<G: SerializableGame> {
         var reconnects = 0
         var seenEvents = 0
         while true {
-            if Date() > deadline { fail("timed out after \(Int(options.timeout)) s in state \(match.state) at frame \(match.currentFrame)") }
+            if Date() > deadline {
+                // What happened last is what explains a stuck match.
+                for event in match.events.suffix(20) { log("event: \(event)") }
+                fail("timed out after \(Int(options.timeout)) s in state \(match.state) at frame \(match.currentFrame)")
+            }
             let frame = match.currentFrame
             if let lagAt = options.lagAt, !lagDone, frame >= lagAt {
                 lagDone = true

@@ -277,6 +277,38 @@ struct RelayCoreTests {
         #expect(inputs.first?.players.first?.inputs == (90 ..< 100).map { UInt8($0 & 0x7F) })
     }
 
+    @Test func aTargetThatCannotLoadTheStateGetsAnotherUpToTheRetryLimit() throws {
+        let rig = RelayRig() { $0.lateJoinReplayLimit = 20 }
+        try runningPair(rig)
+        for frame in 0 ..< 100 {
+            try rig.batch(a, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        let spectator = RelayRig.address("late")
+        #expect(try rig.attach(spectator, slot: 0, role: .spectator).stateFollows)
+        func requests() -> [StateRequest] {
+            rig.transport.take(a).compactMap { body -> StateRequest? in
+                if case .stateRequest(let request) = body { return request }
+                return nil
+            }
+        }
+        var ids: Set<UInt32> = []
+        for _ in 0 ... InputSync.RelaySession.loadRetries {
+            rig.advance(ms: 8)
+            let request = try #require(requests().first)
+            ids.insert(request.transferId)
+            try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 90, totalSize: 1, data: [9], last: true)), from: a)
+            try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, receivedBytes: 1,
+                                                            error: "cannot load at frame 90")), from: spectator)
+        }
+        #expect(ids.count == InputSync.RelaySession.loadRetries + 1)
+        // The retries are used up: no further transfer, and the failures were published.
+        rig.advance(ms: 50)
+        #expect(requests().isEmpty)
+        let failures = rig.transport.published.filter { $0.topic == "sync.transfer_failed" }
+        #expect(failures.count == InputSync.RelaySession.loadRetries + 1)
+    }
+
     @Test func aPlayerReconnectsFromAnotherConnectionAndResumes() throws {
         let rig = RelayRig()
         try runningPair(rig)
@@ -320,6 +352,41 @@ struct RelayCoreTests {
         try rig.batch(a, slot: 1, start: 505, [1])
         try rig.batch(b, slot: 2, start: 505, [2])
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 506)
+    }
+
+    /// The relay died while the peers' confirmed frames differed (one had seen less of the
+    /// last broadcasts): the first to return resends history from before its confirmed frame,
+    /// so the one that confirmed less catches up from inputs, with no state transfer.
+    @Test func aRebuiltSessionStartsEarlyEnoughForPeersThatConfirmedLess() throws {
+        let rig = RelayRig()
+        let first = try rig.attach(a, slot: 1, resume: true, confirmed: 500, historyFrom: 380)
+        #expect(first.recovering && first.running && first.confirmedFrames == 380 && first.startFrame == 500)
+        // A resends what it holds from 380, every slot, in runs of at most 128 frames.
+        for start in stride(from: 380, to: 500, by: 100) {
+            let count = min(100, 500 - start)
+            try rig.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, players: [
+                PlayerInputs(slot: 1, startFrame: UInt32(start), inputs: Array(repeating: 1, count: count)),
+                PlayerInputs(slot: 2, startFrame: UInt32(start), inputs: Array(repeating: 2, count: count)),
+            ])), from: a)
+        }
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 500)
+        // B had confirmed only 490 when the relay died: it is served frames 490 ..< 500 as inputs.
+        let second = try rig.attach(b, slot: 2, resume: true, confirmed: 490, historyFrom: 0)
+        #expect(second.recovering && !second.stateFollows && second.startFrame == 490)
+        let toB = rig.transport.broadcasts(b, authoritative: true)
+        #expect(toB.first?.players.first?.startFrame == 490, "\(toB)")
+        #expect(toB.last?.confirmedFrames == 500)
+        #expect(!rig.transport.take(a).contains { if case .stateRequest = $0 { true } else { false } })
+        try rig.batch(a, slot: 1, start: 500, [1])
+        try rig.batch(b, slot: 2, start: 500, [2])
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 501)
+    }
+
+    @Test func aRebuiltSessionGoesNoFurtherBackThanItsBacklog() {
+        let request = AttachRequest(resume: true, confirmedFrames: 5_000, historyFromFrame: 100)
+        #expect(RelayCore.recoveryOrigin(request, backlog: 600) == 4_400)
+        #expect(RelayCore.recoveryOrigin(AttachRequest(resume: true, confirmedFrames: 300, historyFromFrame: 0), backlog: 600) == 0)
+        #expect(RelayCore.recoveryOrigin(AttachRequest(resume: true, confirmedFrames: 300, historyFromFrame: 900), backlog: 600) == 300)
     }
 
     @Test func chatIsRelayedWithTheSenderFilledInAndRateLimited() throws {

@@ -81,11 +81,14 @@ final class RelayRig {
     }
 
     @discardableResult
+    /// Attaches `peer`; with `resume`, it holds confirmed frames `historyFrom ..< confirmed`
+    /// (by default none it could resend).
     func attach(_ peer: PeerAddress, slot: Int, role: Role = .player, resume: Bool = false, confirmed: Int = 0,
-                participant: String? = nil) throws(ServiceError) -> AttachResponse {
+                historyFrom: Int? = nil, participant: String? = nil) throws(ServiceError) -> AttachResponse {
         let body = try send(.attachRequest(AttachRequest(ticket: ticket(slot: slot, role: role, participant: participant),
                                                          protocolVersion: 1, resume: resume,
-                                                         confirmedFrames: UInt32(confirmed))), from: peer)
+                                                         confirmedFrames: UInt32(confirmed),
+                                                         historyFromFrame: UInt32(historyFrom ?? confirmed))), from: peer)
         guard case .attachResponse(let response)? = body else { fatalError("no attach response") }
         return response
     }

@@ -178,6 +178,49 @@ struct NetplayKitTests {
         #expect(hostMatch.substitutedInputsSeen > 0, "the host should have seen the joiner substituted while it was away")
     }
 
+    /// A player away longer than the relay keeps inputs for comes back to a state far ahead of
+    /// its own frame: it cannot run there (the relay sends inputs only from the state on), so
+    /// it restarts its engine from the state, and the match still agrees.
+    @Test func aPlayerAwayLongerThanTheRelayHistoryJumpsToTheTransferredState() throws {
+        let port = UInt16(TestPorts.free())
+        let host = try LanHost(settings: settings("kit-jump"), content: content, inputSize: Arena.inputSize,
+                               hostName: "alice", bindAddress: "127.0.0.1", advertiseAddress: "127.0.0.1",
+                               beaconHost: "127.0.0.1", beaconPort: port, beaconIntervalMs: 200) { relay in
+            relay.historyFrames = 256
+            relay.maxFramesAhead = 128
+            relay.recoveryBacklogFrames = 64
+        }
+        defer { host.stop() }
+        let lobby = NetplayLobby(discovery: nil, coordinator: nil, lanBeaconPort: port)
+        let room = try #require(try lobby.lanRooms(listeningFor: 1_000).first)
+        let hostMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: host.admission)
+        let joinMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: try lobby.join(room, name: "bob", content: content))
+        hostMatch.start()
+        joinMatch.start()
+        #expect(drive([hostMatch, joinMatch], seconds: 20, until: { hostMatch.currentFrame >= 300 }))
+        // 4 s away at 120 frames per second: ~480 frames, more than the 256 the relay keeps.
+        let awayFrom = joinMatch.currentFrame
+        joinMatch.simulateOutage(milliseconds: 4_000)
+        var jumpedTo: Int?
+        // Both must then agree on a checksum frame well after the state's frame.
+        var target: Int? { jumpedTo.map { ($0 / 60 + 5) * 60 } }
+        let finished = drive([hostMatch, joinMatch], seconds: 40, each: {
+            if jumpedTo == nil {
+                jumpedTo = joinMatch.events.lazy.compactMap { event -> Int? in
+                    if case .stateLoaded(let frame, .reconnect) = event { return frame }
+                    return nil
+                }.first
+            }
+        }, until: {
+            guard let target else { return false }
+            return hostMatch.reportedChecksums[target] != nil && joinMatch.reportedChecksums[target] != nil
+        })
+        #expect(finished, "host \(hostMatch.currentFrame), joiner \(joinMatch.currentFrame) \(joinMatch.state) \(joinMatch.events)")
+        let jump = try #require(jumpedTo)
+        #expect(jump > awayFrom + 256, "the state should be far ahead of \(awayFrom): \(jump)")
+        #expect(joinMatch.reportedChecksums[target!] == hostMatch.reportedChecksums[target!])
+    }
+
     @Test func aRefusedTicketEndsTheMatchWithTheReason() throws {
         let port = UInt16(TestPorts.free())
         let host = try lanHost("kit-forged", port: port)

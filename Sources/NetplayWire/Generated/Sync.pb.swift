@@ -169,6 +169,11 @@ public struct AttachRequest: Sendable, Hashable {
     public var content: ContentInfo?
     /// Game-defined options needed to reproduce the match (seed, player count...).
     public var gameOptions: [UInt8]
+    /// With resume: the peer can resend every player's confirmed inputs for frames
+    /// history_from_frame ..< confirmed_frames. A relay rebuilding the session after a restart
+    /// starts its timeline no later than this, so peers that confirmed less can still catch up
+    /// from inputs instead of a state.
+    public var historyFromFrame: UInt32
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -179,7 +184,8 @@ public struct AttachRequest: Sendable, Hashable {
         confirmedFrames: UInt32 = 0,
         firstUnackedFrame: UInt32 = 0,
         content: ContentInfo? = nil,
-        gameOptions: [UInt8] = []
+        gameOptions: [UInt8] = [],
+        historyFromFrame: UInt32 = 0
     ) {
         self.ticket = ticket
         self.protocolVersion = protocolVersion
@@ -189,6 +195,7 @@ public struct AttachRequest: Sendable, Hashable {
         self.firstUnackedFrame = firstUnackedFrame
         self.content = content
         self.gameOptions = gameOptions
+        self.historyFromFrame = historyFromFrame
     }
 }
 
@@ -944,6 +951,7 @@ extension AttachRequest: WireMessage, _CMessage {
             try _wireCheckBytes(self.gameOptions, "AttachRequest.game_options", maxLen: 4096, required: false)
         }
         if !self.gameOptions.isEmpty { c.pointee.game_options = arena.binary(self.gameOptions) }
+        c.pointee.history_from_frame = self.historyFromFrame
     }
 
     init(_c c: UnsafePointer<Netplay__V1__AttachRequest>) throws(WireError) {
@@ -956,6 +964,7 @@ extension AttachRequest: WireMessage, _CMessage {
         self.firstUnackedFrame = c.pointee.first_unacked_frame
         if let p = c.pointee.content { self.content = try ContentInfo(_c: p) } else { self.content = nil }
         self.gameOptions = try _wireReadBytes(c.pointee.game_options, "AttachRequest.game_options", maxLen: 4096, required: false)
+        self.historyFromFrame = c.pointee.history_from_frame
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -968,6 +977,7 @@ extension AttachRequest: WireMessage, _CMessage {
         w.key("firstUnackedFrame"); w.integer(self.firstUnackedFrame)
         if let v = self.content { w.key("content"); v._json(&w) }
         w.key("gameOptions"); w.bytes(self.gameOptions)
+        w.key("historyFromFrame"); w.integer(self.historyFromFrame)
         w.close()
     }
 }

@@ -894,7 +894,8 @@ extension AttachRequest {
             confirmedFrames: 4000000005,
             firstUnackedFrame: 4000000006,
             content: ContentInfo.sample,
-            gameOptions: [0x01, 0xAB, 0x00, 0xFF, 0x08]
+            gameOptions: [0x01, 0xAB, 0x00, 0xFF, 0x08],
+            historyFromFrame: 4000000009
         )
     }
 }

@@ -1087,7 +1087,7 @@ void   netplay__v1__replay_footer__free_unpacked
   assert(message->base.descriptor == &netplay__v1__replay_footer__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descriptors[8] =
+static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descriptors[9] =
 {
   {
     "ticket",
@@ -1185,6 +1185,18 @@ static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "history_from_frame",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__AttachRequest, history_from_frame),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__attach_request__field_indices_by_name[] = {
   2,   /* field[2] = client_version */
@@ -1192,6 +1204,7 @@ static const unsigned netplay__v1__attach_request__field_indices_by_name[] = {
   6,   /* field[6] = content */
   5,   /* field[5] = first_unacked_frame */
   7,   /* field[7] = game_options */
+  8,   /* field[8] = history_from_frame */
   1,   /* field[1] = protocol_version */
   3,   /* field[3] = resume */
   0,   /* field[0] = ticket */
@@ -1199,7 +1212,7 @@ static const unsigned netplay__v1__attach_request__field_indices_by_name[] = {
 static const ProtobufCIntRange netplay__v1__attach_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor netplay__v1__attach_request__descriptor =
 {
@@ -1209,7 +1222,7 @@ const ProtobufCMessageDescriptor netplay__v1__attach_request__descriptor =
   "Netplay__V1__AttachRequest",
   "netplay.v1",
   sizeof(Netplay__V1__AttachRequest),
-  8,
+  9,
   netplay__v1__attach_request__field_descriptors,
   netplay__v1__attach_request__field_indices_by_name,
   1,  netplay__v1__attach_request__number_ranges,

@@ -203,10 +203,17 @@ struct  Netplay__V1__AttachRequest
    * Game-defined options needed to reproduce the match (seed, player count...). @max_len 4096
    */
   ProtobufCBinaryData game_options;
+  /*
+   * With resume: the peer can resend every player's confirmed inputs for frames
+   * history_from_frame ..< confirmed_frames. A relay rebuilding the session after a restart
+   * starts its timeline no later than this, so peers that confirmed less can still catch up
+   * from inputs instead of a state.
+   */
+  uint32_t history_from_frame;
 };
 #define NETPLAY__V1__ATTACH_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__attach_request__descriptor) \
-    , NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, {0,NULL} }
+    , NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, {0,NULL}, 0 }
 
 
 /*
