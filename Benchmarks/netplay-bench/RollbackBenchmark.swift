@@ -28,7 +28,7 @@ struct RollbackBenchmark: ParsableCommand {
     @Option(help: "Runs per figure; the best run counts.")
     var repeats = 7
 
-    @Option(help: "Run one scenario only, for profiling: quiet, rollback, null-quiet, null-rollback.")
+    @Option(help: "Run one scenario only, for profiling: quiet, rollback, null-quiet, null-rollback, game.")
     var only: String?
 
     mutating func validate() throws {
@@ -41,6 +41,12 @@ struct RollbackBenchmark: ParsableCommand {
         // costs a generic metadata lookup each time, which would be charged to the engine.
         let players = players, frames = frames
         var sink: UInt64 = 0
+        if only == "game" {
+            let game = measureGame(players: players, frames: frames, sink: &sink)
+            print("game: frame without rollback \(Int(game.quietFrame.rounded())) ns, with rollback "
+                  + "\(Int(game.rollbackFrame.rounded())) ns (sink \(sink & 0xFF))")
+            return
+        }
         if let only {
             let late = only.hasSuffix("rollback") ? 8 : 0
             let perFrame = only.hasPrefix("null")

@@ -125,6 +125,45 @@ struct StateRingTests {
         recorded = []
         reach(13 ... 31)  // loaded frame 12
         #expect(recorded == [20, 30])
+        recorded = []
+        reach(1 ... 12)  // far back (frame 0 installed): realigned by division, not stepping
+        #expect(recorded == [10])
+        recorded = []
+        reach(301 ... 321)  // far ahead (a state installed at frame 300)
+        #expect(recorded == [310, 320])
+        recorded = []
+        reach(290 ... 300)  // a few intervals back: stepped
+        #expect(recorded == [290, 300])
+    }
+
+    @Test("input table rows hold what each queue gives: known, substituted, predicted, disconnected")
+    func tableRows() {
+        var configuration = SessionConfiguration(playerCount: 3, inputSize: 2)
+        configuration.stateRingCapacity = 16
+        var set = InputSet(configuration: configuration)
+        for frame in 0 ... 5 { set.queues[0].addLocal(frame: frame, input: GameInput(low: UInt64(frame + 1)), currentFrame: 0) }
+        for frame in 0 ... 2 { set.queues[1].addPeer(frame: frame, input: GameInput(low: UInt64(10 + frame)), currentFrame: 0) }
+        set.queues[1].addAuthoritative(frame: 0, input: GameInput(low: 99), origin: .substituted, currentFrame: 0)
+        set.queues[2].addPeer(frame: 0, input: GameInput(low: 7), currentFrame: 0)
+        set.queues[2].disconnect(from: 3, final: true, currentFrame: 0)
+        set.fillRows(from: 0, through: 8)
+        for frame in 0 ... 8 {
+            set.select(frame: frame)
+            #expect(set.current.frame == frame && set.current.count == 3)
+            for player in 0 ..< 3 {
+                let (input, status) = set.queues[player].input(for: frame)
+                #expect(set.current[player] == input && set.current.status(of: player) == status,
+                        "frame \(frame) player \(player)")
+            }
+        }
+        set.select(frame: 0)
+        #expect(set.current.status(of: 1) == .substituted && set.current[1] == GameInput(low: 99))
+        set.select(frame: 6)
+        #expect(set.current.status(of: 0) == .predicted && set.current[0] == GameInput(low: 6))
+        #expect(set.current.status(of: 1) == .predicted && set.current[1] == GameInput(low: 12))
+        #expect(set.current.status(of: 2) == .disconnected && set.current[2] == .zero)
+        set.gather(frame: 1)  // one row, as a frame simulated for the first time
+        #expect(set.current.frame == 1 && set.current[2] == GameInput(low: 7) && set.current.status(of: 2) == .predicted)
     }
 }
 

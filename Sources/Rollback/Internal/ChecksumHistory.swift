@@ -23,13 +23,31 @@ struct ChecksumHistory {
     @inlinable @inline(__always)
     mutating func due(atReaching frame: Frame) -> Bool {
         if frame > nextFrame || frame <= nextFrame - interval {
-            // A rollback or state load moved the simulation: realign.
             guard interval > 0 else { return false }
-            nextFrame = (frame + interval - 1) / interval * interval
+            realign(reaching: frame)
         }
         guard frame == nextFrame else { return false }
         nextFrame += interval
         return true
+    }
+
+    /// A rollback or state load moved the simulation: the next checksum frame at or after
+    /// `frame`. Rollbacks move back a few intervals at most, so stepping beats a division.
+    @usableFromInline
+    mutating func realign(reaching frame: Frame) {
+        if frame > nextFrame {
+            if frame - nextFrame > 4 * interval {
+                nextFrame = (frame + interval - 1) / interval * interval
+                return
+            }
+            while nextFrame < frame { nextFrame += interval }
+        } else {
+            if nextFrame - frame > 4 * interval {
+                nextFrame = (frame + interval - 1) / interval * interval
+                return
+            }
+            while nextFrame - interval >= frame { nextFrame -= interval }
+        }
     }
 
     @inlinable

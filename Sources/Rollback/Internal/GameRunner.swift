@@ -60,17 +60,19 @@ struct GameRunner<G: Game> {
         return frame <= known || frame - 1 == known || frame - ring.newestFrame >= sparseInterval
     }
 
-    /// Simulates the current frame for the first time.
+    /// Simulates the current frame for the first time. `filled`: its input row is filled
+    /// already (by the rollback just before, with no input added since).
     @inlinable
-    mutating func advance(inputs: inout InputSet) {
+    mutating func advance(inputs: inout InputSet, filled: Bool = false) {
         let save = savingEnabled
             && (!sparseSaving || sparseSaves(currentFrame, known: inputs.knownFrame, resimulatingTo: nil))
-        simulate(save: save, inputs: &inputs)
+        simulate(save: save, inputs: &inputs, filled: filled)
         stats.framesAdvanced += 1
     }
 
     /// Restores the newest saved state at or before `target` and re-simulates up to the
-    /// current frame. Returns the number of frames re-simulated.
+    /// current frame. Returns the number of frames re-simulated. The input row of the current
+    /// frame is filled too: ``advance(inputs:filled:)`` can use it if no input came since.
     @inlinable
     mutating func rollback(to target: Frame, inputs: inout InputSet) -> Int {
         let end = currentFrame
@@ -84,11 +86,14 @@ struct GameRunner<G: Game> {
         game.loadState(ring.state(inSlot: slot).pointee)
         stats.statesLoaded += 1
         currentFrame = loadFrame
-        inputs.clearIncorrect()
-        // Every input row of the re-simulation at once (the ring never reaches back further
-        // than the table holds; the check only guards that).
-        let filled = end - loadFrame <= inputs.rowCount
-        if filled { inputs.fillRows(from: loadFrame, through: end - 1) }
+        // Every input row of the re-simulation and of the frame after it at once (the ring
+        // never reaches back further than the table holds; the check only guards that).
+        let filled = end - loadFrame < inputs.rowCount
+        if filled {
+            inputs.fillRowsClearingIncorrect(from: loadFrame, through: end)
+        } else {
+            inputs.clearIncorrect()
+        }
         if sparseSaving {
             ring.discard(after: loadFrame)
             let known = inputs.knownFrame
@@ -103,6 +108,7 @@ struct GameRunner<G: Game> {
             simulate(save: false, inputs: &inputs, filled: filled)
             while currentFrame < end { simulate(save: true, inputs: &inputs, filled: filled) }
         }
+        if !filled { inputs.fillRows(from: end, through: end) }
         let length = end - loadFrame
         stats.framesResimulated += length
         stats.rollbackHistogram.record(length: length)

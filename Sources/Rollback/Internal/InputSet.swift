@@ -58,9 +58,22 @@ struct InputSet {
     /// each frame's inputs from every queue in turn.
     @usableFromInline
     mutating func fillRows(from first: Frame, through last: Frame) {
+        fillRows(from: first, through: last, clearingIncorrect: false)
+    }
+
+    /// ``fillRows(from:through:)`` for a rollback, which also forgets every incorrect-frame
+    /// mark (``clearIncorrect()``) in the same pass over the queues.
+    @usableFromInline
+    mutating func fillRowsClearingIncorrect(from first: Frame, through last: Frame) {
+        fillRows(from: first, through: last, clearingIncorrect: true)
+    }
+
+    @inline(__always)
+    private mutating func fillRows(from first: Frame, through last: Frame, clearingIncorrect: Bool) {
         precondition(first >= 0 && last >= first && last - first < rowCount, "input rows out of range")
         let players = playerCount, rowMask = self.rowMask
         if customPrediction {
+            if clearingIncorrect { clearIncorrect() }
             for frame in first ... last { fillRowRecordingGuesses(frame: frame) }
             return
         }
@@ -69,6 +82,7 @@ struct InputSet {
         queues.withUnsafeMutableBufferPointer { queues in
             current.entries.withUnsafeMutableBufferPointer { table in
                 for player in 0 ..< players {
+                    if clearingIncorrect { queues[player].clearIncorrect() }
                     queues[player].fill(table, column: player, stride: players, rowMask: rowMask,
                                         from: first, through: last)
                 }

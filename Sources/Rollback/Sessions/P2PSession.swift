@@ -133,7 +133,8 @@ public final class P2PSession<G: Game> {
             rolledBack = runner.rollback(to: target, inputs: &core.inputs)
             core.noteRollback(length: rolledBack, culprit: culprit)
         }
-        runner.advance(inputs: &core.inputs)
+        // A rollback filled this frame's input row already; no input arrived since.
+        runner.advance(inputs: &core.inputs, filled: rolledBack > 0)
         core.finishAdvance(currentFrame: runner.currentFrame)
         return .advanced(rolledBackFrames: rolledBack)
     }
