@@ -115,6 +115,70 @@ struct PlayE2ETests {
         #expect(results.allSatisfy { ($0?.int("reconnects") ?? 0) >= 1 }, "\(results.map { $0?.description ?? "none" })")
     }
 
+    /// The host's decisions at the coordinator reach the relay at once: a kicked player is
+    /// detached there (its inputs are refused from then on), and ending the session detaches
+    /// everyone and ends it on the relay.
+    @Test func aKickAndAnEndedSessionAtTheCoordinatorArePushedToTheRelay() throws {
+        let cluster = try PlayCluster()
+        let coordinator = try BlockingClient(endpoint: cluster.coordinatorEndpoint, timeout: 5)
+        let content = ContentInfo(gameName: "Arena", coreId: "netplay.games.arena", coreVersion: "1")
+        guard case .createSessionResponse(let created) = try coordinator.request(.createSessionRequest(CreateSessionRequest(
+            settings: SessionSettings(roomName: "kick", content: content, transport: .relay, maxPlayers: 3,
+                                      inputSize: 1, frameRateMhz: 60_000, predictionWindow: 8, lagToleranceFrames: 12,
+                                      checksumIntervalFrames: 60),
+            hostName: "alice"))), let hostTicket = created.ticket else {
+            Issue.record("no session")
+            return
+        }
+        let sessionId = created.session.sessionId
+        guard case .joinSessionResponse(let joined) = try coordinator.request(.joinSessionRequest(JoinSessionRequest(
+            sessionId: sessionId, role: .player, name: "bob", content: content))), let bobTicket = joined.ticket else {
+            Issue.record("bob could not join")
+            return
+        }
+        let alice = try BlockingClient(endpoint: cluster.relayEndpoint, timeout: 5)
+        let bob = try BlockingClient(endpoint: cluster.relayEndpoint, timeout: 5)
+        for (client, ticket) in [(alice, hostTicket), (bob, bobTicket)] {
+            guard case .attachResponse = try client.requestEnvelope(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1))).body else {
+                Issue.record("attach refused for \(ticket.name)")
+                return
+            }
+        }
+        let probe = try BlockingClient(endpoint: cluster.relayEndpoint, timeout: 3)
+        func relayServes(_ sessionId: String) -> Bool? {
+            guard case .introspectResponse(let report)? = try? probe.request(.introspectRequest(IntrospectRequest())) else { return nil }
+            return report.json.contains(sessionId)
+        }
+        #expect(relayServes(sessionId) == true)
+        /// The next Detach `client` receives (other messages, such as peer events, are skipped).
+        func detach(_ client: BlockingClient) -> Detach? {
+            let deadline = Date().addingTimeInterval(5)
+            while Date() < deadline {
+                guard let frame = try? client.receiveRaw(), let envelope = try? Envelope(decoding: frame) else { continue }
+                if case .detach(let detach) = envelope.body { return detach }
+            }
+            return nil
+        }
+        _ = try coordinator.request(.kickParticipantRequest(KickParticipantRequest(
+            sessionId: sessionId, participantId: created.participantId, participantToken: created.participantToken,
+            targetParticipantId: joined.participantId, reason: "griefing")))
+        let kicked = detach(bob)
+        #expect(kicked?.reason == .kicked, "bob got \(String(describing: kicked))")
+        guard case .error(let refused) = try bob.requestEnvelope(.inputBatch(InputBatch(slot: 2, inputSize: 1, inputs: [1]))).body else {
+            Issue.record("a kicked player's inputs were accepted")
+            return
+        }
+        #expect(refused.code == .unauthenticated)
+
+        _ = try coordinator.request(.endSessionRequest(EndSessionRequest(
+            sessionId: sessionId, participantId: created.participantId, participantToken: created.participantToken,
+            reason: "good game")))
+        let ended = detach(alice)
+        #expect(ended?.reason == .sessionEnded, "alice got \(String(describing: ended))")
+        let gone = eventually(within: 5) { relayServes(sessionId) == false }
+        #expect(gone, "the relay still serves \(sessionId)")
+    }
+
     @Test func forgedOrExpiredTicketsAreRefusedAndBadFramesAnsweredWithErrors() throws {
         let cluster = try PlayCluster()
         let coordinator = try BlockingClient(endpoint: cluster.coordinatorEndpoint, timeout: 5)
