@@ -102,9 +102,28 @@ struct GameRunner<G: Game> {
                 simulate(save: sparseSaves(currentFrame, known: known, resimulatingTo: end), inputs: &inputs,
                          filled: filled)
             }
+        } else if filled {
+            // Dense saving with every row filled, the common case, as one tight loop whose
+            // counters stay in registers across the game's calls. Every frame after
+            // `loadFrame` is saved again, before anything can read it, so the stale states
+            // need no discarding.
+            var frame = loadFrame
+            while true {
+                inputs.select(frame: frame)
+                game.advanceFrame(inputs.current)
+                frame += 1
+                if inputs.checksums.due(atReaching: frame) {
+                    inputs.checksums.record(frame: frame, checksum: game.checksum())
+                }
+                if frame == end { break }
+                let slot = frame & ring.mask
+                ring.frames[slot] = frame
+                ring.state(inSlot: slot).pointee = game.saveState()
+            }
+            if end - 1 > ring.newestFrame { ring.newestFrame = end - 1 }
+            stats.statesSaved &+= end - 1 - loadFrame
+            currentFrame = end
         } else {
-            // Every frame after `loadFrame` is saved again below, before anything can read
-            // it, so the stale states need no discarding.
             simulate(save: false, inputs: &inputs, filled: filled)
             while currentFrame < end { simulate(save: true, inputs: &inputs, filled: filled) }
         }
