@@ -10,7 +10,12 @@ import NetplayWire
 /// Every slot fills its frames in order: frames `0 ..< stored(slot)` hold a final input. A frame
 /// is *confirmed* once every slot holds it; confirmed inputs never change.
 ///
-/// A class: the session mutates it in place on every input, and reads must not copy it.
+/// A class: the session mutates it in place on every input, and reads must not copy it. Its
+/// storage is three buffers allocated once and freed in `deinit` (not arrays: every array write
+/// from a class method paid a uniqueness check, an exclusivity check and a retain of the buffer
+/// on the relay's per-input path). Every index is derived from a slot below `slotCount` and a
+/// frame masked into the ring, so they stay in bounds; the relay only calls it on its reactor
+/// thread.
 final class InputTimeline {
     /// Player slots (0-based here; 1-based on the wire).
     let slotCount: Int
@@ -19,11 +24,15 @@ final class InputTimeline {
     /// Frames held.
     let capacity: Int
     private let mask: Int
-    private var bytes: [UInt8]
-    private var statuses: [UInt8]
-    private var storedFrames: [Int]
-    /// Frames `0 ..< confirmed` are final for every slot.
-    private(set) var confirmed: Int
+    /// `capacity * slotCount * inputSize` input bytes, frame-major.
+    private let bytes: UnsafeMutablePointer<UInt8>
+    /// `capacity * slotCount` statuses (`InputStatus` raw values).
+    private let statuses: UnsafeMutablePointer<UInt8>
+    /// `slotCount` cursors: frames `0 ..< storedFrames[slot]` hold a final input.
+    private let storedFrames: UnsafeMutablePointer<Int>
+    /// Frames `0 ..< confirmed` are final for every slot. Unchecked exclusivity: read and written
+    /// only on the reactor thread, never across a call that could touch it.
+    @exclusivity(unchecked) private(set) var confirmed: Int
     /// The first frame this timeline ever held (0, or later for a session rebuilt after a restart).
     private(set) var origin: Int
 
@@ -35,11 +44,20 @@ final class InputTimeline {
         self.inputSize = inputSize
         self.capacity = size
         mask = size - 1
-        bytes = Array(repeating: 0, count: size * slotCount * inputSize)
-        statuses = Array(repeating: 0, count: size * slotCount)
-        storedFrames = Array(repeating: origin, count: slotCount)
+        bytes = .allocate(capacity: max(1, size * slotCount * inputSize))
+        bytes.initialize(repeating: 0, count: max(1, size * slotCount * inputSize))
+        statuses = .allocate(capacity: max(1, size * slotCount))
+        statuses.initialize(repeating: 0, count: max(1, size * slotCount))
+        storedFrames = .allocate(capacity: max(1, slotCount))
+        storedFrames.initialize(repeating: origin, count: max(1, slotCount))
         confirmed = origin
         self.origin = origin
+    }
+
+    deinit {
+        bytes.deallocate()
+        statuses.deallocate()
+        storedFrames.deallocate()
     }
 
     /// Frames `0 ..< stored(slot)` of `slot` hold a final input.
@@ -47,7 +65,11 @@ final class InputTimeline {
     func stored(_ slot: Int) -> Int { storedFrames[slot] }
 
     /// The newest frame any slot holds, plus one.
-    var newest: Int { storedFrames.max() ?? origin }
+    var newest: Int {
+        var high = origin
+        for slot in 0 ..< slotCount where storedFrames[slot] > high { high = storedFrames[slot] }
+        return high
+    }
 
     /// The oldest frame still held (older ones were overwritten by the ring).
     var oldest: Int { max(origin, newest - capacity) }
@@ -62,15 +84,14 @@ final class InputTimeline {
     @inline(__always)
     func append(slot: Int, from source: UnsafeRawBufferPointer, status: NetplayWire.InputStatus) {
         let frame = storedFrames[slot]
-        let start = offset(frame, slot)
-        bytes.withUnsafeMutableBytes { target in
-            for index in 0 ..< inputSize { target[start + index] = source[index] }
-        }
+        precondition(source.count >= inputSize)
+        if let base = source.baseAddress { (bytes + offset(frame, slot)).update(from: base.assumingMemoryBound(to: UInt8.self), count: inputSize) }
         statuses[(frame & mask) * slotCount + slot] = UInt8(truncatingIfNeeded: status.rawValue)
         storedFrames[slot] = frame + 1
     }
 
     /// Appends a zero input (disconnected or empty slot).
+    @inline(__always)
     func appendZero(slot: Int, status: NetplayWire.InputStatus) {
         let frame = storedFrames[slot]
         let start = offset(frame, slot)
@@ -106,13 +127,14 @@ final class InputTimeline {
     @discardableResult
     func updateConfirmed() -> Bool {
         var low = Int.max
-        for frame in storedFrames where frame < low { low = frame }
+        for slot in 0 ..< slotCount where storedFrames[slot] < low { low = storedFrames[slot] }
         guard low > confirmed else { return false }
         confirmed = low
         return true
     }
 
     /// The status of `slot` at `frame` (which must be held).
+    @inline(__always)
     func status(slot: Int, frame: Int) -> NetplayWire.InputStatus {
         NetplayWire.InputStatus(rawValue: Int32(statuses[(frame & mask) * slotCount + slot])) ?? .received
     }
@@ -121,11 +143,8 @@ final class InputTimeline {
     func inputs(slot: Int, from: Int, to: Int) -> [UInt8] {
         var out = [UInt8]()
         out.reserveCapacity((to - from) * inputSize)
-        bytes.withUnsafeBufferPointer { buffer in
-            for frame in from ..< to {
-                let start = offset(frame, slot)
-                out.append(contentsOf: buffer[start ..< start + inputSize])
-            }
+        for frame in from ..< to {
+            out.append(contentsOf: UnsafeBufferPointer(start: bytes + offset(frame, slot), count: inputSize))
         }
         return out
     }
@@ -134,13 +153,11 @@ final class InputTimeline {
     /// holds exactly `(to - from) * inputSize` bytes.
     func copyInputs(slot: Int, from: Int, to: Int, into out: UnsafeMutableRawBufferPointer) {
         guard let target = out.baseAddress else { return }
-        bytes.withUnsafeBytes { buffer in
-            guard let source = buffer.baseAddress else { return }
-            var position = 0
-            for frame in from ..< to {
-                (target + position).copyMemory(from: source + offset(frame, slot), byteCount: inputSize)
-                position += inputSize
-            }
+        precondition(out.count >= (to - from) * inputSize)
+        var position = 0
+        for frame in from ..< to {
+            (target + position).copyMemory(from: bytes + offset(frame, slot), byteCount: inputSize)
+            position += inputSize
         }
     }
 
@@ -169,8 +186,7 @@ final class InputTimeline {
         var anyNotReceived = false
         for frame in from ..< to {
             for slot in 0 ..< slotCount {
-                let start = offset(frame, slot)
-                inputs.append(contentsOf: bytes[start ..< start + inputSize])
+                inputs.append(contentsOf: UnsafeBufferPointer(start: bytes + offset(frame, slot), count: inputSize))
                 let status = self.status(slot: slot, frame: frame)
                 if status != .received { anyNotReceived = true }
                 states.append(status)
@@ -183,25 +199,44 @@ final class InputTimeline {
 /// When each slot's inputs of recent frames were sent (relay arrival minus half the sender's
 /// round trip): the earliest per frame sets substitution deadlines, and the per-slot average
 /// offset from the frame's mean is the time sync's "how far ahead".
+///
+/// Its tables are buffers allocated once and freed in `deinit` (like ``InputTimeline``'s: no
+/// uniqueness, exclusivity or retain work per input); slots are below `slots` and frames are
+/// masked into the ring.
 final class ArrivalBook {
     private static let frames = 1024
     private let slots: Int
-    private var frameTags: [Int]
-    private var sent: [UInt64]
-    private var earliest: [UInt64]
-    private var offsets: [Double]
-    private var samples: [Int]
+    private let frameTags: UnsafeMutablePointer<Int>
+    private let sent: UnsafeMutablePointer<UInt64>
+    private let earliest: UnsafeMutablePointer<UInt64>
+    private let offsets: UnsafeMutablePointer<Double>
+    private let samples: UnsafeMutablePointer<Int>
 
     init(slots: Int) {
         self.slots = slots
-        frameTags = Array(repeating: -1, count: Self.frames)
-        sent = Array(repeating: 0, count: Self.frames * slots)
-        earliest = Array(repeating: 0, count: Self.frames)
-        offsets = Array(repeating: 0, count: slots)
-        samples = Array(repeating: 0, count: slots)
+        let count = max(1, slots)
+        frameTags = .allocate(capacity: Self.frames)
+        frameTags.initialize(repeating: -1, count: Self.frames)
+        sent = .allocate(capacity: Self.frames * count)
+        sent.initialize(repeating: 0, count: Self.frames * count)
+        earliest = .allocate(capacity: Self.frames)
+        earliest.initialize(repeating: 0, count: Self.frames)
+        offsets = .allocate(capacity: count)
+        offsets.initialize(repeating: 0, count: count)
+        samples = .allocate(capacity: count)
+        samples.initialize(repeating: 0, count: count)
+    }
+
+    deinit {
+        frameTags.deallocate()
+        sent.deallocate()
+        earliest.deallocate()
+        offsets.deallocate()
+        samples.deallocate()
     }
 
     /// `slot`'s input for `frame` arrived; it was sent at `sentAt` (relay clock).
+    @inline(__always)
     func note(frame: Int, slot: Int, sentAt: UInt64) {
         let index = frame & (Self.frames - 1)
         if frameTags[index] != frame {

@@ -10,7 +10,10 @@ final class RelayPeer {
     /// 1-based slot (0 for spectators).
     let slot: Int
     /// Where it is attached now (nil while disconnected).
-    var address: PeerAddress?
+    var address: PeerAddress? { didSet { isConnected = address != nil } }
+    /// Whether it is attached (`address != nil`), kept as a flag: the relay's loops test it for
+    /// every participant on every input and timer tick, and reading the optional address copied it.
+    private(set) var isConnected = true
     var lastHeardMs: UInt64
     /// When it was last heard or attached; a disconnected player's grace runs from here.
     var disconnectedSinceMs: UInt64?
@@ -65,7 +68,6 @@ final class RelayPeer {
     }
 
     var isPlayer: Bool { role == .player }
-    var isConnected: Bool { address != nil }
 
     var info: PeerInfo {
         PeerInfo(participantId: participantId, name: name, role: role, slot: UInt32(slot), connected: isConnected)

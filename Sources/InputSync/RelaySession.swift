@@ -30,41 +30,48 @@ final class RelaySession {
     unowned(unsafe) let transport: RelayTransport
 
     let timeline: InputTimeline
+    // Exclusivity: a session is used only on the relay's reactor thread, and no access to the
+    // stored properties marked `@exclusivity(unchecked)` overlaps another (none is passed inout
+    // across a call that could reach the session again), so their dynamic checks, run on every
+    // input and timer tick, are skipped.
+
     /// The player holding each slot (0-based index), if any.
-    var players: [RelayPeer?] { didSet { rebuildParticipants() } }
-    var spectators: [RelayPeer] = [] { didSet { rebuildParticipants() } }
+    @exclusivity(unchecked) var players: [RelayPeer?] { didSet { rebuildParticipants() } }
+    @exclusivity(unchecked) var spectators: [RelayPeer] = [] { didSet { rebuildParticipants() } }
     /// Players then spectators (kept up to date: the hot paths iterate it without allocating).
-    private(set) var participants: [RelayPeer] = []
+    /// The hot loops go through ``forEachParticipant(_:)`` or index a local copy of the array
+    /// instead of `for participant in participants`, which retained and released every element.
+    @exclusivity(unchecked) private(set) var participants: [RelayPeer] = []
     /// Confirmations for a player whose own input completed a frame wait this long for the next
     /// message to that player (the forward of a partner's next input) instead of a message of
     /// their own: a frame and a half, so each input costs one message to each other player.
     let confirmationDeferMs: UInt64
     /// One frame at the session's nominal rate, at most 50 ms (a player acknowledges once per frame).
     let frameIntervalMs: UInt64
-    private var nextSilenceCheckMs: UInt64 = 0
+    @exclusivity(unchecked) private var nextSilenceCheckMs: UInt64 = 0
     /// Packs the per-frame broadcasts (shared by the relay's sessions: one reactor thread).
     let packer: InputBroadcastPacker
-    var slotModes: [SlotMode]
-    var substituting: [Bool]
-    var substitutedFrames: [Int]
+    @exclusivity(unchecked) var slotModes: [SlotMode]
+    @exclusivity(unchecked) var substituting: [Bool]
+    @exclusivity(unchecked) var substitutedFrames: [Int]
     /// While substituting: the first frame of the slot's current run of its own inputs.
-    var caughtUpFrom: [Int?]
+    @exclusivity(unchecked) var caughtUpFrom: [Int?]
     /// Checksum reports of a slot for frames before this are ignored (it was resynced there).
     var resyncedAt: [Int]
 
-    var running = false
+    @exclusivity(unchecked) var running = false
     var startedAtMs: UInt64 = 0
     var recovering = false
-    var substitutionHoldUntilMs: UInt64 = 0
-    var lastStatsMs: UInt64 = 0
-    var lastHintsMs: UInt64 = 0
-    var lastConnectedMs: UInt64
+    @exclusivity(unchecked) var substitutionHoldUntilMs: UInt64 = 0
+    @exclusivity(unchecked) var lastStatsMs: UInt64 = 0
+    @exclusivity(unchecked) var lastHintsMs: UInt64 = 0
+    @exclusivity(unchecked) var lastConnectedMs: UInt64
     var ended = false
     /// When the last player left while spectators still watched (they get every frame, then the session ends).
-    var playersGoneAtMs: UInt64?
+    @exclusivity(unchecked) var playersGoneAtMs: UInt64?
 
-    var checksums = ChecksumBook()
-    var transfer: ActiveTransfer?
+    @exclusivity(unchecked) var checksums = ChecksumBook()
+    @exclusivity(unchecked) var transfer: ActiveTransfer?
     var nextTransferId: UInt32 = 1
     var desyncs = 0
     var resyncs = 0
@@ -73,9 +80,9 @@ final class RelaySession {
 
     var content: ContentInfo?
     var gameOptions: [UInt8] = []
-    var replay: ReplayWriter?
+    @exclusivity(unchecked) var replay: ReplayWriter?
     /// Inputs accepted since the last load report.
-    var inputsAccepted = 0
+    @exclusivity(unchecked) var inputsAccepted = 0
 
     init(sessionId: String, params: SyncParams, configuration: RelayConfiguration, transport: RelayTransport,
          now: UInt64, origin: Int = 0, packer: InputBroadcastPacker = InputBroadcastPacker()) {
@@ -110,9 +117,22 @@ final class RelaySession {
         participants = players.compactMap { $0 } + spectators
     }
 
+    /// Calls `body` with every participant (players, then spectators) without retaining each:
+    /// the local copy of the array keeps them all alive, and `body` must not change `players` or
+    /// `spectators` (none of the relay's loops does). A retain and release per participant was
+    /// most of the cost of these loops on the per-input and timer paths.
+    @inline(__always)
+    private func forEachParticipant(_ body: (RelayPeer) -> Void) {
+        let list = participants
+        for index in 0 ..< list.count {
+            Unmanaged.passUnretained(list[index])._withUnsafeGuaranteedRef(body)
+        }
+    }
+
     var connectedCount: Int {
         var count = 0
-        for participant in participants where participant.isConnected { count += 1 }
+        let list = participants
+        for index in 0 ..< list.count where list[index].isConnected { count += 1 }
         return count
     }
 
@@ -297,14 +317,15 @@ final class RelaySession {
         // confirmed for them meanwhile; the sender's own confirmation waits for its next message.
         let forwardFrom = max(first, timeline.confirmed)
         let forwarded = forwardFrom < last ? RelayWire.Run(slot: slot, from: forwardFrom, to: last) : nil
-        for other in participants where other.isConnected && other.awaitingTransfer == nil {
+        forEachParticipant { other in
+            guard other.isConnected && other.awaitingTransfer == nil else { return }
             if other === participant {
                 if moved, other.deferredSinceMs == nil { other.deferredSinceMs = now }
-                continue
+                return
             }
             if other.isPlayer {
                 // Confirmed and forwarded inputs together in one message when they fit.
-                if compose(other, forwarded: forwarded, now: now) { continue }
+                if compose(other, forwarded: forwarded, now: now) { return }
                 if other.sentFrames < limit(for: other) { deliver(to: other, now: now) }
                 if let forwarded {
                     let awaited = timeline.stored(other.slot - 1)
@@ -425,8 +446,9 @@ final class RelaySession {
     /// Sends every participant the confirmed frames it was not sent yet (a participant whose
     /// confirmation is deferred gets it once the deferral is over).
     func deliverConfirmed(now: UInt64, includingDeferred: Bool = true) {
-        for participant in participants where participant.isConnected && participant.awaitingTransfer == nil {
-            if let since = participant.deferredSinceMs, !includingDeferred || now &- since < confirmationDeferMs { continue }
+        forEachParticipant { participant in
+            guard participant.isConnected && participant.awaitingTransfer == nil else { return }
+            if let since = participant.deferredSinceMs, !includingDeferred || now &- since < confirmationDeferMs { return }
             deliver(to: participant, now: now)
         }
     }
@@ -465,7 +487,14 @@ final class RelaySession {
             sendStats(now: now)
         }
         if !checksums.pending.isEmpty { judgeChecksums(now: now) }
-        if transfer != nil || participants.contains(where: { $0.awaitingTransfer != nil }) { driveTransfers(now: now) }
+        if transfer != nil || awaitingTransfers { driveTransfers(now: now) }
+    }
+
+    /// Whether a participant waits for a state transfer.
+    private var awaitingTransfers: Bool {
+        let list = participants
+        for index in 0 ..< list.count where list[index].awaitingTransfer != nil { return true }
+        return false
     }
 
     private var vacantSlots: Int {
@@ -475,8 +504,11 @@ final class RelaySession {
     }
 
     private func checkSilence(now: UInt64) {
-        for participant in participants where participant.isConnected {
-            guard now &- participant.lastHeardMs >= UInt64(configuration.silenceTimeoutMs) else { continue }
+        let list = participants
+        let silenceTimeoutMs = UInt64(configuration.silenceTimeoutMs)
+        for index in 0 ..< list.count {
+            let participant = list[index]
+            guard participant.isConnected, now &- participant.lastHeardMs >= silenceTimeoutMs else { continue }
             if let address = participant.address {
                 transport.send(.detach(Detach(reason: .timeout, message: "Nothing heard for \(configuration.silenceTimeoutMs) ms.")),
                                to: address)
@@ -534,7 +566,8 @@ final class RelaySession {
 
     private func resendAndAcknowledge(now: UInt64) {
         var resent = false
-        for participant in participants where participant.isConnected && participant.awaitingTransfer == nil {
+        forEachParticipant { participant in
+            guard participant.isConnected && participant.awaitingTransfer == nil else { return }
             if let since = participant.deferredSinceMs, now &- since >= confirmationDeferMs { resent = true }
             // Its acknowledgement comes with its next batch, up to a frame after ours arrived:
             // without that frame, a loaded link (queues of tens of ms) looks lossy, and each
