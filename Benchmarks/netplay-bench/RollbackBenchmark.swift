@@ -31,6 +31,9 @@ struct RollbackBenchmark: ParsableCommand {
     @Option(help: "Run one scenario only, for profiling: quiet, rollback, null-quiet, null-rollback, game.")
     var only: String?
 
+    @Flag(help: "Measure every player count (2 ... 8) and print one line per count.")
+    var allPlayers = false
+
     mutating func validate() throws {
         guard (2 ... 8).contains(players) else { throw ValidationError("--players must be 2 ... 8") }
         guard frames >= 100, repeats >= 1 else { throw ValidationError("--frames >= 100, --repeats >= 1") }
@@ -58,33 +61,26 @@ struct RollbackBenchmark: ParsableCommand {
             print("\(only): \(Int(perFrame.rounded())) ns/frame (sink \(sink & 0xFF))")
             return
         }
-        let game = measureGame(players: players, frames: frames, sink: &sink)
-        let nullQuiet = try best {
-            try driveSession(NullGame(), players: players, frames: frames, lateFrames: 0, sink: &sink)
+        if allPlayers {
+            print("rollback engine, every player count: \(frames) frames per run, best of \(repeats) runs")
+            print("players  no-op engine  arena engine   rollback / game work   (targets: < 1000 ns, <= 1.10x)")
+            for count in 2 ... 8 {
+                let figures = try measure(players: count, frames: frames, sink: &sink)
+                let pass = figures.nullQuiet < 1000 && figures.quietEngine < 1000 && figures.rollbackRatio <= 1.10
+                print("  \(count)    " + "\(Int(figures.nullQuiet.rounded())) ns".leftPadding(to: 12)
+                      + "\(Int(figures.quietEngine.rounded())) ns".leftPadding(to: 14)
+                      + "\(format2(figures.rollbackRatio))x".leftPadding(to: 15) + "   " + (pass ? "PASS" : "MISS"))
+            }
+            print("(sink \(sink & 0xFF))")
+            return
         }
-        let arenaQuiet = try best {
-            try driveSession(Arena(playerCount: players), players: players, frames: frames, lateFrames: 0, sink: &sink)
-        }
-        let nullRollback = try best {
-            try driveSession(NullGame(), players: players, frames: frames, lateFrames: 8, sink: &sink)
-        }
-        let arenaRollback = try best {
-            try driveSession(Arena(playerCount: players), players: players, frames: frames, lateFrames: 8, sink: &sink)
-        }
-
-        let interval = SessionConfiguration(playerCount: players, inputSize: 1).checksumInterval
-        let quietWork = game.quietFrame
-        let quietEngine = arenaQuiet - quietWork
-        let rollbackCost = arenaRollback - arenaQuiet
-        // The game work an 8-frame rollback triggers: the game alone making the calls of a
-        // frame with rollback (1 load, 9 advances, 8 saves, checksums) minus those of a frame
-        // without (1 save, 1 advance, checksums), on the same inputs as the session.
-        let triggeredWork = game.rollbackFrame - game.quietFrame
-        let rollbackRatio = rollbackCost / triggeredWork
-        // For reference: the same from the operations timed alone on the scripted inputs
-        // (load + 8 advances + 7 saves + 8 checksum shares).
-        let checksumShare = game.checksum / Double(interval)
-        let isolatedWork = game.load + 8 * (game.advance + checksumShare) + 7 * game.save
+        let figures = try measure(players: players, frames: frames, sink: &sink)
+        let game = figures.game, interval = figures.interval
+        let nullQuiet = figures.nullQuiet, arenaQuiet = figures.arenaQuiet
+        let nullRollback = figures.nullRollback, arenaRollback = figures.arenaRollback
+        let quietWork = figures.quietWork, quietEngine = figures.quietEngine
+        let rollbackCost = figures.rollbackCost, triggeredWork = figures.triggeredWork
+        let rollbackRatio = figures.rollbackRatio, isolatedWork = figures.isolatedWork
 
         print("rollback engine: arena with \(players) players, \(frames) frames per run, best of \(repeats) runs")
         print("")
@@ -113,6 +109,49 @@ struct RollbackBenchmark: ParsableCommand {
         print(row("rollback cost / game work", rollbackRatio, unit: "x", target: "<= 1.10", pass: rollbackRatio <= 1.10))
         print("")
         print("(sink \(sink & 0xFF))")
+    }
+
+    private struct Figures {
+        var game: GameCost
+        var interval: Int
+        var nullQuiet: Double
+        var arenaQuiet: Double
+        var nullRollback: Double
+        var arenaRollback: Double
+
+        var quietWork: Double { game.quietFrame }
+        var quietEngine: Double { arenaQuiet - quietWork }
+        var rollbackCost: Double { arenaRollback - arenaQuiet }
+        /// The game work an 8-frame rollback triggers: the game alone making the calls of a
+        /// frame with rollback (1 load, 9 advances, 8 saves, checksums) minus those of a frame
+        /// without (1 save, 1 advance, checksums), on the same inputs as the session.
+        var triggeredWork: Double { game.rollbackFrame - game.quietFrame }
+        var rollbackRatio: Double { rollbackCost / triggeredWork }
+        /// For reference: the same from the operations timed alone on the scripted inputs
+        /// (load + 8 advances + 7 saves + 8 checksum shares).
+        var isolatedWork: Double {
+            game.load + 8 * (game.advance + game.checksum / Double(interval)) + 7 * game.save
+        }
+    }
+
+    /// Every figure for `players` players.
+    private func measure(players: Int, frames: Int, sink: inout UInt64) throws -> Figures {
+        let game = measureGame(players: players, frames: frames, sink: &sink)
+        let nullQuiet = try best {
+            try driveSession(NullGame(), players: players, frames: frames, lateFrames: 0, sink: &sink)
+        }
+        let arenaQuiet = try best {
+            try driveSession(Arena(playerCount: players), players: players, frames: frames, lateFrames: 0, sink: &sink)
+        }
+        let nullRollback = try best {
+            try driveSession(NullGame(), players: players, frames: frames, lateFrames: 8, sink: &sink)
+        }
+        let arenaRollback = try best {
+            try driveSession(Arena(playerCount: players), players: players, frames: frames, lateFrames: 8, sink: &sink)
+        }
+        return Figures(game: game, interval: SessionConfiguration(playerCount: players, inputSize: 1).checksumInterval,
+                       nullQuiet: nullQuiet, arenaQuiet: arenaQuiet, nullRollback: nullRollback,
+                       arenaRollback: arenaRollback)
     }
 
     private func row(_ label: String, _ value: Double, unit: String = "", target: String? = nil,
