@@ -92,7 +92,8 @@ public final class P2PSession<G: Game> {
     /// Takes every outgoing message queued since the last call.
     public func drainOutgoing() -> [OutgoingMessage] { core.drainOutgoing() }
 
-    /// Hands every outgoing message to `body` without allocating a new array.
+    /// Hands every outgoing message to `body` without allocating a new array. `body` must not
+    /// call this session.
     @inlinable
     public func drainOutgoing(_ body: (OutgoingMessage) throws -> Void) rethrows {
         try core.drainOutgoing(body)
