@@ -82,7 +82,7 @@ bench-c: Benchmarks/bin/zmq_bench Benchmarks/bin/libretro_bench
 bench: deps-test bench-c
 	$(SWIFT) build -c release --product netplay-bench $(SWIFT_FLAGS)
 	$(RELEASE_BIN)/netplay-bench zeromq --c-bench Benchmarks/bin/zmq_bench
-	$(RELEASE_BIN)/netplay-bench rollback
+	$(RELEASE_BIN)/netplay-bench rollback --all-players
 	$(RELEASE_BIN)/netplay-bench controlplane
 	$(RELEASE_BIN)/netplay-bench cluster
 	$(RELEASE_BIN)/netplay-bench libretro --c-bench Benchmarks/bin/libretro_bench
