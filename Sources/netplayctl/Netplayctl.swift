@@ -27,8 +27,7 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Seconds to wait for a reply (env NETPLAY_TIMEOUT, default 2).", valueName: "seconds"))
     var timeout: Double?
 
-    @Option(help: ArgumentHelp("Server's CurveZMQ public key, Z85 (env NETPLAY_CURVE_SERVER_KEY; derived from NETPLAY_CURVE_SECRET_KEY when set).", valueName: "z85"))
-    var curveServerKey: String?
+    @OptionGroup var curve: CurveClientOptions
 
     func resolvedTimeout() throws -> Double {
         let text = timeout.map { String($0) } ?? ProcessInfo.processInfo.environment["NETPLAY_TIMEOUT"] ?? "2"
@@ -38,22 +37,9 @@ struct ConnectionOptions: ParsableArguments {
         return value
     }
 
-    func serverKey() throws -> [UInt8]? {
-        let environment = ProcessInfo.processInfo.environment
-        if let text = curveServerKey ?? environment["NETPLAY_CURVE_SERVER_KEY"] {
-            guard let key = Z85.decode(text), key.count == 32 else {
-                throw ValidationError("--curve-server-key must be a 40-character Z85 public key")
-            }
-            return key
-        }
-        if let secret = environment["NETPLAY_CURVE_SECRET_KEY"] {
-            guard let pair = try? CurveKeyPair(secretZ85: secret) else {
-                throw ValidationError("NETPLAY_CURVE_SECRET_KEY must be a 40-character Z85 secret key")
-            }
-            return pair.publicKey
-        }
-        return nil
-    }
+    /// The cluster's CurveZMQ public key (flag, NETPLAY_CURVE_SERVER_KEY or derived from
+    /// NETPLAY_CURVE_SECRET_KEY), or nil for plain connections.
+    func serverKey() throws -> [UInt8]? { try curve.serverKey() }
 
     func client(for target: String) throws -> BlockingClient {
         try BlockingClient(endpoint: try ServiceAddress.requests(target), timeout: try resolvedTimeout(),
