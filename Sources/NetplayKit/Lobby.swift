@@ -6,6 +6,11 @@ import NetplayWire
 /// through the coordinator, join or spectate a room, start and leave. Every call is a short
 /// request/reply on a fresh connection, so a `NetplayLobby` can be used from any thread; the
 /// `async` variants run the call off the caller's executor.
+///
+/// In a CurveZMQ-encrypted cluster (services started with `--curve-secret-key`) pass the
+/// cluster's public key as `serverKey`: discovery and coordinator requests are then encrypted,
+/// and so are the matches ``NetplayClient`` opens for lobby rooms (relay link, ticket renewal).
+/// LAN rooms are never encrypted (the host's in-process relay is plain).
 public struct NetplayLobby: Sendable {
     /// The discovery service (room list), or nil for LAN-only use.
     public var discoveryEndpoint: String?
@@ -15,30 +20,47 @@ public struct NetplayLobby: Sendable {
     public var lanBeaconPort: UInt16
     /// Seconds to wait for each reply.
     public var timeout: Double
+    /// The cluster's CurveZMQ public key (32 bytes) when its services encrypt, nil for a plain
+    /// cluster. Used for discovery and coordinator requests, not for LAN hosts.
+    public var serverKey: [UInt8]?
 
-    /// A lobby over the cluster at these endpoints (defaults: the local cluster).
+    /// A lobby over the cluster at these endpoints (defaults: the local cluster, unencrypted).
     public init(discovery: String? = ServiceDefaults.discoveryEndpoint,
                 coordinator: String? = ServiceDefaults.coordinatorEndpoint,
-                lanBeaconPort: UInt16 = LanBeacon.defaultPort, timeout: Double = 2) {
+                lanBeaconPort: UInt16 = LanBeacon.defaultPort, timeout: Double = 2, serverKey: [UInt8]? = nil) {
         discoveryEndpoint = discovery
         coordinatorEndpoint = coordinator
         self.lanBeaconPort = lanBeaconPort
         self.timeout = timeout
+        self.serverKey = serverKey
     }
 
-    private func call(_ endpoint: String?, _ what: String, _ body: Envelope.Body) throws -> Envelope.Body {
+    /// One request to a cluster service (`encrypted`: with ``serverKey``) or a LAN host.
+    private func call(_ endpoint: String?, _ what: String, _ body: Envelope.Body, encrypted: Bool = true) throws -> Envelope.Body {
         guard let endpoint else { throw NetplayError(.unavailable, "No \(what) is configured.") }
+        let key = encrypted ? serverKey : nil
         let client: BlockingClient
-        do { client = try BlockingClient(endpoint: endpoint, timeout: timeout) } catch {
+        do { client = try BlockingClient(endpoint: endpoint, timeout: timeout, serverKey: key) } catch {
             throw NetplayError(.unavailable, "Cannot reach the \(what) at \(endpoint): \(error)")
         }
         do {
             return try client.request(body)
         } catch .remote(let reply) {
             throw NetplayError(reply.code, reply.message)
+        } catch .timeout(_, let seconds) {
+            // An encrypted service drops a handshake with the wrong key (or none) without a word,
+            // so silence is all a key mismatch looks like from here.
+            let why = !encrypted ? "is it running?"
+                : key == nil ? "not running, or the cluster is encrypted and no CurveZMQ server key was given"
+                : "not running, or the CurveZMQ server key is not the cluster's"
+            throw NetplayError(.unavailable, "The \(what) at \(endpoint) did not answer within \(Self.seconds(seconds)) s (\(why)).")
         } catch {
             throw NetplayError(.unavailable, "The \(what) at \(endpoint) did not answer: \(error)")
         }
+    }
+
+    private static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
     }
 
     // MARK: Browsing
@@ -103,7 +125,7 @@ public struct NetplayLobby: Sendable {
                                          password: password, content: content, preferredSlot: UInt32(preferredSlot),
                                          idempotencyKey: UUID().uuidString)
         let endpoint = room.isLAN ? room.endpoint : coordinatorEndpoint
-        let body = try call(endpoint, room.isLAN ? "LAN host" : "coordinator", .joinSessionRequest(request))
+        let body = try call(endpoint, room.isLAN ? "LAN host" : "coordinator", .joinSessionRequest(request), encrypted: !room.isLAN)
         guard case .joinSessionResponse(let response) = body, let ticket = response.ticket else {
             throw NetplayError(.internal, "The join was answered with \(body.name) without a ticket.")
         }

@@ -48,6 +48,7 @@ public final class NetplayClient: Sendable {
             }
         }
         let admission = try lobby.host(settings: settings, content: content, inputSize: inputSize, hostName: name)
+        options.serverKey = serverKey(for: admission)
         return (try NetplayMatch(game: game, admission: admission, options: options), nil)
     }
 
@@ -56,13 +57,25 @@ public final class NetplayClient: Sendable {
                                           preferredSlot: Int = 0) throws -> NetplayMatch<G> {
         let admission = try lobby.join(room, name: name, role: .player, password: password, content: content,
                                        preferredSlot: preferredSlot)
-        return try NetplayMatch(game: game, admission: admission, options: matchOptions.options)
+        return try NetplayMatch(game: game, admission: admission, options: options(for: admission))
     }
 
     /// Watches `room` as a spectator (mid-match joins start from a state snapshot).
     public func spectate<G: SerializableGame>(_ room: NetplayRoom, game: G, password: String = "") throws -> NetplayMatch<G> {
         let admission = try lobby.join(room, name: name, role: .spectator, password: password)
-        return try NetplayMatch(game: game, admission: admission, options: matchOptions.options)
+        return try NetplayMatch(game: game, admission: admission, options: options(for: admission))
+    }
+
+    /// The lobby's CurveZMQ key for a cluster admission (its relay and coordinator encrypt like
+    /// the lobby's services); nil for a LAN room, whose host relay is plain.
+    private func serverKey(for admission: Admission) -> [UInt8]? {
+        admission.coordinatorEndpoint == nil ? nil : lobby.serverKey
+    }
+
+    private func options(for admission: Admission) -> NetplayMatchOptions {
+        var options = matchOptions.options
+        options.serverKey = serverKey(for: admission)
+        return options
     }
 }
 

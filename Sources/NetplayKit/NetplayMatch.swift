@@ -60,7 +60,7 @@ public struct NetplayMatchOptions: Sendable {
     public var prediction: any InputPredictor = RepeatLastPrediction()
     /// Frames of confirmed inputs kept to resend to a restarted relay.
     public var historyFrames = 1024
-    /// The relay's CurveZMQ public key, when the cluster encrypts.
+    /// The cluster's CurveZMQ public key, when it encrypts (relay link and ticket renewal).
     public var serverKey: [UInt8]?
 
     /// Defaults.
@@ -602,7 +602,7 @@ public final class NetplayMatch<G: SerializableGame> {
     /// Asks the coordinator for a fresh ticket (expired ticket on reconnect). Blocking, short.
     private func renewTicket() -> Bool {
         guard let coordinator = admission.coordinatorEndpoint, !admission.participantToken.isEmpty,
-              let client = try? BlockingClient(endpoint: coordinator, timeout: 1) else { return false }
+              let client = try? BlockingClient(endpoint: coordinator, timeout: 1, serverKey: options.serverKey) else { return false }
         let request = RenewTicketRequest(sessionId: admission.sessionId, participantId: admission.ticket.participantId,
                                          participantToken: admission.participantToken)
         guard case .sessionResponse(let response)? = try? client.request(.renewTicketRequest(request)),

@@ -17,6 +17,7 @@ struct Demo: ParsableCommand {
     var discovery: String?
     @Option(help: ArgumentHelp("Coordinator endpoint of a running cluster (env NETPLAY_COORDINATOR).", valueName: "endpoint"))
     var coordinator: String?
+    @OptionGroup var curve: CurveClientOptions
     @Option(help: "Frames to play (60 per second).") var frames = 1200
     @Option(help: "Simulated round trip of each peer to the relay, ms.") var rtt = 80
     @Option(help: "Simulated jitter, ms.") var jitter = 10
@@ -28,9 +29,10 @@ struct Demo: ParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         var discoveryEndpoint = discovery ?? environment["NETPLAY_DISCOVERY"] ?? ServiceDefaults.discoveryEndpoint
         var coordinatorEndpoint = coordinator ?? environment["NETPLAY_COORDINATOR"] ?? ServiceDefaults.coordinatorEndpoint
+        let serverKey = try curve.serverKey()
         var cluster: DemoCluster?
-        if !ownCluster && DemoCluster.isUp(discovery: discoveryEndpoint, coordinator: coordinatorEndpoint) {
-            say("using the cluster at \(coordinatorEndpoint) (discovery \(discoveryEndpoint))")
+        if !ownCluster && DemoCluster.isUp(discovery: discoveryEndpoint, coordinator: coordinatorEndpoint, serverKey: serverKey) {
+            say("using the cluster at \(coordinatorEndpoint) (discovery \(discoveryEndpoint))\(serverKey == nil ? "" : ", encrypted")")
         } else {
             say("no cluster is up: starting discovery, coordinator and a relay for the demo")
             let started = try DemoCluster.start()
@@ -44,11 +46,16 @@ struct Demo: ParsableCommand {
         let common = ["--discovery", discoveryEndpoint, "--coordinator", coordinatorEndpoint, "--room", room,
                       "--frames", "\(frames)", "--rtt", "\(rtt)", "--jitter", "\(jitter)", "--loss", "\(loss)",
                       "--hud-every", "2", "--timeout", "120"]
+        // A running cluster's key reaches the peers as it reached the demo (flag or environment);
+        // the private cluster is plain, so its peers get no key at all.
+        let keyArguments = cluster == nil ? curve.curveServerKey.map { ["--curve-server-key", $0] } ?? [] : []
         say("room '\(room)': P1 hosts, P2 joins; \(frames) frames at 60 Hz, \(rtt) ms round trip, \(jitter) ms jitter, \(Int(loss * 100)) % loss")
         let host = try DemoChild(label: "P1", arguments: ["host", "--players", "2", "--frame-delay", "2", "--prediction-window", "12",
-                                                         "--name", "Player 1", "--render-every", "\(renderEvery)", "--input-seed", "3"] + common)
+                                                         "--name", "Player 1", "--render-every", "\(renderEvery)", "--input-seed", "3"]
+                                 + common + keyArguments, plain: cluster != nil)
         Thread.sleep(forTimeInterval: 0.5)
-        let join = try DemoChild(label: "P2", arguments: ["join", "--name", "Player 2", "--input-seed", "4"] + common)
+        let join = try DemoChild(label: "P2", arguments: ["join", "--name", "Player 2", "--input-seed", "4"] + common + keyArguments,
+                                 plain: cluster != nil)
         let hostStatus = host.wait()
         let joinStatus = join.wait()
         let results = [host, join].compactMap { $0.lines.last { $0.hasPrefix("RESULT") } }
@@ -74,10 +81,17 @@ final class DemoChild: @unchecked Sendable {
     private let process = Process()
     private let log = LineLog()
 
-    init(label: String, arguments: [String]) throws {
+    /// `plain`: the child gets no NETPLAY_CURVE_* variables (it plays in the demo's unencrypted cluster).
+    init(label: String, arguments: [String], plain: Bool) throws {
         self.label = label
         process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         process.arguments = arguments
+        if plain {
+            var environment = ProcessInfo.processInfo.environment
+            environment.removeValue(forKey: "NETPLAY_CURVE_SERVER_KEY")
+            environment.removeValue(forKey: "NETPLAY_CURVE_SECRET_KEY")
+            process.environment = environment
+        }
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
@@ -133,10 +147,10 @@ final class DemoCluster {
     private var processes: [Process] = []
     private let directory: URL
 
-    static func isUp(discovery: String, coordinator: String) -> Bool {
-        guard let discoveryClient = try? BlockingClient(endpoint: discovery, timeout: 0.5),
+    static func isUp(discovery: String, coordinator: String, serverKey: [UInt8]? = nil) -> Bool {
+        guard let discoveryClient = try? BlockingClient(endpoint: discovery, timeout: 0.5, serverKey: serverKey),
               (try? discoveryClient.request(.healthRequest(HealthRequest()))) != nil,
-              let coordinatorClient = try? BlockingClient(endpoint: coordinator, timeout: 0.5),
+              let coordinatorClient = try? BlockingClient(endpoint: coordinator, timeout: 0.5, serverKey: serverKey),
               case .listRelaysResponse(let relays)? = try? coordinatorClient.request(.listRelaysRequest(ListRelaysRequest())) else {
             return false
         }

@@ -36,6 +36,7 @@ struct PeerOptions: ParsableArguments {
     var discovery: String?
     @Option(help: ArgumentHelp("Coordinator endpoint (env NETPLAY_COORDINATOR, default \(ServiceDefaults.coordinatorEndpoint)).", valueName: "endpoint"))
     var coordinator: String?
+    @OptionGroup var curve: CurveClientOptions
     @Option(help: "Display name.") var name: String?
     @Option(help: "Room name to host or to look for.") var room = "netplay-peer room"
     @Option(help: "Sample game: arena or pd (host; joiners take the host's).") var game = "arena"
@@ -68,10 +69,11 @@ struct PeerOptions: ParsableArguments {
         let coordinator = self.coordinator ?? environment["NETPLAY_COORDINATOR"] ?? ServiceDefaults.coordinatorEndpoint
         try EndpointValidator.validate(discovery, name: "--discovery")
         try EndpointValidator.validate(coordinator, name: "--coordinator")
-        return NetplayLobby(discovery: discovery, coordinator: coordinator, lanBeaconPort: lanPort)
+        return NetplayLobby(discovery: discovery, coordinator: coordinator, lanBeaconPort: lanPort, serverKey: try curve.serverKey())
     }
 
     func validate(player: Bool) throws {
+        _ = try curve.serverKey()
         guard frames > 0 else { throw ValidationError("--frames must be > 0") }
         guard (0 ... 1).contains(loss) else { throw ValidationError("--loss must be between 0 and 1") }
         guard rtt >= 0, jitter >= 0 else { throw ValidationError("--rtt and --jitter must be >= 0") }
@@ -94,15 +96,23 @@ struct PeerOptions: ParsableArguments {
 
     var conditions: NetworkConditions { NetworkConditions(rttMs: rtt, jitterMs: jitter, loss: loss, seed: inputSeed &+ 99) }
 
-    /// Finds `room` in the lobby (or on the LAN), waiting for it to appear.
+    /// Finds `room` in the lobby (or on the LAN), waiting for it to appear. Gives up at the
+    /// deadline, saying why the last look failed when it did (e.g. an encrypted discovery
+    /// service that does not answer without the cluster's key).
     func findRoom(_ lobby: NetplayLobby, deadline: Date) throws -> NetplayRoom {
+        var lastError: Error?
         while Date() < deadline {
-            let rooms = lanListenMs > 0 ? (try? lobby.lanRooms(listeningFor: lanListenMs)) ?? []
-                : (try? lobby.lobbyRooms(filter: RoomFilter(includeInProgress: true))) ?? []
-            if let found = rooms.first(where: { $0.roomName == room }) { return found }
+            do {
+                let rooms = lanListenMs > 0 ? try lobby.lanRooms(listeningFor: lanListenMs)
+                    : try lobby.lobbyRooms(filter: RoomFilter(includeInProgress: true))
+                lastError = nil
+                if let found = rooms.first(where: { $0.roomName == room }) { return found }
+            } catch {
+                lastError = error
+            }
             usleep(200_000)
         }
-        throw ValidationError("room '\(room)' not found before the timeout")
+        throw ValidationError("room '\(room)' not found before the timeout" + (lastError.map { ": \($0)" } ?? ""))
     }
 }
 
@@ -226,6 +236,8 @@ func play<G: SerializableGame>(_ base: G, script: @escaping (Int, Int) -> GameIn
     matchOptions.content = content
     matchOptions.gameOptions = gameOptions
     if admission.role == .spectator { matchOptions.stopAtFrame = options.frames }
+    // Cluster rooms encrypt like the cluster; a LAN room's in-process relay is plain.
+    if admission.coordinatorEndpoint != nil { matchOptions.serverKey = try options.curve.serverKey() }
     let match = try NetplayMatch(game: game, admission: admission, options: matchOptions)
     var runner = PeerRunner(options: options, match: match, script: script, label: label)
     runner.resultSuffix = resultSuffix

@@ -16,18 +16,25 @@ final class PlayCluster: @unchecked Sendable {
     private(set) var coordinator: ServiceProcess?
     private(set) var relay: ServiceProcess?
     private var peers: [ServiceProcess] = []
+    /// The services' environment: no telemetry, and the cluster's CurveZMQ secret key if any.
+    private let serviceEnvironment: [String: String]
+    /// The cluster's CurveZMQ public key (nil: a plain cluster); the harness's own requests use it.
+    let serverKey: [UInt8]?
 
-    init() throws {
+    /// `curveSecretKey` (Z85): every service encrypts with it (NETPLAY_CURVE_SECRET_KEY); nil: plain.
+    init(curveSecretKey: String? = nil) throws {
+        serviceEnvironment = ["NETPLAY_TELEMETRY": "none"].merging(curveSecretKey.map { ["NETPLAY_CURVE_SECRET_KEY": $0] } ?? [:]) { $1 }
+        serverKey = try CurveClientOptions.serverKey(flag: nil, environment: serviceEnvironment)
         discovery = try ServiceProcess("netplay-discovery", [
             "--endpoint", discoveryEndpoint, "--events", "none", "--data-dir", dataRoot + "/discovery",
             "--instance", "discovery-1", "--beacon-port", "0", "--retroarch-port", "0", "--sync-interval", "0.2",
-        ], environment: ["NETPLAY_TELEMETRY": "none"])
+        ], environment: serviceEnvironment)
         try waitHealthy(discoveryEndpoint, discovery!)
         coordinator = try ServiceProcess("netplay-coordinator", [
             "--endpoint", coordinatorEndpoint, "--events", "none", "--data-dir", dataRoot + "/coordinator",
             "--instance", "coordinator-1", "--discovery", discoveryEndpoint, "--cluster-secret", Self.secret,
             "--password-cost", "minimum", "--relay-refresh-interval", "0.5",
-        ], environment: ["NETPLAY_TELEMETRY": "none"])
+        ], environment: serviceEnvironment)
         try waitHealthy(coordinatorEndpoint, coordinator!)
         try startRelay()
     }
@@ -45,9 +52,9 @@ final class PlayCluster: @unchecked Sendable {
         relay = try ServiceProcess("netplay-sync", [
             "--endpoint", relayEndpoint, "--events", relayEvents, "--data-dir", dataRoot + "/sync-0",
             "--instance", "sync-0", "--coordinator", coordinatorEndpoint, "--cluster-secret", Self.secret,
-        ], environment: ["NETPLAY_TELEMETRY": "none"])
+        ], environment: serviceEnvironment)
         try waitHealthy(relayEndpoint, relay!)
-        let client = try BlockingClient(endpoint: coordinatorEndpoint, timeout: 1)
+        let client = try BlockingClient(endpoint: coordinatorEndpoint, timeout: 1, serverKey: serverKey)
         let listed = eventually(within: 10) {
             guard case .listRelaysResponse(let list)? = try? client.request(.listRelaysRequest(ListRelaysRequest())) else { return false }
             return list.relays.contains { $0.relayId == "sync-0" }
@@ -63,16 +70,16 @@ final class PlayCluster: @unchecked Sendable {
     }
 
     func waitHealthy(_ endpoint: String, _ process: ServiceProcess) throws {
-        let probe = try BlockingClient(endpoint: endpoint, timeout: 0.2)
+        let probe = try BlockingClient(endpoint: endpoint, timeout: 0.2, serverKey: serverKey)
         guard eventually(within: 30, { (try? probe.request(.healthRequest(HealthRequest()))) != nil }) else {
             throw HarnessError("\(process.name) did not start: \(process.log)")
         }
     }
 
-    /// Starts `netplay-peer <command>` against this cluster.
-    func peer(_ command: String, _ arguments: [String]) throws -> ServiceProcess {
+    /// Starts `netplay-peer <command>` against this cluster (with `environment` added).
+    func peer(_ command: String, _ arguments: [String], environment: [String: String] = [:]) throws -> ServiceProcess {
         let process = try ServiceProcess("netplay-peer", [command, "--discovery", discoveryEndpoint,
-                                                          "--coordinator", coordinatorEndpoint] + arguments)
+                                                          "--coordinator", coordinatorEndpoint] + arguments, environment: environment)
         peers.append(process)
         return process
     }
