@@ -1,5 +1,6 @@
 import Foundation
 import Games
+import InputSync
 import NetplayService
 import NetplayTestSupport
 import NetplayWire
@@ -36,10 +37,23 @@ struct NetplayKitTests {
         return settings
     }
 
-    func lanHost(_ name: String, password: String? = nil, port: UInt16) throws -> LanHost {
+    func lanHost(_ name: String, password: String? = nil, port: UInt16,
+                 configureRelay: (inout RelayConfiguration) -> Void = { _ in }) throws -> LanHost {
         try LanHost(settings: settings(name, password: password), content: content, inputSize: Arena.inputSize,
                     hostName: "alice", bindAddress: "127.0.0.1", advertiseAddress: "127.0.0.1",
-                    beaconHost: "127.0.0.1", beaconPort: port, beaconIntervalMs: 200)
+                    beaconHost: "127.0.0.1", beaconPort: port, beaconIntervalMs: 200, configureRelay: configureRelay)
+    }
+
+    /// The host's match and bob's, joined to `host`'s LAN room through a lobby, both started.
+    func startedPair(_ host: LanHost, port: UInt16) throws -> (lobby: NetplayLobby, room: NetplayRoom,
+                                                                host: NetplayMatch<Arena>, join: NetplayMatch<Arena>) {
+        let lobby = NetplayLobby(discovery: nil, coordinator: nil, lanBeaconPort: port)
+        let room = try #require(try lobby.lanRooms(listeningFor: 1_000).first)
+        let hostMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: host.admission)
+        let joinMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: try lobby.join(room, name: "bob", content: content))
+        hostMatch.start()
+        joinMatch.start()
+        return (lobby, room, hostMatch, joinMatch)
     }
 
     @Test func backoffGrowsWithJitterAndStaysUnderItsCap() {
@@ -146,12 +160,7 @@ struct NetplayKitTests {
         let port = UInt16(TestPorts.free())
         let host = try lanHost("kit-late", port: port)
         defer { host.stop() }
-        let lobby = NetplayLobby(discovery: nil, coordinator: nil, lanBeaconPort: port)
-        let room = try #require(try lobby.lanRooms(listeningFor: 1_000).first)
-        let hostMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: host.admission)
-        let joinMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: try lobby.join(room, name: "bob", content: content))
-        hostMatch.start()
-        joinMatch.start()
+        let (lobby, room, hostMatch, joinMatch) = try startedPair(host, port: port)
         #expect(drive([hostMatch, joinMatch], seconds: 20, until: { hostMatch.currentFrame >= 400 }))
         // The joiner loses its link for 2 s; the host keeps playing; the joiner reconnects.
         joinMatch.simulateOutage(milliseconds: 2_000)
@@ -183,20 +192,13 @@ struct NetplayKitTests {
     /// it restarts its engine from the state, and the match still agrees.
     @Test func aPlayerAwayLongerThanTheRelayHistoryJumpsToTheTransferredState() throws {
         let port = UInt16(TestPorts.free())
-        let host = try LanHost(settings: settings("kit-jump"), content: content, inputSize: Arena.inputSize,
-                               hostName: "alice", bindAddress: "127.0.0.1", advertiseAddress: "127.0.0.1",
-                               beaconHost: "127.0.0.1", beaconPort: port, beaconIntervalMs: 200) { relay in
+        let host = try lanHost("kit-jump", port: port) { relay in
             relay.historyFrames = 256
             relay.maxFramesAhead = 128
             relay.recoveryBacklogFrames = 64
         }
         defer { host.stop() }
-        let lobby = NetplayLobby(discovery: nil, coordinator: nil, lanBeaconPort: port)
-        let room = try #require(try lobby.lanRooms(listeningFor: 1_000).first)
-        let hostMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: host.admission)
-        let joinMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: try lobby.join(room, name: "bob", content: content))
-        hostMatch.start()
-        joinMatch.start()
+        let (_, _, hostMatch, joinMatch) = try startedPair(host, port: port)
         #expect(drive([hostMatch, joinMatch], seconds: 20, until: { hostMatch.currentFrame >= 300 }))
         // 4 s away at 120 frames per second: ~480 frames, more than the 256 the relay keeps.
         let awayFrom = joinMatch.currentFrame

@@ -84,6 +84,21 @@ final class PlayCluster: @unchecked Sendable {
         return process
     }
 
+    /// Creates a relay session for the arena at the coordinator, hosted by "alice".
+    func createSession(room: String, maxPlayers: UInt32, coordinator: BlockingClient) throws -> CreateSessionResponse {
+        let settings = SessionSettings(roomName: room, content: Self.arena, transport: .relay, maxPlayers: maxPlayers,
+                                       inputSize: 1, frameRateMhz: 60_000, predictionWindow: 8, lagToleranceFrames: 12,
+                                       checksumIntervalFrames: 60)
+        guard case .createSessionResponse(let created) = try coordinator.request(.createSessionRequest(
+            CreateSessionRequest(settings: settings, hostName: "alice"))), created.ticket != nil else {
+            throw HarnessError("the coordinator created no session with a ticket for room \(room)")
+        }
+        return created
+    }
+
+    /// The sample arena as content.
+    static let arena = ContentInfo(gameName: "Arena", coreId: "netplay.games.arena", coreVersion: "1")
+
     /// The replay files the relay wrote.
     var replayFiles: [String] {
         let directory = dataRoot + "/sync-0/replays"

@@ -121,18 +121,11 @@ struct PlayE2ETests {
     @Test func aKickAndAnEndedSessionAtTheCoordinatorArePushedToTheRelay() throws {
         let cluster = try PlayCluster()
         let coordinator = try BlockingClient(endpoint: cluster.coordinatorEndpoint, timeout: 5)
-        let content = ContentInfo(gameName: "Arena", coreId: "netplay.games.arena", coreVersion: "1")
-        guard case .createSessionResponse(let created) = try coordinator.request(.createSessionRequest(CreateSessionRequest(
-            settings: SessionSettings(roomName: "kick", content: content, transport: .relay, maxPlayers: 3,
-                                      inputSize: 1, frameRateMhz: 60_000, predictionWindow: 8, lagToleranceFrames: 12,
-                                      checksumIntervalFrames: 60),
-            hostName: "alice"))), let hostTicket = created.ticket else {
-            Issue.record("no session")
-            return
-        }
+        let created = try cluster.createSession(room: "kick", maxPlayers: 3, coordinator: coordinator)
+        let hostTicket = try #require(created.ticket)
         let sessionId = created.session.sessionId
         guard case .joinSessionResponse(let joined) = try coordinator.request(.joinSessionRequest(JoinSessionRequest(
-            sessionId: sessionId, role: .player, name: "bob", content: content))), let bobTicket = joined.ticket else {
+            sessionId: sessionId, role: .player, name: "bob", content: PlayCluster.arena))), let bobTicket = joined.ticket else {
             Issue.record("bob could not join")
             return
         }
@@ -182,15 +175,7 @@ struct PlayE2ETests {
     @Test func forgedOrExpiredTicketsAreRefusedAndBadFramesAnsweredWithErrors() throws {
         let cluster = try PlayCluster()
         let coordinator = try BlockingClient(endpoint: cluster.coordinatorEndpoint, timeout: 5)
-        let content = ContentInfo(gameName: "Arena", coreId: "netplay.games.arena", coreVersion: "1")
-        guard case .createSessionResponse(let created) = try coordinator.request(.createSessionRequest(CreateSessionRequest(
-            settings: SessionSettings(roomName: "tickets", content: content, transport: .relay, maxPlayers: 2,
-                                      inputSize: 1, frameRateMhz: 60_000, predictionWindow: 8, lagToleranceFrames: 12,
-                                      checksumIntervalFrames: 60),
-            hostName: "alice"))), let ticket = created.ticket else {
-            Issue.record("no session")
-            return
-        }
+        let ticket = try #require(try cluster.createSession(room: "tickets", maxPlayers: 2, coordinator: coordinator).ticket)
         let relay = try BlockingClient(endpoint: cluster.relayEndpoint, timeout: 3)
         func attach(_ ticket: JoinTicket) throws -> Envelope {
             try relay.requestEnvelope(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1)))
