@@ -5,10 +5,13 @@ import NetplayWire
 public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
     // The routing id, up to 16 bytes inline (libzmq assigns 5), so receiving, hashing and
     // replying allocate nothing; longer ids (up to 255 bytes) live in `heap`. An id is always
-    // stored the same way for its length, so the synthesized equality and hash are exact.
+    // stored the same way for its length, so equality and hashing are exact. They compare and
+    // hash the inline words and look at `heap` only for a long id (`isLong`), so the hot path
+    // (the relay's peer lookup on every input) never touches a reference count.
     private var low: UInt64 = 0
     private var high: UInt64 = 0
     private var count: UInt8 = 0
+    private var isLong = false
     private var heap: [UInt8]?
     /// True for REQ peers, which expect `[id, "", payload]`.
     public let delimited: Bool
@@ -22,6 +25,7 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
             routingId.withUnsafeBytes { store($0) }
         } else {
             heap = routingId
+            isLong = true
         }
     }
 
@@ -32,6 +36,7 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
             store(routingId)
         } else {
             heap = Array(routingId)
+            isLong = true
         }
     }
 
@@ -55,7 +60,7 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
     /// Calls `body` with the routing id's bytes, without copying them to the heap.
     @inline(__always)
     public func withRoutingId<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
-        if let heap { return try heap.withUnsafeBytes(body) }
+        if isLong, let heap { return try heap.withUnsafeBytes(body) }
         var words = (low, high)
         let count = Int(count)
         return try withUnsafeBytes(of: &words) { try body(UnsafeRawBufferPointer(rebasing: $0[0 ..< count])) }
@@ -67,8 +72,23 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
         copy.low = low
         copy.high = high
         copy.count = count
+        copy.isLong = isLong
         copy.heap = heap
         return copy
+    }
+
+    public static func == (lhs: PeerAddress, rhs: PeerAddress) -> Bool {
+        guard lhs.low == rhs.low, lhs.high == rhs.high, lhs.count == rhs.count, lhs.isLong == rhs.isLong,
+              lhs.delimited == rhs.delimited else { return false }
+        return !lhs.isLong || lhs.heap == rhs.heap
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(low)
+        hasher.combine(high)
+        hasher.combine(count)
+        hasher.combine(delimited)
+        if isLong, let heap { hasher.combine(heap) }
     }
 
     public var description: String { routingId.map { String(format: "%02x", $0) }.joined() }

@@ -45,7 +45,9 @@ public final class ServiceRuntime {
     private var telemetryReachable: Bool?
     private(set) var draining = false
     private var service: (any Service)?
-    private var rawService: (any RawFrameService)?
+    /// The same object as `service` (held there), when it takes raw frames; unowned so reading it
+    /// on every frame costs no retain.
+    private unowned(unsafe) var rawService: (any RawFrameService)?
 
     private let requestsTotal: Counter
     private let malformedTotal: Counter
@@ -219,73 +221,99 @@ public final class ServiceRuntime {
 
     /// Reads every request waiting on the ROUTER (bounded per wake-up so timers still run).
     private func drainRouter() {
-        // Routing ids are at most 255 bytes; read them into this buffer, not an array.
-        var identityBuffer: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
-                             UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
-                             UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
-                             UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         for _ in 0..<4096 {
+            // Frames are read into the socket's reusable message, without a closure per frame;
+            // "more" comes with each frame (no ZMQ_RCVMORE option call).
             let identity: PeerAddress
             do {
-                identity = try withUnsafeMutableBytes(of: &identityBuffer) { (buffer) throws(ZMQError) -> PeerAddress in
-                    let count = try router.receive(into: buffer, flags: .dontWait)
-                    return PeerAddress(routingId: UnsafeRawBufferPointer(rebasing: buffer[0 ..< min(count, buffer.count)]))
+                let frame = try router.receiveBorrowed(flags: .dontWait)
+                identity = PeerAddress(routingId: frame.bytes)
+                guard frame.more else {
+                    finishRequest(from: identity, first: nil)
+                    continue
                 }
             } catch {
                 return  // wouldBlock: drained
             }
-            // The rest of this message is already queued: read it without blocking. Accepted
-            // shapes: [id, payload] from a DEALER, [id, "", payload] from a REQ.
-            var more = (try? router.hasMore) ?? false
-            var framesAfterIdentity = 0
-            var delimited = false
-            var envelope: Result<Envelope, WireError>?
-            var undecodable: [UInt8] = []
-            var handledRaw = false
-            while more {
+            // The rest of this message is already queued: read it without blocking.
+            let first: (bytes: UnsafeRawBufferPointer, more: Bool)
+            do {
+                first = try router.receiveBorrowed(flags: .dontWait)
+            } catch {
+                finishRequest(from: identity, first: nil)
+                continue
+            }
+            // The hot path: [id, payload] from a DEALER, taken by the service before decoding.
+            if !first.more, let rawService, !draining, rawService.handleRawFrame(first.bytes, from: identity, runtime: self) {
+                requestsTotal.increment()
+                continue
+            }
+            finishRequest(from: identity, first: first)
+        }
+    }
+
+    /// Reads and dispatches the rest of a request whose routing id was read, and whose first frame
+    /// after it (if any was read: nil when there was none or it could not be read) is `first`,
+    /// already offered to the raw-frame service when it was the last one. Accepted shapes:
+    /// [id, payload] from a DEALER, [id, "", payload] from a REQ.
+    @inline(never)
+    private func finishRequest(from identity: PeerAddress, first: (bytes: UnsafeRawBufferPointer, more: Bool)?) {
+        var more = first != nil
+        var framesAfterIdentity = 0
+        var delimited = false
+        var envelope: Result<Envelope, WireError>?
+        var undecodable: [UInt8] = []
+        var handledRaw = false
+        var pending = first
+        while more {
+            let frame: (bytes: UnsafeRawBufferPointer, more: Bool)
+            if let read = pending {
+                frame = read
+                pending = nil
+            } else {
                 do {
-                    try router.receive(flags: .dontWait) { bytes, hasMore in
-                        more = hasMore
-                        framesAfterIdentity += 1
-                        if framesAfterIdentity == 1 && hasMore && bytes.isEmpty {
-                            delimited = true
-                        } else if !hasMore && (framesAfterIdentity == 1 || (framesAfterIdentity == 2 && delimited)) {
-                            if let rawService, !draining,
-                               rawService.handleRawFrame(bytes, from: delimited ? identity.delimitedCopy : identity,
-                                                         runtime: self) {
-                                handledRaw = true
-                                return
-                            }
-                            envelope = Result { () throws(WireError) -> Envelope in try Envelope(decoding: bytes) }
-                            if case .failure = envelope { undecodable = Array(bytes.prefix(16)) }
-                        } else {
-                            envelope = nil
-                        }
-                    }
+                    frame = try router.receiveBorrowed(flags: .dontWait)
                 } catch {
                     break
                 }
             }
-            if framesAfterIdentity > (delimited ? 2 : 1) { envelope = nil }
-            requestsTotal.increment()
-            if handledRaw && framesAfterIdentity == (delimited ? 2 : 1) { continue }
-            let peer = delimited ? identity.delimitedCopy : identity
-            switch envelope {
-            case .success(let envelope):
-                dispatch(Request(envelope: envelope, peer: peer))
-            case .failure(let error):
-                malformedTotal.increment()
-                logger.debug("malformed request", metadata: ["peer": "\(peer)", "error": "\(error)"])
-                let requestId = Self.salvageRequestId(undecodable)
-                send(Envelope(requestId: requestId, body: .error(ErrorReply(error))), to: peer)
-            case nil:
-                malformedTotal.increment()
-                logger.debug("malformed multipart request", metadata: ["peer": "\(peer)", "frames": "\(framesAfterIdentity)"])
-                let reply = ErrorReply(code: .malformed,
-                                       message: "A request is one frame holding a netplay.v1.Envelope (after an optional empty delimiter); got \(framesAfterIdentity) frames.")
-                send(Envelope(body: .error(reply)), to: peer)
+            let bytes = frame.bytes
+            let hasMore = frame.more
+            more = hasMore
+            framesAfterIdentity += 1
+            if framesAfterIdentity == 1 && hasMore && bytes.isEmpty {
+                delimited = true
+            } else if !hasMore && (framesAfterIdentity == 1 || (framesAfterIdentity == 2 && delimited)) {
+                // A single frame was offered to the raw-frame service already (and declined).
+                if framesAfterIdentity == 2, let rawService, !draining,
+                   rawService.handleRawFrame(bytes, from: identity.delimitedCopy, runtime: self) {
+                    handledRaw = true
+                    continue  // the last frame: the loop ends
+                }
+                envelope = Result { () throws(WireError) -> Envelope in try Envelope(decoding: bytes) }
+                if case .failure = envelope { undecodable = Array(bytes.prefix(16)) }
+            } else {
+                envelope = nil
             }
+        }
+        if framesAfterIdentity > (delimited ? 2 : 1) { envelope = nil }
+        requestsTotal.increment()
+        if handledRaw && framesAfterIdentity == (delimited ? 2 : 1) { return }
+        let peer = delimited ? identity.delimitedCopy : identity
+        switch envelope {
+        case .success(let envelope):
+            dispatch(Request(envelope: envelope, peer: peer))
+        case .failure(let error):
+            malformedTotal.increment()
+            logger.debug("malformed request", metadata: ["peer": "\(peer)", "error": "\(error)"])
+            let requestId = Self.salvageRequestId(undecodable)
+            send(Envelope(requestId: requestId, body: .error(ErrorReply(error))), to: peer)
+        case nil:
+            malformedTotal.increment()
+            logger.debug("malformed multipart request", metadata: ["peer": "\(peer)", "frames": "\(framesAfterIdentity)"])
+            let reply = ErrorReply(code: .malformed,
+                                   message: "A request is one frame holding a netplay.v1.Envelope (after an optional empty delimiter); got \(framesAfterIdentity) frames.")
+            send(Envelope(body: .error(reply)), to: peer)
         }
     }
 
@@ -384,11 +412,15 @@ public final class ServiceRuntime {
             return send(fallback, to: peer)
         }
         do {
-            _ = try peer.withRoutingId { (identity) throws(ZMQError) -> Int in
-                try router.send(identity, flags: [.dontWait, .more])
+            let result = payload.withUnsafeBytes { payload -> Result<Void, ZMQError> in
+                do throws(ZMQError) {
+                    try sendRouted(payload, to: peer)
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
             }
-            if peer.delimited { try router.send([], flags: [.dontWait, .more]) }
-            try router.send(payload, flags: .dontWait)
+            try result.get()
             return true
         } catch {
             repliesDropped.increment()
@@ -402,16 +434,26 @@ public final class ServiceRuntime {
     @discardableResult
     public func send(encoded payload: UnsafeRawBufferPointer, to peer: PeerAddress) -> Bool {
         do {
-            _ = try peer.withRoutingId { (identity) throws(ZMQError) -> Int in
-                try router.send(identity, flags: [.dontWait, .more])
-            }
-            if peer.delimited { try router.send([], flags: [.dontWait, .more]) }
-            try router.send(payload, flags: .dontWait)
+            try sendRouted(payload, to: peer)
             return true
         } catch {
             repliesDropped.increment()
             return false
         }
+    }
+
+    /// `[id, ("",) payload]` to `peer` on the ROUTER, never blocking.
+    @inline(__always)
+    private func sendRouted(_ payload: UnsafeRawBufferPointer, to peer: PeerAddress) throws(ZMQError) {
+        let result = peer.withRoutingId { identity -> Result<Void, ZMQError> in
+            do throws(ZMQError) {
+                try router.sendRouted(to: identity, delimited: peer.delimited, payload: payload)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
     }
 
     // MARK: Events and telemetry

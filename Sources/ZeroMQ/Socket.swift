@@ -109,6 +109,25 @@ public final class Socket {
         }
     }
 
+    /// Sends `[routingId, payload]` (or `[routingId, "", payload]` when `delimited`) on a ROUTER
+    /// without blocking: the frames `send(_:flags:)` with `.dontWait` would send one by one, in one
+    /// call (the hot path of a ROUTER that replies to many peers).
+    public func sendRouted(to routingId: UnsafeRawBufferPointer, delimited: Bool,
+                           payload: UnsafeRawBufferPointer) throws(ZMQError) {
+        let socket = try raw
+        try sendFrame(socket, routingId, ZMQ_DONTWAIT | ZMQ_SNDMORE)
+        if delimited { try sendFrame(socket, UnsafeRawBufferPointer(start: nil, count: 0), ZMQ_DONTWAIT | ZMQ_SNDMORE) }
+        try sendFrame(socket, payload, ZMQ_DONTWAIT)
+    }
+
+    @inline(__always)
+    private func sendFrame(_ socket: UnsafeMutableRawPointer, _ bytes: UnsafeRawBufferPointer, _ flags: Int32) throws(ZMQError) {
+        while zmq_send(socket, bytes.baseAddress, bytes.count, flags) < 0 {
+            let error = ZMQError.last
+            if error != .interrupted { throw error }
+        }
+    }
+
     /// Sends one frame.
     @discardableResult
     public func send(_ bytes: [UInt8], flags: MessageFlags = []) throws(ZMQError) -> Int {
@@ -151,6 +170,19 @@ public final class Socket {
         let bytes = UnsafeRawBufferPointer(start: zmq_msg_data(scratch), count: zmq_msg_size(scratch))
         let more = zmq_msg_more(scratch) == 1
         return try body(bytes, more)
+    }
+
+    /// Receives one frame into the socket's reusable message and returns its bytes, borrowed, and
+    /// whether more frames of the same message follow. The bytes stay valid until the next
+    /// receive on this socket. For hot paths: no closure, no copy, and `more` comes from the
+    /// message itself (no `ZMQ_RCVMORE` option call).
+    public func receiveBorrowed(flags: MessageFlags = []) throws(ZMQError) -> (bytes: UnsafeRawBufferPointer, more: Bool) {
+        let socket = try raw
+        while zmq_msg_recv(scratch, socket, flags.rawValue) == -1 {
+            let error = ZMQError.last
+            if error != .interrupted { throw error }
+        }
+        return (UnsafeRawBufferPointer(start: zmq_msg_data(scratch), count: zmq_msg_size(scratch)), zmq_msg_more(scratch) == 1)
     }
 
     /// Receives one frame as a byte array.
