@@ -223,6 +223,7 @@ public final class RelayCore {
                 session.running = true
                 session.startedAtMs = now
                 session.substitutionHoldUntilMs = now + UInt64(configuration.recoveryWaitMs)
+                session.continueReplay()
             }
             sessions[ticket.sessionId] = session
         }

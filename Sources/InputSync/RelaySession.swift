@@ -716,6 +716,26 @@ final class RelaySession {
 
     // MARK: - Replay
 
+    /// A session rebuilt after a restart continues the replay the dead relay left, when the
+    /// rebuilt timeline still holds the first frame that file lacks; otherwise says why not.
+    func continueReplay() {
+        guard let directory = configuration.replayDirectory, replay == nil else { return }
+        do {
+            guard let writer = try ReplayWriter(continuing: sessionId, in: directory) else { return }
+            guard writer.nextFrame >= timeline.origin else {
+                transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()),
+                                  message: "cannot continue the replay of \(sessionId): frames \(writer.nextFrame) ..< \(timeline.origin) were lost with the relay",
+                                  sessionId: sessionId)
+                writer.finish(footerReason: "relay restarted; frames from \(writer.nextFrame) were lost", finalChecksum: 0)
+                return
+            }
+            replay = writer
+        } catch {
+            transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()),
+                              message: "cannot continue the replay of \(sessionId): \(error)", sessionId: sessionId)
+        }
+    }
+
     private func openReplay(now: UInt64) {
         guard let directory = configuration.replayDirectory, replay == nil else { return }
         let header = ReplayHeader(formatVersion: 1, sessionId: sessionId,

@@ -35,6 +35,31 @@ final class ReplayWriter {
         write(.replayHeader(header))
     }
 
+    /// Continues the replay a relay that died left behind for `sessionId` in `directory`: the
+    /// newest file of the session without a footer, cut back to its last complete frame, with
+    /// records appended from the first frame it lacks. Nil when there is none to continue.
+    init?(continuing sessionId: String, in directory: URL) throws {
+        let safe = String(sessionId.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" })
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter {
+            $0 == "\(safe).replay" || ($0.hasPrefix("\(safe)-") && $0.hasSuffix(".replay")
+                                        && Int($0.dropFirst(safe.count + 1).dropLast(7)) != nil)
+        }
+        func suffix(_ name: String) -> Int { name == "\(safe).replay" ? 1 : Int(name.dropFirst(safe.count + 1).dropLast(7)) ?? 0 }
+        guard let newest = names.max(by: { suffix($0) < suffix($1) }) else { return nil }
+        let candidate = directory.appendingPathComponent(newest)
+        let (file, validBytes) = try ReplayFile.read(candidate)
+        guard file.footer == nil, file.header.sessionId == sessionId else { return nil }
+        url = candidate
+        handle = try FileHandle(forUpdating: candidate)
+        try handle.truncate(atOffset: UInt64(validBytes))
+        try handle.seekToEnd()
+        startFrame = file.startFrame
+        recordedFrames = file.startFrame + file.frameCount
+    }
+
+    /// The first frame not recorded yet.
+    var nextFrame: Int { recordedFrames }
+
     private func write(_ body: Envelope.Body) {
         guard !failed else { return }
         do {
@@ -126,6 +151,12 @@ public struct ReplayFile: Sendable {
     /// Reads `url`. Throws ``ReplayError`` when it is not a replay file or is inconsistent; a
     /// file cut short after a complete record is accepted (no footer).
     public init(contentsOf url: URL) throws {
+        self = try Self.read(url).file
+    }
+
+    /// Reads `url`; also returns how many bytes hold complete frames (a relay killed while
+    /// writing leaves a partial one after them).
+    static func read(_ url: URL) throws -> (file: ReplayFile, validBytes: Int) {
         let data: [UInt8]
         do { data = [UInt8](try Data(contentsOf: url)) } catch {
             throw ReplayError("cannot read \(url.path): \(error.localizedDescription)")
@@ -134,15 +165,18 @@ public struct ReplayFile: Sendable {
         var envelopes: [Envelope] = []
         while offset + 4 <= data.count {
             let length = Int(data[offset]) << 24 | Int(data[offset + 1]) << 16 | Int(data[offset + 2]) << 8 | Int(data[offset + 3])
-            offset += 4
-            guard length <= WireLimits.default.maxFrameBytes, offset + length <= data.count else { break }
+            guard length <= WireLimits.default.maxFrameBytes, offset + 4 + length <= data.count else { break }
             do {
-                envelopes.append(try Envelope(decoding: Array(data[offset ..< offset + length])))
+                envelopes.append(try Envelope(decoding: Array(data[offset + 4 ..< offset + 4 + length])))
             } catch {
-                throw ReplayError("record at byte \(offset - 4) is not a valid envelope: \(error)")
+                throw ReplayError("record at byte \(offset) is not a valid envelope: \(error)")
             }
-            offset += length
+            offset += 4 + length
         }
+        return (try ReplayFile(url: url, envelopes: envelopes), offset)
+    }
+
+    private init(url: URL, envelopes: [Envelope]) throws {
         guard case .replayHeader(let header)? = envelopes.first?.body else {
             throw ReplayError("\(url.lastPathComponent) does not start with a ReplayHeader")
         }

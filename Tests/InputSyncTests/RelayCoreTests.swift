@@ -429,4 +429,64 @@ struct RelayCoreTests {
         #expect(replay.checksums[60] == 180 && replay.checksums[180] == 540)
         #expect(replay.header.params.maxPlayers == 2)
     }
+
+    /// A relay killed mid-match leaves its replay without a footer (and maybe half a frame);
+    /// the restarted relay continues that file from the first frame it lacks, so the replay of
+    /// the whole match is one file again.
+    @Test func aRestartedRelayContinuesTheReplayTheDeadOneLeft() throws {
+        let dead = RelayRig()
+        try runningPair(dead)
+        for frame in 0 ..< 150 {
+            try dead.batch(a, slot: 1, start: frame, [UInt8(frame & 0xFF)])
+            try dead.batch(b, slot: 2, start: frame, [2])
+        }
+        let url = try #require(dead.core.replayURL(of: dead.sessionId))
+        // Killed while writing a frame: a partial length prefix after the last record.
+        let handle = try FileHandle(forWritingTo: url)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: [0, 0, 1])
+        try handle.close()
+        #expect(try ReplayFile(contentsOf: url).frameCount == 128)
+
+        let rig = RelayRig(restarting: dead)
+        let first = try rig.attach(a, slot: 1, resume: true, confirmed: 150, historyFrom: 0)
+        #expect(first.recovering && first.confirmedFrames == 0)
+        try rig.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, players: [
+            PlayerInputs(slot: 1, startFrame: 0, inputs: (0 ..< 128).map { UInt8($0 & 0xFF) }),
+            PlayerInputs(slot: 2, startFrame: 0, inputs: Array(repeating: 2, count: 128)),
+        ])), from: a)
+        try rig.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, players: [
+            PlayerInputs(slot: 1, startFrame: 128, inputs: (128 ..< 150).map { UInt8($0 & 0xFF) }),
+            PlayerInputs(slot: 2, startFrame: 128, inputs: Array(repeating: 2, count: 22)),
+        ])), from: a)
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 150)
+        for frame in 150 ..< 300 {
+            try rig.batch(a, slot: 1, start: frame, [UInt8(frame & 0xFF)])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        #expect(rig.core.replayURL(of: rig.sessionId) == url)
+        try rig.send(.detach(Detach(reason: .leaving)), from: a)
+        try rig.send(.detach(Detach(reason: .leaving)), from: b)
+        let replay = try ReplayFile(contentsOf: url)
+        #expect(replay.footer != nil && replay.startFrame == 0 && replay.frameCount >= 299)
+        for frame in 0 ..< 299 {
+            #expect(replay.input(frame: frame, slot: 0) == [UInt8(frame & 0xFF)], "frame \(frame)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: rig.replayDirectory.path).count == 1)
+    }
+
+    @Test func aRestartedRelayThatLostFramesClosesTheOldReplayAndSaysWhy() throws {
+        let dead = RelayRig()
+        try runningPair(dead)
+        for frame in 0 ..< 150 {
+            try dead.batch(a, slot: 1, start: frame, [1])
+            try dead.batch(b, slot: 2, start: frame, [2])
+        }
+        let url = try #require(dead.core.replayURL(of: dead.sessionId))
+        let rig = RelayRig(restarting: dead)
+        // The returning peer holds nothing before frame 1,000 (the file ends at 128).
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_200, historyFrom: 1_000)
+        #expect(rig.transport.published.contains { $0.topic == "sync.replay_failed" })
+        #expect(try ReplayFile(contentsOf: url).footer?.reason.contains("lost") == true)
+    }
 }

@@ -43,7 +43,7 @@ final class RecordingTransport: RelayTransport {
 
 /// A relay core with a ticket issuer, a fake clock and named peers.
 final class RelayRig {
-    let keyRing = TicketKeyRing.generate()
+    let keyRing: TicketKeyRing
     let transport = RecordingTransport()
     let core: RelayCore
     var now: UInt64 = 1_000
@@ -51,12 +51,25 @@ final class RelayRig {
     let sessionId: String
     let replayDirectory: URL
 
+    /// A fresh relay in place of `dead` (same secret, session and data directory), as after
+    /// the relay process was killed and started again.
+    init(restarting dead: RelayRig) {
+        keyRing = dead.keyRing
+        params = dead.params
+        sessionId = dead.sessionId
+        replayDirectory = dead.replayDirectory
+        var configuration = RelayConfiguration(relayId: "sync-test", advertisedEndpoint: "tcp://127.0.0.1:1")
+        configuration.replayDirectory = replayDirectory
+        core = RelayCore(configuration: configuration, verifier: JoinTicketVerifier(keyRing: keyRing), transport: transport)
+    }
+
     init(players: Int = 2, inputSize: Int = 1, lagTolerance: Int = 12, spectatorDelay: Int = 0,
          checksumInterval: Int = 60, maxSpectators: Int = 4, configure: (inout RelayConfiguration) -> Void = { _ in }) {
         params = SyncParams(inputSize: UInt32(inputSize), maxPlayers: UInt32(players), frameDelay: 2, frameRateMhz: 60_000,
                             predictionWindow: 8, lagToleranceFrames: UInt32(lagTolerance),
                             spectatorDelayFrames: UInt32(spectatorDelay), checksumIntervalFrames: UInt32(checksumInterval),
                             maxSpectators: UInt32(maxSpectators))
+        keyRing = TicketKeyRing.generate()
         sessionId = "s-\(UInt32.random(in: 1 ... .max))"
         replayDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-tests-\(UUID().uuidString)")
         var configuration = RelayConfiguration(relayId: "sync-test", advertisedEndpoint: "tcp://127.0.0.1:1")

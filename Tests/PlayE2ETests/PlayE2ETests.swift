@@ -113,6 +113,16 @@ struct PlayE2ETests {
         let checksums = Set(results.compactMap { $0?.checksum })
         #expect(checksums.count == 1, "checksums differ: \(results.map { $0?.description ?? "none" })")
         #expect(results.allSatisfy { ($0?.int("reconnects") ?? 0) >= 1 }, "\(results.map { $0?.description ?? "none" })")
+
+        // The restarted relay continued the dead one's replay: one file, the whole match.
+        let finished = eventually(within: 20) {
+            cluster.replayFiles.count == 1 && (try? ReplayFile(contentsOf: URL(fileURLWithPath: cluster.replayFiles[0])))?.footer != nil
+        }
+        #expect(finished, "replays: \(cluster.replayFiles)\n\(cluster.relay?.log.suffix(2000) ?? "")")
+        let file = try #require(cluster.replayFiles.first)
+        let replayer = try ServiceProcess("netplay-peer", ["replay", file, "--frames", "\(Match.frames)"])
+        let replayed = replayer.result(within: 60)
+        #expect(replayed?.checksum == results[0]?.checksum, "replay: \(replayer.log)")
     }
 
     /// The host's decisions at the coordinator reach the relay at once: a kicked player is
