@@ -16,7 +16,7 @@ public final class RelayCore {
     private let verifier: JoinTicketVerifier
     private unowned(unsafe) let transport: RelayTransport
     private var sessions: [String: RelaySession] = [:]
-    private var peers: [PeerAddress: (session: RelaySession, participant: RelayPeer)] = [:]
+    private var peers = PeerRoutes()
     private var endedSessions: [String] = []
     /// Inputs accepted since the last ``takeInputCount()``.
     private var inputsAccepted = 0
@@ -77,16 +77,22 @@ public final class RelayCore {
     /// body, a field the schema refuses, a malformed frame) is declined for the generic path,
     /// which decodes, validates and answers errors.
     public func handleFast(_ frame: UnsafeRawBufferPointer, from peer: PeerAddress, now: UInt64) -> FastOutcome {
-        guard let view = decoder.inputBatch(frame), let (session, participant) = peers[peer],
-              participant.address == peer else { return .declined }
-        let batch = RelayWire.Batch(view)
-        participant.lastHeardMs = now
-        participant.disconnectedSinceMs = nil
-        do {
-            try session.receive(batch, from: participant, now: now)
-            return .handled
-        } catch {
-            return .failed(error, requestId: batch.requestId)
+        guard let view = decoder.inputBatch(frame), let route = peers.route(peer) else { return .declined }
+        // Read without retains: the route stays in the table (and its objects alive) while the
+        // session handles the batch, which never touches the table.
+        return route.participant._withUnsafeGuaranteedRef { participant in
+            guard participant.address == peer else { return .declined }
+            let batch = RelayWire.Batch(view)
+            participant.lastHeardMs = now
+            participant.disconnectedSinceMs = nil
+            return route.session._withUnsafeGuaranteedRef { session in
+                do throws(ServiceError) {
+                    try session.receive(batch, from: participant, now: now)
+                    return .handled
+                } catch {
+                    return .failed(error, requestId: batch.requestId)
+                }
+            }
         }
     }
 
@@ -116,7 +122,7 @@ public final class RelayCore {
             break
         }
         guard let (session, participant) = peers[peer], participant.address == peer else {
-            peers.removeValue(forKey: peer)
+            peers.remove(peer)
             if case .detach = envelope.body { return nil }
             throw ServiceError(.unauthenticated, "Attach with a join ticket first (AttachRequest).")
         }
@@ -170,7 +176,7 @@ public final class RelayCore {
     }
 
     private func forget(_ participant: RelayPeer) {
-        if let address = participant.address { peers.removeValue(forKey: address) }
+        if let address = participant.address { peers.remove(address) }
     }
 
     // MARK: - Attach
@@ -239,7 +245,7 @@ public final class RelayCore {
             if let holder = session.players[index], holder.participantId == ticket.participantId {
                 participant = holder
                 if let old = holder.address, old != peer {
-                    peers.removeValue(forKey: old)
+                    peers.remove(old)
                     transport.send(.detach(Detach(reason: .replaced, message: "Attached again from another connection.")), to: old)
                 }
                 event = .reconnected
@@ -260,7 +266,7 @@ public final class RelayCore {
             if let existing = session.spectators.first(where: { $0.participantId == ticket.participantId }) {
                 participant = existing
                 if let old = existing.address, old != peer {
-                    peers.removeValue(forKey: old)
+                    peers.remove(old)
                     transport.send(.detach(Detach(reason: .replaced, message: "Attached again from another connection.")), to: old)
                 }
                 event = .reconnected
@@ -284,7 +290,7 @@ public final class RelayCore {
         participant.awaitingTransfer = nil
         participant.deferredSinceMs = nil
         participant.name = ticket.name
-        peers[peer] = (session, participant)
+        peers.set(peer, session: session, participant: participant)
 
         let holds = request.resume ? Int(request.confirmedFrames) : 0
         let needsTransfer = session.placeCursor(participant, holds: holds)
@@ -365,7 +371,7 @@ public final class RelayCore {
             endedSessions.removeAll()
         }
         if peers.count > 0 && peers.count > 2 * max(1, sessions.values.reduce(0) { $0 + $1.participants.count }) {
-            peers = peers.filter { $0.value.participant.address == $0.key }
+            peers.pruneStale()
         }
     }
 

@@ -1,0 +1,47 @@
+import NetplayService
+
+/// Which session and participant each attached connection is. The table holds them strongly
+/// (that keeps them alive while a connection maps to them) and keeps an unmanaged twin of
+/// every entry, so the per-message lookup reads both references without retaining them. Both
+/// maps change only together, through this type's methods.
+struct PeerRoutes {
+    /// One connection's session and participant.
+    typealias Entry = (session: RelaySession, participant: RelayPeer)
+    /// The same, without ownership (valid while the entry is in the table).
+    typealias Route = (session: Unmanaged<RelaySession>, participant: Unmanaged<RelayPeer>)
+
+    private var owned: [PeerAddress: Entry] = [:]
+    private var routes: [PeerAddress: Route] = [:]
+
+    /// Connections mapped.
+    var count: Int { owned.count }
+
+    /// The entry of `peer`, retained (for everything but the per-message path).
+    subscript(peer: PeerAddress) -> Entry? { owned[peer] }
+
+    /// The entry of `peer` without retains; the references stay valid until the entry is
+    /// removed, which the caller must not do while it uses them.
+    @inline(__always)
+    func route(_ peer: PeerAddress) -> Route? { routes[peer] }
+
+    mutating func set(_ peer: PeerAddress, session: RelaySession, participant: RelayPeer) {
+        owned[peer] = (session, participant)
+        routes[peer] = (Unmanaged.passUnretained(session), Unmanaged.passUnretained(participant))
+    }
+
+    mutating func remove(_ peer: PeerAddress) {
+        owned.removeValue(forKey: peer)
+        routes.removeValue(forKey: peer)
+    }
+
+    mutating func removeAll() {
+        owned.removeAll()
+        routes.removeAll()
+    }
+
+    /// Drops entries whose participant moved to another connection.
+    mutating func pruneStale() {
+        owned = owned.filter { $0.value.participant.address == $0.key }
+        routes = routes.filter { owned[$0.key] != nil }
+    }
+}
