@@ -43,7 +43,7 @@ struct PlayE2ETests {
         let file = try #require(cluster.replayFiles.first)
         let replayer = try ServiceProcess("netplay-peer", ["replay", file, "--frames", "\(Match.frames)"])
         let replayed = replayer.result(within: 60)
-        #expect(replayed?.checksum == results[0]?.checksum, "replay: \(replayer.log)")
+        #expect(replayed?.checksum == results[0]?.checksum, "replay (exit status \(replayer.waitForExit(seconds: 0).map(String.init) ?? "none: still running")): \(replayer.log)")
         #expect((replayed?.int("checked_checksums") ?? 0) >= Match.frames / 60 - 2)
     }
 
@@ -122,7 +122,7 @@ struct PlayE2ETests {
         let file = try #require(cluster.replayFiles.first)
         let replayer = try ServiceProcess("netplay-peer", ["replay", file, "--frames", "\(Match.frames)"])
         let replayed = replayer.result(within: 60)
-        #expect(replayed?.checksum == results[0]?.checksum, "replay: \(replayer.log)")
+        #expect(replayed?.checksum == results[0]?.checksum, "replay (exit status \(replayer.waitForExit(seconds: 0).map(String.init) ?? "none: still running")): \(replayer.log)")
     }
 
     /// The host's decisions at the coordinator reach the relay at once: a kicked player is
