@@ -129,6 +129,9 @@ extension ServiceProcess {
     /// Waits for the process to exit and returns its result line (nil: failed or no result).
     func result(within seconds: Double) -> PeerResult? {
         guard waitForExit(seconds: seconds) == 0 else { return nil }
+        // The RESULT line is written just before the exit; the pipe's reader thread may
+        // deliver it a moment after the exit is seen.
+        _ = waitFor("RESULT ", within: 3)
         return PeerResult(log: log)
     }
 

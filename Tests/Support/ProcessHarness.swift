@@ -25,13 +25,7 @@ public final class ServiceProcess: @unchecked Sendable {
         process.standardError = pipe
         pipe.fileHandleForReading.readabilityHandler = { [output] handle in
             let data = handle.availableData
-            if data.isEmpty {
-                // End of file: the child and everything it started closed their ends.
-                handle.readabilityHandler = nil
-                output.finish()
-            } else {
-                output.append(data)
-            }
+            if !data.isEmpty { output.append(data) }
         }
         try process.run()
     }
@@ -56,10 +50,6 @@ public final class ServiceProcess: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(seconds)
         while process.isRunning && Date() < deadline { usleep(10_000) }
         if process.isRunning { return nil }
-        // What it wrote last (often the line a test waits for) may still be in the pipe: the
-        // reader thread delivers it shortly after the exit. Wait for the end of the output.
-        let drained = Date().addingTimeInterval(5)
-        while !output.finished && Date() < drained { usleep(5_000) }
         return process.terminationStatus
     }
 
@@ -74,12 +64,9 @@ public final class ServiceProcess: @unchecked Sendable {
 
 /// Accumulates a child's output from the pipe's reader thread.
 final class OutputBuffer: Sendable {
-    private let storage = Mutex<(text: String, finished: Bool)>(("", false))
-    func append(_ data: Data) { storage.withLock { $0.text += String(decoding: data, as: UTF8.self) } }
-    /// The pipe reached its end (nothing more will come).
-    func finish() { storage.withLock { $0.finished = true } }
-    var text: String { storage.withLock { $0.text } }
-    var finished: Bool { storage.withLock { $0.finished } }
+    private let storage = Mutex<String>("")
+    func append(_ data: Data) { storage.withLock { $0 += String(decoding: data, as: UTF8.self) } }
+    var text: String { storage.withLock { $0 } }
 }
 
 /// Finds the built executables next to the test bundle.
