@@ -71,41 +71,6 @@ final class CoreCluster: @unchecked Sendable {
     }
 }
 
-/// The `RESULT key=value ...` line a netplay-peer prints last.
-struct PeerResult: CustomStringConvertible {
-    var fields: [String: String]
-
-    init?(log: String) {
-        guard let line = log.split(separator: "\n").last(where: { $0.hasPrefix("RESULT ") }) else { return nil }
-        fields = [:]
-        for pair in line.dropFirst("RESULT ".count).split(separator: " ") {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
-        }
-    }
-
-    var checksum: String { fields["checksum"] ?? "?" }
-    var frames: Int { Int(fields["frames"] ?? "") ?? -1 }
-    func int(_ key: String) -> Int { Int(fields[key] ?? "") ?? -1 }
-    var description: String { fields.keys.sorted().map { "\($0)=\(fields[$0]!)" }.joined(separator: " ") }
-}
-
-extension ServiceProcess {
-    /// Waits for the process to exit and returns its result line (nil: failed or no result).
-    func result(within seconds: Double) -> PeerResult? {
-        guard waitForExit(seconds: seconds) == 0 else { return nil }
-        // The RESULT line is written just before the exit; the pipe's reader thread may
-        // deliver it a moment after the exit is seen.
-        _ = waitFor("RESULT ", within: 3)
-        return PeerResult(log: log)
-    }
-
-    /// Waits until the log contains `text`.
-    func waitFor(_ text: String, within seconds: Double) -> Bool {
-        eventually(within: seconds) { log.contains(text) }
-    }
-}
-
 /// What these tests need from the machine: nestopia (`libretro-nestopia`, or
 /// `NETPLAY_LIBRETRO_CORE`), cc65 for the NES test program, `cc` for a core without states.
 /// Anything missing fails the test with an explanation.
