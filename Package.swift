@@ -113,7 +113,7 @@ let package = Package(
         ),
 
         // MARK: Tests
-        .target(name: "NetplayTestSupport", path: "Tests/Support"),
+        .target(name: "NetplayTestSupport", dependencies: ["NetplayService"], path: "Tests/Support"),
         .executableTarget(
             name: "netplay-sample-service",
             dependencies: [

@@ -148,21 +148,9 @@ final class BenchTarget: @unchecked Sendable {
         self.directory = directory
     }
 
-    static func freeEndpoint() -> String {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return "tcp://127.0.0.1:\(UInt16(bigEndian: address.sin_port))"
-    }
-
     static func startRelay(path: String) throws -> BenchTarget {
         let keyRing = TicketKeyRing.generate()
-        let endpoint = freeEndpoint()
+        let endpoint = FreePort.loopbackEndpoint()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-bench-relay-\(UUID().uuidString)")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
@@ -182,7 +170,7 @@ final class BenchTarget: @unchecked Sendable {
     }
 
     static func startForwarder(path: String) throws -> BenchTarget {
-        let endpoint = freeEndpoint()
+        let endpoint = FreePort.loopbackEndpoint()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = [endpoint]

@@ -97,20 +97,6 @@ public enum LanBeacon {
         return nil
     }
 
-    /// A free TCP port on `address` (the kernel's choice).
-    static func freePort(on address: String) -> Int? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var sin = sockaddr_in()
-        sin.sin_family = sa_family_t(AF_INET)
-        guard inet_pton(AF_INET, address, &sin.sin_addr) == 1 else { return nil }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        guard bound == 0 else { return nil }
-        _ = withUnsafeMutablePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return Int(UInt16(bigEndian: sin.sin_port))
-    }
 }
 
 /// A LAN room hosted by this process: the InputSync relay runs in-process (bound on the LAN
@@ -138,7 +124,7 @@ public final class LanHost: Sendable {
                 beaconIntervalMs: Int = 1_000, configureRelay: (inout RelayConfiguration) -> Void = { _ in }) throws {
         if let problem = settings.validationError(inputSize: inputSize) { throw NetplayError(.badRequest, problem) }
         let advertised = advertiseAddress ?? LanBeacon.lanAddress() ?? "127.0.0.1"
-        guard let chosenPort = port > 0 ? port : LanBeacon.freePort(on: bindAddress == "0.0.0.0" ? advertised : bindAddress) else {
+        guard let chosenPort = port > 0 ? port : FreePort.tcp(on: bindAddress == "0.0.0.0" ? advertised : bindAddress) else {
             throw NetplayError(.unavailable, "no free TCP port on \(bindAddress)")
         }
         let sessionId = "lan-" + UUID().uuidString.prefix(8).lowercased()

@@ -170,7 +170,7 @@ final class DemoCluster {
                 throw ValidationError("\(name) is not built next to netplay-peer (\(binaries.path)); run `swift build` first")
             }
         }
-        func endpoint() -> String { "tcp://127.0.0.1:\(LanProbe.freePort())" }
+        func endpoint() -> String { FreePort.loopbackEndpoint() }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-demo-\(UUID().uuidString.prefix(8))")
         let cluster = DemoCluster(discovery: endpoint(), coordinator: endpoint(), directory: directory)
         let relay = endpoint()
@@ -213,20 +213,5 @@ final class DemoCluster {
         for process in processes { process.waitUntilExit() }
         processes.removeAll()
         try? FileManager.default.removeItem(at: directory)
-    }
-}
-
-/// A free TCP port on loopback (the kernel's choice).
-enum LanProbe {
-    static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import NetplayService
 import Synchronization
 
 /// Starts the toolkit's built executables as real processes for end-to-end tests, captures
@@ -104,16 +105,7 @@ public enum TestPorts {
     /// A currently free TCP port on 127.0.0.1.
     public static func free() -> Int {
         while true {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            address.sin_port = 0
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-            close(fd)
-            let port = Int(UInt16(bigEndian: address.sin_port))
+            let port = FreePort.tcp() ?? 0
             let fresh = handedOut.withLock { $0.insert(port).inserted }
             if fresh && port > 0 { return port }
         }
