@@ -2,6 +2,7 @@ import Foundation
 import NetplayService
 import NetplayTestSupport
 import NetplayWire
+import Testing
 
 /// Discovery, coordinator and one relay as real processes on free loopback ports, sharing a
 /// cluster secret, plus helpers to run netplay-peer processes against them.
@@ -98,6 +99,26 @@ final class PlayCluster: @unchecked Sendable {
 
     /// The sample arena as content.
     static let arena = ContentInfo(gameName: "Arena", coreId: "netplay.games.arena", coreVersion: "1")
+
+    /// Starts a netplay-peer hosting `room` for `players` with the shared match settings, and
+    /// waits until it holds a session.
+    func host(room: String, players: Int, seed: Int,
+              sourceLocation: SourceLocation = #_sourceLocation) throws -> ServiceProcess {
+        let host = try peer("host", ["--players", "\(players)"] + Match.host + Match.common(room: room, seed: seed))
+        #expect(host.waitFor("session s-", within: 30), "host did not get a session: \(host.log)",
+                sourceLocation: sourceLocation)
+        return host
+    }
+
+    /// A host and one joiner in `room`, once their match runs.
+    func runningPair(room: String, hostSeed: Int, joinSeed: Int,
+                     sourceLocation: SourceLocation = #_sourceLocation) throws -> (host: ServiceProcess, join: ServiceProcess) {
+        let host = try host(room: room, players: 2, seed: hostSeed, sourceLocation: sourceLocation)
+        let join = try peer("join", Match.common(room: room, seed: joinSeed))
+        #expect(host.waitFor("match running", within: 60), "the match did not start: \(host.log)\n\(join.log)",
+                sourceLocation: sourceLocation)
+        return (host, join)
+    }
 
     /// The replay files the relay wrote.
     var replayFiles: [String] {

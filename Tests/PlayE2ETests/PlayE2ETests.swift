@@ -16,10 +16,7 @@ struct PlayE2ETests {
     func twoPlayersAndALateSpectatorAgreeAndTheReplayReproducesTheChecksum() throws {
         let cluster = try PlayCluster()
         let room = "two"
-        let host = try cluster.peer("host", ["--players", "2"] + Match.host + Match.common(room: room, seed: 1))
-        #expect(host.waitFor("session s-", within: 30), "host did not get a session: \(host.log)")
-        let join = try cluster.peer("join", Match.common(room: room, seed: 2))
-        #expect(host.waitFor("match running", within: 60), "the match did not start: \(host.log)\n\(join.log)")
+        let (host, join) = try cluster.runningPair(room: room, hostSeed: 1, joinSeed: 2)
         // Mid-match (the match runs at 120 frames per second): a spectator comes in from a state.
         Thread.sleep(forTimeInterval: 9)
         let spectator = try cluster.peer("spectate", ["--room", room, "--frames", "\(Match.frames)", "--timeout", "150"])
@@ -51,8 +48,7 @@ struct PlayE2ETests {
     func threePlayersAgreeWhileOneLagsAndAnInjectedDesyncIsHealed() throws {
         let cluster = try PlayCluster()
         let room = "three"
-        let host = try cluster.peer("host", ["--players", "3"] + Match.host + Match.common(room: room, seed: 11))
-        #expect(host.waitFor("session s-", within: 30), "host did not get a session: \(host.log)")
+        let host = try cluster.host(room: room, players: 3, seed: 11)
         // Player 2 freezes for 1.5 s (a weak client): the relay substitutes it; nobody waits.
         let laggard = try cluster.peer("join", Match.common(room: room, seed: 12) + ["--lag-at", "800", "--lag-ms", "1500"])
         // Player 3's state is corrupted at frame 1500: the relay detects it and resyncs it.
@@ -77,8 +73,7 @@ struct PlayE2ETests {
     func fourPlayersAgreeAfterOneReconnects() throws {
         let cluster = try PlayCluster()
         let room = "four"
-        let host = try cluster.peer("host", ["--players", "4"] + Match.host + Match.common(room: room, seed: 21))
-        #expect(host.waitFor("session s-", within: 30), "host did not get a session: \(host.log)")
+        let host = try cluster.host(room: room, players: 4, seed: 21)
         let second = try cluster.peer("join", Match.common(room: room, seed: 22))
         let third = try cluster.peer("join", Match.common(room: room, seed: 23))
         // Player 4 loses its link for 2.5 s: it notices the silence, reconnects and resumes.
@@ -100,10 +95,7 @@ struct PlayE2ETests {
     func aRelayKilledMidMatchIsRebuiltFromWhatThePeersResend() throws {
         let cluster = try PlayCluster()
         let room = "restart"
-        let host = try cluster.peer("host", ["--players", "2"] + Match.host + Match.common(room: room, seed: 31))
-        #expect(host.waitFor("session s-", within: 30), "host did not get a session: \(host.log)")
-        let join = try cluster.peer("join", Match.common(room: room, seed: 32))
-        #expect(host.waitFor("match running", within: 60), "the match did not start: \(host.log)\n\(join.log)")
+        let (host, join) = try cluster.runningPair(room: room, hostSeed: 31, joinSeed: 32)
         Thread.sleep(forTimeInterval: 8)  // about frame 1000
         try cluster.restartRelayAfterCrash()
         let results = [host, join].map { $0.result(within: 150) }
