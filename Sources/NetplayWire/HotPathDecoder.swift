@@ -8,16 +8,15 @@ import CNetplayProto
 /// store it. Every field already satisfies the schema's annotations (`slot` 0...8, `input_size`
 /// 1...64, `inputs` at most 8,192 bytes).
 public struct InputBatchView {
-    @usableFromInline let envelope: UnsafePointer<Netplay__V1__Envelope>
+    /// `Envelope.request_id`.
+    public let requestId: UInt64
     @usableFromInline let batch: UnsafePointer<Netplay__V1__InputBatch>
 
-    init(envelope: UnsafePointer<Netplay__V1__Envelope>, batch: UnsafePointer<Netplay__V1__InputBatch>) {
-        self.envelope = envelope
+    init(requestId: UInt64, batch: UnsafePointer<Netplay__V1__InputBatch>) {
+        self.requestId = requestId
         self.batch = batch
     }
 
-    /// `Envelope.request_id`.
-    @inlinable public var requestId: UInt64 { envelope.pointee.request_id }
     /// `InputBatch.slot` (0...8).
     @inlinable public var slot: UInt32 { batch.pointee.slot }
     /// `InputBatch.start_frame`.
@@ -44,9 +43,11 @@ public struct InputBatchView {
     }
 }
 
-/// The receive side of the per-frame hot path: unpacks frames with protobuf-c
-/// (`protobuf_c_message_unpack`) into a reusable bump arena, so a frame costs no `malloc`, and
-/// hands out borrowed views of the hot messages instead of Swift values.
+/// The receive side of the per-frame hot path: finds the body behind the frame's
+/// ``EnvelopeHeader``, unpacks it with protobuf-c (`protobuf_c_message_unpack` of the body
+/// message alone: unpacking the Envelope would walk its 79-field descriptor) into a reusable bump
+/// arena, so a frame costs no `malloc`, and hands out borrowed views of the hot messages instead
+/// of Swift values.
 ///
 /// It never decides a frame is bad: anything it does not serve (another body, a field outside the
 /// schema's annotations, an undecodable frame, a frame above the limit) returns nil, and the
@@ -72,13 +73,15 @@ public final class HotPathDecoder {
     public func inputBatch(_ frame: UnsafeRawBufferPointer) -> InputBatchView? {
         arena.reset()
         guard frame.count <= limits.maxFrameBytes, let base = frame.baseAddress, frame.count > 0 else { return nil }
-        guard let unpacked = netplay__v1__envelope__unpack(arena.cAllocator, frame.count,
-                                                          base.assumingMemoryBound(to: UInt8.self)) else { return nil }
-        guard unpacked.pointee.body_case == NETPLAY__V1__ENVELOPE__BODY_INPUT_BATCH,
-              let batch = unpacked.pointee.input_batch else { return nil }
+        guard let located = EnvelopeHeader.read(UnsafeRawBufferPointer(start: base, count: frame.count),
+                                                field: EnvelopeHeader.inputBatchField) else { return nil }
+        let body = located.body
+        // An empty body is a valid (all-default) InputBatch; protobuf-c needs a pointer anyway.
+        let bytes = (body.baseAddress ?? base).assumingMemoryBound(to: UInt8.self)
+        guard let batch = netplay__v1__input_batch__unpack(arena.cAllocator, body.count, bytes) else { return nil }
         // The schema's annotations on InputBatch (the generic decoder's checks, same order).
         let b = batch.pointee
         guard b.slot <= 8, (1 ... 64).contains(b.input_size), b.inputs.len <= 8192 else { return nil }
-        return InputBatchView(envelope: unpacked, batch: batch)
+        return InputBatchView(requestId: located.requestId, batch: batch)
     }
 }

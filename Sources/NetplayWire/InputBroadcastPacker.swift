@@ -2,9 +2,11 @@ import CNetplayProto
 
 /// The send side of the per-frame hot path: builds an `Envelope` holding an `InputBroadcast` in
 /// reusable protobuf-c structs, from inputs the caller writes straight into the packer's buffer,
-/// and packs it with `protobuf_c_message_pack` into a reusable output buffer sized by an upper
-/// bound (so protobuf-c's own sizing of the sub-messages is the only size pass). Once its buffers have grown to the largest message, packing allocates
-/// nothing.
+/// and packs the `InputBroadcast` with `protobuf_c_message_pack` into a reusable output buffer
+/// sized by an upper bound (so protobuf-c's own sizing of the sub-messages is the only size pass),
+/// behind an ``EnvelopeHeader`` (the Envelope's two fields, written directly: packing the Envelope
+/// through protobuf-c would walk its 79-field descriptor for every message). Once its buffers have
+/// grown to the largest message, packing allocates nothing.
 ///
 /// The bytes are exactly what `Envelope(requestId:body: .inputBroadcast(...)).encoded()` produces
 /// for the same message, and the same validation applies (the schema's annotations on
@@ -45,11 +47,13 @@ public final class InputBroadcastPacker {
         }
     }
 
+    /// Bytes kept free before the packed body for the Envelope header (request_id and the body's tag and length).
+    private static let headerSpace = EnvelopeHeader.maxBytes
     private static let maxRuns = 9  // 8 allowed per field; a ninth is reported by pack()
     private static let statusStride = MemoryLayout<Netplay__V1__InputStatus>.stride
 
     private let limits: WireLimits
-    private let envelope: UnsafeMutablePointer<Netplay__V1__Envelope>
+    private var requestId: UInt64 = 0
     private let broadcast: UnsafeMutablePointer<Netplay__V1__InputBroadcast>
     private let runs: UnsafeMutablePointer<Netplay__V1__PlayerInputs>
     private let runPointers: UnsafeMutablePointer<UnsafeMutablePointer<Netplay__V1__PlayerInputs>?>
@@ -67,7 +71,6 @@ public final class InputBroadcastPacker {
     public init(limits: WireLimits = .default, initialBytes: Int = 1024) {
         self.limits = limits
         let runCount = 2 * Self.maxRuns
-        envelope = .allocate(capacity: 1)
         broadcast = .allocate(capacity: 1)
         runs = .allocate(capacity: runCount)
         runPointers = .allocate(capacity: runCount)
@@ -78,13 +81,11 @@ public final class InputBroadcastPacker {
         data = .allocate(byteCount: dataCapacity, alignment: 16)
         outputCapacity = max(initialBytes, 64)
         output = .allocate(byteCount: outputCapacity, alignment: 16)
-        netplay__v1__envelope__init(envelope)
         netplay__v1__input_broadcast__init(broadcast)
         for index in 0 ..< runCount { netplay__v1__player_inputs__init(runs + index) }
     }
 
     deinit {
-        envelope.deallocate()
         broadcast.deallocate()
         runs.deallocate()
         runPointers.deallocate()
@@ -96,9 +97,8 @@ public final class InputBroadcastPacker {
     /// Starts a message (the previous one's bytes are no longer valid).
     public func begin(requestId: UInt64 = 0, authoritative: Bool, inputSize: UInt32, confirmedFrames: UInt32,
                       awaitedInputFrame: UInt32) {
-        netplay__v1__envelope__init(envelope)
         netplay__v1__input_broadcast__init(broadcast)
-        envelope.pointee.request_id = requestId
+        self.requestId = requestId
         broadcast.pointee.authoritative = authoritative ? 1 : 0
         broadcast.pointee.input_size = inputSize
         broadcast.pointee.confirmed_frames = confirmedFrames
@@ -196,13 +196,12 @@ public final class InputBroadcastPacker {
         broadcast.pointee.players = playerCount > 0 ? runPointers : nil
         broadcast.pointee.n_forwarded = forwardedCount
         broadcast.pointee.forwarded = forwardedCount > 0 ? runPointers + Self.maxRuns : nil
-        envelope.pointee.body_case = NETPLAY__V1__ENVELOPE__BODY_INPUT_BROADCAST
-        envelope.pointee.input_broadcast = broadcast
-        let message = UnsafeRawPointer(envelope).assumingMemoryBound(to: ProtobufCMessage.self)
-        // protobuf_c_message_pack sizes every sub-message itself; a separate get_packed_size of
-        // the whole envelope would walk its 79 fields once more. The output buffer only has to
-        // hold an upper bound: every varint at its 10-byte maximum, every status too.
-        var bound = 128
+        let message = UnsafeRawPointer(broadcast).assumingMemoryBound(to: ProtobufCMessage.self)
+        // protobuf-c packs the InputBroadcast (sizing its sub-messages itself); the Envelope around
+        // it is two fields, written here, because packing the Envelope itself walks all 79 fields
+        // of its descriptor (~100 ns a message). The output buffer only has to hold an upper
+        // bound: every varint at its 10-byte maximum, every status too, plus the header.
+        var bound = 128 + Self.headerSpace
         for index in 0 ..< playerCount { bound += 64 + runs[index].inputs.len + 10 * runs[index].n_status }
         for index in 0 ..< forwardedCount {
             bound += 64 + runs[Self.maxRuns + index].inputs.len + 10 * runs[Self.maxRuns + index].n_status
@@ -214,9 +213,15 @@ public final class InputBroadcastPacker {
             output = .allocate(byteCount: grown, alignment: 16)
             outputCapacity = grown
         }
-        let size = protobuf_c_message_pack(message, output.assumingMemoryBound(to: UInt8.self))
-        guard size <= bound else { fatalError("protobuf-c packed \(size) bytes, more than the bound of \(bound)") }
+        let body = output + Self.headerSpace
+        let bodySize = protobuf_c_message_pack(message, body.assumingMemoryBound(to: UInt8.self))
+        guard bodySize + Self.headerSpace <= bound else {
+            fatalError("protobuf-c packed \(bodySize) bytes, more than the bound of \(bound)")
+        }
+        let start = EnvelopeHeader.write(requestId: requestId, field: EnvelopeHeader.inputBroadcastField,
+                                         bodySize: bodySize, before: body)
+        let size = body + bodySize - start
         if size > limits.maxFrameBytes { throw .oversized(size: size, limit: limits.maxFrameBytes) }
-        return UnsafeRawBufferPointer(start: output, count: size)
+        return UnsafeRawBufferPointer(start: start, count: size)
     }
 }
