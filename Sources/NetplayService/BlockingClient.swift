@@ -50,12 +50,27 @@ public final class BlockingClient {
 
     /// Sends raw bytes as one frame (tests use this to send malformed frames).
     public func sendRaw(_ bytes: [UInt8]) throws(ClientError) {
-        do { try socket.send(bytes) } catch { throw .transport(error) }
+        try boundedSend { () throws(ZMQError) in _ = try socket.send(bytes) }
     }
 
     /// Sends raw frames as one multipart message.
     public func sendRawMultipart(_ frames: [[UInt8]]) throws(ClientError) {
-        do { try socket.sendMultipart(frames) } catch { throw .transport(error) }
+        try boundedSend { () throws(ZMQError) in try socket.sendMultipart(frames) }
+    }
+
+    /// A send waits at most ``timeout``: a DEALER with no connection to queue on blocks in
+    /// `zmq_send`, and libzmq drops the connection for good after a failed handshake (a CurveZMQ
+    /// server refusing a plain or badly keyed client), so without the bound a request sent after
+    /// that moment would never return. It times out like an unanswered request.
+    private func boundedSend(_ send: () throws(ZMQError) -> Void) throws(ClientError) {
+        do {
+            try socket.set(.sendTimeout(milliseconds: Int32(clamping: Int((max(timeout, 0) * 1000).rounded(.up)))))
+            try send()
+        } catch .wouldBlock {
+            throw .timeout(endpoint: endpoint, seconds: timeout)
+        } catch {
+            throw .transport(error)
+        }
     }
 
     /// Receives one frame within the timeout.

@@ -278,4 +278,22 @@ struct RuntimeTests {
             try plain.request(.healthRequest(HealthRequest()))
         }
     }
+
+    /// libzmq drops a plain client's connection to a CurveZMQ server for good once the handshake
+    /// fails; a request sent after that has nowhere to queue and used to block in `zmq_send`
+    /// forever (a keyless netplay-peer hung past its --timeout now and then).
+    @Test(.enabled(if: Context.has("curve")))
+    func aRequestAfterAFailedHandshakeTimesOutInsteadOfBlocking() throws {
+        let service = try startProbe(curve: try CurveKeyPair.generate())
+        defer { service.stop() }
+        let plain = try BlockingClient(endpoint: service.endpoint, timeout: 0.5)
+        usleep(500_000)  // the handshake has failed and the connection is gone
+        let started = Date()
+        for _ in 0 ..< 2 {
+            #expect(throws: ClientError.timeout(endpoint: service.endpoint, seconds: 0.5)) {
+                try plain.request(.healthRequest(HealthRequest()))
+            }
+        }
+        #expect(Date().timeIntervalSince(started) < 5)
+    }
 }
