@@ -155,7 +155,7 @@ Benchmarks/bin/relay_forwarder: Benchmarks/c/relay_forwarder.c
 
 Benchmarks/bin/relay_load: Benchmarks/c/relay_load.c
 	@mkdir -p Benchmarks/bin
-	$(CC) -O2 -Wall -Wextra -o $@ $< -lzmq -lpthread
+	$(CC) -O2 -Wall -Wextra -o $@ $< -lpthread
 
 ## bench-relay: the relay under 1,000 two-player sessions at 60 Hz beside the C ROUTER forwarder.
 bench-relay: deps Benchmarks/bin/relay_forwarder Benchmarks/bin/relay_load
