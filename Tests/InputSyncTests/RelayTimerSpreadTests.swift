@@ -1,0 +1,42 @@
+import Testing
+@testable import InputSync
+
+/// A relay's periodic per-session work (statistics every second, time-sync hints) is spread
+/// over the interval: sessions that started in the same moment must not all send in one timer
+/// tick (at 1,000 sessions that stalled the reactor for milliseconds once a second).
+@Suite("Relay timer spread")
+struct RelayTimerSpreadTests {
+    @Test func sessionsStartedTogetherGetTheirOwnPhase() {
+        // 1,000 sessions, 200 ticks of 5 ms in a 1,000 ms interval: 5 per tick on average.
+        var perTick = [Int](repeating: 0, count: 200)
+        for index in 0 ..< 1000 {
+            let phase = RelaySession.phase(of: "s-\(index)") % 1000
+            perTick[Int(phase) / 5] += 1
+        }
+        #expect(perTick.max()! <= 20, "\(perTick.max()!) sessions share one tick")
+        #expect(perTick.filter { $0 == 0 }.count < 20)
+        #expect(RelaySession.phase(of: "s-1") == RelaySession.phase(of: "s-1"), "stable for a session id")
+    }
+
+    @Test func aPeriodicJobKeepsItsPhaseAndCatchesUpAfterAStall() {
+        var last: UInt64 = 1_000 - 337  // a phase of 337 ms into a 1,000 ms interval
+        var fired: [UInt64] = []
+        // Ticks every 5 ms with a millisecond of jitter: the job stays on 663 + k * 1000.
+        var now: UInt64 = 1_000
+        while now < 6_000 {
+            if RelaySession.due(&last, every: 1_000, now: now) { fired.append(now) }
+            now += 5 + (now % 3 == 0 ? 1 : 0)
+        }
+        #expect(fired.count == 5)
+        for (index, time) in fired.enumerated() {
+            let target: UInt64 = 1_663 + UInt64(index) * 1_000
+            #expect(time >= target && time < target + 7, "run \(index) at \(time), due at \(target)")
+        }
+        // After a stall of more than an interval it runs once and restarts its phase there.
+        var stalled: UInt64 = 0
+        #expect(RelaySession.due(&stalled, every: 1_000, now: 5_500))
+        #expect(stalled == 5_500)
+        #expect(!RelaySession.due(&stalled, every: 1_000, now: 6_499))
+        #expect(RelaySession.due(&stalled, every: 1_000, now: 6_500))
+    }
+}
