@@ -136,6 +136,17 @@ struct StateRingTests {
         #expect(recorded == [290, 300])
     }
 
+    @Test("a re-simulation's first checksum frame follows from the schedule, wherever it starts")
+    func firstChecksumFrameOfResimulation() {
+        var history = ChecksumHistory(interval: 10)
+        for frame in 1 ... 25 { _ = history.due(atReaching: frame) }  // next checksum frame: 30
+        // Every start gives the first multiple of 10 after it, stepping back or dividing.
+        for start in [0, 5, 9, 10, 12, 19, 20, 24, 25, 29, 30, 31, 95] {
+            #expect(history.nextChecksumFrame(after: start) == (start / 10 + 1) * 10, "start \(start)")
+        }
+        #expect(ChecksumHistory(interval: 0).nextChecksumFrame(after: 7) == .max)
+    }
+
     @Test("input table rows hold what each queue gives: known, substituted, predicted, disconnected")
     func tableRows() {
         var configuration = SessionConfiguration(playerCount: 3, inputSize: 2)
@@ -185,6 +196,18 @@ struct TimeSyncTests {
         #expect(sync.recommendedWait(minimum: 2, maximum: 10) == 4)
         for _ in 0 ..< 60 { sync.record(localAdvantage: -40, remoteAdvantage: 40) }
         #expect(sync.recommendedWait(minimum: 2, maximum: 10) == 10)
+    }
+
+    @Test("isAhead says whether framesAhead is positive")
+    func isAhead() {
+        var sync = TimeSync()
+        #expect(!sync.isAhead && sync.framesAhead == 0)
+        sync.record(localAdvantage: 0, remoteAdvantage: 0)
+        #expect(!sync.isAhead)
+        sync.record(localAdvantage: -1, remoteAdvantage: 0)
+        #expect(sync.isAhead && sync.framesAhead > 0)
+        for _ in 0 ..< 60 { sync.record(localAdvantage: 3, remoteAdvantage: -3) }
+        #expect(!sync.isAhead && sync.framesAhead < 0)
     }
 
     @Test("running behind or slightly ahead never waits")

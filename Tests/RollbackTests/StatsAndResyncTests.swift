@@ -20,6 +20,9 @@ struct StatsTests {
         #expect(session.rollbackHistogram.count == harness.node(0).rollbacks)
         #expect(session.framesAdvanced == harness.node(0).session.currentFrame)
         #expect(session.framesResimulated > 0 && session.statesLoaded == harness.node(0).rollbacks)
+        // Dense saving: frame 0's state, one per frame advanced, and one per re-simulated frame
+        // but the loaded one.
+        #expect(session.statesSaved == 1 + session.framesAdvanced + session.framesResimulated - session.statesLoaded)
         #expect(harness.node(0).session.framesAhead < 2)
     }
 

@@ -39,6 +39,9 @@ public struct TimeSync: Sendable {
         return Double(remoteSum - localSum) / Double(samples) / 2
     }
 
+    /// Whether ``framesAhead`` is positive (integer arithmetic only).
+    var isAhead: Bool { samples > 0 && remoteSum > localSum }
+
     /// Frames to wait now, or 0 when the advantage is below `minimum`; never above `maximum`.
     public func recommendedWait(minimum: Int, maximum: Int) -> Int {
         let ahead = Int(framesAhead.rounded())

@@ -31,6 +31,20 @@ struct ChecksumHistory {
         return true
     }
 
+    /// The first checksum frame after `frame` (`.max` when checksums are off): where a
+    /// re-simulation starting at `frame` records its first checksum. A rollback goes back
+    /// less than an interval or two, so this is ``nextFrame`` or a step or two before it.
+    @inlinable @inline(__always)
+    func nextChecksumFrame(after frame: Frame) -> Frame {
+        guard interval > 0 else { return .max }
+        var next = nextFrame
+        if next > frame {
+            if next - interval > frame { next -= interval }
+            if next - interval <= frame { return next }
+        }
+        return (frame / interval + 1) * interval
+    }
+
     /// A rollback or state load moved the simulation: the next checksum frame at or after
     /// `frame`. Rollbacks move back a few intervals at most, so stepping beats a division.
     @usableFromInline

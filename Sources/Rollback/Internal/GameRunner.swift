@@ -70,68 +70,88 @@ struct GameRunner<G: Game> {
         stats.framesAdvanced += 1
     }
 
-    /// Restores the newest saved state at or before `target` and re-simulates up to the
-    /// current frame. Returns the number of frames re-simulated. The input row of the current
-    /// frame is filled too: ``advance(inputs:filled:)`` can use it if no input came since.
+    /// Restores the newest saved state at or before `target`, re-simulates up to the current
+    /// frame, then simulates the current frame for the first time (as ``advance(inputs:filled:)``).
+    /// Returns the number of frames re-simulated (0 when `target` is not before the current
+    /// frame: nothing to roll back).
     @inlinable
-    mutating func rollback(to target: Frame, inputs: inout InputSet) -> Int {
+    mutating func rollbackAndAdvance(to target: Frame, inputs: inout InputSet) -> Int {
         let end = currentFrame
         guard target < end else {
             inputs.clearIncorrect()
+            advance(inputs: &inputs)
             return 0
         }
-        guard let loadFrame = ring.newestSaved(atOrBefore: target), let slot = ring.slot(of: loadFrame) else {
+        // Dense saving holds the state of every frame back to the confirmed one, so the state
+        // at `target` itself is there: one comparison instead of a search.
+        let loadFrame: Frame
+        if target >= 0 && ring.frames[target & ring.mask] == target {
+            loadFrame = target
+        } else if let newest = ring.newestSaved(atOrBefore: target) {
+            loadFrame = newest
+        } else {
             preconditionFailure("rollback to frame \(target): no saved state (ring too small for the confirmation lag)")
         }
-        game.loadState(ring.state(inSlot: slot).pointee)
-        stats.statesLoaded += 1
+        game.loadState(ring.state(inSlot: loadFrame & ring.mask).pointee)
         currentFrame = loadFrame
+        let length = end &- loadFrame
+        stats.statesLoaded &+= 1
+        stats.framesResimulated &+= length
+        stats.rollbackHistogram.record(length: length)
         // Every input row of the re-simulation and of the frame after it at once (the ring
         // never reaches back further than the table holds; the check only guards that).
-        let filled = end - loadFrame < inputs.rowCount
+        let filled = length < inputs.rowCount
         if filled {
             inputs.fillRowsClearingIncorrect(from: loadFrame, through: end)
         } else {
             inputs.clearIncorrect()
         }
-        if sparseSaving {
-            ring.discard(after: loadFrame)
-            let known = inputs.knownFrame
-            simulate(save: false, inputs: &inputs, filled: filled)
-            while currentFrame < end {
-                simulate(save: sparseSaves(currentFrame, known: known, resimulatingTo: end), inputs: &inputs,
-                         filled: filled)
-            }
-        } else if filled {
-            // Dense saving with every row filled, the common case, as one tight loop whose
-            // counters stay in registers across the game's calls. Every frame after
-            // `loadFrame` is saved again, before anything can read it, so the stale states
-            // need no discarding.
-            var frame = loadFrame
-            while true {
-                inputs.select(frame: frame)
-                game.advanceFrame(inputs.current)
-                frame += 1
-                if inputs.checksums.due(atReaching: frame) {
-                    inputs.checksums.record(frame: frame, checksum: game.checksum())
-                }
-                if frame == end { break }
-                let slot = frame & ring.mask
-                ring.frames[slot] = frame
-                ring.state(inSlot: slot).pointee = game.saveState()
-            }
-            if end - 1 > ring.newestFrame { ring.newestFrame = end - 1 }
-            stats.statesSaved &+= end - 1 - loadFrame
-            currentFrame = end
-        } else {
-            simulate(save: false, inputs: &inputs, filled: filled)
-            while currentFrame < end { simulate(save: true, inputs: &inputs, filled: filled) }
+        if filled && !sparseSaving && savingEnabled {
+            resimulateDenseAndAdvance(from: loadFrame, through: end, inputs: &inputs)
+            return length
         }
-        if !filled { inputs.fillRows(from: end, through: end) }
-        let length = end - loadFrame
-        stats.framesResimulated += length
-        stats.rollbackHistogram.record(length: length)
+        if sparseSaving { ring.discard(after: loadFrame) }
+        let known = inputs.knownFrame
+        simulate(save: false, inputs: &inputs, filled: filled)
+        while currentFrame < end {
+            let save = !sparseSaving || sparseSaves(currentFrame, known: known, resimulatingTo: end)
+            simulate(save: save, inputs: &inputs, filled: filled)
+        }
+        advance(inputs: &inputs, filled: filled)
         return length
+    }
+
+    /// The common rollback: dense saving, every input row filled. Re-simulates `start ..< end`
+    /// and simulates `end` for the first time in one tight loop whose counters (frame, next
+    /// checksum frame, ring and table geometry) are locals kept across the game's calls instead
+    /// of fields re-read from the runner and the input set after each call. Every frame after
+    /// `start` is saved again before anything can read it, so the stale states need no
+    /// discarding.
+    @inlinable @inline(__always)
+    mutating func resimulateDenseAndAdvance(from start: Frame, through end: Frame, inputs: inout InputSet) {
+        let mask = ring.mask, frames = ring.frames, states = ring.states, slotStride = ring.slotStride
+        let interval = inputs.checksums.interval
+        var nextChecksum = inputs.checksums.nextChecksumFrame(after: start)
+        var frame = start
+        while true {
+            inputs.select(frame: frame)
+            game.advanceFrame(inputs.current)
+            frame &+= 1
+            if frame == nextChecksum {
+                inputs.checksums.record(frame: frame, checksum: game.checksum())
+                nextChecksum &+= interval
+            }
+            if frame > end { break }
+            let slot = frame & mask
+            frames[slot] = frame
+            (states + slot &* slotStride).assumingMemoryBound(to: G.State.self).pointee = game.saveState()
+        }
+        // The schedule continues from the first checksum frame after the one reached.
+        inputs.checksums.nextFrame = nextChecksum
+        if end > ring.newestFrame { ring.newestFrame = end }
+        stats.statesSaved &+= end &- start
+        stats.framesAdvanced &+= 1
+        currentFrame = frame
     }
 
     /// Replaces the state at `frame` (a transferred confirmed state) and re-simulates from it.

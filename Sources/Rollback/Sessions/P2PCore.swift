@@ -31,9 +31,13 @@ struct P2PCore {
     private var desync: DesyncDetector
     private var desyncScratch: [DesyncReport] = []
     private var nextRecommendationFrame: Frame = 0
-    private var runCache: [(player: PlayerHandle, from: Frame, through: Frame, run: [GameInput])] = []
+    /// Input arrays of drained messages, reused for the next input runs (see `recycleOutbox`).
+    private var spareRuns: [[GameInput]] = []
     private var disconnectProposal: [Frame]
     private var disconnectFinal: [Bool]
+    /// The endpoint each player's location names (-1 for local players): endpoints are only
+    /// added in `init`, so this saves a scan per rollback charged to a culprit.
+    private var directEndpoint: [Int] = []
 
     init(configuration: SessionConfiguration, players: [PlayerLocation], spectators: [PeerID], relay: PeerID?) throws {
         if let problem = configuration.validationError() { throw RollbackError.invalidConfiguration(problem) }
@@ -72,6 +76,10 @@ struct P2PCore {
                 throw RollbackError.invalidConfiguration("\(spectator) is both a player endpoint and a spectator")
             }
             addEndpoint(Endpoint(id: spectator, kind: .spectator, players: []))
+        }
+        directEndpoint = players.map { location in
+            guard case .remote(let peer) = location else { return -1 }
+            return endpointIndex(peer) ?? -1
         }
     }
 
@@ -133,9 +141,21 @@ struct P2PCore {
     mutating func drainOutgoing(_ body: (OutgoingMessage) throws -> Void) rethrows {
         // Each message is lent to `body` in place through an exclusive access; reading
         // `outbox[index]` would copy (retain and later release) every message.
-        defer { outbox.removeAll(keepingCapacity: true) }
+        defer { recycleOutbox() }
         try outbox.withUnsafeMutableBufferPointer { messages in
             for index in messages.indices { try lend(&messages[index], to: body) }
+        }
+    }
+
+    /// Empties the outbox after `body` saw every message, keeping the input arrays of input
+    /// messages as spare buffers for the next runs (``inputRun(player:from:through:)``). Each
+    /// message is moved out, not copied; a buffer nobody else holds any more is then reused in
+    /// place: sending a frame's inputs needs no allocation, no free and no atomic retain or
+    /// release (each an atomic instruction that waits for all earlier work to retire).
+    private mutating func recycleOutbox() {
+        while let outgoing = outbox.popLast() {
+            guard case .input(let message) = outgoing.message, spareRuns.count < 32 else { continue }
+            spareRuns.append(message.inputs)
         }
     }
 
@@ -245,8 +265,8 @@ struct P2PCore {
             }
             return index
         }
-        guard case .remote(let peer) = players[player] else { return nil }
-        return endpointIndex(peer)
+        let index = directEndpoint[player]
+        return index >= 0 ? index : nil
     }
 
     /// Handles timers: handshake retries, re-sends, pings, keep-alives, timeouts. Call every tick.
@@ -450,19 +470,14 @@ struct P2PCore {
         for index in endpoints.indices where endpoints[index].phase == .running && endpoints[index].kind != .spectator {
             sendInputsOrAck(to: index, forceAck: false, always: true)
         }
-        runCache.removeAll(keepingCapacity: true)
     }
 
-    /// The unacknowledged inputs of local `player` from `from` through `through`. Runs built
-    /// while sending one frame's inputs are shared by every endpoint that needs the same range
-    /// (one allocation instead of one per peer).
+    /// The unacknowledged inputs of local `player` from `from` through `through`, built in a
+    /// spare buffer when there is one: every endpoint gets its own run (sharing one would cost
+    /// an atomic retain per endpoint and as many releases), and once drained it comes back.
     private mutating func inputRun(player: PlayerHandle, from: Frame, through: Frame) -> [GameInput] {
-        // By index: iterating copies every cached entry (a retain and release of its run).
-        for index in runCache.indices
-        where runCache[index].player == player && runCache[index].from == from && runCache[index].through == through {
-            return runCache[index].run
-        }
-        var run = [GameInput]()
+        var run = spareRuns.popLast() ?? []
+        run.removeAll(keepingCapacity: true)
         run.reserveCapacity(through - from + 1)
         var frame = from
         while frame <= through {
@@ -470,7 +485,6 @@ struct P2PCore {
             run.append(input)
             frame += 1
         }
-        if runCache.count < 8 { runCache.append((player, from, through, run)) }
         return run
     }
 
@@ -487,7 +501,10 @@ struct P2PCore {
             guard from <= last else { continue }
             let through = min(last, from + configuration.maxInputsPerMessage - 1)
             let run = inputRun(player: player, from: from, through: through)
-            guard !run.isEmpty else { continue }
+            guard !run.isEmpty else {
+                spareRuns.append(run)
+                continue
+            }
             let message = InputMessage(player: player, origin: .peer, startFrame: from, inputs: run, ackFrame: ack,
                                        confirmedFrame: localConfirmedFrame, senderFrame: currentFrame)
             send(.input(message), to: index)
@@ -597,6 +614,7 @@ struct P2PCore {
 
     private mutating func updateTimeSync() {
         let frame = currentFrame
+        let recommending = frame >= nextRecommendationFrame
         var ahead = 0.0
         for index in endpoints.indices where endpoints[index].phase == .running && endpoints[index].kind != .spectator {
             let advantage = endpoints[index].estimateAdvantage(localFrame: frame, now: now,
@@ -604,9 +622,13 @@ struct P2PCore {
             endpoints[index].localAdvantage = advantage
             endpoints[index].stats.localFramesBehind = advantage
             endpoints[index].timeSync.record(localAdvantage: advantage, remoteAdvantage: endpoints[index].remoteAdvantage)
-            ahead = max(ahead, endpoints[index].timeSync.framesAhead)
+            // Only a positive average can raise `ahead` above 0: the two divisions behind
+            // `framesAhead` (a few dozen cycles of latency) are skipped when this peer is not ahead.
+            if recommending && endpoints[index].timeSync.isAhead {
+                ahead = max(ahead, endpoints[index].timeSync.framesAhead)
+            }
         }
-        guard frame >= nextRecommendationFrame else { return }
+        guard recommending else { return }
         let wait = roundedToInt(ahead)
         if wait >= configuration.minimumWaitFrames {
             events.append(.waitRecommendation(frames: min(wait, configuration.maximumWaitFrames)))

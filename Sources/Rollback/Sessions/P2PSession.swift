@@ -131,11 +131,12 @@ public final class P2PSession<G: Game> {
         if let reason = try core.prepareAdvance(oldestNeededState: oldest) { return .waiting(reason) }
         var rolledBack = 0
         if let (target, culprit) = core.pendingRollback() {
-            rolledBack = runner.rollback(to: target, inputs: &core.inputs)
+            // The rollback fills this frame's input row too and simulates the frame right after.
+            rolledBack = runner.rollbackAndAdvance(to: target, inputs: &core.inputs)
             core.noteRollback(length: rolledBack, culprit: culprit)
+        } else {
+            runner.advance(inputs: &core.inputs)
         }
-        // A rollback filled this frame's input row already; no input arrived since.
-        runner.advance(inputs: &core.inputs, filled: rolledBack > 0)
         core.finishAdvance(currentFrame: runner.currentFrame)
         return .advanced(rolledBackFrames: rolledBack)
     }
