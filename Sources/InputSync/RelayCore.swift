@@ -15,9 +15,13 @@ public final class RelayCore {
     public let configuration: RelayConfiguration
     private let verifier: JoinTicketVerifier
     private unowned(unsafe) let transport: RelayTransport
-    private var sessions: [String: RelaySession] = [:]
+    private var sessions: [String: RelaySession] = [:] { didSet { tickOrderStale = true } }
     private var peers = PeerRoutes()
     private var endedSessions: [String] = []
+    /// The sessions in the order timer slices take them (rebuilt after sessions come or go).
+    private var tickOrder: [RelaySession] = []
+    private var tickOrderStale = false
+    private var lastPruneCheckMs: UInt64 = 0
     /// Inputs accepted since the last ``takeInputCount()``.
     private var inputsAccepted = 0
     /// The hot path's protobuf-c decoder (arena reused per frame) and broadcast packer.
@@ -59,6 +63,9 @@ public final class RelayCore {
 
     /// Where the replay of a session is written, if any.
     public func replayURL(of sessionId: String) -> URL? { sessions[sessionId]?.replay?.url }
+
+    /// The participant attached from `peer` (tests, introspection).
+    func participant(at peer: PeerAddress) -> RelayPeer? { peers[peer]?.participant }
 
     // MARK: - Messages
 
@@ -353,7 +360,25 @@ public final class RelayCore {
 
     /// Drives every session's timers; ends sessions nobody attended for the idle timeout.
     public func tick(now: UInt64) {
-        for session in sessions.values {
+        tick(now: now, slice: 0, of: 1)
+    }
+
+    /// Runs the timers of one slice of the sessions: every `slices`-th session from `slice`.
+    /// The service calls it `slices` times per timer period with each slice in turn, so every
+    /// session still runs once per period while one call's work (and the wait it imposes on the
+    /// messages queued behind it) stays a `slices`-th of all sessions'.
+    public func tick(now: UInt64, slice: Int, of slices: Int) {
+        precondition(slices >= 1 && (0 ..< slices).contains(slice))
+        if tickOrderStale {
+            tickOrder = Array(sessions.values)
+            tickOrderStale = false
+        }
+        let order = tickOrder
+        var index = slice
+        while index < order.count {
+            let session = order[index]
+            index += slices
+            guard !session.ended else { continue }
             session.tick(now: now)
             if let gone = session.playersGoneAtMs {
                 let watching = session.spectators.filter(\.isConnected)
@@ -370,8 +395,12 @@ public final class RelayCore {
             for id in endedSessions { sessions.removeValue(forKey: id) }
             endedSessions.removeAll()
         }
-        if peers.count > 0 && peers.count > 2 * max(1, sessions.values.reduce(0) { $0 + $1.participants.count }) {
-            peers.pruneStale()
+        // Routes left by peers that went away: counted against all participants once a second.
+        if now &- lastPruneCheckMs >= 1000 {
+            lastPruneCheckMs = now
+            if peers.count > 0 && peers.count > 2 * max(1, sessions.values.reduce(0) { $0 + $1.participants.count }) {
+                peers.pruneStale()
+            }
         }
     }
 
@@ -418,7 +447,9 @@ public final class RelayCore {
                     return ["participant_id": .string(player.participantId), "slot": .number(player.slot),
                             "connected": .bool(player.isConnected), "stored_frames": .number(session.timeline.stored(player.slot - 1)),
                             "substituting": .bool(session.substituting[player.slot - 1]),
-                            "substituted_frames": .number(session.substitutedFrames[player.slot - 1])]
+                            "substituted_frames": .number(session.substitutedFrames[player.slot - 1]),
+                            "resends": .number(player.resends),
+                            "ack_delay_ms": .number(Int(player.ackDelayMs.rounded()))]
                 }),
                 "spectators": .number(session.spectators.count),
                 "desyncs": .number(session.desyncs),

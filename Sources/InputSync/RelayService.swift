@@ -29,6 +29,11 @@ public final class RelayService: RawFrameService, RelayTransport {
     private var draining = false
     private var lastLoadMs: UInt64 = 0
     private var inputsPerSecond = 0
+    /// The session timers run in this many slices, one per timer run (see ``RelayCore/tick(now:slice:of:)``):
+    /// each session still runs every `tickSeconds`, and no run holds up the messages behind it
+    /// for all sessions' work (at 1,000 sessions one pass took 0.2-0.5 ms).
+    static let tickSlices = 5
+    private var nextSlice = 0
 
     private var inputsTotal: Counter?
     private var eventsTotal: Counter?
@@ -71,7 +76,7 @@ public final class RelayService: RawFrameService, RelayTransport {
         runtime.metrics.gauge("netplay_sync_inputs_per_second", help: "Inputs accepted per second, last second.") {
             [unowned(unsafe) self] in Double(self.inputsPerSecond)
         }
-        runtime.every(seconds: tickSeconds) { [unowned(unsafe) self] runtime in self.tick(runtime) }
+        runtime.every(seconds: tickSeconds / Double(Self.tickSlices)) { [unowned(unsafe) self] runtime in self.tick(runtime) }
         if let coordinatorEndpoint {
             coordinator = try runtime.client(to: coordinatorEndpoint)
             register(runtime)
@@ -165,7 +170,8 @@ public final class RelayService: RawFrameService, RelayTransport {
     private func tick(_ runtime: ServiceRuntime) {
         guard let core else { return }
         let now = runtime.uptimeMs
-        core.tick(now: now)
+        core.tick(now: now, slice: nextSlice, of: Self.tickSlices)
+        nextSlice = (nextSlice + 1) % Self.tickSlices
         if now &- lastLoadMs >= 1000 {
             let accepted = core.takeInputCount()
             inputsTotal?.increment(by: Double(accepted))

@@ -29,7 +29,9 @@ struct TimerQueue {
 
     /// Milliseconds until the earliest deadline, at most `cap` (0 when one is already due).
     func millisecondsUntilNext(cap: Int) -> Int {
-        guard let earliest = entries.map(\.deadline).min() else { return cap }
+        // A loop, not map + min: this runs on every poll (an array per message batch).
+        guard var earliest = entries.first?.deadline else { return cap }
+        for entry in entries where entry.deadline < earliest { earliest = entry.deadline }
         let remaining = earliest - .now
         if remaining <= .zero { return 0 }
         let ms = remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1

@@ -1,3 +1,6 @@
+import NetplayAuth
+import NetplayService
+import NetplayWire
 import Testing
 @testable import InputSync
 
@@ -38,5 +41,39 @@ struct RelayTimerSpreadTests {
         #expect(stalled == 5_500)
         #expect(!RelaySession.due(&stalled, every: 1_000, now: 6_499))
         #expect(RelaySession.due(&stalled, every: 1_000, now: 6_500))
+    }
+}
+
+/// The relay service runs session timers in slices (one per timer run): each slice takes its
+/// share of the sessions, and a full round of slices runs every session once.
+@Suite("Relay timer slices")
+struct RelayTimerSliceTests {
+    @Test func eachSliceRunsItsShareAndARoundRunsEverySessionOnce() throws {
+        let rig = RelayRig()
+        let signer = JoinTicketSigner(keyRing: rig.keyRing)
+        var peers: [PeerAddress] = []
+        for index in 0 ..< 10 {
+            let ticket = try signer.issue(sessionId: "slice-\(index)", participantId: "p1", role: .player, slot: 1,
+                                          relayId: "sync-test", relayEndpoint: "tcp://127.0.0.1:1", params: rig.params,
+                                          name: "p1", ttlMs: 60_000)
+            let peer = RelayRig.address("slice-peer-\(index)")
+            _ = try rig.core.handle(Envelope(body: .attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1))),
+                                    from: peer, now: rig.now)
+            peers.append(peer)
+        }
+        rig.transport.sent.removeAll()
+        // Everyone has been silent past the timeout: a session's timer tells its player so.
+        let now = rig.now + UInt64(rig.core.configuration.silenceTimeoutMs) + 100
+        func timedOut() -> Set<PeerAddress> {
+            Set(rig.transport.sent.compactMap { sent in
+                if case .detach(let detach) = sent.body, detach.reason == .timeout { return sent.peer }
+                return nil
+            })
+        }
+        rig.core.tick(now: now, slice: 0, of: 5)
+        #expect(timedOut().count == 2, "slice 0 of 5 runs 2 of 10 sessions")
+        for slice in 1 ..< 5 { rig.core.tick(now: now, slice: slice, of: 5) }
+        #expect(timedOut() == Set(peers), "a round of slices runs every session")
+        #expect(rig.transport.sent.count(where: { if case .detach = $0.body { true } else { false } }) == 10, "and each once")
     }
 }
