@@ -26,6 +26,17 @@ final class RelayPeer {
     var awaitedFrame = 0
     var lastAuthoritativeSendMs: UInt64 = 0
     var lastSendMs: UInt64 = 0
+    /// How long its acknowledgements take to move (from the first unacknowledged send or the
+    /// last progress): smoothed value and mean deviation in ms, as TCP estimates its round trip.
+    /// A loaded relay or link delays them, and the retransmission timer waits accordingly.
+    var ackDelayMs = 0.0
+    var ackDelayDeviationMs = 0.0
+    /// No sample from the acknowledgement after a resend (which send it answers is unknown).
+    var resentSinceProgress = false
+    /// Times confirmed frames were sent to it again for want of an acknowledgement.
+    var resends = 0
+    /// Doubles with each resend (1, 2, 4, 8), back to 1 with the next acknowledgement that gives a sample.
+    var resendBackoff: UInt64 = 1
     /// The first frame of its inputs it may send (a late joiner: the transfer's frame).
     var firstFrame = 0
     /// The state transfer it waits for before receiving inputs (late join, reconnect).

@@ -382,8 +382,25 @@ final class RelaySession {
         let value = min(Int(awaited), participant.sentFrames)
         if value > participant.awaitedFrame {
             participant.awaitedFrame = value
+            let now = participant.lastHeardMs
+            if participant.resentSinceProgress {
+                // Which send this answers is unknown: no sample, and the backed-off wait stays
+                // until a clean one (Karn's rule; else a wait shorter than the usual delay
+                // would never learn it).
+                participant.resentSinceProgress = false
+            } else if now >= participant.lastAuthoritativeSendMs {
+                participant.resendBackoff = 1
+                let sample = Double(now - participant.lastAuthoritativeSendMs)
+                if participant.ackDelayMs == 0 && participant.ackDelayDeviationMs == 0 {
+                    participant.ackDelayMs = sample
+                    participant.ackDelayDeviationMs = sample / 2
+                } else {
+                    participant.ackDelayDeviationMs += (abs(sample - participant.ackDelayMs) - participant.ackDelayDeviationMs) / 4
+                    participant.ackDelayMs += (sample - participant.ackDelayMs) / 8
+                }
+            }
             // Progress: the retransmission timer restarts.
-            participant.lastAuthoritativeSendMs = max(participant.lastAuthoritativeSendMs, participant.lastHeardMs)
+            participant.lastAuthoritativeSendMs = max(participant.lastAuthoritativeSendMs, now)
         }
     }
 
@@ -602,13 +619,22 @@ final class RelaySession {
             if let since = participant.deferredSinceMs, now &- since >= confirmationDeferMs { resent = true }
             // Its acknowledgement comes with its next batch, up to a frame after ours arrived:
             // without that frame, a loaded link (queues of tens of ms) looks lossy, and each
-            // needless resend costs a message and 10 s of redundant broadcasts.
-            let timeout = UInt64(max(configuration.resendIntervalMs, participant.rttMs + 20)) + frameIntervalMs
+            // needless resend costs a message and 10 s of redundant broadcasts. Nor earlier than
+            // its acknowledgements usually take (smoothed delay + 4 deviations, as TCP's RTO):
+            // a relay behind on its own queue reads acknowledgements late, and resending then
+            // only adds work (at 1,000 sessions that tipped a busy relay into a backlog it
+            // never left). Each resend without an answer doubles the wait, up to 8 times.
+            let usual = UInt64((participant.ackDelayMs + 4 * participant.ackDelayDeviationMs).rounded(.up))
+            let timeout = (max(UInt64(max(configuration.resendIntervalMs, participant.rttMs + 20)), usual) + frameIntervalMs)
+                * participant.resendBackoff
             if participant.awaitedFrame < participant.sentFrames,
                now &- participant.lastAuthoritativeSendMs >= timeout {
                 participant.sentFrames = participant.awaitedFrame
                 participant.lastAuthoritativeSendMs = now
                 participant.redundantUntilMs = now + 10_000
+                participant.resentSinceProgress = true
+                participant.resends += 1
+                participant.resendBackoff = min(participant.resendBackoff * 2, 8)
                 resent = true
             } else if participant.isPlayer,
                       participant.toldAwaitedInput != timeline.stored(participant.slot - 1),
