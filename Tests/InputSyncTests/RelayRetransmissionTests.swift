@@ -36,12 +36,18 @@ struct RelayRetransmissionTests {
         return resends
     }
 
-    @Test func aPlayerWhoseAcknowledgementsComeInSlowBurstsIsNotResentToAndASilentOneIsWithBackoff() throws {
+    /// A running two-player match (no substitution to get in the way) with nothing sent yet.
+    func runningPair() throws -> RelayRig {
         let rig = RelayRig(lagTolerance: 600)
         _ = try rig.attach(a, slot: 1)
         _ = try rig.attach(b, slot: 2)
         _ = rig.transport.take(a)
         _ = rig.transport.take(b)
+        return rig
+    }
+
+    @Test func aPlayerWhoseAcknowledgementsComeInSlowBurstsIsNotResentToAndASilentOneIsWithBackoff() throws {
+        let rig = try runningPair()
         var state = (frame: 0, ackA: 0, sentToA: 0)
         // A acknowledges every third frame: 32 ms after the first send it lacks, within the
         // first wait (47 ms); the relay learns that delay.
@@ -61,11 +67,7 @@ struct RelayRetransmissionTests {
     }
 
     @Test func aPlayerWhoseMessagesAreLostIsResentToAfterTheUsualWait() throws {
-        let rig = RelayRig(lagTolerance: 600)
-        _ = try rig.attach(a, slot: 1)
-        _ = try rig.attach(b, slot: 2)
-        _ = rig.transport.take(a)
-        _ = rig.transport.take(b)
+        let rig = try runningPair()
         var state = (frame: 0, ackA: 0, sentToA: 0)
         // A acknowledges every frame for a while: the wait stays near its floor (47 ms).
         #expect(try play(rig, steps: 0 ..< 100, state: &state) { _ in true }.isEmpty)
