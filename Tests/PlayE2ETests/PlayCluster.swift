@@ -1,4 +1,5 @@
 import Foundation
+import InputSync
 import NetplayService
 import NetplayTestSupport
 import NetplayWire
@@ -124,6 +125,21 @@ final class PlayCluster: @unchecked Sendable {
     var replayFiles: [String] {
         let directory = dataRoot + "/sync-0/replays"
         return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted().map { directory + "/" + $0 }
+    }
+
+    /// Waits (20 s at most) for the relay to finish the match's one replay file, replays it with
+    /// `netplay-peer replay` up to `frames`, and returns the replayer's result (nil, with the
+    /// failure recorded, when there is no finished file or no result).
+    func replayTheMatch(frames: Int) throws -> PeerResult? {
+        let finished = eventually(within: 20) {
+            replayFiles.count == 1 && (try? ReplayFile(contentsOf: URL(fileURLWithPath: replayFiles[0])))?.footer != nil
+        }
+        #expect(finished, "replays: \(replayFiles)\n\(relay?.log.suffix(2000) ?? "")")
+        let file = try #require(replayFiles.first)
+        let replayer = try ServiceProcess("netplay-peer", ["replay", file, "--frames", "\(frames)"])
+        let replayed = replayer.result(within: 60)
+        #expect(replayed != nil, "replay (exit status \(replayer.waitForExit(seconds: 0).map(String.init) ?? "none: still running")): \(replayer.log)")
+        return replayed
     }
 }
 

@@ -33,14 +33,8 @@ struct PlayE2ETests {
 
         // The relay's replay of the match reproduces the players' checksum (once the relay has
         // ended the session and finished the file).
-        let finished = eventually(within: 20) {
-            cluster.replayFiles.count == 1 && (try? ReplayFile(contentsOf: URL(fileURLWithPath: cluster.replayFiles[0])))?.footer != nil
-        }
-        #expect(finished, "replays: \(cluster.replayFiles)\n\(cluster.relay?.log.suffix(2000) ?? "")")
-        let file = try #require(cluster.replayFiles.first)
-        let replayer = try ServiceProcess("netplay-peer", ["replay", file, "--frames", "\(Match.frames)"])
-        let replayed = replayer.result(within: 60)
-        #expect(replayed?.checksum == results[0]?.checksum, "replay (exit status \(replayer.waitForExit(seconds: 0).map(String.init) ?? "none: still running")): \(replayer.log)")
+        let replayed = try cluster.replayTheMatch(frames: Match.frames)
+        #expect(replayed?.checksum == results[0]?.checksum, "replay: \(replayed?.description ?? "none")")
         #expect((replayed?.int("checked_checksums") ?? 0) >= Match.frames / 60 - 2)
     }
 
@@ -107,14 +101,8 @@ struct PlayE2ETests {
         #expect(results.allSatisfy { ($0?.int("reconnects") ?? 0) >= 1 }, "\(results.map { $0?.description ?? "none" })")
 
         // The restarted relay continued the dead one's replay: one file, the whole match.
-        let finished = eventually(within: 20) {
-            cluster.replayFiles.count == 1 && (try? ReplayFile(contentsOf: URL(fileURLWithPath: cluster.replayFiles[0])))?.footer != nil
-        }
-        #expect(finished, "replays: \(cluster.replayFiles)\n\(cluster.relay?.log.suffix(2000) ?? "")")
-        let file = try #require(cluster.replayFiles.first)
-        let replayer = try ServiceProcess("netplay-peer", ["replay", file, "--frames", "\(Match.frames)"])
-        let replayed = replayer.result(within: 60)
-        #expect(replayed?.checksum == results[0]?.checksum, "replay (exit status \(replayer.waitForExit(seconds: 0).map(String.init) ?? "none: still running")): \(replayer.log)")
+        let replayed = try cluster.replayTheMatch(frames: Match.frames)
+        #expect(replayed?.checksum == results[0]?.checksum, "replay: \(replayed?.description ?? "none")")
     }
 
     /// The host's decisions at the coordinator reach the relay at once: a kicked player is
