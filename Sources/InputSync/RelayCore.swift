@@ -24,6 +24,10 @@ public final class RelayCore {
     private var lastPruneCheckMs: UInt64 = 0
     /// Inputs accepted since the last ``takeInputCount()``.
     private var inputsAccepted = 0
+    /// Whether a read batch is open: forwarding waits for ``endBatch(now:)``.
+    private var batchOpen = false
+    /// Sessions with forwarding queued in the open batch.
+    private var sessionsWithForwards: [RelaySession] = []
     /// The hot path's protobuf-c decoder (arena reused per frame) and broadcast packer.
     private let decoder = HotPathDecoder()
     private let packer = InputBroadcastPacker()
@@ -79,6 +83,39 @@ public final class RelayCore {
         case failed(ServiceError, requestId: UInt64)
     }
 
+    /// Opens a read batch: until ``endBatch(now:)``, what inputs are forwarded to each
+    /// participant is queued, and inputs of the same player read meanwhile go in one message.
+    /// The service opens one around each run of messages it reads off its socket without
+    /// waiting. Without a batch, every input is forwarded as it is handled.
+    public func beginBatch() {
+        batchOpen = true
+    }
+
+    /// Closes the read batch: sends everything queued in it.
+    public func endBatch(now: UInt64) {
+        batchOpen = false
+        guard !sessionsWithForwards.isEmpty else { return }
+        let list = sessionsWithForwards
+        sessionsWithForwards.removeAll(keepingCapacity: true)
+        for session in list {
+            session.listedForFlush = false
+            session.flushForwards(now: now)
+        }
+    }
+
+    /// After `session` handled inputs: its forwarding goes now, or at the end of the open batch.
+    @inline(__always)
+    private func forwardingQueued(in session: RelaySession, now: UInt64) {
+        guard batchOpen else {
+            session.flushForwards(now: now)
+            return
+        }
+        if !session.listedForFlush && session.hasQueuedForwards {
+            session.listedForFlush = true
+            sessionsWithForwards.append(session)
+        }
+    }
+
     /// The hot path: an attached player's InputBatch unpacked by protobuf-c into a reused arena
     /// and read through a validated view, without building Swift values. Anything else (another
     /// body, a field the schema refuses, a malformed frame) is declined for the generic path,
@@ -95,6 +132,7 @@ public final class RelayCore {
             return route.session._withUnsafeGuaranteedRef { session in
                 do throws(ServiceError) {
                     try session.receive(batch, from: participant, now: now)
+                    forwardingQueued(in: session, now: now)
                     return .handled
                 } catch {
                     return .failed(error, requestId: batch.requestId)
@@ -138,6 +176,7 @@ public final class RelayCore {
         switch envelope.body {
         case .inputBatch(let batch):
             try session.receive(batch, from: participant, now: now)
+            forwardingQueued(in: session, now: now)
             return nil
         case .checksumReport(let report):
             try session.receive(report, from: participant, now: now)

@@ -58,6 +58,11 @@ final class RelayPeer {
     var redundantUntilMs: UInt64 = 0
     /// Its confirmation waits (since then) to travel with the next message to it.
     var deferredSinceMs: UInt64?
+    /// Forwarding to it waits for the end of the relay's read batch (see
+    /// ``RelayCore/beginBatch()``), with the other players' inputs it is to carry provisionally
+    /// (one slot's frames; merged while the batch reads more of them).
+    var forwardQueued = false
+    var queuedRun: RelayWire.Run?
     /// Its round trip to the relay as it reports it.
     var rttMs = 0
     var framesAhead = 0

@@ -148,6 +148,14 @@ public final class RelayService: RawFrameService, RelayTransport {
         }
     }
 
+    public func readBatchWillBegin(runtime: ServiceRuntime) {
+        core?.beginBatch()
+    }
+
+    public func readBatchDidEnd(runtime: ServiceRuntime) {
+        core?.endBatch(now: runtime.uptimeMs)
+    }
+
     public func publish(topic: String, _ body: Envelope.Body, message: String, sessionId: String) {
         eventsTotal?.increment()
         guard let runtime else { return }

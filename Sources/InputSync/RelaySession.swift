@@ -360,21 +360,88 @@ final class RelaySession {
                 if moved, other.deferredSinceMs == nil { other.deferredSinceMs = now }
                 return
             }
-            if other.isPlayer {
-                // Confirmed and forwarded inputs together in one message when they fit.
-                if compose(other, forwarded: forwarded, now: now) { return }
-                if other.sentFrames < limit(for: other) { deliver(to: other, now: now) }
-                if let forwarded {
-                    let awaited = timeline.stored(other.slot - 1)
-                    other.toldAwaitedInput = awaited
-                    let frame = RelayWire.inputBroadcast(packer, authoritative: false, timeline: timeline, players: nil,
-                                                         provisional: forwarded, forwarded: nil,
-                                                         confirmedFrames: timeline.confirmed, awaitedInputFrame: awaited)
-                    sendPacked(frame, to: other, now: now)
+            if other.isPlayer || moved { queueForward(to: other, run: other.isPlayer ? forwarded : nil, now: now) }
+        }
+    }
+
+    // MARK: - Forwarding, coalesced per read batch
+
+    /// Participants with forwarding queued since the last ``flushForwards(now:)``, in order.
+    @exclusivity(unchecked) private var queuedForwards: [RelayPeer] = []
+    /// Whether the core holds this session for the end of its read batch.
+    var listedForFlush = false
+    var hasQueuedForwards: Bool { !queuedForwards.isEmpty }
+
+    /// Queues forwarding to `other` (players: `run`, another player's new inputs not confirmed
+    /// yet; everyone: the confirmed frames it lacks) until ``flushForwards(now:)``: inputs of the
+    /// same player read in one batch then reach `other` in one message instead of one each. A
+    /// relay that keeps up reads one input at a time and sends as before; one that fell behind
+    /// reads several per player and sends fewer, larger messages, so its sending catches up
+    /// instead of holding it behind.
+    private func queueForward(to other: RelayPeer, run: RelayWire.Run?, now: UInt64) {
+        if let run {
+            if let queued = other.queuedRun {
+                let merged = RelayWire.Run(slot: run.slot, from: min(queued.from, run.from), to: max(queued.to, run.to))
+                if queued.slot == run.slot && merged.to - merged.from <= 128 {
+                    other.queuedRun = merged
+                } else {
+                    // One slot's run of at most 128 frames per message: what is queued goes now.
+                    other.queuedRun = nil
+                    forward(to: other, run: queued, now: now)
+                    other.queuedRun = run
                 }
-            } else if moved {
-                deliver(to: other, now: now)
+            } else {
+                other.queuedRun = run
             }
+        }
+        if !other.forwardQueued {
+            other.forwardQueued = true
+            queuedForwards.append(other)
+        }
+    }
+
+    /// Sends everything queued by ``queueForward(to:run:now:)``: one message per participant
+    /// (more only past what one message carries). Participants that left, or wait for a state,
+    /// meanwhile get nothing (as they would have got nothing then).
+    func flushForwards(now: UInt64) {
+        guard !queuedForwards.isEmpty else { return }
+        let list = queuedForwards
+        queuedForwards.removeAll(keepingCapacity: true)
+        for index in 0 ..< list.count {
+            Unmanaged.passUnretained(list[index])._withUnsafeGuaranteedRef { other in
+                other.forwardQueued = false
+                let run = other.queuedRun
+                other.queuedRun = nil
+                guard !ended, other.isConnected, other.awaitingTransfer == nil else { return }
+                forward(to: other, run: run, now: now)
+            }
+        }
+    }
+
+    /// Sends `other` the confirmed frames it lacks and `run` (what of it is still unconfirmed and
+    /// held): together in one message when they fit.
+    private func forward(to other: RelayPeer, run: RelayWire.Run?, now: UInt64) {
+        var forwarded: RelayWire.Run?
+        if let run {
+            // Frames confirmed since the run was queued go with the confirmed ones.
+            let from = max(run.from, timeline.confirmed, timeline.oldest)
+            let to = min(run.to, timeline.stored(run.slot))
+            if from < to { forwarded = RelayWire.Run(slot: run.slot, from: from, to: to) }
+        }
+        guard other.isPlayer else {
+            deliver(to: other, now: now)
+            return
+        }
+        // Confirmed and forwarded inputs together in one message when they fit.
+        if compose(other, forwarded: forwarded, now: now) { return }
+        if other.sentFrames < limit(for: other) { deliver(to: other, now: now) }
+        if let forwarded {
+            let awaited = timeline.stored(other.slot - 1)
+            other.toldAwaitedInput = awaited
+            let frame = RelayWire.inputBroadcast(packer, authoritative: false, timeline: timeline, players: nil,
+                                                 provisional: forwarded, forwarded: nil,
+                                                 confirmedFrames: timeline.confirmed, awaitedInputFrame: awaited)
+            sendPacked(frame, to: other, now: now)
         }
     }
 

@@ -199,4 +199,20 @@ public protocol RawFrameService: Service {
     /// runtime decode and dispatch it normally. Called on the reactor thread (not while the
     /// service drains); `frame` is valid only during the call.
     func handleRawFrame(_ frame: UnsafeRawBufferPointer, from peer: PeerAddress, runtime: ServiceRuntime) -> Bool
+
+    /// The runtime is about to read the requests waiting on its socket, one after another
+    /// without waiting (at most a few thousand); ``readBatchDidEnd(runtime:)`` follows once they
+    /// are handled, before any timer runs. A service may hold output per request until then and
+    /// send it coalesced.
+    func readBatchWillBegin(runtime: ServiceRuntime)
+
+    /// The requests read since ``readBatchWillBegin(runtime:)`` are handled.
+    func readBatchDidEnd(runtime: ServiceRuntime)
+}
+
+extension RawFrameService {
+    /// Nothing to do by default.
+    public func readBatchWillBegin(runtime: ServiceRuntime) {}
+    /// Nothing to do by default.
+    public func readBatchDidEnd(runtime: ServiceRuntime) {}
 }

@@ -221,6 +221,9 @@ public final class ServiceRuntime {
 
     /// Reads every request waiting on the ROUTER (bounded per wake-up so timers still run).
     private func drainRouter() {
+        let batchService = rawService
+        batchService?.readBatchWillBegin(runtime: self)
+        defer { batchService?.readBatchDidEnd(runtime: self) }
         for _ in 0..<4096 {
             // Frames are read into the socket's reusable message, without a closure per frame;
             // "more" comes with each frame (no ZMQ_RCVMORE option call).

@@ -46,6 +46,33 @@ final class ProbeService: Service {
     func introspect(section: String) -> JSONValue { ["handled": .number(handled), "section": .string(section)] }
 }
 
+/// A raw-frame service that logs the runtime's read batches around the frames it takes
+/// (frames starting with 0xEE; everything else goes to the generic path).
+final class BatchProbeService: RawFrameService {
+    /// What the runtime did, in order: "begin", "frame", "end".
+    final class Log: Sendable {
+        let entries = Mutex<[String]>([])
+        func append(_ entry: String) { entries.withLock { $0.append(entry) } }
+        var snapshot: [String] { entries.withLock { $0 } }
+    }
+
+    let log: Log
+
+    init(log: Log) { self.log = log }
+
+    func start(runtime: ServiceRuntime) throws {}
+    func handle(_ request: Request, runtime: ServiceRuntime) throws(ServiceError) -> HandlerOutcome { .none }
+
+    func handleRawFrame(_ frame: UnsafeRawBufferPointer, from peer: PeerAddress, runtime: ServiceRuntime) -> Bool {
+        guard frame.first == 0xEE else { return false }
+        log.append("frame")
+        return true
+    }
+
+    func readBatchWillBegin(runtime: ServiceRuntime) { log.append("begin") }
+    func readBatchDidEnd(runtime: ServiceRuntime) { log.append("end") }
+}
+
 func startProbe(curve: CurveKeyPair? = nil, telemetry: String? = nil, supervisor: String? = nil,
                 metricsInterval: Double = 5) throws -> RunningService {
     var configuration = ServiceConfiguration(
@@ -244,6 +271,31 @@ struct RuntimeTests {
         let threads = try #require(seen.withLock { $0 })
         #expect(pthread_equal(threads.worker, reactorThread) != 0)
         #expect(pthread_equal(threads.worker, threads.enqueuer) == 0)
+    }
+
+    @Test func rawFramesAreHandledWithinReadBatches() throws {
+        let log = BatchProbeService.Log()
+        let configuration = ServiceConfiguration(
+            kind: "probe", instance: "batch-probe", endpoint: "tcp://127.0.0.1:*", events: nil, telemetry: nil,
+            supervisor: nil, logLevel: .critical,
+            dataDirectory: FileManager.default.temporaryDirectory.appendingPathComponent("netplay-probe-\(UUID().uuidString)"))
+        let service = try ServiceHost.start(configuration: configuration) { BatchProbeService(log: log) }
+        defer { service.stop() }
+        let dealer = try Context.shared.socket(.dealer)
+        defer { dealer.close() }
+        try dealer.connect(service.endpoint)
+        for index in 0 ..< 200 { _ = try dealer.send([0xEE, UInt8(index)]) }
+        #expect(eventually(within: 5) { log.snapshot.filter { $0 == "frame" }.count == 200 && log.snapshot.last == "end" })
+        // Every frame lies within a batch, and batches neither nest nor stay open.
+        var open = false
+        for entry in log.snapshot {
+            switch entry {
+            case "begin": #expect(!open); open = true
+            case "end": #expect(open); open = false
+            default: #expect(open, "a frame handled outside a read batch")
+            }
+        }
+        #expect(!open)
     }
 
     @Test func bindingATakenEndpointFailsWithAReason() throws {

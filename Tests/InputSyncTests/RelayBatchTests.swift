@@ -1,0 +1,125 @@
+import NetplayService
+import NetplayWire
+import Testing
+@testable import InputSync
+
+/// Within a read batch (the messages the relay reads off its socket without waiting), what is
+/// forwarded to each participant waits for the batch's end, so inputs of the same player read
+/// together reach the others in one message: a relay that fell behind sends fewer, larger
+/// messages and catches up.
+@Suite("Relay forwarding coalesced per read batch")
+struct RelayBatchTests {
+    let a = RelayRig.address("peer-a")
+    let b = RelayRig.address("peer-b")
+    let c = RelayRig.address("peer-c")
+
+    /// A running match of `players` (a, b, c in slot order) with nothing sent yet.
+    func running(players: Int = 2, spectatorDelay: Int = 0) throws -> RelayRig {
+        let rig = RelayRig(players: players, lagTolerance: 600, spectatorDelay: spectatorDelay)
+        for (index, peer) in [a, b, c].prefix(players).enumerated() {
+            _ = try rig.attach(peer, slot: index + 1)
+        }
+        for peer in [a, b, c] { _ = rig.transport.take(peer) }
+        return rig
+    }
+
+    /// Every frame of `slot` that `broadcasts` carry (players and forwarded runs), in order.
+    func frames(of slot: Int, in broadcasts: [InputBroadcast]) -> [Int: UInt8] {
+        var seen: [Int: UInt8] = [:]
+        for broadcast in broadcasts {
+            for run in broadcast.players + broadcast.forwarded where run.slot == UInt32(slot) {
+                for (offset, value) in run.inputs.enumerated() { seen[Int(run.startFrame) + offset] = value }
+            }
+        }
+        return seen
+    }
+
+    @Test func inputsOfOnePlayerReadInOneBatchReachThePartnerInOneMessage() throws {
+        let rig = try running()
+        rig.core.beginBatch()
+        for frame in 0 ..< 3 { try rig.batch(b, slot: 2, start: frame, [UInt8(10 + frame)]) }
+        #expect(rig.transport.take(a).isEmpty, "forwarded before the batch ended")
+        rig.core.endBatch(now: rig.now)
+        let sent = rig.transport.broadcasts(a)
+        #expect(sent.count == 1)
+        #expect(sent.first?.authoritative == false)
+        #expect(frames(of: 2, in: sent) == [0: 10, 1: 11, 2: 12])
+        // Without a batch, each input goes as it is handled.
+        for frame in 3 ..< 5 { try rig.batch(b, slot: 2, start: frame, [UInt8(10 + frame)]) }
+        #expect(rig.transport.broadcasts(a).count == 2)
+    }
+
+    @Test func framesConfirmedWhileQueuedGoAsConfirmedOnes() throws {
+        let rig = try running()
+        rig.core.beginBatch()
+        try rig.batch(b, slot: 2, start: 0, [20, 21])
+        try rig.batch(a, slot: 1, start: 0, [10, 11])
+        rig.core.endBatch(now: rig.now)
+        let toA = rig.transport.broadcasts(a)
+        #expect(toA.count == 1)
+        let message = try #require(toA.first)
+        #expect(message.authoritative && message.confirmedFrames == 2 && message.forwarded.isEmpty)
+        #expect(frames(of: 1, in: toA) == [0: 10, 1: 11] && frames(of: 2, in: toA) == [0: 20, 1: 21])
+        // B's own input completed nothing; A's did: B hears of both slots once, too.
+        let toB = rig.transport.broadcasts(b)
+        #expect(toB.count == 1 && frames(of: 1, in: toB) == [0: 10, 1: 11])
+    }
+
+    @Test func runsOfDifferentPlayersInOneBatchAllArrive() throws {
+        let rig = try running(players: 3)
+        rig.core.beginBatch()
+        try rig.batch(b, slot: 2, start: 0, [20])
+        try rig.batch(c, slot: 3, start: 0, [30])
+        try rig.batch(b, slot: 2, start: 1, [21])
+        try rig.batch(c, slot: 3, start: 1, [31])
+        rig.core.endBatch(now: rig.now)
+        let toA = rig.transport.broadcasts(a)
+        #expect(frames(of: 2, in: toA) == [0: 20, 1: 21])
+        #expect(frames(of: 3, in: toA) == [0: 30, 1: 31])
+        #expect(toA.count <= 4)
+        // B and C each got the other's inputs.
+        let toB = rig.transport.broadcasts(b), toC = rig.transport.broadcasts(c)
+        #expect(frames(of: 3, in: toB) == [0: 30, 1: 31] && frames(of: 2, in: toC) == [0: 20, 1: 21])
+    }
+
+    @Test func aRunLongerThanOneMessageCarriesIsSplit() throws {
+        let rig = try running()
+        rig.core.beginBatch()
+        // 3 batches of 60 inputs: 180 frames, more than one message's 128.
+        for part in 0 ..< 3 {
+            try rig.batch(b, slot: 2, start: part * 60, (0 ..< 60).map { UInt8(truncatingIfNeeded: part * 60 + $0) })
+        }
+        rig.core.endBatch(now: rig.now)
+        let toA = rig.transport.broadcasts(a)
+        #expect(toA.count == 2)
+        #expect(toA.allSatisfy { ($0.players.first?.inputs.count ?? 0) <= 128 })
+        let seen = frames(of: 2, in: toA)
+        #expect(seen.count == 180 && (0 ..< 180).allSatisfy { seen[$0] == UInt8(truncatingIfNeeded: $0) })
+    }
+
+    @Test func aParticipantThatLeavesWithinTheBatchGetsNothingMore() throws {
+        let rig = try running()
+        rig.core.beginBatch()
+        try rig.batch(b, slot: 2, start: 0, [20])
+        try rig.send(.detach(Detach(reason: .leaving)), from: a)
+        rig.core.endBatch(now: rig.now)
+        #expect(rig.transport.broadcasts(a).isEmpty)
+    }
+
+    @Test func spectatorsGetConfirmedFramesOnceAtTheBatchEnd() throws {
+        let rig = try running()
+        let watcher = RelayRig.address("watcher")
+        _ = try rig.attach(watcher, slot: 0, role: .spectator)
+        _ = rig.transport.take(watcher)
+        rig.core.beginBatch()
+        for frame in 0 ..< 3 {
+            try rig.batch(a, slot: 1, start: frame, [UInt8(10 + frame)])
+            try rig.batch(b, slot: 2, start: frame, [UInt8(20 + frame)])
+        }
+        #expect(rig.transport.take(watcher).isEmpty)
+        rig.core.endBatch(now: rig.now)
+        let watched = rig.transport.broadcasts(watcher)
+        #expect(watched.count == 1 && watched.allSatisfy(\.authoritative))
+        #expect(frames(of: 1, in: watched) == [0: 10, 1: 11, 2: 12] && frames(of: 2, in: watched) == [0: 20, 1: 21, 2: 22])
+    }
+}
