@@ -12,13 +12,9 @@ struct RetroArchLANTests {
 
     /// Why the test cannot run here, or nil when it can.
     static let skipReason: String? = {
-        guard getuid() == 0 else { return "network namespaces need root" }
-        guard let ip = Shell.which("ip") else { return "iproute2 ('ip') is not installed" }
+        if let reason = NamespacePair.unavailableReason { return reason }
         guard Shell.which("retroarch") != nil else { return "retroarch is not installed (apt-get install retroarch)" }
         guard FileManager.default.fileExists(atPath: core) else { return "libretro-nestopia is not installed" }
-        let probe = "np-probe-\(getpid())"
-        guard Shell.run(ip, ["netns", "add", probe]).status == 0 else { return "cannot create network namespaces here" }
-        _ = Shell.run(ip, ["netns", "del", probe])
         return nil
     }()
 
@@ -99,113 +95,6 @@ struct RetroArchLANTests {
         #expect((content?["crc32"] as? NSNumber)?.uint32Value == CRC32.checksum(rom), "RetroArch reports the CRC32 of the whole file")
         #expect(content?["gameName"] as? String == "tiny")
         #expect(log().contains("Query received on LAN interface"))
-    }
-}
-
-/// Two fresh network namespaces, a veth pair between them (10.77.0.1/24 in `a`, 10.77.0.2/24 in
-/// `b`), and the processes started inside them; ``tearDown()`` removes all of it.
-final class NamespacePair {
-    let ip = Shell.which("ip")!
-    let a: String
-    let b: String
-    let directory: String
-    private var processes: [Process] = []
-    private var created: [String] = []
-
-    init() throws {
-        let tag = "\(getpid() % 100_000)\(Int.random(in: 10...99))"
-        a = "np-a-\(tag)"
-        b = "np-b-\(tag)"
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-ra-\(tag)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        do {
-            for namespace in [a, b] {
-                try step(["netns", "add", namespace])
-                created.append(namespace)
-                // DNS inside the namespace goes to its own loopback (`ip netns exec` mounts this over /etc).
-                try FileManager.default.createDirectory(atPath: "/etc/netns/\(namespace)", withIntermediateDirectories: true)
-                try "nameserver 127.0.0.1\n".write(toFile: "/etc/netns/\(namespace)/resolv.conf", atomically: true, encoding: .utf8)
-            }
-            try step(["link", "add", "vna\(tag)", "type", "veth", "peer", "name", "vnb\(tag)"])
-            try step(["link", "set", "vna\(tag)", "netns", a])
-            try step(["link", "set", "vnb\(tag)", "netns", b])
-            for (namespace, address, veth) in [(a, "10.77.0.1/24", "vna\(tag)"), (b, "10.77.0.2/24", "vnb\(tag)")] {
-                try step(["-n", namespace, "addr", "add", address, "brd", "+", "dev", veth])
-                try step(["-n", namespace, "link", "set", veth, "up"])
-                try step(["-n", namespace, "link", "set", "lo", "up"])
-            }
-        } catch {
-            tearDown()
-            throw error
-        }
-    }
-
-    private func step(_ arguments: [String]) throws {
-        let result = Shell.run(ip, arguments)
-        guard result.status == 0 else { throw HarnessError("ip \(arguments.joined(separator: " ")) failed: \(result.output)") }
-    }
-
-    /// Starts `executable` inside `namespace`, output to `log`.
-    func launch(in namespace: String, _ executable: String, _ arguments: [String], environment: [String: String],
-                log: String) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ip)
-        process.arguments = ["netns", "exec", namespace, executable] + arguments
-        var env = ProcessInfo.processInfo.environment
-        for key in env.keys where key.hasPrefix("NETPLAY_") { env[key] = nil }
-        env.merge(environment) { _, new in new }
-        process.environment = env
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        processes.append(process)
-        return process
-    }
-
-    /// Stops every process, deletes the namespaces (and with them the veth pair) and the files.
-    func tearDown() {
-        for process in processes where process.isRunning { process.terminate() }
-        let deadline = Date().addingTimeInterval(3)
-        while processes.contains(where: \.isRunning), Date() < deadline { usleep(20_000) }
-        for process in processes where process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        processes.removeAll()
-        for namespace in created {
-            _ = Shell.run(ip, ["netns", "del", namespace])
-            try? FileManager.default.removeItem(atPath: "/etc/netns/\(namespace)")
-        }
-        created.removeAll()
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
-    deinit { tearDown() }
-}
-
-/// Runs short commands and finds executables.
-enum Shell {
-    static func which(_ name: String) -> String? {
-        for directory in ["/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/bin"] {
-            let path = directory + "/" + name
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        return nil
-    }
-
-    static func run(_ executable: String, _ arguments: [String]) -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        do { try process.run() } catch { return (-1, "\(error)") }
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 }
 
