@@ -29,11 +29,21 @@ public final class RelayService: RawFrameService, RelayTransport {
     private var draining = false
     private var lastLoadMs: UInt64 = 0
     private var inputsPerSecond = 0
-    /// The session timers run in this many slices, one per timer run (see ``RelayCore/tick(now:slice:of:)``):
+    /// The session timers run in slices, one per timer run (see ``RelayCore/tick(now:slice:of:)``):
     /// each session still runs every `tickSeconds`, and no run holds up the messages behind it
-    /// for all sessions' work (at 1,000 sessions one pass took 0.2-0.5 ms).
-    static let tickSlices = 5
+    /// for all sessions' work (at 1,000 sessions one pass took 0.2-0.5 ms). A slice takes about
+    /// this many sessions, so a relay with few sessions (a LAN host's, often on a battery) wakes
+    /// once per `tickSeconds` instead of once per slice.
+    static let sessionsPerSlice = 200
+    /// At most this many slices (one timer run per millisecond at the default 5 ms period).
+    static let maxTickSlices = 5
+    /// How many slices the timers of `sessions` sessions run in.
+    static func tickSlices(forSessions sessions: Int) -> Int {
+        min(maxTickSlices, max(1, sessions / sessionsPerSlice))
+    }
+    private var tickSlices = 1
     private var nextSlice = 0
+    private var tickTimer: TimerID?
 
     private var inputsTotal: Counter?
     private var eventsTotal: Counter?
@@ -76,7 +86,7 @@ public final class RelayService: RawFrameService, RelayTransport {
         runtime.metrics.gauge("netplay_sync_inputs_per_second", help: "Inputs accepted per second, last second.") {
             [unowned(unsafe) self] in Double(self.inputsPerSecond)
         }
-        runtime.every(seconds: tickSeconds / Double(Self.tickSlices)) { [unowned(unsafe) self] runtime in self.tick(runtime) }
+        scheduleTick(runtime)
         if let coordinatorEndpoint {
             coordinator = try runtime.client(to: coordinatorEndpoint)
             register(runtime)
@@ -103,6 +113,8 @@ public final class RelayService: RawFrameService, RelayTransport {
         var document = core.introspect()
         if case .object(var fields) = document {
             fields["registered"] = .bool(registered)
+            fields["timer_slices"] = .number(tickSlices)
+            fields["timer_interval_ms"] = .double(tickSeconds * 1000 / Double(tickSlices))
             fields["coordinator"] = coordinatorEndpoint.map(JSONValue.string) ?? .null
             document = .object(fields)
         }
@@ -178,13 +190,26 @@ public final class RelayService: RawFrameService, RelayTransport {
     private func tick(_ runtime: ServiceRuntime) {
         guard let core else { return }
         let now = runtime.uptimeMs
-        core.tick(now: now, slice: nextSlice, of: Self.tickSlices)
-        nextSlice = (nextSlice + 1) % Self.tickSlices
+        core.tick(now: now, slice: nextSlice, of: tickSlices)
+        nextSlice = (nextSlice + 1) % tickSlices
+        if nextSlice == 0, Self.tickSlices(forSessions: core.sessionCount) != tickSlices {
+            // A round is over (every session ran once): the next ones fit the sessions served now.
+            tickSlices = Self.tickSlices(forSessions: core.sessionCount)
+            scheduleTick(runtime)
+        }
         if now &- lastLoadMs >= 1000 {
             let accepted = core.takeInputCount()
             inputsTotal?.increment(by: Double(accepted))
             inputsPerSecond = Int(Double(accepted) * 1000 / Double(max(now &- lastLoadMs, 1)))
             lastLoadMs = now
+        }
+    }
+
+    /// Runs a timer slice every slice's share of the period.
+    private func scheduleTick(_ runtime: ServiceRuntime) {
+        if let tickTimer { runtime.cancel(tickTimer) }
+        tickTimer = runtime.every(seconds: tickSeconds / Double(tickSlices)) { [unowned(unsafe) self] runtime in
+            self.tick(runtime)
         }
     }
 

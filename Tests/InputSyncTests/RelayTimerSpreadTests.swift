@@ -1,5 +1,7 @@
+import Foundation
 import NetplayAuth
 import NetplayService
+import NetplayTestSupport
 import NetplayWire
 import Testing
 @testable import InputSync
@@ -75,5 +77,54 @@ struct RelayTimerSliceTests {
         for slice in 1 ..< 5 { rig.core.tick(now: now, slice: slice, of: 5) }
         #expect(timedOut() == Set(peers), "a round of slices runs every session")
         #expect(rig.transport.sent.count(where: { if case .detach = $0.body { true } else { false } }) == 10, "and each once")
+    }
+}
+
+/// The relay service runs its session timers in as many slices as its sessions need: a relay
+/// with few sessions (a LAN host's, often on a battery) wakes once per 5 ms period, not once
+/// per millisecond.
+@Suite("Relay timer slices follow the load")
+struct RelayTimerSlicingTests {
+    @Test func slicesGrowWithTheSessionsServed() {
+        let counts = [0, 1, 199, 200, 399, 400, 999, 1_000, 5_000]
+        #expect(counts.map(RelayService.tickSlices(forSessions:)) == [1, 1, 1, 1, 1, 2, 4, 5, 5])
+    }
+
+    @Test func aRunningRelayWakesOncePerPeriodUntilItServesManySessions() throws {
+        let keyRing = TicketKeyRing.generate()
+        let configuration = RelayConfiguration(relayId: "sync-slices", advertisedEndpoint: "")
+        let service = try ServiceHost.start(configuration: ServiceConfiguration(
+            kind: "sync", instance: "sync-slices", endpoint: "tcp://127.0.0.1:*", logLevel: .critical,
+            dataDirectory: FileManager.default.temporaryDirectory.appendingPathComponent("relay-slices-\(UUID().uuidString)"))) {
+            RelayService(configuration: configuration, keyRing: keyRing)
+        }
+        defer { service.stop() }
+        let client = try BlockingClient(endpoint: service.endpoint)
+        func timers() throws -> (slices: Int, intervalMs: Double) {
+            guard case .introspectResponse(let dump) = try client.request(.introspectRequest(IntrospectRequest(section: "all"))),
+                  let json = try JSONSerialization.jsonObject(with: Data(dump.json.utf8)) as? [String: Any],
+                  let state = json["state"] as? [String: Any],
+                  let slices = state["timer_slices"] as? Int, let interval = state["timer_interval_ms"] as? Double else {
+                throw HarnessError("no timer figures in the relay's introspection")
+            }
+            return (slices, interval)
+        }
+        let idle = try timers()
+        #expect(idle.slices == 1 && idle.intervalMs == 5)
+        // 400 sessions (one player each attaches, then the next session's takes its place).
+        let params = SyncParams(inputSize: 1, maxPlayers: 2, frameDelay: 2, frameRateMhz: 60_000, predictionWindow: 8,
+                                lagToleranceFrames: 12, checksumIntervalFrames: 60)
+        let signer = JoinTicketSigner(keyRing: keyRing)
+        for index in 0 ..< 400 {
+            let ticket = try signer.issue(sessionId: "s-\(index)", participantId: "p1", role: .player, slot: 1,
+                                          relayId: "sync-slices", relayEndpoint: service.endpoint, params: params,
+                                          name: "player", ttlMs: 60_000)
+            guard case .attachResponse = try client.request(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1))) else {
+                Issue.record("attach \(index) refused")
+                return
+            }
+        }
+        #expect(eventually(within: 2) { (try? timers())?.slices == 2 })
+        #expect(try timers().intervalMs == 2.5)
     }
 }
