@@ -50,6 +50,7 @@ struct NetplayctlTests {
         #expect(notHost.contains("ERROR_CODE_UNAUTHENTICATED"))
         let relays = try run(["relays", "list"] + c)
         #expect(relays.contains("sync-0") && relays.contains("1 relays"))
+        #expect(relays.contains("inputs/s ") && relays.contains("% "), "\(relays)")
         _ = try run(["sessions", "start", session] + c + ["--participant", hostId, "--token", hostToken])
         _ = try run(["sessions", "end", session] + c + ["--participant", hostId, "--token", hostToken, "--reason", "over"])
         #expect(try run(["sessions", "list"] + c + ["--state", "ended"]).contains(session))

@@ -100,17 +100,25 @@ struct RelayTimerSlicingTests {
         }
         defer { service.stop() }
         let client = try BlockingClient(endpoint: service.endpoint)
-        func timers() throws -> (slices: Int, intervalMs: Double) {
+        func introspection() throws -> [String: Any] {
             guard case .introspectResponse(let dump) = try client.request(.introspectRequest(IntrospectRequest(section: "all"))),
                   let json = try JSONSerialization.jsonObject(with: Data(dump.json.utf8)) as? [String: Any],
-                  let state = json["state"] as? [String: Any],
-                  let slices = state["timer_slices"] as? Int, let interval = state["timer_interval_ms"] as? Double else {
-                throw HarnessError("no timer figures in the relay's introspection")
+                  let state = json["state"] as? [String: Any] else {
+                throw HarnessError("no state in the relay's introspection")
+            }
+            return state
+        }
+        func timers() throws -> (slices: Int, intervalMs: Double) {
+            let state = try introspection()
+            guard let slices = state["timer_slices"] as? Int, let interval = state["timer_interval_ms"] as? Double else {
+                throw HarnessError("no timer figures in the relay's introspection: \(state)")
             }
             return (slices, interval)
         }
         let idle = try timers()
         #expect(idle.slices == 1 && idle.intervalMs == 5)
+        let state = try introspection()
+        #expect(state["cpu_percent"] is Double && state["inputs_per_second"] as? Int == 0, "\(state)")
         // 400 sessions (one player each attaches, then the next session's takes its place).
         let params = SyncParams(inputSize: 1, maxPlayers: 2, frameDelay: 2, frameRateMhz: 60_000, predictionWindow: 8,
                                 lagToleranceFrames: 12, checksumIntervalFrames: 60)
