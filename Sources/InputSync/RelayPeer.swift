@@ -59,10 +59,13 @@ final class RelayPeer {
     /// Its confirmation waits (since then) to travel with the next message to it.
     var deferredSinceMs: UInt64?
     /// Forwarding to it waits for the end of the relay's read batch (see
-    /// ``RelayCore/beginBatch()``), with the other players' inputs it is to carry provisionally
-    /// (one slot's frames; merged while the batch reads more of them).
-    var forwardQueued = false
-    var queuedRun: RelayWire.Run?
+    /// ``RelayCore/beginBatch()``), with the other players' inputs it is to carry provisionally:
+    /// one run per slot, extended while the batch reads more of that player's inputs (the array
+    /// keeps its storage between batches).
+    /// (Reactor thread only, and no access to these overlaps another: no dynamic exclusivity
+    /// checks on the per-input path.)
+    @exclusivity(unchecked) var forwardQueued = false
+    @exclusivity(unchecked) var queuedRuns: [RelayWire.Run] = []
     /// Its round trip to the relay as it reports it.
     var rttMs = 0
     var framesAhead = 0

@@ -373,25 +373,26 @@ final class RelaySession {
     var hasQueuedForwards: Bool { !queuedForwards.isEmpty }
 
     /// Queues forwarding to `other` (players: `run`, another player's new inputs not confirmed
-    /// yet; everyone: the confirmed frames it lacks) until ``flushForwards(now:)``: inputs of the
-    /// same player read in one batch then reach `other` in one message instead of one each. A
-    /// relay that keeps up reads one input at a time and sends as before; one that fell behind
-    /// reads several per player and sends fewer, larger messages, so its sending catches up
+    /// yet; everyone: the confirmed frames it lacks) until ``flushForwards(now:)``: inputs read in
+    /// one batch then reach `other` in one message, one run per player, instead of one message
+    /// each. A relay that keeps up reads one input at a time and sends as before; one that fell
+    /// behind reads several per player and sends fewer, larger messages, so its sending catches up
     /// instead of holding it behind.
     private func queueForward(to other: RelayPeer, run: RelayWire.Run?, now: UInt64) {
         if let run {
-            if let queued = other.queuedRun {
+            if let index = other.queuedRuns.firstIndex(where: { $0.slot == run.slot }) {
+                let queued = other.queuedRuns[index]
                 let merged = RelayWire.Run(slot: run.slot, from: min(queued.from, run.from), to: max(queued.to, run.to))
-                if queued.slot == run.slot && merged.to - merged.from <= 128 {
-                    other.queuedRun = merged
+                if run.from <= queued.to && queued.from <= run.to && merged.to - merged.from <= 128 {
+                    other.queuedRuns[index] = merged
                 } else {
-                    // One slot's run of at most 128 frames per message: what is queued goes now.
-                    other.queuedRun = nil
-                    forward(to: other, run: queued, now: now)
-                    other.queuedRun = run
+                    // Not one run of at most 128 frames without a gap (a gap: the slot changed
+                    // hands meanwhile): what is queued goes now.
+                    sendQueued(to: other, now: now)
+                    other.queuedRuns.append(run)
                 }
             } else {
-                other.queuedRun = run
+                other.queuedRuns.append(run)
             }
         }
         if !other.forwardQueued {
@@ -410,36 +411,44 @@ final class RelaySession {
         for index in 0 ..< list.count {
             Unmanaged.passUnretained(list[index])._withUnsafeGuaranteedRef { other in
                 other.forwardQueued = false
-                let run = other.queuedRun
-                other.queuedRun = nil
-                guard !ended, other.isConnected, other.awaitingTransfer == nil else { return }
-                forward(to: other, run: run, now: now)
+                guard !ended, other.isConnected, other.awaitingTransfer == nil else {
+                    other.queuedRuns.removeAll(keepingCapacity: true)
+                    return
+                }
+                sendQueued(to: other, now: now)
             }
         }
     }
 
-    /// Sends `other` the confirmed frames it lacks and `run` (what of it is still unconfirmed and
-    /// held): together in one message when they fit.
-    private func forward(to other: RelayPeer, run: RelayWire.Run?, now: UInt64) {
-        var forwarded: RelayWire.Run?
-        if let run {
-            // Frames confirmed since the run was queued go with the confirmed ones.
+    /// Sends `other` the confirmed frames it lacks and its queued runs (what of them is still
+    /// unconfirmed and held): together in one message when they fit. Empties the queue.
+    private func sendQueued(to other: RelayPeer, now: UInt64) {
+        // Frames confirmed since a run was queued go with the confirmed ones.
+        var kept = 0
+        for index in 0 ..< other.queuedRuns.count {
+            let run = other.queuedRuns[index]
             let from = max(run.from, timeline.confirmed, timeline.oldest)
             let to = min(run.to, timeline.stored(run.slot))
-            if from < to { forwarded = RelayWire.Run(slot: run.slot, from: from, to: to) }
+            if from < to {
+                other.queuedRuns[kept] = RelayWire.Run(slot: run.slot, from: from, to: to)
+                kept += 1
+            }
         }
+        other.queuedRuns.removeLast(other.queuedRuns.count - kept)
+        defer { other.queuedRuns.removeAll(keepingCapacity: true) }
         guard other.isPlayer else {
             deliver(to: other, now: now)
             return
         }
-        // Confirmed and forwarded inputs together in one message when they fit.
-        if compose(other, forwarded: forwarded, now: now) { return }
+        // Confirmed and forwarded inputs together in one message when they fit. (The queue is
+        // read in place, not copied, so emptying it keeps its storage.)
+        if compose(other, forwarded: other.queuedRuns, now: now) { return }
         if other.sentFrames < limit(for: other) { deliver(to: other, now: now) }
-        if let forwarded {
+        if !other.queuedRuns.isEmpty {
             let awaited = timeline.stored(other.slot - 1)
             other.toldAwaitedInput = awaited
             let frame = RelayWire.inputBroadcast(packer, authoritative: false, timeline: timeline, players: nil,
-                                                 provisional: forwarded, forwarded: nil,
+                                                 provisional: other.queuedRuns, forwarded: [],
                                                  confirmedFrames: timeline.confirmed, awaitedInputFrame: awaited)
             sendPacked(frame, to: other, now: now)
         }
@@ -516,7 +525,7 @@ final class RelaySession {
     /// repeats every frame not acknowledged yet, so a lost or overtaken message costs nothing but
     /// the next one). Returns whether it sent.
     @discardableResult
-    private func compose(_ participant: RelayPeer, forwarded: RelayWire.Run?, now: UInt64) -> Bool {
+    private func compose(_ participant: RelayPeer, forwarded: [RelayWire.Run], now: UInt64) -> Bool {
         let limit = limit(for: participant)
         guard participant.sentFrames < limit else { return false }
         // ZeroMQ's TCP never loses or reorders; a link that did (a resend was needed) gets every
@@ -530,7 +539,7 @@ final class RelaySession {
         participant.sentFrames = limit
         participant.deferredSinceMs = nil
         let frame = RelayWire.inputBroadcast(packer, authoritative: true, timeline: timeline, players: from ..< limit,
-                                             provisional: nil, forwarded: forwarded, confirmedFrames: timeline.confirmed,
+                                             provisional: [], forwarded: forwarded, confirmedFrames: timeline.confirmed,
                                              awaitedInputFrame: awaited)
         sendPacked(frame, to: participant, now: now)
         return true
@@ -541,7 +550,7 @@ final class RelaySession {
     private func deliver(to participant: RelayPeer, now: UInt64) {
         let limit = limit(for: participant)
         guard participant.sentFrames < limit else { return }
-        if compose(participant, forwarded: nil, now: now) { return }
+        if compose(participant, forwarded: [], now: now) { return }
         var from = participant.sentFrames
         var messages = 0
         while from < limit && messages < 4 {
@@ -553,7 +562,7 @@ final class RelaySession {
             let awaited = participant.isPlayer ? timeline.stored(participant.slot - 1) : 0
             participant.toldAwaitedInput = awaited
             let frame = RelayWire.inputBroadcast(packer, authoritative: true, timeline: timeline, players: from ..< to,
-                                                 provisional: nil, forwarded: nil, confirmedFrames: timeline.confirmed,
+                                                 provisional: [], forwarded: [], confirmedFrames: timeline.confirmed,
                                                  awaitedInputFrame: awaited)
             sendPacked(frame, to: participant, now: now)
             if participant.awaitedFrame >= participant.sentFrames { participant.lastAuthoritativeSendMs = now }
@@ -710,7 +719,7 @@ final class RelaySession {
                 let awaited = timeline.stored(participant.slot - 1)
                 participant.toldAwaitedInput = awaited
                 let frame = RelayWire.inputBroadcast(packer, authoritative: true, timeline: timeline, players: nil,
-                                                     provisional: nil, forwarded: nil, confirmedFrames: timeline.confirmed,
+                                                     provisional: [], forwarded: [], confirmedFrames: timeline.confirmed,
                                                      awaitedInputFrame: awaited)
                 sendPacked(frame, to: participant, now: now)
             }

@@ -45,12 +45,13 @@ enum RelayWire {
     }
 
     /// Packs an Envelope holding an InputBroadcast: `players`, every slot over the frames
-    /// `players` (with statuses where any is not `received`); or `provisional`, one slot's
+    /// `players` (with statuses where any is not `received`); or `provisional`, other slots'
     /// forwarded inputs in the players field of a non-authoritative broadcast; `forwarded` beside
-    /// authoritative ones; and the cursors. The bytes stay valid until the packer's next message;
-    /// nil only if the message breaks the schema (a bug: runs never exceed 128 frames).
+    /// authoritative ones (one run per slot in either); and the cursors. The bytes stay valid
+    /// until the packer's next message; nil only if the message breaks the schema (a bug: runs
+    /// never exceed 128 frames, nor 8 per field).
     static func inputBroadcast(_ packer: InputBroadcastPacker, authoritative: Bool, timeline: InputTimeline,
-                               players: Range<Int>?, provisional: Run?, forwarded: Run?, confirmedFrames: Int,
+                               players: Range<Int>?, provisional: [Run], forwarded: [Run], confirmedFrames: Int,
                                awaitedInputFrame: Int) -> UnsafeRawBufferPointer? {
         let inputSize = timeline.inputSize
         packer.begin(authoritative: authoritative, inputSize: UInt32(inputSize),
@@ -67,8 +68,8 @@ enum RelayWire {
                 }
             }
         }
-        if let provisional { add(provisional, to: .players, packer, timeline) }
-        if let forwarded { add(forwarded, to: .forwarded, packer, timeline) }
+        for run in provisional { add(run, to: .players, packer, timeline) }
+        for run in forwarded { add(run, to: .forwarded, packer, timeline) }
         do {
             return try packer.pack()
         } catch {

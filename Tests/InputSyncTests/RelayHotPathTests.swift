@@ -21,7 +21,7 @@ struct RelayHotPathTests {
         _ = timeline.updateConfirmed()
         let packer = InputBroadcastPacker(initialBytes: 16)
         let frame = try #require(RelayWire.inputBroadcast(packer, authoritative: true, timeline: timeline, players: 4 ..< 12,
-                                                          provisional: nil, forwarded: RelayWire.Run(slot: 1, from: 12, to: 15),
+                                                          provisional: [], forwarded: [RelayWire.Run(slot: 1, from: 12, to: 15)],
                                                           confirmedFrames: 20, awaitedInputFrame: 19))
         let players = (0 ..< 3).map { slot in
             PlayerInputs(slot: UInt32(slot + 1), startFrame: 4, inputs: timeline.inputs(slot: slot, from: 4, to: 12),
@@ -33,8 +33,8 @@ struct RelayHotPathTests {
             forwarded: [PlayerInputs(slot: 2, startFrame: 12, inputs: timeline.inputs(slot: 1, from: 12, to: 15))]))).encoded()
         #expect(Array(frame) == expected)
         let provisional = try #require(RelayWire.inputBroadcast(packer, authoritative: false, timeline: timeline, players: nil,
-                                                                provisional: RelayWire.Run(slot: 0, from: 18, to: 20),
-                                                                forwarded: nil, confirmedFrames: 17, awaitedInputFrame: 0))
+                                                                provisional: [RelayWire.Run(slot: 0, from: 18, to: 20)],
+                                                                forwarded: [], confirmedFrames: 17, awaitedInputFrame: 0))
         let expectedProvisional = try Envelope(body: .inputBroadcast(InputBroadcast(
             authoritative: false, inputSize: 2, players: [PlayerInputs(slot: 1, startFrame: 18, inputs: timeline.inputs(slot: 0, from: 18, to: 20))],
             confirmedFrames: 17, awaitedInputFrame: 0))).encoded()
