@@ -270,7 +270,7 @@ enum CoreBenchmark {
             messages += 1
             bytes += envelope.count
         }
-        func publish(topic: String, _ body: Envelope.Body, message: String, sessionId: String) {}
+        func publish(topic: String, _ body: Envelope.Body, severity: Severity, message: String, sessionId: String) {}
         func pushStats(_ stats: SessionStats) {}
     }
 

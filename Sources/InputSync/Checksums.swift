@@ -110,7 +110,7 @@ extension RelaySession {
                                   divergedSlots: diverged.map { UInt32($0 + 1) },
                                   referenceSlot: reference.map { UInt32($0 + 1) } ?? 0, resyncStarted: started)
         sendToAll(.desyncNotice(notice), now: now)
-        transport.publish(topic: "sync.desync", .desyncNotice(notice),
+        transport.publish(topic: "sync.desync", .desyncNotice(notice), severity: .warning,
                           message: "desync at frame \(frame): slots \(diverged.map { $0 + 1 }) differ from slot \((reference ?? -1) + 1)",
                           sessionId: sessionId)
     }

@@ -176,13 +176,13 @@ public final class RelayService: RawFrameService, RelayTransport {
         core?.endBatch(now: runtime.uptimeMs)
     }
 
-    public func publish(topic: String, _ body: Envelope.Body, message: String, sessionId: String) {
+    public func publish(topic: String, _ body: Envelope.Body, severity: Severity, message: String, sessionId: String) {
         eventsTotal?.increment()
         guard let runtime else { return }
         if case .eventRecord = body {
-            runtime.emit(topic: topic, nil, message: message, sessionId: sessionId)
+            runtime.emit(topic: topic, nil, severity: severity, message: message, sessionId: sessionId)
         } else {
-            runtime.emit(topic: topic, body, message: message, sessionId: sessionId)
+            runtime.emit(topic: topic, body, severity: severity, message: message, sessionId: sessionId)
         }
     }
 

@@ -190,13 +190,16 @@ final class RelaySession {
                               detail: String(detail.prefix(256)))
         sendToAll(.peerEvent(event), now: now)
         let topic: String
+        let severity: Severity
         switch kind {
-        case .joined, .reconnected: topic = "sync.peer_joined"
-        case .left, .disconnected: topic = "sync.peer_left"
-        case .substituting, .caughtUp: topic = "sync.substituted"
-        default: topic = "sync.peer_event"
+        case .joined, .reconnected: (topic, severity) = ("sync.peer_joined", .info)
+        case .left: (topic, severity) = ("sync.peer_left", .info)
+        case .disconnected: (topic, severity) = ("sync.peer_left", .notice)
+        case .substituting: (topic, severity) = ("sync.substituted", .notice)
+        case .caughtUp: (topic, severity) = ("sync.substituted", .info)
+        default: (topic, severity) = ("sync.peer_event", .info)
         }
-        transport.publish(topic: topic, .peerEvent(event),
+        transport.publish(topic: topic, .peerEvent(event), severity: severity,
                           message: "\(participant.name.isEmpty ? participant.participantId : participant.name) \(kind.protoName): \(detail)",
                           sessionId: sessionId)
     }
@@ -264,7 +267,7 @@ final class RelaySession {
         for participant in participants where participant.isConnected {
             send(.attachResponse(welcome(participant, transferFollows: nil)), to: participant, now: now)
         }
-        transport.publish(topic: "sync.session_started", .eventRecord(EventRecord()),
+        transport.publish(topic: "sync.session_started", .eventRecord(EventRecord()), severity: .info,
                           message: "session \(sessionId) started with \(players.compactMap { $0 }.count) players",
                           sessionId: sessionId)
     }
@@ -856,7 +859,7 @@ final class RelaySession {
         do {
             guard let writer = try ReplayWriter(continuing: sessionId, in: directory) else { return }
             guard writer.nextFrame >= timeline.origin else {
-                transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()),
+                transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()), severity: .error,
                                   message: "cannot continue the replay of \(sessionId): frames \(writer.nextFrame) ..< \(timeline.origin) were lost with the relay",
                                   sessionId: sessionId)
                 writer.finish(footerReason: "relay restarted; frames from \(writer.nextFrame) were lost", finalChecksum: 0)
@@ -864,7 +867,7 @@ final class RelaySession {
             }
             replay = writer
         } catch {
-            transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()),
+            transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()), severity: .error,
                               message: "cannot continue the replay of \(sessionId): \(error)", sessionId: sessionId)
         }
     }
@@ -880,7 +883,7 @@ final class RelaySession {
             replay = try ReplayWriter(directory: directory, sessionId: sessionId, header: header,
                                       startFrame: timeline.origin)
         } catch {
-            transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()),
+            transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()), severity: .error,
                               message: "cannot write the replay of \(sessionId): \(error)", sessionId: sessionId)
         }
     }
@@ -898,7 +901,7 @@ final class RelaySession {
         replay?.finish(footerReason: detail, finalChecksum: checksums.agreed[timeline.confirmed] ?? 0,
                        timeline: timeline)
         replay = nil
-        transport.publish(topic: "sync.session_ended", .eventRecord(EventRecord()),
+        transport.publish(topic: "sync.session_ended", .eventRecord(EventRecord()), severity: .info,
                           message: "session \(sessionId) ended after \(timeline.confirmed) frames: \(detail)",
                           sessionId: sessionId)
     }

@@ -8,8 +8,10 @@ public protocol RelayTransport: AnyObject {
     func send(_ body: Envelope.Body, to peer: PeerAddress)
     /// Sends an Envelope the relay encoded itself (the per-frame hot path).
     func sendEncoded(_ envelope: UnsafeRawBufferPointer, to peer: PeerAddress)
-    /// Publishes an event on the relay's PUB socket and records it with telemetry.
-    func publish(topic: String, _ body: Envelope.Body, message: String, sessionId: String)
+    /// Publishes an event on the relay's PUB socket and records it with telemetry at `severity`
+    /// (info: the normal course; notice: a substituted or dropped peer; warning: a desync;
+    /// error: a failed transfer or replay).
+    func publish(topic: String, _ body: Envelope.Body, severity: Severity, message: String, sessionId: String)
     /// Pushes a session's HUD statistics to telemetry.
     func pushStats(_ stats: SessionStats)
 }

@@ -72,7 +72,7 @@ extension RelaySession {
         guard let transfer else { return }
         self.transfer = nil
         for target in transfer.targets where target.awaitingTransfer != nil { target.awaitingTransfer = 0 }
-        transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()),
+        transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()), severity: .error,
                           message: "state transfer \(transfer.id) of \(sessionId) abandoned: \(reason)",
                           sessionId: sessionId)
     }
@@ -144,7 +144,7 @@ extension RelaySession {
         } else if !ack.error.isEmpty {
             participant.failedLoads += 1
             let retry = participant.isConnected && participant.failedLoads <= Self.loadRetries
-            transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()),
+            transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()), severity: .error,
                               message: "\(participant.participantId) could not load transfer \(ack.transferId): \(ack.error)"
                                   + (retry ? "; another transfer follows" : "; giving up after \(Self.loadRetries) retries"),
                               sessionId: sessionId)

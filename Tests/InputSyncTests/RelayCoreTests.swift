@@ -146,11 +146,12 @@ struct RelayCoreTests {
         for run in slotB {
             for (index, status) in run.status.enumerated() where status == .substituted { #expect(run.inputs[index] == 4) }
         }
-        #expect(rig.transport.published.contains { $0.topic == "sync.substituted" })
+        #expect(rig.transport.published.contains { $0.topic == "sync.substituted" && $0.severity == .notice })
         // B comes back: its late inputs for substituted frames are ignored, newer ones count.
         let stored = confirmed
         try rig.batch(b, slot: 2, start: 1, Array(repeating: 9, count: 60), current: 60)
         #expect(rig.transport.published.filter { $0.topic == "sync.substituted" }.count >= 2)  // caught up
+        #expect(rig.transport.published.contains { $0.topic == "sync.substituted" && $0.severity == .info })
         _ = stored
     }
 
@@ -192,7 +193,7 @@ struct RelayCoreTests {
         }
         #expect(notices.count == 3)
         #expect(notices.first?.divergedSlots == [2] && notices.first?.referenceSlot == 1 && notices.first?.resyncStarted == true)
-        #expect(rig.transport.published.contains { $0.topic == "sync.desync" })
+        #expect(rig.transport.published.contains { $0.topic == "sync.desync" && $0.severity == .warning })
         let requests = rig.transport.take(a).compactMap { body -> StateRequest? in
             if case .stateRequest(let request) = body { return request }
             return nil
@@ -307,6 +308,7 @@ struct RelayCoreTests {
         #expect(requests().isEmpty)
         let failures = rig.transport.published.filter { $0.topic == "sync.transfer_failed" }
         #expect(failures.count == InputSync.RelaySession.loadRetries + 1)
+        #expect(failures.allSatisfy { $0.severity == .error })
     }
 
     @Test func aPlayerReconnectsFromAnotherConnectionAndResumes() throws {
@@ -486,7 +488,7 @@ struct RelayCoreTests {
         let rig = RelayRig(restarting: dead)
         // The returning peer holds nothing before frame 1,000 (the file ends at 128).
         _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_200, historyFrom: 1_000)
-        #expect(rig.transport.published.contains { $0.topic == "sync.replay_failed" })
+        #expect(rig.transport.published.contains { $0.topic == "sync.replay_failed" && $0.severity == .error })
         #expect(try ReplayFile(contentsOf: url).footer?.reason.contains("lost") == true)
     }
 }

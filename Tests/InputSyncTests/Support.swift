@@ -7,7 +7,7 @@ import NetplayWire
 /// Records what a relay core sends, publishes and pushes.
 final class RecordingTransport: RelayTransport {
     var sent: [(peer: PeerAddress, body: Envelope.Body)] = []
-    var published: [(topic: String, body: Envelope.Body)] = []
+    var published: [(topic: String, body: Envelope.Body, severity: Severity)] = []
     var stats: [SessionStats] = []
 
     func send(_ body: Envelope.Body, to peer: PeerAddress) { sent.append((peer, body)) }
@@ -19,8 +19,8 @@ final class RecordingTransport: RelayTransport {
             fatalError("the relay encoded an invalid envelope: \(error) \(Array(envelope))")
         }
     }
-    func publish(topic: String, _ body: Envelope.Body, message: String, sessionId: String) {
-        published.append((topic, body))
+    func publish(topic: String, _ body: Envelope.Body, severity: Severity, message: String, sessionId: String) {
+        published.append((topic, body, severity))
     }
     func pushStats(_ stats: SessionStats) { self.stats.append(stats) }
 
