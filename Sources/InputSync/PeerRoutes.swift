@@ -3,15 +3,18 @@ import NetplayService
 /// Which session and participant each attached connection is. The table holds them strongly
 /// (that keeps them alive while a connection maps to them) and keeps an unmanaged twin of
 /// every entry, so the per-message lookup reads both references without retaining them. Both
-/// maps change only together, through this type's methods.
-struct PeerRoutes {
+/// maps change only together, through this type's methods. A class held in a `let`: the
+/// per-message lookup then reads the table in place (a struct in the core's `var` was copied for
+/// each lookup, retaining and releasing both dictionaries' storage every message).
+final class PeerRoutes {
     /// One connection's session and participant.
     typealias Entry = (session: RelaySession, participant: RelayPeer)
     /// The same, without ownership (valid while the entry is in the table).
     typealias Route = (session: Unmanaged<RelaySession>, participant: Unmanaged<RelayPeer>)
 
-    private var owned: [PeerAddress: Entry] = [:]
-    private var routes: [PeerAddress: Route] = [:]
+    // Reactor thread only; no access overlaps another.
+    @exclusivity(unchecked) private var owned: [PeerAddress: Entry] = [:]
+    @exclusivity(unchecked) private var routes: [PeerAddress: Route] = [:]
 
     /// Connections mapped.
     var count: Int { owned.count }
@@ -24,23 +27,23 @@ struct PeerRoutes {
     @inline(__always)
     func route(_ peer: PeerAddress) -> Route? { routes[peer] }
 
-    mutating func set(_ peer: PeerAddress, session: RelaySession, participant: RelayPeer) {
+    func set(_ peer: PeerAddress, session: RelaySession, participant: RelayPeer) {
         owned[peer] = (session, participant)
         routes[peer] = (Unmanaged.passUnretained(session), Unmanaged.passUnretained(participant))
     }
 
-    mutating func remove(_ peer: PeerAddress) {
+    func remove(_ peer: PeerAddress) {
         owned.removeValue(forKey: peer)
         routes.removeValue(forKey: peer)
     }
 
-    mutating func removeAll() {
+    func removeAll() {
         owned.removeAll()
         routes.removeAll()
     }
 
     /// Drops entries whose participant moved to another connection.
-    mutating func pruneStale() {
+    func pruneStale() {
         owned = owned.filter { $0.value.participant.address == $0.key }
         routes = routes.filter { owned[$0.key] != nil }
     }

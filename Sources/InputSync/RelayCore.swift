@@ -16,7 +16,7 @@ public final class RelayCore {
     private let verifier: JoinTicketVerifier
     private unowned(unsafe) let transport: RelayTransport
     private var sessions: [String: RelaySession] = [:] { didSet { tickOrderStale = true } }
-    private var peers = PeerRoutes()
+    private let peers = PeerRoutes()
     private var endedSessions: [String] = []
     /// The sessions in the order timer slices take them (rebuilt after sessions come or go).
     private var tickOrder: [RelaySession] = []
