@@ -487,7 +487,7 @@ public final class RelayCore {
                             "connected": .bool(player.isConnected), "stored_frames": .number(session.timeline.stored(player.slot - 1)),
                             "substituting": .bool(session.substituting[player.slot - 1]),
                             "substituted_frames": .number(session.substitutedFrames[player.slot - 1]),
-                            "resends": .number(player.resends),
+                            "resends": .number(player.resends), "rtt_ms": .number(player.rttMs),
                             "ack_delay_ms": .number(Int(player.ackDelayMs.rounded()))]
                 }),
                 "spectators": .number(session.spectators.count),

@@ -139,6 +139,9 @@ public final class NetplayMatch<G: SerializableGame> {
     private var peers: [PeerInfo] = []
     private var lastHeardMs: UInt64 = 0
     private var lastPingMs: UInt64 = 0
+    /// The round trip to the relay from the last keep-alive ping's answer (before and between
+    /// plays, when no engine measures it).
+    private var keepAliveRttMs: Int?
     private var lastStatsMs: UInt64 = 0
     private var lastCheckedConfirmed = 0
 
@@ -276,6 +279,8 @@ public final class NetplayMatch<G: SerializableGame> {
         } else if case .spectator(let session) = engine {
             hud.pingMs = session.stats.pingMs
             hud.jitterMs = session.stats.jitterMs
+        } else if let keepAliveRttMs {
+            hud.pingMs = keepAliveRttMs
         }
         hud.frameDelay = Int(params.frameDelay)
         hud.rollbacks = rollbacks
@@ -397,12 +402,14 @@ public final class NetplayMatch<G: SerializableGame> {
     }
 
     /// Outside play the engine sends nothing: a ping keeps the relay's answers coming (our
-    /// liveness check) and a stats report keeps us alive in the relay's eyes (its check).
+    /// liveness check, and our round trip while no engine measures it) and our statistics keep
+    /// us alive in the relay's eyes (its check). They are the real figures: the relay takes the
+    /// reported ping as our round trip for time sync.
     private func keepAlive(now: UInt64) {
         guard relayKnowsUs, phase != .playing, now &- lastPingMs >= 250 else { return }
         lastPingMs = now
         link.send(.ping(Ping(nonce: now, sentAtUs: now * 1000)), requestId: takeRequestId(), now: now)
-        link.send(.peerStats(NetplayWire.PeerStats(slot: UInt32(slot), role: role, connected: true)), now: now)
+        sendOwnStats(now: now)
     }
 
     // MARK: Attaching
@@ -529,6 +536,8 @@ public final class NetplayMatch<G: SerializableGame> {
             guard phase == .playing else { return }
             deliver(broadcast, now: now)
         case .pong(let pong):
+            let sentMs = pong.echoSentAtUs / 1000
+            if now >= sentMs, now - sentMs < 60_000 { keepAliveRttMs = Int(now - sentMs) }
             if case .player(let session) = engine {
                 session.handle(.qualityReply(QualityReply(echoedSentAtMs: pong.echoSentAtUs / 1000)), from: relayPeer, now: now)
             } else if case .spectator(let session) = engine {

@@ -129,6 +129,36 @@ struct NetplayKitTests {
         #expect(hostMatch.state == .disconnected(.left))
     }
 
+    @Test func aHostWaitingForPlayersMeasuresAndReportsItsRealPing() throws {
+        let port = UInt16(TestPorts.free())
+        let host = try lanHost("kit-ping", port: port)
+        defer { host.stop() }
+        var options = NetplayMatchOptions()
+        options.conditions = NetworkConditions(rttMs: 80)
+        let hostMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: host.admission, options: options)
+        hostMatch.start()
+        defer { hostMatch.leave() }
+        // Nobody joins: no engine runs, the keep-alive pings measure the round trip, and the
+        // statistics it sends the relay carry it (the relay uses it for time sync).
+        let relay = try BlockingClient(endpoint: host.endpoint, timeout: 2)
+        func relayRtt() -> Int? {
+            guard case .introspectResponse(let dump)? = try? relay.request(.introspectRequest(IntrospectRequest(section: "all"))),
+                  let json = try? JSONSerialization.jsonObject(with: Data(dump.json.utf8)) as? [String: Any],
+                  let state = json["state"] as? [String: Any], let sessions = state["sessions"] as? [[String: Any]],
+                  let players = sessions.first?["players"] as? [Any] else { return nil }
+            return (players.first as? [String: Any])?["rtt_ms"] as? Int
+        }
+        var seenByRelay: Int?
+        let measured = drive([hostMatch], seconds: 10, until: {
+            guard hostMatch.hud.pingMs >= 70 else { return false }
+            seenByRelay = relayRtt()
+            return (seenByRelay ?? 0) >= 70
+        })
+        let hud = hostMatch.hud
+        #expect(measured, "ping \(hud.pingMs), the relay's \(String(describing: seenByRelay)), state \(hostMatch.state)")
+        #expect(hud.pingMs < 1_000 && !hostMatch.isRunning)
+    }
+
     @Test func wrongPasswordsAndFullRoomsAreRefusedWithTheirCodes() throws {
         let port = UInt16(TestPorts.free())
         let host = try lanHost("kit-locked", password: "sesame", port: port)
