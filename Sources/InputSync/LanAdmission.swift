@@ -15,6 +15,9 @@ public final class LanAdmission: Sendable {
         var spectators: [String: String] = [:]
         var nextParticipant = 1
         var started = false
+        /// Participants the relay has seen in the session (a place is freed only once its holder
+        /// attached and then left: a joiner holding a fresh ticket keeps its place).
+        var attached: Set<String> = []
     }
 
     /// The session id the room announces.
@@ -49,9 +52,29 @@ public final class LanAdmission: Sendable {
                    maxSpectators: settings.spectatorsAllowed ? max(settings.maxSpectators, 1) : 0)
     }
 
-    /// Players and spectators admitted so far.
+    /// Players and spectators holding a place now.
     public var occupancy: (players: Int, spectators: Int) {
         state.withLock { ($0.players.count, $0.spectators.count) }
+    }
+
+    /// Whether the match has started.
+    public var inProgress: Bool { state.withLock { $0.started } }
+
+    /// What the relay's session holds now: whether the match runs, and the participants in it
+    /// (attached, or away but still holding their place). Places of participants that were in
+    /// it and are gone (left, kicked, timed out) are free for the next joiner.
+    public func sessionChanged(running: Bool, present: Set<String>) {
+        state.withLock { state in
+            state.started = state.started || running
+            for (slot, holder) in state.players where state.attached.contains(holder.participantId)
+                && !present.contains(holder.participantId) {
+                state.players[slot] = nil
+            }
+            for id in state.spectators.keys where state.attached.contains(id) && !present.contains(id) {
+                state.spectators[id] = nil
+            }
+            state.attached.formUnion(present)
+        }
     }
 
     /// The host's own ticket for slot 1.
@@ -147,14 +170,14 @@ public final class LanAdmission: Sendable {
         var blanked = settings
         blanked.playPassword = ""
         blanked.spectatePassword = ""
-        let (players, spectators) = state.withLock { ($0.players, $0.spectators) }
+        let (players, spectators, started) = state.withLock { ($0.players, $0.spectators, $0.started) }
         let slots = (1 ... Int(settings.maxPlayers)).map { slot in
             Slot(slot: UInt32(slot), participant: players[slot].map {
                 Participant(participantId: $0.participantId, name: $0.name, role: .player, slot: UInt32(slot),
                             isHost: slot == 1)
             })
         }
-        return SessionInfo(sessionId: sessionId, state: .lobby, settings: blanked,
+        return SessionInfo(sessionId: sessionId, state: started ? .running : .lobby, settings: blanked,
                            hasPassword: !settings.playPassword.isEmpty,
                            hasSpectatePassword: !settings.spectatePassword.isEmpty, slots: slots,
                            spectators: spectators.map { Participant(participantId: $0.key, name: $0.value, role: .spectator) },

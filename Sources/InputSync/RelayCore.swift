@@ -68,6 +68,13 @@ public final class RelayCore {
     /// Where the replay of a session is written, if any.
     public func replayURL(of sessionId: String) -> URL? { sessions[sessionId]?.replay?.url }
 
+    /// Whether session `sessionId`'s match runs and the participants holding a place in it
+    /// (attached or away), if it is served.
+    public func presence(of sessionId: String) -> (running: Bool, participants: Set<String>)? {
+        guard let session = sessions[sessionId], !session.ended else { return nil }
+        return (session.running, Set(session.participants.map(\.participantId)))
+    }
+
     /// The participant attached from `peer` (tests, introspection).
     func participant(at peer: PeerAddress) -> RelayPeer? { peers[peer]?.participant }
 

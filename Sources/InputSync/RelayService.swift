@@ -210,6 +210,10 @@ public final class RelayService: RawFrameService, RelayTransport {
             inputsTotal?.increment(by: Double(accepted))
             inputsPerSecond = Int(Double(accepted) * 1000 / Double(max(now &- lastLoadMs, 1)))
             cpuPercent = cpuMeter.percent()
+            if let lanAdmission, let presence = core.presence(of: lanAdmission.sessionId) {
+                // The LAN room's beacon and join answers follow the match: started, places freed.
+                lanAdmission.sessionChanged(running: presence.running, present: presence.participants)
+            }
             lastLoadMs = now
         }
     }

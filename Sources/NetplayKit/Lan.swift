@@ -182,6 +182,7 @@ public final class LanHost: Sendable {
                 let (players, spectators) = lanAdmission.occupancy
                 current.currentPlayers = UInt32(min(players, 8))
                 current.currentSpectators = UInt32(min(spectators, 64))
+                current.inProgress = lanAdmission.inProgress
                 try? LanBeacon.send(NetplayWire.LanBeacon(protocolVersion: 1, beaconId: beaconId, sequence: sequence,
                                                           intervalMs: UInt32(intervalMs), room: current, goodbye: stopping),
                                     to: host, port: port)

@@ -186,6 +186,31 @@ struct NetplayKitTests {
         }
     }
 
+    @Test func aLanRoomSaysItsMatchRunsAndFreesThePlaceOfAPlayerWhoLeft() throws {
+        let port = UInt16(TestPorts.free())
+        let host = try lanHost("kit-progress", port: port)
+        defer { host.stop() }
+        let (lobby, room, hostMatch, joinMatch) = try startedPair(host, port: port)
+        #expect(!room.inProgress)
+        #expect(drive([hostMatch, joinMatch], seconds: 20, until: { hostMatch.currentFrame >= 120 }))
+        // The beacon says the match runs (the browser's "in progress" filter relies on it).
+        var heard: NetplayRoom?
+        #expect(drive([hostMatch, joinMatch], seconds: 10, until: {
+            heard = (try? lobby.lanRooms(listeningFor: 300))?.first { $0.roomName == "kit-progress" }
+            return heard?.inProgress == true
+        }), "the beacon still says \(String(describing: heard))")
+        // Full while bob plays; bob leaves for good and his place is free again.
+        #expect(throws: NetplayError.self) { try lobby.join(room, name: "carol", content: content) }
+        joinMatch.leave()
+        var carol: Admission?
+        #expect(drive([hostMatch], seconds: 10, until: {
+            carol = try? lobby.join(room, name: "carol", content: content)
+            return carol != nil
+        }), "no place for carol after bob left")
+        #expect(carol?.slot == 2)
+        hostMatch.leave()
+    }
+
     @Test func aLateSpectatorStartsFromAStateAndAReconnectingPlayerResumes() throws {
         let port = UInt16(TestPorts.free())
         let host = try lanHost("kit-late", port: port)

@@ -1,0 +1,52 @@
+import NetplayAuth
+import NetplayService
+import NetplayWire
+import Testing
+@testable import InputSync
+
+/// A LAN host's admission follows its in-process relay's session: the room says when the match
+/// runs, and a place frees up once its holder has been in the match and is gone.
+@Suite("LAN admission follows the relay's session")
+struct LanAdmissionTests {
+    func admission(players: UInt32 = 2) -> LanAdmission {
+        var settings = SessionSettings(roomName: "lan", content: ContentInfo(gameName: "Arena"))
+        settings.maxPlayers = players
+        settings.inputSize = 1
+        settings.spectatorsAllowed = true
+        settings.maxSpectators = 2
+        return LanAdmission(sessionId: "lan-1", settings: settings, relayEndpoint: "tcp://127.0.0.1:1",
+                            keyRing: TicketKeyRing.generate())
+    }
+
+    func join(_ admission: LanAdmission, _ name: String, role: Role = .player) throws(ServiceError) -> JoinSessionResponse {
+        let body = try admission.handle(.joinSessionRequest(JoinSessionRequest(sessionId: "lan-1", role: role, name: name,
+                                                                                content: ContentInfo(gameName: "Arena"))))
+        guard case .joinSessionResponse(let response)? = body else { throw ServiceError(.internal, "no join response") }
+        return response
+    }
+
+    @Test func placesFreeUpOnlyOnceTheirHolderWasInTheMatchAndLeft() throws {
+        let lan = admission()
+        let host = try lan.hostTicket(name: "alice")
+        let bob = try join(lan, "bob")
+        let watcher = try join(lan, "watcher", role: .spectator)
+        #expect(lan.occupancy == (2, 1))
+        // The relay has only seen the host so far: bob and the watcher hold fresh tickets and keep their places.
+        lan.sessionChanged(running: false, present: [host.participantId])
+        #expect(lan.occupancy == (2, 1))
+        #expect(throws: ServiceError.self) { try join(lan, "carol") }
+        // Everyone attached and the match runs.
+        lan.sessionChanged(running: true, present: [host.participantId, bob.participantId, watcher.participantId])
+        #expect(lan.inProgress)
+        guard case .sessionResponse(let described)? = try lan.handle(.getSessionRequest(GetSessionRequest(sessionId: "lan-1"))) else {
+            Issue.record("no session response")
+            return
+        }
+        #expect(described.session.state == .running)
+        // Bob and the watcher are gone: carol takes slot 2, another spectator the watcher's place.
+        lan.sessionChanged(running: true, present: [host.participantId])
+        #expect(lan.occupancy == (1, 0))
+        #expect(try join(lan, "carol").slot == 2)
+        #expect(lan.inProgress, "a match that ran stays started")
+    }
+}
