@@ -343,6 +343,7 @@ public final class RelayCore {
         participant.awaitingTransfer = nil
         participant.deferredSinceMs = nil
         participant.name = ticket.name
+        participant.clientVersion = String(request.clientVersion.prefix(64))
         peers.set(peer, session: session, participant: participant)
 
         let holds = request.resume ? Int(request.confirmedFrames) : 0
@@ -495,6 +496,7 @@ public final class RelayCore {
                             "substituting": .bool(session.substituting[player.slot - 1]),
                             "substituted_frames": .number(session.substitutedFrames[player.slot - 1]),
                             "resends": .number(player.resends), "rtt_ms": .number(player.rttMs),
+                            "client": .string(player.clientVersion),
                             "ack_delay_ms": .number(Int(player.ackDelayMs.rounded()))]
                 }),
                 "spectators": .number(session.spectators.count),

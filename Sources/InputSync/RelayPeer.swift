@@ -74,6 +74,8 @@ final class RelayPeer {
     var stats = PeerStats()
     var chatWindowStartMs: UInt64 = 0
     var chatCount = 0
+    /// The client software it reported when it attached ("NetplayKit 0.1.0", "netplay-peer 0.1.0").
+    var clientVersion = ""
 
     init(participantId: String, name: String, role: Role, slot: Int, address: PeerAddress, now: UInt64,
          ticketExpiresAtUnixMs: UInt64) {

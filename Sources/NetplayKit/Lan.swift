@@ -163,7 +163,7 @@ public final class LanHost: Sendable {
                                 hasPassword: settings.password?.isEmpty == false,
                                 hasSpectatePassword: settings.spectatePassword?.isEmpty == false,
                                 frameDelay: UInt32(settings.frameDelay), transport: .lan, hostEndpoint: endpoint,
-                                source: .lanBeacon, hostVersion: "NetplayKit 0.1")
+                                source: .lanBeacon, hostVersion: "NetplayKit \(NetplayVersion.current)")
         startBeacon(host: beaconHost, port: beaconPort, intervalMs: beaconIntervalMs)
     }
 

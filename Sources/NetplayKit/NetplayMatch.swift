@@ -49,7 +49,7 @@ public struct NetplayMatchOptions: Sendable {
     /// Extra frames simulated per tick while behind the others.
     public var catchUpFramesPerTick = 4
     /// Reported to the relay.
-    public var clientVersion = "NetplayKit 0.1"
+    public var clientVersion = "NetplayKit \(NetplayVersion.current)"
     /// The game, recorded in the session's replay header (hosts set it).
     public var content: ContentInfo?
     /// Game-defined options needed to replay the match.

@@ -232,6 +232,7 @@ func play<G: SerializableGame>(_ base: G, script: @escaping (Int, Int) -> GameIn
                                onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0) throws -> Never {
     let game = DesyncingGame(base: base, corruptAtFrame: options.desyncAt)
     var matchOptions = NetplayMatchOptions()
+    matchOptions.clientVersion = "netplay-peer \(NetplayVersion.current)"
     matchOptions.conditions = options.conditions
     matchOptions.content = content
     matchOptions.gameOptions = gameOptions

@@ -141,21 +141,22 @@ struct NetplayKitTests {
         // Nobody joins: no engine runs, the keep-alive pings measure the round trip, and the
         // statistics it sends the relay carry it (the relay uses it for time sync).
         let relay = try BlockingClient(endpoint: host.endpoint, timeout: 2)
-        func relayRtt() -> Int? {
+        func hostAsTheRelaySeesIt() -> [String: Any]? {
             guard case .introspectResponse(let dump)? = try? relay.request(.introspectRequest(IntrospectRequest(section: "all"))),
                   let json = try? JSONSerialization.jsonObject(with: Data(dump.json.utf8)) as? [String: Any],
                   let state = json["state"] as? [String: Any], let sessions = state["sessions"] as? [[String: Any]],
                   let players = sessions.first?["players"] as? [Any] else { return nil }
-            return (players.first as? [String: Any])?["rtt_ms"] as? Int
+            return players.first as? [String: Any]
         }
-        var seenByRelay: Int?
+        var seenByRelay: [String: Any]?
         let measured = drive([hostMatch], seconds: 10, until: {
             guard hostMatch.hud.pingMs >= 70 else { return false }
-            seenByRelay = relayRtt()
-            return (seenByRelay ?? 0) >= 70
+            seenByRelay = hostAsTheRelaySeesIt()
+            return (seenByRelay?["rtt_ms"] as? Int ?? 0) >= 70
         })
         let hud = hostMatch.hud
-        #expect(measured, "ping \(hud.pingMs), the relay's \(String(describing: seenByRelay)), state \(hostMatch.state)")
+        #expect(measured, "ping \(hud.pingMs), the relay's view \(String(describing: seenByRelay)), state \(hostMatch.state)")
+        #expect(seenByRelay?["client"] as? String == "NetplayKit \(NetplayVersion.current)")
         #expect(hud.pingMs < 1_000 && !hostMatch.isRunning)
     }
 
