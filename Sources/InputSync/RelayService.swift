@@ -114,6 +114,14 @@ public final class RelayService: RawFrameService, RelayTransport {
         return "\(core.sessionCount) sessions, \(core.peerCount) peers" + (registered || coordinatorEndpoint == nil ? "" : ", not registered")
     }
 
+    public var healthDetails: [(key: String, value: String)] {
+        guard let core else { return [] }
+        let coordinator = coordinatorEndpoint.map { "\($0) (\(registered ? "registered" : "not registered"))" }
+            ?? (lanAdmission != nil ? "none (LAN room '\(lanAdmission!.roomName)')" : "none")
+        return [("coordinator", coordinator), ("sessions", "\(core.sessionCount)"), ("peers", "\(core.peerCount)"),
+                ("inputs_per_second", "\(inputsPerSecond)"), ("cpu_percent", "\(Int(cpuPercent.rounded()))")]
+    }
+
     public func introspect(section: String) -> JSONValue {
         guard let core else { return [:] }
         var document = core.introspect()

@@ -169,6 +169,10 @@ public protocol Service: AnyObject {
     /// A one-line human status for Health ("ok", "waiting for coordinator").
     var status: String { get }
 
+    /// Facts for Health beside the runtime's own (dependency reachability, counts), as
+    /// key/value pairs.
+    var healthDetails: [(key: String, value: String)] { get }
+
     /// The service's state for `netplayctl introspect` (`section` may narrow it; "" = all).
     func introspect(section: String) -> JSONValue
 
@@ -185,6 +189,7 @@ public protocol Service: AnyObject {
 extension Service {
     public var isReady: Bool { true }
     public var status: String { isReady ? "ok" : "starting" }
+    public var healthDetails: [(key: String, value: String)] { [] }
     public func introspect(section: String) -> JSONValue { [:] }
     public func drain(runtime: ServiceRuntime) {}
     public var isDraining: Bool { false }

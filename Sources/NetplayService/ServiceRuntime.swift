@@ -391,7 +391,27 @@ public final class ServiceRuntime {
     private func health() -> HealthResponse {
         HealthResponse(service: configuration.kind, instance: configuration.instance, version: version,
                        ready: (service?.isReady ?? false) && !draining, uptimeMs: uptimeMs, pid: UInt32(getpid()),
-                       startedAtUnixMs: startedAtUnixMs, status: String(status.prefix(256)))
+                       startedAtUnixMs: startedAtUnixMs, status: String(status.prefix(256)), details: healthDetails())
+    }
+
+    /// The runtime's facts (storage, telemetry, events, supervisor), then the service's.
+    private func healthDetails() -> [KeyValue] {
+        let telemetry: String
+        switch (configuration.telemetry, telemetryReachable) {
+        case (nil, _): telemetry = "off"
+        case (let endpoint?, true?): telemetry = "\(endpoint) (reachable)"
+        case (let endpoint?, false?): telemetry = "\(endpoint) (unreachable: pushes dropped)"
+        case (let endpoint?, nil): telemetry = "\(endpoint) (nothing pushed yet)"
+        }
+        var details: [(key: String, value: String)] = [
+            ("data_dir", configuration.dataDirectory.path),
+            ("endpoint", boundEndpoint),
+            ("events", boundEventsEndpoint ?? "off"),
+            ("telemetry", telemetry),
+            ("supervisor", configuration.supervisor ?? "none"),
+        ]
+        details += service?.healthDetails ?? []
+        return details.prefix(32).map { KeyValue(key: String($0.key.prefix(64)), value: String($0.value.prefix(256))) }
     }
 
     /// Answers `request` (now, or later for a ``HandlerOutcome/deferred`` request).

@@ -165,6 +165,12 @@ public final class TelemetryService: Service {
         "ok: \(store.instances.count) instances reporting, \(board.sessions.count) sessions"
     }
 
+    public var healthDetails: [(key: String, value: String)] {
+        [("ingest", ingestAddress ?? "off"), ("http", httpAddress ?? "off"),
+         ("instances_reporting", "\(store.instances.count)"), ("sessions", "\(board.sessions.count)"),
+         ("events_received", "\(events.received)")]
+    }
+
     public func introspect(section: String) -> JSONValue {
         [
             "ingest": .string(ingestAddress ?? ""), "http": httpAddress.map(JSONValue.string) ?? .null,

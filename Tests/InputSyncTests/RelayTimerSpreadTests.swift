@@ -134,5 +134,12 @@ struct RelayTimerSlicingTests {
         }
         #expect(eventually(within: 2) { (try? timers())?.slices == 2 })
         #expect(try timers().intervalMs == 2.5)
+        // Health says the same in its details.
+        guard case .healthResponse(let health) = try client.request(.healthRequest(HealthRequest())) else {
+            Issue.record("no health response")
+            return
+        }
+        let details = Dictionary(health.details.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
+        #expect(details["sessions"] == "400" && details["coordinator"] == "none" && details["cpu_percent"] != nil, "\(details)")
     }
 }

@@ -95,6 +95,9 @@ struct RuntimeTests {
         }
         #expect(health.service == "probe" && health.instance == "probe-1" && health.ready)
         #expect(health.pid == UInt32(getpid()) && health.version == NetplayVersion.current)
+        let details = Dictionary(health.details.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
+        #expect(details["endpoint"] == service.endpoint && details["data_dir"]?.contains("netplay-probe-") == true, "\(details)")
+        #expect(details["supervisor"] == "none" && details["telemetry"] == "off", "\(details)")
         guard case .introspectResponse(let dump) = try client.request(.introspectRequest(IntrospectRequest(section: "all"))) else {
             Issue.record("no introspect response"); return
         }

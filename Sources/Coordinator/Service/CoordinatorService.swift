@@ -154,6 +154,19 @@ public final class CoordinatorService: Service {
         return "ok: \(core.activeCount) sessions, \(core.relays.relays.count) relays; \(discovery)"
     }
 
+    public var healthDetails: [(key: String, value: String)] {
+        guard let core else { return [] }
+        let discovery: String
+        switch (configuration.discovery, announcer?.reachable) {
+        case (nil, _): discovery = "disabled"
+        case (let endpoint?, true?): discovery = "\(endpoint) (reachable)"
+        case (let endpoint?, false?): discovery = "\(endpoint) (unreachable)"
+        case (let endpoint?, nil): discovery = "\(endpoint) (not contacted yet)"
+        }
+        return [("discovery", discovery), ("sessions_active", "\(core.activeCount)"),
+                ("relays_registered", "\(core.relays.relays.count)")]
+    }
+
     public func introspect(section: String) -> JSONValue {
         guard let core else { return ["state": "starting"] }
         let time = now

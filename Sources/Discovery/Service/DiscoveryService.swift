@@ -105,6 +105,11 @@ public final class DiscoveryService: Service {
         "ok: \(registry.count) rooms; beacon \(lan.beaconStatus); retroarch \(lan.responderStatus), scan \(lan.scanStatus)"
     }
 
+    public var healthDetails: [(key: String, value: String)] {
+        [("rooms", "\(registry.count)"), ("lan_beacon", lan.beaconStatus), ("retroarch_responder", lan.responderStatus),
+         ("retroarch_scan", lan.scanStatus)]
+    }
+
     public func introspect(section: String) -> JSONValue {
         var document: [String: JSONValue] = [
             "rooms_total": .number(registry.count),
