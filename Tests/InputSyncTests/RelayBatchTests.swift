@@ -163,13 +163,7 @@ struct RelayBatchTests {
     /// reactor is busy are read in one batch and reach the partner in one message.
     @Test(.timeLimit(.minutes(1)))
     func theRuntimeReadsQueuedInputsInOneBatchAndTheRelaySendsOneMessage() throws {
-        let keyRing = TicketKeyRing.generate()
-        let configuration = RelayConfiguration(relayId: "sync-batch", advertisedEndpoint: "")
-        let service = try ServiceHost.start(configuration: ServiceConfiguration(
-            kind: "sync", instance: "sync-batch", endpoint: "tcp://127.0.0.1:*", logLevel: .critical,
-            dataDirectory: FileManager.default.temporaryDirectory.appendingPathComponent("relay-batch-\(UUID().uuidString)"))) {
-            RelayService(configuration: configuration, keyRing: keyRing)
-        }
+        let (service, keyRing) = try startRelayService(id: "sync-batch")
         defer { service.stop() }
         let params = SyncParams(inputSize: 1, maxPlayers: 2, frameDelay: 2, frameRateMhz: 60_000, predictionWindow: 8,
                                 lagToleranceFrames: 600, checksumIntervalFrames: 60)

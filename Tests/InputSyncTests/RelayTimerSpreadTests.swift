@@ -91,13 +91,7 @@ struct RelayTimerSlicingTests {
     }
 
     @Test func aRunningRelayWakesOncePerPeriodUntilItServesManySessions() throws {
-        let keyRing = TicketKeyRing.generate()
-        let configuration = RelayConfiguration(relayId: "sync-slices", advertisedEndpoint: "")
-        let service = try ServiceHost.start(configuration: ServiceConfiguration(
-            kind: "sync", instance: "sync-slices", endpoint: "tcp://127.0.0.1:*", logLevel: .critical,
-            dataDirectory: FileManager.default.temporaryDirectory.appendingPathComponent("relay-slices-\(UUID().uuidString)"))) {
-            RelayService(configuration: configuration, keyRing: keyRing)
-        }
+        let (service, keyRing) = try startRelayService(id: "sync-slices")
         defer { service.stop() }
         let client = try BlockingClient(endpoint: service.endpoint)
         func introspection() throws -> [String: Any] {

@@ -41,6 +41,19 @@ final class RecordingTransport: RelayTransport {
     }
 }
 
+/// A relay service (no coordinator) running on its own reactor on a free loopback port, with
+/// the key ring its tickets must be signed with.
+func startRelayService(id: String) throws -> (service: RunningService, keyRing: TicketKeyRing) {
+    let keyRing = TicketKeyRing.generate()
+    let configuration = RelayConfiguration(relayId: id, advertisedEndpoint: "")
+    let service = try ServiceHost.start(configuration: ServiceConfiguration(
+        kind: "sync", instance: id, endpoint: "tcp://127.0.0.1:*", logLevel: .critical,
+        dataDirectory: FileManager.default.temporaryDirectory.appendingPathComponent("\(id)-\(UUID().uuidString)"))) {
+        RelayService(configuration: configuration, keyRing: keyRing)
+    }
+    return (service, keyRing)
+}
+
 /// A relay core with a ticket issuer, a fake clock and named peers.
 final class RelayRig {
     let keyRing: TicketKeyRing
