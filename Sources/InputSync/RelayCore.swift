@@ -75,6 +75,17 @@ public final class RelayCore {
         return (session.running, Set(session.participants.map(\.participantId)))
     }
 
+    /// Who is attached in each session served (for the coordinator's refresh), at most `limit` sessions.
+    public func presenceReport(limit: Int = 10_000) -> [SessionPresence] {
+        var report: [SessionPresence] = []
+        for (id, session) in sessions where !session.ended {
+            guard report.count < limit else { break }
+            let attached = session.participants.filter(\.isConnected).prefix(72).map(\.participantId)
+            if !attached.isEmpty { report.append(SessionPresence(sessionId: id, connectedParticipantIds: attached)) }
+        }
+        return report
+    }
+
     /// The participant attached from `peer` (tests, introspection).
     func participant(at peer: PeerAddress) -> RelayPeer? { peers[peer]?.participant }
 

@@ -141,7 +141,8 @@ public final class RelayService: RawFrameService, RelayTransport {
         draining = true
         if registered, let coordinator, let core {
             coordinator.request(.refreshRelayRequest(RefreshRelayRequest(relayId: configuration.relayId,
-                                                                          load: load(core), draining: true)),
+                                                                          load: load(core), draining: true,
+                                                                          presence: core.presenceReport())),
                                 timeout: 0.5) { _ in }
         }
         core?.shutdown(now: runtime.uptimeMs)
@@ -275,7 +276,8 @@ public final class RelayService: RawFrameService, RelayTransport {
 
     private func refresh(_ runtime: ServiceRuntime) {
         guard let coordinator, let core, registered else { return }
-        let request = RefreshRelayRequest(relayId: configuration.relayId, load: load(core), draining: draining)
+        let request = RefreshRelayRequest(relayId: configuration.relayId, load: load(core), draining: draining,
+                                          presence: core.presenceReport())
         coordinator.request(.refreshRelayRequest(request), timeout: 2) { [unowned(unsafe) self] result in
             switch result {
             case .success(.refreshRelayResponse(let response)):

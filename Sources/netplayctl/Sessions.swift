@@ -59,12 +59,15 @@ func describe(_ session: SessionInfo) -> [String] {
     var lines = ["\(session.sessionId)  \(state)  \"\(settings.roomName)\"  game \"\(content.gameName)\" crc \(String(format: "%08X", content.crc32)) core \(content.coreId) \(content.coreVersion)  relay \(session.relayId.isEmpty ? "-" : "\(session.relayId) \(session.relayEndpoint)")  version \(session.version)"]
     for slot in session.slots {
         if let holder = slot.participant {
-            lines.append("  P\(slot.slot): \(holder.name) (\(holder.participantId))\(holder.isHost ? " host" : "")")
+            lines.append("  P\(slot.slot): \(holder.name) (\(holder.participantId))\(holder.isHost ? " host" : "")"
+                         + (holder.connected ? " attached" : ""))
         } else {
             lines.append("  P\(slot.slot): free")
         }
     }
-    for spectator in session.spectators { lines.append("  spectator: \(spectator.name) (\(spectator.participantId))") }
+    for spectator in session.spectators {
+        lines.append("  spectator: \(spectator.name) (\(spectator.participantId))" + (spectator.connected ? " attached" : ""))
+    }
     return lines
 }
 

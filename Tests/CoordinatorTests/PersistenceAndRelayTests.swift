@@ -72,6 +72,45 @@ struct PersistenceAndRelayTests {
         #expect(code { try h.create() } == .noRelay, "every relay is full or draining")
     }
 
+    @Test func participantsAreConnectedAsTheirRelayLastReported() throws {
+        let h = try Harness(relays: ["sync-0"])
+        let host = try h.create()
+        let id = host.session.sessionId
+        let bob = try h.join(id, name: "bob")
+        func connected() -> [String: Bool] {
+            Dictionary(uniqueKeysWithValues: h.session(id).participants.map { ($0.participantId, $0.info.connected) })
+        }
+        #expect(connected() == [host.participantId: false, bob.participantId: false], "nobody attached yet")
+        func refresh(_ presence: [SessionPresence]) throws {
+            _ = try h.core.refreshRelay(RefreshRelayRequest(relayId: "sync-0", load: RelayLoad(), presence: presence), at: h.time)
+        }
+        try refresh([SessionPresence(sessionId: id, connectedParticipantIds: [host.participantId, bob.participantId]),
+                     SessionPresence(sessionId: "s-not-here", connectedParticipantIds: ["ghost"])])
+        #expect(connected() == [host.participantId: true, bob.participantId: true])
+        guard case .sessionResponse(let shown) = try h.core.get(GetSessionRequest(sessionId: id)).reply else {
+            Issue.record("no session")
+            return
+        }
+        let shownPlayers = shown.session.slots.compactMap { $0.participant }
+        #expect(shownPlayers.count == 2 && shownPlayers.allSatisfy { $0.connected })
+        // Bob drops: the relay's next report leaves him out.
+        try refresh([SessionPresence(sessionId: id, connectedParticipantIds: [host.participantId])])
+        #expect(connected() == [host.participantId: true, bob.participantId: false])
+        // Another relay's report says nothing about this session.
+        try h.register("sync-1")
+        _ = try h.core.refreshRelay(RefreshRelayRequest(relayId: "sync-1", load: RelayLoad()), at: h.time)
+        #expect(connected()[host.participantId] == true)
+        // A restarted coordinator knows nobody attached until the relay reports again.
+        try h.restart()
+        #expect(connected() == [host.participantId: false, bob.participantId: false])
+        // The relay goes silent past its TTL: nobody is attached any more.
+        try refresh([SessionPresence(sessionId: id, connectedParticipantIds: [host.participantId])])
+        #expect(connected()[host.participantId] == true)
+        h.now += 4_000
+        _ = h.core.maintain(at: h.time)
+        #expect(connected()[host.participantId] == false)
+    }
+
     @Test func regionalRelaysArePreferred() throws {
         let h = try Harness(relays: [])
         try h.register("us-1", load: RelayLoad(sessions: 0), region: "us")

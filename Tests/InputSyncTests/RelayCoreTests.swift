@@ -491,4 +491,17 @@ struct RelayCoreTests {
         #expect(rig.transport.published.contains { $0.topic == "sync.replay_failed" && $0.severity == .error })
         #expect(try ReplayFile(contentsOf: url).footer?.reason.contains("lost") == true)
     }
+
+    @Test func thePresenceReportNamesWhoIsAttachedInEachSession() throws {
+        let rig = RelayRig()
+        let a = RelayRig.address("a"), b = RelayRig.address("b")
+        _ = try rig.attach(a, slot: 1)
+        _ = try rig.attach(b, slot: 2)
+        #expect(rig.core.presenceReport().map { Set($0.connectedParticipantIds) } == [["p1", "p2"]])
+        #expect(rig.core.presenceReport().first?.sessionId == rig.sessionId)
+        try rig.send(.detach(Detach(reason: .leaving)), from: b)
+        #expect(rig.core.presenceReport().map(\.connectedParticipantIds) == [["p1"]])
+        try rig.send(.detach(Detach(reason: .leaving)), from: a)
+        #expect(rig.core.presenceReport().isEmpty, "a session nobody attends is left out")
+    }
 }

@@ -17,8 +17,18 @@ struct PlayE2ETests {
         let cluster = try PlayCluster()
         let room = "two"
         let (host, join) = try cluster.runningPair(room: room, hostSeed: 1, joinSeed: 2)
+        let started = Date()
+        // The coordinator shows both players attached, as the relay reports in its refreshes.
+        let sessionId = host.log.split(separator: " ").first { $0.hasPrefix("s-") }.map(String.init) ?? "?"
+        var shown = ""
+        #expect(eventually(within: 8) {
+            let show = try? ServiceProcess("netplayctl", ["sessions", "show", sessionId, "--coordinator", cluster.coordinatorEndpoint])
+            _ = show?.waitForExit(seconds: 5)
+            shown = show?.log ?? ""
+            return shown.components(separatedBy: " attached").count - 1 == 2
+        }, "sessions show: \(shown)")
         // Mid-match (the match runs at 120 frames per second): a spectator comes in from a state.
-        Thread.sleep(forTimeInterval: 9)
+        Thread.sleep(forTimeInterval: max(0, 9 - Date().timeIntervalSince(started)))
         let spectator = try cluster.peer("spectate", ["--room", room, "--frames", "\(Match.frames)", "--timeout", "150"])
         let results = [host, join, spectator].map { $0.result(within: 150) }
         for (process, result) in zip([host, join, spectator], results) {

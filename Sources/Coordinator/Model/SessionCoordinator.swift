@@ -63,7 +63,9 @@ public final class SessionCoordinator {
         // Event sequences continue across restarts: start from the wall clock in microseconds.
         eventSequence = time.unixMs * 1000
         relayEventSequence = time.unixMs * 1000
-        for session in try store.loadSessions() {
+        for var session in try store.loadSessions() {
+            // Who is attached is the relays' to say again (their next refresh).
+            for index in session.participants.indices { session.participants[index].connected = false }
             sessions[session.sessionId] = session
             if !session.idempotencyKey.isEmpty { byCreateKey[session.idempotencyKey] = session.sessionId }
             if session.isActive, !session.relayId.isEmpty { relays.assigned[session.relayId, default: 0] += 1 }
@@ -94,6 +96,24 @@ public final class SessionCoordinator {
             if !updated.idempotencyKey.isEmpty { byCreateKey[updated.idempotencyKey] = updated.sessionId }
         }
         sessions[updated.sessionId] = updated
+    }
+
+    /// Notes who is attached in the sessions assigned to `relayId`, as it reports them
+    /// (`attached[sessionId]`; a session left out has nobody attached). Transient: not stored.
+    func notePresence(on relayId: String, attached: [String: Set<String>]) {
+        for sessionId in sessionIds(on: relayId) {
+            guard var session = sessions[sessionId] else { continue }
+            let here = attached[sessionId] ?? []
+            var changed = false
+            for index in session.participants.indices {
+                let connected = here.contains(session.participants[index].participantId)
+                if session.participants[index].connected != connected {
+                    session.participants[index].connected = connected
+                    changed = true
+                }
+            }
+            if changed { sessions[sessionId] = session }
+        }
     }
 
     func forget(_ sessionId: String) throws(ServiceError) {

@@ -940,16 +940,35 @@ public struct RefreshRelayRequest: Sendable, Hashable {
     public var load: RelayLoad
     /// True to stop receiving new sessions (before a scale-down).
     public var draining: Bool
+    /// Who is attached in each session it serves, right now (the coordinator shows it as
+    /// Participant.connected). A served session left out has nobody attached.
+    public var presence: [SessionPresence]
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
         relayId: String = "",
         load: RelayLoad = RelayLoad(),
-        draining: Bool = false
+        draining: Bool = false,
+        presence: [SessionPresence] = []
     ) {
         self.relayId = relayId
         self.load = load
         self.draining = draining
+        self.presence = presence
+    }
+}
+
+/// The participants of one session attached to its relay.
+public struct SessionPresence: Sendable, Hashable {
+    /// The session.
+    public var sessionId: String
+    /// Participants attached now.
+    public var connectedParticipantIds: [String]
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(sessionId: String = "", connectedParticipantIds: [String] = []) {
+        self.sessionId = sessionId
+        self.connectedParticipantIds = connectedParticipantIds
     }
 }
 
@@ -3168,6 +3187,20 @@ extension RefreshRelayRequest: WireMessage, _CMessage {
             c.pointee.load = p
         }
         c.pointee.draining = self.draining ? 1 : 0
+        if !self.presence.isEmpty {
+            let values = self.presence
+            if validate {
+                try _wireCheckCount(values.count, 10000, "RefreshRelayRequest.presence")
+            }
+            c.pointee.n_presence = values.count
+            let array = arena.allocate(UnsafeMutablePointer<Netplay__V1__SessionPresence>?.self, count: values.count)
+            for i in 0..<values.count {
+                let p = arena.allocate(Netplay__V1__SessionPresence.self)
+                try values[i]._fill(p, arena, validate)
+                array[i] = p
+            }
+            c.pointee.presence = array
+        }
     }
 
     init(_c c: UnsafePointer<Netplay__V1__RefreshRelayRequest>) throws(WireError) {
@@ -3175,6 +3208,20 @@ extension RefreshRelayRequest: WireMessage, _CMessage {
         guard let p_load = c.pointee.load else { throw .missingField("RefreshRelayRequest.load") }
         self.load = try RelayLoad(_c: p_load)
         self.draining = c.pointee.draining != 0
+        do {
+            let n = c.pointee.n_presence
+            try _wireCheckCount(n, 10000, "RefreshRelayRequest.presence")
+            var values: [SessionPresence] = []
+            if n > 0 {
+                guard let array = c.pointee.presence else { throw .missingField("RefreshRelayRequest.presence") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    guard let p = array[i] else { throw .missingField("RefreshRelayRequest.presence") }
+                    values.append(try SessionPresence(_c: p))
+                }
+            }
+            self.presence = values
+        }
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -3182,6 +3229,90 @@ extension RefreshRelayRequest: WireMessage, _CMessage {
         w.key("relayId"); w.string(self.relayId)
         w.key("load"); self.load._json(&w)
         w.key("draining"); w.bool(self.draining)
+        w.key("presence"); w.openArray()
+        for e in self.presence { e._json(&w) }
+        w.closeArray()
+        w.close()
+    }
+}
+
+extension SessionPresence: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "SessionPresence" }
+
+    typealias CStruct = Netplay__V1__SessionPresence
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__SessionPresence>? {
+        netplay__v1__session_presence__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__SessionPresence>) { netplay__v1__session_presence__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__SessionPresence>) -> Int { netplay__v1__session_presence__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__SessionPresence>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__session_presence__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `SessionPresence` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `SessionPresence` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__SessionPresence>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__session_presence__init(c)
+        if validate {
+            try _wireCheckString(self.sessionId, "SessionPresence.session_id", maxLen: 64, required: true)
+        }
+        if !self.sessionId.isEmpty { c.pointee.session_id = arena.cString(self.sessionId) }
+        if !self.connectedParticipantIds.isEmpty {
+            let values = self.connectedParticipantIds
+            if validate {
+                try _wireCheckCount(values.count, 72, "SessionPresence.connected_participant_ids")
+                for e in values {
+                    try _wireCheckString(e, "SessionPresence.connected_participant_ids", maxLen: 64, required: false)
+                }
+            }
+            c.pointee.n_connected_participant_ids = values.count
+            let array = arena.allocate(UnsafeMutablePointer<CChar>?.self, count: values.count)
+            for i in 0..<values.count { array[i] = arena.cString(values[i]) }
+            c.pointee.connected_participant_ids = array
+        }
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__SessionPresence>) throws(WireError) {
+        self.sessionId = try _wireReadString(c.pointee.session_id, "SessionPresence.session_id", maxLen: 64, required: true)
+        do {
+            let n = c.pointee.n_connected_participant_ids
+            try _wireCheckCount(n, 72, "SessionPresence.connected_participant_ids")
+            var values: [String] = []
+            if n > 0 {
+                guard let array = c.pointee.connected_participant_ids else { throw .missingField("SessionPresence.connected_participant_ids") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    values.append(try _wireReadString(array[i], "SessionPresence.connected_participant_ids", maxLen: 64, required: false))
+                }
+            }
+            self.connectedParticipantIds = values
+        }
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("sessionId"); w.string(self.sessionId)
+        w.key("connectedParticipantIds"); w.openArray()
+        for e in self.connectedParticipantIds { w.string(e) }
+        w.closeArray()
         w.close()
     }
 }

@@ -433,7 +433,18 @@ extension RefreshRelayRequest {
         RefreshRelayRequest(
             relayId: "relay_id-1",
             load: RelayLoad.sample,
-            draining: true
+            draining: true,
+            presence: [SessionPresence.sample, SessionPresence.sample]
+        )
+    }
+}
+
+extension SessionPresence {
+    /// A `SessionPresence` with every field set to a non-default, valid value.
+    static var sample: SessionPresence {
+        SessionPresence(
+            sessionId: "session_id-1",
+            connectedParticipantIds: ["connected_participant_ids-2", "connected_participant_ids-3"]
         )
     }
 }
@@ -1393,6 +1404,7 @@ let allMessageSamples: [any WireMessage] = [
     RegisterRelayRequest.sample,
     RegisterRelayResponse.sample,
     RefreshRelayRequest.sample,
+    SessionPresence.sample,
     RefreshRelayResponse.sample,
     ListRelaysRequest.sample,
     ListRelaysResponse.sample,
@@ -1461,7 +1473,7 @@ let allMessageSamples: [any WireMessage] = [
 ]
 
 /// The number of messages in the schema (Envelope excluded).
-let schemaMessageCount = 98
+let schemaMessageCount = 99
 
 /// The number of members of the `Envelope.body` oneof in the schema.
 let schemaBodyMemberCount = 80
@@ -2288,6 +2300,31 @@ let wireViolations: [WireViolation] = [
         label: "RefreshRelayRequest.relay_id @required",
         body: { var m = RefreshRelayRequest.sample; m.relayId = ""; return .refreshRelayRequest(m) }(),
         expected: .missingField("RefreshRelayRequest.relay_id")
+    ),
+    WireViolation(
+        label: "RefreshRelayRequest.presence @max_count 10000",
+        body: { var m = RefreshRelayRequest.sample; m.presence = Array(repeating: SessionPresence.sample, count: 10001); return .refreshRelayRequest(m) }(),
+        expected: .tooLong(field: "RefreshRelayRequest.presence", limit: 10000)
+    ),
+    WireViolation(
+        label: "SessionPresence.session_id @max_len 64",
+        body: { var m = RefreshRelayRequest.sample; m.presence[0].sessionId = String(repeating: "x", count: 65); return .refreshRelayRequest(m) }(),
+        expected: .tooLong(field: "SessionPresence.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "SessionPresence.session_id @required",
+        body: { var m = RefreshRelayRequest.sample; m.presence[0].sessionId = ""; return .refreshRelayRequest(m) }(),
+        expected: .missingField("SessionPresence.session_id")
+    ),
+    WireViolation(
+        label: "SessionPresence.connected_participant_ids @max_count 72",
+        body: { var m = RefreshRelayRequest.sample; m.presence[0].connectedParticipantIds = Array(repeating: "connected_participant_ids-2", count: 73); return .refreshRelayRequest(m) }(),
+        expected: .tooLong(field: "SessionPresence.connected_participant_ids", limit: 72)
+    ),
+    WireViolation(
+        label: "SessionPresence.connected_participant_ids @max_len 64",
+        body: { var m = RefreshRelayRequest.sample; m.presence[0].connectedParticipantIds = [String(repeating: "x", count: 65)]; return .refreshRelayRequest(m) }(),
+        expected: .tooLong(field: "SessionPresence.connected_participant_ids", limit: 64)
     ),
     WireViolation(
         label: "RefreshRelayResponse.close_session_ids @max_count 1000",
@@ -3172,4 +3209,4 @@ let wireViolations: [WireViolation] = [
 ]
 
 /// The number of validation rules in the schema reachable from an Envelope body.
-let schemaViolationCount = 338
+let schemaViolationCount = 343

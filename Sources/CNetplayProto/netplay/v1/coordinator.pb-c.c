@@ -1222,6 +1222,51 @@ void   netplay__v1__refresh_relay_request__free_unpacked
   assert(message->base.descriptor == &netplay__v1__refresh_relay_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   netplay__v1__session_presence__init
+                     (Netplay__V1__SessionPresence         *message)
+{
+  static const Netplay__V1__SessionPresence init_value = NETPLAY__V1__SESSION_PRESENCE__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__session_presence__get_packed_size
+                     (const Netplay__V1__SessionPresence *message)
+{
+  assert(message->base.descriptor == &netplay__v1__session_presence__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__session_presence__pack
+                     (const Netplay__V1__SessionPresence *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__session_presence__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__session_presence__pack_to_buffer
+                     (const Netplay__V1__SessionPresence *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__session_presence__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__SessionPresence *
+       netplay__v1__session_presence__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__SessionPresence *)
+     protobuf_c_message_unpack (&netplay__v1__session_presence__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__session_presence__free_unpacked
+                     (Netplay__V1__SessionPresence *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__session_presence__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   netplay__v1__refresh_relay_response__init
                      (Netplay__V1__RefreshRelayResponse         *message)
 {
@@ -3979,7 +4024,7 @@ const ProtobufCMessageDescriptor netplay__v1__register_relay_response__descripto
   (ProtobufCMessageInit) netplay__v1__register_relay_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__refresh_relay_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor netplay__v1__refresh_relay_request__field_descriptors[4] =
 {
   {
     "relay_id",
@@ -4017,16 +4062,29 @@ static const ProtobufCFieldDescriptor netplay__v1__refresh_relay_request__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "presence",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__RefreshRelayRequest, n_presence),
+    offsetof(Netplay__V1__RefreshRelayRequest, presence),
+    &netplay__v1__session_presence__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__refresh_relay_request__field_indices_by_name[] = {
   2,   /* field[2] = draining */
   1,   /* field[1] = load */
+  3,   /* field[3] = presence */
   0,   /* field[0] = relay_id */
 };
 static const ProtobufCIntRange netplay__v1__refresh_relay_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor netplay__v1__refresh_relay_request__descriptor =
 {
@@ -4036,11 +4094,62 @@ const ProtobufCMessageDescriptor netplay__v1__refresh_relay_request__descriptor 
   "Netplay__V1__RefreshRelayRequest",
   "netplay.v1",
   sizeof(Netplay__V1__RefreshRelayRequest),
-  3,
+  4,
   netplay__v1__refresh_relay_request__field_descriptors,
   netplay__v1__refresh_relay_request__field_indices_by_name,
   1,  netplay__v1__refresh_relay_request__number_ranges,
   (ProtobufCMessageInit) netplay__v1__refresh_relay_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__session_presence__field_descriptors[2] =
+{
+  {
+    "session_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__SessionPresence, session_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "connected_participant_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Netplay__V1__SessionPresence, n_connected_participant_ids),
+    offsetof(Netplay__V1__SessionPresence, connected_participant_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__session_presence__field_indices_by_name[] = {
+  1,   /* field[1] = connected_participant_ids */
+  0,   /* field[0] = session_id */
+};
+static const ProtobufCIntRange netplay__v1__session_presence__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor netplay__v1__session_presence__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.SessionPresence",
+  "SessionPresence",
+  "Netplay__V1__SessionPresence",
+  "netplay.v1",
+  sizeof(Netplay__V1__SessionPresence),
+  2,
+  netplay__v1__session_presence__field_descriptors,
+  netplay__v1__session_presence__field_indices_by_name,
+  1,  netplay__v1__session_presence__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__session_presence__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor netplay__v1__refresh_relay_response__field_descriptors[1] =

@@ -43,6 +43,7 @@ typedef struct Netplay__V1__RelayInfo Netplay__V1__RelayInfo;
 typedef struct Netplay__V1__RegisterRelayRequest Netplay__V1__RegisterRelayRequest;
 typedef struct Netplay__V1__RegisterRelayResponse Netplay__V1__RegisterRelayResponse;
 typedef struct Netplay__V1__RefreshRelayRequest Netplay__V1__RefreshRelayRequest;
+typedef struct Netplay__V1__SessionPresence Netplay__V1__SessionPresence;
 typedef struct Netplay__V1__RefreshRelayResponse Netplay__V1__RefreshRelayResponse;
 typedef struct Netplay__V1__ListRelaysRequest Netplay__V1__ListRelaysRequest;
 typedef struct Netplay__V1__ListRelaysResponse Netplay__V1__ListRelaysResponse;
@@ -1086,10 +1087,40 @@ struct  Netplay__V1__RefreshRelayRequest
    * True to stop receiving new sessions (before a scale-down).
    */
   protobuf_c_boolean draining;
+  /*
+   * Who is attached in each session it serves, right now (the coordinator shows it as
+   * Participant.connected). A served session left out has nobody attached. @max_count 10000
+   */
+  size_t n_presence;
+  Netplay__V1__SessionPresence **presence;
 };
 #define NETPLAY__V1__REFRESH_RELAY_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__refresh_relay_request__descriptor) \
-    , (char *)protobuf_c_empty_string, NULL, 0 }
+    , (char *)protobuf_c_empty_string, NULL, 0, 0,NULL }
+
+
+/*
+ * The participants of one session attached to its relay.
+ */
+struct  Netplay__V1__SessionPresence
+{
+  ProtobufCMessage base;
+  /*
+   * The session. @max_len 64 @required
+   */
+  char *session_id;
+  /*
+   * Participants attached now. @max_count 72
+   */
+  /*
+   * @max_len 64
+   */
+  size_t n_connected_participant_ids;
+  char **connected_participant_ids;
+};
+#define NETPLAY__V1__SESSION_PRESENCE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__session_presence__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
 
 
 /*
@@ -1695,6 +1726,25 @@ Netplay__V1__RefreshRelayRequest *
 void   netplay__v1__refresh_relay_request__free_unpacked
                      (Netplay__V1__RefreshRelayRequest *message,
                       ProtobufCAllocator *allocator);
+/* Netplay__V1__SessionPresence methods */
+void   netplay__v1__session_presence__init
+                     (Netplay__V1__SessionPresence         *message);
+size_t netplay__v1__session_presence__get_packed_size
+                     (const Netplay__V1__SessionPresence   *message);
+size_t netplay__v1__session_presence__pack
+                     (const Netplay__V1__SessionPresence   *message,
+                      uint8_t             *out);
+size_t netplay__v1__session_presence__pack_to_buffer
+                     (const Netplay__V1__SessionPresence   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__SessionPresence *
+       netplay__v1__session_presence__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__session_presence__free_unpacked
+                     (Netplay__V1__SessionPresence *message,
+                      ProtobufCAllocator *allocator);
 /* Netplay__V1__RefreshRelayResponse methods */
 void   netplay__v1__refresh_relay_response__init
                      (Netplay__V1__RefreshRelayResponse         *message);
@@ -1854,6 +1904,9 @@ typedef void (*Netplay__V1__RegisterRelayResponse_Closure)
 typedef void (*Netplay__V1__RefreshRelayRequest_Closure)
                  (const Netplay__V1__RefreshRelayRequest *message,
                   void *closure_data);
+typedef void (*Netplay__V1__SessionPresence_Closure)
+                 (const Netplay__V1__SessionPresence *message,
+                  void *closure_data);
 typedef void (*Netplay__V1__RefreshRelayResponse_Closure)
                  (const Netplay__V1__RefreshRelayResponse *message,
                   void *closure_data);
@@ -1902,6 +1955,7 @@ extern const ProtobufCMessageDescriptor netplay__v1__relay_info__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__register_relay_request__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__register_relay_response__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__refresh_relay_request__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__session_presence__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__refresh_relay_response__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__list_relays_request__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__list_relays_response__descriptor;
