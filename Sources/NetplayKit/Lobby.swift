@@ -1,6 +1,7 @@
 import Foundation
 import NetplayService
 import NetplayWire
+import Synchronization
 
 /// The control plane as a frontend sees it: browse rooms (lobby and LAN), host a relay room
 /// through the coordinator, join or spectate a room, start and leave. Every call is a short
@@ -86,13 +87,42 @@ public struct NetplayLobby: Sendable {
         try LanBeacon.listen(port: lanBeaconPort, milliseconds: milliseconds)
     }
 
-    /// Lobby and LAN rooms together (the room browser's two sections); a part that cannot be
-    /// reached is left out.
+    /// Lobby and LAN rooms together (the room browser's two sections), each with its ping (see
+    /// ``measurePings(_:timeoutMs:)``); a part that cannot be reached is left out.
     public func browse(filter: RoomFilter = RoomFilter(includeInProgress: true), lanMilliseconds: Int = 1_200) -> [NetplayRoom] {
         let lan = (try? lanRooms(listeningFor: lanMilliseconds)) ?? []
         let lobby = discoveryEndpoint == nil ? [] : ((try? lobbyRooms(filter: filter)) ?? [])
         var seen = Set<String>()
-        return (lan + lobby).filter { seen.insert($0.id).inserted }
+        return measurePings((lan + lobby).filter { seen.insert($0.id).inserted })
+    }
+
+    /// `rooms` with ``NetplayRoom/pingMs`` set: the round trip of a `Ping` to each room's
+    /// endpoint (a LAN host's relay, or a lobby room's relay, encrypted like the cluster) on a
+    /// connection already set up by a first ping, all endpoints at once, each request waiting at
+    /// most `timeoutMs`; nil where none came back.
+    public func measurePings(_ rooms: [NetplayRoom], timeoutMs: Int = 500) -> [NetplayRoom] {
+        let endpoints = Array(Set(rooms.map(\.endpoint).filter { !$0.isEmpty }))
+        let measured = Mutex<[String: Int]>([:])
+        let key = serverKey
+        DispatchQueue.concurrentPerform(iterations: endpoints.count) { index in
+            let endpoint = endpoints[index]
+            let lan = rooms.contains { $0.endpoint == endpoint && $0.isLAN }
+            guard let client = try? BlockingClient(endpoint: endpoint, timeout: Double(timeoutMs) / 1000,
+                                                   serverKey: lan ? nil : key) else { return }
+            // The first ping also pays for the connection's handshakes; the second is the round trip.
+            guard case .pong? = try? client.request(.ping(Ping(nonce: 1))) else { return }
+            let started = ContinuousClock.now
+            guard case .pong? = try? client.request(.ping(Ping(nonce: 2))) else { return }
+            let elapsed = ContinuousClock.now - started
+            let milliseconds = Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
+            measured.withLock { $0[endpoint] = milliseconds }
+        }
+        let pings = measured.withLock { $0 }
+        return rooms.map { room in
+            var room = room
+            room.pingMs = pings[room.endpoint]
+            return room
+        }
     }
 
     /// Async form of ``browse(filter:lanMilliseconds:)``.

@@ -129,6 +129,22 @@ struct NetplayKitTests {
         #expect(hostMatch.state == .disconnected(.left))
     }
 
+    @Test func theRoomBrowserMeasuresEachRoomsPing() throws {
+        let port = UInt16(TestPorts.free())
+        let host = try lanHost("kit-browse", port: port)
+        defer { host.stop() }
+        let lobby = NetplayLobby(discovery: nil, coordinator: nil, lanBeaconPort: port)
+        let room = try #require(lobby.browse(lanMilliseconds: 1_000).first { $0.roomName == "kit-browse" })
+        let ping = try #require(room.pingMs, "no ping measured for \(room.endpoint)")
+        #expect(ping >= 0 && ping < 500)
+        // Nothing answers there: no ping, and the wait is bounded.
+        var gone = room
+        gone.endpoint = "tcp://127.0.0.1:\(TestPorts.free())"
+        let started = Date()
+        #expect(lobby.measurePings([gone], timeoutMs: 300).first?.pingMs == nil)
+        #expect(Date().timeIntervalSince(started) < 3)
+    }
+
     @Test func aHostWaitingForPlayersMeasuresAndReportsItsRealPing() throws {
         let port = UInt16(TestPorts.free())
         let host = try lanHost("kit-ping", port: port)
