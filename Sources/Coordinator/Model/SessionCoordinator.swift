@@ -45,6 +45,9 @@ public final class SessionCoordinator {
     public private(set) var sessions: [String: SessionRecord] = [:]
     private var sortedIds: [String] = []
     private var byCreateKey: [String: String] = [:]
+    /// Per relay, the sessions in which its last report had someone attached (a report then
+    /// touches only those and the ones it names, not every session).
+    private var attachedSessions: [String: Set<String>] = [:]
     let signer: JoinTicketSigner
     let tokens: ParticipantTokens
     var passwordLimiter: RateLimiter<String>
@@ -101,9 +104,12 @@ public final class SessionCoordinator {
     /// Notes who is attached in the sessions assigned to `relayId`, as it reports them
     /// (`attached[sessionId]`; a session left out has nobody attached). Transient: not stored.
     func notePresence(on relayId: String, attached: [String: Set<String>]) {
-        for sessionId in sessionIds(on: relayId) {
+        let previously = attachedSessions[relayId] ?? []
+        var now = Set<String>()
+        for sessionId in previously.union(attached.keys) {
             guard var session = sessions[sessionId] else { continue }
-            let here = attached[sessionId] ?? []
+            // A session that ended or moved to another relay has nobody attached here.
+            let here = session.isActive && session.relayId == relayId ? attached[sessionId] ?? [] : []
             var changed = false
             for index in session.participants.indices {
                 let connected = here.contains(session.participants[index].participantId)
@@ -113,7 +119,9 @@ public final class SessionCoordinator {
                 }
             }
             if changed { sessions[sessionId] = session }
+            if !here.isEmpty { now.insert(sessionId) }
         }
+        attachedSessions[relayId] = now.isEmpty ? nil : now
     }
 
     func forget(_ sessionId: String) throws(ServiceError) {
