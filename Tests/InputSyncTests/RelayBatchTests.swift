@@ -1,6 +1,7 @@
 import Foundation
 import NetplayAuth
 import NetplayService
+import NetplayTestSupport
 import NetplayWire
 import Testing
 import ZeroMQ
@@ -163,7 +164,8 @@ struct RelayBatchTests {
     /// reactor is busy are read in one batch and reach the partner in one message.
     @Test(.timeLimit(.minutes(1)))
     func theRuntimeReadsQueuedInputsInOneBatchAndTheRelaySendsOneMessage() throws {
-        let (service, keyRing) = try startRelayService(id: "sync-batch")
+        // The players only listen: a long silence timeout keeps a loaded machine from dropping them.
+        let (service, keyRing) = try startRelayService(id: "sync-batch") { $0.silenceTimeoutMs = 60_000 }
         defer { service.stop() }
         let params = SyncParams(inputSize: 1, maxPlayers: 2, frameDelay: 2, frameRateMhz: 60_000, predictionWindow: 8,
                                 lagToleranceFrames: 600, checksumIntervalFrames: 60)
@@ -182,12 +184,16 @@ struct RelayBatchTests {
         }
         defer { for socket in players { socket.close() } }
         let (a, b) = (players[0], players[1])
-        /// Reads `socket` until `done` says so (or its receive times out).
+        /// Reads `socket` until `done` says so; fails after 15 s (or a 3 s silence) saying what came.
         func read(_ socket: Socket, until done: (Envelope.Body) -> Bool) throws {
-            while true {
+            let deadline = Date().addingTimeInterval(15)
+            var seen: [String] = []
+            while Date() < deadline {
                 let body = try Envelope(decoding: try socket.receive()).body
                 if done(body) { return }
+                seen.append(body.name)
             }
+            throw HarnessError("not done after 15 s; received \(seen.suffix(40))")
         }
         for socket in players {
             try read(socket) { body in
@@ -207,7 +213,7 @@ struct RelayBatchTests {
         var broadcasts: [InputBroadcast] = []
         try read(a) { body in
             if case .inputBroadcast(let broadcast) = body, !frames(of: 2, in: [broadcast]).isEmpty { broadcasts.append(broadcast) }
-            return frames(of: 2, in: broadcasts).count == 3
+            return frames(of: 2, in: broadcasts).count >= 3
         }
         #expect(broadcasts.count == 1, "\(broadcasts)")
         #expect(frames(of: 2, in: broadcasts) == [0: 20, 1: 21, 2: 22])

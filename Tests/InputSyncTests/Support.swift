@@ -43,9 +43,12 @@ final class RecordingTransport: RelayTransport {
 
 /// A relay service (no coordinator) running on its own reactor on a free loopback port, with
 /// the key ring its tickets must be signed with.
-func startRelayService(id: String) throws -> (service: RunningService, keyRing: TicketKeyRing) {
+func startRelayService(id: String, configure: (inout RelayConfiguration) -> Void = { _ in })
+    throws -> (service: RunningService, keyRing: TicketKeyRing) {
     let keyRing = TicketKeyRing.generate()
-    let configuration = RelayConfiguration(relayId: id, advertisedEndpoint: "")
+    var configured = RelayConfiguration(relayId: id, advertisedEndpoint: "")
+    configure(&configured)
+    let configuration = configured
     let service = try ServiceHost.start(configuration: ServiceConfiguration(
         kind: "sync", instance: id, endpoint: "tcp://127.0.0.1:*", logLevel: .critical,
         dataDirectory: FileManager.default.temporaryDirectory.appendingPathComponent("\(id)-\(UUID().uuidString)"))) {
