@@ -7,9 +7,9 @@ import Testing
 /// in-process relay in one namespace and announces the room by beacon on the LAN's broadcast
 /// address; `netplay-peer join` in the other finds the room by that beacon, joins through the
 /// host's relay and plays the NES test program. Nothing listens at the discovery and coordinator
-/// endpoints they are given.
-@Suite("LAN play with a libretro core across network namespaces", .serialized)
-struct CoreLANTests {
+/// endpoints they are given. (Part of the serialized core suite: its processes and waits do not
+/// run beside the other core matches.)
+extension CoreMatchTests {
     @Test(.disabled(if: NamespacePair.unavailableReason != nil,
                     Comment(rawValue: "skipped: \(NamespacePair.unavailableReason ?? "")")),
           .timeLimit(.minutes(2)))
