@@ -117,7 +117,7 @@ public final class RelayService: RawFrameService, RelayTransport {
     public var healthDetails: [(key: String, value: String)] {
         guard let core else { return [] }
         let coordinator = coordinatorEndpoint.map { "\($0) (\(registered ? "registered" : "not registered"))" }
-            ?? (lanAdmission != nil ? "none (LAN room '\(lanAdmission!.roomName)')" : "none")
+            ?? lanAdmission.map { "none (LAN room '\($0.roomName)')" } ?? "none"
         return [("coordinator", coordinator), ("sessions", "\(core.sessionCount)"), ("peers", "\(core.peerCount)"),
                 ("inputs_per_second", "\(inputsPerSecond)"), ("cpu_percent", "\(Int(cpuPercent.rounded()))")]
     }
