@@ -17,7 +17,7 @@ struct CurveE2ETests {
         let cluster = try PlayCluster(curveSecretKey: keys.secret)
         let room = "curve"
         let frames = 1200
-        let host = try cluster.peer("host", ["--players", "2", "--curve-server-key", keys.public] + Match.host
+        let host = try cluster.peer("host", ["--players", "2", "--curve-server-key=\(keys.public)"] + Match.host
                                     + Match.common(room: room, frames: frames, seed: 1))
         #expect(host.waitFor("session s-", within: 30), "host did not get a session: \(host.log)")
         let join = try cluster.peer("join", Match.common(room: room, frames: frames, seed: 2),
@@ -29,7 +29,7 @@ struct CurveE2ETests {
         // Meanwhile: no key, another cluster's key. Each gives up within its short timeout.
         let keylessJoin = try cluster.peer("join", ["--room", room, "--timeout", "3"])
         let keylessHost = try cluster.peer("host", ["--room", "keyless", "--timeout", "3"])
-        let wrongKey = try cluster.peer("join", ["--room", room, "--timeout", "3", "--curve-server-key", other.public])
+        let wrongKey = try cluster.peer("join", ["--room", room, "--timeout", "3", "--curve-server-key=\(other.public)"])
         let refusals: [(ServiceProcess, String)] = [
             (keylessJoin, "no CurveZMQ server key was given"),
             (keylessHost, "no CurveZMQ server key was given"),
