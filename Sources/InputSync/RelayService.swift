@@ -28,7 +28,12 @@ public final class RelayService: RawFrameService, RelayTransport {
     private var coordinatorWarned = false
     private var draining = false
     private var lastLoadMs: UInt64 = 0
+    /// Inputs accepted over the last second (the gauge and introspection).
     private var inputsPerSecond = 0
+    private var inputsThisSecond = 0
+    /// Inputs accepted since the last load report to the coordinator, and when that was.
+    private var inputsSinceReport = 0
+    private var lastReportMs: UInt64 = 0
     /// The process's CPU use over the last second, in percent of one core.
     private var cpuPercent = 0.0
     private var cpuMeter = ProcessCPUMeter()
@@ -141,7 +146,7 @@ public final class RelayService: RawFrameService, RelayTransport {
         draining = true
         if registered, let coordinator, let core {
             coordinator.request(.refreshRelayRequest(RefreshRelayRequest(relayId: configuration.relayId,
-                                                                          load: load(core), draining: true,
+                                                                          load: load(core, now: runtime.uptimeMs), draining: true,
                                                                           presence: core.presenceReport())),
                                 timeout: 0.5) { _ in }
         }
@@ -215,9 +220,9 @@ public final class RelayService: RawFrameService, RelayTransport {
             scheduleTick(runtime)
         }
         if now &- lastLoadMs >= 1000 {
-            let accepted = core.takeInputCount()
-            inputsTotal?.increment(by: Double(accepted))
-            inputsPerSecond = Int(Double(accepted) * 1000 / Double(max(now &- lastLoadMs, 1)))
+            collectAcceptedInputs(core)
+            inputsPerSecond = Int(Double(inputsThisSecond) * 1000 / Double(max(now &- lastLoadMs, 1)))
+            inputsThisSecond = 0
             cpuPercent = cpuMeter.percent()
             if let lanAdmission, let presence = core.presence(of: lanAdmission.sessionId) {
                 // The LAN room's beacon and join answers follow the match: started, places freed.
@@ -235,21 +240,36 @@ public final class RelayService: RawFrameService, RelayTransport {
         }
     }
 
-    private func load(_ core: RelayCore) -> RelayLoad {
-        RelayLoad(sessions: UInt32(core.sessionCount), peers: UInt32(core.peerCount),
-                  capacitySessions: UInt32(max(configuration.maxSessions, 0)),
-                  inputsPerSecond: UInt32(clamping: inputsPerSecond), cpuPercent: UInt32(cpuPercent.rounded()))
+    /// Moves the inputs the core accepted since the last call into the counters that need them.
+    private func collectAcceptedInputs(_ core: RelayCore) {
+        let accepted = core.takeInputCount()
+        inputsTotal?.increment(by: Double(accepted))
+        inputsThisSecond += accepted
+        inputsSinceReport += accepted
     }
 
-    private func relayInfo(_ core: RelayCore) -> RelayInfo {
+    /// The load reported to the coordinator; its input rate is averaged since the previous
+    /// report, so every refresh covers its whole interval.
+    private func load(_ core: RelayCore, now: UInt64) -> RelayLoad {
+        collectAcceptedInputs(core)
+        let rate = lastReportMs == 0 || now <= lastReportMs
+            ? inputsPerSecond : Int(Double(inputsSinceReport) * 1000 / Double(now &- lastReportMs))
+        inputsSinceReport = 0
+        lastReportMs = now
+        return RelayLoad(sessions: UInt32(core.sessionCount), peers: UInt32(core.peerCount),
+                         capacitySessions: UInt32(max(configuration.maxSessions, 0)),
+                         inputsPerSecond: UInt32(clamping: rate), cpuPercent: UInt32(cpuPercent.rounded()))
+    }
+
+    private func relayInfo(_ core: RelayCore, now: UInt64) -> RelayInfo {
         RelayInfo(relayId: configuration.relayId, endpoint: configuration.advertisedEndpoint,
-                  eventsEndpoint: configuration.eventsEndpoint, region: configuration.region, load: load(core),
+                  eventsEndpoint: configuration.eventsEndpoint, region: configuration.region, load: load(core, now: now),
                   version: NetplayVersion.current)
     }
 
     private func register(_ runtime: ServiceRuntime) {
         guard let coordinator, let core, !draining else { return }
-        let request = RegisterRelayRequest(relay: relayInfo(core), sessionIds: Array(core.sessionIds.prefix(10_000)))
+        let request = RegisterRelayRequest(relay: relayInfo(core, now: runtime.uptimeMs), sessionIds: Array(core.sessionIds.prefix(10_000)))
         coordinator.request(.registerRelayRequest(request), timeout: 2) { [unowned(unsafe) self] result in
             switch result {
             case .success(.registerRelayResponse(let response)):
@@ -276,7 +296,7 @@ public final class RelayService: RawFrameService, RelayTransport {
 
     private func refresh(_ runtime: ServiceRuntime) {
         guard let coordinator, let core, registered else { return }
-        let request = RefreshRelayRequest(relayId: configuration.relayId, load: load(core), draining: draining,
+        let request = RefreshRelayRequest(relayId: configuration.relayId, load: load(core, now: runtime.uptimeMs), draining: draining,
                                           presence: core.presenceReport())
         coordinator.request(.refreshRelayRequest(request), timeout: 2) { [unowned(unsafe) self] result in
             switch result {

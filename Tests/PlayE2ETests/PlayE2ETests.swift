@@ -27,6 +27,15 @@ struct PlayE2ETests {
             shown = show?.log ?? ""
             return shown.components(separatedBy: " attached").count - 1 == 2
         }, "sessions show: \(shown)")
+        // The relay's load report carries the match's input rate (two players at 120 frames/s).
+        var relays = ""
+        #expect(eventually(within: 8) {
+            let list = try? ServiceProcess("netplayctl", ["relays", "list", "--coordinator", cluster.coordinatorEndpoint])
+            _ = list?.waitForExit(seconds: 5)
+            relays = list?.log ?? ""
+            let rate = relays.components(separatedBy: "inputs/s ").dropFirst().first?.split(separator: " ").first.flatMap { Int($0) }
+            return (rate ?? 0) >= 100
+        }, "relays list: \(relays)")
         // Mid-match (the match runs at 120 frames per second): a spectator comes in from a state.
         Thread.sleep(forTimeInterval: max(0, 9 - Date().timeIntervalSince(started)))
         let spectator = try cluster.peer("spectate", ["--room", room, "--frames", "\(Match.frames)", "--timeout", "150"])

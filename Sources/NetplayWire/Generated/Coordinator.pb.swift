@@ -833,7 +833,8 @@ public struct RelayLoad: Sendable, Hashable {
     public var peers: UInt32
     /// Sessions it accepts at most (0 = no limit).
     public var capacitySessions: UInt32
-    /// Inputs forwarded per second, averaged over the last refresh interval.
+    /// Player inputs accepted per second, averaged since the previous report
+    /// (registration or refresh).
     public var inputsPerSecond: UInt32
     /// Process CPU use in percent of one core.
     public var cpuPercent: UInt32

@@ -962,7 +962,8 @@ struct  Netplay__V1__RelayLoad
    */
   uint32_t capacity_sessions;
   /*
-   * Inputs forwarded per second, averaged over the last refresh interval.
+   * Player inputs accepted per second, averaged since the previous report
+   * (registration or refresh).
    */
   uint32_t inputs_per_second;
   /*
