@@ -64,7 +64,12 @@ extension RelaySession {
         guard transfer == nil else { return }
         let waiting = participants.filter { $0.isConnected && $0.awaitingTransfer != nil }
         guard let first = waiting.first, let reference = transferReference(excluding: waiting) else { return }
-        beginTransfer(reason: first.awaitingReason, reference: reference, targets: waiting, now: now)
+        // A state from the newer half of the frames this relay holds inputs after: an older one
+        // (a peer prefers its latest state at a checksum frame) may fall out of the history
+        // before its targets can run from it, and they would need another transfer.
+        let newerHalf = timeline.oldest + max(timeline.confirmed - timeline.oldest, 0) / 2
+        beginTransfer(reason: first.awaitingReason, reference: reference, targets: waiting, now: now,
+                      atLeastFrame: newerHalf)
     }
 
     /// Gives up the current transfer; waiting participants get another one later.

@@ -278,6 +278,30 @@ struct RelayCoreTests {
         #expect(inputs.first?.players.first?.inputs == (90 ..< 100).map { UInt8($0 & 0x7F) })
     }
 
+    /// A state older than about half of what the relay holds may leave its history before the
+    /// target runs from it (and the target would need another transfer): the request asks for
+    /// the newer half, and the reference's aligned state is chosen only if it is that recent.
+    @Test func aLateJoinerAsksForAStateFromTheNewerHalfOfTheHistory() throws {
+        let rig = RelayRig() { $0.historyFrames = 256; $0.maxFramesAhead = 64 }
+        try runningPair(rig)
+        for frame in 0 ..< 600 {
+            try rig.batch(a, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        let spectator = RelayRig.address("late")
+        #expect(try rig.attach(spectator, slot: 0, role: .spectator).stateFollows)
+        rig.advance(ms: 8)
+        let request = try #require(rig.transport.take(a).compactMap { body -> StateRequest? in
+            if case .stateRequest(let request) = body { return request }
+            return nil
+        }.first)
+        // The relay holds frames 344 ..< 600 (256), all confirmed: the newer half starts at 472.
+        #expect(request.frame == 472, "asked for frame \(request.frame)")
+        // A state from the older half is still accepted (a peer may hold nothing newer).
+        try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 400, totalSize: 1, data: [4], last: true)), from: a)
+        #expect(rig.transport.take(spectator).contains { if case .stateChunk = $0 { true } else { false } })
+    }
+
     @Test func aTargetThatCannotLoadTheStateGetsAnotherUpToTheRetryLimit() throws {
         let rig = RelayRig() { $0.lateJoinReplayLimit = 20 }
         try runningPair(rig)
