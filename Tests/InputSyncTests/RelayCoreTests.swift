@@ -20,6 +20,22 @@ struct RelayCoreTests {
         _ = rig.transport.take(b)
     }
 
+    /// Both players of `runningPair` send `frames`, player 1 the inputs `input(frame)`, player 2 [2].
+    func playBoth(_ rig: RelayRig, frames: Range<Int>, input: (Int) -> [UInt8] = { _ in [1] }) throws {
+        for frame in frames {
+            try rig.batch(a, slot: 1, start: frame, input(frame))
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+    }
+
+    /// The state requests sent to `peer` since the last take.
+    func stateRequests(_ rig: RelayRig, to peer: PeerAddress) -> [StateRequest] {
+        rig.transport.take(peer).compactMap { body -> StateRequest? in
+            if case .stateRequest(let request) = body { return request }
+            return nil
+        }
+    }
+
     @Test func matchStartsWhenEverySlotIsAttachedAndEveryoneIsTold() throws {
         let rig = RelayRig()
         let response = try rig.attach(a, slot: 1)
@@ -224,16 +240,10 @@ struct RelayCoreTests {
     @Test func oversizedAndOutOfOrderChunksAbortTheTransfer() throws {
         let rig = RelayRig(checksumInterval: 10) { $0.maxChunkBytes = 16 }
         try runningPair(rig)
-        for frame in 0 ..< 11 {
-            try rig.batch(a, slot: 1, start: frame, [1])
-            try rig.batch(b, slot: 2, start: frame, [2])
-        }
+        try playBoth(rig, frames: 0 ..< 11)
         try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 10, checksum: 1)])), from: a)
         try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 10, checksum: 2)])), from: b)
-        let request = rig.transport.take(a).compactMap { body -> StateRequest? in
-            if case .stateRequest(let request) = body { return request }
-            return nil
-        }.first
+        let request = stateRequests(rig, to: a).first
         let id = try #require(request).transferId
         do {
             try rig.send(.stateChunk(StateChunk(transferId: id, frame: 10, totalSize: 64, data: Array(repeating: 0, count: 32))), from: a)
@@ -252,18 +262,12 @@ struct RelayCoreTests {
     @Test func aLateSpectatorGetsAStateThenTheInputsSince() throws {
         let rig = RelayRig() { $0.lateJoinReplayLimit = 20 }
         try runningPair(rig)
-        for frame in 0 ..< 100 {
-            try rig.batch(a, slot: 1, start: frame, [UInt8(frame & 0x7F)])
-            try rig.batch(b, slot: 2, start: frame, [2])
-        }
+        try playBoth(rig, frames: 0 ..< 100) { [UInt8($0 & 0x7F)] }
         let spectator = RelayRig.address("late")
         let response = try rig.attach(spectator, slot: 0, role: .spectator)
         #expect(response.stateFollows && response.running)
         rig.advance(ms: 8)
-        let request = rig.transport.take(a).compactMap { body -> StateRequest? in
-            if case .stateRequest(let request) = body { return request }
-            return nil
-        }.first
+        let request = stateRequests(rig, to: a).first
         let id = try #require(request).transferId
         #expect(request?.reason == .lateJoin)
         #expect(rig.transport.broadcasts(spectator).isEmpty)
@@ -284,17 +288,11 @@ struct RelayCoreTests {
     @Test func aLateJoinerAsksForAStateFromTheNewerHalfOfTheHistory() throws {
         let rig = RelayRig() { $0.historyFrames = 256; $0.maxFramesAhead = 64 }
         try runningPair(rig)
-        for frame in 0 ..< 600 {
-            try rig.batch(a, slot: 1, start: frame, [1])
-            try rig.batch(b, slot: 2, start: frame, [2])
-        }
+        try playBoth(rig, frames: 0 ..< 600)
         let spectator = RelayRig.address("late")
         #expect(try rig.attach(spectator, slot: 0, role: .spectator).stateFollows)
         rig.advance(ms: 8)
-        let request = try #require(rig.transport.take(a).compactMap { body -> StateRequest? in
-            if case .stateRequest(let request) = body { return request }
-            return nil
-        }.first)
+        let request = try #require(stateRequests(rig, to: a).first)
         // The relay holds frames 344 ..< 600 (256), all confirmed: the newer half starts at 472.
         #expect(request.frame == 472, "asked for frame \(request.frame)")
         // A state from the older half is still accepted (a peer may hold nothing newer).
@@ -305,18 +303,10 @@ struct RelayCoreTests {
     @Test func aTargetThatCannotLoadTheStateGetsAnotherUpToTheRetryLimit() throws {
         let rig = RelayRig() { $0.lateJoinReplayLimit = 20 }
         try runningPair(rig)
-        for frame in 0 ..< 100 {
-            try rig.batch(a, slot: 1, start: frame, [1])
-            try rig.batch(b, slot: 2, start: frame, [2])
-        }
+        try playBoth(rig, frames: 0 ..< 100)
         let spectator = RelayRig.address("late")
         #expect(try rig.attach(spectator, slot: 0, role: .spectator).stateFollows)
-        func requests() -> [StateRequest] {
-            rig.transport.take(a).compactMap { body -> StateRequest? in
-                if case .stateRequest(let request) = body { return request }
-                return nil
-            }
-        }
+        func requests() -> [StateRequest] { stateRequests(rig, to: a) }
         var ids: Set<UInt32> = []
         for _ in 0 ... InputSync.RelaySession.loadRetries {
             rig.advance(ms: 8)
