@@ -130,7 +130,7 @@ let package = Package(
         ),
         .testTarget(name: "RollbackTests", dependencies: ["Rollback", "Games"]),
         .testTarget(name: "GamesTests", dependencies: ["Games", "Rollback"]),
-        .testTarget(name: "LibretroTests", dependencies: ["Libretro", "Rollback"]),
+        .testTarget(name: "LibretroTests", dependencies: ["Libretro", "Rollback", "NetplayTestSupport"]),
         .testTarget(
             name: "LibretroE2ETests",
             dependencies: ["Libretro", "NetplayService", "NetplayWire", "NetplayTestSupport",

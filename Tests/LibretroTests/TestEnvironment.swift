@@ -1,5 +1,6 @@
 import Foundation
 import Libretro
+import NetplayTestSupport
 import Synchronization
 
 /// What the libretro tests need from the machine: the nestopia core (Debian package
@@ -82,18 +83,8 @@ enum TestEnvironment {
     /// Runs a tool from PATH and fails with its output when it fails.
     static func runTool(_ tool: String, _ arguments: [String]) throws {
         guard let executable = CC65.find(tool) else { throw Missing(description: "\(tool) not found on PATH") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw Missing(description: "\(tool) failed: \(String(decoding: output, as: UTF8.self))")
-        }
+        let (status, output) = Shell.run(executable, arguments)
+        guard status == 0 else { throw Missing(description: "\(tool) failed: \(output)") }
     }
 }
 
