@@ -19,7 +19,7 @@ public final class BlockingClient {
         self.endpoint = endpoint
         self.timeout = timeout
         socket = try context.socket(.dealer)
-        try SocketDefaults.apply(to: socket)
+        try SocketDefaults.apply(to: socket, end: .connects)
         try socket.set(.linger(milliseconds: 0))
         if let serverKey { try socket.makeCurveClient(serverKey: serverKey, keys: try keys ?? .generate()) }
         try socket.connect(endpoint)

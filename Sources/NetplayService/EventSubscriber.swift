@@ -22,7 +22,7 @@ public final class EventSubscriber {
         try EndpointValidator.validate(endpoint, name: "endpoint")
         self.endpoint = endpoint
         socket = try context.socket(.sub)
-        try SocketDefaults.apply(to: socket)
+        try SocketDefaults.apply(to: socket, end: .connects)
         try socket.set(.linger(milliseconds: 0))
         if let serverKey { try socket.makeCurveClient(serverKey: serverKey, keys: try keys ?? .generate()) }
         for prefix in prefixes { try socket.set(.subscribe(Array(prefix.utf8))) }

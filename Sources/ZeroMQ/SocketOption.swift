@@ -27,6 +27,9 @@ public enum SocketOption: Sendable, Equatable {
     case tcpKeepaliveInterval(seconds: Int32)
     /// Unanswered probes before the connection is dropped.
     case tcpKeepaliveCount(Int32)
+    /// How long sent data may stay unacknowledged before the kernel drops the connection
+    /// (ZMQ_TCP_MAXRT: TCP_USER_TIMEOUT on Linux; 0: the system default).
+    case tcpMaxRetransmitTimeout(milliseconds: Int32)
     /// ZMTP heartbeat: send a PING this often.
     case heartbeatInterval(milliseconds: Int32)
     /// ZMTP heartbeat: drop the connection when no traffic arrives for this long after a PING.
@@ -82,6 +85,7 @@ extension Socket {
         case .tcpKeepaliveIdle(let value): try setInt(ZMQ_TCP_KEEPALIVE_IDLE, value)
         case .tcpKeepaliveInterval(let value): try setInt(ZMQ_TCP_KEEPALIVE_INTVL, value)
         case .tcpKeepaliveCount(let value): try setInt(ZMQ_TCP_KEEPALIVE_CNT, value)
+        case .tcpMaxRetransmitTimeout(let value): try setInt(ZMQ_TCP_MAXRT, value)
         case .heartbeatInterval(let value): try setInt(ZMQ_HEARTBEAT_IVL, value)
         case .heartbeatTimeout(let value): try setInt(ZMQ_HEARTBEAT_TIMEOUT, value)
         case .heartbeatTTL(let value): try setInt(ZMQ_HEARTBEAT_TTL, value)
@@ -123,8 +127,18 @@ extension Socket {
     public var heartbeatInterval: Int32 { get throws(ZMQError) { try intOption(ZMQ_HEARTBEAT_IVL) } }
     /// The ZMTP heartbeat timeout in milliseconds.
     public var heartbeatTimeout: Int32 { get throws(ZMQError) { try intOption(ZMQ_HEARTBEAT_TIMEOUT) } }
+    /// The ZMTP heartbeat TTL our PINGs carry, in milliseconds (libzmq keeps deciseconds).
+    public var heartbeatTTL: Int32 { get throws(ZMQError) { try intOption(ZMQ_HEARTBEAT_TTL) } }
     /// Whether TCP keepalive is on (-1: OS default).
     public var tcpKeepalive: Int32 { get throws(ZMQError) { try intOption(ZMQ_TCP_KEEPALIVE) } }
+    /// Seconds of idleness before TCP keepalive probes (-1: OS default).
+    public var tcpKeepaliveIdle: Int32 { get throws(ZMQError) { try intOption(ZMQ_TCP_KEEPALIVE_IDLE) } }
+    /// Seconds between TCP keepalive probes (-1: OS default).
+    public var tcpKeepaliveInterval: Int32 { get throws(ZMQError) { try intOption(ZMQ_TCP_KEEPALIVE_INTVL) } }
+    /// Unanswered TCP keepalive probes before a drop (-1: OS default).
+    public var tcpKeepaliveCount: Int32 { get throws(ZMQError) { try intOption(ZMQ_TCP_KEEPALIVE_CNT) } }
+    /// Milliseconds sent data may stay unacknowledged (0: OS default).
+    public var tcpMaxRetransmitTimeout: Int32 { get throws(ZMQError) { try intOption(ZMQ_TCP_MAXRT) } }
     /// Whether messages are queued only to completed connections.
     public var immediate: Bool { get throws(ZMQError) { try intOption(ZMQ_IMMEDIATE) != 0 } }
     /// The routing id presented to ROUTER peers.

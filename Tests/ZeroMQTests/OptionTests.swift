@@ -17,6 +17,7 @@ struct OptionTests {
             .tcpKeepaliveIdle(seconds: 30),
             .tcpKeepaliveInterval(seconds: 5),
             .tcpKeepaliveCount(3),
+            .tcpMaxRetransmitTimeout(milliseconds: 15_000),
             .heartbeatInterval(milliseconds: 1000),
             .heartbeatTimeout(milliseconds: 3000),
             .heartbeatTTL(milliseconds: 6000),
@@ -28,6 +29,11 @@ struct OptionTests {
         #expect(try socket.receiveHighWaterMark == 6000)
         #expect(try socket.immediate)
         #expect(try socket.tcpKeepalive == 1)
+        #expect(try socket.tcpKeepaliveIdle == 30)
+        #expect(try socket.tcpKeepaliveInterval == 5)
+        #expect(try socket.tcpKeepaliveCount == 3)
+        #expect(try socket.tcpMaxRetransmitTimeout == 15_000)
+        #expect(try socket.heartbeatTTL == 6000)
         #expect(try socket.heartbeatInterval == 1000)
         #expect(try socket.heartbeatTimeout == 3000)
         #expect(try socket.routingId == Array("svc-1".utf8))
