@@ -14,16 +14,21 @@
  * WINDOW n: players send as fast as possible, at most n frames ahead of their partner.
  *
  * Each player is one TCP connection speaking ZMTP 3.1 itself, as a DEALER would (RFC 23 and
- * 37: NULL mechanism, READY with Socket-Type and Identity, PING answered with PONG), over a
- * non-blocking socket in the thread's epoll set: a message sent costs one send() and a read
- * brings in whatever frames have arrived. libzmq is not used, so the generator adds no I/O
- * thread and no wake-ups of its own to the machine it shares with the target.
+ * 37: NULL mechanism, READY with Socket-Type and Identity, PING answered with PONG, and a PING
+ * with a 6 s TTL every 2 s, as NetplayKit's libzmq DEALER sends), over a non-blocking socket in
+ * the thread's epoll set: a message sent costs one send() and a read brings in whatever frames
+ * have arrived. libzmq is not used, so the generator adds no I/O thread and no wake-ups of its
+ * own to the machine it shares with the target.
  *
- * Each input is an InputBatch envelope whose 8-byte input is the send time (CLOCK_MONOTONIC,
- * microseconds). The first time a player sees a partner's frame (forwarded, confirmed, or the
- * forwarder's copy of the batch) counts as one delivery and one latency sample. Prints one line:
- * "sent=N delivered=N errors=N p50_us=X p99_us=X max_us=X". Connection failures (refused,
- * reset, closed by the target, ZMTP errors) are counted and reported on stderr.
+ * Each input is an InputBatch envelope whose 8-byte input is the send time (CLOCK_REALTIME,
+ * microseconds, the clock of the kernel's receive stamps). The first time a player sees a
+ * partner's frame (forwarded, confirmed, or the forwarder's copy of the batch) counts as one
+ * delivery and one latency sample, twice measured: until the kernel received it on the
+ * partner's socket (SO_TIMESTAMPNS; the latency figures) and until this generator read it
+ * (read_*: adds the generator's own delay, it shares the machine). Prints one line:
+ * "sent=N delivered=N received=N errors=N p50_us=X p99_us=X max_us=X read_p50_us=X
+ * read_p99_us=X read_max_us=X". Connection failures (refused, reset, closed by the target, ZMTP
+ * errors) are counted and reported on stderr.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -55,6 +60,7 @@ typedef struct {
     int session, slot;
     long next_frame, awaited, partner_seen;
     int running;
+    uint64_t next_heartbeat;      /* when this connection PINGs the target next */
     unsigned char *attach;
     size_t attach_size;
 } player_t;
@@ -65,7 +71,11 @@ typedef struct {
     int epfd;
     int opened, opening;  /* connections opened so far; of those, still awaiting the target's greeting */
     long sent, delivered, errors, received, connection_errors;
-    uint32_t *samples;
+    int *heartbeats;              /* ready connections in the order they PING next (a ring) */
+    int heartbeat_head, heartbeat_count;
+    uint64_t read_time;           /* when the generator read what it is parsing (wall_us) */
+    uint32_t *samples;            /* latency to the partner's socket, per delivery */
+    uint32_t *read_samples;       /* latency until the generator read it, per delivery */
     size_t sample_count, sample_capacity;
     int failed;
 } worker_t;
@@ -84,6 +94,13 @@ static size_t *attach_sizes;
 static uint64_t now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Input stamps and arrival times are on the clock the kernel stamps received data with. */
+static uint64_t wall_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
@@ -126,7 +143,13 @@ static size_t encode_batch(unsigned char *out, int slot, long frame, long awaite
     return m + n;
 }
 
-static void record(worker_t *w, player_t *pl, const unsigned char *inputs, size_t size, uint64_t start, uint64_t now) {
+static uint32_t elapsed_us(uint64_t from, uint64_t to) {
+    uint64_t elapsed = to >= from ? to - from : 0;
+    return elapsed > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)elapsed;
+}
+
+/* `arrival`: when the kernel received the data the partner's inputs came in (wall_us). */
+static void record(worker_t *w, player_t *pl, const unsigned char *inputs, size_t size, uint64_t start, uint64_t arrival) {
     size_t count = size / 8;
     for (size_t i = 0; i < count; i++) {
         long frame = (long)(start + i);
@@ -139,14 +162,15 @@ static void record(worker_t *w, player_t *pl, const unsigned char *inputs, size_
         if (w->sample_count == w->sample_capacity) {
             w->sample_capacity = w->sample_capacity ? w->sample_capacity * 2 : 1 << 16;
             w->samples = realloc(w->samples, w->sample_capacity * sizeof(uint32_t));
+            w->read_samples = realloc(w->read_samples, w->sample_capacity * sizeof(uint32_t));
         }
-        uint64_t latency = now >= stamp ? now - stamp : 0;
-        w->samples[w->sample_count++] = latency > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)latency;
+        w->samples[w->sample_count] = elapsed_us(stamp, arrival);
+        w->read_samples[w->sample_count++] = elapsed_us(stamp, w->read_time);
     }
 }
 
 /* PlayerInputs { slot 1, start_frame 2, inputs 3, status 4 } inside InputBroadcast(3). */
-static void parse_broadcast(worker_t *w, player_t *pl, const unsigned char *p, const unsigned char *end, uint64_t now) {
+static void parse_broadcast(worker_t *w, player_t *pl, const unsigned char *p, const unsigned char *end, uint64_t arrival) {
     int authoritative = 0;
     uint64_t auth_start = 0, auth_count = 0;
     int have_auth_range = 0;
@@ -179,14 +203,14 @@ static void parse_broadcast(worker_t *w, player_t *pl, const unsigned char *p, c
                 } else break;
             }
             if (field == 3 && !have_auth_range) { auth_start = start; auth_count = inputs_size / 8; have_auth_range = 1; }
-            if ((int)slot != pl->slot + 1 && inputs) record(w, pl, inputs, inputs_size, start, now);
+            if ((int)slot != pl->slot + 1 && inputs) record(w, pl, inputs, inputs_size, start, arrival);
         } else return;
     }
     if (authoritative && have_auth_range && (long)auth_start <= pl->awaited && (long)(auth_start + auth_count) > pl->awaited)
         pl->awaited = (long)(auth_start + auth_count);
 }
 
-static void handle(worker_t *w, player_t *pl, const unsigned char *data, size_t size, uint64_t now) {
+static void handle(worker_t *w, player_t *pl, const unsigned char *data, size_t size, uint64_t arrival) {
     const unsigned char *p = data, *end = data + size;
     while (p < end) {
         uint64_t key, value;
@@ -197,7 +221,7 @@ static void handle(worker_t *w, player_t *pl, const unsigned char *data, size_t 
         const unsigned char *sub = p, *sub_end = p + value;
         p = sub_end;
         if (field == 6) {
-            parse_broadcast(w, pl, sub, sub_end, now);
+            parse_broadcast(w, pl, sub, sub_end, arrival);
         } else if (field == 5) {  /* the forwarder's copy of the partner's InputBatch */
             uint64_t start = 0;
             const unsigned char *inputs = NULL;
@@ -213,7 +237,7 @@ static void handle(worker_t *w, player_t *pl, const unsigned char *data, size_t 
                     sub += v;
                 } else break;
             }
-            if (inputs) record(w, pl, inputs, inputs_size, start, now);
+            if (inputs) record(w, pl, inputs, inputs_size, start, arrival);
         } else if (field == 151) {  /* AttachResponse: running is field 10 */
             while (sub < sub_end) {
                 uint64_t k, v;
@@ -260,6 +284,11 @@ static const size_t out_limit = 4u << 20;
 static const int opening_limit = 50;
 /* Largest frame accepted from the target. */
 static const uint64_t frame_limit = 64u << 20;
+/* ZMTP heartbeats as a NetplayKit peer's libzmq DEALER sends them (SocketDefaults for connecting
+ * sockets): a PING every 2 s from the end of the handshake, whose TTL (tenths of a second) asks
+ * the target to drop the connection after 6 s of silence. */
+static const uint64_t heartbeat_interval_us = 2000000;
+static const unsigned char heartbeat_ttl_deciseconds = 60;
 
 static void player_name(const player_t *pl, char *name, size_t size) {
     snprintf(name, size, "s%06d-%d", pl->session, pl->slot);
@@ -404,6 +433,7 @@ static int open_connection(worker_t *w, player_t *pl) {
     if (pl->fd < 0) { connection_failed(w, pl, "socket", errno); return 0; }
     int one = 1;
     setsockopt(pl->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  /* as libzmq does */
+    setsockopt(pl->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);  /* arrival times (receive) */
     if (connect(pl->fd, (const struct sockaddr *)&target_address, target_address_size) != 0 && errno != EINPROGRESS) {
         connection_failed(w, pl, "connect", errno);
         return 0;
@@ -444,7 +474,12 @@ static void handle_command(worker_t *w, player_t *pl, const unsigned char *body,
     const unsigned char *data = body + 1 + name_size;
     size_t data_size = size - 1 - name_size;
     if (name_size == 5 && memcmp(name, "READY", 5) == 0) {
-        if (pl->state == CONN_HANDSHAKE) pl->state = CONN_READY;
+        if (pl->state == CONN_HANDSHAKE) {
+            pl->state = CONN_READY;
+            pl->next_heartbeat = now_us() + heartbeat_interval_us;
+            int count = w->sessions * 2;
+            w->heartbeats[(w->heartbeat_head + w->heartbeat_count++) % count] = (int)(pl - w->players);
+        }
     } else if (name_size == 4 && memcmp(name, "PING", 4) == 0) {
         /* PING: a 2-byte TTL, then up to 16 bytes of context that PONG returns. */
         if (data_size >= 2) {
@@ -463,7 +498,7 @@ static void handle_command(worker_t *w, player_t *pl, const unsigned char *body,
 /* Parses what has arrived: the target's greeting, then frames. Data frames are envelopes, one
  * per frame (a ROUTER's message reaches a DEALER without its routing frame); a message is
  * counted as received at its last frame. */
-static void parse_input(worker_t *w, player_t *pl, uint64_t now) {
+static void parse_input(worker_t *w, player_t *pl, uint64_t arrival) {
     unsigned char *p = pl->in;
     size_t at = 0, size = pl->in_size;
     if (pl->state == CONN_GREETING) {
@@ -499,7 +534,7 @@ static void parse_input(worker_t *w, player_t *pl, uint64_t now) {
             connection_failed(w, pl, "message before the target's READY", 0);
         } else {
             if (phase == 2 && !(flags & FLAG_MORE)) w->received++;
-            handle(w, pl, body, (size_t)length, now);
+            handle(w, pl, body, (size_t)length, arrival);
         }
     }
     if (pl->state == CONN_DEAD) return;
@@ -510,25 +545,58 @@ static void parse_input(worker_t *w, player_t *pl, uint64_t now) {
 }
 
 /* One read of whatever has arrived (the socket is level-triggered: what does not fit now is
- * read on the next round). */
+ * read on the next round). The kernel stamps the read with the arrival of the newest data in it
+ * (SO_TIMESTAMPNS), so the latency figures end where the partner's socket received the input,
+ * however long this busy generator took to read it; what a read holds counts as arrived with its
+ * newest byte (never earlier than it did). */
 static void receive(worker_t *w, player_t *pl) {
     if (pl->state == CONN_DEAD) return;
     if (pl->in_capacity - pl->in_size < 4096) {
         pl->in_capacity = pl->in_capacity ? pl->in_capacity * 2 : 16384;
         pl->in = realloc(pl->in, pl->in_capacity);
     }
+    struct iovec space = {.iov_base = pl->in + pl->in_size, .iov_len = pl->in_capacity - pl->in_size};
+    union { struct cmsghdr header; unsigned char bytes[CMSG_SPACE(sizeof(struct timespec))]; } control;
+    struct msghdr message = {.msg_iov = &space, .msg_iovlen = 1, .msg_control = &control, .msg_controllen = sizeof control};
     ssize_t n;
-    do n = recv(pl->fd, pl->in + pl->in_size, pl->in_capacity - pl->in_size, 0); while (n < 0 && errno == EINTR);
+    do n = recvmsg(pl->fd, &message, 0); while (n < 0 && errno == EINTR);
     if (n == 0) { connection_failed(w, pl, "closed by the target", 0); return; }
     if (n < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK) connection_failed(w, pl, "recv", errno);
         return;
     }
+    w->read_time = wall_us();
+    uint64_t arrival = w->read_time;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&message); c; c = CMSG_NXTHDR(&message, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+            struct timespec stamp;
+            memcpy(&stamp, CMSG_DATA(c), sizeof stamp);
+            arrival = (uint64_t)stamp.tv_sec * 1000000u + (uint64_t)stamp.tv_nsec / 1000u;
+        }
+    }
     pl->in_size += (size_t)n;
-    parse_input(w, pl, now_us());
+    parse_input(w, pl, arrival);
 }
 
-/* Waits up to `timeout` ms for socket events and serves them. */
+/* PINGs the connections whose heartbeat is due; the queue stays in due order because every
+ * connection's next PING is a fixed interval after its last. */
+static void send_heartbeats(worker_t *w) {
+    int count = w->sessions * 2;
+    uint64_t now = now_us();
+    while (w->heartbeat_count > 0) {
+        player_t *pl = &w->players[w->heartbeats[w->heartbeat_head]];
+        if (pl->state == CONN_READY && pl->next_heartbeat > now) return;
+        w->heartbeat_head = (w->heartbeat_head + 1) % count;
+        w->heartbeat_count--;
+        if (pl->state != CONN_READY) continue;  /* the connection failed */
+        unsigned char ttl[2] = {0, heartbeat_ttl_deciseconds};
+        send_command(w, pl, "PING", ttl, sizeof ttl);
+        pl->next_heartbeat += heartbeat_interval_us;
+        w->heartbeats[(w->heartbeat_head + w->heartbeat_count++) % count] = (int)(pl - w->players);
+    }
+}
+
+/* Waits up to `timeout` ms for socket events, serves them, and sends the PINGs due. */
 static int serve(worker_t *w, int timeout) {
     struct epoll_event events[512];
     int ready = epoll_wait(w->epfd, events, 512, timeout);
@@ -538,13 +606,14 @@ static int serve(worker_t *w, int timeout) {
         if (events[e].events & EPOLLOUT) flush(w, pl);
         if (events[e].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) receive(w, pl);
     }
+    send_heartbeats(w);
     return ready;
 }
 
 /* Frame `frame` of the player's inputs, stamped now: a single short ZMTP frame (flags, size,
  * envelope). Returns its size. */
 static size_t put_input(const player_t *pl, long frame, unsigned char *out) {
-    size_t size = encode_batch(out + 2, pl->slot + 1, frame, pl->awaited, now_us());
+    size_t size = encode_batch(out + 2, pl->slot + 1, frame, pl->awaited, wall_us());
     out[0] = 0;
     out[1] = (unsigned char)size;
     return size + 2;
@@ -579,6 +648,7 @@ static void *worker_main(void *arg) {
     int count = w->sessions * 2;
     int relay = strcmp(mode, "relay") == 0;
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
+    w->heartbeats = calloc((size_t)count, sizeof(int));
     for (int i = 0; i < count; i++) {
         w->players[i].state = CONN_DEAD;  /* not opened (yet) */
         w->players[i].fd = -1;
@@ -786,14 +856,19 @@ int main(int argc, char **argv) {
         total += workers[t].sample_count;
     }
     uint32_t *all = malloc((total ? total : 1) * sizeof(uint32_t));
+    uint32_t *all_read = malloc((total ? total : 1) * sizeof(uint32_t));
     size_t at = 0;
     for (int t = 0; t < thread_total; t++) {
         memcpy(all + at, workers[t].samples, workers[t].sample_count * sizeof(uint32_t));
+        memcpy(all_read + at, workers[t].read_samples, workers[t].sample_count * sizeof(uint32_t));
         at += workers[t].sample_count;
     }
     if (connection_errors > 0) fprintf(stderr, "relay_load: %ld connections failed\n", connection_errors);
     qsort(all, total, sizeof(uint32_t), compare_u32);
-    printf("sent=%ld delivered=%ld received=%ld errors=%ld p50_us=%u p99_us=%u max_us=%u\n", sent, delivered, received, errors,
-           total ? all[total / 2] : 0, total ? all[total * 99 / 100] : 0, total ? all[total - 1] : 0);
+    qsort(all_read, total, sizeof(uint32_t), compare_u32);
+    printf("sent=%ld delivered=%ld received=%ld errors=%ld p50_us=%u p99_us=%u max_us=%u read_p50_us=%u read_p99_us=%u "
+           "read_max_us=%u\n", sent, delivered, received, errors,
+           total ? all[total / 2] : 0, total ? all[total * 99 / 100] : 0, total ? all[total - 1] : 0,
+           total ? all_read[total / 2] : 0, total ? all_read[total * 99 / 100] : 0, total ? all_read[total - 1] : 0);
     return 0;
 }
