@@ -167,7 +167,8 @@ let package = Package(
         .testTarget(
             name: "PlayE2ETests",
             dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "NetplayTestSupport",
-                           "netplay-sync", "netplay-peer", "netplay-discovery", "netplay-coordinator"]
+                           "netplay-sync", "netplay-peer", "netplay-discovery", "netplay-coordinator",
+                           "netplay-bench"]
         ),
 
         // MARK: Operations (issue 6): telemetry, supervisor, cluster

@@ -28,6 +28,13 @@ int main(int argc, char **argv) {
     }
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
+    /* A child inherits its parent thread's blocked signals (a Swift process started from a
+     * Dispatch thread blocks nearly all of them): unblock the two this program stops on. */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    sigprocmask(SIG_UNBLOCK, &stop_signals, NULL);
     void *ctx = zmq_ctx_new();
     void *router = zmq_socket(ctx, ZMQ_ROUTER);
     int hwm = 10000, linger = 0, timeout = 100;

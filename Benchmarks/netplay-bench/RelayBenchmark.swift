@@ -244,9 +244,14 @@ final class BenchTarget: @unchecked Sendable {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
+    /// Stops the target: SIGTERM, then SIGKILL if it is still running 3 s later (a target that
+    /// inherited a blocked SIGTERM would otherwise hang the benchmark).
     func stop() {
         if process.isRunning {
             process.terminate()
+            let deadline = Date().addingTimeInterval(3)
+            while process.isRunning && Date() < deadline { usleep(10_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()
         }
         if let directory { try? FileManager.default.removeItem(at: directory) }

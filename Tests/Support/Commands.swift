@@ -10,7 +10,8 @@ public func tool(_ name: String) -> String? {
     return nil
 }
 
-/// Runs a command to completion (killing it after `timeout` seconds); returns its exit status
+/// Runs a command to completion (after `timeout` seconds: SIGTERM, then SIGKILL 5 s later, as
+/// a child started from a test's thread inherits its blocked signals); returns its exit status
 /// and combined standard output and error.
 @discardableResult
 public func run(_ executable: String, _ arguments: [String], timeout: Double = 60,
@@ -27,7 +28,12 @@ public func run(_ executable: String, _ arguments: [String], timeout: Double = 6
     try process.run()
     let deadline = Date().addingTimeInterval(timeout)
     while process.isRunning && Date() < deadline { usleep(20_000) }
-    if process.isRunning { process.terminate(); process.waitUntilExit() }
+    if process.isRunning {
+        process.terminate()
+        let grace = Date().addingTimeInterval(5)
+        while process.isRunning && Date() < grace { usleep(20_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
     process.waitUntilExit()
     pipe.fileHandleForReading.readabilityHandler = nil
     output.append(pipe.fileHandleForReading.readDataToEndOfFile())
