@@ -97,29 +97,20 @@ public final class NamespacePair {
     deinit { tearDown() }
 }
 
-/// Runs short commands and finds executables.
+/// Runs short commands and finds executables (the names network-namespace code reads best with;
+/// ``tool(_:)`` and ``run(_:_:timeout:currentDirectory:)`` do the work).
 public enum Shell {
     /// The path of `name` in the usual system directories.
-    public static func which(_ name: String) -> String? {
-        for directory in ["/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/bin"] {
-            let path = directory + "/" + name
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        return nil
-    }
+    public static func which(_ name: String) -> String? { tool(name) }
 
-    /// Runs `executable` to its end; its exit status and output (stdout and stderr together).
+    /// Runs `executable` to its end (at most 10 minutes); its exit status and output (stdout and
+    /// stderr together), or -1 and the reason when it cannot start.
     public static func run(_ executable: String, _ arguments: [String]) -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        do { try process.run() } catch { return (-1, "\(error)") }
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        do {
+            return try NetplayTestSupport.run(executable, arguments, timeout: 600)
+        } catch {
+            return (-1, "\(error)")
+        }
     }
 }
 
