@@ -510,7 +510,9 @@ public final class NetplayMatch<G: SerializableGame> {
 
     private func makeEngine(at frame: Int, game: G) throws {
         offset = frame
-        let configuration = sessionConfiguration()
+        var configuration = sessionConfiguration()
+        // Checksums on the match's checksum frames even when the state is not at one.
+        configuration.matchFrameOffset = frame
         if role == .player {
             let players: [PlayerLocation] = (0 ..< Int(params.maxPlayers)).map { $0 == slot - 1 ? .local : .remote(relayPeer) }
             engine = .player(try P2PSession(game: game, configuration: configuration, players: players, relay: relayPeer))
@@ -975,8 +977,9 @@ public final class NetplayMatch<G: SerializableGame> {
             return
         }
         var chosen = session.latestConfirmedState()
-        // A state at a checksum frame keeps the receiver's checksums aligned; it must not be
-        // older than the frame asked for (a desync heals only from a state after it).
+        // A state at a checksum frame carries its checksum, which the receiver verifies after
+        // loading; it must not be older than the frame asked for (a desync heals only from a
+        // state after it). Any frame keeps the receiver's checksums on the match's schedule.
         if let aligned = alignedState, let latest = chosen, latest.frame - aligned.frame < 300,
            aligned.frame + offset >= Int(request.frame) {
             chosen = aligned

@@ -147,6 +147,33 @@ struct StateRingTests {
         #expect(ChecksumHistory(interval: 0).nextChecksumFrame(after: 7) == .max)
     }
 
+    @Test("a session started at match frame 21 keeps its checksums on the match's multiples of 10")
+    func checksumPhaseFollowsTheMatchFrame() {
+        var history = ChecksumHistory(interval: 10, matchFrameOffset: 21)
+        #expect(!history.isChecksumFrame(0) && history.isChecksumFrame(9) && history.isChecksumFrame(19))
+        var recorded: [Frame] = []
+        func reach(_ frames: ClosedRange<Frame>) {
+            for frame in frames where history.due(atReaching: frame) { recorded.append(frame) }
+        }
+        reach(1 ... 30)
+        #expect(recorded == [9, 19, 29])  // match frames 30, 40, 50
+        recorded = []
+        reach(12 ... 30)  // a rollback loaded frame 11
+        #expect(recorded == [19, 29])
+        recorded = []
+        reach(301 ... 321)  // far ahead: realigned by division
+        #expect(recorded == [309, 319])
+        for start in [0, 8, 9, 10, 18, 95] {
+            #expect(history.nextChecksumFrame(after: start) == ((start + 21) / 10 + 1) * 10 - 21, "start \(start)")
+        }
+        history.record(frame: 19, checksum: 77)
+        #expect(history.checksum(at: 19) == 77 && history.checksum(at: 20) == nil)
+        // Reports start at the first checksum frame after the session's frame 0.
+        #expect(DesyncDetector(interval: 10, matchFrameOffset: 21).nextReportFrame == 9)
+        #expect(DesyncDetector(interval: 10, matchFrameOffset: 30).nextReportFrame == 10)
+        #expect(DesyncDetector(interval: 10).nextReportFrame == 10)
+    }
+
     @Test("input table rows hold what each queue gives: known, substituted, predicted, disconnected")
     func tableRows() {
         var configuration = SessionConfiguration(playerCount: 3, inputSize: 2)
@@ -219,4 +246,53 @@ struct TimeSyncTests {
         for _ in 0 ..< 60 { sync.record(localAdvantage: -1, remoteAdvantage: 1) }
         #expect(sync.recommendedWait(minimum: 2, maximum: 10) == 0)
     }
+}
+
+@Suite("Checksums of a session started mid-match")
+struct MatchFrameOffsetTests {
+    /// One player's session from frame 0, and another started from its state at match frame 21
+    /// (not a checksum frame): the second records its checksums at the same match frames, with
+    /// the same values, and none in between.
+    @Test func aSessionStartedFromAStateOffTheScheduleChecksumsTheMatchsFrames() throws {
+        var configuration = SessionConfiguration(playerCount: 1, inputSize: 2)
+        configuration.checksumInterval = 10
+        func input(_ frame: Int) -> GameInput { GameInput(low: UInt64(frame * 7 % 13)) }
+        /// Plays match frames `start ..< end` (the inputs follow the match frame, not the session's).
+        func run(_ session: P2PSession<Accumulator>, from start: Int, to end: Int) throws {
+            for frame in start ..< end {
+                try session.addLocalInput(input(frame), for: PlayerHandle(0))
+                guard case .advanced = try session.advanceFrame() else { throw RollbackError.frameOutOfRange(frame) }
+            }
+        }
+        let whole = try P2PSession(game: Accumulator(), configuration: configuration, players: [.local])
+        whole.poll(now: 0)  // no remote endpoint to synchronize with: running at once
+        try run(whole, from: 0, to: 22)  // the state at 21 is saved when frame 21 is simulated
+        let state = try #require(whole.latestConfirmedState())
+        try #require(state.frame == 21)
+        try run(whole, from: 22, to: 60)
+
+        var shifted = configuration
+        shifted.matchFrameOffset = 21
+        let late = try P2PSession(game: Accumulator(hash: state.state), configuration: shifted, players: [.local])
+        late.poll(now: 0)
+        try run(late, from: 21, to: 60)
+        let lateChecksums = late.core.inputs.checksums, wholeChecksums = whole.core.inputs.checksums
+        for matchFrame in [30, 40, 50] {
+            let value = try #require(lateChecksums.checksum(at: matchFrame - 21), "no checksum at match frame \(matchFrame)")
+            #expect(value == wholeChecksums.checksum(at: matchFrame))
+        }
+        #expect(lateChecksums.checksum(at: 10) == nil)  // match frame 31
+    }
+}
+
+/// A game that knows nothing of frame numbers (a session may start from its state at any frame):
+/// a hash of every input so far.
+private struct Accumulator: Game {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    func saveState() -> UInt64 { hash }
+    mutating func loadState(_ state: UInt64) { hash = state }
+    mutating func advanceFrame(_ inputs: FrameInputs) {
+        for player in 0 ..< inputs.count { hash = (hash ^ inputs[player].low) &* 0x100_0000_01B3 }
+    }
+    func checksum() -> UInt64 { hash }
 }

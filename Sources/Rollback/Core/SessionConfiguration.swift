@@ -19,6 +19,10 @@ public struct SessionConfiguration: Sendable {
     public var framesPerSecond: Int = 60
     /// Exchange a checksum every this many confirmed frames; 0 turns desync detection off.
     public var checksumInterval: Int = 30
+    /// The match frame this session's frame 0 stands for (a session started from a state
+    /// transferred at match frame F passes F). Checksums fall on frames whose match frame is a
+    /// multiple of ``checksumInterval``, the same frames as on peers that started at 0.
+    public var matchFrameOffset: Int = 0
     /// Handshake round trips per endpoint before it counts as synchronized.
     public var syncRoundTrips: Int = 5
     /// Handshake retry interval.

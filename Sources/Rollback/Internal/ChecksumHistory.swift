@@ -1,22 +1,36 @@
 /// Checksums of this peer's states at checksum frames, newest simulation wins.
+///
+/// A checksum frame is a session frame whose match frame (the frame plus the session's
+/// ``SessionConfiguration/matchFrameOffset``) is a multiple of the interval; `phase` is that
+/// offset modulo the interval, so every test below adds it before dividing.
 @usableFromInline
 struct ChecksumHistory {
     @usableFromInline var frames: [Frame]
     @usableFromInline var values: [UInt64]
     /// Frames between checksums; 0 records nothing.
     @usableFromInline let interval: Int
+    /// The match frame offset modulo `interval` (0 when checksums are off).
+    @usableFromInline let phase: Int
     /// The next checksum frame after the last one recorded or skipped (saves a division per frame).
     @usableFromInline var nextFrame: Frame
 
-    init(interval: Int, capacity: Int = 64) {
+    init(interval: Int, matchFrameOffset: Int = 0, capacity: Int = 64) {
         self.interval = max(interval, 0)
-        self.nextFrame = interval > 0 ? 0 : .max
+        self.phase = interval > 0 ? ((matchFrameOffset % interval) + interval) % interval : 0
         self.frames = Array(repeating: nullFrame, count: capacity)
         self.values = Array(repeating: 0, count: capacity)
+        self.nextFrame = .max
+        if interval > 0 { nextFrame = firstChecksumFrame(atOrAfter: 0) }
     }
 
     @inlinable @inline(__always)
-    func isChecksumFrame(_ frame: Frame) -> Bool { interval > 0 && frame % interval == 0 }
+    func isChecksumFrame(_ frame: Frame) -> Bool { interval > 0 && (frame + phase) % interval == 0 }
+
+    /// The first checksum frame at or after `frame` (checksums on).
+    @inlinable @inline(__always)
+    func firstChecksumFrame(atOrAfter frame: Frame) -> Frame {
+        (frame + phase + interval - 1) / interval * interval - phase
+    }
 
     /// Whether the simulation reaching `frame` must record a checksum. Cheap on the hot path:
     /// one comparison unless the simulation jumped (rollback) or reached a checksum frame.
@@ -42,7 +56,7 @@ struct ChecksumHistory {
             if next - interval > frame { next -= interval }
             if next - interval <= frame { return next }
         }
-        return (frame / interval + 1) * interval
+        return firstChecksumFrame(atOrAfter: frame + 1)
     }
 
     /// A rollback or state load moved the simulation: the next checksum frame at or after
@@ -51,13 +65,13 @@ struct ChecksumHistory {
     mutating func realign(reaching frame: Frame) {
         if frame > nextFrame {
             if frame - nextFrame > 4 * interval {
-                nextFrame = (frame + interval - 1) / interval * interval
+                nextFrame = firstChecksumFrame(atOrAfter: frame)
                 return
             }
             while nextFrame < frame { nextFrame += interval }
         } else {
             if nextFrame - frame > 4 * interval {
-                nextFrame = (frame + interval - 1) / interval * interval
+                nextFrame = firstChecksumFrame(atOrAfter: frame)
                 return
             }
             while nextFrame - interval >= frame { nextFrame -= interval }
@@ -66,14 +80,14 @@ struct ChecksumHistory {
 
     @inlinable
     mutating func record(frame: Frame, checksum: UInt64) {
-        let index = (frame / interval) % frames.count
+        let index = ((frame + phase) / interval) % frames.count
         frames[index] = frame
         values[index] = checksum
     }
 
     func checksum(at frame: Frame) -> UInt64? {
         guard isChecksumFrame(frame), frame >= 0 else { return nil }
-        let index = (frame / interval) % frames.count
+        let index = ((frame + phase) / interval) % frames.count
         return frames[index] == frame ? values[index] : nil
     }
 }
@@ -86,9 +100,15 @@ struct DesyncDetector {
     private(set) var nextReportFrame: Frame
     private var pending: [(peer: PeerID, report: ChecksumReport)] = []
 
-    init(interval: Int) {
+    /// Reports start at the first checksum frame after frame 0 (where the session starts).
+    init(interval: Int, matchFrameOffset: Int = 0) {
         self.interval = interval
-        nextReportFrame = interval > 0 ? interval : .max
+        guard interval > 0 else {
+            nextReportFrame = .max
+            return
+        }
+        let first = (interval - ((matchFrameOffset % interval) + interval) % interval) % interval
+        nextReportFrame = first > 0 ? first : interval
     }
 
     var enabled: Bool { nextReportFrame != .max }

@@ -32,7 +32,7 @@ struct InputSet {
         current = FrameInputs(table: Array(repeating: FrameInputs.Entry(input: .zero, status: .confirmed),
                                            count: rows * configuration.playerCount),
                               playerCount: configuration.playerCount)
-        checksums = ChecksumHistory(interval: configuration.checksumInterval)
+        checksums = ChecksumHistory(interval: configuration.checksumInterval, matchFrameOffset: configuration.matchFrameOffset)
     }
 
     /// The number of frames ``fillRows(from:through:)`` can fill at once.

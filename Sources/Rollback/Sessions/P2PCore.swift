@@ -56,7 +56,7 @@ struct P2PCore {
         self.lastLocalFrame = Array(repeating: nullFrame, count: players.count)
         self.lastLocalInput = Array(repeating: .zero, count: players.count)
         self.rng = SeededRandom(seed: configuration.seed)
-        self.desync = DesyncDetector(interval: configuration.checksumInterval)
+        self.desync = DesyncDetector(interval: configuration.checksumInterval, matchFrameOffset: configuration.matchFrameOffset)
         self.disconnectProposal = Array(repeating: .max, count: players.count)
         self.disconnectFinal = Array(repeating: false, count: players.count)
 

@@ -43,7 +43,7 @@ public final class SpectatorSession<G: Game> {
         runner.savingEnabled = false
         self.endpoint = Endpoint(id: host, kind: .host, players: Array(0 ..< configuration.playerCount))
         self.rng = SeededRandom(seed: configuration.seed)
-        self.desync = DesyncDetector(interval: configuration.checksumInterval)
+        self.desync = DesyncDetector(interval: configuration.checksumInterval, matchFrameOffset: configuration.matchFrameOffset)
         self.disconnectReported = Array(repeating: false, count: configuration.playerCount)
         endpoint.syncNonce = UInt32(truncatingIfNeeded: rng.next())
     }
