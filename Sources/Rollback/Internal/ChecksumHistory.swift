@@ -16,11 +16,16 @@ struct ChecksumHistory {
 
     init(interval: Int, matchFrameOffset: Int = 0, capacity: Int = 64) {
         self.interval = max(interval, 0)
-        self.phase = interval > 0 ? ((matchFrameOffset % interval) + interval) % interval : 0
+        self.phase = Self.phase(interval: interval, matchFrameOffset: matchFrameOffset)
         self.frames = Array(repeating: nullFrame, count: capacity)
         self.values = Array(repeating: 0, count: capacity)
         self.nextFrame = .max
         if interval > 0 { nextFrame = firstChecksumFrame(atOrAfter: 0) }
+    }
+
+    /// `matchFrameOffset` modulo `interval`, in 0 ..< interval (0 when checksums are off).
+    static func phase(interval: Int, matchFrameOffset: Int) -> Int {
+        interval > 0 ? ((matchFrameOffset % interval) + interval) % interval : 0
     }
 
     @inlinable @inline(__always)
@@ -107,7 +112,7 @@ struct DesyncDetector {
             nextReportFrame = .max
             return
         }
-        let first = (interval - ((matchFrameOffset % interval) + interval) % interval) % interval
+        let first = (interval - ChecksumHistory.phase(interval: interval, matchFrameOffset: matchFrameOffset)) % interval
         nextReportFrame = first > 0 ? first : interval
     }
 
