@@ -94,21 +94,53 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
     public var description: String { routingId.map { String(format: "%02x", $0) }.joined() }
 }
 
+/// Who sent a request, as its credential proves it: never what the message itself claims.
+public enum Caller: Sendable, Hashable, CustomStringConvertible {
+    /// Anyone: a request that arrived on a public endpoint.
+    case anonymous
+    /// A cluster member whose key is in the trust store: its service kind and instance name.
+    case cluster(kind: String, instance: String)
+    /// An operator whose key is in the trust store.
+    case `operator`(name: String)
+
+    /// True for a cluster member.
+    public var isCluster: Bool { if case .cluster = self { true } else { false } }
+    /// True for an operator.
+    public var isOperator: Bool { if case .operator = self { true } else { false } }
+    /// The instance name of a cluster member, else nil.
+    public var clusterInstance: String? { if case .cluster(_, let instance) = self { instance } else { nil } }
+
+    public var description: String {
+        switch self {
+        case .anonymous: "anonymous"
+        case .cluster(let kind, let instance): "cluster:\(kind)/\(instance)"
+        case .operator(let name): "operator:\(name)"
+        }
+    }
+}
+
 /// One decoded request handed to a ``Service``.
 public struct Request: Sendable {
     /// The envelope as received.
     public let envelope: Envelope
-    /// Who sent it.
+    /// Who sent it (the ROUTER routing id to answer).
     public let peer: PeerAddress
+    /// The sender's network address as the socket saw it (an IP for TCP; "" when unknown): the
+    /// key for per-source limits and what warnings name.
+    public let source: String
+    /// Who the sender proved to be.
+    public let caller: Caller
     /// The request's body.
     public var body: Envelope.Body { envelope.body }
     /// The request id to echo in the reply.
     public var id: UInt64 { envelope.requestId }
 
     /// Creates a request (the runtime does this; tests may too).
-    public init(envelope: Envelope, peer: PeerAddress) {
+    public init(envelope: Envelope, peer: PeerAddress, source: String = "", caller: Caller = .anonymous) {
         self.envelope = envelope
         self.peer = peer
+        self.source = source
+        self.caller = caller
     }
 }
 

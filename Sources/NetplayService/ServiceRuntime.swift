@@ -300,12 +300,13 @@ public final class ServiceRuntime {
             }
         }
         if framesAfterIdentity > (delimited ? 2 : 1) { envelope = nil }
+        let source = framesAfterIdentity > 0 ? (router.propertyOfLastFrame("Peer-Address") ?? "") : ""
         requestsTotal.increment()
         if handledRaw && framesAfterIdentity == (delimited ? 2 : 1) { return }
         let peer = delimited ? identity.delimitedCopy : identity
         switch envelope {
         case .success(let envelope):
-            dispatch(Request(envelope: envelope, peer: peer))
+            dispatch(Request(envelope: envelope, peer: peer, source: source))
         case .failure(let error):
             malformedTotal.increment()
             logger.debug("malformed request", metadata: ["peer": "\(peer)", "error": "\(error)"])

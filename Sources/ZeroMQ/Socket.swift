@@ -185,6 +185,14 @@ public final class Socket {
         return (UnsafeRawBufferPointer(start: zmq_msg_data(scratch), count: zmq_msg_size(scratch)), zmq_msg_more(scratch) == 1)
     }
 
+    /// A metadata property of the frame received last (`"Peer-Address"`, `"User-Id"` set by the
+    /// ZAP handler, `"Socket-Type"`, ...), or nil when the frame carries none. Valid until the
+    /// next receive on this socket.
+    public func propertyOfLastFrame(_ name: String) -> String? {
+        guard let value = zmq_msg_gets(scratch, name) else { return nil }
+        return String(cString: value)
+    }
+
     /// Receives one frame as a byte array.
     public func receive(flags: MessageFlags = []) throws(ZMQError) -> [UInt8] {
         try receiveFrame(flags: flags).bytes
