@@ -21,7 +21,6 @@ public final class RelayService: RawFrameService, RelayTransport {
     private var core: RelayCore?
     /// The runtime that runs this service (it outlives the service's use of it).
     private unowned(unsafe) var runtime: ServiceRuntime?
-    private var telemetryPush: Socket?
     private var coordinator: ServiceClient?
     private var registered = false
     private var refreshTimer: TimerID?
@@ -74,13 +73,6 @@ public final class RelayService: RawFrameService, RelayTransport {
         if configuration.advertisedEndpoint.isEmpty { configuration.advertisedEndpoint = runtime.boundEndpoint }
         if configuration.eventsEndpoint.isEmpty { configuration.eventsEndpoint = runtime.boundEventsEndpoint ?? "" }
         core = RelayCore(configuration: configuration, verifier: JoinTicketVerifier(keyRing: keyRing), transport: self)
-        if let telemetry = runtime.configuration.telemetry {
-            let socket = try SocketDefaults.client(.push, context: runtime.context, curve: runtime.configuration.curve)
-            try socket.set(.immediate(true))
-            try socket.set(.sendHighWaterMark(1_000))
-            try socket.connect(telemetry)
-            telemetryPush = socket
-        }
         inputsTotal = runtime.metrics.counter("netplay_sync_inputs_total", help: "Player inputs accepted by the relay.")
         eventsTotal = runtime.metrics.counter("netplay_sync_events_total", help: "Session events published (joins, leaves, substitutions, desyncs).")
         // The runtime runs these only while it runs this service (which it holds), so the
@@ -98,8 +90,7 @@ public final class RelayService: RawFrameService, RelayTransport {
             [unowned(unsafe) self] in self.cpuPercent
         }
         scheduleTick(runtime)
-        if let coordinatorEndpoint {
-            coordinator = try runtime.client(to: coordinatorEndpoint)
+        if coordinatorEndpoint != nil {
             register(runtime)
         } else if lanAdmission == nil {
             runtime.logger.notice("no coordinator configured: running without registration (peers need tickets signed with the cluster secret)")
@@ -109,6 +100,16 @@ public final class RelayService: RawFrameService, RelayTransport {
 
     public func handle(_ request: Request, runtime: ServiceRuntime) throws(ServiceError) -> HandlerOutcome {
         guard let core else { throw ServiceError(.unavailable, "The relay is starting.") }
+        switch request.body {
+        case .closeRelaySessionRequest, .disconnectPeerRequest:
+            // Commands to a relay come from the coordinator alone (the runtime already admits
+            // only cluster keys to them; another relay is a cluster member too).
+            guard case .cluster(let kind, _) = request.caller, kind == "coordinator" else {
+                throw ServiceError(.permissionDenied, "Only the coordinator may close sessions or disconnect peers on a relay.")
+            }
+        default:
+            break
+        }
         if let lanAdmission, let reply = try lanAdmission.handle(request.body) { return .reply(reply) }
         if let reply = try core.handle(request.envelope, from: request.peer, now: runtime.uptimeMs) { return .reply(reply) }
         return .none
@@ -156,7 +157,6 @@ public final class RelayService: RawFrameService, RelayTransport {
     public func stop(runtime: ServiceRuntime) {
         core?.shutdown(now: runtime.uptimeMs)
         coordinator?.close()
-        telemetryPush?.close()
     }
 
     // MARK: RelayTransport
@@ -201,10 +201,7 @@ public final class RelayService: RawFrameService, RelayTransport {
     }
 
     public func pushStats(_ stats: SessionStats) {
-        guard let telemetryPush else { return }
-        if let bytes = try? Envelope(body: .sessionStats(stats)).encoded() {
-            _ = try? telemetryPush.send(bytes, flags: .dontWait)
-        }
+        runtime?.pushToTelemetry(.sessionStats(stats))
     }
 
     // MARK: Timers, registration
@@ -267,8 +264,28 @@ public final class RelayService: RawFrameService, RelayTransport {
                   version: NetplayVersion.current)
     }
 
+    /// The client to the coordinator: its control endpoint with this relay's identity (once the
+    /// coordinator's key is in the trust store), or its public endpoint when the relay runs
+    /// without a trust store.
+    private func connectCoordinator(_ runtime: ServiceRuntime) -> ServiceClient? {
+        if let coordinator { return coordinator }
+        guard let coordinatorEndpoint else { return nil }
+        coordinator = runtime.trust == nil ? try? runtime.client(to: coordinatorEndpoint)
+            : try? runtime.controlClient(kind: "coordinator", endpoint: coordinatorEndpoint)
+        return coordinator
+    }
+
     private func register(_ runtime: ServiceRuntime) {
-        guard let coordinator, let core, !draining else { return }
+        guard !draining, let core else { return }
+        guard let coordinator = connectCoordinator(runtime) else {
+            if !coordinatorWarned {
+                coordinatorWarned = true
+                runtime.logger.notice("the coordinator's key is not in the trust store yet; serving without registration and retrying",
+                                      metadata: ["coordinator": "\(coordinatorEndpoint ?? "")"])
+            }
+            runtime.after(seconds: 1) { [unowned(unsafe) self] runtime in self.register(runtime) }
+            return
+        }
         let request = RegisterRelayRequest(relay: relayInfo(core, now: runtime.uptimeMs), sessionIds: Array(core.sessionIds.prefix(10_000)))
         coordinator.request(.registerRelayRequest(request), timeout: 2) { [unowned(unsafe) self] result in
             switch result {

@@ -15,12 +15,15 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
     private var heap: [UInt8]?
     /// True for REQ peers, which expect `[id, "", payload]`.
     public let delimited: Bool
+    /// True for a peer of the control endpoint (answered there), false for the public one.
+    public let viaControl: Bool
 
     private static let inlineCapacity = 16
 
     /// Creates an address.
-    public init(routingId: [UInt8], delimited: Bool = false) {
+    public init(routingId: [UInt8], delimited: Bool = false, viaControl: Bool = false) {
         self.delimited = delimited
+        self.viaControl = viaControl
         if routingId.count <= Self.inlineCapacity {
             routingId.withUnsafeBytes { store($0) }
         } else {
@@ -30,8 +33,9 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Creates an address from borrowed bytes (the receive path; no allocation for short ids).
-    public init(routingId: UnsafeRawBufferPointer, delimited: Bool = false) {
+    public init(routingId: UnsafeRawBufferPointer, delimited: Bool = false, viaControl: Bool = false) {
         self.delimited = delimited
+        self.viaControl = viaControl
         if routingId.count <= Self.inlineCapacity {
             store(routingId)
         } else {
@@ -68,7 +72,7 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// The same peer, talking REQ (`[id, "", payload]`).
     var delimitedCopy: PeerAddress {
-        var copy = PeerAddress(routingId: UnsafeRawBufferPointer(start: nil, count: 0), delimited: true)
+        var copy = PeerAddress(routingId: UnsafeRawBufferPointer(start: nil, count: 0), delimited: true, viaControl: viaControl)
         copy.low = low
         copy.high = high
         copy.count = count
@@ -79,7 +83,7 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
 
     public static func == (lhs: PeerAddress, rhs: PeerAddress) -> Bool {
         guard lhs.low == rhs.low, lhs.high == rhs.high, lhs.count == rhs.count, lhs.isLong == rhs.isLong,
-              lhs.delimited == rhs.delimited else { return false }
+              lhs.delimited == rhs.delimited, lhs.viaControl == rhs.viaControl else { return false }
         return !lhs.isLong || lhs.heap == rhs.heap
     }
 
@@ -88,6 +92,7 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
         hasher.combine(high)
         hasher.combine(count)
         hasher.combine(delimited)
+        hasher.combine(viaControl)
         if isLong, let heap { hasher.combine(heap) }
     }
 

@@ -17,12 +17,11 @@ public final class ServiceClient {
     private var watcher: Watcher?
     private var sweeper: TimerID?
 
-    init(runtime: ServiceRuntime, endpoint: String, serverKey: [UInt8]?) throws {
+    init(runtime: ServiceRuntime, endpoint: String, serverKey: [UInt8]?, keys: CurveKeyPair?) throws {
         self.runtime = runtime
         self.endpoint = endpoint
         try EndpointValidator.validate(endpoint, name: "service endpoint")
-        socket = try SocketDefaults.client(.dealer, context: runtime.context, curve: runtime.configuration.curve,
-                                           serverKey: serverKey)
+        socket = try SocketDefaults.client(.dealer, context: runtime.context, curve: keys, serverKey: serverKey)
         try socket.set(.linger(milliseconds: 0))
         try socket.connect(endpoint)
         watcher = runtime.watch(socket) { [weak self] _ in self?.drain() }

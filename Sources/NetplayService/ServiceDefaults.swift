@@ -10,11 +10,18 @@ public struct ServiceDefaults: Sendable, Equatable {
     /// The PUB endpoint events go out on (nil for services that publish nothing).
     public var events: String?
 
+    /// The ROUTER endpoint of the cluster and operator planes.
+    public var control: String?
+    /// Whether the events are for anyone (discovery's rooms) or for trust-store keys only.
+    public var publicEvents: Bool
+
     /// Creates defaults for a service kind.
-    public init(kind: String, endpoint: String, events: String?) {
+    public init(kind: String, endpoint: String, events: String?, control: String? = nil, publicEvents: Bool = false) {
         self.kind = kind
         self.endpoint = endpoint
         self.events = events
+        self.control = control
+        self.publicEvents = publicEvents
     }
 
     /// Telemetry's PULL endpoint that every service pushes metrics and events to.
@@ -26,19 +33,25 @@ public struct ServiceDefaults: Sendable, Equatable {
     /// The coordinator's request endpoint.
     public static let coordinatorEndpoint = "tcp://127.0.0.1:7200"
 
-    /// netplay-supervisor.
-    public static let supervisor = ServiceDefaults(kind: "supervisor", endpoint: supervisorEndpoint, events: nil)
-    /// netplay-discovery.
-    public static let discovery = ServiceDefaults(kind: "discovery", endpoint: discoveryEndpoint, events: "tcp://127.0.0.1:7101")
-    /// netplay-coordinator.
-    public static let coordinator = ServiceDefaults(kind: "coordinator", endpoint: coordinatorEndpoint, events: "tcp://127.0.0.1:7201")
-    /// netplay-telemetry (its "requests" socket is the metrics PULL; queries use 7402).
-    public static let telemetry = ServiceDefaults(kind: "telemetry", endpoint: "tcp://127.0.0.1:7402", events: "tcp://127.0.0.1:7401")
+    /// netplay-supervisor: its control endpoint (7000) takes heartbeats and the operator's verbs;
+    /// its public endpoint (7005) answers only Health and Ping.
+    public static let supervisor = ServiceDefaults(kind: "supervisor", endpoint: "tcp://127.0.0.1:7005", events: nil,
+                                                   control: supervisorEndpoint)
+    /// netplay-discovery (control 7105).
+    public static let discovery = ServiceDefaults(kind: "discovery", endpoint: discoveryEndpoint, events: "tcp://127.0.0.1:7101",
+                                                  control: "tcp://127.0.0.1:7105", publicEvents: true)
+    /// netplay-coordinator (control 7205).
+    public static let coordinator = ServiceDefaults(kind: "coordinator", endpoint: coordinatorEndpoint, events: "tcp://127.0.0.1:7201",
+                                                    control: "tcp://127.0.0.1:7205")
+    /// netplay-telemetry (its "requests" socket is the metrics PULL; queries use 7402; control 7405).
+    public static let telemetry = ServiceDefaults(kind: "telemetry", endpoint: "tcp://127.0.0.1:7402", events: "tcp://127.0.0.1:7401",
+                                                  control: "tcp://127.0.0.1:7405")
 
-    /// netplay-sync replica `index` (0-based): requests on 7300+10i, events on 7301+10i.
+    /// netplay-sync replica `index` (0-based): requests on 7300+10i, events on 7301+10i, control on 7305+10i.
     public static func sync(replica index: Int) -> ServiceDefaults {
         ServiceDefaults(kind: "sync",
                         endpoint: "tcp://127.0.0.1:\(7300 + 10 * index)",
-                        events: "tcp://127.0.0.1:\(7301 + 10 * index)")
+                        events: "tcp://127.0.0.1:\(7301 + 10 * index)",
+                        control: "tcp://127.0.0.1:\(7305 + 10 * index)")
     }
 }

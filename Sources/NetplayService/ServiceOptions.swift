@@ -33,8 +33,17 @@ public struct ServiceOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Seconds between metric snapshots pushed to telemetry (env NETPLAY_METRICS_INTERVAL, default 5).", valueName: "seconds"))
     public var metricsInterval: Double?
 
-    @Option(help: ArgumentHelp("CurveZMQ secret key (Z85, 40 chars) of the cluster: encrypts every endpoint (env NETPLAY_CURVE_SECRET_KEY).", valueName: "z85"))
+    @Option(help: ArgumentHelp("CurveZMQ secret key (Z85, 40 chars) of the cluster: encrypts the public endpoints (env NETPLAY_CURVE_SECRET_KEY).", valueName: "z85"))
     public var curveSecretKey: String?
+
+    @Option(help: ArgumentHelp("ROUTER endpoint for the cluster and operator planes (CurveZMQ, trust-store keys only); 'none' disables (env NETPLAY_CONTROL_ENDPOINT, default: the service's control port).", valueName: "endpoint"))
+    public var controlEndpoint: String?
+
+    @Option(help: ArgumentHelp("Trust store: the cluster members' and operators' public keys (env NETPLAY_KEYS_DIR, default <data-dir>/../keys).", valueName: "path"))
+    public var keysDir: String?
+
+    @Option(help: ArgumentHelp("This instance's CurveZMQ identity key file (env NETPLAY_IDENTITY_KEY_FILE, default <data-dir>/identity.secret, created 0600 when missing).", valueName: "path"))
+    public var identityKeyFile: String?
 
     public init() {}
 
@@ -87,10 +96,37 @@ public struct ServiceOptions: ParsableArguments, Sendable {
             }
         }
 
-        return ServiceConfiguration(
+        let control = try optionalEndpoint(pick(self.controlEndpoint, "NETPLAY_CONTROL_ENDPOINT")
+                                               ?? Self.defaultControl(endpoint: endpoint, defaults: defaults),
+                                           name: "--control-endpoint")
+        let dataDirectory = URL(fileURLWithPath: dataDir)
+        let keys = pick(self.keysDir, "NETPLAY_KEYS_DIR").map { URL(fileURLWithPath: $0) }
+            ?? TrustStore.defaultDirectory(forDataDirectory: dataDirectory)
+        let identityFile = pick(self.identityKeyFile, "NETPLAY_IDENTITY_KEY_FILE").map { URL(fileURLWithPath: $0) }
+
+        var configuration = ServiceConfiguration(
             kind: defaults.kind, instance: instance, endpoint: endpoint, events: events,
             telemetry: telemetry, supervisor: supervisor, logLevel: logLevel,
-            dataDirectory: URL(fileURLWithPath: dataDir), metricsInterval: interval, curve: curve)
+            dataDirectory: dataDirectory, metricsInterval: interval, curve: curve)
+        configuration.control = control
+        configuration.trustStore = keys
+        configuration.identityKeyFile = identityFile
+        configuration.publicEvents = defaults.publicEvents
+        return configuration
+    }
+}
+
+extension ServiceOptions {
+    /// The control endpoint when none is given: the table's port beside the table's public
+    /// endpoint; beside any other public endpoint, a free port on the same interface (peers find
+    /// it in the trust store), so services started on chosen ports never collide on the table's.
+    static func defaultControl(endpoint: String, defaults: ServiceDefaults) -> String? {
+        guard let tableControl = defaults.control else { return nil }
+        if endpoint == defaults.endpoint { return tableControl }
+        if endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":") {
+            return "\(endpoint[..<colon]):*"
+        }
+        return endpoint + ".control"
     }
 }
 
@@ -142,6 +178,16 @@ public struct ServiceConfiguration: Sendable {
     public var heartbeatInterval: Double = 1
     /// How long a graceful stop may drain before sockets close.
     public var drainTimeout: Double = 1
+    /// ROUTER endpoint of the cluster and operator planes, or nil for none.
+    public var control: String?
+    /// The trust store's directory, or nil: no control plane, and plain connections to the
+    /// cluster (a service embedded in a program, tests of the public plane).
+    public var trustStore: URL?
+    /// Where this instance's identity key lives (default `<data dir>/identity.secret`).
+    public var identityKeyFile: URL?
+    /// Whether anyone may subscribe to the events endpoint (discovery's room events); otherwise
+    /// it is a CurveZMQ endpoint for trust-store keys only.
+    public var publicEvents = false
 
     /// Creates a configuration directly (tests, embedded use); executables use ``ServiceOptions``.
     public init(kind: String, instance: String, endpoint: String, events: String? = nil,

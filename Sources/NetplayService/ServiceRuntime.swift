@@ -27,11 +27,20 @@ public final class ServiceRuntime {
     public private(set) var boundEndpoint = ""
     /// The endpoint actually bound for events, if any.
     public private(set) var boundEventsEndpoint: String?
+    /// The endpoint actually bound for the cluster and operator planes, if any.
+    public private(set) var boundControlEndpoint: String?
+    /// The trust store (cluster members' and operators' keys), when the control plane is on.
+    public let trust: TrustStore?
+    /// This instance's CurveZMQ identity: its key as a control server and as a cluster client.
+    public let identity: CurveKeyPair?
 
     let router: Socket
+    let control: Socket?
     let publisher: Socket?
-    let telemetryPush: Socket?
+    private var telemetryPush: Socket?
     let supervisorLink: Socket?
+    /// The ZAP domain of this service's control sockets.
+    private let controlDomain: String?
 
     private let startedAt = ContinuousClock.now
     private let startedAtUnixMs = UInt64(Date().timeIntervalSince1970 * 1000)
@@ -50,6 +59,7 @@ public final class ServiceRuntime {
     private unowned(unsafe) var rawService: (any RawFrameService)?
 
     private let requestsTotal: Counter
+    private let refusedTotal: Counter
     private let malformedTotal: Counter
     private let repliesDropped: Counter
     private let requestSeconds: Histogram
@@ -73,27 +83,59 @@ public final class ServiceRuntime {
             }
         }
 
+        if let directory = configuration.trustStore {
+            let store = TrustStore(directory: directory)
+            trust = store
+            let keyFile = configuration.identityKeyFile ?? configuration.dataDirectory.appendingPathComponent("identity.secret")
+            do {
+                identity = try KeyFile.loadOrCreate(keyFile)
+                controlDomain = try ZAPAuthenticator.controlDomain(for: store, in: context)
+            } catch {
+                throw RuntimeStartError("cannot set up the identity key \(keyFile.path): \(error)")
+            }
+        } else {
+            trust = nil
+            identity = nil
+            controlDomain = nil
+        }
+
         router = try SocketDefaults.server(.router, context: context, curve: configuration.curve)
+        if configuration.curve != nil { try router.set(.zapDomain(ZAPAuthenticator.publicDomain)) }
         try router.set(.routerHandover(true))
         boundEndpoint = try bound(router, configuration.endpoint, "requests endpoint")
+        if let endpoint = configuration.control, let identity, let controlDomain {
+            let socket = try SocketDefaults.server(.router, context: context, curve: identity)
+            try socket.set(.zapDomain(controlDomain))
+            try socket.set(.routerHandover(true))
+            boundControlEndpoint = try bound(socket, endpoint, "control endpoint")
+            control = socket
+        } else {
+            control = nil
+        }
         if let events = configuration.events {
-            let socket = try SocketDefaults.server(.pub, context: context, curve: configuration.curve)
+            let socket: Socket
+            if !configuration.publicEvents, let identity, let controlDomain {
+                socket = try SocketDefaults.server(.pub, context: context, curve: identity)
+                try socket.set(.zapDomain(controlDomain))
+            } else {
+                socket = try SocketDefaults.server(.pub, context: context, curve: configuration.curve)
+                if configuration.curve != nil { try socket.set(.zapDomain(ZAPAuthenticator.publicDomain)) }
+            }
             boundEventsEndpoint = try bound(socket, events, "events endpoint")
             publisher = socket
         } else {
             publisher = nil
         }
-        if let telemetry = configuration.telemetry {
-            let socket = try SocketDefaults.client(.push, context: context, curve: configuration.curve)
-            try socket.set(.immediate(true))  // never queue for a telemetry that is not there
-            try socket.set(.sendHighWaterMark(1_000))
-            try socket.connect(telemetry)
-            telemetryPush = socket
-        } else {
-            telemetryPush = nil
+        // Our key must be in the trust store before any cluster peer sees our first handshake.
+        if let trust, let identity {
+            Self.publishMembership(TrustStore.Member(
+                kind: configuration.kind, instance: configuration.instance, publicKey: identity.publicKey,
+                endpoint: Self.reachable(boundEndpoint), control: boundControlEndpoint.map(Self.reachable),
+                events: boundEventsEndpoint.map(Self.reachable)), in: trust, logger: logger)
         }
         if let supervisor = configuration.supervisor {
-            let socket = try SocketDefaults.client(.dealer, context: context, curve: configuration.curve)
+            let socket = try Self.clusterSocket(.dealer, to: supervisor, kind: "supervisor", trust: trust, identity: identity,
+                                                curve: configuration.curve, context: context)
             try socket.set(.immediate(true))
             try socket.set(.linger(milliseconds: 200))
             try socket.connect(supervisor)
@@ -103,6 +145,8 @@ public final class ServiceRuntime {
         }
 
         requestsTotal = metrics.counter("netplay_requests_total", help: "Requests received on the service's ROUTER.")
+        refusedTotal = metrics.counter("netplay_refused_requests_total",
+                                       help: "Requests refused because the sender's credential does not admit their plane.")
         malformedTotal = metrics.counter("netplay_malformed_frames_total", help: "Frames that failed to decode or validate.")
         repliesDropped = metrics.counter("netplay_replies_dropped_total", help: "Replies or pushes dropped: peer gone or queue full.")
         requestSeconds = metrics.histogram("netplay_request_duration_seconds", help: "Time to handle one request.",
@@ -112,6 +156,56 @@ public final class ServiceRuntime {
             let elapsed = ContinuousClock.now - start
             return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         }
+        connectTelemetry()
+    }
+
+    /// A socket that connects to a cluster member's control-plane endpoint `endpoint`: a CurveZMQ
+    /// client with this instance's identity when the trust store knows the server's key (by
+    /// endpoint, else the only member of `kind`); otherwise as the public endpoints are.
+    static func clusterSocket(_ type: SocketType, to endpoint: String, kind: String?, trust: TrustStore?,
+                              identity: CurveKeyPair?, curve: CurveKeyPair?, context: Context) throws -> Socket {
+        if let trust, let identity, let server = trust.serverKey(for: endpoint, kind: kind) {
+            return try SocketDefaults.client(type, context: context, curve: identity, serverKey: server)
+        }
+        return try SocketDefaults.client(type, context: context, curve: curve)
+    }
+
+    /// Opens the telemetry push once telemetry's key is known (it may start after us).
+    private func connectTelemetry() {
+        guard telemetryPush == nil, let telemetry = configuration.telemetry else { return }
+        if trust != nil, trust?.serverKey(for: telemetry, kind: "telemetry") == nil {
+            return  // telemetry admits trust-store keys only: wait until its key is published
+        }
+        do {
+            let socket = try Self.clusterSocket(.push, to: telemetry, kind: "telemetry", trust: trust, identity: identity,
+                                                curve: configuration.curve, context: context)
+            try socket.set(.immediate(true))  // never queue for a telemetry that is not there
+            try socket.set(.sendHighWaterMark(1_000))
+            try socket.connect(telemetry)
+            telemetryPush = socket
+        } catch {
+            logger.warning("telemetry push not opened", metadata: ["telemetry": "\(telemetry)", "error": "\(error)"])
+        }
+    }
+
+    /// Writes this instance's member file (kind, key, endpoints) into the trust store, and makes
+    /// sure the local operator has a key, so `netplayctl` on this machine works with no flags.
+    private static func publishMembership(_ member: TrustStore.Member, in trust: TrustStore, logger: Logger) {
+        if trust.member(instance: member.instance) != member {
+            do { try trust.publish(member) } catch {
+                logger.warning("could not publish this instance's key to the trust store; cluster peers will refuse it",
+                               metadata: ["keys": "\(trust.directory.path)", "error": "\(error)"])
+            }
+        }
+        do { _ = try trust.localOperator(create: true) } catch {
+            logger.notice("no local operator key", metadata: ["keys": "\(trust.directory.path)", "error": "\(error)"])
+        }
+    }
+
+    /// A bound endpoint as peers can dial it (a wildcard address becomes loopback).
+    static func reachable(_ endpoint: String) -> String {
+        endpoint.replacingOccurrences(of: "tcp://0.0.0.0:", with: "tcp://127.0.0.1:")
+            .replacingOccurrences(of: "tcp://*:", with: "tcp://127.0.0.1:")
     }
 
     /// Milliseconds since the service started (monotonic).
@@ -132,7 +226,9 @@ public final class ServiceRuntime {
         } catch {
             throw RuntimeStartError("start failed: \(error)")
         }
+        if let control { watch(control) { runtime in runtime.drainControl() } }
         logger.info("listening", metadata: ["endpoint": "\(boundEndpoint)", "events": "\(boundEventsEndpoint ?? "none")",
+                                            "control": "\(boundControlEndpoint ?? "none")",
                                             "telemetry": "\(configuration.telemetry ?? "none")",
                                             "supervisor": "\(configuration.supervisor ?? "none")"])
         if service.isReady { logger.info("ready") }
@@ -149,6 +245,7 @@ public final class ServiceRuntime {
                 draining = true
                 logger.info("stopping", metadata: ["reason": "\(reason)"])
                 try? router.unbind(boundEndpoint)  // no new connections; in-flight requests still answered
+                if let control, let boundControlEndpoint { try? control.unbind(boundControlEndpoint) }
                 service.drain(runtime: self)
                 sendHeartbeat()
                 drainDeadline = .now + .milliseconds(Int(configuration.drainTimeout * 1000))
@@ -212,6 +309,8 @@ public final class ServiceRuntime {
         watchers.removeAll()
         poller = Poller()
         router.close()
+        control?.close()
+        if let controlDomain { ZAPAuthenticator.release(domain: controlDomain, in: context) }
         publisher?.close()
         telemetryPush?.close()
         supervisorLink?.close()
@@ -321,6 +420,31 @@ public final class ServiceRuntime {
         }
     }
 
+    /// Reads the requests waiting on the control endpoint: each carries the ``Caller`` its
+    /// CurveZMQ key proved (the ZAP handler's `User-Id`).
+    private func drainControl() {
+        guard let control else { return }
+        for _ in 0..<1024 {
+            guard let frames = try? control.receiveMultipart(flags: .dontWait) else { return }
+            let caller = ZAPAuthenticator.caller(fromUserId: control.propertyOfLastFrame("User-Id"))
+            let source = control.propertyOfLastFrame("Peer-Address") ?? ""
+            requestsTotal.increment()
+            guard frames.count == 2 || (frames.count == 3 && frames[1].isEmpty) else {
+                malformedTotal.increment()
+                continue
+            }
+            let peer = PeerAddress(routingId: frames[0], delimited: frames.count == 3, viaControl: true)
+            do {
+                let envelope = try Envelope(decoding: frames[frames.count - 1])
+                dispatch(Request(envelope: envelope, peer: peer, source: source, caller: caller))
+            } catch {
+                malformedTotal.increment()
+                send(Envelope(requestId: Self.salvageRequestId(Array(frames[frames.count - 1].prefix(16))),
+                              body: .error(ErrorReply(error))), to: peer)
+            }
+        }
+    }
+
     /// Reads field 1 (request_id, a varint) from the start of an undecodable frame, so even an
     /// Error reply to a malformed request carries the request's id when it can be recovered.
     static func salvageRequestId(_ bytes: [UInt8]) -> UInt64 {
@@ -342,9 +466,22 @@ public final class ServiceRuntime {
             let elapsed = ContinuousClock.now - started
             requestSeconds.observe(Double(elapsed.components.attoseconds) / 1e18 + Double(elapsed.components.seconds))
         }
+        let plane = RequestPlane.of(request.body)
+        guard plane.admits(request.caller) else {
+            refusedTotal.increment()
+            logger.warning("refused request: its plane needs another credential",
+                           metadata: ["body": "\(request.body.name)", "plane": "\(plane.rawValue)", "caller": "\(request.caller)",
+                                      "peer": "\(request.source.isEmpty ? request.peer.description : request.source)",
+                                      "endpoint": "\(request.peer.viaControl ? boundControlEndpoint ?? "" : boundEndpoint)"])
+            let message = request.peer.viaControl
+                ? "\(request.body.name) belongs to the \(plane.rawValue) plane, which \(request.caller) may not use."
+                : "\(request.body.name) belongs to the \(plane.rawValue) plane: send it to the control endpoint with a cluster or operator key (docs/security.md)."
+            reply(to: request, with: .error(ServiceError(.permissionDenied, message).reply))
+            return
+        }
         switch request.body {
         case .healthRequest:
-            reply(to: request, with: .healthResponse(health()))
+            reply(to: request, with: .healthResponse(request.caller == .anonymous ? publicHealth() : health()))
         case .introspectRequest(let query):
             let document: JSONValue = [
                 "service": .string(configuration.kind),
@@ -393,6 +530,14 @@ public final class ServiceRuntime {
         HealthResponse(service: configuration.kind, instance: configuration.instance, version: version,
                        ready: (service?.isReady ?? false) && !draining, uptimeMs: uptimeMs, pid: UInt32(getpid()),
                        startedAtUnixMs: startedAtUnixMs, status: String(status.prefix(256)), details: healthDetails())
+    }
+
+    /// What anyone may learn: who and whether ready, nothing about the host or the cluster.
+    private func publicHealth() -> HealthResponse {
+        HealthResponse(service: configuration.kind, instance: configuration.instance, version: version,
+                       ready: (service?.isReady ?? false) && !draining, uptimeMs: uptimeMs, pid: 0,
+                       startedAtUnixMs: startedAtUnixMs, status: draining ? "draining" : ((service?.isReady ?? false) ? "ok" : "starting"),
+                       details: [])
     }
 
     /// The runtime's facts (storage, telemetry, events, supervisor), then the service's.
@@ -469,9 +614,10 @@ public final class ServiceRuntime {
     /// `[id, ("",) payload]` to `peer` on the ROUTER, never blocking.
     @inline(__always)
     private func sendRouted(_ payload: UnsafeRawBufferPointer, to peer: PeerAddress) throws(ZMQError) {
+        let socket = peer.viaControl ? (control ?? router) : router
         let result = peer.withRoutingId { identity -> Result<Void, ZMQError> in
             do throws(ZMQError) {
-                try router.sendRouted(to: identity, delimited: peer.delimited, payload: payload)
+                try socket.sendRouted(to: identity, delimited: peer.delimited, payload: payload)
                 return .success(())
             } catch {
                 return .failure(error)
@@ -509,9 +655,15 @@ public final class ServiceRuntime {
 
     /// Pushes the current metrics snapshot to telemetry (also done every metrics interval).
     public func pushMetrics() {
+        connectTelemetry()
         metricsSequence += 1
         pushTelemetry(.metricsSnapshot(metrics.snapshot(service: configuration.kind, instance: configuration.instance,
                                                         sequence: metricsSequence)))
+    }
+
+    /// Pushes `body` (HUD statistics, ...) to telemetry; dropped when telemetry is unreachable.
+    public func pushToTelemetry(_ body: Envelope.Body) {
+        pushTelemetry(body)
     }
 
     private func pushTelemetry(_ body: Envelope.Body) {
@@ -599,9 +751,39 @@ public final class ServiceRuntime {
         pollerDirty = true
     }
 
-    /// A client (DEALER) to another service, driven by this reactor.
+    /// A socket for the service to bind that admits cluster and operator keys only (CurveZMQ
+    /// with this instance's identity; each message's `User-Id` names the sender, see
+    /// ``ZAPAuthenticator/caller(fromUserId:)``). Without a trust store, a plain server socket.
+    public func controlServerSocket(_ type: SocketType) throws -> Socket {
+        guard let identity, let controlDomain else {
+            return try SocketDefaults.server(type, context: context, curve: configuration.curve)
+        }
+        let socket = try SocketDefaults.server(type, context: context, curve: identity)
+        try socket.set(.zapDomain(controlDomain))
+        return socket
+    }
+
+    /// A client (DEALER) to another service's public endpoint, driven by this reactor.
     public func client(to endpoint: String, serverKey: [UInt8]? = nil) throws -> ServiceClient {
-        try ServiceClient(runtime: self, endpoint: endpoint, serverKey: serverKey)
+        try ServiceClient(runtime: self, endpoint: endpoint, serverKey: serverKey, keys: configuration.curve)
+    }
+
+    /// A client (DEALER) to a cluster member's control endpoint, authenticated with this
+    /// instance's identity. Nil when the control plane is off or the member has no control endpoint.
+    public func controlClient(to member: TrustStore.Member) throws -> ServiceClient? {
+        guard let identity, let endpoint = member.control else { return nil }
+        return try ServiceClient(runtime: self, endpoint: endpoint, serverKey: member.publicKey, keys: identity)
+    }
+
+    /// A control-plane client to the member of kind `kind` (the one at `endpoint`, a public or
+    /// control endpoint, when several are known). Nil until the member's key is in the trust store.
+    public func controlClient(kind: String, endpoint: String? = nil) throws -> ServiceClient? {
+        guard let trust else { return nil }
+        let candidates = trust.members(kind: kind)
+        let member = endpoint.flatMap { wanted in candidates.first { $0.endpoint == wanted || $0.control == wanted } }
+            ?? (candidates.count == 1 ? candidates[0] : nil)
+        guard let member else { return nil }
+        return try controlClient(to: member)
     }
 }
 

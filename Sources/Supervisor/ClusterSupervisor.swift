@@ -96,7 +96,8 @@ public final class ClusterSupervisor: Service {
     public func start(runtime: ServiceRuntime) throws {
         self.runtime = runtime
         planner = LaunchPlanner(config: config, resolver: options.resolver, baseEnvironment: options.baseEnvironment,
-                                supervisorEndpoint: runtime.boundEndpoint)
+                                supervisorEndpoint: runtime.boundControlEndpoint ?? runtime.boundEndpoint,
+                                keysDirectory: runtime.trust?.directory.path)
         if let directory = options.logDirectory {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         }
@@ -120,6 +121,10 @@ public final class ClusterSupervisor: Service {
     public func handle(_ request: Request, runtime: ServiceRuntime) throws(ServiceError) -> HandlerOutcome {
         switch request.body {
         case .serviceHeartbeat(let beat):
+            // A heartbeat speaks for the instance whose key sent it, never for another.
+            guard request.caller.clusterInstance == beat.instance else {
+                throw ServiceError(.permissionDenied, "A heartbeat for '\(beat.instance)' must come from that instance's key.")
+            }
             return heartbeat(beat)
         case .clusterStatusRequest(let query):
             if !query.service.isEmpty && config.service(query.service) == nil {

@@ -70,7 +70,12 @@ public struct LaunchPlanner: Sendable {
     public let supervisorEndpoint: String
 
     /// Creates a planner.
-    public init(config: ClusterConfig, resolver: CommandResolver, baseEnvironment: [String: String], supervisorEndpoint: String) {
+    /// The cluster's trust store, given to every child (NETPLAY_KEYS_DIR), or nil.
+    public var keysDirectory: String?
+
+    public init(config: ClusterConfig, resolver: CommandResolver, baseEnvironment: [String: String], supervisorEndpoint: String,
+                keysDirectory: String? = nil) {
+        self.keysDirectory = keysDirectory
         self.config = config
         self.resolver = resolver
         self.baseEnvironment = baseEnvironment
@@ -102,6 +107,7 @@ public struct LaunchPlanner: Sendable {
         environment["NETPLAY_INSTANCE"] = instance
         environment["NETPLAY_SUPERVISOR"] = supervisorEndpoint
         environment["NETPLAY_DATA_DIR"] = templates.instanceDataDirectory(instance)
+        if let keysDirectory { environment["NETPLAY_KEYS_DIR"] = keysDirectory }
         for (key, value) in service.environment { environment[key] = try expand(value, "services.\(service.name).environment.\(key)") }
         return LaunchPlan(service: service.name, instance: instance, replica: replica, executable: executable,
                           arguments: arguments, environment: environment, endpoint: service.endpoint("endpoint", replica: replica))

@@ -55,11 +55,22 @@ public enum SupervisorLauncher {
 
         var common = settings.common
         if common.instance == nil && (environment["NETPLAY_INSTANCE"] ?? "").isEmpty { common.instance = "supervisor" }
-        var configuration = try common.resolve(defaults: ServiceDefaults(kind: "supervisor", endpoint: config.supervisor.endpoint, events: nil),
-                                               environment: environment)
+        // The cluster file's endpoint is the control endpoint (heartbeats, operator verbs); the
+        // public one beside it (port + 5) answers only Health and Ping.
+        let defaults = ServiceDefaults(kind: "supervisor", endpoint: publicEndpoint(besides: config.supervisor.endpoint), events: nil,
+                                       control: config.supervisor.endpoint)
+        var configuration = try common.resolve(defaults: defaults, environment: environment)
         configuration.supervisor = nil  // it does not heartbeat to itself
+        if common.keysDir == nil && (environment["NETPLAY_KEYS_DIR"] ?? "").isEmpty {
+            // One trust store for the whole cluster, beside the instances' data directories.
+            configuration.trustStore = URL(fileURLWithPath: config.dataDirectory).appendingPathComponent("keys").standardizedFileURL
+        }
+        if let store = configuration.trustStore, !store.path.hasPrefix("/") {
+            configuration.trustStore = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(store.relativePath)
+        }
+        let controlEndpoint = configuration.control ?? configuration.endpoint
         if settings.common.telemetry == nil, (environment["NETPLAY_TELEMETRY"] ?? "").isEmpty, let telemetry = config.supervisor.telemetry {
-            let expanded = (try? TemplateContext(config: config, supervisorEndpoint: configuration.endpoint)
+            let expanded = (try? TemplateContext(config: config, supervisorEndpoint: controlEndpoint)
                 .expand(telemetry, service: nil, replica: 0)) ?? telemetry
             configuration.telemetry = expanded.lowercased() == "none" ? nil : expanded
         }
@@ -70,7 +81,7 @@ public enum SupervisorLauncher {
         configuration.drainTimeout = stopBudget + 5
 
         if settings.checkOnly {
-            try printPlan(config, preparation: preparation, resolver: resolver, supervisorEndpoint: configuration.endpoint, environment: environment)
+            try printPlan(config, preparation: preparation, resolver: resolver, supervisorEndpoint: controlEndpoint, environment: environment)
             return
         }
 
@@ -86,6 +97,13 @@ public enum SupervisorLauncher {
         let supervisor = ClusterSupervisor(config: config, options: options, skipping: preparation.skipped)
         try ServiceHost.runMain(configuration: configuration) { supervisor }
         if let failure = supervisor.failure { throw ClusterFailure(description: failure) }
+    }
+
+    /// The supervisor's public endpoint for a control endpoint: the same host, port + 5.
+    static func publicEndpoint(besides control: String) -> String {
+        guard control.hasPrefix("tcp://"), let colon = control.lastIndex(of: ":"),
+              let port = Int(control[control.index(after: colon)...]), port + 5 <= 65535 else { return control + "-public" }
+        return "\(control[..<colon]):\(port + 5)"
     }
 
     static func printPlan(_ config: ClusterConfig, preparation: ClusterPreparation, resolver: CommandResolver,

@@ -71,6 +71,7 @@ public final class TelemetryService: Service {
     private var eventsTotal: Counter?
     private var sessionStatsTotal: Counter?
     private var undecodableTotal: Counter?
+    private var spoofedTotal: Counter?
     private var forgottenTotal: Counter?
     private var httpRequestsTotal: Counter?
     private var rejectedTotals: [MetricStore.Rejection: Counter] = [:]
@@ -99,6 +100,8 @@ public final class TelemetryService: Service {
         snapshotsTotal = metrics.counter("netplay_telemetry_snapshots_total", help: "Metric snapshots ingested.")
         eventsTotal = metrics.counter("netplay_telemetry_events_total", help: "Event records ingested.")
         sessionStatsTotal = metrics.counter("netplay_telemetry_session_stats_total", help: "Session HUD reports ingested.")
+        spoofedTotal = metrics.counter("netplay_telemetry_spoofed_total",
+                                       help: "Pushed frames dropped: no cluster key, or claiming another instance.")
         undecodableTotal = metrics.counter("netplay_telemetry_undecodable_total", help: "Pushed frames that were not a valid envelope.")
         forgottenTotal = metrics.counter("netplay_telemetry_forgotten_instances_total", help: "Instances forgotten after they stopped reporting.")
         httpRequestsTotal = metrics.counter("netplay_telemetry_http_requests_total", help: "HTTP requests answered.")
@@ -116,7 +119,7 @@ public final class TelemetryService: Service {
             Double(self?.board.sessions.values.reduce(0) { $0 + $1.stats.peers.count } ?? 0)
         }
 
-        let socket = try SocketDefaults.server(.pull, context: runtime.context, curve: runtime.configuration.curve)
+        let socket = try runtime.controlServerSocket(.pull)
         do {
             try socket.bind(settings.ingest)
             ingestAddress = try socket.lastEndpoint
@@ -134,7 +137,8 @@ public final class TelemetryService: Service {
             httpAddress = server.boundAddress
         }
         if let supervisor = runtime.configuration.supervisor {
-            clusterClient = try? runtime.client(to: supervisor)
+            clusterClient = runtime.trust == nil ? try? runtime.client(to: supervisor)
+                : try? runtime.controlClient(kind: "supervisor", endpoint: supervisor)
         }
         if let discovery = settings.discovery {
             roomsClient = try? runtime.client(to: discovery)
@@ -154,7 +158,11 @@ public final class TelemetryService: Service {
                                       limit: Int(query.limit))
             return .reply(.recentEventsResponse(RecentEventsResponse(events: found)))
         case .metricsSnapshot, .eventRecord, .sessionStats, .peerStats:
-            ingest(request.envelope)  // also accepted on the request socket, one-way
+            // Also accepted on the request socket, one-way, from cluster members only.
+            guard let instance = request.caller.clusterInstance else {
+                throw ServiceError(.permissionDenied, "Telemetry ingests from cluster members only.")
+            }
+            ingest(request.envelope, from: instance)
             return .none
         default:
             throw ServiceError(.unknownRequest, "Telemetry does not handle \(request.body.name); ask it RecentEventsRequest or use HTTP.")
@@ -196,12 +204,41 @@ public final class TelemetryService: Service {
         guard let puller else { return }
         for _ in 0..<4096 {
             guard let frame = try? puller.receive(flags: .dontWait) else { return }
+            let caller = ZAPAuthenticator.caller(fromUserId: puller.propertyOfLastFrame("User-Id"))
             guard let envelope = try? Envelope(decoding: frame) else {
                 undecodableTotal?.increment()
                 continue
             }
-            ingest(envelope)
+            if runtime?.trust == nil {
+                ingest(envelope)
+            } else if let instance = caller.clusterInstance {
+                ingest(envelope, from: instance)
+            } else {
+                spoofedTotal?.increment()
+            }
         }
+    }
+
+    /// Ingests one envelope pushed by cluster member `instance` (its key proved it): metrics and
+    /// events must be its own, HUD statistics must come from a relay. Anything claiming to be
+    /// another instance is dropped and counted.
+    public func ingest(_ envelope: Envelope, from instance: String) {
+        let claimed: String?
+        switch envelope.body {
+        case .metricsSnapshot(let snapshot): claimed = snapshot.instance
+        case .eventRecord(let record): claimed = record.instance
+        case .sessionStats(let stats): claimed = stats.relayId
+        default: claimed = nil
+        }
+        if let claimed, claimed != instance {
+            spoofedTotal?.increment()
+            if warned.insert("spoof:\(instance)").inserted {
+                runtime?.logger.warning("dropped telemetry that claims another instance",
+                                        metadata: ["sender": "\(instance)", "claimed": "\(claimed)"])
+            }
+            return
+        }
+        ingest(envelope)
     }
 
     /// Ingests one pushed envelope (tests call this directly too).

@@ -27,6 +27,9 @@ public final class Context: @unchecked Sendable {
         while zmq_ctx_term(handle) == -1 && zmq_errno() == EINTR {}
     }
 
+    /// A number identifying this context for as long as it lives (its handle's address).
+    public var identifier: UInt { UInt(bitPattern: handle) }
+
     /// Creates a socket of `type` in this context. The socket belongs to the calling thread.
     public func socket(_ type: SocketType) throws(ZMQError) -> Socket {
         try Socket(context: self, type: type)

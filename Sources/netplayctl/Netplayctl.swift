@@ -29,6 +29,12 @@ struct ConnectionOptions: ParsableArguments {
 
     @OptionGroup var curve: CurveClientOptions
 
+    @Option(help: ArgumentHelp("Trust store holding the operator key and the services' keys (env NETPLAY_KEYS_DIR, default $NETPLAY_DATA_ROOT/keys or data/keys: what `make up` made).", valueName: "path"))
+    var keysDir: String?
+
+    @Flag(help: "Talk to the public endpoint even when operator credentials are found.")
+    var publicPlane = false
+
     func resolvedTimeout() throws -> Double {
         let text = timeout.map { String($0) } ?? ProcessInfo.processInfo.environment["NETPLAY_TIMEOUT"] ?? "2"
         guard let value = Double(text), value > 0, value <= 3600 else {
@@ -41,9 +47,44 @@ struct ConnectionOptions: ParsableArguments {
     /// NETPLAY_CURVE_SECRET_KEY), or nil for plain connections.
     func serverKey() throws -> [UInt8]? { try curve.serverKey() }
 
+    /// The trust store this command reads.
+    var trustStore: TrustStore {
+        let environment = ProcessInfo.processInfo.environment
+        if let path = keysDir ?? environment["NETPLAY_KEYS_DIR"].flatMap({ $0.isEmpty ? nil : $0 }) {
+            return TrustStore(directory: URL(fileURLWithPath: path))
+        }
+        let root = environment["NETPLAY_DATA_ROOT"].flatMap { $0.isEmpty ? nil : $0 } ?? "data"
+        return TrustStore(directory: URL(fileURLWithPath: root).appendingPathComponent("keys"))
+    }
+
+    /// The operator's key and the member `target` names, when both are known: the way to the
+    /// member's control endpoint (operator verbs, Introspect, full Health).
+    func operatorRoute(to target: String) throws -> (member: TrustStore.Member, keys: CurveKeyPair)? {
+        guard !publicPlane else { return nil }
+        let store = trustStore
+        guard let keys = try store.localOperator(create: false), let member = ServiceAddress.member(target, in: store) else {
+            return nil
+        }
+        return (member, keys)
+    }
+
+    /// A client for `target`'s requests: its control endpoint with the operator key when the
+    /// trust store has both, else its public endpoint.
     func client(for target: String) throws -> BlockingClient {
-        try BlockingClient(endpoint: try ServiceAddress.requests(target), timeout: try resolvedTimeout(),
-                           serverKey: try serverKey())
+        if let route = try operatorRoute(to: target), let control = route.member.control {
+            return try BlockingClient(endpoint: control, timeout: try resolvedTimeout(), serverKey: route.member.publicKey,
+                                      keys: route.keys)
+        }
+        return try BlockingClient(endpoint: try ServiceAddress.requests(target), timeout: try resolvedTimeout(),
+                                  serverKey: try serverKey())
+    }
+
+    /// A subscriber to `target`'s events (operator credentials when the events are not public).
+    func subscriber(for target: String, prefixes: [String]) throws -> EventSubscriber {
+        if let route = try operatorRoute(to: target), let events = route.member.events {
+            return try EventSubscriber(endpoint: events, prefixes: prefixes, serverKey: route.member.publicKey, keys: route.keys)
+        }
+        return try EventSubscriber(endpoint: try ServiceAddress.events(target), prefixes: prefixes, serverKey: try serverKey())
     }
 }
 
@@ -62,6 +103,19 @@ enum ServiceAddress {
             }
             return nil
         }
+    }
+
+    /// The trust-store member `target` names: an instance name, a service name of the default
+    /// table (the member at that default endpoint, else the only one of its kind), or one of a
+    /// member's endpoints.
+    static func member(_ target: String, in store: TrustStore) -> TrustStore.Member? {
+        if let member = store.member(instance: target) { return member }
+        if let known = defaults(target) {
+            let ofKind = store.members(kind: known.kind)
+            return ofKind.first { $0.endpoint == known.endpoint || $0.control == known.control }
+                ?? (ofKind.count == 1 ? ofKind[0] : nil)
+        }
+        return store.member(endpoint: target)
     }
 
     static func requests(_ target: String) throws -> String {
@@ -180,9 +234,7 @@ extension Netplayctl {
 
         func run() throws {
             guard count >= 0, duration >= 0 else { throw ValidationError("--count and --duration must not be negative") }
-            let subscriber = try EventSubscriber(endpoint: try ServiceAddress.events(endpoint),
-                                                 prefixes: topics.isEmpty ? [""] : topics,
-                                                 serverKey: try connection.serverKey())
+            let subscriber = try connection.subscriber(for: endpoint, prefixes: topics.isEmpty ? [""] : topics)
             let deadline = duration > 0 ? DispatchTime.now().uptimeNanoseconds + UInt64(duration * 1e9) : UInt64.max
             var seen = 0
             while count == 0 || seen < count {

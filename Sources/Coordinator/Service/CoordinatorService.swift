@@ -60,8 +60,9 @@ public final class CoordinatorService: Service {
                 announcerId = runtime.configuration.instance
                 try core.store.setMeta("announcer_id", Array(announcerId.utf8))
             }
-            let announcer = RoomAnnouncer(client: try runtime.client(to: endpoint), announcerId: announcerId,
-                                          ttlMs: configuration.roomTTLMs)
+            let announcer = RoomAnnouncer(endpoint: endpoint, announcerId: announcerId, ttlMs: configuration.roomTTLMs) {
+                [unowned runtime] in try? runtime.controlClient(kind: "discovery", endpoint: endpoint)
+            }
             self.announcer = announcer
             runtime.logger.info("announcing rooms to discovery (the coordinator runs without it when it is down)",
                                 metadata: ["discovery": "\(endpoint)", "announcer": "\(announcerId)"])
@@ -81,6 +82,17 @@ public final class CoordinatorService: Service {
         }
         runtime.every(seconds: 0.25) { [weak self] runtime in self?.maintain(runtime, housekeeping: false) }
         runtime.every(seconds: 5) { [weak self] runtime in self?.maintain(runtime, housekeeping: true) }
+    }
+
+    /// A relay speaks only for itself: the relay id it registers or refreshes must be the
+    /// instance its key proved (never self-asserted), and only relays (kind `sync`) register.
+    static func requireRelay(_ request: Request, claims relayId: String) throws(ServiceError) {
+        guard case .cluster(let kind, let instance) = request.caller, kind == "sync" else {
+            throw ServiceError(.permissionDenied, "Only relays (cluster members of kind sync) register; \(request.caller) is not one.")
+        }
+        guard relayId == instance else {
+            throw ServiceError(.permissionDenied, "Relay '\(instance)' cannot speak for relay '\(relayId)'.", field: "relay_id")
+        }
     }
 
     public func handle(_ request: Request, runtime: ServiceRuntime) throws(ServiceError) -> HandlerOutcome {
@@ -128,12 +140,20 @@ public final class CoordinatorService: Service {
         case .endSessionRequest(let end): return .reply(finish(try core.end(end, at: time), runtime))
         case .renewTicketRequest(let renew): return .reply(finish(try core.renew(renew, at: time), runtime))
         case .getSessionRequest(let get): return .reply(try core.get(get).reply)
-        case .listSessionsRequest(let list): return .reply(try core.list(list).reply)
+        case .listSessionsRequest(let list):
+            if list.includeUnlisted && request.caller == .anonymous {
+                throw ServiceError(.permissionDenied, "Unlisted sessions are shown to operators only (the control endpoint).",
+                                   field: "include_unlisted")
+            }
+            return .reply(try core.list(list).reply)
         case .registerRelayRequest(let register):
+            try Self.requireRelay(request, claims: register.relay.relayId)
             let outcome = finish(try core.registerRelay(register, at: time), runtime)
             runtime.logger.info("relay registered", metadata: ["relay": "\(register.relay.relayId)", "endpoint": "\(register.relay.endpoint)"])
             return .reply(outcome)
-        case .refreshRelayRequest(let refresh): return .reply(finish(try core.refreshRelay(refresh, at: time), runtime))
+        case .refreshRelayRequest(let refresh):
+            try Self.requireRelay(request, claims: refresh.relayId)
+            return .reply(finish(try core.refreshRelay(refresh, at: time), runtime))
         case .listRelaysRequest(let list): return .reply(core.listRelays(list, at: time).reply)
         default:
             throw ServiceError(.unknownRequest, "The coordinator does not handle \(request.body.name).")
@@ -233,7 +253,10 @@ public final class CoordinatorService: Service {
                 announcer.set(id, room: core.sessions[id]?.room(hostVersion: configuration.settings.hostVersion))
             }
         }
-        for notice in outcome.detach { notifier.send(notice, runtime: runtime) }
+        for notice in outcome.detach {
+            let relayId = core?.relays.relays.first { $0.info.endpoint == notice.endpoint }?.info.relayId
+            notifier.send(notice, relayId: relayId, runtime: runtime)
+        }
         if !outcome.touched.isEmpty || !outcome.events.isEmpty { sessionsGauge?.set(Double(core?.activeCount ?? 0)) }
         return outcome.reply
     }

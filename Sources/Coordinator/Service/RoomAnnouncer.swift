@@ -8,7 +8,9 @@ import NetplayWire
 /// time; when discovery is down, rate-limits or restarts (refresh answers NOT_FOUND), rooms are
 /// simply announced again later. The coordinator never waits for discovery.
 final class RoomAnnouncer {
-    private let client: ServiceClient
+    /// The client to discovery's control endpoint, made once discovery's key is known.
+    private var client: ServiceClient?
+    private let makeClient: () -> ServiceClient?
     private let announcerId: String
     private let ttlMs: UInt32
     private let endpoint: String
@@ -22,11 +24,13 @@ final class RoomAnnouncer {
     private(set) var reachable: Bool?
     private let maxInFlight = 256
 
-    init(client: ServiceClient, announcerId: String, ttlMs: UInt32) {
-        self.client = client
+    /// An announcer to discovery at `endpoint` through the client `makeClient` returns (asked
+    /// again until it returns one).
+    init(endpoint: String, announcerId: String, ttlMs: UInt32, makeClient: @escaping () -> ServiceClient?) {
+        self.makeClient = makeClient
         self.announcerId = announcerId
         self.ttlMs = ttlMs
-        endpoint = client.endpoint
+        self.endpoint = endpoint
     }
 
     /// Rooms discovery is believed to hold.
@@ -78,6 +82,13 @@ final class RoomAnnouncer {
     }
 
     private func send(_ body: Envelope.Body, id: String, runtime: ServiceRuntime, nowMs: UInt64) {
+        if client == nil { client = makeClient() }
+        guard let client else {
+            noteReachable(false, runtime: runtime, error: "discovery's key is not in the trust store yet")
+            pausedUntilMs = nowMs + 1_000
+            retry(id)
+            return
+        }
         inFlight += 1
         client.request(body, timeout: 2) { [weak self] result in
             guard let self else { return }
@@ -142,12 +153,19 @@ final class RoomAnnouncer {
 final class RelayNotifier {
     private var clients: [String: ServiceClient] = [:]
 
-    func send(_ notice: RelayNotice, runtime: ServiceRuntime) {
+    /// Sends `notice` to the relay `relayId` (the instance its key proved at registration) on
+    /// its control endpoint.
+    func send(_ notice: RelayNotice, relayId: String?, runtime: ServiceRuntime) {
         let client: ServiceClient
         if let existing = clients[notice.endpoint] {
             client = existing
         } else {
-            guard let made = try? runtime.client(to: notice.endpoint) else { return }
+            guard let relayId, let member = runtime.trust?.member(instance: relayId),
+                  let made = try? runtime.controlClient(to: member) else {
+                runtime.logger.warning("relay notice not sent: the relay's key is not in the trust store",
+                                       metadata: ["relay": "\(relayId ?? notice.endpoint)"])
+                return
+            }
             clients[notice.endpoint] = made
             client = made
         }

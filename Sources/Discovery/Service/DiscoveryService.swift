@@ -60,22 +60,33 @@ public final class DiscoveryService: Service {
         ])
     }
 
+    /// Who announces: the cluster member whose key sent the request. The `announcer_id` a
+    /// request carries is ignored: an identity is never self-asserted.
+    static func announcer(of request: Request) throws(ServiceError) -> String {
+        guard let instance = request.caller.clusterInstance else {
+            throw ServiceError(.permissionDenied, "Only cluster members announce rooms.")
+        }
+        return instance
+    }
+
     public func handle(_ request: Request, runtime: ServiceRuntime) throws(ServiceError) -> HandlerOutcome {
         switch request.body {
         case .announceRoomRequest(let announce):
-            try limit(announce.announcerId)
-            let (response, change) = try registry.announce(announce.room, announcerId: announce.announcerId,
-                                                           ttlMs: announce.ttlMs, at: now)
+            let announcer = try Self.announcer(of: request)
+            try limit(announcer)
+            let (response, change) = try registry.announce(announce.room, announcerId: announcer, ttlMs: announce.ttlMs, at: now)
             publish(change, runtime)
             return .reply(.announceRoomResponse(response))
-        case .refreshRoomRequest(let refresh):
+        case .refreshRoomRequest(var refresh):
+            refresh.announcerId = try Self.announcer(of: request)
             try limit(refresh.announcerId)
             let (response, change) = try registry.refresh(refresh, at: now)
             publish(change, runtime)
             return .reply(.refreshRoomResponse(response))
         case .withdrawRoomRequest(let withdraw):
-            try limit(withdraw.announcerId)
-            let (response, change) = try registry.withdraw(roomId: withdraw.roomId, announcerId: withdraw.announcerId)
+            let announcer = try Self.announcer(of: request)
+            try limit(announcer)
+            let (response, change) = try registry.withdraw(roomId: withdraw.roomId, announcerId: announcer)
             publish(change, runtime)
             return .reply(.withdrawRoomResponse(response))
         case .getRoomRequest(let get):
