@@ -6,7 +6,9 @@ import Synchronization
 /// `2026-11-21T23:59:00.123Z info discovery/discovery-1: room added room=abc`.
 ///
 /// Lines are written with a single `write(2)` so concurrent threads never interleave, and the
-/// supervisor can prefix and capture them per child.
+/// supervisor can prefix and capture them per child. One event is always one line: control
+/// characters in the message, metadata keys and values (which may carry what a peer sent) are
+/// escaped (`\r`, `\n`, `\t`, `\u{1b}`), so nobody can forge a log line.
 public struct NetplayLogHandler: LogHandler {
     /// The service kind shown on every line.
     public let service: String
@@ -32,14 +34,36 @@ public struct NetplayLogHandler: LogHandler {
     public func log(event: LogEvent) {
         var merged = metadata
         if let extra = event.metadata { merged.merge(extra) { _, new in new } }
-        var line = "\(Self.timestamp()) \(event.level) \(service)/\(instance): \(event.message)"
+        var line = "\(Self.timestamp()) \(event.level) \(Self.escaped(service))/\(Self.escaped(instance)): \(Self.escaped(event.message.description))"
         for key in merged.keys.sorted() {
-            line += " \(key)=\(Self.quoted(merged[key]!.description))"
+            line += " \(Self.escaped(key))=\(Self.quoted(Self.escaped(merged[key]!.description)))"
         }
-        line = line.replacingOccurrences(of: "\n", with: "\\n") + "\n"
+        line += "\n"
         line.utf8CString.withUnsafeBufferPointer { buffer in
             _ = write(fileDescriptor, buffer.baseAddress, buffer.count - 1)
         }
+    }
+
+    /// `text` with every control character escaped: `\r`, `\n`, `\t`, and `\u{XX}` for the
+    /// other C0 and C1 controls, DEL and the Unicode line and paragraph separators.
+    static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var out = ""
+        out.reserveCapacity(text.utf8.count + 8)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\r": out += "\\r"
+            case "\n": out += "\\n"
+            case "\t": out += "\\t"
+            case _ where isControl(scalar): out += "\\u{\(String(scalar.value, radix: 16))}"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
     }
 
     static func quoted(_ value: String) -> String {

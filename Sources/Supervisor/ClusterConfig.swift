@@ -47,8 +47,14 @@ public struct SupervisorSettings: Sendable, Equatable {
     public var telemetry: String?
     /// Default restart backoff.
     public var backoff = BackoffPolicy()
-    /// OTP-style restart intensity for the whole cluster.
+    /// OTP-style restart intensity of the critical services together: one restart more stops
+    /// the cluster. Also the default of each non-critical service's own intensity.
     public var intensity = IntensityLimit()
+    /// Seconds a non-critical service that exceeded its own intensity stays stopped before the
+    /// supervisor tries it again (default 5 minutes).
+    public var coolDown: Double = 300
+    /// The most replicas a `Scale` request (or the file) may ask of one service.
+    public var maxReplicas: Int = 16
     /// Default seconds between SIGTERM and SIGKILL.
     public var stopTimeout: Double = 5
     /// Default seconds a started process has to become ready.
@@ -99,8 +105,8 @@ public struct BackoffPolicy: Sendable, Equatable {
     }
 }
 
-/// At most `maxRestarts` restarts within `period` seconds; one more stops the cluster
-/// (Erlang/OTP's supervisor intensity).
+/// At most `maxRestarts` restarts within `period` seconds; one more stops the cluster (or, for a
+/// non-critical service's own limit, gives up on that service) (Erlang/OTP's supervisor intensity).
 public struct IntensityLimit: Sendable, Equatable {
     /// Restarts allowed within the period.
     public var maxRestarts: Int = 10
@@ -172,12 +178,22 @@ public struct ServiceSpec: Sendable, Equatable {
     public var backoff: BackoffPolicy
     /// When the command is not built, skip the service with a warning instead of failing.
     public var optional: Bool
+    /// True (the default) when the cluster cannot run without it: its restarts count against the
+    /// cluster's intensity, and exceeding that stops the cluster. A non-critical service (e.g.
+    /// telemetry) has its own ``intensity``; exceeding it stops that service only, which is
+    /// retried after ``coolDown`` while the rest keeps running.
+    public var critical: Bool
+    /// A non-critical service's own restart intensity (all its replicas together).
+    public var intensity: IntensityLimit
+    /// Seconds a non-critical service that exceeded its intensity stays stopped before a retry.
+    public var coolDown: Double
 
     /// Creates a service with the supervisor's defaults.
     public init(name: String, command: String, arguments: [String] = [], environment: [(String, String)] = [],
                 endpoints: [(String, String)] = [], dependsOn: [String] = [], replicas: Int = 1, scalable: Bool = false,
                 portStep: Int = 10, instanceTemplate: String? = nil, restart: RestartPolicy = .always,
-                readiness: Readiness = .heartbeat, settings: SupervisorSettings = SupervisorSettings(), optional: Bool = false) {
+                readiness: Readiness = .heartbeat, settings: SupervisorSettings = SupervisorSettings(), optional: Bool = false,
+                critical: Bool = true) {
         self.name = name
         self.command = command
         self.arguments = arguments
@@ -195,6 +211,9 @@ public struct ServiceSpec: Sendable, Equatable {
         self.heartbeatTimeout = settings.heartbeatTimeout
         self.backoff = settings.backoff
         self.optional = optional
+        self.critical = critical
+        self.intensity = settings.intensity
+        self.coolDown = settings.coolDown
     }
 
     /// The instance name of replica `index`.
@@ -218,6 +237,7 @@ public struct ServiceSpec: Sendable, Equatable {
             && lhs.portStep == rhs.portStep && lhs.instanceTemplate == rhs.instanceTemplate && lhs.restart == rhs.restart
             && lhs.readiness == rhs.readiness && lhs.startTimeout == rhs.startTimeout && lhs.stopTimeout == rhs.stopTimeout
             && lhs.heartbeatTimeout == rhs.heartbeatTimeout && lhs.backoff == rhs.backoff && lhs.optional == rhs.optional
+            && lhs.critical == rhs.critical && lhs.intensity == rhs.intensity && lhs.coolDown == rhs.coolDown
     }
 }
 

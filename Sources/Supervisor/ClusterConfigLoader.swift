@@ -84,19 +84,18 @@ private struct Parser {
         if let section = lookup(top, "supervisor") {
             guard case .map(let entries, _) = section else { throw fail("supervisor", "must be a mapping") }
             try checkKeys(entries, path: "supervisor", known: ["endpoint", "telemetry", "backoff", "intensity", "stop_timeout",
-                                                                "start_timeout", "heartbeat_timeout", "log_max_bytes", "log_files"])
+                                                                "start_timeout", "heartbeat_timeout", "log_max_bytes", "log_files",
+                                                                "max_replicas", "cool_down"])
             if let endpoint = try string(entries, "endpoint", path: "supervisor") {
                 try validateEndpoint(endpoint, path: "supervisor.endpoint")
                 settings.endpoint = EndpointPorts.shift(endpoint, by: offset)
             }
             settings.telemetry = try string(entries, "telemetry", path: "supervisor")
             settings.backoff = try backoff(lookup(entries, "backoff"), path: "supervisor.backoff", base: settings.backoff)
-            if let intensity = lookup(entries, "intensity") {
-                guard case .map(let pairs, _) = intensity else { throw fail("supervisor.intensity", "must be a mapping {max_restarts, period}") }
-                try checkKeys(pairs, path: "supervisor.intensity", known: ["max_restarts", "period"])
-                settings.intensity.maxRestarts = try integer(pairs, "max_restarts", path: "supervisor.intensity", range: 0...10_000) ?? settings.intensity.maxRestarts
-                settings.intensity.period = try duration(pairs, "period", path: "supervisor.intensity", minimum: 0.001) ?? settings.intensity.period
-            }
+            settings.intensity = try intensity(lookup(entries, "intensity"), path: "supervisor.intensity", base: settings.intensity)
+            settings.coolDown = try duration(entries, "cool_down", path: "supervisor", minimum: 0.01) ?? settings.coolDown
+            settings.maxReplicas = try integer(entries, "max_replicas", path: "supervisor", range: 1...64,
+                                               hint: "an integer from 1 to 64 (the most replicas one service may have)") ?? settings.maxReplicas
             settings.stopTimeout = try duration(entries, "stop_timeout", path: "supervisor", minimum: 0.01) ?? settings.stopTimeout
             settings.startTimeout = try duration(entries, "start_timeout", path: "supervisor", minimum: 0.01) ?? settings.startTimeout
             settings.heartbeatTimeout = try duration(entries, "heartbeat_timeout", path: "supervisor", minimum: 0) ?? settings.heartbeatTimeout
@@ -130,7 +129,8 @@ private struct Parser {
         guard case .map(let entries, _) = body else { throw fail(path, "must be a mapping with at least command:") }
         try checkKeys(entries, path: path, known: ["command", "args", "environment", "endpoints", "depends_on", "replicas",
                                                    "port_step", "instance", "restart", "readiness", "start_timeout",
-                                                   "stop_timeout", "heartbeat_timeout", "backoff", "optional"])
+                                                   "stop_timeout", "heartbeat_timeout", "backoff", "optional", "critical",
+                                                   "intensity", "cool_down"])
         guard let command = try string(entries, "command", path: path), !command.isEmpty else {
             throw fail(path, "command: is required (an executable name such as netplay-discovery, or a path)")
         }
@@ -149,8 +149,8 @@ private struct Parser {
         spec.dependsOn = try stringList(lookup(entries, "depends_on"), path: "\(path).depends_on")
         if lookup(entries, "replicas") != nil {
             spec.scalable = true
-            spec.replicas = try integer(entries, "replicas", path: path, range: 0...64,
-                                        hint: "an integer from 0 to 64 (the number of instances)")!
+            spec.replicas = try integer(entries, "replicas", path: path, range: 0...settings.maxReplicas,
+                                        hint: "an integer from 0 to \(settings.maxReplicas) (the number of instances; supervisor.max_replicas)")!
             spec.instanceTemplate = "{service}-{replica}"
         }
         spec.portStep = try integer(entries, "port_step", path: path, range: 0...1000) ?? spec.portStep
@@ -182,6 +182,13 @@ private struct Parser {
         spec.heartbeatTimeout = try duration(entries, "heartbeat_timeout", path: path, minimum: 0) ?? spec.heartbeatTimeout
         spec.backoff = try backoff(lookup(entries, "backoff"), path: "\(path).backoff", base: spec.backoff)
         spec.optional = try boolean(entries, "optional", path: path) ?? false
+        spec.critical = try boolean(entries, "critical", path: path) ?? true
+        if !spec.critical {
+            spec.intensity = try intensity(lookup(entries, "intensity"), path: "\(path).intensity", base: spec.intensity)
+            spec.coolDown = try duration(entries, "cool_down", path: path, minimum: 0.01) ?? spec.coolDown
+        } else if lookup(entries, "intensity") != nil || lookup(entries, "cool_down") != nil {
+            throw fail(path, "intensity: and cool_down: apply to non-critical services only (add critical: false); a critical service's restarts count against supervisor.intensity")
+        }
         return spec
     }
 
@@ -357,6 +364,16 @@ private struct Parser {
             throw fail(join(path, key), "must be a number from \(range.lowerBound) to \(range.upperBound); got '\(text)'")
         }
         return value
+    }
+
+    func intensity(_ value: YAMLValue?, path: String, base: IntensityLimit) throws -> IntensityLimit {
+        guard let value else { return base }
+        guard case .map(let pairs, _) = value else { throw fail(path, "must be a mapping {max_restarts, period}") }
+        try checkKeys(pairs, path: path, known: ["max_restarts", "period"])
+        var limit = base
+        limit.maxRestarts = try integer(pairs, "max_restarts", path: path, range: 0...10_000) ?? limit.maxRestarts
+        limit.period = try duration(pairs, "period", path: path, minimum: 0.001) ?? limit.period
+        return limit
     }
 
     func backoff(_ value: YAMLValue?, path: String, base: BackoffPolicy) throws -> BackoffPolicy {

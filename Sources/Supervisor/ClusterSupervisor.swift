@@ -38,6 +38,11 @@ public struct ClusterPreparation: Sendable {
 /// heartbeats and exits, restarts with exponential backoff and jitter under an OTP-style
 /// intensity limit, scales replicated services, and stops everything in reverse order.
 ///
+/// Critical services share the cluster's intensity: exceeding it stops the cluster. A
+/// non-critical service (`critical: false`, e.g. telemetry) is supervised as if under its own
+/// sub-supervisor: exceeding its own intensity stops that service only, which is reported as
+/// failed and retried after its cool-down while the rest of the cluster keeps running.
+///
 /// Children run in their own process groups and die with the supervisor (PR_SET_PDEATHSIG).
 /// Every method runs on the reactor thread.
 public final class ClusterSupervisor: Service {
@@ -52,6 +57,10 @@ public final class ClusterSupervisor: Service {
     private var instances: [SupervisedInstance] = []
     private var desiredReplicas: [String: Int] = [:]
     private var intensity: RestartIntensity
+    /// Each non-critical service's own restart window.
+    private var serviceIntensity: [String: RestartIntensity] = [:]
+    /// Non-critical services given up on, with when they are tried again.
+    private var givenUp: [String: (retry: ContinuousClock.Instant, reason: String)] = [:]
     private var planner: LaunchPlanner!
     private weak var runtime: ServiceRuntime?
     private var stopping = false
@@ -85,6 +94,7 @@ public final class ClusterSupervisor: Service {
         intensity = RestartIntensity(limit: config.supervisor.intensity)
         for service in config.services where !self.skipped.contains(service.name) {
             desiredReplicas[service.name] = service.replicas
+            if !service.critical { serviceIntensity[service.name] = RestartIntensity(limit: service.intensity) }
             for replica in 0..<service.replicas {
                 consoleWidth = max(consoleWidth, service.instanceName(replica: replica).count)
             }
@@ -165,11 +175,16 @@ public final class ClusterSupervisor: Service {
                 "period_s": .double(config.supervisor.intensity.period),
                 "recent_restarts": .number(intensity.count(at: now())),
             ],
+            "max_replicas": .number(config.supervisor.maxReplicas),
+            "given_up": .object(Dictionary(uniqueKeysWithValues: givenUp.map { name, entry in
+                (name, JSONValue.object(["reason": .string(entry.reason),
+                                         "retry_in_ms": .number(Int(Self.milliseconds(max(.zero, entry.retry - .now))))]))
+            })),
             "instances": .array(instances.map { instance in
                 [
                     "service": .string(instance.spec.name), "instance": .string(instance.name),
                     "state": .string(Self.name(of: instance.state)), "pid": .number(instance.pid),
-                    "ready": .bool(instance.ready), "restarts": .number(instance.restarts),
+                    "ready": .bool(instance.ready), "restarts": .number(instance.restarts), "critical": .bool(instance.spec.critical),
                     "uptime_ms": .number(instance.uptimeMs), "last_reason": .string(instance.lastReason),
                     "command": .string(instance.plan.commandLine),
                 ]
@@ -270,6 +285,7 @@ public final class ClusterSupervisor: Service {
                 break
             }
         }
+        retryGivenUp(now)
         for instance in instances where !instance.wanted && instance.state == .stopping { escalate(instance, now) }
         updateClusterState()
     }
@@ -288,6 +304,7 @@ public final class ClusterSupervisor: Service {
             let members = instances.filter { $0.spec.name == name && $0.wanted }
             let spec = config.service(name)!
             if spec.restart != .always && members.allSatisfy({ $0.state == .stopped }) { return true }
+            if givenUp[name] != nil { return true }  // a non-critical dependency we gave up on does not hold the rest back
             return spec.scalable ? members.contains { $0.state == .ready } : members.allSatisfy { $0.state == .ready }
         }
     }
@@ -457,6 +474,14 @@ public final class ClusterSupervisor: Service {
             if !instance.wanted && !stopping { instances.removeAll { $0 === instance } }
             return
         }
+        if let entry = givenUp[instance.spec.name] {
+            instance.restartRequested = false
+            instance.state = .failed
+            instance.nextRestart = entry.retry
+            instance.lastReason = entry.reason
+            runtime?.logger.info("\(instance.name) stopped", metadata: ["pid": "\(pid)", "how": "\(description)", "why": "given up"])
+            return
+        }
         if instance.restartRequested {
             instance.restartRequested = false
             instance.consecutiveFailures = 0
@@ -477,11 +502,21 @@ public final class ClusterSupervisor: Service {
         failed(instance, reason: instance.lastReason, uptime: uptime)
     }
 
-    /// Schedules a restart with backoff, unless the restart intensity is exceeded.
+    /// Schedules a restart with backoff, unless the restart intensity is exceeded: the
+    /// cluster's for a critical service (the cluster stops), the service's own for a
+    /// non-critical one (the supervisor gives up on that service for its cool-down).
     private func failed(_ instance: SupervisedInstance, reason: String, uptime: Duration) {
         if Double(uptime.components.seconds) >= instance.spec.backoff.resetAfter { instance.consecutiveFailures = 0 }
         instance.consecutiveFailures += 1
-        guard intensity.record(at: now()) else {
+        if !instance.spec.critical {
+            var window = serviceIntensity[instance.spec.name] ?? RestartIntensity(limit: instance.spec.intensity)
+            let within = window.record(at: now())
+            serviceIntensity[instance.spec.name] = window
+            guard within else {
+                giveUp(instance.spec, trigger: instance, reason: reason)
+                return
+            }
+        } else if !intensity.record(at: now()) {
             let limit = config.supervisor.intensity
             let message = "restart intensity exceeded: \(instance.name) (\(instance.spec.command)) failed again, more than \(limit.maxRestarts) restarts in \(Self.seconds(limit.period)); last failure: \(reason)"
             failCluster(message)
@@ -494,6 +529,46 @@ public final class ClusterSupervisor: Service {
         instance.nextRestartUnixMs = UInt64((Date().timeIntervalSince1970 + delay) * 1000)
         runtime?.logger.notice("\(instance.name) restarts in \(Self.seconds(delay))",
                                metadata: ["failures": "\(instance.consecutiveFailures)"])
+    }
+
+    /// Stops every instance of the non-critical service `spec` and leaves it failed until its
+    /// cool-down has passed; the rest of the cluster keeps running.
+    private func giveUp(_ spec: ServiceSpec, trigger: SupervisedInstance, reason: String) {
+        let limit = spec.intensity
+        let retry = ContinuousClock.now + .milliseconds(Int(spec.coolDown * 1000))
+        let retryUnixMs = UInt64((Date().timeIntervalSince1970 + spec.coolDown) * 1000)
+        let summary = "gave up: \(trigger.name) (\(spec.command)) failed again, more than \(limit.maxRestarts) restarts in \(Self.seconds(limit.period)); non-critical, so the cluster keeps running; retry in \(Self.seconds(spec.coolDown)); last failure: \(reason)"
+        givenUp[spec.name] = (retry, summary)
+        runtime?.logger.error("giving up on \(spec.name) for \(Self.seconds(spec.coolDown))", metadata: [
+            "service": "\(spec.name)", "instance": "\(trigger.name)", "max_restarts": "\(limit.maxRestarts)",
+            "period": "\(Self.seconds(limit.period))", "last_failure": "\(reason)",
+        ])
+        runtime?.emit(topic: "supervisor.gave_up", severity: .error, message: summary,
+                      attributes: ["service": spec.name, "instance": trigger.name, "retry_in_s": "\(Int(spec.coolDown))"])
+        for instance in instances where instance.spec.name == spec.name && instance.wanted {
+            instance.nextRestart = retry
+            instance.nextRestartUnixMs = retryUnixMs
+            instance.lastReason = summary
+            if instance.running {
+                terminate(instance, kill: false, reason: "given up: \(spec.name) exceeded its restart intensity")
+            } else {
+                instance.state = .failed
+            }
+        }
+    }
+
+    /// Tries again the non-critical services whose cool-down has passed, with a fresh window.
+    private func retryGivenUp(_ now: ContinuousClock.Instant) {
+        for (name, entry) in givenUp where now >= entry.retry {
+            givenUp[name] = nil
+            if let spec = config.service(name) { serviceIntensity[name] = RestartIntensity(limit: spec.intensity) }
+            runtime?.logger.notice("retrying \(name) after its cool-down")
+            for instance in instances where instance.spec.name == name && instance.wanted && !instance.running && instance.state == .failed {
+                instance.consecutiveFailures = 0
+                instance.nextRestart = nil
+                instance.state = .waiting
+            }
+        }
     }
 
     private func failCluster(_ message: String) {
@@ -556,7 +631,9 @@ public final class ClusterSupervisor: Service {
                     runtime?.logger.info("cluster ready again", metadata: ["instances": "\(required.count)"])
                 }
             } else {
-                clusterState = allReadyOnce ? .degraded : .starting
+                // Only given-up non-critical services missing: the cluster runs without them.
+                let criticalReady = required.filter { givenUp[$0.spec.name] == nil }.allSatisfy { $0.state == .ready }
+                clusterState = allReadyOnce || criticalReady ? .degraded : .starting
             }
         }
     }
@@ -575,6 +652,10 @@ public final class ClusterSupervisor: Service {
             throw ServiceError(.notFound, request.instance.isEmpty ? "Service '\(request.service)' has no instances (scaled to 0)."
                                                                 : "No instance '\(request.instance)' of '\(request.service)'.",
                                field: "RestartServiceRequest.instance")
+        }
+        if givenUp.removeValue(forKey: request.service) != nil, let spec = config.service(request.service) {
+            serviceIntensity[request.service] = RestartIntensity(limit: spec.intensity)
+            runtime?.logger.notice("\(request.service) retried on request before its cool-down ended")
         }
         for instance in matching {
             if instance.running {
@@ -604,6 +685,10 @@ public final class ClusterSupervisor: Service {
             throw ServiceError(.unavailable, "Service '\(spec.name)' is skipped: its command is not built.")
         }
         let wanted = Int(request.replicas)
+        guard wanted <= config.supervisor.maxReplicas else {
+            throw ServiceError(.badRequest, "Service '\(spec.name)' cannot have \(wanted) replicas: at most \(config.supervisor.maxReplicas) (supervisor.max_replicas in the cluster file).",
+                               field: "ScaleServiceRequest.replicas")
+        }
         let previous = desiredReplicas[spec.name] ?? 0
         desiredReplicas[spec.name] = wanted
         let current = instances.filter { $0.spec.name == spec.name && $0.wanted }

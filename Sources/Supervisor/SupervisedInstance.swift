@@ -33,6 +33,8 @@ final class SupervisedInstance {
     var lastExitCode: Int32 = -1
     var lastSignal: UInt32 = 0
     var lastReason = ""
+    /// When it starts again: the end of its backoff, or of its cool-down when the supervisor
+    /// gave up on its (non-critical) service.
     var nextRestart: ContinuousClock.Instant?
     var nextRestartUnixMs: UInt64 = 0
     var health: ServiceClient?
@@ -63,7 +65,7 @@ final class SupervisedInstance {
                       restarts: restarts, uptimeMs: uptimeMs, ready: ready, lastExitCode: lastExitCode,
                       lastSignal: lastSignal, lastReason: String(lastReason.prefix(512)),
                       lastHeartbeatUnixMs: lastHeartbeatUnixMs, endpoint: String((plan.endpoint ?? "").prefix(256)),
-                      nextRestartUnixMs: state == .backoff ? nextRestartUnixMs : 0)
+                      nextRestartUnixMs: state == .backoff || (state == .failed && nextRestart != nil) ? nextRestartUnixMs : 0)
     }
 
     /// The last line the process printed, for failure messages.

@@ -200,22 +200,138 @@ struct DiscoveryProcessTests {
         let scanner = try UDPSocket(host: "127.0.0.1", port: 0)
         let target = UDPAddress(ip: 0x7F00_0001, port: port)
         #expect(scanner.send(Array("nope".utf8), to: target))
-        #expect(scanner.send(RetroArchLAN.query, to: target))
+        // Each query gets one RANS, the next LAN room each time.
         var replies: [RetroArchAdvertisement] = []
-        _ = eventually(within: 3) {
-            while let (datagram, from) = scanner.receive() {
-                #expect(datagram.count == 688 && from == target)
-                if let advertisement = RetroArchAdvertisement(decoding: datagram) { replies.append(advertisement) }
+        for _ in 0..<2 {
+            let before = replies.count
+            #expect(scanner.send(RetroArchLAN.query, to: target))
+            _ = eventually(within: 3) {
+                while let (datagram, from) = scanner.receive() {
+                    #expect(datagram.count == 688 && from == target)
+                    if let advertisement = RetroArchAdvertisement(decoding: datagram) { replies.append(advertisement) }
+                }
+                return replies.count > before
             }
-            return replies.count >= 2
+            usleep(200_000)
+            while let (datagram, _) = scanner.receive() { replies.append(RetroArchAdvertisement(decoding: datagram)!) }
+            #expect(replies.count == before + 1, "one RANS per query, none for the junk datagram")
         }
-        usleep(200_000)
-        while let (datagram, _) = scanner.receive() { replies.append(RetroArchAdvertisement(decoding: datagram)!) }
-        #expect(replies.count == 2, "one RANS per LAN room, none for the junk datagram")
         let first = try #require(replies.first { $0.nick == "host-lan-room" })
         #expect(first.contentCRC == 0x3337_EC46 && first.core == "nestopia" && first.content == "Super Mario Bros.")
         #expect(first.frontend.hasPrefix("netplay-toolkit") && first.port == 55435)
         #expect(replies.first { $0.nick == "host-lan-room-2" }?.port == 7310)
+    }
+
+    /// Datagrams waiting on `socket` within `seconds`: how many and how many bytes.
+    func drain(_ socket: UDPSocket, for seconds: Double) -> (count: Int, bytes: Int) {
+        var count = 0, bytes = 0
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            while let (datagram, _) = socket.receive() {
+                count += 1
+                bytes += datagram.count
+            }
+            usleep(10_000)
+        }
+        return (count, bytes)
+    }
+
+    @Test func aRANQIsNoAmplifierAndAFloodIsRateLimited() throws {
+        let port = try freeUDPPort()
+        let discovery = try DiscoveryProcess(["--beacon-port", "0", "--retroarch-port", "\(port)", "--retroarch-bind", "127.0.0.1"], lan: true)
+        for index in 0..<40 { _ = try discovery.announce(makeRoom("lan-\(index)", transport: .lan)) }
+        let target = UDPAddress(ip: 0x7F00_0001, port: port)
+
+        // Anything but exactly RANQ gets nothing.
+        let prober = try UDPSocket(host: "127.0.0.1", port: 0)
+        for junk in [RetroArchLAN.query + [0], RetroArchLAN.query + RetroArchLAN.query, Array(RetroArchLAN.query.prefix(3)), [],
+                     Array("RANS".utf8), Array("ranq".utf8)] {
+            #expect(prober.send(junk, to: target))
+        }
+        #expect(drain(prober, for: 0.5).count == 0, "malformed queries are ignored")
+
+        // One 4-byte query: one 688-byte reply, not one per room.
+        #expect(prober.send(RetroArchLAN.query, to: target))
+        let single = drain(prober, for: 1)
+        #expect(single.count == 1 && single.bytes == RetroArchLAN.advertisementSize, "\(single)")
+
+        // A flood from one source: a handful of replies (burst 3, then 1/s), not one per query.
+        let flooder = try UDPSocket(host: "127.0.0.2", port: 0)
+        for _ in 0..<200 { flooder.send(RetroArchLAN.query, to: target) }
+        let flood = drain(flooder, for: 1.5)
+        #expect(flood.count >= 1 && flood.count <= 5, "\(flood.count) replies to 200 queries")
+        #expect(flood.bytes <= 5 * RetroArchLAN.advertisementSize)
+
+        // Another source is still answered.
+        let other = try UDPSocket(host: "127.0.0.3", port: 0)
+        #expect(other.send(RetroArchLAN.query, to: target))
+        #expect(drain(other, for: 1).count == 1)
+        #expect(discovery.process.process.isRunning)
+    }
+
+    /// One encoded beacon for room `id` whose host endpoint is `endpoint`.
+    func beacon(_ id: String, endpoint: String) throws -> [UInt8] {
+        var room = makeRoom("ignored", transport: .lan)
+        room.hostEndpoint = endpoint
+        return try LanBeaconCodec.encode(LanBeacon(protocolVersion: 1, beaconId: id, sequence: 1, intervalMs: 20_000, room: room))
+    }
+
+    func beaconRoomIds(_ discovery: DiscoveryProcess) -> Set<String> {
+        var ids: Set<String> = []
+        var token = ""
+        repeat {
+            guard case .listRoomsResponse(let page)? = try? discovery.client.request(.listRoomsRequest(
+                ListRoomsRequest(filter: RoomFilter(source: .lanBeacon), pageSize: 500, pageToken: token))) else { return ids }
+            ids.formUnion(page.rooms.map(\.roomId))
+            token = page.nextPageToken
+        } while !token.isEmpty
+        return ids
+    }
+
+    @Test func lanBeaconRoomsAreBoundedPerSourceAndInTotalAndMustNameTheirSender() throws {
+        let port = try freeUDPPort()
+        let discovery = try DiscoveryProcess(["--beacon-port", "\(port)", "--beacon-bind", "127.0.0.1", "--retroarch-port", "0"], lan: true)
+        let target = UDPAddress(ip: 0x7F00_0001, port: port)
+
+        // One source, ten rooms: its four newest stay.
+        let one = try UDPSocket(host: "127.0.0.2", port: 0)
+        for index in 0..<10 {
+            #expect(one.send(try beacon("one-\(index)", endpoint: "tcp://127.0.0.2:7300"), to: target))
+            usleep(5_000)
+        }
+        let newest: Set<String> = Set((6..<10).map { "lan:one-\($0)" })
+        #expect(eventually(within: 5) { beaconRoomIds(discovery) == newest }, "\(beaconRoomIds(discovery).sorted())")
+
+        // A beacon naming another host than its sender is refused; one naming none gets the sender's address.
+        let liar = try UDPSocket(host: "127.0.0.3", port: 0)
+        #expect(liar.send(try beacon("liar-1", endpoint: "tcp://10.9.9.9:7300"), to: target))
+        #expect(liar.send(try beacon("liar-2", endpoint: "tcp://example.com:7300"), to: target))
+        #expect(liar.send(try beacon("plain", endpoint: ""), to: target))
+        #expect(eventually(within: 5) { beaconRoomIds(discovery).contains("lan:plain") })
+        #expect(beaconRoomIds(discovery) == newest.union(["lan:plain"]))
+        let plain = try #require(try discovery.list(RoomFilter(source: .lanBeacon)).rooms.first { $0.roomId == "lan:plain" })
+        #expect(plain.hostEndpoint == "udp://127.0.0.3")
+
+        // Seventy sources of four rooms each: 256 rooms in all, the least recently heard gone.
+        var sockets: [UDPSocket] = []
+        for source in 0..<70 {
+            let socket = try UDPSocket(host: "127.0.1.\(source + 1)", port: 0)
+            sockets.append(socket)
+            for index in 0..<4 {
+                #expect(socket.send(try beacon("many-\(source)-\(index)", endpoint: "tcp://127.0.1.\(source + 1):7300"), to: target))
+            }
+            usleep(2_000)
+        }
+        var ids: Set<String> = []
+        let settled = eventually(within: 10) {
+            ids = beaconRoomIds(discovery)
+            return ids.contains("lan:many-69-3")
+        }
+        #expect(settled)
+        #expect(ids.count == 256, "\(ids.count) LAN rooms")
+        #expect(ids.isDisjoint(with: newest.union(["lan:plain"])), "the oldest rooms made way")
+        #expect(try discovery.list(RoomFilter(source: .lanBeacon)).totalMatching == 256)
+        #expect(discovery.process.process.isRunning)
     }
 
     @Test func retroArchHostsFoundByScanningBecomeRooms() throws {

@@ -39,6 +39,29 @@ struct ClusterConfigTests {
         #expect(sync.endpoint("endpoint", replica: 2) == "tcp://127.0.0.1:7320")
         #expect(sync.endpoint("events", replica: 2) == "tcp://127.0.0.1:7321")
         #expect(sync.instanceName(replica: 2) == "sync-2")
+        // Telemetry is the one service the cluster runs without: its crash loop must not stop the relays.
+        #expect(config.services.filter { !$0.critical }.map(\.name) == ["telemetry"])
+        #expect(config.service("telemetry")?.coolDown == 300)
+        #expect(config.supervisor.maxReplicas == 16)
+    }
+
+    @Test func criticalityIntensityAndCoolDownParse() throws {
+        let config = try parse("""
+            supervisor:
+              intensity: {max_restarts: 7, period: 30s}
+              cool_down: 2m
+              max_replicas: 8
+            services:
+              core: {command: x}
+              extra: {command: x, critical: false}
+              tuned: {command: x, critical: false, intensity: {max_restarts: 2}, cool_down: 10s}
+            """)
+        #expect(config.supervisor.maxReplicas == 8 && config.supervisor.coolDown == 120)
+        let core = try #require(config.service("core")), extra = try #require(config.service("extra"))
+        let tuned = try #require(config.service("tuned"))
+        #expect(core.critical && !extra.critical && !tuned.critical)
+        #expect(extra.intensity == IntensityLimit(maxRestarts: 7, period: 30) && extra.coolDown == 120)
+        #expect(tuned.intensity == IntensityLimit(maxRestarts: 2, period: 30) && tuned.coolDown == 10)
     }
 
     @Test func syncReplicasAndPortOffsetComeFromTheEnvironment() throws {
@@ -96,9 +119,15 @@ struct ClusterConfigTests {
         ("services:\n  a: {command: x, depends_on: [b]}\n  b: {command: x, depends_on: [c]}\n  c: {command: x, depends_on: [a]}",
          "dependency cycle: a -> b -> c -> a"),
         ("services:\n  a: {command: x, depends_on: [a]}", "a service cannot depend on itself"),
-        ("services:\n  a: {command: x, replicas: three}", "services.a.replicas: must be an integer from 0 to 64"),
-        ("services:\n  a: {command: x, replicas: 65}", "services.a.replicas: must be an integer from 0 to 64"),
-        ("services:\n  a: {command: x, replicas: -1}", "services.a.replicas: must be an integer from 0 to 64"),
+        ("services:\n  a: {command: x, replicas: three}", "services.a.replicas: must be an integer from 0 to 16"),
+        ("services:\n  a: {command: x, replicas: 17}", "services.a.replicas: must be an integer from 0 to 16 (the number of instances; supervisor.max_replicas)"),
+        ("supervisor: {max_replicas: 4}\nservices:\n  a: {command: x, replicas: 5}", "services.a.replicas: must be an integer from 0 to 4"),
+        ("services:\n  a: {command: x, replicas: -1}", "services.a.replicas: must be an integer from 0 to 16"),
+        ("supervisor: {max_replicas: 65}\nservices:\n  a: {command: x}", "supervisor.max_replicas: must be an integer from 1 to 64"),
+        ("services:\n  a: {command: x, critical: maybe}", "services.a.critical: must be true or false"),
+        ("services:\n  a: {command: x, intensity: {max_restarts: 3}}", "services.a: intensity: and cool_down: apply to non-critical services only"),
+        ("services:\n  a: {command: x, critical: false, intensity: {max_restarts: 3, window: 1s}}", "services.a.intensity: unknown key 'window'"),
+        ("services:\n  a: {command: x, critical: false, cool_down: later}", "services.a.cool_down: must be a duration"),
         ("services:\n  a: {command: x, replica: 2}", "services.a: unknown key 'replica'"),
         ("servics:\n  a: {command: x}", "unknown key 'servics'"),
         ("services:\n  a: {args: [x]}", "services.a: command: is required"),

@@ -64,7 +64,7 @@ func processIsGone(_ pid: Int32) -> Bool {
 
 /// A cluster file of sample services: `a`, then replicated `b` (depends on a).
 func sampleCluster(supervisor: String, replicas: Int = 2, extraServices: String = "", intensity: String = "{max_restarts: 20, period: 60s}",
-                   stopTimeout: String = "2s", bArguments: String = "[]") -> String {
+                   stopTimeout: String = "2s", bArguments: String = "[]", supervisorExtra: String = "") -> String {
     let a = TestPorts.free(), aEvents = TestPorts.free()
     // Replicas of b use base + i: a block outside the kernel's ephemeral range, so no
     // outgoing connection of a parallel test can be holding b + i.
@@ -80,6 +80,7 @@ func sampleCluster(supervisor: String, replicas: Int = 2, extraServices: String 
       intensity: \(intensity)
       log_max_bytes: 4096
       log_files: 2
+      \(supervisorExtra)
     environment:
       NETPLAY_TELEMETRY: none
     services:

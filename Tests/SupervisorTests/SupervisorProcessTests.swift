@@ -64,6 +64,70 @@ struct SupervisorProcessTests {
         #expect(pids.allSatisfy(processIsGone), "children left behind: \(pids.filter { !processIsGone($0) })")
     }
 
+    @Test func aCrashLoopingNonCriticalServiceIsGivenUpWhileTheClusterKeepsRunning() throws {
+        // Like a telemetry that crashes on every start: the cluster's own intensity (3 in 30 s)
+        // would stop everything if its restarts counted there.
+        let crashy = """
+              crashy:
+                command: netplay-sample-service
+                critical: false
+                intensity: {max_restarts: 3, period: 30s}
+                cool_down: 3s
+                args: [--endpoint, nonsense]
+            """
+        let cluster = try SupervisedCluster {
+            sampleCluster(supervisor: $0, replicas: 1, extraServices: crashy, intensity: "{max_restarts: 3, period: 30s}")
+        }
+        #expect(eventually(within: 15) { cluster.log.contains("giving up on crashy for 3.00 s") }, "\(cluster.log)")
+        var status: ClusterStatusResponse?
+        let othersReady = eventually(within: 10) {
+            status = cluster.status()
+            return status?.services.filter { $0.service != "crashy" }.allSatisfy { $0.state == .ready } ?? false
+        }
+        #expect(othersReady, "\(String(describing: status))\n\(cluster.log)")
+        let given = try #require(status?.services.first { $0.instance == "crashy" })
+        #expect(given.state == .failed && given.pid == 0, "\(given)")
+        #expect(given.lastReason.contains("gave up") && given.lastReason.contains("more than 3 restarts in 30 s"), "\(given.lastReason)")
+        #expect(given.lastReason.contains("--endpoint must look like"), "the last failure says why: \(given.lastReason)")
+        #expect(given.nextRestartUnixMs > UInt64(Date().timeIntervalSince1970 * 1000) - 1000, "the status says when it is tried again")
+        #expect(status?.state == .degraded, "the cluster runs without it, and says so")
+        #expect(cluster.log.contains(" error supervisor"), "giving up is logged as an error")
+        let others = try #require(status?.services.filter { $0.service != "crashy" })
+
+        // After the cool-down it is tried again with a fresh window, and given up on again.
+        #expect(eventually(within: 15) { cluster.log.contains("retrying crashy after its cool-down") }, "\(cluster.log)")
+        #expect(eventually(within: 15) { cluster.log.components(separatedBy: "giving up on crashy").count >= 3 }, "\(cluster.log)")
+        #expect((cluster.instance("crashy")?.restarts ?? 0) > given.restarts)
+        #expect(cluster.process.process.isRunning, "\(cluster.log)")
+        #expect(!cluster.log.contains("restart intensity exceeded"))
+        let now = try #require(cluster.status())
+        for service in others {
+            #expect(now.services.first { $0.instance == service.instance }.map { $0.state == .ready && $0.pid == service.pid } == true,
+                    "\(service.instance) kept running untouched")
+        }
+
+        // An operator's restart retries it at once, before the cool-down ends.
+        _ = eventually(within: 5) { cluster.instance("crashy")?.state == .failed }
+        _ = try cluster.client.request(.restartServiceRequest(RestartServiceRequest(service: "crashy")))
+        #expect(eventually(within: 5) { cluster.log.contains("crashy retried on request before its cool-down ended") })
+    }
+
+    @Test func scaleAboveMaxReplicasIsRefusedAndChangesNothing() throws {
+        let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 1, supervisorExtra: "max_replicas: 3") }
+        let before = try #require(cluster.waitRunning(), "\(cluster.log)")
+        let reply = try cluster.client.requestEnvelope(.scaleServiceRequest(ScaleServiceRequest(service: "b", replicas: 4)))
+        guard case .error(let error) = reply.body else { Issue.record("scaling past max_replicas succeeded: \(reply.body)"); return }
+        #expect(error.code == .badRequest && error.field == "ScaleServiceRequest.replicas")
+        #expect(error.message.contains("at most 3 (supervisor.max_replicas"), "\(error.message)")
+        usleep(300_000)
+        let after = try #require(cluster.status())
+        #expect(after.services.map(\.instance) == before.services.map(\.instance) && after.services.map(\.pid) == before.services.map(\.pid))
+        #expect(after.state == .running)
+        let allowed = try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "b", replicas: 3)))
+        guard case .scaleServiceResponse(let scaled) = allowed else { Issue.record("\(allowed)"); return }
+        #expect(scaled.replicas == 3)
+    }
+
     @Test func sigtermStopsEveryChildInReverseOrderAndLeavesNothingBehind() throws {
         let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 2, stopTimeout: "1s") }
         let status = try #require(cluster.waitRunning(), "\(cluster.log)")
@@ -193,7 +257,7 @@ struct SupervisorProcessTests {
     @Test(arguments: [
         ("services:\n  a: {command: netplay-sample-service, depends_on: [ghost]}", "unknown service 'ghost'"),
         ("services:\n  a: {command: netplay-sample-service, depends_on: [b]}\n  b: {command: netplay-sample-service, depends_on: [a]}", "dependency cycle: a -> b -> a"),
-        ("services:\n  a: {command: netplay-sample-service, replicas: lots}", "replicas: must be an integer from 0 to 64"),
+        ("services:\n  a: {command: netplay-sample-service, replicas: lots}", "replicas: must be an integer from 0 to 16"),
         ("services:\n  a: {command: netplay-no-such-binary}", "'netplay-no-such-binary' not found"),
     ])
     func badClusterFilesExitWithOneLine(yaml: String, expected: String) throws {

@@ -152,6 +152,32 @@ public final class UDPSocket {
         return (buffer, UDPAddress(source))
     }
 
+    /// The IPv4 addresses of this host's up interfaces (loopback included).
+    public static func interfaceAddresses() -> Set<UInt32> {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0, let first = list else { return [] }
+        defer { freeifaddrs(list) }
+        var result: Set<UInt32> = []
+        var cursor: UnsafeMutablePointer<ifaddrs>? = first
+        while let entry = cursor {
+            defer { cursor = entry.pointee.ifa_next }
+            guard Int32(entry.pointee.ifa_flags) & Int32(IFF_UP) != 0,
+                  let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET) else { continue }
+            result.insert(address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UDPAddress($0.pointee) }.ip)
+        }
+        return result
+    }
+
+    /// The host part of an endpoint such as `tcp://10.0.0.2:7300`, `udp://10.0.0.2` or
+    /// `10.0.0.2:7300` (nil when there is none).
+    public static func endpointHost(_ endpoint: String) -> String? {
+        var rest = Substring(endpoint)
+        if let scheme = rest.range(of: "://") { rest = rest[scheme.upperBound...] }
+        if let slash = rest.firstIndex(of: "/") { rest = rest[..<slash] }
+        if let colon = rest.lastIndex(of: ":") { rest = rest[..<colon] }
+        return rest.isEmpty ? nil : String(rest)
+    }
+
     /// The broadcast addresses of this host's up, broadcast-capable IPv4 interfaces (loopback
     /// excluded), with `port`.
     public static func interfaceBroadcastAddresses(port: UInt16) -> [UDPAddress] {

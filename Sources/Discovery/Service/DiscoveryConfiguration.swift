@@ -29,8 +29,6 @@ public struct DiscoveryConfiguration: Sendable {
     /// Answer RANQ queries from loopback as well as from private ranges (RetroArch itself answers
     /// private ranges only; loopback is the same machine, so it is safe and lets tools test).
     public var answerLoopbackQueries = true
-    /// RANS replies sent for one query at most (one per LAN room).
-    public var maxAdvertisementsPerQuery = 32
     /// LAN datagrams (beacons, queries) accepted per second per sender address.
     public var lanRatePerSecond: Double = 50
     /// Their burst.

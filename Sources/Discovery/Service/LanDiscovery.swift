@@ -1,3 +1,4 @@
+import NetplayAuth
 import NetplayService
 import NetplayWire
 
@@ -5,6 +6,11 @@ import NetplayWire
 /// protocol), the RetroArch RANQ responder (so RetroArch's LAN scan lists our LAN rooms) and the
 /// RetroArch scanner (so real RetroArch hosts appear as rooms). Each part is optional; a port
 /// that cannot be bound disables that part with a warning instead of stopping the service.
+///
+/// What arrives by UDP may come from anyone on the network, so every part is bounded: a RANQ
+/// gets at most one RANS (no amplification), replies are rate-limited per source address and in
+/// all, a beacon must name its sender's own address, and LAN rooms are capped per source
+/// address and in total (``LanRoomBook``), the least recently heard making way.
 final class LanDiscovery {
     /// Prefix of the frontend string in our own RANS replies; a scanner ignores such replies
     /// (those rooms arrive through beacons and the lobby).
@@ -24,9 +30,30 @@ final class LanDiscovery {
     private var frontend = frontendPrefix
     private var counters: [String: Counter] = [:]
     private var counts: [String: Int] = [:]
+    private var book: LanRoomBook
+    /// RANS replies per source address: a RetroArch LAN scan sends one RANQ per refresh.
+    private var replyLimiter = RateLimiter<UInt32>(ratePerSecond: LanDiscovery.repliesPerSecondPerSource,
+                                                   burst: LanDiscovery.replyBurstPerSource)
+    /// RANS replies in all, against queries with spoofed, ever-changing source addresses.
+    private var totalReplyLimiter = RateLimiter<Int>(ratePerSecond: LanDiscovery.repliesPerSecond, burst: LanDiscovery.repliesPerSecond * 2)
+    /// Which of our LAN rooms the next RANS advertises (each query gets the next one).
+    private var advertiseCursor = 0
+    private var localAddresses: Set<UInt32> = []
+    private var localAddressesAt: UInt64?
+
+    /// LAN rooms one source address may hold (beacon and RetroArch rooms).
+    static let maxRoomsPerSource = 4
+    /// LAN rooms held in all.
+    static let maxRooms = 256
+    /// RANS replies per second to one source address, and their burst.
+    static let repliesPerSecondPerSource = 1.0
+    static let replyBurstPerSource = 3.0
+    /// RANS replies per second in all.
+    static let repliesPerSecond = 50.0
 
     init(configuration: DiscoveryConfiguration) {
         self.configuration = configuration
+        book = LanRoomBook(maxPerSource: Self.maxRoomsPerSource, maxTotal: Self.maxRooms)
     }
 
     func start(runtime: ServiceRuntime, delegate: DiscoveryService) {
@@ -34,7 +61,8 @@ final class LanDiscovery {
         frontend = "\(Self.frontendPrefix) \(runtime.configuration.instance)"
         for (name, help) in [("beacons", "LAN beacons accepted."), ("queries", "RetroArch RANQ queries answered."),
                              ("advertisements", "RetroArch RANS replies received from hosts."),
-                             ("dropped", "LAN datagrams dropped (malformed, rate-limited, not from a LAN address).")] {
+                             ("dropped", "LAN datagrams dropped (malformed, rate-limited, not from a LAN address, not naming their sender)."),
+                             ("evicted", "LAN rooms evicted to keep the per-source and total bounds.")] {
             counters[name] = runtime.metrics.counter("netplay_discovery_lan_\(name)_total", help: help)
         }
         if let port = configuration.beaconPort {
@@ -92,6 +120,8 @@ final class LanDiscovery {
         [
             "beacon": .string(beaconStatus), "retroarch_responder": .string(responderStatus),
             "retroarch_scan": .string(scanStatus),
+            "lan_rooms": .number(book.count), "max_lan_rooms": .number(book.maxTotal),
+            "max_lan_rooms_per_source": .number(book.maxPerSource),
             "counts": .object(counts.mapValues { .number($0) }),
         ]
     }
@@ -121,6 +151,7 @@ final class LanDiscovery {
         if beacon.goodbye {
             if service.registry.announcer(of: roomId) == announcer {
                 service.publish(service.registry.evict(roomId: roomId, reason: .lanLost), runtime)
+                book.forget(roomId)
             }
             count("beacons")
             return
@@ -131,7 +162,14 @@ final class LanDiscovery {
         }
         room.roomId = roomId
         room.transport = .lan
-        if room.hostEndpoint.isEmpty { room.hostEndpoint = "udp://\(from.host)" }
+        if room.hostEndpoint.isEmpty {
+            room.hostEndpoint = "udp://\(from.host)"  // the protocol's way to say "where this came from"
+        } else if let problem = claimProblem(room.hostEndpoint, from: from, service: service) {
+            count("dropped")
+            runtime.logger.debug("LAN beacon refused", metadata: ["from": "\(from)", "error": "\(problem)"])
+            return
+        }
+        guard admit(roomId, announcer: announcer, from: from, runtime: runtime, service: service) else { return }
         do {
             let (_, change) = try service.registry.announce(room, announcerId: announcer,
                                                             ttlMs: LanBeaconCodec.ttlMs(intervalMs: beacon.intervalMs),
@@ -139,9 +177,52 @@ final class LanDiscovery {
             service.publish(change, runtime)
             count("beacons")
         } catch {
+            if service.registry.announcer(of: roomId) != announcer { book.forget(roomId) }
             count("dropped")
             runtime.logger.debug("LAN beacon refused", metadata: ["from": "\(from)", "error": "\(error.message)"])
         }
+    }
+
+    /// Why a beacon's claimed host endpoint cannot be believed, or nil when it names the
+    /// datagram's source. A beacon from loopback comes from this machine, so it may name any of
+    /// this machine's own addresses (a host that sends its beacon to 127.0.0.1).
+    private func claimProblem(_ endpoint: String, from: UDPAddress, service: DiscoveryService) -> String? {
+        guard let host = UDPSocket.endpointHost(endpoint), let claimed = UDPAddress.parseIP(host) else {
+            return "host endpoint '\(endpoint)' does not name an IPv4 address"
+        }
+        if claimed == from.ip { return nil }
+        if from.isLoopback && (UDPAddress(ip: claimed, port: 0).isLoopback || localAddressSet(service).contains(claimed)) { return nil }
+        return "host endpoint '\(endpoint)' names another address than the sender \(from.host)"
+    }
+
+    /// This machine's interface addresses, looked up at most every 10 s.
+    private func localAddressSet(_ service: DiscoveryService) -> Set<UInt32> {
+        let now = service.now.monotonicMs
+        if localAddressesAt.map({ now - $0 > 10_000 }) ?? true {
+            localAddresses = UDPSocket.interfaceAddresses()
+            localAddressesAt = now
+        }
+        return localAddresses
+    }
+
+    /// Books `roomId` (announced as `announcer`) for `from`, evicting what the bounds require
+    /// first. False when the room id is another announcer's (the registry would refuse it).
+    private func admit(_ roomId: String, announcer: String, from: UDPAddress, runtime: ServiceRuntime, service: DiscoveryService) -> Bool {
+        let registry = service.registry
+        if let owner = registry.announcer(of: roomId), owner != announcer {
+            count("dropped")
+            runtime.logger.debug("LAN room refused", metadata: ["from": "\(from)", "room": "\(roomId)", "error": "another sender's room"])
+            return false
+        }
+        for evicted in book.admit(roomId, from: from.ip, isLive: { registry.room($0) != nil }) {
+            count("evicted")
+            runtime.logger.info("LAN room evicted to keep the bounds", metadata: [
+                "room": "\(evicted)", "for": "\(roomId)", "from": "\(from.host)",
+                "max_per_source": "\(book.maxPerSource)", "max_total": "\(book.maxTotal)",
+            ])
+            service.publish(registry.evict(roomId: evicted, reason: .evicted), runtime)
+        }
+        return true
     }
 
     // MARK: RetroArch responder
@@ -158,11 +239,20 @@ final class LanDiscovery {
             }
             count("queries")
             let rooms = service.registry.allRooms.filter { $0.transport == .lan && $0.source != .retroarchLan }
-            for room in rooms.prefix(configuration.maxAdvertisementsPerQuery) {
-                let advertisement = RetroArchAdvertisement.advertising(room, frontend: frontend, version: NetplayVersion.current)
-                socket.send(advertisement.encoded(), to: from)
+            guard !rooms.isEmpty else { continue }
+            // One RANS per query at most (RetroArch answers one too): a 4-byte query never
+            // turns into more than one 688-byte reply, and a reply needs tokens of the
+            // source's bucket and of the shared one.
+            let seconds = Double(service.now.monotonicMs) / 1000
+            guard case .allowed = replyLimiter.take(from.ip, now: seconds), case .allowed = totalReplyLimiter.take(0, now: seconds) else {
+                count("dropped")
+                continue
             }
-            runtime.logger.debug("answered RANQ", metadata: ["from": "\(from)", "rooms": "\(min(rooms.count, configuration.maxAdvertisementsPerQuery))"])
+            let room = rooms[advertiseCursor % rooms.count]
+            advertiseCursor = (advertiseCursor + 1) % rooms.count
+            let advertisement = RetroArchAdvertisement.advertising(room, frontend: frontend, version: NetplayVersion.current)
+            socket.send(advertisement.encoded(), to: from)
+            runtime.logger.debug("answered RANQ", metadata: ["from": "\(from)", "room": "\(room.roomId)", "lan_rooms": "\(rooms.count)"])
         }
     }
 
@@ -187,8 +277,10 @@ final class LanDiscovery {
             if advertisement.frontend.hasPrefix(Self.frontendPrefix) { continue }  // one of ours
             count("advertisements")
             let ttl = UInt32(max(3, configuration.retroArchScanIntervalSeconds * 3) * 1000)
+            let room = advertisement.room(from: from)
+            guard admit(room.roomId, announcer: Self.retroArchAnnouncer, from: from, runtime: runtime, service: service) else { continue }
             do {
-                let (_, change) = try service.registry.announce(advertisement.room(from: from), announcerId: Self.retroArchAnnouncer,
+                let (_, change) = try service.registry.announce(room, announcerId: Self.retroArchAnnouncer,
                                                                 ttlMs: ttl, source: .retroarchLan, at: service.now)
                 if change != nil {
                     runtime.logger.info("RetroArch host found", metadata: ["host": "\(from)", "nick": "\(advertisement.nick)",
@@ -196,6 +288,7 @@ final class LanDiscovery {
                 }
                 service.publish(change, runtime)
             } catch {
+                if service.registry.room(room.roomId) == nil { book.forget(room.roomId) }
                 runtime.logger.debug("RetroArch advertisement refused", metadata: ["from": "\(from)", "error": "\(error.message)"])
             }
         }

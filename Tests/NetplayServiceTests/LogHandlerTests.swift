@@ -1,0 +1,52 @@
+import Foundation
+import Logging
+import Testing
+@testable import NetplayService
+
+@Suite("Log lines: one event is one line, whatever a peer sends")
+struct LogHandlerTests {
+    /// What `body` logs through a ``NetplayLogHandler`` writing into a pipe.
+    func captured(_ body: (Logger) -> Void) throws -> String {
+        var fds: [Int32] = [0, 0]
+        try #require(pipe(&fds) == 0)
+        defer { close(fds[0]) }
+        let logger = Logger(label: "test") { _ in
+            NetplayLogHandler(service: "discovery", instance: "discovery-1", level: .debug, fileDescriptor: fds[1])
+        }
+        body(logger)
+        close(fds[1])
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(fds[0], &buffer, buffer.count)
+            if count <= 0 { break }
+            bytes += buffer[0..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    @Test func controlCharactersInTheMessageAreEscaped() throws {
+        let forged = "room added\r\n2026-11-21T23:59:00.123Z critical coordinator/coordinator-1: key leaked\u{1b}[2J\u{7}\u{0}\u{85}\u{2028}\tend"
+        let text = try captured { $0.info("\(forged)") }
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.count == 2 && lines[1].isEmpty, "one event, one line: \(text.debugDescription)")
+        #expect(!text.dropLast().contains(where: { $0.unicodeScalars.contains(where: NetplayLogHandler.isControl) }))
+        #expect(text.contains(#"room added\r\n2026-11-21T23:59:00.123Z critical coordinator/coordinator-1: key leaked\u{1b}[2J\u{7}\u{0}\u{85}\u{2028}\tend"#),
+                "\(text.debugDescription)")
+    }
+
+    @Test func controlCharactersInMetadataAreEscaped() throws {
+        let text = try captured { logger in
+            logger.warning("refused", metadata: ["name": "eve\nfake line", "peer": "10.0.0.1\r", "bell\u{7}key": "x\u{1b}y"])
+        }
+        #expect(text.split(separator: "\n").count == 1 && text.hasSuffix("\n"), "\(text.debugDescription)")
+        #expect(text.contains(#"name="eve\nfake line""#), "\(text.debugDescription)")
+        #expect(text.contains(#"peer=10.0.0.1\r"#), "\(text.debugDescription)")
+        #expect(text.contains(#"bell\u{7}key=x\u{1b}y"#), "\(text.debugDescription)")
+    }
+
+    @Test func ordinaryTextIsUnchanged() throws {
+        let text = try captured { $0.info("room 'Zelda – ゼルダ' added", metadata: ["room": "abc", "path": #"C:\games"#]) }
+        #expect(text.hasSuffix(#"info discovery/discovery-1: room 'Zelda – ゼルダ' added path=C:\games room=abc"# + "\n"), "\(text)")
+    }
+}
