@@ -224,7 +224,7 @@ struct RelayTrustTests {
     // MARK: - Round trips
 
     /// Plays `frames` at 60 Hz: A acknowledges what it got at once, B what it got `bAckDelayMs`
-    /// ago and reports `bPing` as its ping every 30 frames; B sends no inputs when `bSilent`.
+    /// ago and reports `bPing` as its ping every frame; B sends no inputs when `bSilent`.
     final class Match {
         let rig: RelayRig
         let a: PeerAddress, b: PeerAddress
@@ -249,10 +249,11 @@ struct RelayTrustTests {
                 aHolds = max(aHolds, Self.held(rig.transport.broadcasts(a, authoritative: true)) ?? 0)
                 try rig.batch(a, slot: 1, start: frame, [1], awaited: aHolds, current: frame)
                 if let held = Self.held(rig.transport.broadcasts(b, authoritative: true)) { bReceived.append((rig.now, held)) }
+                // Its statistics keep coming, inputs or not (a lagging liar still claims its ping).
+                try rig.send(.peerStats(PeerStats(slot: 2, pingMs: bPing)), from: b)
                 guard !bSilent else { continue }
                 let acknowledged = bReceived.filter { rig.now - $0.at >= bAckDelayMs }.map(\.frames).max() ?? 0
                 try rig.batch(b, slot: 2, start: frame, [2], awaited: acknowledged, current: frame)
-                if frame % 30 == 0 { try rig.send(.peerStats(PeerStats(slot: 2, pingMs: bPing)), from: b) }
             }
         }
 
