@@ -182,6 +182,19 @@ struct RelayTrustTests {
         }
     }
 
+    @Test func aParticipantRemovedBeforeItEverAttachedIsRefusedToo() throws {
+        let rig = RelayRig()
+        _ = try rig.attach(a, slot: 1, participant: "h-host")
+        rig.core.revoke(sessionId: rig.sessionId, participantId: "p-early")
+        do {
+            _ = try rig.attach(b, slot: 2, participant: "p-early")
+            Issue.record("a participant removed before attaching was admitted")
+        } catch {
+            #expect(error.code == .permissionDenied)
+        }
+        _ = try rig.attach(b, slot: 2, participant: "p-other")
+    }
+
     @Test func aPlayerWhoLeavesIsNotBarred() throws {
         let rig = RelayRig()
         let ticket = rig.ticket(slot: 2, participant: "p-guest")
