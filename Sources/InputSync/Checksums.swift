@@ -64,7 +64,7 @@ extension RelaySession {
 
     /// Judges every frame whose reports are all in (or timed out): agreement is remembered for
     /// the replay; a disagreement is a desync: notice, event, and a state transfer from a slot of
-    /// the majority to the diverged ones.
+    /// the winning group (see ``winner(of:hostSlot:)``) to the others; with no winner, no transfer.
     func judgeChecksums(now: UInt64) {
         guard !checksums.pending.isEmpty else { return }
         let expected = Set(judgingSlots)
@@ -82,6 +82,23 @@ extension RelaySession {
         }
     }
 
+    /// The checksum that wins a disagreement, or nil when nobody can be trusted over the rest.
+    /// A strict majority wins. A tie for the most reports goes to the group holding the session's
+    /// host (known from its ticket, not from its slot: slots can be swapped); a tie without the
+    /// host decides nothing. So a lone dissenter never outvotes the host, and in a two-player
+    /// match a player reporting made-up checksums cannot have its own state loaded into the
+    /// host's game as a "resync".
+    static func winner(of groups: [UInt64: [Int]], hostSlot: Int?) -> UInt64? {
+        guard let most = groups.values.map(\.count).max() else { return nil }
+        let leading = groups.filter { $0.value.count == most }
+        if leading.count == 1 { return leading.first!.key }
+        guard let hostSlot else { return nil }
+        return leading.first { $0.value.contains(hostSlot) }?.key
+    }
+
+    /// The 0-based slot of the session's host, if a player holds it with a host ticket.
+    var hostSlot: Int? { players.firstIndex { $0?.isHost == true } }
+
     private func judge(frame: Int, reports: [Int: UInt64], now: UInt64) {
         var groups: [UInt64: [Int]] = [:]
         for (slot, checksum) in reports { groups[checksum, default: []].append(slot) }
@@ -90,23 +107,34 @@ extension RelaySession {
             replay?.agreed(frame: frame, checksum: reports.values.first!)
             return
         }
-        // The majority wins; a tie goes to the group holding the lowest slot (the host).
-        let majority = groups.max { lhs, rhs in
-            lhs.value.count != rhs.value.count ? lhs.value.count < rhs.value.count
-                : lhs.value.min()! > rhs.value.min()!
-        }!
-        checksums.remember(frame: frame, checksum: majority.key)
-        replay?.agreed(frame: frame, checksum: majority.key)
-        let diverged = reports.keys.filter { reports[$0] != majority.key }.sorted()
-        let reference = majority.value.sorted().first { players[$0]?.isConnected == true }
         desyncs += 1
+        let host = hostSlot
+        let checksumsBySlot = reports.keys.sorted().map { SlotChecksum(slot: UInt32($0 + 1), checksum: reports[$0]!) }
+        guard let winning = Self.winner(of: groups, hostSlot: host) else {
+            // No majority and no host among them: the relay cannot tell who is right, so no
+            // state moves (the players stay diverged, and are told so).
+            let slots = reports.keys.sorted()
+            let notice = DesyncNotice(sessionId: sessionId, frame: UInt32(frame), checksums: checksumsBySlot,
+                                      divergedSlots: slots.map { UInt32($0 + 1) }, referenceSlot: 0, resyncStarted: false)
+            sendToAll(.desyncNotice(notice), now: now)
+            transport.publish(topic: "sync.desync", .desyncNotice(notice), severity: .warning,
+                              message: "desync at frame \(frame): slots \(slots.map { $0 + 1 }) disagree with no majority and no host among them; no resync",
+                              sessionId: sessionId)
+            return
+        }
+        let majority = groups[winning]!
+        checksums.remember(frame: frame, checksum: winning)
+        replay?.agreed(frame: frame, checksum: winning)
+        let diverged = reports.keys.filter { reports[$0] != winning }.sorted()
+        // The host serves the state when it is in the winning group; else the lowest slot there.
+        let connected = majority.filter { players[$0]?.isConnected == true }
+        let reference = connected.contains { $0 == host } ? host : connected.min()
         let targets = diverged.compactMap { players[$0] }
         var started = false
         if transfer == nil, let reference, let source = players[reference] {
             started = beginTransfer(reason: .desync, reference: source, targets: targets, now: now, atLeastFrame: frame)
         }
-        let notice = DesyncNotice(sessionId: sessionId, frame: UInt32(frame),
-                                  checksums: reports.keys.sorted().map { SlotChecksum(slot: UInt32($0 + 1), checksum: reports[$0]!) },
+        let notice = DesyncNotice(sessionId: sessionId, frame: UInt32(frame), checksums: checksumsBySlot,
                                   divergedSlots: diverged.map { UInt32($0 + 1) },
                                   referenceSlot: reference.map { UInt32($0 + 1) } ?? 0, resyncStarted: started)
         sendToAll(.desyncNotice(notice), now: now)

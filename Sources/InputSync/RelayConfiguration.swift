@@ -54,6 +54,16 @@ public struct RelayConfiguration: Sendable {
     public var replayDirectory: URL?
     /// Checksums pending judgement kept per session at most.
     public var maxPendingChecksums: Int = 256
+    /// A round trip the relay measures counts as at most this long (substitution deadlines wait
+    /// half a player's round trip; the send-time estimates subtract it): a peer that answers
+    /// slowly on purpose stretches nobody's deadline past the lag tolerance + half this.
+    public var maxCountedRttMs: Int = 500
+    /// The longest a join ticket lives (the coordinator issues 300 s, a LAN host 600 s): a
+    /// participant the host removed stays refused at least this long, plus ``resumeGraceMs``,
+    /// past the removal, so no ticket issued to it before can admit it again.
+    public var maxTicketLifetimeMs: UInt64 = 600_000
+    /// Removed participants remembered at most (the oldest-expiring are forgotten first).
+    public var maxRevocations: Int = 10_000
 
     /// A configuration with defaults for everything but the identity.
     public init(relayId: String, advertisedEndpoint: String) {
@@ -72,6 +82,8 @@ public struct RelayConfiguration: Sendable {
         }
         if silenceTimeoutMs < 100 { return "the silence timeout must be >= 100 ms" }
         if resendIntervalMs < 1 || hintIntervalMs < 1 || statsIntervalMs < 1 { return "intervals must be >= 1 ms" }
+        if maxCountedRttMs < 0 { return "the counted round trip cap must be >= 0 ms" }
+        if maxRevocations < 1 { return "the revocation capacity must be >= 1" }
         return nil
     }
 }

@@ -31,12 +31,15 @@ public final class RelayCore {
     /// The hot path's protobuf-c decoder (arena reused per frame) and broadcast packer.
     private let decoder = HotPathDecoder()
     private let packer = InputBroadcastPacker()
+    /// Participants the host removed, refused at attach until their tickets are of no use.
+    private let revocations: RevocationBook
 
     /// Creates a relay core that admits tickets `verifier` accepts and sends through `transport`.
     public init(configuration: RelayConfiguration, verifier: JoinTicketVerifier, transport: RelayTransport) {
         self.configuration = configuration
         self.verifier = verifier
         self.transport = transport
+        revocations = RevocationBook(capacity: configuration.maxRevocations)
     }
 
     // MARK: - Reading
@@ -215,8 +218,10 @@ public final class RelayCore {
             try adoptHistory(history, session: session, from: participant, now: now)
             return nil
         case .startSessionRequest:
-            guard participant.slot == 1 else {
-                throw ServiceError(.permissionDenied, "Only the player in slot 1 (the host) may start the match.")
+            // The host, known from its ticket; in a session whose host holds no place (or whose
+            // tickets mark none, as a LAN host's), the player in slot 1.
+            guard participant.isHost || (participant.slot == 1 && session.hostSlot == nil) else {
+                throw ServiceError(.permissionDenied, "Only the host may start the match.")
             }
             session.start(now: now)
             return .ack(Ack(detail: "running"))
@@ -243,6 +248,29 @@ public final class RelayCore {
         if let address = participant.address { peers.remove(address) }
     }
 
+    // MARK: - Removed participants
+
+    /// Refuses every attach of `participantId` in `sessionId` from now until no ticket issued to
+    /// it before could admit it (see ``revocationEnd(ticketExpiresAtUnixMs:nowUnixMs:configuration:)``),
+    /// whether or not it is attached now. A kick (`DisconnectPeerRequest` with reason `KICKED`)
+    /// of a participant in a session does this by itself; this is for one the relay has not seen.
+    /// Call it only for a request proven to come from the coordinator.
+    public func revoke(sessionId: String, participantId: String) {
+        let wallNow = wallClockMs()
+        let seen = sessions[sessionId]?.participants.first { $0.participantId == participantId }?.ticketExpiresAtUnixMs ?? 0
+        revocations.revoke(sessionId: sessionId, participantId: participantId,
+                           untilUnixMs: Self.revocationEnd(ticketExpiresAtUnixMs: seen, nowUnixMs: wallNow,
+                                                           configuration: configuration),
+                           nowUnixMs: wallNow)
+    }
+
+    /// When a removal stops mattering: every ticket issued to the participant before it (the
+    /// newest one the relay saw, or one issued just now and living the longest a ticket lives)
+    /// has expired, and the grace in which an expired ticket still resumes is over.
+    static func revocationEnd(ticketExpiresAtUnixMs: UInt64, nowUnixMs: UInt64, configuration: RelayConfiguration) -> UInt64 {
+        max(ticketExpiresAtUnixMs, nowUnixMs &+ configuration.maxTicketLifetimeMs) &+ configuration.resumeGraceMs
+    }
+
     // MARK: - Attach
 
     private func attach(_ request: AttachRequest, from peer: PeerAddress, now: UInt64) throws(ServiceError) -> AttachResponse {
@@ -263,6 +291,11 @@ public final class RelayCore {
                                         nowUnixMs: ticket.expiresAtUnixMs - 1)) != nil else {
                 throw ServiceError(error.errorCode, error.description, field: "AttachRequest.ticket")
             }
+        }
+        // A genuine ticket of a participant the host removed: refused, whatever it says.
+        if revocations.isRevoked(sessionId: ticket.sessionId, participantId: ticket.participantId, nowUnixMs: wallNow) {
+            throw ServiceError(.permissionDenied, "You were removed from this session by the host; this ticket no longer admits you.",
+                               field: "AttachRequest.ticket")
         }
         let params = ticket.params
         guard (1 ... 8).contains(params.maxPlayers), (1 ... 64).contains(params.inputSize) else {
@@ -286,7 +319,7 @@ public final class RelayCore {
             session = RelaySession(sessionId: ticket.sessionId, params: params, configuration: configuration,
                                    transport: transport, now: now,
                                    origin: recovering ? Self.recoveryOrigin(request, backlog: configuration.recoveryBacklogFrames) : 0,
-                                   packer: packer)
+                                   packer: packer, revocations: revocations)
             if recovering {
                 // The relay restarted: the match was running; rebuild it from what peers resend.
                 session.recovering = true
@@ -320,7 +353,7 @@ public final class RelayCore {
                 }
                 participant = RelayPeer(participantId: ticket.participantId, name: ticket.name, role: .player,
                                           slot: index + 1, address: peer, now: now,
-                                          ticketExpiresAtUnixMs: ticket.expiresAtUnixMs)
+                                          ticketExpiresAtUnixMs: ticket.expiresAtUnixMs, isHost: ticket.admitsHost)
                 session.players[index] = participant
             }
             if session.running, session.slotModes[index] != .active {
@@ -354,6 +387,7 @@ public final class RelayCore {
         participant.awaitingTransfer = nil
         participant.deferredSinceMs = nil
         participant.name = ticket.name
+        participant.ticketExpiresAtUnixMs = max(participant.ticketExpiresAtUnixMs, ticket.expiresAtUnixMs)
         participant.clientVersion = String(request.clientVersion.prefix(64))
         peers.set(peer, session: session, participant: participant)
 
@@ -456,6 +490,7 @@ public final class RelayCore {
         // Routes left by peers that went away: counted against all participants once a second.
         if now &- lastPruneCheckMs >= 1000 {
             lastPruneCheckMs = now
+            if revocations.count > 0 { revocations.purge(nowUnixMs: wallClockMs()) }
             if peers.count > 0 && peers.count > 2 * max(1, sessions.values.reduce(0) { $0 + $1.participants.count }) {
                 peers.pruneStale()
             }
@@ -507,6 +542,7 @@ public final class RelayCore {
                             "substituting": .bool(session.substituting[player.slot - 1]),
                             "substituted_frames": .number(session.substitutedFrames[player.slot - 1]),
                             "resends": .number(player.resends), "rtt_ms": .number(player.rttMs),
+                            "reported_ping_ms": .number(Int(player.stats.pingMs)), "host": .bool(player.isHost),
                             "client": .string(player.clientVersion),
                             "ack_delay_ms": .number(Int(player.ackDelayMs.rounded()))]
                 }),
@@ -516,6 +552,7 @@ public final class RelayCore {
                 "replay": session.replay.map { .string($0.url.path) } ?? .null,
             ])
         }
-        return ["relay_id": .string(configuration.relayId), "sessions": .array(list), "peers": .number(peers.count)]
+        return ["relay_id": .string(configuration.relayId), "sessions": .array(list), "peers": .number(peers.count),
+                "revoked_participants": .number(revocations.count)]
     }
 }

@@ -9,6 +9,9 @@ final class RelayPeer {
     let role: Role
     /// 1-based slot (0 for spectators).
     let slot: Int
+    /// Whether its ticket admits the session's host (``NetplayWire/JoinTicket/admitsHost``): in a
+    /// checksum tie the host's group wins, and only the host starts the match early.
+    let isHost: Bool
     /// Where it is attached now (nil while disconnected).
     var address: PeerAddress? { didSet { isConnected = address != nil } }
     /// Whether it is attached (`address != nil`), kept as a flag: the relay's loops test it for
@@ -66,8 +69,16 @@ final class RelayPeer {
     /// checks on the per-input path.)
     @exclusivity(unchecked) var forwardQueued = false
     @exclusivity(unchecked) var queuedRuns: [RelayWire.Run] = []
-    /// Its round trip to the relay as it reports it.
+    /// Its round trip to the relay as the relay measures it (smoothed, capped at the
+    /// configuration's `maxCountedRttMs`): from an authoritative send carrying new frames to the
+    /// acknowledgement that covers them, on the relay's clock. 0 until the first sample. Never
+    /// what the peer reports: that would let a player stretch everyone's substitution deadline.
     var rttMs = 0
+    /// The send being timed: the frame count it brought the participant to, and when it left
+    /// (one send at a time, as TCP times one segment per round trip; dropped on a resend).
+    var rttProbe: (frames: Int, sentAtMs: UInt64)?
+    /// The smoothed round trip (ms), uncapped; ``rttMs`` is it capped and rounded.
+    var smoothedRttMs = 0.0
     var framesAhead = 0
 
     // HUD.
@@ -78,11 +89,12 @@ final class RelayPeer {
     var clientVersion = ""
 
     init(participantId: String, name: String, role: Role, slot: Int, address: PeerAddress, now: UInt64,
-         ticketExpiresAtUnixMs: UInt64) {
+         ticketExpiresAtUnixMs: UInt64, isHost: Bool = false) {
         self.participantId = participantId
         self.name = name
         self.role = role
         self.slot = slot
+        self.isHost = isHost
         self.address = address
         self.lastHeardMs = now
         self.ticketExpiresAtUnixMs = ticketExpiresAtUnixMs

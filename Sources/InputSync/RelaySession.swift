@@ -51,6 +51,8 @@ final class RelaySession {
     @exclusivity(unchecked) private var nextSilenceCheckMs: UInt64 = 0
     /// Packs the per-frame broadcasts (shared by the relay's sessions: one reactor thread).
     let packer: InputBroadcastPacker
+    /// Participants the host removed, refused at attach (shared by the relay's sessions).
+    let revocations: RevocationBook
     @exclusivity(unchecked) var slotModes: [SlotMode]
     @exclusivity(unchecked) var substituting: [Bool]
     @exclusivity(unchecked) var substitutedFrames: [Int]
@@ -85,9 +87,11 @@ final class RelaySession {
     @exclusivity(unchecked) var inputsAccepted = 0
 
     init(sessionId: String, params: SyncParams, configuration: RelayConfiguration, transport: RelayTransport,
-         now: UInt64, origin: Int = 0, packer: InputBroadcastPacker = InputBroadcastPacker()) {
+         now: UInt64, origin: Int = 0, packer: InputBroadcastPacker = InputBroadcastPacker(),
+         revocations: RevocationBook? = nil) {
         self.sessionId = sessionId
         self.packer = packer
+        self.revocations = revocations ?? RevocationBook(capacity: configuration.maxRevocations)
         self.params = params
         self.configuration = configuration
         self.transport = transport
@@ -222,6 +226,7 @@ final class RelaySession {
     /// already has) when those inputs are still here and few enough, else from a state transfer.
     /// Returns true when a transfer is needed.
     func placeCursor(_ participant: RelayPeer, holds: Int) -> Bool {
+        participant.rttProbe = nil
         guard running else {
             participant.sentFrames = 0
             participant.awaitedFrame = 0
@@ -259,6 +264,7 @@ final class RelaySession {
                 player.reportedAtMs = now
                 player.sentFrames = 0
                 player.awaitedFrame = 0
+                player.rttProbe = nil
             } else {
                 slotModes[index] = .vacant(.empty)
             }
@@ -462,6 +468,13 @@ final class RelaySession {
         if value > participant.awaitedFrame {
             participant.awaitedFrame = value
             let now = participant.lastHeardMs
+            if let probe = participant.rttProbe, value >= probe.frames {
+                participant.rttProbe = nil
+                // After a resend, which send this answers is unknown: no sample (Karn's rule).
+                if !participant.resentSinceProgress, now >= probe.sentAtMs {
+                    noteRoundTrip(participant, sample: Double(now - probe.sentAtMs))
+                }
+            }
             if participant.resentSinceProgress {
                 // Which send this answers is unknown: no sample, and the backed-off wait stays
                 // until a clean one (Karn's rule; else a wait shorter than the usual delay
@@ -481,6 +494,18 @@ final class RelaySession {
             // Progress: the retransmission timer restarts.
             participant.lastAuthoritativeSendMs = max(participant.lastAuthoritativeSendMs, now)
         }
+    }
+
+    /// A round trip measured on the relay's clock: smoothed (1/8 of each sample, as TCP's SRTT)
+    /// and capped at `maxCountedRttMs`, so no peer stretches the substitution deadlines (which
+    /// wait half a player's round trip) beyond that, however slowly it answers.
+    private func noteRoundTrip(_ participant: RelayPeer, sample: Double) {
+        if participant.smoothedRttMs == 0 {
+            participant.smoothedRttMs = sample
+        } else {
+            participant.smoothedRttMs += (sample - participant.smoothedRttMs) / 8
+        }
+        participant.rttMs = min(Int(participant.smoothedRttMs.rounded()), configuration.maxCountedRttMs)
     }
 
     /// Fills vacant slots up to the newest frame an active slot holds.
@@ -545,6 +570,7 @@ final class RelaySession {
                                              provisional: [], forwarded: forwarded, confirmedFrames: timeline.confirmed,
                                              awaitedInputFrame: awaited)
         sendPacked(frame, to: participant, now: now)
+        if participant.rttProbe == nil { participant.rttProbe = (limit, now) }
         return true
     }
 
@@ -569,6 +595,7 @@ final class RelaySession {
                                                  awaitedInputFrame: awaited)
             sendPacked(frame, to: participant, now: now)
             if participant.awaitedFrame >= participant.sentFrames { participant.lastAuthoritativeSendMs = now }
+            if participant.rttProbe == nil, to > participant.sentFrames { participant.rttProbe = (to, now) }
             participant.sentFrames = max(participant.sentFrames, to)
             participant.deferredSinceMs = nil
             from = to
@@ -661,7 +688,9 @@ final class RelaySession {
     /// later than the lag tolerance: a frame's deadline for a slot is when the earliest player
     /// sent that frame (its arrival minus half its round trip) plus the slot's half round trip
     /// plus the tolerance. So one weak client never stalls everyone, and nothing depends on the
-    /// nominal frame rate (a session slowed down by latency does not look like lag).
+    /// nominal frame rate (a session slowed down by latency does not look like lag). Round trips
+    /// are the relay's own measurements, capped (``RelayConfiguration/maxCountedRttMs``): no
+    /// player's word, and no player however slow, pushes a deadline past tolerance + half the cap.
     func substituteLateInputs(now: UInt64) {
         guard now >= substitutionHoldUntilMs else { return }
         var frame = timeline.confirmed
@@ -709,6 +738,7 @@ final class RelaySession {
             if participant.awaitedFrame < participant.sentFrames,
                now &- participant.lastAuthoritativeSendMs >= timeout {
                 participant.sentFrames = participant.awaitedFrame
+                participant.rttProbe = nil
                 participant.lastAuthoritativeSendMs = now
                 participant.redundantUntilMs = now + 10_000
                 participant.resentSinceProgress = true
@@ -808,9 +838,10 @@ final class RelaySession {
         sendToAll(.chatMessage(line), now: now)
     }
 
-    /// A peer's own HUD figures (rollbacks, ping) merged into the session's.
+    /// A peer's own HUD figures (rollbacks, ping) merged into the session's. Shown, never used:
+    /// its reported ping is not its round trip for deadlines or time sync (the relay measures
+    /// that itself, ``RelayPeer/rttMs``), or a player could stretch everyone's deadline.
     func noteStats(_ stats: PeerStats, from participant: RelayPeer) {
-        participant.rttMs = Int(min(stats.pingMs, 10_000))
         participant.stats.pingMs = stats.pingMs
         participant.stats.jitterMs = stats.jitterMs
         participant.stats.frameDelay = stats.frameDelay
@@ -821,8 +852,16 @@ final class RelaySession {
     }
 
     /// A participant leaves for good (detach, kick): its slot turns disconnected from the
-    /// first frame it did not send.
+    /// first frame it did not send. A kicked one (`reason` `.kicked`: the host kicked or banned
+    /// it) is also refused at attach until its tickets are of no use (see ``RevocationBook``).
     func remove(_ participant: RelayPeer, reason: DetachReason, detail: String, now: UInt64) {
+        if reason == .kicked {
+            let wallNow = wallClockMs()
+            revocations.revoke(sessionId: sessionId, participantId: participant.participantId,
+                               untilUnixMs: RelayCore.revocationEnd(ticketExpiresAtUnixMs: participant.ticketExpiresAtUnixMs,
+                                                                    nowUnixMs: wallNow, configuration: configuration),
+                               nowUnixMs: wallNow)
+        }
         if participant.isPlayer {
             let index = participant.slot - 1
             guard players[index] === participant else { return }

@@ -41,15 +41,18 @@ extension RelaySession {
         return true
     }
 
-    /// The player whose state serves a late joiner: attached, playing its own inputs, not a target.
+    /// The player whose state serves a late joiner: attached, playing its own inputs, not a
+    /// target; the host first, then by slot.
     private func transferReference(excluding targets: [RelayPeer]) -> RelayPeer? {
-        for (index, player) in players.enumerated() {
-            guard let player, player.isConnected, slotModes[index] == .active, !substituting[index],
+        var order = Array(players.indices)
+        if let host = hostSlot, let position = order.firstIndex(of: host) { order.insert(order.remove(at: position), at: 0) }
+        for index in order {
+            guard let player = players[index], player.isConnected, slotModes[index] == .active, !substituting[index],
                   player.awaitingTransfer == nil, !targets.contains(where: { $0 === player }) else { continue }
             return player
         }
-        for (index, player) in players.enumerated() {
-            guard let player, player.isConnected, slotModes[index] == .active, player.awaitingTransfer == nil,
+        for index in order {
+            guard let player = players[index], player.isConnected, slotModes[index] == .active, player.awaitingTransfer == nil,
                   !targets.contains(where: { $0 === player }) else { continue }
             return player
         }
@@ -131,6 +134,7 @@ extension RelaySession {
                 target.firstFrame = frame
                 target.sentFrames = frame
                 target.awaitedFrame = frame
+                target.rttProbe = nil
                 target.lastAuthoritativeSendMs = now
             }
             if target.slot > 0 { resyncedAt[target.slot - 1] = max(resyncedAt[target.slot - 1], frame + 1) }

@@ -116,3 +116,14 @@ public enum TicketError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The wire error reply.
     public var reply: ErrorReply { ErrorReply(code: errorCode, message: description) }
 }
+
+extension JoinTicket {
+    /// Participant ids the ticket issuer gives a session's host begin with this. Ids are minted
+    /// by the issuer (never chosen by a player) and signed into the ticket, so a relay can tell
+    /// the host from its ticket alone; the relay trusts the host's checksums over a lone
+    /// dissenter's (a two-player tie).
+    public static let hostParticipantIdPrefix = "h-"
+
+    /// Whether the ticket admits the session's host (see ``hostParticipantIdPrefix``).
+    public var admitsHost: Bool { role == .player && participantId.hasPrefix(Self.hostParticipantIdPrefix) }
+}

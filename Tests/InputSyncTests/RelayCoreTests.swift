@@ -11,8 +11,8 @@ struct RelayCoreTests {
     let b = RelayRig.address("peer-b")
     let c = RelayRig.address("peer-c")
 
-    func runningPair(_ rig: RelayRig) throws {
-        let first = try rig.attach(a, slot: 1)
+    func runningPair(_ rig: RelayRig, first participant: String? = nil) throws {
+        let first = try rig.attach(a, slot: 1, participant: participant)
         #expect(!first.running)
         let second = try rig.attach(b, slot: 2)
         #expect(second.running)
@@ -239,7 +239,7 @@ struct RelayCoreTests {
 
     @Test func oversizedAndOutOfOrderChunksAbortTheTransfer() throws {
         let rig = RelayRig(checksumInterval: 10) { $0.maxChunkBytes = 16 }
-        try runningPair(rig)
+        try runningPair(rig, first: "h-host")  // the tie goes to the host
         try playBoth(rig, frames: 0 ..< 11)
         try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 10, checksum: 1)])), from: a)
         try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 10, checksum: 2)])), from: b)

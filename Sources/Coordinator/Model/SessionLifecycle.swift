@@ -63,7 +63,7 @@ extension SessionCoordinator {
         if settings.transport == .unspecified { settings.transport = .relay }
         if !settings.spectatorsAllowed { settings.maxSpectators = 0 }
         let sessionId = Self.randomId(prefix: "s-", bytes: 8)
-        let hostId = Self.randomId(prefix: "p-", bytes: 6)
+        let hostId = Self.randomId(prefix: JoinTicket.hostParticipantIdPrefix, bytes: 6)  // the relay knows the host by it
         let host = ParticipantRecord(participantId: hostId, name: request.hostName, role: .player,
                                      slot: request.preferredSlot == 0 ? 1 : request.preferredSlot, isHost: true, mayPlay: true,
                                      joinedAtUnixMs: time.unixMs)

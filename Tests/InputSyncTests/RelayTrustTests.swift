@@ -1,0 +1,326 @@
+import Foundation
+import NetplayAuth
+import NetplayService
+import NetplayWire
+import Testing
+@testable import InputSync
+
+/// What a player can do to the others through the relay by lying, and what a removed player
+/// can do with the ticket it still holds: checksum ties, kicks, self-reported ping.
+@Suite("Relay: lying players and removed ones")
+struct RelayTrustTests {
+    let a = RelayRig.address("peer-a")
+    let b = RelayRig.address("peer-b")
+    let c = RelayRig.address("peer-c")
+
+    func notices(_ rig: RelayRig) -> [DesyncNotice] {
+        rig.transport.sent.compactMap { entry -> DesyncNotice? in
+            if case .desyncNotice(let notice) = entry.body { return notice }
+            return nil
+        }
+    }
+
+    func stateRequests(_ bodies: [Envelope.Body]) -> [StateRequest] {
+        bodies.compactMap { body -> StateRequest? in
+            if case .stateRequest(let request) = body { return request }
+            return nil
+        }
+    }
+
+    func stateChunks(_ bodies: [Envelope.Body]) -> [StateChunk] {
+        bodies.compactMap { body -> StateChunk? in
+            if case .stateChunk(let chunk) = body { return chunk }
+            return nil
+        }
+    }
+
+    /// Two players, `first` in slot 1 (from `a`) and `second` in slot 2 (from `b`), play frames 0 ..< 11.
+    func pairAtFrame11(_ rig: RelayRig, first: String, second: String) throws {
+        _ = try rig.attach(a, slot: 1, participant: first)
+        _ = try rig.attach(b, slot: 2, participant: second)
+        for frame in 0 ..< 11 {
+            try rig.batch(a, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        _ = rig.transport.take(a)
+        _ = rig.transport.take(b)
+        rig.transport.sent.removeAll()
+    }
+
+    // MARK: - Checksum ties
+
+    @Test func aLiarInSlotOneCannotHaveItsStateLoadedIntoTheHost() throws {
+        let rig = RelayRig(checksumInterval: 10)
+        // The host holds slot 2 (slots were swapped); the player in slot 1 lies.
+        try pairAtFrame11(rig, first: "p-liar", second: "h-host")
+        try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 10, checksum: 666)])), from: a)
+        try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 10, checksum: 111)])), from: b)
+        let notice = try #require(notices(rig).first)
+        #expect(notice.divergedSlots == [1] && notice.referenceSlot == 2 && notice.resyncStarted)
+        let toLiar = rig.transport.take(a)
+        let toHost = rig.transport.take(b)
+        #expect(stateRequests(toLiar).isEmpty, "the liar was asked for its state")
+        let request = try #require(stateRequests(toHost).first, "the host was not asked for its state")
+        // The liar serves "its state" anyway, under the transfer's id and any other: refused,
+        // and nothing reaches the host.
+        for id in [request.transferId, request.transferId &+ 1, 0] {
+            do {
+                try rig.send(.stateChunk(StateChunk(transferId: id, frame: 10, offset: 0, totalSize: 4, data: [6, 6, 6, 6],
+                                                    last: true)), from: a)
+                Issue.record("a chunk from the liar was accepted (transfer \(id))")
+            } catch {
+                #expect(error.code == .invalidState)
+            }
+        }
+        // It claims it could not load the host's state, over and over: every retry is served
+        // by the host again, never by the liar.
+        try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 10, offset: 0, totalSize: 4,
+                                            data: [1, 1, 1, 1], last: true)), from: b)
+        for _ in 0 ..< 3 {
+            rig.send(ackFailure: request.transferId, from: a)
+            rig.advance(ms: 20)
+            #expect(stateRequests(rig.transport.take(a)).isEmpty)
+            if let retry = stateRequests(rig.transport.take(b)).first {
+                try rig.send(.stateChunk(StateChunk(transferId: retry.transferId, frame: 10, offset: 0, totalSize: 4,
+                                                    data: [1, 1, 1, 1], last: true)), from: b)
+            }
+        }
+        // Later ties go the same way.
+        for frame in 11 ..< 21 {
+            try rig.batch(a, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 20, checksum: 667)])), from: a)
+        try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 20, checksum: 222)])), from: b)
+        #expect(notices(rig).last?.referenceSlot == 2)
+        #expect(stateChunks(rig.transport.take(b)).isEmpty, "state bytes were sent to the honest host")
+        #expect(stateRequests(rig.transport.take(a)).isEmpty)
+    }
+
+    @Test func theHostInSlotOneStillResyncsADivergedPartner() throws {
+        let rig = RelayRig(checksumInterval: 10)
+        try pairAtFrame11(rig, first: "h-host", second: "p-guest")
+        try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 10, checksum: 111)])), from: a)
+        try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 10, checksum: 222)])), from: b)
+        #expect(notices(rig).first?.divergedSlots == [2] && notices(rig).first?.referenceSlot == 1)
+        #expect(stateRequests(rig.transport.take(a)).count == 1)
+        #expect(stateRequests(rig.transport.take(b)).isEmpty)
+    }
+
+    @Test func aTieWithoutTheHostMovesNoState() throws {
+        // Neither ticket names the host: the relay cannot tell who is right, so nobody's state moves.
+        let rig = RelayRig(checksumInterval: 10)
+        try pairAtFrame11(rig, first: "p-one", second: "p-two")
+        try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 10, checksum: 666)])), from: a)
+        try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 10, checksum: 111)])), from: b)
+        let notice = try #require(notices(rig).first)
+        #expect(notice.divergedSlots == [1, 2] && notice.referenceSlot == 0 && !notice.resyncStarted)
+        #expect(stateRequests(rig.transport.take(a)).isEmpty && stateRequests(rig.transport.take(b)).isEmpty)
+        #expect(rig.core.stats(of: rig.sessionId)?.desyncs == 1)
+        #expect(rig.transport.published.contains { $0.topic == "sync.desync" && $0.severity == .warning })
+    }
+
+    @Test func theWinnerIsAStrictMajorityOrTheHostsGroup() {
+        #expect(RelaySession.winner(of: [1: [0, 2], 2: [1]], hostSlot: 1) == 1)
+        #expect(RelaySession.winner(of: [1: [0], 2: [1]], hostSlot: 1) == 2)
+        #expect(RelaySession.winner(of: [1: [0], 2: [1]], hostSlot: nil) == nil)
+        #expect(RelaySession.winner(of: [1: [0], 2: [1], 3: [2]], hostSlot: 2) == 3)
+        #expect(RelaySession.winner(of: [1: [0, 3], 2: [1, 2]], hostSlot: 2) == 2)
+        #expect(RelaySession.winner(of: [1: [0], 2: [1]], hostSlot: 5) == nil)
+    }
+
+    @Test func onlyTheHostStartsTheMatchEarly() throws {
+        let rig = RelayRig(players: 3)
+        _ = try rig.attach(a, slot: 1, participant: "p-first")
+        _ = try rig.attach(b, slot: 2, participant: "h-host")
+        do {
+            try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId)), from: a)
+            Issue.record("a non-host in slot 1 started the match")
+        } catch {
+            #expect(error.code == .permissionDenied)
+        }
+        let reply = try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId)), from: b)
+        guard case .ack? = reply else { Issue.record("the host could not start: \(String(describing: reply))"); return }
+    }
+
+    // MARK: - Kicks and bans
+
+    @Test func aKickedParticipantCannotAttachAgainWithItsTicket() throws {
+        let rig = RelayRig()
+        let kickedTicket = rig.ticket(slot: 2, participant: "p-kicked")
+        _ = try rig.attach(a, slot: 1, participant: "h-host")
+        _ = try rig.send(.attachRequest(AttachRequest(ticket: kickedTicket, protocolVersion: 1)), from: b)
+        let coordinator = RelayRig.address("coordinator")
+        try rig.send(.disconnectPeerRequest(DisconnectPeerRequest(sessionId: rig.sessionId, participantId: "p-kicked",
+                                                                  reason: .kicked, message: "banned by the host")),
+                     from: coordinator)
+        #expect(rig.transport.take(b).contains { if case .detach(let detach) = $0 { detach.reason == .kicked } else { false } })
+        // Back with the old ticket, fresh or resuming, from the old or a new connection: refused.
+        for (peer, resume) in [(b, false), (b, true), (c, false), (c, true)] {
+            do {
+                try rig.send(.attachRequest(AttachRequest(ticket: kickedTicket, protocolVersion: 1, resume: resume)), from: peer)
+                Issue.record("the kicked participant attached again (resume \(resume))")
+            } catch {
+                #expect(error.code == .permissionDenied)
+                #expect(error.message.contains("removed from this session by the host"))
+            }
+        }
+        #expect(rig.core.presence(of: rig.sessionId)?.participants == ["h-host"])
+        // Another participant's ticket for the same slot still works, and so does the host's.
+        let newcomer = try rig.attach(c, slot: 2, participant: "p-newcomer")
+        #expect(newcomer.slot == 2)
+        _ = try rig.attach(RelayRig.address("host-again"), slot: 1, participant: "h-host")
+        #expect(rig.core.presence(of: rig.sessionId)?.participants == ["h-host", "p-newcomer"])
+        // The session ending does not forget it: the old ticket cannot open a new one either.
+        try rig.send(.closeRelaySessionRequest(CloseRelaySessionRequest(sessionId: rig.sessionId)), from: coordinator)
+        rig.advance(ms: 8)
+        do {
+            try rig.send(.attachRequest(AttachRequest(ticket: kickedTicket, protocolVersion: 1)), from: b)
+            Issue.record("the kicked participant opened the session again")
+        } catch {
+            #expect(error.code == .permissionDenied)
+        }
+    }
+
+    @Test func aParticipantRemovedBeforeItEverAttachedIsRefusedToo() throws {
+        let rig = RelayRig()
+        _ = try rig.attach(a, slot: 1, participant: "h-host")
+        rig.core.revoke(sessionId: rig.sessionId, participantId: "p-early")
+        do {
+            _ = try rig.attach(b, slot: 2, participant: "p-early")
+            Issue.record("a participant removed before attaching was admitted")
+        } catch {
+            #expect(error.code == .permissionDenied)
+        }
+        _ = try rig.attach(b, slot: 2, participant: "p-other")
+    }
+
+    @Test func aPlayerWhoLeavesIsNotBarred() throws {
+        let rig = RelayRig()
+        let ticket = rig.ticket(slot: 2, participant: "p-guest")
+        _ = try rig.attach(a, slot: 1, participant: "h-host")
+        _ = try rig.send(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1)), from: b)
+        try rig.send(.detach(Detach(reason: .leaving)), from: b)
+        _ = try rig.send(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1)), from: b)
+    }
+
+    @Test func removalsLastAsLongAsTheTicketsAndStayBounded() {
+        var configuration = RelayConfiguration(relayId: "r", advertisedEndpoint: "")
+        configuration.maxTicketLifetimeMs = 300_000
+        configuration.resumeGraceMs = 600_000
+        // The ticket seen lives longer than any issued now would: its expiry + the grace.
+        #expect(RelayCore.revocationEnd(ticketExpiresAtUnixMs: 5_000_000, nowUnixMs: 1_000_000, configuration: configuration)
+                == 5_600_000)
+        // A ticket the relay never saw may have been issued just before the removal.
+        #expect(RelayCore.revocationEnd(ticketExpiresAtUnixMs: 0, nowUnixMs: 1_000_000, configuration: configuration)
+                == 1_900_000)
+
+        let book = RevocationBook(capacity: 3)
+        book.revoke(sessionId: "s", participantId: "p1", untilUnixMs: 400, nowUnixMs: 0)
+        book.revoke(sessionId: "s", participantId: "p2", untilUnixMs: 100, nowUnixMs: 0)
+        book.revoke(sessionId: "s", participantId: "p3", untilUnixMs: 300, nowUnixMs: 0)
+        book.revoke(sessionId: "s", participantId: "p4", untilUnixMs: 200, nowUnixMs: 0)
+        #expect(book.count == 3)
+        // Full: the one expiring soonest was forgotten.
+        #expect(!book.isRevoked(sessionId: "s", participantId: "p2", nowUnixMs: 50))
+        #expect(book.isRevoked(sessionId: "s", participantId: "p4", nowUnixMs: 50))
+        #expect(!book.isRevoked(sessionId: "other", participantId: "p4", nowUnixMs: 50))
+        // Expired entries no longer refuse and are forgotten.
+        #expect(!book.isRevoked(sessionId: "s", participantId: "p4", nowUnixMs: 200))
+        book.purge(nowUnixMs: 350)
+        #expect(book.count == 1 && book.isRevoked(sessionId: "s", participantId: "p1", nowUnixMs: 350))
+        // Full of live entries, a new one still gets in.
+        for index in 0 ..< 10 { book.revoke(sessionId: "s", participantId: "q\(index)", untilUnixMs: 1_000 + UInt64(index), nowUnixMs: 360) }
+        #expect(book.count == 3 && book.isRevoked(sessionId: "s", participantId: "q9", nowUnixMs: 360))
+    }
+
+    // MARK: - Round trips
+
+    /// Plays `frames` at 60 Hz: A acknowledges what it got at once, B what it got `bAckDelayMs`
+    /// ago and reports `bPing` as its ping every frame; B sends no inputs when `bSilent`.
+    final class Match {
+        let rig: RelayRig
+        let a: PeerAddress, b: PeerAddress
+        var aHolds = 0
+        var bReceived: [(at: UInt64, frames: Int)] = []
+
+        init(_ rig: RelayRig, a: PeerAddress, b: PeerAddress) throws {
+            self.rig = rig
+            self.a = a
+            self.b = b
+            _ = try rig.attach(a, slot: 1, participant: "h-a")
+            _ = try rig.attach(b, slot: 2, participant: "p-b")
+        }
+
+        static func held(_ broadcasts: [InputBroadcast]) -> Int? {
+            broadcasts.flatMap { $0.players.map { Int($0.startFrame) + $0.inputs.count } }.max()
+        }
+
+        func play(_ frames: Range<Int>, bAckDelayMs: UInt64, bPing: UInt32, bSilent: Bool = false) throws {
+            for frame in frames {
+                rig.advance(ms: 16)
+                aHolds = max(aHolds, Self.held(rig.transport.broadcasts(a, authoritative: true)) ?? 0)
+                try rig.batch(a, slot: 1, start: frame, [1], awaited: aHolds, current: frame)
+                if let held = Self.held(rig.transport.broadcasts(b, authoritative: true)) { bReceived.append((rig.now, held)) }
+                // Its statistics keep coming, inputs or not (a lagging liar still claims its ping).
+                try rig.send(.peerStats(PeerStats(slot: 2, pingMs: bPing)), from: b)
+                guard !bSilent else { continue }
+                let acknowledged = bReceived.filter { rig.now - $0.at >= bAckDelayMs }.map(\.frames).max() ?? 0
+                try rig.batch(b, slot: 2, start: frame, [2], awaited: acknowledged, current: frame)
+            }
+        }
+
+        /// The half trip (ms) the relay waited for B when it began substituting it.
+        func substitutionHalfTrip() -> Int? {
+            for entry in rig.transport.published where entry.topic == "sync.substituted" {
+                guard case .peerEvent(let event) = entry.body, event.kind == .substituting, event.peer.slot == 2,
+                      let range = event.detail.range(of: "half trip ") else { continue }
+                return Int(event.detail[range.upperBound...].prefix { $0.isNumber })
+            }
+            return nil
+        }
+    }
+
+    @Test func aReportedPingStretchesNoDeadline() throws {
+        let rig = RelayRig(lagTolerance: 6)
+        let match = try Match(rig, a: a, b: b)
+        // B answers at once but claims a ping of 10 s.
+        try match.play(0 ..< 60, bAckDelayMs: 0, bPing: 10_000)
+        let measured = try #require(rig.core.participant(at: b)).rttMs
+        #expect(measured < 40, "measured \(measured) ms")
+        let confirmedBefore = rig.core.confirmedFrames(of: rig.sessionId) ?? 0
+        // B goes quiet: it is substituted after the lag tolerance, not 5 s later.
+        try match.play(60 ..< 90, bAckDelayMs: 0, bPing: 10_000, bSilent: true)
+        let halfTrip = try #require(match.substitutionHalfTrip(), "B was never substituted")
+        #expect(halfTrip == measured / 2)
+        #expect((rig.core.confirmedFrames(of: rig.sessionId) ?? 0) >= confirmedBefore + 15)
+        #expect(rig.core.stats(of: rig.sessionId)?.peers.first { $0.slot == 2 }?.pingMs == 10_000)  // shown on the HUD only
+    }
+
+    @Test func theRelaysOwnMeasurementSetsTheDeadlineUpToTheCap() throws {
+        let rig = RelayRig(lagTolerance: 6)
+        let match = try Match(rig, a: a, b: b)
+        // B's acknowledgements take 200 ms; it claims 1 ms.
+        try match.play(0 ..< 240, bAckDelayMs: 200, bPing: 1)
+        let measured = try #require(rig.core.participant(at: b)).rttMs
+        #expect((190 ... 240).contains(measured), "measured \(measured) ms")
+        try match.play(240 ..< 280, bAckDelayMs: 200, bPing: 1, bSilent: true)
+        let halfTrip = try #require(match.substitutionHalfTrip(), "B was never substituted")
+        #expect(halfTrip == measured / 2)
+
+        // A relay that counts round trips up to 100 ms waits 50 ms for B, whatever it measures.
+        let capped = RelayRig(lagTolerance: 6) { $0.maxCountedRttMs = 100 }
+        let slow = try Match(capped, a: a, b: b)
+        try slow.play(0 ..< 240, bAckDelayMs: 200, bPing: 1)
+        #expect(capped.core.participant(at: b)?.rttMs == 100)
+        try slow.play(240 ..< 280, bAckDelayMs: 200, bPing: 1, bSilent: true)
+        #expect(slow.substitutionHalfTrip() == 50)
+    }
+}
+
+extension RelayRig {
+    /// `peer` reports it could not load transfer `id`.
+    func send(ackFailure id: UInt32, from peer: PeerAddress) {
+        _ = try? send(.stateTransferAck(StateTransferAck(transferId: id, loaded: false, error: "could not load")), from: peer)
+    }
+}
