@@ -5,8 +5,24 @@
 public enum Dashboard {
     /// The page, with `initial` (the `/api/overview` JSON) embedded so it renders at once.
     public static func page(initial: String) -> String {
-        let safe = initial.replacingOccurrences(of: "</", with: "<\\/").replacingOccurrences(of: "<!--", with: "<\\!--")
-        return template.replacingOccurrences(of: "__INITIAL_JSON__", with: safe)
+        template.replacingOccurrences(of: "__INITIAL_JSON__", with: embeddable(initial))
+    }
+
+    /// `json` made safe inside a `<script>` element and still the same JSON: `<`, `>` and `&`
+    /// (which JSON text only holds inside strings) become `\u003c`, `\u003e` and `\u0026`,
+    /// so no `</script` or `<!--` can appear.
+    public static func embeddable(_ json: String) -> String {
+        var out = ""
+        out.reserveCapacity(json.utf8.count)
+        for scalar in json.unicodeScalars {
+            switch scalar {
+            case "<": out += "\\u003c"
+            case ">": out += "\\u003e"
+            case "&": out += "\\u0026"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 
     static let template = #"""

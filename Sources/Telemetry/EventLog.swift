@@ -16,8 +16,37 @@ public struct EventLog {
         self.capacity = max(1, capacity)
     }
 
-    /// Appends `event`, dropping the oldest beyond capacity.
+    /// Longest message kept, in bytes (longer ones are cut).
+    public static let maxMessageBytes = 4_096
+    /// Longest topic, service, instance, session id, attribute key or value, in bytes.
+    public static let maxFieldBytes = 256
+    /// Most attributes kept per event.
+    public static let maxAttributes = 32
+
+    /// `event` cut to the size caps, and whether anything was cut.
+    public static func bounded(_ event: EventRecord) -> (event: EventRecord, cut: Bool) {
+        func cut(_ text: String, _ limit: Int) -> String {
+            guard text.utf8.count > limit else { return text }
+            var bytes = Array(text.utf8.prefix(limit))
+            if let lead = bytes.lastIndex(where: { $0 & 0xC0 != 0x80 }) {  // no half character at the end
+                let needed = bytes[lead] >= 0xF0 ? 4 : bytes[lead] >= 0xE0 ? 3 : bytes[lead] >= 0xC0 ? 2 : 1
+                if bytes.count - lead < needed { bytes.removeSubrange(lead...) }
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        var out = event
+        out.message = cut(event.message, maxMessageBytes)
+        out.topic = cut(event.topic, maxFieldBytes)
+        out.service = cut(event.service, maxFieldBytes)
+        out.instance = cut(event.instance, maxFieldBytes)
+        out.sessionId = cut(event.sessionId, maxFieldBytes)
+        out.attributes = event.attributes.prefix(maxAttributes).map { KeyValue(key: cut($0.key, maxFieldBytes), value: cut($0.value, maxFieldBytes)) }
+        return (out, out != event)
+    }
+
+    /// Appends `event` (cut to the size caps, see ``bounded(_:)``), dropping the oldest beyond capacity.
     public mutating func append(_ event: EventRecord) {
+        let event = Self.bounded(event).event
         received += 1
         if ring.count < capacity {
             ring.append(event)
@@ -103,6 +132,12 @@ public struct SessionBoard {
 
     /// Samples kept per peer.
     public let historyLength: Int
+    /// Most sessions tracked; stats for a new session beyond it are dropped.
+    public var maxSessions = 1_024
+    /// Most peers in one report.
+    public static let maxPeers = 64
+    /// Longest session id, relay id or peer name, in bytes.
+    public static let maxTextBytes = 128
     /// Seconds of silence after which a session is dropped.
     public var forgetAfter: Double
     /// Sessions by id.
@@ -116,10 +151,21 @@ public struct SessionBoard {
         self.forgetAfter = forgetAfter
     }
 
-    /// Records `stats`; returns, per peer, the new rollbacks and rolled-back frames since the
+    /// Why `stats` would be dropped (a `netplay_telemetry_dropped_total` reason); nil when it fits the caps.
+    public func refusal(_ stats: SessionStats) -> String? {
+        if stats.peers.count > Self.maxPeers { return "too_many_peers" }
+        if stats.sessionId.utf8.count > Self.maxTextBytes || stats.relayId.utf8.count > Self.maxTextBytes
+            || stats.peers.contains(where: { $0.name.utf8.count > Self.maxTextBytes }) { return "too_long" }
+        if sessions[stats.sessionId] == nil && sessions.count >= maxSessions { return "too_many_sessions" }
+        return nil
+    }
+
+    /// Records `stats` unless ``refusal(_:)`` finds a reason (then nothing changes and the
+    /// result is empty); returns, per peer, the new rollbacks and rolled-back frames since the
     /// previous report (for the rollback-length histogram).
     @discardableResult
     public mutating func ingest(_ stats: SessionStats, reporter: String, at now: Double) -> [(rollbacks: UInt64, frames: UInt64)] {
+        guard refusal(stats) == nil else { return [] }
         var session = sessions[stats.sessionId] ?? Session(stats: stats, reporter: reporter, updatedAt: now, history: [:])
         var deltas: [(UInt64, UInt64)] = []
         for peer in stats.peers {
@@ -147,6 +193,7 @@ public struct SessionBoard {
 
     /// Records a standalone PeerStats.
     public mutating func ingest(peer: PeerStats) {
+        guard peer.name.utf8.count <= Self.maxTextBytes else { return }
         loosePeers[peer.name.isEmpty ? "slot \(peer.slot)" : peer.name] = peer
         if loosePeers.count > 256 { loosePeers.removeValue(forKey: loosePeers.keys.sorted().first!) }
     }

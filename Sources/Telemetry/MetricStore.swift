@@ -7,7 +7,66 @@ import NetplayWire
 /// Names must follow the toolkit's conventions (prefix `netplay_`, Prometheus charset, counters
 /// end in `_total`); a metric that breaks them is dropped and counted, so one bad service never
 /// makes the whole scrape invalid. Instances silent for longer than ``forgetAfter`` are forgotten.
+///
+/// Whatever is pushed, the store stays bounded (``Limits``): instances, series per instance and
+/// in total, labels per metric and the length of names and values. What exceeds a cap is
+/// dropped and counted by ``Drop`` reason; what was already stored stays.
 public struct MetricStore {
+    /// Caps on what the store keeps.
+    public struct Limits: Sendable, Equatable {
+        /// Most instances tracked; a snapshot from a new instance beyond it is dropped.
+        public var maxInstances: Int
+        /// Most series kept per instance (a histogram counts its buckets, `+Inf`, sum and count).
+        public var maxSeriesPerInstance: Int
+        /// Most series kept in total.
+        public var maxSeries: Int
+        /// Most labels on one metric.
+        public var maxLabels: Int
+        /// Longest label value, in bytes.
+        public var maxLabelValueBytes: Int
+        /// Longest metric or label name, service or instance name, in bytes.
+        public var maxNameBytes: Int
+        /// Longest help text, in bytes.
+        public var maxHelpBytes: Int
+
+        /// Creates limits.
+        public init(maxInstances: Int = 256, maxSeriesPerInstance: Int = 2_000, maxSeries: Int = 50_000, maxLabels: Int = 16,
+                    maxLabelValueBytes: Int = 256, maxNameBytes: Int = 128, maxHelpBytes: Int = 512) {
+            self.maxInstances = maxInstances
+            self.maxSeriesPerInstance = maxSeriesPerInstance
+            self.maxSeries = maxSeries
+            self.maxLabels = maxLabels
+            self.maxLabelValueBytes = maxLabelValueBytes
+            self.maxNameBytes = maxNameBytes
+            self.maxHelpBytes = maxHelpBytes
+        }
+    }
+
+    /// Why pushed data was dropped for exceeding a cap (whole snapshots for the first two,
+    /// single metrics for the rest).
+    public enum Drop: String, Sendable, CaseIterable {
+        /// A new instance while ``Limits/maxInstances`` are tracked.
+        case tooManyInstances = "too_many_instances"
+        /// A service or instance name that is empty, too long or holds control characters.
+        case badIdentity = "bad_identity"
+        /// Over ``Limits/maxSeriesPerInstance``.
+        case tooManySeriesPerInstance = "too_many_series_per_instance"
+        /// Over ``Limits/maxSeries``.
+        case tooManySeries = "too_many_series"
+        /// Over ``Limits/maxLabels``.
+        case tooManyLabels = "too_many_labels"
+        /// A name, label value or help text over its length cap.
+        case tooLong = "too_long"
+    }
+
+    /// What one ``ingest(_:at:)`` dropped.
+    public struct Outcome: Sendable, Equatable {
+        /// Metrics dropped for breaking the naming rules.
+        public var rejections: [Rejection] = []
+        /// Snapshots or metrics dropped by cap, with counts.
+        public var drops: [Drop: Int] = [:]
+    }
+
     /// One reporting instance.
     public struct Instance: Sendable {
         /// Service kind.
@@ -26,6 +85,8 @@ public struct MetricStore {
         public var restartsSeen: UInt64
         /// When it first reported (seconds on the store's clock).
         public var firstSeen: Double
+        /// Series its metrics make.
+        public var series: Int = 0
     }
 
     /// Why a metric was dropped.
@@ -46,6 +107,12 @@ public struct MetricStore {
 
     /// Seconds of silence after which an instance is forgotten.
     public var forgetAfter: Double
+    /// The caps.
+    public var limits: Limits
+    /// Series held now, over all instances.
+    public private(set) var seriesCount = 0
+    /// Pushed data dropped by cap, by reason (since start).
+    public private(set) var dropped: [Drop: UInt64] = [:]
     /// Reporting instances by "service/instance".
     public private(set) var instances: [String: Instance] = [:]
     /// Metrics dropped, by reason (since start).
@@ -54,37 +121,81 @@ public struct MetricStore {
     public private(set) var forgotten: UInt64 = 0
 
     /// Creates an empty store.
-    public init(forgetAfter: Double = 20) {
+    public init(forgetAfter: Double = 20, limits: Limits = Limits()) {
         self.forgetAfter = forgetAfter
+        self.limits = limits
     }
 
-    /// Stores `snapshot` as its instance's latest, received at `now` (seconds).
-    /// Returns the rejections found in it.
-    @discardableResult
-    public mutating func ingest(_ snapshot: MetricsSnapshot, at now: Double) -> [Rejection] {
-        let key = "\(snapshot.service)/\(snapshot.instance)"
-        var problems: [Rejection] = []
-        let accepted = snapshot.metrics.filter { metric in
-            if let problem = Self.check(metric) { problems.append(problem); return false }
-            return true
+    /// Series a metric makes on the page.
+    static func series(_ metric: Metric) -> Int {
+        metric.kind == .histogram ? metric.bucketBounds.count + 3 : 1
+    }
+
+    /// Checks `metric` against the length and label caps; nil when it fits.
+    func capViolation(_ metric: Metric) -> Drop? {
+        if metric.labels.count > limits.maxLabels { return .tooManyLabels }
+        if metric.name.utf8.count > limits.maxNameBytes || metric.help.utf8.count > limits.maxHelpBytes { return .tooLong }
+        for label in metric.labels where label.key.utf8.count > limits.maxNameBytes || label.value.utf8.count > limits.maxLabelValueBytes {
+            return .tooLong
         }
-        for problem in problems { rejected[problem, default: 0] += 1 }
-        var entry = instances[key] ?? Instance(service: snapshot.service, instance: snapshot.instance, metrics: [],
-                                               receivedAt: now, sequence: 0, snapshots: 0, restartsSeen: 0, firstSeen: now)
+        if metric.kind == .histogram && metric.bucketBounds.count + 3 > limits.maxSeriesPerInstance { return .tooManySeriesPerInstance }
+        return nil
+    }
+
+    func validIdentity(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= limits.maxNameBytes && !name.unicodeScalars.contains { $0.value < 32 || $0.value == 127 }
+    }
+
+    /// Stores `snapshot` as its instance's latest, received at `now` (seconds), within the caps.
+    /// Returns what was dropped from it.
+    @discardableResult
+    public mutating func ingest(_ snapshot: MetricsSnapshot, at now: Double) -> Outcome {
+        var outcome = Outcome()
+        guard validIdentity(snapshot.service), validIdentity(snapshot.instance) else {
+            outcome.drops[.badIdentity] = 1
+            dropped[.badIdentity, default: 0] += 1
+            return outcome
+        }
+        let key = "\(snapshot.service)/\(snapshot.instance)"
+        let previous = instances[key]
+        guard previous != nil || instances.count < limits.maxInstances else {
+            outcome.drops[.tooManyInstances] = 1
+            dropped[.tooManyInstances, default: 0] += 1
+            return outcome
+        }
+        let othersSeries = seriesCount - (previous?.series ?? 0)
+        var series = 0
+        var accepted: [Metric] = []
+        accepted.reserveCapacity(min(snapshot.metrics.count, limits.maxSeriesPerInstance))
+        for metric in snapshot.metrics {
+            if let problem = capViolation(metric) { outcome.drops[problem, default: 0] += 1; continue }
+            if let problem = Self.check(metric) { outcome.rejections.append(problem); continue }
+            let size = Self.series(metric)
+            if series + size > limits.maxSeriesPerInstance { outcome.drops[.tooManySeriesPerInstance, default: 0] += 1; continue }
+            if othersSeries + series + size > limits.maxSeries { outcome.drops[.tooManySeries, default: 0] += 1; continue }
+            series += size
+            accepted.append(metric)
+        }
+        for problem in outcome.rejections { rejected[problem, default: 0] += 1 }
+        for (drop, count) in outcome.drops { dropped[drop, default: 0] += UInt64(count) }
+        var entry = previous ?? Instance(service: snapshot.service, instance: snapshot.instance, metrics: [],
+                                         receivedAt: now, sequence: 0, snapshots: 0, restartsSeen: 0, firstSeen: now)
         if entry.snapshots > 0 && snapshot.sequence < entry.sequence { entry.restartsSeen += 1 }
         entry.metrics = accepted
+        entry.series = series
         entry.receivedAt = now
         entry.sequence = snapshot.sequence
         entry.snapshots += 1
         instances[key] = entry
-        return problems
+        seriesCount = othersSeries + series
+        return outcome
     }
 
     /// Forgets instances silent for longer than ``forgetAfter``; returns their keys.
     @discardableResult
     public mutating func forgetSilent(at now: Double) -> [String] {
         let gone = instances.filter { now - $0.value.receivedAt > forgetAfter }.map(\.key)
-        for key in gone { instances.removeValue(forKey: key) }
+        for key in gone { seriesCount -= instances.removeValue(forKey: key)?.series ?? 0 }
         forgotten += UInt64(gone.count)
         return gone.sorted()
     }

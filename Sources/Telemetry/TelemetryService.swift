@@ -18,10 +18,17 @@ public struct TelemetrySettings: Sendable {
     public var discovery: String?
     /// Events kept for the recent-events API.
     public var eventCapacity: Int
+    /// Caps on the metrics kept (instances, series, labels).
+    public var limits: MetricStore.Limits
+    /// The HTTP server's connection limits.
+    public var httpLimits: HTTPLimits
 
     /// Creates settings.
     public init(ingest: String = ServiceDefaults.telemetryIngest, http: String? = "127.0.0.1:9400", forgetAfter: Double = 20,
-                sessionForgetAfter: Double = 30, discovery: String? = ServiceDefaults.discoveryEndpoint, eventCapacity: Int = 2000) {
+                sessionForgetAfter: Double = 30, discovery: String? = ServiceDefaults.discoveryEndpoint, eventCapacity: Int = 2000,
+                limits: MetricStore.Limits = MetricStore.Limits(), httpLimits: HTTPLimits = HTTPLimits()) {
+        self.limits = limits
+        self.httpLimits = httpLimits
         self.ingest = ingest
         self.http = http
         self.forgetAfter = forgetAfter
@@ -75,13 +82,15 @@ public final class TelemetryService: Service {
     private var forgottenTotal: Counter?
     private var httpRequestsTotal: Counter?
     private var rejectedTotals: [MetricStore.Rejection: Counter] = [:]
+    private var droppedTotals: [String: Counter] = [:]
+    private var dropWarnings: [String: (at: Double, suppressed: Int)] = [:]
     private var pingSeconds: Histogram?
     private var rollbackFrames: Histogram?
 
     /// Creates the service; sockets open in ``start(runtime:)``.
     public init(settings: TelemetrySettings) {
         self.settings = settings
-        store = MetricStore(forgetAfter: settings.forgetAfter)
+        store = MetricStore(forgetAfter: settings.forgetAfter, limits: settings.limits)
         events = EventLog(capacity: settings.eventCapacity)
         board = SessionBoard(forgetAfter: settings.sessionForgetAfter)
         roomsError = settings.discovery == nil ? "not configured" : "not asked yet"
@@ -109,6 +118,12 @@ public final class TelemetryService: Service {
             rejectedTotals[reason] = metrics.counter("netplay_telemetry_rejected_metrics_total",
                                                      help: "Pushed metrics dropped for breaking the naming rules.", labels: ["reason": reason.rawValue])
         }
+        for reason in Self.dropReasons {
+            droppedTotals[reason] = metrics.counter("netplay_telemetry_dropped_total",
+                                                    help: "Pushed data dropped (snapshots, metrics, session reports) or cut (events) for exceeding a cap.",
+                                                    labels: ["reason": reason])
+        }
+        metrics.gauge("netplay_telemetry_series", help: "Series held from reporting instances.") { [weak self] in Double(self?.store.seriesCount ?? 0) }
         pingSeconds = metrics.histogram("netplay_session_peer_ping_seconds", help: "Peers' round trip to their relay, per HUD report.",
                                         buckets: [0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1])
         rollbackFrames = metrics.histogram("netplay_session_rollback_length_frames", help: "Mean rollback length between HUD reports, in frames.",
@@ -130,7 +145,7 @@ public final class TelemetryService: Service {
         runtime.watch(socket) { [weak self] _ in self?.drainIngest() }
 
         if let address = settings.http {
-            let server = try HTTPServer(address: address, runtime: runtime) { [weak self] request in
+            let server = try HTTPServer(address: address, runtime: runtime, limits: settings.httpLimits) { [weak self] request in
                 self?.route(request) ?? .error(503, "stopping")
             }
             http = server
@@ -247,20 +262,29 @@ public final class TelemetryService: Service {
         switch envelope.body {
         case .metricsSnapshot(let snapshot):
             snapshotsTotal?.increment()
-            let problems = store.ingest(snapshot, at: now)
-            for problem in problems { rejectedTotals[problem]?.increment() }
-            if !problems.isEmpty, warned.insert("\(snapshot.service)/\(snapshot.instance)").inserted {
-                let bad = snapshot.metrics.filter { MetricStore.check($0) != nil }.prefix(3).map { "\($0.name) (\(MetricStore.check($0)!.rawValue))" }
+            let outcome = store.ingest(snapshot, at: now)
+            for problem in outcome.rejections { rejectedTotals[problem]?.increment() }
+            if !outcome.rejections.isEmpty, warned.insert("\(snapshot.service)/\(snapshot.instance)").inserted {
+                let bad = snapshot.metrics.lazy.filter { MetricStore.check($0) != nil }.prefix(3).map { "\($0.name.prefix(128)) (\(MetricStore.check($0)!.rawValue))" }
                 runtime?.logger.warning("dropped metrics that break the naming rules",
-                                        metadata: ["from": "\(snapshot.service)/\(snapshot.instance)", "examples": "\(bad.joined(separator: ", "))"])
+                                        metadata: ["from": "\(snapshot.service.prefix(128))/\(snapshot.instance.prefix(128))", "examples": "\(bad.joined(separator: ", "))"])
+            }
+            for (drop, count) in outcome.drops {
+                dropped(drop.rawValue, count: count, from: "\(snapshot.service.prefix(128))/\(snapshot.instance.prefix(128))", at: now)
             }
         case .eventRecord(let record):
             eventsTotal?.increment()
-            events.append(record)
-            runtime?.publish(topic: record.topic, .eventRecord(record))
-            if record.topic == "sessions.ended", !record.sessionId.isEmpty { board.end(record.sessionId) }
+            let (bounded, cut) = EventLog.bounded(record)
+            if cut { dropped("event_cut", count: 1, from: "\(bounded.service)/\(bounded.instance)", at: now) }
+            events.append(bounded)
+            runtime?.publish(topic: bounded.topic, .eventRecord(bounded))
+            if bounded.topic == "sessions.ended", !bounded.sessionId.isEmpty { board.end(bounded.sessionId) }
         case .sessionStats(let stats):
             sessionStatsTotal?.increment()
+            if let reason = board.refusal(stats) {
+                dropped(reason, count: 1, from: String(stats.relayId.prefix(128)), at: now)
+                return
+            }
             let deltas = board.ingest(stats, reporter: stats.relayId, at: now)
             for peer in stats.peers where peer.connected { pingSeconds?.observe(Double(peer.pingMs) / 1000) }
             for delta in deltas where delta.rollbacks > 0 {
@@ -273,6 +297,25 @@ public final class TelemetryService: Service {
         default:
             undecodableTotal?.increment()
         }
+    }
+
+    /// Every `reason` of `netplay_telemetry_dropped_total`.
+    static let dropReasons = MetricStore.Drop.allCases.map(\.rawValue) + ["too_many_sessions", "too_many_peers", "event_cut"]
+
+    /// Counts dropped data; warns at most once a minute per reason (with what was suppressed).
+    private func dropped(_ reason: String, count: Int, from source: String, at now: Double) {
+        droppedTotals[reason]?.increment(by: Double(count))
+        var state = dropWarnings[reason] ?? (at: -.infinity, suppressed: 0)
+        guard now - state.at >= 60 else {
+            state.suppressed += count
+            dropWarnings[reason] = state
+            return
+        }
+        runtime?.logger.warning("dropped pushed telemetry over a cap", metadata: [
+            "reason": "\(reason)", "count": "\(count)", "from": "\(source)", "since_last_warning": "\(state.suppressed)",
+            "instances": "\(store.instances.count)/\(store.limits.maxInstances)", "series": "\(store.seriesCount)/\(store.limits.maxSeries)",
+        ])
+        dropWarnings[reason] = (at: now, suppressed: 0)
     }
 
     private func housekeeping() {

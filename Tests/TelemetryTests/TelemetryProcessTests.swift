@@ -210,7 +210,10 @@ struct TelemetryProcessTests {
     @Test func badFlagsExitWithOneLine() throws {
         for (arguments, expected) in [(["--http", "nowhere"], "--http must look like HOST:PORT"),
                                       (["--ingest", "bogus"], "--ingest must look like"),
-                                      (["--forget-after", "0"], "--forget-after must be")] {
+                                      (["--forget-after", "0"], "--forget-after must be"),
+                                      (["--http-max-per-address", "0"], "--http-max-per-address must be a number from 1 to 10000"),
+                                      (["--http-head-timeout", "0"], "--http-head-timeout must be"),
+                                      (["--max-series", "0"], "--max-series must be")] {
             let process = try ServiceProcess("netplay-telemetry", arguments + ["--endpoint", TestPorts.endpoint(), "--events", "none"])
             #expect(process.waitForExit(seconds: 10) == 2, "\(process.log)")
             _ = eventually(within: 2) { process.log.hasSuffix("\n") }
@@ -221,5 +224,9 @@ struct TelemetryProcessTests {
         let help = try ServiceProcess("netplay-telemetry", ["--help"])
         #expect(help.waitForExit(seconds: 10) == 0)
         #expect(help.log.contains("NETPLAY_HTTP") && help.log.contains("NETPLAY_INGEST"))
+        for variable in ["NETPLAY_HTTP_MAX_PER_ADDRESS", "NETPLAY_HTTP_MAX_CONNECTIONS", "NETPLAY_HTTP_HEAD_TIMEOUT", "NETPLAY_MAX_INSTANCES",
+                         "NETPLAY_MAX_SERIES", "NETPLAY_MAX_SERIES_PER_INSTANCE"] {
+            #expect(help.log.contains(variable), "--help does not mention \(variable)")
+        }
     }
 }

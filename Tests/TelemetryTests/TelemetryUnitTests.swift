@@ -45,7 +45,7 @@ struct MetricStoreTests {
     ])
     func metricsBreakingTheRulesAreDropped(metric: Metric, reason: MetricStore.Rejection) {
         var store = MetricStore()
-        let problems = store.ingest(snapshot("sync-0", [metric, Metric(name: "netplay_ok", kind: .gauge, value: 1)]), at: 0)
+        let problems = store.ingest(snapshot("sync-0", [metric, Metric(name: "netplay_ok", kind: .gauge, value: 1)]), at: 0).rejections
         #expect(problems == [reason])
         #expect(store.instances["sync/sync-0"]?.metrics.map(\.name) == ["netplay_ok"])
         #expect(store.rejected[reason] == 1)

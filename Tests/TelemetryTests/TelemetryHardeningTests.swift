@@ -1,0 +1,173 @@
+import Foundation
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import Testing
+
+/// Attacks on a real netplay-telemetry process (issue 14): hostile HTTP requests, a slowloris,
+/// and an ingest flood. Each must be refused or absorbed while the process stays up and keeps
+/// serving /metrics.
+@Suite("netplay-telemetry under attack", .serialized)
+struct TelemetryHardeningTests {
+    /// A blocking TCP connection to `address` (HOST:PORT), or -1.
+    static func connectRaw(_ address: String, timeout: Int = 3) -> Int32 {
+        let colon = address.lastIndex(of: ":")!
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var tv = timeval(tv_sec: timeout, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = UInt16(address[address.index(after: colon)...])!.bigEndian
+        inet_pton(AF_INET, String(address[..<colon]), &addr.sin_addr)
+        let connected = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        if connected != 0 { close(fd); return -1 }
+        return fd
+    }
+
+    /// Sends `bytes` on a fresh connection and returns everything answered until the server closes.
+    static func exchange(_ address: String, _ bytes: [UInt8]) -> String {
+        let fd = connectRaw(address)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var data = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { break }
+            data += buffer[0..<count]
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func alive(_ process: ServiceProcess) -> Bool { process.process.isRunning }
+
+    @Test func hostileRequestsGetAnErrorAndTheProcessKeepsServing() throws {
+        let telemetry = try TelemetryProcess()
+        #expect(telemetry.waitUp(), "\(telemetry.process.log)")
+        let cases: [(String, String)] = [
+            ("GET /metrics?= HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 200"),
+            ("GET /metrics?&&= HTTP/1.1\r\n\r\n", "HTTP/1.1 200"),
+            ("GET /api/events?=&limit=1 HTTP/1.1\r\n\r\n", "HTTP/1.1 200"),
+            ("GET /metrics?% HTTP/1.1\r\n\r\n", "HTTP/1.1 400"),
+            ("GET /metrics?%zz HTTP/1.1\r\n\r\n", "HTTP/1.1 400"),
+            ("GET /%ff%fe HTTP/1.1\r\n\r\n", "HTTP/1.1 400"),
+            ("GET / HTTP/1.1\r\nNo colon here\r\n\r\n", "HTTP/1.1 400"),
+            ("GET / HTTP/1.1\nHost: x\r\n\r\n", "HTTP/1.1 400"),
+            ("\r\n\r\n", "HTTP/1.1 400"),
+            ("GET  HTTP/1.1\r\n\r\n", "HTTP/1.1 400"),
+            ("GET / HTTP/1.1\r\nX: " + String(repeating: "a", count: 20_000) + "\r\n\r\n", "HTTP/1.1 431"),
+            ("GET / HTTP/1.1\r\n" + String(repeating: "X: y\r\n", count: 150) + "\r\n", "HTTP/1.1 431"),
+        ]
+        for (request, expected) in cases {
+            let answer = Self.exchange(telemetry.http, Array(request.utf8))
+            #expect(answer.hasPrefix(expected), "\(request.prefix(60).debugDescription) got \(answer.prefix(120).debugDescription)")
+            #expect(Self.alive(telemetry.process), "netplay-telemetry died on \(request.prefix(60).debugDescription):\n\(telemetry.process.log)")
+        }
+        // Random bytes too, then the process still serves.
+        var rng = FuzzRandom(seed: 7)
+        for _ in 0..<20 {
+            _ = Self.exchange(telemetry.http, (0..<Int.random(in: 1...400, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) } + [13, 10, 13, 10])
+        }
+        #expect(Self.alive(telemetry.process), "\(telemetry.process.log)")
+        let metrics = try #require(httpGet(telemetry.http, "/metrics"))
+        #expect(metrics.status == 200)
+        #expect(metrics.body.contains("netplay_http_connections_dropped_total{instance=\"telemetry-test\",reason=\"malformed\",service=\"telemetry\"}"))
+    }
+
+    @Test func aSlowlorisCannotStarveMetrics() throws {
+        let telemetry = try TelemetryProcess(["--http-head-timeout", "2"])
+        #expect(telemetry.waitUp(), "\(telemetry.process.log)")
+        // 300 connections from this client that never send a byte.
+        var idle: [Int32] = []
+        defer { for fd in idle { close(fd) } }
+        for _ in 0..<300 {
+            let fd = Self.connectRaw(telemetry.http)
+            if fd >= 0 { idle.append(fd) }
+        }
+        #expect(idle.count == 300)
+        var served = 0
+        for _ in 0..<30 where httpGet(telemetry.http, "/metrics")?.status == 200 { served += 1 }
+        #expect(served == 30, "only \(served) of 30 /metrics requests succeeded beside 300 idle connections")
+        // Every idle connection is closed by the server: evicted by the per-address cap or at the head timeout.
+        let closed = eventually(within: 6) {
+            idle.allSatisfy { fd in
+                var probe = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&probe, 1, 0) == 1 else { return false }
+                var byte: UInt8 = 0
+                return recv(fd, &byte, 1, Int32(MSG_DONTWAIT)) <= 0
+            }
+        }
+        #expect(closed, "idle connections were left open past the head timeout")
+        let page = httpGet(telemetry.http, "/metrics")?.body ?? ""
+        for reason in ["per_address_cap", "head_timeout"] {
+            let line = page.split(separator: "\n").first { $0.hasPrefix("netplay_http_connections_dropped_total{") && $0.contains("reason=\"\(reason)\"") }
+            #expect((line.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0) > 0, "no \(reason) drops counted: \(line ?? "none")")
+        }
+        #expect(Self.alive(telemetry.process))
+    }
+
+    @Test func thePerAddressCapComesFromTheEnvironmentAndEvictsTheOldestIdleConnection() throws {
+        let telemetry = try TelemetryProcess(environment: ["NETPLAY_HTTP_MAX_PER_ADDRESS": "2"])
+        #expect(telemetry.waitUp(), "\(telemetry.process.log)")
+        let fds = (0..<3).map { _ in Self.connectRaw(telemetry.http) }
+        defer { for fd in fds where fd >= 0 { close(fd) } }
+        func closedByServer(_ fd: Int32) -> Bool {
+            var probe = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&probe, 1, 0) == 1 else { return false }
+            var byte: UInt8 = 0
+            return recv(fd, &byte, 1, Int32(MSG_DONTWAIT)) <= 0
+        }
+        #expect(eventually(within: 2) { closedByServer(fds[0]) }, "the oldest idle connection was not evicted")
+        #expect(!closedByServer(fds[1]) && !closedByServer(fds[2]), "the newer connections must stay until the 5 s head timeout")
+        // The newest may still send its request and be answered.
+        _ = "GET /healthz HTTP/1.1\r\n\r\n".withCString { send(fds[2], $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let count = recv(fds[2], &buffer, buffer.count, 0)
+        #expect(count > 0 && String(decoding: buffer[0..<max(0, count)], as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+    }
+
+    @Test func anIngestFloodStaysBounded() throws {
+        let telemetry = try TelemetryProcess()
+        #expect(telemetry.waitUp(), "\(telemetry.process.log)")
+        let pusher = try Pusher(telemetry.ingest)
+        // 60 fake instances of 4,000 series each (the default caps keep 2,000 each and 50,000 in all),
+        // then 300 more small instances (the cap is 256 instances).
+        for n in 0..<60 {
+            let metrics = (0..<4_000).map { i in
+                Metric(name: "netplay_fake_metric_\(i)", help: "A fake metric pushed by an attacker.", kind: .gauge,
+                       labels: [KeyValue(key: "a", value: "value-\(i)"), KeyValue(key: "b", value: "some-longer-label-value-\(n)")], value: Double(i))
+            }
+            try pusher.push(.metricsSnapshot(MetricsSnapshot(service: "fake", instance: "fake-\(n)", timestampUnixMs: 1, metrics: metrics, sequence: 1)))
+        }
+        for n in 0..<300 {
+            try pusher.push(.metricsSnapshot(MetricsSnapshot(service: "small", instance: "small-\(n)", timestampUnixMs: 1,
+                                                             metrics: [Metric(name: "netplay_small", kind: .gauge, value: 1)], sequence: 1)))
+        }
+        var page = ""
+        let settled = eventually(within: 30) {
+            page = httpGet(telemetry.http, "/metrics", timeout: 10)?.body ?? ""
+            return page.contains("netplay_telemetry_snapshots_total{instance=\"telemetry-test\",service=\"telemetry\"} 360")
+        }
+        #expect(settled, "telemetry did not ingest the 360 snapshots:\n\(page.suffix(3000))")
+        func value(_ prefix: String) -> Double? {
+            page.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Double($0.split(separator: " ").last ?? "") }
+        }
+        #expect(value("netplay_telemetry_series{") == 50_000)
+        #expect(value("netplay_telemetry_instances{") == 256)
+        #expect((value("netplay_telemetry_dropped_total{instance=\"telemetry-test\",reason=\"too_many_series\"") ?? 0) > 0)
+        #expect((value("netplay_telemetry_dropped_total{instance=\"telemetry-test\",reason=\"too_many_series_per_instance\"") ?? 0) > 0)
+        #expect(value("netplay_telemetry_dropped_total{instance=\"telemetry-test\",reason=\"too_many_instances\"") == 104)
+        let samples = page.split(separator: "\n").filter { !$0.hasPrefix("#") }.count
+        #expect(samples < 52_000, "\(samples) samples on /metrics")
+        #expect(page.utf8.count < 8_000_000, "/metrics is \(page.utf8.count) bytes")
+        let status = try String(contentsOfFile: "/proc/\(telemetry.process.pid)/status", encoding: .utf8)
+        let rss = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }.flatMap { Int($0.split(separator: " ")[1]) } ?? 0
+        print("telemetry after the flood: RSS \(rss / 1024) MB, /metrics \(page.utf8.count / 1024) KB, \(samples) samples")
+        #expect(rss < 160_000, "RSS \(rss) kB after the flood")
+        #expect(telemetry.process.log.contains("dropped pushed telemetry over a cap"), "no warning logged")
+        #expect(httpGet(telemetry.http, "/healthz")?.status == 200)
+        #expect(Self.alive(telemetry.process))
+    }
+}
