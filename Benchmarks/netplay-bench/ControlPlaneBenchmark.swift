@@ -87,6 +87,10 @@ struct ControlPlaneBenchmark: ParsableCommand {
         coordinatorSettings.discovery = discovery.endpoint
         coordinatorSettings.settings.relayTTLMs = 600_000
         coordinatorSettings.settings.maxSessions = 1_000_000
+        // One client creates and joins thousands of sessions: no per-source limits here.
+        coordinatorSettings.settings.createsPerMinutePerSource = 0
+        coordinatorSettings.settings.joinsPerMinutePerSource = 0
+        coordinatorSettings.settings.lobbySessionsPerSource = 0
         coordinatorSettings.durability = durability == "full" ? .full : .normal
         let configured = coordinatorSettings
         let coordinator = try ServiceHost.start(

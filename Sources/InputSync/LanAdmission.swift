@@ -5,8 +5,12 @@ import NetplayWire
 import Synchronization
 
 /// Admission for a LAN host's in-process relay, which has no coordinator: it answers
-/// `JoinSessionRequest` and `GetSessionRequest` itself, checks the content, passwords and free
-/// places, assigns slots and signs join tickets with the host's own secret (for relay id "").
+/// `JoinSessionRequest` and `GetSessionRequest` itself and signs join tickets with the host's own
+/// secret (for relay id ""). The rules are the coordinator's, from the same code
+/// (``AdmissionPolicy``): content and core match (an empty joiner content does not skip it),
+/// which password each role needs (a spectator of a play-password room needs a password), the
+/// places, bans, and the password attempt budget. A place handed to a joiner that never attaches
+/// is freed after ``AdmissionPolicy/Limits/pendingJoinTimeoutMs`` (its ticket expires first).
 ///
 /// Thread-safe: the host's thread issues its own ticket while the relay's reactor admits joiners.
 public final class LanAdmission: Sendable {
@@ -16,8 +20,11 @@ public final class LanAdmission: Sendable {
         var nextParticipant = 1
         var started = false
         /// Participants the relay has seen in the session (a place is freed only once its holder
-        /// attached and then left: a joiner holding a fresh ticket keeps its place).
+        /// attached and then left, or never attached in time).
         var attached: Set<String> = []
+        var policy: AdmissionPolicy
+        var pending: PendingJoins
+        var bans = AdmissionBans()
     }
 
     /// The session id the room announces.
@@ -26,18 +33,33 @@ public final class LanAdmission: Sendable {
     public let settings: SessionSettings
     /// The relay endpoint joiners attach to.
     public let relayEndpoint: String
+    /// The admission limits in force.
+    public let limits: AdmissionPolicy.Limits
     private let signer: JoinTicketSigner
     private let ticketTtlMs: UInt64
-    private let state = Mutex(State())
+    private let clock: @Sendable () -> UInt64
+    private let state: Mutex<State>
 
-    /// Creates the admission for a LAN room hosted with `settings`, signing with `keyRing`.
+    /// Creates the admission for a LAN room hosted with `settings`, signing with `keyRing`. The
+    /// host's own ticket lives `ticketTtlMs`; a joiner's lives the pending-join timeout (it must
+    /// attach within it). `clock` is monotonic milliseconds (tests pass their own).
     public init(sessionId: String, settings: SessionSettings, relayEndpoint: String, keyRing: TicketKeyRing,
-                ticketTtlMs: UInt64 = 600_000) {
+                ticketTtlMs: UInt64 = 600_000, limits: AdmissionPolicy.Limits = AdmissionPolicy.Limits(),
+                clock: (@Sendable () -> UInt64)? = nil) {
         self.sessionId = sessionId
         self.settings = settings
         self.relayEndpoint = relayEndpoint
         self.signer = JoinTicketSigner(keyRing: keyRing)
         self.ticketTtlMs = ticketTtlMs
+        self.limits = limits
+        let origin = ContinuousClock.now
+        self.clock = clock ?? {
+            let elapsed = ContinuousClock.now - origin
+            return UInt64(elapsed.components.seconds) * 1000 + UInt64(elapsed.components.attoseconds / 1_000_000_000_000_000)
+        }
+        // The place outlives the joiner's ticket by a margin, so nobody attaches after it is freed.
+        state = Mutex(State(policy: AdmissionPolicy(limits: limits),
+                            pending: PendingJoins(timeoutMs: limits.pendingJoinTimeoutMs + 5_000)))
     }
 
     /// The room name.
@@ -62,8 +84,10 @@ public final class LanAdmission: Sendable {
 
     /// What the relay's session holds now: whether the match runs, and the participants in it
     /// (attached, or away but still holding their place). Places of participants that were in
-    /// it and are gone (left, kicked, timed out) are free for the next joiner.
+    /// it and are gone (left, kicked, timed out), or that never attached within the pending-join
+    /// timeout, are free for the next joiner.
     public func sessionChanged(running: Bool, present: Set<String>) {
+        let now = clock()
         state.withLock { state in
             state.started = state.started || running
             for (slot, holder) in state.players where state.attached.contains(holder.participantId)
@@ -74,29 +98,47 @@ public final class LanAdmission: Sendable {
                 state.spectators[id] = nil
             }
             state.attached.formUnion(present)
+            for id in present { state.pending.settled(id) }
+            Self.expirePending(&state, now: now)
+        }
+    }
+
+    private static func expirePending(_ state: inout State, now: UInt64) {
+        for id in state.pending.expire(nowMs: now) where !state.attached.contains(id) {
+            for (slot, holder) in state.players where holder.participantId == id { state.players[slot] = nil }
+            state.spectators[id] = nil
         }
     }
 
     /// The host's own ticket for slot 1.
     public func hostTicket(name: String) throws(ServiceError) -> JoinTicket {
-        try admit(role: .player, name: name, preferredSlot: 1).ticket
+        let participantId = state.withLock { state -> String? in
+            guard state.players[1] == nil else { return nil }
+            let id = "lan-\(state.nextParticipant)"
+            state.nextParticipant += 1
+            state.players[1] = (id, name)
+            return id
+        }
+        guard let participantId else { throw ServiceError(.slotTaken, "Slot 1 is taken.") }
+        return try sign(participantId: participantId, role: .player, slot: 1, name: name, ttlMs: ticketTtlMs)
     }
 
     /// Handles the requests a LAN relay answers for the coordinator; nil for anything else.
-    public func handle(_ body: Envelope.Body) throws(ServiceError) -> Envelope.Body? {
+    /// `source` is the sender's address (what a ban binds to).
+    public func handle(_ body: Envelope.Body, source: String = "") throws(ServiceError) -> Envelope.Body? {
         switch body {
         case .joinSessionRequest(let request):
             guard request.sessionId == sessionId else {
-                throw ServiceError(.notFound, "This LAN host serves session '\(sessionId)', not '\(request.sessionId)'.")
+                throw ServiceError(.notFound, "No such session on this LAN host.", field: "JoinSessionRequest.session_id")
             }
-            try check(request)
-            let (ticket, slot) = try admit(role: request.role == .spectator ? .spectator : .player, name: request.name,
-                                           preferredSlot: Int(request.preferredSlot))
-            return .joinSessionResponse(JoinSessionResponse(session: info(), participantId: ticket.participantId,
-                                                            participantToken: [], ticket: ticket, slot: UInt32(slot)))
+            let (participantId, role, slot) = try admit(request, source: source)
+            let ticket = try sign(participantId: participantId, role: role, slot: slot, name: request.name,
+                                  ttlMs: limits.pendingJoinTimeoutMs)
+            return .joinSessionResponse(JoinSessionResponse(session: info(), participantId: participantId,
+                                                            participantToken: [], ticket: ticket, slot: slot))
         case .getSessionRequest(let request):
             guard request.sessionId == sessionId else {
-                throw ServiceError(.notFound, "This LAN host serves session '\(sessionId)'.")
+                throw ServiceError(.notFound, "No such session on this LAN host.", field: "GetSessionRequest.session_id")
             }
             return .sessionResponse(SessionResponse(session: info()))
         default:
@@ -104,62 +146,59 @@ public final class LanAdmission: Sendable {
         }
     }
 
-    private func check(_ request: JoinSessionRequest) throws(ServiceError) {
-        let host = settings.content
-        if request.role != .spectator {
-            let content = request.content
-            if host.crc32 != 0, content.crc32 != 0, host.crc32 != content.crc32 {
-                throw ServiceError(.contentMismatch, "The same ROM is required: your content's CRC32 differs from the host's.")
-            }
-            if !host.md5.isEmpty, !content.md5.isEmpty, host.md5 != content.md5 {
-                throw ServiceError(.contentMismatch, "The same ROM is required: your content's MD5 differs from the host's.")
-            }
-            if !host.coreId.isEmpty, !content.coreId.isEmpty, host.coreId != content.coreId {
-                throw ServiceError(.coreMismatch, "The host runs core '\(host.coreId)', not '\(content.coreId)'.")
-            }
-            if !host.coreVersion.isEmpty, !content.coreVersion.isEmpty, host.coreVersion != content.coreVersion {
-                throw ServiceError(.coreVersionMismatch, "The host runs core version '\(host.coreVersion)', not '\(content.coreVersion)'.")
-            }
-            try checkPassword(request.password, expected: settings.playPassword)
-        } else {
-            guard settings.spectatorsAllowed else { throw ServiceError(.spectatorsNotAllowed, "This room allows no spectators.") }
-            try checkPassword(request.password, expected: settings.spectatePassword)
-        }
+    /// The room as the shared admission rules see it.
+    private func room(_ state: State) -> AdmissionRoom {
+        AdmissionRoom(sessionId: sessionId, content: settings.content, maxPlayers: settings.maxPlayers,
+                      takenSlots: Set(state.players.keys.map { UInt32($0) }), spectatorsAllowed: settings.spectatorsAllowed,
+                      maxSpectators: params.maxSpectators, spectators: state.spectators.count,
+                      hasPlayPassword: !settings.playPassword.isEmpty, hasSpectatePassword: !settings.spectatePassword.isEmpty,
+                      bans: state.bans)
     }
 
-    private func checkPassword(_ given: String, expected: String) throws(ServiceError) {
-        guard !expected.isEmpty else { return }
-        guard Sodium.constantTimeEquals(Array(given.utf8), Array(expected.utf8)) else {
-            throw ServiceError(.wrongPassword, "Wrong password.")
-        }
-    }
-
-    private func admit(role: Role, name: String, preferredSlot: Int) throws(ServiceError) -> (ticket: JoinTicket, slot: Int) {
-        let maxPlayers = Int(settings.maxPlayers)
-        let maxSpectators = Int(params.maxSpectators)
-        let admitted = state.withLock { state -> (String, Int)? in
-            let participantId = "lan-\(state.nextParticipant)"
-            if role == .spectator {
-                guard state.spectators.count < maxSpectators else { return nil }
+    /// Runs the shared rules, checks the password (plaintext, constant-time) and takes a place.
+    private func admit(_ request: JoinSessionRequest, source: String) throws(ServiceError) -> (String, Role, UInt32) {
+        let now = clock()
+        let settings = self.settings
+        let result = state.withLock { state -> Result<(String, Role, UInt32), AdmissionDenial> in
+            do throws(AdmissionDenial) {
+                Self.expirePending(&state, now: now)
+                let room = room(state)
+                let plan = try state.policy.admit(request, source: source, room: room, now: Double(now) / 1000)
+                var match = PasswordMatch.none
+                for candidate in plan.candidates {
+                    let expected = candidate == .play ? settings.playPassword : settings.spectatePassword
+                    if Sodium.constantTimeEquals(Array(request.password.utf8), Array(expected.utf8)) {
+                        match = candidate
+                        break
+                    }
+                }
+                try state.policy.settle(plan, match: match, now: Double(now) / 1000)
+                let id = "lan-\(state.nextParticipant)"
                 state.nextParticipant += 1
-                state.spectators[participantId] = name
-                return (participantId, 0)
+                var slot: UInt32 = 0
+                if plan.role == .spectator {
+                    state.spectators[id] = request.name
+                } else {
+                    slot = request.preferredSlot != 0 ? request.preferredSlot : room.firstFreeSlot!
+                    state.players[Int(slot)] = (id, request.name)
+                }
+                state.pending.issued(id, nowMs: now)
+                return .success((id, plan.role, slot))
+            } catch {
+                return .failure(error)
             }
-            let free = (1 ... maxPlayers).filter { state.players[$0] == nil }
-            guard let slot = free.contains(preferredSlot) ? preferredSlot : free.first else { return nil }
-            state.nextParticipant += 1
-            state.players[slot] = (participantId, name)
-            return (participantId, slot)
         }
-        guard let (participantId, slot) = admitted else {
-            throw role == .spectator ? ServiceError(.spectatorsFull, "Every spectator place is taken.")
-                : ServiceError(.roomFull, "Every player slot is taken.")
+        switch result {
+        case .success(let admitted): return admitted
+        case .failure(let denial): throw ServiceError(denial.code, denial.message, field: denial.field, retryAfterMs: denial.retryAfterMs)
         }
+    }
+
+    private func sign(participantId: String, role: Role, slot: UInt32, name: String, ttlMs: UInt64) throws(ServiceError) -> JoinTicket {
         do {
-            let ticket = try signer.issue(sessionId: sessionId, participantId: participantId, role: role, slot: UInt32(slot),
-                                          relayId: "", relayEndpoint: relayEndpoint, params: params,
-                                          name: String(name.prefix(64)), ttlMs: ticketTtlMs)
-            return (ticket, slot)
+            return try signer.issue(sessionId: sessionId, participantId: participantId, role: role, slot: slot,
+                                    relayId: "", relayEndpoint: relayEndpoint, params: params,
+                                    name: String(name.prefix(64)), ttlMs: ttlMs)
         } catch {
             throw ServiceError(.internal, "The ticket could not be signed: \(error)")
         }

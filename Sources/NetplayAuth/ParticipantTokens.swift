@@ -3,14 +3,17 @@
 ///
 /// A token is `HMAC-SHA256(key, "netplay.participant.v1" | session_id | 0 | participant_id)`,
 /// so the coordinator stores only its key: a retried create or join (same idempotency key) gets
-/// the same token back, a restarted coordinator with the same key accepts old tokens, and a
-/// database leak reveals no token. Checking compares in constant time.
+/// the same token back and a restarted coordinator with the same key accepts old tokens. Whoever
+/// holds the key can compute every token (the host's included), so the coordinator keeps it in
+/// its own file, `participant-token.key` in the data directory, readable by the owner only
+/// (0600), not in its database: a copy of `coordinator.sqlite` alone reveals no token. Checking
+/// compares in constant time.
 public struct ParticipantTokens: Sendable {
     private let key: [UInt8]
     private static let label = Array("netplay.participant.v1".utf8)
 
     /// Creates a minter over a secret key (at least 16 bytes; the coordinator keeps 32 random
-    /// bytes in its database).
+    /// bytes in its 0600 key file).
     public init(key: [UInt8]) {
         precondition(key.count >= 16, "participant token key too short")
         self.key = key

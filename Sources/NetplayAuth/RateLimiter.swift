@@ -60,6 +60,19 @@ public struct RateLimiter<Key: Hashable & Sendable>: Sendable {
         return .limited(retryAfterMs: UInt32(min(3_600_000, max(1, ((cost - bucket.tokens) / ratePerSecond * 1000).rounded(.up)))))
     }
 
+    /// Gives `cost` tokens back to `key` (a reservation that was not used), up to the burst.
+    public mutating func refund(_ key: Key, cost: Double = 1, now: Double) {
+        guard ratePerSecond > 0, buckets[key] != nil else { return }
+        var bucket = refreshed(key, now: now)
+        bucket.tokens = min(burst, bucket.tokens + cost)
+        buckets[key] = bucket
+    }
+
+    /// Forgets `key`'s bucket.
+    public mutating func remove(_ key: Key) {
+        buckets[key] = nil
+    }
+
     /// Forgets every bucket that has refilled completely.
     public mutating func prune(now: Double) {
         buckets = buckets.filter { key, _ in refreshed(key, now: now).tokens < burst }

@@ -51,32 +51,32 @@ final class Harness {
     }
 
     func create(maxPlayers: UInt32 = 2, spectators: UInt32 = 2, password: String = "", spectatePassword: String = "",
-                transport: Transport = .relay, key: String = "", region: String = "") throws -> CreateSessionResponse {
+                transport: Transport = .relay, key: String = "", region: String = "", source: String = "") throws -> CreateSessionResponse {
         let settings = SessionSettings(roomName: "room", content: smb, region: region, transport: transport,
                                        lanEndpoint: transport == .lan ? "tcp://10.0.0.2:7300" : "", maxPlayers: maxPlayers,
                                        spectatorsAllowed: spectators > 0, maxSpectators: spectators,
                                        playPassword: password, spectatePassword: spectatePassword)
         let request = CreateSessionRequest(settings: settings, hostName: "alice", idempotencyKey: key)
-        try core.precheckCreate(request, at: time)
+        try core.precheckCreate(request, source: source, at: time)
         let hasher = core.settings.passwordHasher
-        let outcome = try core.create(request, playHash: password.isEmpty ? nil : hasher.hash(password),
+        let outcome = try core.create(request, source: source, playHash: password.isEmpty ? nil : hasher.hash(password),
                                       spectateHash: spectatePassword.isEmpty ? nil : hasher.hash(spectatePassword), at: time)
         guard case .createSessionResponse(let response) = outcome.reply else { throw HarnessFailure("no create reply") }
         return response
     }
 
-    /// Joins the way the service does: plan, verify the password against the hashes, join.
+    /// Joins the way the service does: plan (reserving a password attempt), verify the password
+    /// against the hashes, settle.
     func join(_ sessionId: String, name: String, role: Role = .player, password: String = "", content: ContentInfo = smb,
-              slot: UInt32 = 0, key: String = "") throws(ServiceError) -> JoinSessionResponse {
+              slot: UInt32 = 0, key: String = "", source: String = "") throws(ServiceError) -> JoinSessionResponse {
         let request = JoinSessionRequest(sessionId: sessionId, role: role, name: name, password: password, content: content,
                                          preferredSlot: slot, idempotencyKey: key)
-        let plan = try core.planJoin(request, at: time)
+        let plan = try core.planJoin(request, source: source, at: time)
         var match = PasswordMatch.notNeeded
         if !plan.open {
             match = plan.candidates.first { PasswordHasher.verify(password, against: $0.hash) }?.match ?? PasswordMatch.none
-            if match == .none { throw core.wrongPassword(sessionId: sessionId, role: role, at: time) }
         }
-        let outcome = try core.join(request, password: match, at: time)
+        let outcome = try core.settleJoin(request, source: source, plan: plan, match: match, at: time)
         guard case .joinSessionResponse(let response) = outcome.reply else { fatalError("no join reply") }
         return response
     }

@@ -183,7 +183,7 @@ struct NetplayKitTests {
         let lobby = NetplayLobby(discovery: nil, coordinator: nil, lanBeaconPort: port)
         let room = try #require(try lobby.lanRooms(listeningFor: 1_000).first)
         #expect(room.hasPassword)
-        #expect(throws: NetplayError(.wrongPassword, "Wrong password.")) {
+        #expect(throws: NetplayError(.wrongPassword, "Wrong password to play in this session.")) {
             try lobby.join(room, name: "mallory", password: "guess", content: content)
         }
         var wrongCore = content

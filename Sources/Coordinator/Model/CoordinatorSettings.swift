@@ -14,8 +14,23 @@ public struct CoordinatorSettings: Sendable {
     public var endedRetentionMs: UInt64 = 600_000
     /// Active sessions at most (beyond: OVERLOADED).
     public var maxSessions = 100_000
-    /// Wrong-password attempts allowed per session per minute (and as a burst).
+    /// Password attempts allowed per session per minute (and as a burst). An attempt is spent
+    /// before its password is verified; a correct password gives it back.
     public var passwordAttemptsPerMinute: Double = 10
+    /// Session creates per source address per minute (and as a burst); 0 = unlimited.
+    public var createsPerMinutePerSource: Double = 20
+    /// Joins per source address per minute (and as a burst); 0 = unlimited.
+    public var joinsPerMinutePerSource: Double = 120
+    /// Sessions in the lobby created from one source address at most; 0 = unlimited.
+    public var lobbySessionsPerSource = 20
+    /// A lobby session (never started) with no activity for this long is ended; 0 = never.
+    public var lobbyIdleMs: UInt64 = 1_800_000
+    /// Password hashes waiting or running for one session at most (beyond: RATE_LIMITED).
+    public var pendingHashesPerSession = 4
+    /// Password hashes waiting or running for one source address at most (beyond: RATE_LIMITED).
+    public var pendingHashesPerSource = 4
+    /// Password hashes run in parallel (worker threads).
+    public var hashingWorkers = 2
     /// Cost of hashing room passwords.
     public var passwordHasher: PasswordHasher = .interactive
     /// The version reported in lobby rooms.

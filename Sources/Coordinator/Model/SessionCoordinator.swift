@@ -50,7 +50,14 @@ public final class SessionCoordinator {
     private var attachedSessions: [String: Set<String>] = [:]
     let signer: JoinTicketSigner
     let tokens: ParticipantTokens
-    var passwordLimiter: RateLimiter<String>
+    /// The admission rules shared with LAN hosts (password budget included).
+    var admission: AdmissionPolicy
+    var createLimiter: RateLimiter<String>
+    var joinLimiter: RateLimiter<String>
+    /// Lobby sessions per creator source address.
+    private(set) var lobbiesBySource: [String: Int] = [:]
+    /// Last activity per active session (monotonic ms): a change, or someone attached.
+    private(set) var lastActivityMs: [String: UInt64] = [:]
     private var eventSequence: UInt64
     private var relayEventSequence: UInt64
 
@@ -60,9 +67,10 @@ public final class SessionCoordinator {
         self.settings = settings
         relays = RelayRegistry(ttlMs: settings.relayTTLMs, refreshIntervalMs: settings.relayRefreshIntervalMs)
         signer = JoinTicketSigner(keyRing: keyRing)
-        tokens = ParticipantTokens(key: try store.secret("participant_token_key"))
-        let attempts = max(1, settings.passwordAttemptsPerMinute)
-        passwordLimiter = RateLimiter(ratePerSecond: attempts / 60, burst: attempts)
+        tokens = ParticipantTokens(key: try store.participantTokenKey())
+        admission = AdmissionPolicy(limits: .init(passwordAttemptsPerMinute: settings.passwordAttemptsPerMinute))
+        createLimiter = RateLimiter(ratePerSecond: settings.createsPerMinutePerSource / 60, burst: settings.createsPerMinutePerSource)
+        joinLimiter = RateLimiter(ratePerSecond: settings.joinsPerMinutePerSource / 60, burst: settings.joinsPerMinutePerSource)
         // Event sequences continue across restarts: start from the wall clock in microseconds.
         eventSequence = time.unixMs * 1000
         relayEventSequence = time.unixMs * 1000
@@ -73,6 +81,8 @@ public final class SessionCoordinator {
             if !session.idempotencyKey.isEmpty { byCreateKey[session.idempotencyKey] = session.sessionId }
             if session.isActive, !session.relayId.isEmpty { relays.assigned[session.relayId, default: 0] += 1 }
             if session.isActive { activeCount += 1 }
+            if let source = Self.lobbySource(session) { lobbiesBySource[source, default: 0] += 1 }
+            if session.isActive { lastActivityMs[session.sessionId] = time.monotonicMs }
         }
         sortedIds = sessions.keys.sorted()
         relays.restore(try store.loadRelays(), nowMs: time.monotonicMs)
@@ -84,7 +94,7 @@ public final class SessionCoordinator {
     // MARK: Commit
 
     /// Writes `changes` and, once durable, makes `updated` the session's state.
-    func commit(_ updated: SessionRecord, _ changes: [StoreChange]) throws(ServiceError) {
+    func commit(_ updated: SessionRecord, _ changes: [StoreChange], at time: CoordinatorTime) throws(ServiceError) {
         do {
             try store.apply(changes)
         } catch {
@@ -94,16 +104,19 @@ public final class SessionCoordinator {
         if let previous, previous.isActive, !previous.relayId.isEmpty { relays.assigned[previous.relayId, default: 1] -= 1 }
         if updated.isActive, !updated.relayId.isEmpty { relays.assigned[updated.relayId, default: 0] += 1 }
         activeCount += (updated.isActive ? 1 : 0) - (previous?.isActive == true ? 1 : 0)
+        if let source = previous.flatMap(Self.lobbySource) { lobbiesBySource.decrement(source) }
+        if let source = Self.lobbySource(updated) { lobbiesBySource[source, default: 0] += 1 }
         if previous == nil {
             sortedIds.insert(updated.sessionId, at: insertionIndex(updated.sessionId))
             if !updated.idempotencyKey.isEmpty { byCreateKey[updated.idempotencyKey] = updated.sessionId }
         }
         sessions[updated.sessionId] = updated
+        noteActivity(updated.sessionId, nowMs: time.monotonicMs)
     }
 
     /// Notes who is attached in the sessions assigned to `relayId`, as it reports them
     /// (`attached[sessionId]`; a session left out has nobody attached). Transient: not stored.
-    func notePresence(on relayId: String, attached: [String: Set<String>]) {
+    func notePresence(on relayId: String, attached: [String: Set<String>], nowMs: UInt64) {
         let previously = attachedSessions[relayId] ?? []
         var now = Set<String>()
         for sessionId in previously.union(attached.keys) {
@@ -119,9 +132,24 @@ public final class SessionCoordinator {
                 }
             }
             if changed { sessions[sessionId] = session }
-            if !here.isEmpty { now.insert(sessionId) }
+            if !here.isEmpty {
+                now.insert(sessionId)
+                noteActivity(sessionId, nowMs: nowMs)
+            }
         }
         attachedSessions[relayId] = now.isEmpty ? nil : now
+    }
+
+    /// The source a lobby session counts against (its host's address), nil when it is not in
+    /// the lobby or the address is unknown.
+    static func lobbySource(_ session: SessionRecord) -> String? {
+        guard session.state == .lobby, let source = session.host?.source, !source.isEmpty else { return nil }
+        return source
+    }
+
+    /// Marks `sessionId` active at `nowMs` (monotonic), or forgets it once it is no longer active.
+    func noteActivity(_ sessionId: String, nowMs: UInt64) {
+        if sessions[sessionId]?.isActive == true { lastActivityMs[sessionId] = nowMs } else { lastActivityMs[sessionId] = nil }
     }
 
     func forget(_ sessionId: String) throws(ServiceError) {
@@ -131,6 +159,9 @@ public final class SessionCoordinator {
         guard let session = sessions.removeValue(forKey: sessionId) else { return }
         if session.isActive, !session.relayId.isEmpty { relays.assigned[session.relayId, default: 1] -= 1 }
         if session.isActive { activeCount -= 1 }
+        if let source = Self.lobbySource(session) { lobbiesBySource.decrement(source) }
+        lastActivityMs[sessionId] = nil
+        admission.forget(sessionId)
         let index = insertionIndex(sessionId)
         if index < sortedIds.count, sortedIds[index] == sessionId { sortedIds.remove(at: index) }
         if !session.idempotencyKey.isEmpty { byCreateKey[session.idempotencyKey] = nil }
@@ -236,5 +267,13 @@ public final class SessionCoordinator {
         session.relayId = relay.relayId
         session.relayEndpoint = relay.endpoint
         return true
+    }
+}
+
+extension Dictionary where Value == Int {
+    /// Subtracts one, removing the key at zero.
+    mutating func decrement(_ key: Key) {
+        guard let value = self[key] else { return }
+        self[key] = value > 1 ? value - 1 : nil
     }
 }

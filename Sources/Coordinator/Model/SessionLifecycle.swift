@@ -3,32 +3,38 @@ import NetplayAuth
 import NetplayService
 import NetplayWire
 
-/// Which stored password a join's password matched.
-public enum PasswordMatch: Sendable, Equatable {
-    /// No password was needed.
-    case notNeeded
-    /// The play password matched.
-    case play
-    /// The spectate password matched.
-    case spectate
-    /// Nothing matched.
-    case none
-}
-
 /// What a join needs checked before it can go ahead.
 public struct JoinPlan: Sendable {
     /// Hashes the given password is tried against, in order, with what a match means.
     public var candidates: [(hash: String, match: PasswordMatch)]
+    /// The shared admission rules' decision (role, reserved password attempt).
+    public var admission: AdmissionPlan
     /// True when no password is needed.
     public var open: Bool { candidates.isEmpty }
+}
+
+extension ServiceError {
+    /// The reply for an admission refusal.
+    init(_ denial: AdmissionDenial) {
+        self.init(denial.code, denial.message, field: denial.field, retryAfterMs: denial.retryAfterMs)
+    }
 }
 
 extension SessionCoordinator {
     // MARK: Create
 
-    /// Validates a create before its passwords are hashed (so a bad request costs nothing).
-    public func precheckCreate(_ request: CreateSessionRequest, at time: CoordinatorTime) throws(ServiceError) {
+    /// Validates a create before its passwords are hashed (so a bad request costs nothing), and
+    /// spends one create of `source`'s budget (RATE_LIMITED when it is out; an unknown source,
+    /// "", is not limited). A retry of a create that went through costs nothing.
+    public func precheckCreate(_ request: CreateSessionRequest, source: String = "", at time: CoordinatorTime) throws(ServiceError) {
         if existingSession(forCreateKey: request.idempotencyKey) != nil { return }
+        try validateCreate(request, source: source, at: time)
+        if !source.isEmpty, case .limited(let retry) = createLimiter.take(source, now: Double(time.monotonicMs) / 1000) {
+            throw ServiceError(.rateLimited, "Too many sessions created from your address; retry in \(retry) ms.", retryAfterMs: retry)
+        }
+    }
+
+    private func validateCreate(_ request: CreateSessionRequest, source: String, at time: CoordinatorTime) throws(ServiceError) {
         let settings = request.settings
         guard activeCount < self.settings.maxSessions else {
             throw ServiceError(.overloaded, "The coordinator holds its maximum of \(self.settings.maxSessions) sessions.",
@@ -44,10 +50,16 @@ extension SessionCoordinator {
         if settings.transport != .lan, relays.pick(region: settings.region, nowMs: time.monotonicMs) == nil {
             throw ServiceError(.noRelay, "No live relay can take a new session; retry shortly.", retryAfterMs: 1_000)
         }
+        let cap = self.settings.lobbySessionsPerSource
+        if cap > 0, !source.isEmpty, lobbiesBySource[source, default: 0] >= cap {
+            throw ServiceError(.rateLimited, "Your address already hosts \(cap) sessions that have not started; start or end one first.",
+                               retryAfterMs: 60_000)
+        }
     }
 
-    /// Creates a session (the caller hashed the passwords, off the reactor thread).
-    public func create(_ request: CreateSessionRequest, playHash: String?, spectateHash: String?,
+    /// Creates a session (the caller ran ``precheckCreate(_:source:at:)`` and hashed the
+    /// passwords, off the reactor thread).
+    public func create(_ request: CreateSessionRequest, source: String = "", playHash: String?, spectateHash: String?,
                        at time: CoordinatorTime) throws(ServiceError) -> Outcome {
         if let existing = existingSession(forCreateKey: request.idempotencyKey), let host = existing.host {
             // A retry of a create that went through: the same session, token and a fresh ticket.
@@ -56,7 +68,7 @@ extension SessionCoordinator {
                                               ticket: try existing.isActive ? ticket(existing, host, at: time) : nil)
             return Outcome(reply: .createSessionResponse(reply))
         }
-        try precheckCreate(request, at: time)
+        try validateCreate(request, source: source, at: time)
         var settings = request.settings
         settings.playPassword = ""
         settings.spectatePassword = ""
@@ -66,7 +78,7 @@ extension SessionCoordinator {
         let hostId = Self.randomId(prefix: JoinTicket.hostParticipantIdPrefix, bytes: 6)  // the relay knows the host by it
         let host = ParticipantRecord(participantId: hostId, name: request.hostName, role: .player,
                                      slot: request.preferredSlot == 0 ? 1 : request.preferredSlot, isHost: true, mayPlay: true,
-                                     joinedAtUnixMs: time.unixMs)
+                                     joinedAtUnixMs: time.unixMs, source: source)
         var session = SessionRecord(sessionId: sessionId, state: .lobby, settings: settings, playPasswordHash: playHash,
                                     spectatePasswordHash: spectateHash, hostParticipantId: hostId, relayId: "", relayEndpoint: "",
                                     createdAtUnixMs: time.unixMs, idempotencyKey: request.idempotencyKey, participants: [host])
@@ -74,7 +86,7 @@ extension SessionCoordinator {
         let ticket = try ticket(session, host, at: time)
         var changes: [StoreChange] = [.saveSession(session), .saveParticipant(sessionId: sessionId, host)]
         if let ticket { changes.append(.saveTicket(ticket)) }
-        try commit(session, changes)
+        try commit(session, changes, at: time)
         var outcome = Outcome(reply: .createSessionResponse(CreateSessionResponse(
             session: session.info, participantId: hostId,
             participantToken: tokens.token(sessionId: sessionId, participantId: hostId), ticket: ticket)))
@@ -85,53 +97,67 @@ extension SessionCoordinator {
 
     // MARK: Join
 
-    /// Checks a join up to its password: NOT_FOUND, SESSION_ENDED, BANNED, CONTENT_MISMATCH,
-    /// CORE_MISMATCH, CORE_VERSION_MISMATCH, SPECTATORS_NOT_ALLOWED, SPECTATORS_FULL, ROOM_FULL,
-    /// SLOT_TAKEN, RATE_LIMITED (too many wrong passwords). Returns the hashes to try.
-    public func planJoin(_ request: JoinSessionRequest, at time: CoordinatorTime) throws(ServiceError) -> JoinPlan {
-        let session = try activeSession(request.sessionId, field: "JoinSessionRequest.session_id")
-        if session.bans.contains(request.name) {
-            throw ServiceError(.banned, "'\(request.name)' was banned from this session by the host.", field: "JoinSessionRequest.name")
+    /// Checks a join up to its password: RATE_LIMITED (too many joins from `source`; an unknown
+    /// source, "", is not limited), NOT_FOUND, SESSION_ENDED, then the shared admission rules
+    /// (``AdmissionPolicy``): BANNED (name or source address), content, places, and RATE_LIMITED
+    /// when the session's password attempts are spent. When a password is needed, one attempt is
+    /// reserved here, before any hash is computed; ``settleJoin(_:source:plan:match:at:)`` settles it.
+    public func planJoin(_ request: JoinSessionRequest, source: String = "", at time: CoordinatorTime) throws(ServiceError) -> JoinPlan {
+        if !source.isEmpty, case .limited(let retry) = joinLimiter.take(source, now: Double(time.monotonicMs) / 1000) {
+            throw ServiceError(.rateLimited, "Too many joins from your address; retry in \(retry) ms.", retryAfterMs: retry)
         }
-        let role: Role = request.role == .spectator ? .spectator : .player
-        let replay = replayedParticipant(session, request)
-        if replay == nil {
-            try checkContent(session, request.content)
-            try checkCapacity(session, role: role, preferredSlot: request.preferredSlot)
+        return try checkJoin(request, source: source, reserve: true, at: time)
+    }
+
+    private func checkJoin(_ request: JoinSessionRequest, source: String, reserve: Bool, at time: CoordinatorTime) throws(ServiceError) -> JoinPlan {
+        let session = try activeSession(request.sessionId, field: "JoinSessionRequest.session_id")
+        let plan: AdmissionPlan
+        do {
+            plan = try admission.admit(request, source: source, room: session.admissionRoom, now: Double(time.monotonicMs) / 1000,
+                                       replay: replayedParticipant(session, request) != nil, reserve: reserve)
+        } catch {
+            throw ServiceError(error)
         }
         var candidates: [(hash: String, match: PasswordMatch)] = []
-        if role == .player {
-            if let play = session.playPasswordHash { candidates = [(play, .play)] }
-        } else if let spectate = session.spectatePasswordHash {
-            candidates = [(spectate, .spectate)] + (session.playPasswordHash.map { [($0, .play)] } ?? [])
-        } else if let play = session.playPasswordHash {
-            candidates = [(play, .play)]
+        for match in plan.candidates {
+            if match == .play, let hash = session.playPasswordHash { candidates.append((hash, .play)) }
+            if match == .spectate, let hash = session.spectatePasswordHash { candidates.append((hash, .spectate)) }
         }
-        if !candidates.isEmpty, case .limited(let retry) = passwordLimiter.check(session.sessionId, now: Double(time.monotonicMs) / 1000) {
-            throw ServiceError(.rateLimited, "Too many wrong passwords for this session; retry in \(retry) ms.", retryAfterMs: retry)
-        }
-        return JoinPlan(candidates: candidates)
+        return JoinPlan(candidates: candidates, admission: plan)
     }
 
-    /// Records a wrong password (spending one attempt of the session's budget) and returns the
-    /// WRONG_PASSWORD error to reply.
-    public func wrongPassword(sessionId: String, role: Role, at time: CoordinatorTime) -> ServiceError {
-        _ = passwordLimiter.take(sessionId, now: Double(time.monotonicMs) / 1000)
-        let what = role == .spectator ? "spectate" : "play"
-        return ServiceError(.wrongPassword, "Wrong password to \(what) in this session.", field: "JoinSessionRequest.password")
+    /// Settles a planned join once its password was verified (`match`: what it matched,
+    /// `.none` for nothing): a wrong password keeps its attempt spent and answers
+    /// WRONG_PASSWORD; a right one gives it back and joins (every check runs again: the session
+    /// may have changed while the password was being verified).
+    public func settleJoin(_ request: JoinSessionRequest, source: String = "", plan: JoinPlan, match: PasswordMatch,
+                           at time: CoordinatorTime) throws(ServiceError) -> Outcome {
+        do {
+            try admission.settle(plan.admission, match: match, now: Double(time.monotonicMs) / 1000)
+        } catch {
+            throw ServiceError(error)
+        }
+        return try join(request, source: source, password: plan.open ? .notNeeded : match, at: time)
     }
 
-    /// Joins after ``planJoin(_:at:)`` and the password check. Every check runs again: the
-    /// session may have changed while the password was being verified.
-    public func join(_ request: JoinSessionRequest, password: PasswordMatch, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
-        let plan = try planJoin(request, at: time)
+    /// Gives back a planned join's reserved password attempt when its password is never
+    /// verified (the hashing queue refused it).
+    public func releaseJoin(_ plan: JoinPlan, at time: CoordinatorTime) {
+        admission.release(plan.admission, now: Double(time.monotonicMs) / 1000)
+    }
+
+    /// Joins with the password already checked (`password`: what it matched). Every check of
+    /// ``planJoin(_:source:at:)`` but the rate limits runs again.
+    func join(_ request: JoinSessionRequest, source: String, password: PasswordMatch, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
+        let plan = try checkJoin(request, source: source, reserve: false, at: time)
         if !plan.open {
             guard plan.candidates.contains(where: { $0.match == password }) else {
-                throw wrongPassword(sessionId: request.sessionId, role: request.role, at: time)
+                let what = plan.admission.role == .spectator ? "spectate" : "play"
+                throw ServiceError(.wrongPassword, "Wrong password to \(what) in this session.", field: "JoinSessionRequest.password")
             }
         }
         var session = sessions[request.sessionId]!
-        let role: Role = request.role == .spectator ? .spectator : .player
+        let role = plan.admission.role
         var changes: [StoreChange] = []
         var outcome = Outcome(reply: .ack(Ack()))
         let participant: ParticipantRecord
@@ -140,8 +166,8 @@ extension SessionCoordinator {
         } else {
             let slot: UInt32 = role == .player ? (request.preferredSlot != 0 ? request.preferredSlot : session.firstFreeSlot!) : 0
             participant = ParticipantRecord(participantId: Self.randomId(prefix: "p-", bytes: 6), name: request.name, role: role,
-                                            slot: slot, mayPlay: session.playPasswordHash == nil || password == .play,
-                                            joinedAtUnixMs: time.unixMs, idempotencyKey: request.idempotencyKey)
+                                            slot: slot, mayPlay: AdmissionPolicy.mayPlay(room: session.admissionRoom, match: password),
+                                            joinedAtUnixMs: time.unixMs, idempotencyKey: request.idempotencyKey, source: source)
             session.participants.append(participant)
             session.version += 1
             changes.append(.saveParticipant(sessionId: session.sessionId, participant))
@@ -155,7 +181,7 @@ extension SessionCoordinator {
         changes.insert(.updateSession(session), at: 0)
         let ticket = try ticket(session, participant, at: time)
         if let ticket { changes.append(.saveTicket(ticket)) }
-        try commit(session, changes)
+        try commit(session, changes, at: time)
         outcome.reply = .joinSessionResponse(JoinSessionResponse(
             session: session.info, participantId: participant.participantId,
             participantToken: tokens.token(sessionId: session.sessionId, participantId: participant.participantId),
@@ -167,53 +193,6 @@ extension SessionCoordinator {
     private func replayedParticipant(_ session: SessionRecord, _ request: JoinSessionRequest) -> ParticipantRecord? {
         guard !request.idempotencyKey.isEmpty else { return nil }
         return session.participants.first { $0.idempotencyKey == request.idempotencyKey && $0.name == request.name }
-    }
-
-    private func checkContent(_ session: SessionRecord, _ content: ContentInfo) throws(ServiceError) {
-        let host = session.settings.content
-        let game = host.gameName.isEmpty ? "this room's game" : host.gameName
-        if host.crc32 != 0, content.crc32 != host.crc32 {
-            throw ServiceError(.contentMismatch, "Same ROM required: \(game) has CRC32 \(Self.hex32(host.crc32)), yours is \(Self.hex32(content.crc32)).",
-                               field: "ContentInfo.crc32")
-        }
-        if !host.md5.isEmpty, content.md5 != host.md5 {
-            throw ServiceError(.contentMismatch, "Same ROM required: \(game) has a different MD5 than yours.", field: "ContentInfo.md5")
-        }
-        if !host.coreId.isEmpty, content.coreId != host.coreId {
-            throw ServiceError(.coreMismatch, "This room runs core '\(host.coreId)', you run '\(content.coreId)'.", field: "ContentInfo.core_id")
-        }
-        if !host.coreVersion.isEmpty, content.coreVersion != host.coreVersion {
-            throw ServiceError(.coreVersionMismatch,
-                               "This room runs \(host.coreId) version '\(host.coreVersion)', you run '\(content.coreVersion)'.",
-                               field: "ContentInfo.core_version")
-        }
-    }
-
-    private func checkCapacity(_ session: SessionRecord, role: Role, preferredSlot: UInt32) throws(ServiceError) {
-        if role == .spectator {
-            guard session.settings.spectatorsAllowed else {
-                throw ServiceError(.spectatorsNotAllowed, "This session does not allow spectators.", field: "JoinSessionRequest.role")
-            }
-            guard session.spectators.count < Int(session.settings.maxSpectators) else {
-                throw ServiceError(.spectatorsFull, "All \(session.settings.maxSpectators) spectator places are taken.")
-            }
-            return
-        }
-        if preferredSlot > session.settings.maxPlayers {
-            throw ServiceError(.badRequest, "Slot \(preferredSlot) does not exist in a \(session.settings.maxPlayers)-player session.",
-                               field: "JoinSessionRequest.preferred_slot")
-        }
-        guard session.firstFreeSlot != nil else {
-            throw ServiceError(.roomFull, "All \(session.settings.maxPlayers) player slots are taken.")
-        }
-        if preferredSlot != 0, session.holder(of: preferredSlot) != nil {
-            throw ServiceError(.slotTaken, "Slot \(preferredSlot) is taken.", field: "JoinSessionRequest.preferred_slot")
-        }
-    }
-
-    static func hex32(_ value: UInt32) -> String {
-        let digits = String(value, radix: 16, uppercase: true)
-        return String(repeating: "0", count: max(0, 8 - digits.count)) + digits
     }
 
     // MARK: Leave, kick
@@ -229,7 +208,7 @@ extension SessionCoordinator {
         }
         session.participants.removeAll { $0.participantId == participant.participantId }
         session.version += 1
-        try commit(session, [.updateSession(session), .deleteParticipant(sessionId: session.sessionId, participantId: participant.participantId)])
+        try commit(session, [.updateSession(session), .deleteParticipant(sessionId: session.sessionId, participantId: participant.participantId)], at: time)
         var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
         outcome.events = [event(.left, session, participant: participant.participantId, at: time)]
         outcome.touched = [session.sessionId]
@@ -251,20 +230,25 @@ extension SessionCoordinator {
                                field: "KickParticipantRequest.target_participant_id")
         }
         session.participants.removeAll { $0.participantId == target.participantId }
-        var changes: [StoreChange] = [.deleteParticipant(sessionId: session.sessionId, participantId: target.participantId)]
+        // The kicked participant's tickets are revoked: deleted here (renew answers
+        // UNAUTHENTICATED, or BANNED), and the relay is told to disconnect them (reason KICKED).
+        var changes: [StoreChange] = [.deleteParticipant(sessionId: session.sessionId, participantId: target.participantId),
+                                      .deleteParticipantTickets(sessionId: session.sessionId, participantId: target.participantId)]
         if request.ban {
-            session.bans.insert(target.name)
-            changes.append(.addBan(sessionId: session.sessionId, name: target.name))
+            // Bound to what renaming cannot change: the address they joined from and their id.
+            session.bans.ban(name: target.name, source: target.source, participantId: target.participantId)
+            changes.append(.addBan(sessionId: session.sessionId, name: target.name, source: target.source,
+                                   participantId: target.participantId))
         }
         session.version += 1
         changes.insert(.updateSession(session), at: 0)
-        try commit(session, changes)
+        try commit(session, changes, at: time)
         var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
         outcome.events = [event(.kicked, session, participant: target.participantId,
                                 reason: request.reason.isEmpty ? "kicked by the host" : request.reason, at: time)]
         outcome.touched = [session.sessionId]
         outcome.detach = notice(session, disconnect: target.participantId, reason: .kicked,
-                                message: request.reason.isEmpty ? "kicked by the host" : request.reason)
+                                message: request.reason.isEmpty ? (request.ban ? "banned by the host" : "kicked by the host") : request.reason)
         return outcome
     }
 
@@ -298,7 +282,7 @@ extension SessionCoordinator {
         }
         session.version += 1
         changes.insert(.updateSession(session), at: 0)
-        try commit(session, changes)
+        try commit(session, changes, at: time)
         var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
         outcome.events = [event(.slotsChanged, session, participant: request.participantId, at: time)]
         outcome.touched = [session.sessionId]
@@ -351,7 +335,7 @@ extension SessionCoordinator {
         let ticket = try ticket(session, session.participants[index], at: time)
         changes.insert(.updateSession(session), at: 0)
         if let ticket { changes.append(.saveTicket(ticket)) }
-        try commit(session, changes)
+        try commit(session, changes, at: time)
         outcome.reply = .sessionResponse(SessionResponse(session: session.info, ticket: ticket))
         outcome.touched = [session.sessionId]
         return outcome
@@ -372,7 +356,7 @@ extension SessionCoordinator {
         session.state = .running
         session.startedAtUnixMs = time.unixMs
         session.version += 1
-        try commit(session, [.updateSession(session)])
+        try commit(session, [.updateSession(session)], at: time)
         outcome.events.append(event(.started, session, participant: request.participantId, at: time))
         outcome.reply = .sessionResponse(SessionResponse(session: session.info))
         outcome.touched = [session.sessionId]
@@ -393,7 +377,7 @@ extension SessionCoordinator {
         session.state = .ended
         session.endedAtUnixMs = time.unixMs
         session.version += 1
-        try commit(session, [.updateSession(session)])
+        try commit(session, [.updateSession(session)], at: time)
         relays.scheduleClose(session.sessionId, on: session.relayId)
         var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
         outcome.events = [event(.ended, session, participant: participantId, reason: reason, at: time)]
@@ -412,9 +396,33 @@ extension SessionCoordinator {
             sessionId: session.sessionId, participantId: participantId, reason: reason, message: String(message.prefix(256)))))]
     }
 
+    /// Ends every lobby session (never started) with no activity — no change and nobody
+    /// attached — for `settings.lobbyIdleMs`: its room is withdrawn, its relay told, and
+    /// `sessions.ended` says why.
+    public func expireIdleLobbies(at time: CoordinatorTime) -> Outcome {
+        var outcome = Outcome(reply: .ack(Ack()))
+        let idle = settings.lobbyIdleMs
+        guard idle > 0, time.monotonicMs > idle else { return outcome }
+        let cutoff = time.monotonicMs - idle
+        let stale = lastActivityMs.filter { $0.value <= cutoff }.map(\.key).sorted()
+        for sessionId in stale {
+            guard var session = sessions[sessionId], session.state == .lobby else { continue }
+            let seconds = idle / 1000
+            guard let ended = try? end(&session, reason: "The lobby expired: nothing happened in it for \(seconds) s.",
+                                       by: "", at: time) else { continue }
+            outcome.events += ended.events
+            outcome.touched += ended.touched
+            outcome.detach += ended.detach
+        }
+        return outcome
+    }
+
     /// A fresh ticket for a participant (reconnect, expiry, relay reassigned).
     public func renew(_ request: RenewTicketRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
         var session = try activeSession(request.sessionId, field: "RenewTicketRequest.session_id")
+        if session.bans.participantIds.contains(request.participantId) {
+            throw ServiceError(.banned, "You were banned from this session by the host.", field: "RenewTicketRequest.participant_id")
+        }
         let participant = try authenticate(session, request.participantId, request.participantToken,
                                            field: "RenewTicketRequest.participant_token")
         var outcome = Outcome(reply: .ack(Ack()))
@@ -427,7 +435,7 @@ extension SessionCoordinator {
         }
         let ticket = try ticket(session, participant, at: time)
         if let ticket { changes.append(.saveTicket(ticket)) }
-        try commit(session, changes)
+        try commit(session, changes, at: time)
         outcome.reply = .sessionResponse(SessionResponse(session: session.info, ticket: ticket))
         return outcome
     }

@@ -1,3 +1,4 @@
+import NetplayAuth
 import NetplayWire
 
 /// Someone in a session, as the coordinator stores them.
@@ -20,10 +21,12 @@ public struct ParticipantRecord: Sendable, Equatable {
     public var joinedAtUnixMs: UInt64
     /// The join's idempotency key ("" = none).
     public var idempotencyKey: String
+    /// The network address they joined from (`Request.source`; "" = unknown): what a ban binds to.
+    public var source: String
 
     /// Creates a record.
     public init(participantId: String, name: String, role: Role, slot: UInt32, isHost: Bool = false, mayPlay: Bool = true,
-                connected: Bool = false, joinedAtUnixMs: UInt64, idempotencyKey: String = "") {
+                connected: Bool = false, joinedAtUnixMs: UInt64, idempotencyKey: String = "", source: String = "") {
         self.participantId = participantId
         self.name = name
         self.role = role
@@ -33,6 +36,7 @@ public struct ParticipantRecord: Sendable, Equatable {
         self.connected = connected
         self.joinedAtUnixMs = joinedAtUnixMs
         self.idempotencyKey = idempotencyKey
+        self.source = source
     }
 
     /// The wire form.
@@ -73,8 +77,8 @@ public struct SessionRecord: Sendable, Equatable {
     public var idempotencyKey: String
     /// Everyone in the session, in join order.
     public var participants: [ParticipantRecord]
-    /// Names refused after a kick with ban.
-    public var bans: Set<String> = []
+    /// Who a kick with ban refused: names, source addresses, participant ids.
+    public var bans = AdmissionBans()
 
     /// Creates a record.
     public init(sessionId: String, state: SessionState, settings: SessionSettings, playPasswordHash: String?,
@@ -113,6 +117,14 @@ public struct SessionRecord: Sendable, Equatable {
     public var isActive: Bool { state == .lobby || state == .running }
     /// The host's record.
     public var host: ParticipantRecord? { participant(hostParticipantId) }
+
+    /// The session as the shared admission rules see it.
+    public var admissionRoom: AdmissionRoom {
+        AdmissionRoom(sessionId: sessionId, content: settings.content, maxPlayers: settings.maxPlayers,
+                      takenSlots: Set(players.map(\.slot)), spectatorsAllowed: settings.spectatorsAllowed,
+                      maxSpectators: settings.maxSpectators, spectators: spectators.count,
+                      hasPlayPassword: playPasswordHash != nil, hasSpectatePassword: spectatePasswordHash != nil, bans: bans)
+    }
 
     /// The sync parameters every ticket carries.
     public var syncParams: SyncParams {

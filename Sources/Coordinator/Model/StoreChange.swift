@@ -11,12 +11,14 @@ public enum StoreChange: Sendable, Equatable {
     case saveParticipant(sessionId: String, ParticipantRecord)
     /// Remove one participant.
     case deleteParticipant(sessionId: String, participantId: String)
-    /// Ban a name from a session.
-    case addBan(sessionId: String, name: String)
+    /// Ban a kicked participant from a session: their name, source address ("" = unknown) and id.
+    case addBan(sessionId: String, name: String, source: String, participantId: String)
     /// Remove a session with its participants, bans and tickets.
     case deleteSession(String)
     /// Record an issued ticket.
     case saveTicket(JoinTicket)
+    /// Forget the tickets issued to a participant (kicked or banned: revoked).
+    case deleteParticipantTickets(sessionId: String, participantId: String)
     /// Forget tickets that expired before this time.
     case deleteTickets(expiredBeforeUnixMs: UInt64)
     /// Insert or replace a relay.

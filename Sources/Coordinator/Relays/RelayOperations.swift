@@ -30,7 +30,7 @@ extension SessionCoordinator {
     public func refreshRelay(_ request: RefreshRelayRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
         let (info, drainingChanged) = try relays.refresh(request, nowMs: time.monotonicMs, nowUnixMs: time.unixMs)
         notePresence(on: request.relayId, attached: Dictionary(
-            request.presence.map { ($0.sessionId, Set($0.connectedParticipantIds)) }, uniquingKeysWith: { first, _ in first }))
+            request.presence.map { ($0.sessionId, Set($0.connectedParticipantIds)) }, uniquingKeysWith: { first, _ in first }), nowMs: time.monotonicMs)
         var outcome = Outcome(reply: .refreshRelayResponse(RefreshRelayResponse(closeSessionIds: relays.takeCloses(for: request.relayId))))
         if drainingChanged {
             try? store.apply([.saveRelay(info)])
@@ -57,7 +57,7 @@ extension SessionCoordinator {
         var outcome = Outcome(reply: .ack(Ack()))
         for dropped in relays.sweep(nowMs: time.monotonicMs) {
             try? store.apply([.deleteRelay(dropped.relayId)])
-            notePresence(on: dropped.relayId, attached: [:])  // nobody can be attached to a relay that is gone
+            notePresence(on: dropped.relayId, attached: [:], nowMs: time.monotonicMs)  // nobody can be attached to a relay that is gone
             outcome.relayEvents.append(relayEvent(.dropped, dropped, sessions: sessionIds(on: dropped.relayId), at: time))
         }
         guard housekeeping else { return outcome }

@@ -33,8 +33,23 @@ public struct CoordinatorOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Active sessions at most (env NETPLAY_MAX_SESSIONS, default 100000).", valueName: "count"))
     public var maxSessions: String?
 
-    @Option(help: ArgumentHelp("Wrong passwords allowed per session per minute (env NETPLAY_PASSWORD_ATTEMPTS, default 10).", valueName: "count"))
+    @Option(help: ArgumentHelp("Password attempts per session per minute, spent before the hash is checked; a correct one is given back (env NETPLAY_PASSWORD_ATTEMPTS, default 10).", valueName: "count"))
     public var passwordAttempts: String?
+
+    @Option(help: ArgumentHelp("Sessions one address may create per minute; 0 = unlimited (env NETPLAY_CREATE_RATE, default 20).", valueName: "count"))
+    public var createRate: String?
+
+    @Option(help: ArgumentHelp("Joins one address may send per minute; 0 = unlimited (env NETPLAY_JOIN_RATE, default 120).", valueName: "count"))
+    public var joinRate: String?
+
+    @Option(help: ArgumentHelp("Not-yet-started sessions one address may host at once; 0 = unlimited (env NETPLAY_LOBBY_SESSIONS_PER_SOURCE, default 20).", valueName: "count"))
+    public var lobbySessionsPerSource: String?
+
+    @Option(help: ArgumentHelp("Seconds a lobby session may sit idle (never started, no change, nobody attached) before it is ended; 0 = never (env NETPLAY_LOBBY_IDLE, default 1800).", valueName: "seconds"))
+    public var lobbyIdle: String?
+
+    @Option(help: ArgumentHelp("Password checks pending per session and per address at most (env NETPLAY_PENDING_PASSWORD_CHECKS, default 4).", valueName: "count"))
+    public var pendingPasswordChecks: String?
 
     @Option(help: ArgumentHelp("Argon2id cost of room passwords: interactive, moderate or minimum (tests only) (env NETPLAY_PASSWORD_COST, default interactive).", valueName: "cost"))
     public var passwordCost: String?
@@ -84,6 +99,18 @@ public struct CoordinatorOptions: ParsableArguments, Sendable {
                                                     default: 100_000, range: 1...10_000_000)
         settings.passwordAttemptsPerMinute = try resolver.number(passwordAttempts, "NETPLAY_PASSWORD_ATTEMPTS",
                                                                  name: "--password-attempts", default: 10, range: 1...100_000)
+        settings.createsPerMinutePerSource = try resolver.number(createRate, "NETPLAY_CREATE_RATE", name: "--create-rate",
+                                                                 default: 20, range: 0...1_000_000)
+        settings.joinsPerMinutePerSource = try resolver.number(joinRate, "NETPLAY_JOIN_RATE", name: "--join-rate",
+                                                               default: 120, range: 0...1_000_000)
+        settings.lobbySessionsPerSource = try resolver.integer(lobbySessionsPerSource, "NETPLAY_LOBBY_SESSIONS_PER_SOURCE",
+                                                               name: "--lobby-sessions-per-source", default: 20, range: 0...10_000_000)
+        settings.lobbyIdleMs = UInt64(try resolver.number(lobbyIdle, "NETPLAY_LOBBY_IDLE", name: "--lobby-idle", default: 1800,
+                                                          range: 0...604_800) * 1000)
+        let pending = try resolver.integer(pendingPasswordChecks, "NETPLAY_PENDING_PASSWORD_CHECKS", name: "--pending-password-checks",
+                                           default: 4, range: 1...1000)
+        settings.pendingHashesPerSession = pending
+        settings.pendingHashesPerSource = pending
         switch try resolver.choice(passwordCost, "NETPLAY_PASSWORD_COST", name: "--password-cost", default: "interactive",
                                    choices: ["interactive", "moderate", "minimum"]) {
         case "moderate": settings.passwordHasher = .moderate

@@ -13,7 +13,10 @@ public final class CoordinatorService: Service {
     public private(set) var core: SessionCoordinator?
     private var announcer: RoomAnnouncer?
     private let notifier = RelayNotifier()
-    private let passwords = DispatchQueue(label: "netplay.coordinator.passwords")
+    /// Workers for password hashing (at most `settings.hashingWorkers` jobs run at once; the
+    /// queue below picks them fairly across sessions).
+    private let passwords = DispatchQueue(label: "netplay.coordinator.passwords", attributes: .concurrent)
+    private var hashing: HashingQueue<@Sendable () -> Void>
     private let origin = ContinuousClock.now
     private var lock: FileLock?
     private var databasePath = ""
@@ -24,6 +27,9 @@ public final class CoordinatorService: Service {
     /// Creates the service; storage opens in ``start(runtime:)``.
     public init(configuration: CoordinatorConfiguration = CoordinatorConfiguration()) {
         self.configuration = configuration
+        let settings = configuration.settings
+        hashing = HashingQueue(width: settings.hashingWorkers, perSession: settings.pendingHashesPerSession,
+                               perSource: settings.pendingHashesPerSource)
     }
 
     /// Now, for the coordinator.
@@ -101,35 +107,47 @@ public final class CoordinatorService: Service {
         let time = now
         switch request.body {
         case .createSessionRequest(let create):
-            try core.precheckCreate(create, at: time)
+            let source = request.source
             let play = create.settings.playPassword, spectate = create.settings.spectatePassword
-            if play.isEmpty && spectate.isEmpty {
-                return .reply(finish(try core.create(create, playHash: nil, spectateHash: nil, at: time), runtime))
+            let needsHash = !(play.isEmpty && spectate.isEmpty) && core.existingSession(forCreateKey: create.idempotencyKey) == nil
+            if needsHash, !hashing.admits(session: "create " + source, source: source) {
+                throw Self.hashingBusy
+            }
+            try core.precheckCreate(create, source: source, at: time)
+            if !needsHash {
+                return .reply(finish(try core.create(create, source: source, playHash: nil, spectateHash: nil, at: time), runtime))
             }
             let hasher = configuration.settings.passwordHasher
-            offload(runtime, request: request, work: { () -> (String?, String?, Bool) in
+            offload(runtime, request: request, key: "create " + source, work: { () -> (String?, String?, Bool) in
                 let playHash = play.isEmpty ? nil : hasher.hash(play)
                 let spectateHash = spectate.isEmpty ? nil : hasher.hash(spectate)
                 return (playHash, spectateHash, (play.isEmpty || playHash != nil) && (spectate.isEmpty || spectateHash != nil))
             }, then: { service, core, hashes in
                 guard hashes.2 else { return .failure(ServiceError(.internal, "The password could not be hashed (out of memory).")) }
                 return Result { () throws(ServiceError) -> Outcome in
-                    try core.create(create, playHash: hashes.0, spectateHash: hashes.1, at: service.now)
+                    try core.create(create, source: source, playHash: hashes.0, spectateHash: hashes.1, at: service.now)
                 }
             })
             return .deferred
         case .joinSessionRequest(let join):
-            let plan = try core.planJoin(join, at: time)
-            if plan.open { return .reply(finish(try core.join(join, password: .notNeeded, at: time), runtime)) }
+            let source = request.source
+            // The attempt is reserved here, before any hash, so concurrent guesses cannot
+            // outrun the session's budget.
+            let plan = try core.planJoin(join, source: source, at: time)
+            if plan.open { return .reply(finish(try core.join(join, source: source, password: .notNeeded, at: time), runtime)) }
+            guard hashing.admits(session: join.sessionId, source: source) else {
+                core.releaseJoin(plan, at: time)
+                throw Self.hashingBusy
+            }
             let candidates = plan.candidates.map { ($0.hash, $0.match) }
             let password = join.password
-            offload(runtime, request: request, work: { () -> PasswordMatch in
+            offload(runtime, request: request, key: join.sessionId, work: { () -> PasswordMatch in
                 for (hash, match) in candidates where PasswordHasher.verify(password, against: hash) { return match }
                 return PasswordMatch.none
             }, then: { service, core, match in
-                let time = service.now
-                guard match != .none else { return .failure(core.wrongPassword(sessionId: join.sessionId, role: join.role, at: time)) }
-                return Result { () throws(ServiceError) -> Outcome in try core.join(join, password: match, at: time) }
+                Result { () throws(ServiceError) -> Outcome in
+                    try core.settleJoin(join, source: source, plan: plan, match: match, at: service.now)
+                }
             })
             return .deferred
         case .leaveSessionRequest(let leave): return .reply(finish(try core.leave(leave, at: time), runtime))
@@ -261,24 +279,38 @@ public final class CoordinatorService: Service {
         return outcome.reply
     }
 
-    /// Runs `work` (password hashing) on the password queue, then `then` back on the reactor,
-    /// replying to `request` with its outcome or error.
-    private func offload<T: Sendable>(_ runtime: ServiceRuntime, request: Request, work: @escaping @Sendable () -> T,
+    /// The refusal when a session or source already has its share of password hashes pending.
+    static let hashingBusy = ServiceError(.rateLimited, "Too many password checks pending for this session or address; retry shortly.",
+                                          retryAfterMs: 1_000)
+
+    /// Queues `work` (password hashing) for a worker, fairly across `key`s (session ids, or a
+    /// source's creates), then runs `then` back on the reactor, replying to `request` with its
+    /// outcome or error. The caller checked that the queue admits it.
+    private func offload<T: Sendable>(_ runtime: ServiceRuntime, request: Request, key: String, work: @escaping @Sendable () -> T,
                                       then: @escaping (CoordinatorService, SessionCoordinator, T) -> Result<Outcome, ServiceError>) {
         let handle = runtime.handle
         let box = ReactorBound(self)
         let continuation = ReactorBound(then)
-        passwords.async {
+        let source = request.source
+        hashing.enqueue({
             let result = work()
             handle.enqueue { runtime in
                 let service = box.value
+                service.hashing.finished(session: key, source: source)
+                service.pump(runtime)
                 guard let core = service.core else { return }
                 switch continuation.value(service, core, result) {
                 case .success(let outcome): runtime.reply(to: request, with: service.finish(outcome, runtime))
                 case .failure(let error): runtime.reply(to: request, with: .error(error.reply))
                 }
             }
-        }
+        }, session: key, source: source)
+        pump(runtime)
+    }
+
+    /// Starts queued hashes while workers are free.
+    private func pump(_ runtime: ServiceRuntime) {
+        while let entry = hashing.next() { passwords.async(execute: entry.job) }
     }
 
     private func maintain(_ runtime: ServiceRuntime, housekeeping: Bool) {
@@ -287,6 +319,13 @@ public final class CoordinatorService: Service {
         if !outcome.relayEvents.isEmpty {
             _ = finish(outcome, runtime)
             notifier.prune(keeping: Set(core.relays.relays.map(\.info.endpoint)))
+        }
+        guard housekeeping else { return }
+        let expired = core.expireIdleLobbies(at: now)
+        if !expired.events.isEmpty {
+            runtime.logger.info("idle lobby sessions ended", metadata: ["sessions": "\(expired.events.count)",
+                                                                         "idle_seconds": "\(configuration.settings.lobbyIdleMs / 1000)"])
+            _ = finish(expired, runtime)
         }
     }
 

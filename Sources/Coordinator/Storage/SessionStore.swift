@@ -3,7 +3,9 @@ import NetplayAuth
 import NetplayWire
 
 /// The coordinator's durable state in SQLite: sessions, participants (slots), bans, issued
-/// tickets and the relay registry, plus a few secrets in `meta`.
+/// tickets and the relay registry, plus the schema version and announcer id in `meta`. The
+/// database file is created with mode 0600; the participant-token key is not in it but in its
+/// own 0600 file next to it (``participantTokenKey()``).
 ///
 /// WAL journal; `synchronous=NORMAL` by default (a committed change survives a killed process;
 /// FULL also survives power loss). A partial unique index on `(session_id, slot)` makes a double
@@ -20,10 +22,23 @@ public final class SessionStore {
 
     /// The connection (reactor thread only).
     public let database: SQLiteDatabase
-    static let schemaVersion = 1
+    static let schemaVersion = 2
+    /// The file holding the participant-token key (nil for an in-memory store).
+    public let tokenKeyPath: String?
+    private var memoryTokenKey: [UInt8]?
 
-    /// Opens or creates the store at `path` (":memory:" for tests).
-    public init(path: String, durability: Durability = .normal) throws(StorageError) {
+    /// Opens or creates the store at `path` (":memory:" for tests). A new database file is
+    /// created with mode 0600, and an existing one (with its WAL files) is tightened to 0600.
+    /// The participant-token key lives in `tokenKeyPath` (default: `participant-token.key` in
+    /// the database's directory).
+    public init(path: String, durability: Durability = .normal, tokenKeyPath: String? = nil) throws(StorageError) {
+        if path != ":memory:" {
+            try Self.makePrivate(path)
+            self.tokenKeyPath = tokenKeyPath ?? ((path as NSString).deletingLastPathComponent.isEmpty ? "participant-token.key"
+                : (path as NSString).deletingLastPathComponent + "/participant-token.key")
+        } else {
+            self.tokenKeyPath = tokenKeyPath
+        }
         database = try SQLiteDatabase(path: path)
         try database.execute("""
             PRAGMA journal_mode=WAL;
@@ -41,12 +56,15 @@ public final class SessionStore {
                 session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
                 participant_id TEXT NOT NULL, name TEXT NOT NULL, role INTEGER NOT NULL, slot INTEGER NOT NULL,
                 is_host INTEGER NOT NULL, may_play INTEGER NOT NULL, connected INTEGER NOT NULL,
-                joined_ms INTEGER NOT NULL, idempotency_key TEXT NOT NULL,
+                joined_ms INTEGER NOT NULL, idempotency_key TEXT NOT NULL, source TEXT NOT NULL DEFAULT '',
                 PRIMARY KEY (session_id, participant_id));
             CREATE UNIQUE INDEX IF NOT EXISTS participants_slot ON participants(session_id, slot) WHERE slot > 0;
             CREATE TABLE IF NOT EXISTS bans (
                 session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE, name TEXT NOT NULL,
                 PRIMARY KEY (session_id, name));
+            CREATE TABLE IF NOT EXISTS ban_marks (
+                session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE, kind INTEGER NOT NULL,
+                value TEXT NOT NULL, PRIMARY KEY (session_id, kind, value));
             CREATE TABLE IF NOT EXISTS tickets (
                 nonce BLOB PRIMARY KEY, session_id TEXT NOT NULL, participant_id TEXT NOT NULL, role INTEGER NOT NULL,
                 slot INTEGER NOT NULL, relay_id TEXT NOT NULL, issued_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL,
@@ -54,8 +72,65 @@ public final class SessionStore {
             CREATE INDEX IF NOT EXISTS tickets_expiry ON tickets(expires_ms);
             CREATE INDEX IF NOT EXISTS tickets_session ON tickets(session_id);
             CREATE TABLE IF NOT EXISTS relays (relay_id TEXT PRIMARY KEY, info BLOB NOT NULL);
-            INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '\(Self.schemaVersion)');
             """)
+        try migrate()
+    }
+
+    /// Brings a version 1 database up to date: participants gain their source address.
+    private func migrate() throws(StorageError) {
+        var hasSource = false
+        do {
+            try database.query("PRAGMA table_info(participants)") { row in if row.text(1) == "source" { hasSource = true } }
+        } catch let error as StorageError {
+            throw error
+        } catch {
+            throw StorageError(code: 1, "schema check failed: \(error)")
+        }
+        if !hasSource {
+            try database.execute("ALTER TABLE participants ADD COLUMN source TEXT NOT NULL DEFAULT ''")
+        }
+        try database.execute("""
+            INSERT INTO meta(key, value) VALUES ('schema_version', '\(Self.schemaVersion)')
+            ON CONFLICT(key) DO UPDATE SET value = excluded.value;
+            """)
+    }
+
+    /// Creates `path` with mode 0600 when missing; tightens it and its WAL files to 0600 otherwise.
+    private static func makePrivate(_ path: String) throws(StorageError) {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StorageError(code: 14, "cannot open \(path): \(String(cString: strerror(errno)))") }
+        Glibc.close(fd)
+        for file in [path, path + "-wal", path + "-shm"] {
+            var info = stat()
+            if stat(file, &info) == 0, info.st_mode & 0o077 != 0, chmod(file, 0o600) != 0 {
+                throw StorageError(code: 3, "cannot make \(file) private (mode 0600): \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+
+    /// The key participant tokens are minted with: read from its 0600 key file, created there
+    /// on first use. A key an older coordinator kept in the database (`meta`) is moved to the
+    /// file and deleted from the database. An in-memory store keeps a random key in memory.
+    public func participantTokenKey() throws -> [UInt8] {
+        let legacy = "participant_token_key"
+        guard let tokenKeyPath else {
+            if let memoryTokenKey { return memoryTokenKey }
+            let key = Sodium.randomBytes(32)
+            memoryTokenKey = key
+            return key
+        }
+        let key = try SecretKeyFile.loadOrCreate(path: tokenKeyPath) { () throws -> [UInt8]? in
+            guard let stored = try meta(legacy), stored.count >= 16 else { return nil }
+            return stored
+        }
+        // Written to the file first, deleted here second: a crash in between leaves both, and the
+        // next start deletes this copy.
+        if try meta(legacy) != nil {
+            try database.execute("PRAGMA secure_delete=ON")
+            try database.run("DELETE FROM meta WHERE key = ?", [.text(legacy)])
+            try database.execute("PRAGMA secure_delete=OFF; PRAGMA wal_checkpoint(TRUNCATE);")
+        }
+        return key
     }
 
     /// Closes the database.
@@ -74,14 +149,6 @@ public final class SessionStore {
     public func setMeta(_ key: String, _ value: [UInt8]) throws {
         try database.run("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                          [.text(key), .blob(value)])
-    }
-
-    /// The secret under `key`, created with `count` random bytes on first use.
-    public func secret(_ key: String, count: Int = 32) throws -> [UInt8] {
-        if let existing = try meta(key), existing.count >= 16 { return existing }
-        let fresh = Sodium.randomBytes(count)
-        try setMeta(key, fresh)
-        return fresh
     }
 
     // MARK: Loading
@@ -107,17 +174,25 @@ public final class SessionStore {
             order.append(record.sessionId)
         }
         try database.query("""
-            SELECT session_id, participant_id, name, role, slot, is_host, may_play, connected, joined_ms, idempotency_key
+            SELECT session_id, participant_id, name, role, slot, is_host, may_play, connected, joined_ms, idempotency_key, source
             FROM participants ORDER BY session_id, joined_ms, rowid
             """) { row in
             let participant = ParticipantRecord(participantId: row.text(1), name: row.text(2),
                                                 role: Role(rawValue: Int32(row.int(3))) ?? .spectator, slot: UInt32(row.int(4)),
                                                 isHost: row.int(5) != 0, mayPlay: row.int(6) != 0, connected: row.int(7) != 0,
-                                                joinedAtUnixMs: UInt64(row.int(8)), idempotencyKey: row.text(9))
+                                                joinedAtUnixMs: UInt64(row.int(8)), idempotencyKey: row.text(9),
+                                                source: row.text(10))
             sessions[row.text(0)]?.participants.append(participant)
         }
         try database.query("SELECT session_id, name FROM bans") { row in
-            sessions[row.text(0)]?.bans.insert(row.text(1))
+            sessions[row.text(0)]?.bans.names.insert(row.text(1))
+        }
+        try database.query("SELECT session_id, kind, value FROM ban_marks") { row in
+            switch row.int(1) {
+            case BanMark.source: sessions[row.text(0)]?.bans.sources.insert(row.text(2))
+            case BanMark.participant: sessions[row.text(0)]?.bans.participantIds.insert(row.text(2))
+            default: break
+            }
         }
         return order.compactMap { sessions[$0] }
     }
@@ -177,20 +252,29 @@ public final class SessionStore {
         case .saveParticipant(let sessionId, let participant):
             try database.run("""
                 INSERT INTO participants(session_id, participant_id, name, role, slot, is_host, may_play, connected, joined_ms,
-                                         idempotency_key)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                         idempotency_key, source)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(session_id, participant_id) DO UPDATE SET name = excluded.name, role = excluded.role,
                     slot = excluded.slot, is_host = excluded.is_host, may_play = excluded.may_play,
                     connected = excluded.connected
                 """, [.text(sessionId), .text(participant.participantId), .text(participant.name),
                       .int(Int64(participant.role.rawValue)), .int(Int64(participant.slot)), .int(participant.isHost ? 1 : 0),
                       .int(participant.mayPlay ? 1 : 0), .int(participant.connected ? 1 : 0),
-                      .int(Int64(participant.joinedAtUnixMs)), .text(participant.idempotencyKey)])
+                      .int(Int64(participant.joinedAtUnixMs)), .text(participant.idempotencyKey),
+                      .text(participant.source)])
         case .deleteParticipant(let sessionId, let participantId):
             try database.run("DELETE FROM participants WHERE session_id = ? AND participant_id = ?",
                              [.text(sessionId), .text(participantId)])
-        case .addBan(let sessionId, let name):
+        case .addBan(let sessionId, let name, let source, let participantId):
             try database.run("INSERT OR IGNORE INTO bans(session_id, name) VALUES (?, ?)", [.text(sessionId), .text(name)])
+            if !source.isEmpty {
+                try database.run("INSERT OR IGNORE INTO ban_marks(session_id, kind, value) VALUES (?, ?, ?)",
+                                 [.text(sessionId), .int(BanMark.source), .text(source)])
+            }
+            try database.run("INSERT OR IGNORE INTO ban_marks(session_id, kind, value) VALUES (?, ?, ?)",
+                             [.text(sessionId), .int(BanMark.participant), .text(participantId)])
+        case .deleteParticipantTickets(let sessionId, let participantId):
+            try database.run("DELETE FROM tickets WHERE session_id = ? AND participant_id = ?", [.text(sessionId), .text(participantId)])
         case .deleteSession(let sessionId):
             try database.run("DELETE FROM tickets WHERE session_id = ?", [.text(sessionId)])
             try database.run("DELETE FROM sessions WHERE session_id = ?", [.text(sessionId)])
@@ -210,4 +294,10 @@ public final class SessionStore {
             try database.run("DELETE FROM relays WHERE relay_id = ?", [.text(relayId)])
         }
     }
+}
+
+/// Kinds of rows in `ban_marks`.
+enum BanMark {
+    static let source: Int64 = 1
+    static let participant: Int64 = 2
 }

@@ -1,0 +1,60 @@
+import Foundation
+import NetplayAuth
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A secret kept in its own file, readable by the owner only (mode 0600): created 0600 from the
+/// start (a temporary file opened with that mode, written, synced and renamed into place, so no
+/// reader ever sees a partial or world-readable key), and tightened to 0600 when found looser.
+public enum SecretKeyFile {
+    /// Why a key file could not be read or written; one line for the operator.
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        /// The reason.
+        public let description: String
+    }
+
+    /// The secret in `path`, or, when there is no such file, `migrate()`'s bytes (a key kept
+    /// elsewhere until now) or `count` fresh random bytes, written to `path` first.
+    public static func loadOrCreate(path: String, count: Int = 32, migrate: () throws -> [UInt8]? = { nil }) throws -> [UInt8] {
+        if let existing = try read(path) { return existing }
+        let key = try migrate() ?? Sodium.randomBytes(count)
+        try write(key, to: path)
+        return key
+    }
+
+    /// The bytes in `path` (nil when it does not exist); tightens a looser mode to 0600.
+    static func read(_ path: String) throws -> [UInt8]? {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            if errno == ENOENT { return nil }
+            throw Failure(description: "cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+        if info.st_mode & 0o077 != 0, chmod(path, 0o600) != 0 {
+            throw Failure(description: "cannot make \(path) private (mode 0600): \(String(cString: strerror(errno)))")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw Failure(description: "cannot read \(path)")
+        }
+        let bytes = [UInt8](data)
+        guard bytes.count >= 16 else { throw Failure(description: "\(path) holds \(bytes.count) bytes; a key needs at least 16") }
+        return bytes
+    }
+
+    /// Writes `bytes` to `path` atomically with mode 0600.
+    static func write(_ bytes: [UInt8], to path: String) throws {
+        let temporary = path + ".tmp-\(getpid())"
+        unlink(temporary)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Failure(description: "cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        let synced = fsync(fd) == 0
+        close(fd)
+        guard written == bytes.count, synced, rename(temporary, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(temporary)
+            throw Failure(description: "cannot write \(path): \(reason)")
+        }
+    }
+}

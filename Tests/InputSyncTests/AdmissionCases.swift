@@ -1,0 +1,1 @@
+../CoordinatorTests/AdmissionCases.swift

@@ -1,0 +1,128 @@
+import NetplayAuth
+import NetplayService
+import NetplayWire
+import Synchronization
+import Testing
+@testable import InputSync
+
+/// Issue 14 finding 13: a LAN host admits with the coordinator's rules (the same code), so the
+/// shared cases get the same answers, and each weakness it had is gone.
+@Suite("LAN admission follows the shared admission rules")
+struct LanAdmissionPolicyTests {
+    /// A clock the test moves.
+    final class TestClock: Sendable {
+        let ms = Mutex<UInt64>(1_000)
+        func advance(_ by: UInt64) { ms.withLock { $0 += by } }
+    }
+
+    func lan(_ settings: SessionSettings, clock: TestClock = TestClock(),
+             limits: AdmissionPolicy.Limits = AdmissionPolicy.Limits()) -> LanAdmission {
+        let admission = LanAdmission(sessionId: "lan-1", settings: settings, relayEndpoint: "tcp://127.0.0.1:1",
+                                     keyRing: TicketKeyRing.generate(), limits: limits, clock: { clock.ms.withLock { $0 } })
+        _ = try? admission.hostTicket(name: "alice")
+        return admission
+    }
+
+    func code(_ body: () throws -> Any) -> ErrorCode? {
+        do {
+            _ = try body()
+            return nil
+        } catch let error as ServiceError {
+            return error.code
+        } catch {
+            return .internal
+        }
+    }
+
+    func join(_ admission: LanAdmission, _ request: JoinSessionRequest) throws -> JoinSessionResponse {
+        var request = request
+        request.sessionId = "lan-1"
+        guard case .joinSessionResponse(let response)? = try admission.handle(.joinSessionRequest(request)) else {
+            throw ServiceError(.internal, "no join response")
+        }
+        return response
+    }
+
+    @Test(arguments: AdmissionCases.all)
+    func theSharedAdmissionCases(_ admissionCase: AdmissionCase) {
+        let admission = lan(admissionCase.room)
+        #expect(code { try join(admission, admissionCase.join) } == admissionCase.expected)
+    }
+
+    @Test func theSharedPasswordBudget() {
+        let admission = lan(AdmissionCases.room(play: "pw"),
+                            limits: .init(passwordAttemptsPerMinute: Double(AdmissionCases.attemptsPerMinute)))
+        for _ in 0..<AdmissionCases.attemptsPerMinute {
+            #expect(code { try join(admission, AdmissionCases.join(password: "guess")) } == .wrongPassword)
+        }
+        #expect(code { try join(admission, AdmissionCases.join(password: "pw")) } == .rateLimited,
+                "once the budget is out the right password is refused like the others")
+    }
+
+    @Test func twoThousandGuessesGetTenAnswers() {
+        let clock = TestClock()
+        let admission = lan(AdmissionCases.room(play: "sesame"), clock: clock)
+        var codes: [ErrorCode: Int] = [:]
+        for index in 0..<2_000 {
+            codes[code { try join(admission, AdmissionCases.join(password: "guess\(index)")) } ?? .unspecified, default: 0] += 1
+        }
+        #expect(codes[.wrongPassword] == 10 && codes[.rateLimited] == 1_990)
+        #expect(code { try join(admission, AdmissionCases.join(password: "sesame")) } == .rateLimited)
+        clock.advance(60_000)
+        #expect(code { try join(admission, AdmissionCases.join(password: "sesame")) } == nil, "the budget refills")
+    }
+
+    @Test func spectatorsOfAPlayPasswordRoomNeedAPassword() {
+        let admission = lan(AdmissionCases.room(play: "sesame"))
+        #expect(code { try join(admission, AdmissionCases.join(.spectator)) } == .wrongPassword)
+        #expect(code { try join(admission, AdmissionCases.join(.spectator, password: "sesame")) } == nil)
+    }
+
+    @Test func emptyContentIsRefused() {
+        let admission = lan(AdmissionCases.room())
+        #expect(code { try join(admission, AdmissionCases.join(content: ContentInfo())) } == .contentMismatch)
+        var zeroCrc = AdmissionCases.content
+        zeroCrc.crc32 = 0
+        #expect(code { try join(admission, AdmissionCases.join(content: zeroCrc)) } == .contentMismatch)
+    }
+
+    @Test func aJoinThatNeverAttachesGivesItsPlaceBack() throws {
+        let clock = TestClock()
+        let admission = lan(AdmissionCases.room(players: 2), clock: clock)
+        let bob = try join(admission, AdmissionCases.join())
+        let ticket = try #require(bob.ticket)
+        #expect(ticket.expiresAtUnixMs - ticket.issuedAtUnixMs == 60_000, "a joiner's ticket lives as long as its place waits")
+        #expect(code { try join(admission, AdmissionCases.join()) } == .roomFull)
+        clock.advance(30_000)
+        admission.sessionChanged(running: false, present: ["lan-1"])
+        #expect(code { try join(admission, AdmissionCases.join()) } == .roomFull, "still within the wait")
+        clock.advance(40_000)
+        admission.sessionChanged(running: false, present: ["lan-1"])
+        #expect(admission.occupancy.players == 1)
+        #expect(try join(admission, AdmissionCases.join()).slot == 2)
+    }
+
+    @Test func anAttachedJoinerKeepsItsPlace() throws {
+        let clock = TestClock()
+        let admission = lan(AdmissionCases.room(players: 2), clock: clock)
+        let bob = try join(admission, AdmissionCases.join())
+        clock.advance(10_000)
+        admission.sessionChanged(running: true, present: ["lan-1", bob.participantId])
+        clock.advance(600_000)
+        admission.sessionChanged(running: true, present: ["lan-1", bob.participantId])
+        #expect(code { try join(admission, AdmissionCases.join()) } == .roomFull)
+    }
+
+    @Test func notFoundDoesNotTellTheSessionId() {
+        let admission = lan(AdmissionCases.room())
+        for body in [Envelope.Body.joinSessionRequest(JoinSessionRequest(sessionId: "guess", name: "x")),
+                     .getSessionRequest(GetSessionRequest(sessionId: "guess"))] {
+            do {
+                _ = try admission.handle(body)
+                Issue.record("a wrong session id was answered")
+            } catch {
+                #expect(error.code == .notFound && !error.message.contains("lan-1"), "\(error.message)")
+            }
+        }
+    }
+}
