@@ -107,6 +107,10 @@ public final class RelayService: RawFrameService, RelayTransport {
             guard case .cluster(let kind, _) = request.caller, kind == "coordinator" else {
                 throw ServiceError(.permissionDenied, "Only the coordinator may close sessions or disconnect peers on a relay.")
             }
+            // A kick sticks even for a participant that has not attached yet (its ticket is refused).
+            if case .disconnectPeerRequest(let disconnect) = request.body, disconnect.reason == .kicked || disconnect.reason == .unspecified {
+                core.revoke(sessionId: disconnect.sessionId, participantId: disconnect.participantId)
+            }
         default:
             break
         }

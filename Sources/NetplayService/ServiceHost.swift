@@ -30,7 +30,7 @@ public enum ServiceHost {
             logger.logLevel = configuration.logLevel
             return logger
         }()
-        let started = Mutex<Result<(ReactorHandle, String, String?), RuntimeStartError>?>(nil)
+        let started = Mutex<Result<(ReactorHandle, String, String?, String?), RuntimeStartError>?>(nil)
         let ready = DispatchSemaphore(value: 0)
         let finished = DispatchSemaphore(value: 0)
         let threadName = "\(configuration.kind)-reactor"
@@ -41,7 +41,8 @@ public enum ServiceHost {
                 try prepareDataDirectory(configuration.dataDirectory)
                 let runtime = try ServiceRuntime(configuration: configuration, logger: logger)
                 let service = try makeService()
-                started.withLock { $0 = .success((runtime.handle, runtime.boundEndpoint, runtime.boundEventsEndpoint)) }
+                started.withLock { $0 = .success((runtime.handle, runtime.boundEndpoint, runtime.boundEventsEndpoint,
+                                                  runtime.boundControlEndpoint)) }
                 ready.signal()
                 try runtime.run(service)
             } catch {
@@ -56,8 +57,9 @@ public enum ServiceHost {
         thread.start()
         ready.wait()
         switch started.withLock({ $0 })! {
-        case .success(let (handle, endpoint, events)):
-            return RunningService(handle: handle, endpoint: endpoint, eventsEndpoint: events, finished: finished)
+        case .success(let (handle, endpoint, events, control)):
+            return RunningService(handle: handle, endpoint: endpoint, eventsEndpoint: events, controlEndpoint: control,
+                                  finished: finished)
         case .failure(let error):
             finished.wait()
             throw error
@@ -66,7 +68,8 @@ public enum ServiceHost {
 
     static func prepareDataDirectory(_ url: URL) throws {
         do {
-            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
         } catch {
             throw RuntimeStartError("cannot create data directory \(url.path): \(error.localizedDescription)")
         }
@@ -84,12 +87,15 @@ public final class RunningService: Sendable {
     public let endpoint: String
     /// The bound events endpoint, if any.
     public let eventsEndpoint: String?
+    /// The bound control endpoint (cluster and operator planes), if any.
+    public let controlEndpoint: String?
     private let finished: DispatchSemaphore
 
-    init(handle: ReactorHandle, endpoint: String, eventsEndpoint: String?, finished: DispatchSemaphore) {
+    init(handle: ReactorHandle, endpoint: String, eventsEndpoint: String?, controlEndpoint: String?, finished: DispatchSemaphore) {
         self.handle = handle
         self.endpoint = endpoint
         self.eventsEndpoint = eventsEndpoint
+        self.controlEndpoint = controlEndpoint
         self.finished = finished
     }
 

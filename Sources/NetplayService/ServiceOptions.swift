@@ -121,8 +121,7 @@ extension ServiceOptions {
     /// endpoint; beside any other public endpoint, a free port on the same interface (peers find
     /// it in the trust store), so services started on chosen ports never collide on the table's.
     static func defaultControl(endpoint: String, defaults: ServiceDefaults) -> String? {
-        guard let tableControl = defaults.control else { return nil }
-        if endpoint == defaults.endpoint { return tableControl }
+        if endpoint == defaults.endpoint, let tableControl = defaults.control { return tableControl }
         if endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":") {
             return "\(endpoint[..<colon]):*"
         }

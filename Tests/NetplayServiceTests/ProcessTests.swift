@@ -6,9 +6,14 @@ import Testing
 
 @Suite("A service as a real process", .serialized)
 struct ProcessTests {
+    /// The trust store of the samples this suite starts (one per test run of the suite).
+    static let root = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-sample-\(UUID().uuidString)").path
+    /// netplayctl finds the operator key of the suite's trust store.
+    static let keysEnvironment = ["NETPLAY_KEYS_DIR": root + "/keys"]
+
     func startSample(_ extra: [String] = []) throws -> (ServiceProcess, String, String) {
         let endpoint = TestPorts.endpoint(), events = TestPorts.endpoint()
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-sample-\(UUID().uuidString)").path
+        let data = Self.root + "/sample-\(UUID().uuidString.prefix(8))"
         let process = try ServiceProcess("netplay-sample-service",
                                          ["--endpoint", endpoint, "--events", events, "--instance", "sample-1",
                                           "--data-dir", data, "--room", "r1"] + extra,
@@ -21,7 +26,7 @@ struct ProcessTests {
 
     @Test func sigtermStopsTheServiceCleanlyWithinTwoSeconds() throws {
         let (process, endpoint, _) = try startSample()
-        let client = try BlockingClient(endpoint: endpoint)
+        let client = try TestKeys(dataRoot: Self.root).operatorClient(endpoint: endpoint)
         guard case .healthResponse(let health) = try client.request(.healthRequest(HealthRequest())) else {
             Issue.record("no health"); return
         }
@@ -49,7 +54,7 @@ struct ProcessTests {
     @Test func logLinesCarryServiceAndInstance() throws {
         let (process, endpoint, _) = try startSample()
         let client = try BlockingClient(endpoint: endpoint)
-        _ = try client.request(.withdrawRoomRequest(WithdrawRoomRequest(roomId: "r1", announcerId: "test")))
+        _ = try client.request(.leaveSessionRequest(LeaveSessionRequest(sessionId: "r1", participantId: "p", participantToken: [1])))
         process.send(SIGTERM)
         process.waitForExit(seconds: 2)
         let lines = process.log.split(separator: "\n")
@@ -57,7 +62,7 @@ struct ProcessTests {
         for line in lines {
             #expect(line.contains(" sample/sample-1: "), "\(line)")
         }
-        #expect(lines.contains { $0.contains("listening endpoint=\(endpoint)") })
+        #expect(lines.contains { $0.contains("listening ") && $0.contains(" endpoint=\(endpoint)") })
     }
 
     @Test func badConfigurationExitsNonZeroWithOneLine() throws {
@@ -82,22 +87,22 @@ struct ProcessTests {
     @Test func netplayctlSpeaksToTheService() throws {
         let (process, endpoint, events) = try startSample((0..<200).flatMap { ["--room", "t\($0)"] })
         defer { process.kill9() }
-        let health = try ServiceProcess("netplayctl", ["health", endpoint, "--json"])
+        let health = try ServiceProcess("netplayctl", ["health", endpoint, "--json"], environment: Self.keysEnvironment)
         #expect(health.waitForExit(seconds: 10) == 0, "\(health.log)")
         #expect(health.log.contains("\"service\":\"sample\""))
-        let plainHealth = try ServiceProcess("netplayctl", ["health", endpoint])
+        let plainHealth = try ServiceProcess("netplayctl", ["health", endpoint], environment: Self.keysEnvironment)
         #expect(plainHealth.waitForExit(seconds: 10) == 0, "\(plainHealth.log)")
         #expect(plainHealth.log.contains("  data_dir: ") && plainHealth.log.contains("  endpoint: \(endpoint)")
                 && plainHealth.log.contains("  events: \(events)"), "\(plainHealth.log)")
-        let introspect = try ServiceProcess("netplayctl", ["introspect", endpoint])
+        let introspect = try ServiceProcess("netplayctl", ["introspect", endpoint], environment: Self.keysEnvironment)
         #expect(introspect.waitForExit(seconds: 10) == 0)
         #expect(introspect.log.contains("\"rooms\""))
-        let tap = try ServiceProcess("netplayctl", ["tap", events, "--json", "--count", "1", "--duration", "10"])
+        let tap = try ServiceProcess("netplayctl", ["tap", events, "--json", "--count", "1", "--duration", "10"], environment: Self.keysEnvironment)
         let client = try BlockingClient(endpoint: endpoint)
         var next = 0
         let gotEvent = eventually(within: 8) {
             // Each withdrawal publishes once; keep withdrawing until the subscription is live.
-            _ = try? client.request(.withdrawRoomRequest(WithdrawRoomRequest(roomId: "t\(next)", announcerId: "test")))
+            _ = try? client.request(.leaveSessionRequest(LeaveSessionRequest(sessionId: "t\(next)", participantId: "p", participantToken: [1])))
             next += 1
             return tap.log.contains("rooms.removed")
         }

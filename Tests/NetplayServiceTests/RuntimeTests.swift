@@ -35,6 +35,11 @@ final class ProbeService: Service {
             runtime.emit(topic: "rooms.removed", .roomRemoved(RoomRemoved(roomId: withdraw.roomId, reason: .withdrawn)),
                          message: "withdrawn")
             return .reply(.withdrawRoomResponse(WithdrawRoomResponse(roomId: withdraw.roomId, removed: true)))
+        case .leaveSessionRequest(let leave):
+            // A public request that emits an event (the tests' trigger without credentials).
+            runtime.emit(topic: "rooms.removed", .roomRemoved(RoomRemoved(roomId: leave.sessionId, reason: .withdrawn)),
+                         message: "withdrawn")
+            return .reply(.ack(Ack()))
         case .lanBeacon:
             return .none
         default:
@@ -73,23 +78,43 @@ final class BatchProbeService: RawFrameService {
     func readBatchDidEnd(runtime: ServiceRuntime) { log.append("end") }
 }
 
+/// A probe service in-process; with `keys`, it has a control endpoint admitting that store's keys.
 func startProbe(curve: CurveKeyPair? = nil, telemetry: String? = nil, supervisor: String? = nil,
-                metricsInterval: Double = 5) throws -> RunningService {
+                metricsInterval: Double = 5, keys: TestKeys? = nil) throws -> RunningService {
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-probe-\(UUID().uuidString)")
     var configuration = ServiceConfiguration(
         kind: "probe", instance: "probe-1", endpoint: "tcp://127.0.0.1:*", events: "tcp://127.0.0.1:*",
         telemetry: telemetry, supervisor: supervisor, logLevel: .critical,
-        dataDirectory: FileManager.default.temporaryDirectory.appendingPathComponent("netplay-probe-\(UUID().uuidString)"),
+        dataDirectory: root.appendingPathComponent("probe-1"),
         metricsInterval: metricsInterval, curve: curve)
     configuration.heartbeatInterval = 0.1
+    if let keys {
+        configuration.trustStore = keys.store.directory
+        configuration.control = "tcp://127.0.0.1:*"
+    }
     return try ServiceHost.start(configuration: configuration) { ProbeService() }
+}
+
+/// A trust store of its own for one test.
+func probeKeys() -> TestKeys {
+    TestKeys(directory: FileManager.default.temporaryDirectory.appendingPathComponent("netplay-keys-\(UUID().uuidString)"))
 }
 
 @Suite("Service runtime over real tcp sockets")
 struct RuntimeTests {
     @Test func answersHealthIntrospectAndPing() throws {
-        let service = try startProbe()
+        let keys = probeKeys()
+        let service = try startProbe(keys: keys)
         defer { service.stop() }
-        let client = try BlockingClient(endpoint: service.endpoint)
+        // The public endpoint: who and whether ready, nothing more; no state dumps.
+        let anyone = try BlockingClient(endpoint: service.endpoint)
+        guard case .healthResponse(let minimal) = try anyone.request(.healthRequest(HealthRequest())) else {
+            Issue.record("no health response"); return
+        }
+        #expect(minimal.service == "probe" && minimal.ready && minimal.pid == 0 && minimal.details.isEmpty)
+        #expect(throws: ClientError.self) { try anyone.request(.introspectRequest(IntrospectRequest())) }
+        // The operator, on the control endpoint, sees everything.
+        let client = try keys.operatorClient(instance: "probe-1")
         guard case .healthResponse(let health) = try client.request(.healthRequest(HealthRequest())) else {
             Issue.record("no health response"); return
         }
@@ -111,9 +136,10 @@ struct RuntimeTests {
     }
 
     @Test func handlerErrorsAndUnknownRequestsBecomeErrorReplies() throws {
-        let service = try startProbe()
+        let keys = probeKeys()
+        let service = try startProbe(keys: keys)
         defer { service.stop() }
-        let client = try BlockingClient(endpoint: service.endpoint)
+        let client = try keys.operatorClient(instance: "probe-1")
         #expect(throws: ClientError.remote(ErrorReply(code: .notFound, message: "No room 'missing'."))) {
             try client.request(.getRoomRequest(GetRoomRequest(roomId: "missing")))
         }
@@ -123,12 +149,19 @@ struct RuntimeTests {
         } catch .remote(let reply) {
             #expect(reply.code == .unknownRequest)
         }
+        // On the public endpoint an operator verb is refused before the service sees it.
+        let anyone = try BlockingClient(endpoint: service.endpoint)
+        #expect(throws: ClientError.remote(ErrorReply(code: .permissionDenied, message:
+            "StopClusterRequest belongs to the operator plane: send it to the control endpoint with a cluster or operator key (docs/security.md)."))) {
+            try anyone.request(.stopClusterRequest(StopClusterRequest()))
+        }
         // Still serving afterwards.
         #expect(try client.request(.getRoomRequest(GetRoomRequest(roomId: "r1"))) == .getRoomResponse(GetRoomResponse(room: Room(roomId: "r1"))))
     }
 
     @Test func malformedFramesGetErrorRepliesAndTheServiceKeepsServing() throws {
-        let service = try startProbe()
+        let keys = probeKeys()
+        let service = try startProbe(keys: keys)
         defer { service.stop() }
         let client = try BlockingClient(endpoint: service.endpoint)
         let cases: [([UInt8], ErrorCode)] = [
@@ -155,7 +188,8 @@ struct RuntimeTests {
         guard case .healthResponse = try client.request(.healthRequest(HealthRequest())) else {
             Issue.record("service stopped serving"); return
         }
-        guard case .introspectResponse(let dump) = try client.request(.introspectRequest(IntrospectRequest())) else { return }
+        let operatorClient = try keys.operatorClient(instance: "probe-1")
+        guard case .introspectResponse(let dump) = try operatorClient.request(.introspectRequest(IntrospectRequest())) else { return }
         #expect(dump.json.contains("\"malformed_frames_total\":4"))
     }
 
@@ -196,7 +230,7 @@ struct RuntimeTests {
         var event: ReceivedEvent?
         // PUB/SUB subscriptions propagate asynchronously: retry until the first event arrives.
         for attempt in 0..<50 where event == nil {
-            _ = try client.request(.withdrawRoomRequest(WithdrawRoomRequest(roomId: "r\(attempt)", announcerId: "test")))
+            _ = try client.request(.leaveSessionRequest(LeaveSessionRequest(sessionId: "r\(attempt)", participantId: "p", participantToken: [1])))
             event = try subscriber.next(timeout: 100)
         }
         let received = try #require(event)
@@ -223,7 +257,7 @@ struct RuntimeTests {
         #expect(names.isSuperset(of: ["netplay_requests_total", "netplay_uptime_seconds", "netplay_probe_started_total",
                                       "netplay_request_duration_seconds"]))
         let client = try BlockingClient(endpoint: service.endpoint)
-        _ = try client.request(.withdrawRoomRequest(WithdrawRoomRequest(roomId: "gone", announcerId: "test")))
+        _ = try client.request(.leaveSessionRequest(LeaveSessionRequest(sessionId: "gone", participantId: "p", participantToken: [1])))
         var record: EventRecord?
         for _ in 0..<50 where record == nil {
             if case .eventRecord(let received) = try Envelope(decoding: try pull.receive()).body { record = received }

@@ -35,6 +35,14 @@ final class SampleService: Service {
                              message: "room \(withdraw.roomId) withdrawn")
             }
             return .reply(.withdrawRoomResponse(WithdrawRoomResponse(roomId: withdraw.roomId, removed: removed)))
+        case .leaveSessionRequest(let leave):
+            // The public twin of a withdrawal: tests trigger events without credentials.
+            let removed = rooms.remove(leave.sessionId) != nil
+            if removed {
+                runtime.emit(topic: "rooms.removed", .roomRemoved(RoomRemoved(roomId: leave.sessionId, reason: .withdrawn)),
+                             message: "room \(leave.sessionId) withdrawn")
+            }
+            return .reply(.ack(Ack()))
         default:
             throw ServiceError(.unknownRequest, "The sample service does not handle \(request.body.name).")
         }
