@@ -113,7 +113,7 @@ let package = Package(
         ),
 
         // MARK: Tests
-        .target(name: "NetplayTestSupport", dependencies: ["NetplayService"], path: "Tests/Support"),
+        .target(name: "NetplayTestSupport", dependencies: ["NetplayService", "NetplayWire", "ZeroMQ"], path: "Tests/Support"),
         .executableTarget(
             name: "netplay-sample-service",
             dependencies: [
@@ -201,6 +201,12 @@ let package = Package(
             name: "SupervisorTests",
             dependencies: ["Supervisor", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-supervisor",
                            "netplay-sample-service"]
+        ),
+        // The threat model: attacks on a real cluster run by netplay-supervisor (docs/security.md).
+        .testTarget(
+            name: "SecurityTests",
+            dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-supervisor", "netplay-telemetry",
+                           "netplay-discovery", "netplay-coordinator", "netplay-sync", "netplayctl"]
         ),
         .testTarget(
             name: "ClusterE2ETests",

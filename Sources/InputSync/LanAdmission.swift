@@ -114,7 +114,8 @@ public final class LanAdmission: Sendable {
     public func hostTicket(name: String) throws(ServiceError) -> JoinTicket {
         let participantId = state.withLock { state -> String? in
             guard state.players[1] == nil else { return nil }
-            let id = "lan-\(state.nextParticipant)"
+            // The host's id carries the host mark, so the relay trusts its state in checksum ties.
+            let id = "\(JoinTicket.hostParticipantIdPrefix)lan-\(state.nextParticipant)"
             state.nextParticipant += 1
             state.players[1] = (id, name)
             return id

@@ -114,7 +114,7 @@ public final class RelayService: RawFrameService, RelayTransport {
         default:
             break
         }
-        if let lanAdmission, let reply = try lanAdmission.handle(request.body) { return .reply(reply) }
+        if let lanAdmission, let reply = try lanAdmission.handle(request.body, source: request.source) { return .reply(reply) }
         if let reply = try core.handle(request.envelope, from: request.peer, now: runtime.uptimeMs) { return .reply(reply) }
         return .none
     }

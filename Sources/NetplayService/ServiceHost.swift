@@ -59,7 +59,7 @@ public enum ServiceHost {
         switch started.withLock({ $0 })! {
         case .success(let (handle, endpoint, events, control)):
             return RunningService(handle: handle, endpoint: endpoint, eventsEndpoint: events, controlEndpoint: control,
-                                  finished: finished)
+                                  trustStore: configuration.trustStore, finished: finished)
         case .failure(let error):
             finished.wait()
             throw error
@@ -89,9 +89,13 @@ public final class RunningService: Sendable {
     public let eventsEndpoint: String?
     /// The bound control endpoint (cluster and operator planes), if any.
     public let controlEndpoint: String?
+    /// The trust store its control endpoint admits, if any.
+    public let trustStore: URL?
     private let finished: DispatchSemaphore
 
-    init(handle: ReactorHandle, endpoint: String, eventsEndpoint: String?, controlEndpoint: String?, finished: DispatchSemaphore) {
+    init(handle: ReactorHandle, endpoint: String, eventsEndpoint: String?, controlEndpoint: String?, trustStore: URL?,
+         finished: DispatchSemaphore) {
+        self.trustStore = trustStore
         self.handle = handle
         self.endpoint = endpoint
         self.eventsEndpoint = eventsEndpoint

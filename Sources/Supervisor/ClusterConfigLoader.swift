@@ -103,7 +103,8 @@ private struct Parser {
             settings.logFiles = try integer(entries, "log_files", path: "supervisor", range: 0...100) ?? settings.logFiles
         }
         let environment = try stringMap(lookup(top, "environment"), path: "environment")
-        let dataDirectory = try string(top, "data_dir", path: "") ?? "data"
+        // Without data_dir: NETPLAY_DATA_ROOT, as compose/cluster.yaml spells it, else ./data.
+        let dataDirectory = try string(top, "data_dir", path: "") ?? self.environment["NETPLAY_DATA_ROOT"].flatMap { $0.isEmpty ? nil : $0 } ?? "data"
 
         guard let servicesValue = lookup(top, "services") else { throw fail("", "missing services: section") }
         guard case .map(let serviceEntries, _) = servicesValue, !serviceEntries.isEmpty else {

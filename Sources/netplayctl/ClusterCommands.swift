@@ -12,14 +12,14 @@ struct Cluster: ParsableCommand {
     /// Where the supervisor listens, shared by every cluster verb.
     struct Target: ParsableArguments {
         @Option(name: .customLong("supervisor"),
-                help: ArgumentHelp("Supervisor control endpoint (env NETPLAY_SUPERVISOR, default \(ServiceDefaults.supervisorEndpoint)).", valueName: "endpoint"))
+                help: ArgumentHelp("Supervisor control endpoint (env NETPLAY_SUPERVISOR, default: the supervisor in the trust store, else \(ServiceDefaults.supervisorEndpoint)).", valueName: "endpoint"))
         var endpoint: String?
 
         @OptionGroup var connection: ConnectionOptions
 
         func client() throws -> BlockingClient {
             let environment = ProcessInfo.processInfo.environment
-            let target = endpoint ?? environment["NETPLAY_SUPERVISOR"].flatMap { $0.isEmpty ? nil : $0 } ?? ServiceDefaults.supervisorEndpoint
+            let target = endpoint ?? environment["NETPLAY_SUPERVISOR"].flatMap { $0.isEmpty ? nil : $0 } ?? "supervisor"
             return try connection.client(for: target)
         }
     }

@@ -9,32 +9,9 @@ import Testing
 /// left alone, with the test's debug binaries (NETPLAY_BIN_DIR) instead of a release build.
 @Suite("make up: the whole cluster", .serialized)
 struct ClusterE2ETests {
-    /// Design ports (TCP) the cluster binds, plus room for three sync replicas.
-    static let designPorts = [7000, 7100, 7101, 7200, 7201, 7300, 7301, 7310, 7311, 7320, 7321, 7400, 7401, 7402, 9400]
-
-    /// An offset that makes every design port free (TCP) and the beacon's UDP port free.
-    static func freeOffset() -> Int {
-        for _ in 0..<200 {
-            let offset = Int.random(in: 100...230) * 100  // ports stay below the ephemeral range (32768+)
-            if designPorts.allSatisfy({ portIsFree($0 + offset, udp: false) }) && portIsFree(7102 + offset, udp: true) { return offset }
-        }
-        return 30000
-    }
-
-    static func portIsFree(_ port: Int, udp: Bool) -> Bool {
-        let fd = socket(AF_INET, Int32(udp ? SOCK_DGRAM.rawValue : SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr(udp ? "0.0.0.0" : "127.0.0.1")
-        return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
-    }
-
     /// `make up` (or another target) running in its own process group, like a terminal's job.
     final class MakeCluster {
-        let offset = ClusterE2ETests.freeOffset()
+        let offset = ClusterPorts.freeOffset()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-up-\(UUID().uuidString)")
         let process = Process()
         let output = OutputCollector()
@@ -69,7 +46,9 @@ struct ClusterE2ETests {
             try? FileManager.default.removeItem(at: directory)
         }
 
-        lazy var client: BlockingClient = try! BlockingClient(endpoint: supervisor, timeout: 1)
+        /// The operator's client to the supervisor (the key `make up` generated in the data root).
+        lazy var client: BlockingClient = try! TestKeys(dataRoot: directory.appendingPathComponent("data").path)
+            .operatorClient(instance: "supervisor", timeout: 1)
 
         func status() -> ClusterStatusResponse? {
             guard case .clusterStatusResponse(let status)? = try? client.request(.clusterStatusRequest(ClusterStatusRequest())) else { return nil }
@@ -158,7 +137,7 @@ struct ClusterE2ETests {
     }
 
     @Test func upDetachedThenDown() throws {
-        let offset = Self.freeOffset()
+        let offset = ClusterPorts.freeOffset()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-detached-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let runDirectory = directory.appendingPathComponent("run").path
@@ -175,7 +154,7 @@ struct ClusterE2ETests {
         }
         #expect(up.status == 0, "make up-detached: \(up.output)")
         #expect(up.output.contains("cluster ready (pid"), "\(up.output)")
-        let client = try BlockingClient(endpoint: "tcp://127.0.0.1:\(7000 + offset)", timeout: 2)
+        let client = try TestKeys(dataRoot: directory.appendingPathComponent("data").path).operatorClient(instance: "supervisor")
         guard case .clusterStatusResponse(let status) = try client.request(.clusterStatusRequest(ClusterStatusRequest())) else {
             Issue.record("no status"); return
         }

@@ -94,10 +94,10 @@ struct LanAdmissionPolicyTests {
         #expect(ticket.expiresAtUnixMs - ticket.issuedAtUnixMs == 60_000, "a joiner's ticket lives as long as its place waits")
         #expect(code { try join(admission, AdmissionCases.join()) } == .roomFull)
         clock.advance(30_000)
-        admission.sessionChanged(running: false, present: ["lan-1"])
+        admission.sessionChanged(running: false, present: ["h-lan-1"])
         #expect(code { try join(admission, AdmissionCases.join()) } == .roomFull, "still within the wait")
         clock.advance(40_000)
-        admission.sessionChanged(running: false, present: ["lan-1"])
+        admission.sessionChanged(running: false, present: ["h-lan-1"])
         #expect(admission.occupancy.players == 1)
         #expect(try join(admission, AdmissionCases.join()).slot == 2)
     }
@@ -107,9 +107,9 @@ struct LanAdmissionPolicyTests {
         let admission = lan(AdmissionCases.room(players: 2), clock: clock)
         let bob = try join(admission, AdmissionCases.join())
         clock.advance(10_000)
-        admission.sessionChanged(running: true, present: ["lan-1", bob.participantId])
+        admission.sessionChanged(running: true, present: ["h-lan-1", bob.participantId])
         clock.advance(600_000)
-        admission.sessionChanged(running: true, present: ["lan-1", bob.participantId])
+        admission.sessionChanged(running: true, present: ["h-lan-1", bob.participantId])
         #expect(code { try join(admission, AdmissionCases.join()) } == .roomFull)
     }
 

@@ -93,7 +93,7 @@ struct RelayTimerSlicingTests {
     @Test func aRunningRelayWakesOncePerPeriodUntilItServesManySessions() throws {
         let (service, keyRing) = try startRelayService(id: "sync-slices")
         defer { service.stop() }
-        let client = try BlockingClient(endpoint: service.endpoint)
+        let client = try TestKeys(directory: try #require(service.trustStore)).operatorClient(endpoint: service.endpoint)
         func introspection() throws -> [String: Any] {
             guard case .introspectResponse(let dump) = try client.request(.introspectRequest(IntrospectRequest(section: "all"))),
                   let json = try JSONSerialization.jsonObject(with: Data(dump.json.utf8)) as? [String: Any],

@@ -49,12 +49,15 @@ func startRelayService(id: String, configure: (inout RelayConfiguration) -> Void
     var configured = RelayConfiguration(relayId: id, advertisedEndpoint: "")
     configure(&configured)
     let configuration = configured
-    let service = try ServiceHost.start(configuration: ServiceConfiguration(
-        kind: "sync", instance: id, endpoint: "tcp://127.0.0.1:*", logLevel: .critical,
-        dataDirectory: FileManager.default.temporaryDirectory.appendingPathComponent("\(id)-\(UUID().uuidString)"))) {
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("\(id)-\(UUID().uuidString)")
+    var service = ServiceConfiguration(kind: "sync", instance: id, endpoint: "tcp://127.0.0.1:*", logLevel: .critical,
+                                       dataDirectory: root.appendingPathComponent(id))
+    service.trustStore = root.appendingPathComponent("keys")  // the operator's introspection
+    service.control = "tcp://127.0.0.1:*"
+    let running = try ServiceHost.start(configuration: service) {
         RelayService(configuration: configuration, keyRing: keyRing)
     }
-    return (service, keyRing)
+    return (running, keyRing)
 }
 
 /// A relay core with a ticket issuer, a fake clock and named peers.

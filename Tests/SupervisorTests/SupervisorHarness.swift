@@ -11,7 +11,13 @@ final class SupervisedCluster {
     let directory: URL
     let endpoint: String
     let process: ServiceProcess
-    let client: BlockingClient
+    /// The operator's client to the supervisor's control endpoint.
+    lazy var client: BlockingClient = (try? keys.operatorClient(instance: "supervisor", timeout: 1))
+        ?? (try! BlockingClient(endpoint: endpoint, timeout: 1))
+    /// What netplayctl needs to find the operator key.
+    var netplayctlEnvironment: [String: String] { ["NETPLAY_KEYS_DIR": keys.store.directory.path] }
+    /// The cluster's trust store (the operator key netplayctl would use).
+    let keys: TestKeys
 
     /// Writes `yaml` (with `SUPERVISOR` replaced by a free endpoint) and starts the supervisor.
     init(_ yaml: (_ supervisor: String) -> String, extraArguments: [String] = [], environment: [String: String] = [:]) throws {
@@ -20,11 +26,13 @@ final class SupervisedCluster {
         endpoint = TestPorts.endpoint()
         let file = directory.appendingPathComponent("cluster.yaml")
         try yaml(endpoint).write(to: file, atomically: true, encoding: .utf8)
+        // The yaml's endpoint is the supervisor's control endpoint; its public one gets a free port.
         process = try ServiceProcess("netplay-supervisor",
                                      ["--config", file.path, "--run-dir", directory.appendingPathComponent("run").path,
-                                      "--bin-dir", BuildProducts.directory.path, "--telemetry", "none"] + extraArguments,
+                                      "--bin-dir", BuildProducts.directory.path, "--telemetry", "none",
+                                      "--endpoint", TestPorts.endpoint()] + extraArguments,
                                      environment: ["NETPLAY_DATA_ROOT": directory.appendingPathComponent("data").path].merging(environment) { $1 })
-        client = try BlockingClient(endpoint: endpoint, timeout: 1)
+        keys = TestKeys(dataRoot: directory.appendingPathComponent("data").path)
     }
 
     deinit {

@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import Synchronization
 import ZeroMQ
@@ -58,7 +57,6 @@ public final class TrustStore: Sendable {
 
     private struct Snapshot: Sendable {
         var stamp: [Double] = []
-        var loadedAt: UInt64 = 0
         var members: [Member] = []
         var operators: [Operator] = []
     }
@@ -125,30 +123,34 @@ public final class TrustStore: Sendable {
         }
     }
 
-    /// `find` over the cached files; on a miss, over the files read afresh (a directory's mtime
-    /// may not change for two writes within one clock tick), at most every 20 ms so unknown keys
-    /// cannot make the store re-read its files without bound.
+    /// `find` over the files as they are now (read again only when one changed).
     private func lookup<Found>(_ find: (Snapshot) -> Found?) -> Found? {
-        if let found = find(snapshot()) { return found }
-        let now = DispatchTime.now().uptimeNanoseconds
-        guard cache.withLock({ now >= $0.loadedAt + 20_000_000 }) else { return nil }
-        return find(snapshot(force: true))
+        find(snapshot())
     }
 
-    private func snapshot(force: Bool = false) -> Snapshot {
-        let stamp = [clusterDirectory, operatorsDirectory].map(Self.modificationStamp)
-        if !force, let cached = cache.withLock({ $0.stamp == stamp ? $0 : nil }) { return cached }
-        var fresh = Snapshot(stamp: stamp, loadedAt: DispatchTime.now().uptimeNanoseconds)
+    private func snapshot() -> Snapshot {
+        let stamp = [clusterDirectory, operatorsDirectory].flatMap(Self.entriesStamp)
+        if let cached = cache.withLock({ $0.stamp == stamp ? $0 : nil }) { return cached }
+        var fresh = Snapshot(stamp: stamp)
         fresh.members = Self.records(in: clusterDirectory).compactMap(Self.member(from:))
         fresh.operators = Self.records(in: operatorsDirectory).compactMap(Self.operatorRecord(from:))
         cache.withLock { $0 = fresh }
         return fresh
     }
 
-    private static func modificationStamp(_ url: URL) -> Double {
-        var info = stat()
-        guard stat(url.path, &info) == 0 else { return -1 }
-        return Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9 + Double(info.st_ino) * 1e10
+    /// What identifies the directory's files as they are: name, inode, size and modification
+    /// time of each (a directory's own mtime can miss two writes within one clock tick; a file
+    /// replaced by rename gets a new inode).
+    private static func entriesStamp(_ directory: URL) -> [Double] {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return [-1] }
+        var stamp: [Double] = []
+        for name in names.sorted() where name.hasSuffix(".pub") {
+            var info = stat()
+            guard stat(directory.appendingPathComponent(name).path, &info) == 0 else { continue }
+            stamp += [Double(name.hashValue), Double(info.st_ino), Double(info.st_size),
+                      Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9]
+        }
+        return stamp
     }
 
     private static func records(in directory: URL) -> [[String: String]] {
