@@ -10,11 +10,16 @@ final class DiscoveryProcess {
     let process: ServiceProcess
     let endpoint = TestPorts.endpoint()
     let events = TestPorts.endpoint()
+    /// A public client (what players use).
     let client: BlockingClient
+    /// The trust store discovery admits: announcers are cluster members with keys in it.
+    let keys: TestKeys
+    private var announcers: [String: BlockingClient] = [:]
 
     init(_ extra: [String] = [], lan: Bool = false) throws {
-        let data = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-discovery-\(UUID().uuidString)").path
-        var arguments = ["--endpoint", endpoint, "--events", events, "--data-dir", data, "--instance", "discovery-test"]
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-discovery-\(UUID().uuidString)").path
+        keys = TestKeys(dataRoot: root)
+        var arguments = ["--endpoint", endpoint, "--events", events, "--data-dir", root + "/discovery-test", "--instance", "discovery-test"]
         if !lan { arguments += ["--beacon-port", "0", "--retroarch-port", "0"] }
         process = try ServiceProcess("netplay-discovery", arguments + extra, environment: ["NETPLAY_TELEMETRY": "none"])
         client = try BlockingClient(endpoint: endpoint, timeout: 2)
@@ -26,8 +31,28 @@ final class DiscoveryProcess {
 
     deinit { process.kill9() }
 
+    /// The control-plane client of announcer `id`: a cluster member key minted for it.
+    func announcer(_ id: String) throws -> BlockingClient {
+        if let known = announcers[id] { return known }
+        let made = try keys.clusterClient(as: "coordinator", instance: id, endpoint: endpoint)
+        announcers[id] = made
+        return made
+    }
+
+    /// The client a request goes through: its announcer's for room announcements, else the public one.
+    func route(_ body: Envelope.Body) throws -> BlockingClient {
+        switch body {
+        case .announceRoomRequest(let announce): try announcer(announce.announcerId)
+        case .refreshRoomRequest(let refresh): try announcer(refresh.announcerId)
+        case .withdrawRoomRequest(let withdraw): try announcer(withdraw.announcerId)
+        default: client
+        }
+    }
+
+    func request(_ body: Envelope.Body) throws -> Envelope.Body { try route(body).request(body) }
+
     func announce(_ room: Room, by announcer: String = "test", ttlMs: UInt32 = 0) throws -> AnnounceRoomResponse {
-        guard case .announceRoomResponse(let response) = try client.request(.announceRoomRequest(
+        guard case .announceRoomResponse(let response) = try request(.announceRoomRequest(
             AnnounceRoomRequest(room: room, ttlMs: ttlMs, announcerId: announcer))) else { throw HarnessError("no announce reply") }
         return response
     }
@@ -39,7 +64,7 @@ final class DiscoveryProcess {
     }
 
     func error(_ body: Envelope.Body) throws -> ErrorReply {
-        let reply = try client.requestEnvelope(body)
+        let reply = try route(body).requestEnvelope(body)
         guard case .error(let error) = reply.body else { throw HarnessError("expected an Error, got \(reply.body.name)") }
         return error
     }
@@ -102,7 +127,7 @@ struct DiscoveryProcessTests {
             Issue.record("no get reply"); return
         }
         #expect(got.room.contentInfo.gameName == "Tetris" && got.room.source == .lobby)
-        guard case .withdrawRoomResponse(let withdrawn) = try discovery.client.request(.withdrawRoomRequest(
+        guard case .withdrawRoomResponse(let withdrawn) = try discovery.request(.withdrawRoomRequest(
             WithdrawRoomRequest(roomId: "room-4", announcerId: "test"))) else { Issue.record("no withdraw reply"); return }
         #expect(withdrawn.removed)
         #expect(try discovery.list().totalMatching == 4)
@@ -148,7 +173,7 @@ struct DiscoveryProcessTests {
         let deadline = Date().addingTimeInterval(6)
         var refreshes = 0
         while removed == nil && Date() < deadline {
-            _ = try discovery.client.request(.refreshRoomRequest(RefreshRoomRequest(roomId: "kept", announcerId: "test")))
+            _ = try discovery.request(.refreshRoomRequest(RefreshRoomRequest(roomId: "kept", announcerId: "test")))
             refreshes += 1
             while let event = try subscriber.next(timeout: 150) {
                 if case .success(let envelope) = event.envelope, case .roomRemoved(let event) = envelope.body { removed = event }
@@ -176,7 +201,7 @@ struct DiscoveryProcessTests {
         #expect(initial.count == 30 && watcher.state.rooms.count == 30)
         _ = try discovery.announce(makeRoom("w99"))
         _ = try discovery.announce(makeRoom("w00", players: 2))
-        _ = try discovery.client.request(.withdrawRoomRequest(WithdrawRoomRequest(roomId: "w01", announcerId: "test")))
+        _ = try discovery.request(.withdrawRoomRequest(WithdrawRoomRequest(roomId: "w01", announcerId: "test")))
         var updates: [RoomWatchState.Update] = []
         #expect(eventually(within: 5) {
             updates += (try? watcher.next(timeout: 50)) ?? []

@@ -4,13 +4,13 @@ import NetplayTestSupport
 import NetplayWire
 import ZeroMQ
 
-/// Pushes envelopes to a telemetry ingest endpoint, like a service's runtime does.
+/// Pushes envelopes to a telemetry ingest endpoint as cluster member `instance` would: a key of
+/// its own in the telemetry's trust store (telemetry takes from each member only what it says
+/// of itself).
 final class Pusher {
     let socket: Socket
-    init(_ endpoint: String) throws {
-        socket = try Context.shared.socket(.push)
-        try socket.set(.linger(milliseconds: 1000))
-        try socket.connect(endpoint)
+    init(_ telemetry: TelemetryProcess, as instance: String) throws {
+        socket = try telemetry.keys.telemetryPusher(to: telemetry.ingest, instance: instance)
     }
     deinit { socket.close() }
     func push(_ body: Envelope.Body) throws {
@@ -25,13 +25,19 @@ final class TelemetryProcess {
     let ingest = TestPorts.endpoint()
     let http = "127.0.0.1:\(TestPorts.free())"
     let process: ServiceProcess
+    /// The data root: telemetry's data directory, the samples' beside it, the trust store in keys/.
     let data = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-tel-\(UUID().uuidString)")
+    /// The trust store telemetry admits pushes from.
+    let keys: TestKeys
 
     init(_ extra: [String] = [], environment: [String: String] = [:]) throws {
+        keys = TestKeys(dataRoot: data.path)
         process = try ServiceProcess("netplay-telemetry",
                                      ["--endpoint", endpoint, "--events", events, "--ingest", ingest, "--http", http,
-                                      "--discovery", "none", "--instance", "telemetry-test", "--data-dir", data.path] + extra,
+                                      "--discovery", "none", "--instance", "telemetry-test",
+                                      "--data-dir", data.appendingPathComponent("telemetry-test").path] + extra,
                                      environment: environment)
+        _ = try? keys.member("telemetry-test")  // pushers need its key
     }
 
     deinit {

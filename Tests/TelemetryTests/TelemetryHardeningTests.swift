@@ -131,10 +131,11 @@ struct TelemetryHardeningTests {
     @Test func anIngestFloodStaysBounded() throws {
         let telemetry = try TelemetryProcess()
         #expect(telemetry.waitUp(), "\(telemetry.process.log)")
-        let pusher = try Pusher(telemetry.ingest)
         // 60 fake instances of 4,000 series each (the default caps keep 2,000 each and 50,000 in all),
-        // then 300 more small instances (the cap is 256 instances).
+        // then 300 more small instances (the cap is 256 instances): each one a member with a key
+        // of its own, as a compromised cluster would be (strangers cannot push at all).
         for n in 0..<60 {
+            let pusher = try Pusher(telemetry, as: "fake-\(n)")
             let metrics = (0..<4_000).map { i in
                 Metric(name: "netplay_fake_metric_\(i)", help: "A fake metric pushed by an attacker.", kind: .gauge,
                        labels: [KeyValue(key: "a", value: "value-\(i)"), KeyValue(key: "b", value: "some-longer-label-value-\(n)")], value: Double(i))
@@ -142,6 +143,7 @@ struct TelemetryHardeningTests {
             try pusher.push(.metricsSnapshot(MetricsSnapshot(service: "fake", instance: "fake-\(n)", timestampUnixMs: 1, metrics: metrics, sequence: 1)))
         }
         for n in 0..<300 {
+            let pusher = try Pusher(telemetry, as: "small-\(n)")
             try pusher.push(.metricsSnapshot(MetricsSnapshot(service: "small", instance: "small-\(n)", timestampUnixMs: 1,
                                                              metrics: [Metric(name: "netplay_small", kind: .gauge, value: 1)], sequence: 1)))
         }

@@ -21,15 +21,15 @@ struct TelemetryProcessTests {
                                         ["--endpoint", TestPorts.endpoint(), "--events", "none", "--telemetry", telemetry.ingest,
                                          "--metrics-interval", "0.2", "--instance", "sample-7",
                                          "--data-dir", telemetry.data.appendingPathComponent("sample").path])
-        let pusher = try Pusher(telemetry.ingest)
+        let relay = try Pusher(telemetry, as: "sync-0")
         for round in 0..<5 {
-            try pusher.push(.sessionStats(sampleSession(ping: 30 + UInt32(round * 7), rollbacks: UInt64(round * 4))))
+            try relay.push(.sessionStats(sampleSession(ping: 30 + UInt32(round * 7), rollbacks: UInt64(round * 4))))
             usleep(50_000)
         }
-        try pusher.push(.eventRecord(EventRecord(service: "coordinator", instance: "coordinator", topic: "sessions.started",
+        try Pusher(telemetry, as: "coordinator").push(.eventRecord(EventRecord(service: "coordinator", instance: "coordinator", topic: "sessions.started",
                                                  timestampUnixMs: UInt64(Date().timeIntervalSince1970 * 1000), severity: .info,
                                                  message: "session session-42 started with 2 players", sessionId: "session-42", sequence: 1)))
-        try pusher.push(.eventRecord(EventRecord(service: "sync", instance: "sync-0", topic: "sync.desync",
+        try relay.push(.eventRecord(EventRecord(service: "sync", instance: "sync-0", topic: "sync.desync",
                                                  timestampUnixMs: UInt64(Date().timeIntervalSince1970 * 1000), severity: .warning,
                                                  message: "checksum mismatch at frame 1200", sessionId: "session-42", sequence: 1)))
         return sample
@@ -68,7 +68,10 @@ struct TelemetryProcessTests {
         #expect(httpGet(telemetry.http, "/api/events?severity=loud")?.status == 400)
 
         // The same over ZeroMQ: RecentEventsRequest on the ROUTER, and netplayctl events.
-        let client = try BlockingClient(endpoint: telemetry.endpoint)
+        #expect(throws: ClientError.self, "recent events are for operators") {
+            try BlockingClient(endpoint: telemetry.endpoint).request(.recentEventsRequest(RecentEventsRequest()))
+        }
+        let client = try telemetry.keys.operatorClient(endpoint: telemetry.endpoint)
         guard case .recentEventsResponse(let recent) = try client.request(.recentEventsRequest(RecentEventsRequest(topicPrefix: "sessions."))) else {
             Issue.record("no RecentEventsResponse"); return
         }
@@ -122,8 +125,10 @@ struct TelemetryProcessTests {
     @Test func ingestedEventsAreRepublishedOnThePubSocket() throws {
         let telemetry = try TelemetryProcess()
         #expect(telemetry.waitUp())
-        let subscriber = try EventSubscriber(endpoint: telemetry.events, prefixes: ["sync."])
-        let pusher = try Pusher(telemetry.ingest)
+        let member = try telemetry.keys.member("telemetry-test")
+        let subscriber = try EventSubscriber(endpoint: telemetry.events, prefixes: ["sync."], serverKey: member.publicKey,
+                                             keys: try telemetry.keys.operatorKeys())
+        let pusher = try Pusher(telemetry, as: "sync-0")
         var received: ReceivedEvent?
         let got = eventually(within: 5) {
             try? pusher.push(.eventRecord(EventRecord(service: "sync", instance: "sync-0", topic: "sync.peer_joined", message: "ann joined")))
