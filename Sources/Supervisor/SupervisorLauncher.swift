@@ -60,6 +60,9 @@ public enum SupervisorLauncher {
         let defaults = ServiceDefaults(kind: "supervisor", endpoint: publicEndpoint(besides: config.supervisor.endpoint), events: nil,
                                        control: config.supervisor.endpoint)
         var configuration = try common.resolve(defaults: defaults, environment: environment)
+        if common.controlEndpoint == nil && (environment["NETPLAY_CONTROL_ENDPOINT"] ?? "").isEmpty {
+            configuration.control = config.supervisor.endpoint  // even beside a public endpoint given by flag
+        }
         configuration.supervisor = nil  // it does not heartbeat to itself
         if common.keysDir == nil && (environment["NETPLAY_KEYS_DIR"] ?? "").isEmpty {
             // One trust store for the whole cluster, beside the instances' data directories.

@@ -14,6 +14,8 @@ final class ControlPlane {
     var discovery: ServiceProcess?
     var coordinator: ServiceProcess?
     let coordinatorArguments: [String]
+    /// The trust store the services share (relays and the operator are keys in it).
+    var keys: TestKeys { TestKeys(dataRoot: dataRoot) }
     static let secret = String(repeating: "5a", count: 32)
 
     init(discovery startDiscovery: Bool = true, coordinator extra: [String] = [], discoveryArguments: [String] = []) throws {
@@ -72,17 +74,21 @@ final class FakeRelay: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
     let closes = Mutex<[String]>([])
 
-    init(_ relayId: String, coordinator: String, refresh: Bool = true, capacity: UInt32 = 0, region: String = "") throws {
+    /// A relay `relayId` of `cluster`: a cluster key of kind sync minted for it in the trust store.
+    init(_ relayId: String, cluster: ControlPlane, refresh: Bool = true, capacity: UInt32 = 0, region: String = "") throws {
         self.relayId = relayId
         endpoint = TestPorts.endpoint()
-        let client = try BlockingClient(endpoint: coordinator, timeout: 3)
+        let store = cluster.keys
+        let identity = try store.memberKeys(kind: "sync", instance: relayId)
+        let coordinator = try store.member(endpoint: cluster.coordinatorEndpoint)
+        let client = try store.client(to: coordinator, as: identity, timeout: 3)
         _ = try client.request(.registerRelayRequest(RegisterRelayRequest(relay: RelayInfo(
             relayId: relayId, endpoint: endpoint, region: region, load: RelayLoad(capacitySessions: capacity)))))
         guard refresh else { finished.signal(); return }
         let relayId = relayId
         Thread.detachNewThread { [self] in
             defer { finished.signal() }
-            guard let client = try? BlockingClient(endpoint: coordinator, timeout: 1) else { return }
+            guard let client = try? store.client(to: coordinator, as: identity, timeout: 1) else { return }
             while !stopped.withLock({ $0 }) {
                 if case .refreshRelayResponse(let reply)? = try? client.request(.refreshRelayRequest(
                     RefreshRelayRequest(relayId: relayId, load: RelayLoad(capacitySessions: capacity)))) {

@@ -20,7 +20,7 @@ struct NetplayctlTests {
 
     @Test func everyVerbAgainstRealServices() throws {
         let cluster = try ControlPlane()
-        let relay = try FakeRelay("sync-0", coordinator: cluster.coordinatorEndpoint)
+        let relay = try FakeRelay("sync-0", cluster: cluster)
         defer { relay.stop() }
         let c = ["--coordinator", cluster.coordinatorEndpoint]
         let d = ["--discovery", cluster.discoveryEndpoint, "--events", cluster.discoveryEvents]

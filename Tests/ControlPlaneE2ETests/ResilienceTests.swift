@@ -10,10 +10,10 @@ struct ResilienceTests {
         let cluster = try ControlPlane(coordinator: ["--relay-ttl", "2", "--relay-refresh-interval", "0.3"])
         let events = try EventSubscriber(endpoint: cluster.coordinatorEvents, prefixes: ["relays.", "sessions.relay_assigned"])
         let client = try cluster.coordinatorClient()
-        let stale = try FakeRelay("sync-stale", coordinator: cluster.coordinatorEndpoint, refresh: false)
+        let stale = try FakeRelay("sync-stale", cluster: cluster, refresh: false)
         let host = try client.create(settings())
         #expect(host.session.relayId == "sync-stale")
-        let live = try FakeRelay("sync-live", coordinator: cluster.coordinatorEndpoint)
+        let live = try FakeRelay("sync-live", cluster: cluster)
         defer { live.stop() }
         // The stale relay misses its 2 s TTL: relays.dropped names the session it had.
         var topics: [String] = []
@@ -46,7 +46,7 @@ struct ResilienceTests {
 
     @Test func theCoordinatorRunsWithoutDiscoveryAndAnnouncesWhenItComesBack() throws {
         let cluster = try ControlPlane(discovery: false)
-        let relay = try FakeRelay("sync-0", coordinator: cluster.coordinatorEndpoint)
+        let relay = try FakeRelay("sync-0", cluster: cluster)
         defer { relay.stop() }
         let client = try cluster.coordinatorClient()
         let host = try client.create(settings())
@@ -63,7 +63,7 @@ struct ResilienceTests {
     @Test func roomsOfAHostThatStopsRefreshingDisappear() throws {
         // The coordinator announces with a 3 s TTL; killed, it stops refreshing and its rooms expire.
         let cluster = try ControlPlane()
-        let relay = try FakeRelay("sync-0", coordinator: cluster.coordinatorEndpoint)
+        let relay = try FakeRelay("sync-0", cluster: cluster)
         defer { relay.stop() }
         let id = try cluster.coordinatorClient().create(settings()).session.sessionId
         #expect(eventually(within: 5) { (try? cluster.rooms().contains { $0.roomId == id }) == true })

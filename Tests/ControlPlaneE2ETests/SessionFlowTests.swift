@@ -12,10 +12,10 @@ struct SessionFlowTests {
         let cluster = try ControlPlane()
         let events = try EventSubscriber(endpoint: cluster.coordinatorEvents, prefixes: ["sessions.", "relays."])
         // Registering publishes relays.registered: register until one arrives, so the subscription is live.
-        var relay = try FakeRelay("sync-0", coordinator: cluster.coordinatorEndpoint)
+        var relay = try FakeRelay("sync-0", cluster: cluster)
         while try events.next(timeout: 200) == nil {
             relay.stop()
-            relay = try FakeRelay("sync-0", coordinator: cluster.coordinatorEndpoint)
+            relay = try FakeRelay("sync-0", cluster: cluster)
         }
         defer { relay.stop() }
         let client = try cluster.coordinatorClient()
@@ -65,7 +65,7 @@ struct SessionFlowTests {
 
     @Test func everyCheckAnswersItsErrorCode() throws {
         let cluster = try ControlPlane(coordinator: ["--password-attempts", "3"])
-        let relay = try FakeRelay("sync-0", coordinator: cluster.coordinatorEndpoint)
+        let relay = try FakeRelay("sync-0", cluster: cluster)
         defer { relay.stop() }
         let client = try cluster.coordinatorClient()
         let open = try client.create(settings(players: 2, spectators: 1))
@@ -147,7 +147,7 @@ struct SessionFlowTests {
 
     @Test func aCoordinatorKilledWithSIGKILLKeepsEverySession() throws {
         let cluster = try ControlPlane(coordinator: ["--password-cost", "minimum"])
-        let relay = try FakeRelay("sync-0", coordinator: cluster.coordinatorEndpoint)
+        let relay = try FakeRelay("sync-0", cluster: cluster)
         defer { relay.stop() }
         let client = try cluster.coordinatorClient()
         var hosts: [CreateSessionResponse] = []
@@ -202,7 +202,7 @@ struct SessionFlowTests {
 
     @Test func concurrentJoinsNeverCorruptTheStore() throws {
         let cluster = try ControlPlane()
-        let relay = try FakeRelay("sync-0", coordinator: cluster.coordinatorEndpoint)
+        let relay = try FakeRelay("sync-0", cluster: cluster)
         defer { relay.stop() }
         let client = try cluster.coordinatorClient()
         let sessions = try (0..<4).map { _ in try client.create(settings(players: 8, spectators: 8)).session.sessionId }
@@ -251,7 +251,8 @@ struct SessionFlowTests {
         try cluster.startCoordinator()
         let after = try cluster.coordinatorClient()
         #expect(try sessions.map { try after.session($0) } == snapshot)
-        let health = try after.request(.introspectRequest(IntrospectRequest(section: "sessions")))
+        let health = try cluster.keys.operatorClient(endpoint: cluster.coordinatorEndpoint)
+            .request(.introspectRequest(IntrospectRequest(section: "sessions")))
         guard case .introspectResponse(let dump) = health else { return }
         #expect(dump.json.contains("\"sessions_active\":4"))
     }

@@ -211,9 +211,15 @@ public final class TrustStore: Sendable {
     /// The local operator's key pair (`operator.secret`), created and published as operator
     /// `name` when `create` is true and there is none. Nil when absent and not created.
     public func localOperator(create: Bool, name: String = "operator") throws -> CurveKeyPair? {
-        if let pair = try KeyFile.read(operatorSecretURL) { return pair }
+        if let pair = try KeyFile.read(operatorSecretURL) {
+            // Also when another process created the key a moment ago and has not published it yet.
+            if !operators.contains(where: { $0.publicKey == pair.publicKey }) {
+                try publish(Operator(name: name, publicKey: pair.publicKey))
+            }
+            return pair
+        }
         guard create else { return nil }
-        let pair = try KeyFile.create(operatorSecretURL)
+        let pair = try KeyFile.create(operatorSecretURL)  // the first of several racing creators wins
         try publish(Operator(name: name, publicKey: pair.publicKey))
         return pair
     }
@@ -251,12 +257,13 @@ public enum KeyFile {
     }
 
     /// Generates a key pair and writes its secret to `url` with mode 0600 (never readable by
-    /// others, not even for an instant).
+    /// others, not even for an instant). When another process creates the same file at the same
+    /// time, the first one's key is kept and returned to both.
     public static func create(_ url: URL) throws -> CurveKeyPair {
         let pair = try CurveKeyPair.generate()
         try TrustStore.makePrivateDirectory(url.deletingLastPathComponent())
-        try atomicWrite(Data((pair.secretZ85 + "\n").utf8), to: url, mode: 0o600)
-        return pair
+        try atomicWrite(Data((pair.secretZ85 + "\n").utf8), to: url, mode: 0o600, replacing: false)
+        return try read(url) ?? pair
     }
 
     /// The key pair in `url`, created when missing.
@@ -264,17 +271,28 @@ public enum KeyFile {
         try read(url) ?? create(url)
     }
 
-    /// Writes `data` to a temporary file created with `mode`, then renames it over `url`.
-    static func atomicWrite(_ data: Data, to url: URL, mode: Int) throws {
-        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(getpid()).tmp")
+    /// Writes `data` to a temporary file created with `mode`, then renames it over `url` (or,
+    /// when not `replacing`, links it there unless `url` exists already).
+    static func atomicWrite(_ data: Data, to url: URL, mode: Int, replacing: Bool = true) throws {
+        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(getpid()).\(UInt32.random(in: 0 ... .max)).tmp")
         let fd = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_t(mode))
         guard fd >= 0 else { throw RuntimeStartError("cannot write \(temporary.path): \(String(cString: strerror(errno)))") }
         _ = fchmod(fd, mode_t(mode))
         let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         close(fd)
-        guard written == data.count, rename(temporary.path, url.path) == 0 else {
+        guard written == data.count else {
             unlink(temporary.path)
             throw RuntimeStartError("cannot write \(url.path): \(String(cString: strerror(errno)))")
+        }
+        if replacing {
+            guard rename(temporary.path, url.path) == 0 else {
+                unlink(temporary.path)
+                throw RuntimeStartError("cannot write \(url.path): \(String(cString: strerror(errno)))")
+            }
+        } else {
+            let linked = link(temporary.path, url.path) == 0 || errno == EEXIST
+            unlink(temporary.path)
+            guard linked else { throw RuntimeStartError("cannot write \(url.path): \(String(cString: strerror(errno)))") }
         }
     }
 }
