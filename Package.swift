@@ -206,7 +206,7 @@ let package = Package(
         .testTarget(
             name: "SecurityTests",
             dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-supervisor", "netplay-telemetry",
-                           "netplay-discovery", "netplay-coordinator", "netplay-sync", "netplayctl"]
+                           "netplay-discovery", "netplay-coordinator", "netplay-sync", "netplayctl", "netplay-peer"]
         ),
         .testTarget(
             name: "ClusterE2ETests",
