@@ -8,7 +8,7 @@ import Testing
 struct ResilienceTests {
     @Test func aStaleRelayIsDroppedAndItsSessionMovesToALiveOne() throws {
         let cluster = try ControlPlane(coordinator: ["--relay-ttl", "2", "--relay-refresh-interval", "0.3"])
-        let events = try EventSubscriber(endpoint: cluster.coordinatorEvents, prefixes: ["relays.", "sessions.relay_assigned"])
+        let events = try cluster.keys.operatorSubscriber(events: cluster.coordinatorEvents, prefixes: ["relays.", "sessions.relay_assigned"])
         let client = try cluster.coordinatorClient()
         let stale = try FakeRelay("sync-stale", cluster: cluster, refresh: false)
         let host = try client.create(settings())
@@ -52,7 +52,8 @@ struct ResilienceTests {
         let host = try client.create(settings())
         _ = try client.join(host.session.sessionId, "bob")
         #expect(eventually(within: 8) { cluster.coordinator!.log.contains("discovery unreachable") }, "\(cluster.coordinator!.log)")
-        guard case .healthResponse(let health) = try client.request(.healthRequest(HealthRequest())) else { return }
+        let operatorClient = try cluster.keys.operatorClient(endpoint: cluster.coordinatorEndpoint)
+        guard case .healthResponse(let health) = try operatorClient.request(.healthRequest(HealthRequest())) else { return }
         #expect(health.ready && health.status.contains("discovery unreachable"))
         try cluster.startDiscovery()
         #expect(eventually(within: 10) { (try? cluster.rooms().first { $0.roomId == host.session.sessionId })?.currentPlayers == 2 },

@@ -10,7 +10,7 @@ import Testing
 struct SessionFlowTests {
     @Test func hostListJoinSpectateLeaveAndEnd() throws {
         let cluster = try ControlPlane()
-        let events = try EventSubscriber(endpoint: cluster.coordinatorEvents, prefixes: ["sessions.", "relays."])
+        let events = try cluster.keys.operatorSubscriber(events: cluster.coordinatorEvents, prefixes: ["sessions.", "relays."])
         // Registering publishes relays.registered: register until one arrives, so the subscription is live.
         var relay = try FakeRelay("sync-0", cluster: cluster)
         while try events.next(timeout: 200) == nil {
@@ -134,7 +134,8 @@ struct SessionFlowTests {
         let oversize = try Envelope(decoding: try client.receiveRaw())
         guard case .error(let tooLong) = oversize.body else { Issue.record("no error"); return }
         #expect(oversize.requestId == 9 && tooLong.code == .badRequest && tooLong.field == "JoinSessionRequest.session_id")
-        #expect(try client.code(.announceRoomRequest(AnnounceRoomRequest(room: Room(roomId: "x"), announcerId: "y"))) == .unknownRequest)
+        // A cluster request on the public endpoint is refused before the coordinator looks at it.
+        #expect(try client.code(.announceRoomRequest(AnnounceRoomRequest(room: Room(roomId: "x"), announcerId: "y"))) == .permissionDenied)
 
         // No relay at all: NO_RELAY with a retry hint.
         relay.stop()

@@ -1,4 +1,6 @@
+import Dispatch
 import Foundation
+import Synchronization
 import NetplayService
 import NetplayTestSupport
 import NetplayWire
@@ -242,6 +244,108 @@ struct ThreatModelTests {
         #expect(httpGet(cluster.http, "/metrics")?.status == 200)
         #expect(cluster.status()?.state == .running)
         #expect(cluster.pids() == before, "a service was restarted")
+    }
+
+    // Finding 4: 40 parallel guesses got 39 WRONG_PASSWORD (limit 10 a minute) and singled out
+    // the right one.
+    @Test func parallelPasswordGuessesStayWithinTheBudgetAndRevealNothing() throws {
+        let cluster = try SupervisedCluster()
+        defer { cluster.stop() }
+        let coordinator = try stranger(cluster.coordinator, timeout: 30)
+        _ = try AttachedHost(cluster: cluster)  // a relay is registered
+        guard case .createSessionResponse(let room) = try coordinator.request(.createSessionRequest(
+            CreateSessionRequest(settings: roomSettings(password: "hunter2"), hostName: "alice"))) else {
+            Issue.record("no session"); return
+        }
+        let sessionId = room.session.sessionId
+        let outcomes = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 41) { index in
+            let guess = index == 40 ? "hunter2" : "guess-\(index)"
+            let client = try? BlockingClient(endpoint: cluster.coordinator, timeout: 60)
+            let reply = try? client?.requestEnvelope(.joinSessionRequest(JoinSessionRequest(
+                sessionId: sessionId, role: .player, name: "mallory\(index)", password: guess, content: nes)))
+            let outcome: String
+            switch reply?.body {
+            case .error(let error)?: outcome = "\(error.code)"
+            case .joinSessionResponse?: outcome = "joined"
+            default: outcome = "no reply"
+            }
+            outcomes.withLock { $0.append(index == 40 ? "right:\(outcome)" : outcome) }
+        }
+        let all = outcomes.withLock { $0 }
+        let wrong = all.filter { $0 == "\(ErrorCode.wrongPassword)" }.count
+        #expect(wrong <= 10, "\(wrong) guesses were checked: \(all)")
+        let right = try #require(all.first { $0.hasPrefix("right:") })
+        // The right password either got in within the budget or got the same answer as the rest.
+        #expect(right == "right:joined" || right == "right:\(ErrorCode.rateLimited)", "\(right)")
+        #expect(!all.contains("no reply"), "\(all)")
+    }
+
+    // Finding 7: a kicked and banned player re-attached with its old ticket, and renaming passed
+    // the ban.
+    @Test func aKickedAndBannedPlayerStaysOut() throws {
+        let cluster = try SupervisedCluster()
+        defer { cluster.stop() }
+        let host = try AttachedHost(cluster: cluster)
+        let coordinator = try stranger(cluster.coordinator)
+        guard case .joinSessionResponse(let joined) = try coordinator.request(.joinSessionRequest(JoinSessionRequest(
+            sessionId: host.sessionId, role: .player, name: "mallory", content: nes))) else {
+            Issue.record("join failed"); return
+        }
+        let ticket = try #require(joined.ticket)
+        let player = try BlockingClient(endpoint: ticket.relayEndpoint, timeout: 2)
+        guard case .attachResponse = try player.request(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1, content: nes))) else {
+            Issue.record("attach failed"); return
+        }
+        _ = try coordinator.request(.kickParticipantRequest(KickParticipantRequest(
+            sessionId: host.sessionId, participantId: host.session.participantId, participantToken: host.session.participantToken,
+            targetParticipantId: joined.participantId, reason: "cheating", ban: true)))
+        // The old ticket no longer admits it, on a fresh connection.
+        var refused: ErrorCode?
+        _ = eventually(within: 5) {
+            let again = try? BlockingClient(endpoint: ticket.relayEndpoint, timeout: 2)
+            refused = again.flatMap { refusal($0, .attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1, content: nes))) }
+            return refused != nil
+        }
+        #expect(refused == .permissionDenied, "re-attach with the old ticket: \(String(describing: refused))")
+        // Nor does a new name from the same address.
+        #expect(refusal(coordinator, .joinSessionRequest(JoinSessionRequest(
+            sessionId: host.sessionId, role: .player, name: "not-mallory", content: nes))) == .banned)
+    }
+
+    // Finding 10: anonymous creates at ~4,500/s filled the 100,000-session cap in half a minute.
+    @Test func sessionCreationIsLimitedPerAddress() throws {
+        let cluster = try SupervisedCluster()
+        defer { cluster.stop() }
+        _ = try AttachedHost(cluster: cluster)
+        let coordinator = try stranger(cluster.coordinator)
+        var created = 1, limited = 0
+        for index in 0..<40 {
+            let reply = try coordinator.requestEnvelope(.createSessionRequest(CreateSessionRequest(
+                settings: roomSettings(), hostName: "bot\(index)")))
+            switch reply.body {
+            case .createSessionResponse: created += 1
+            case .error(let error) where error.code == .rateLimited: limited += 1
+            default: Issue.record("unexpected \(reply.body.name)")
+            }
+        }
+        #expect(created <= 20 && limited >= 20, "created \(created), limited \(limited)")
+    }
+
+    // Finding 12: the participant-token key sat in coordinator.sqlite, mode 644.
+    @Test func theCoordinatorsSecretsAreItsAlone() throws {
+        let cluster = try SupervisedCluster()
+        defer { cluster.stop() }
+        let data = cluster.directory.appendingPathComponent("data")
+        for file in ["coordinator/participant-token.key", "coordinator/coordinator.sqlite", "coordinator/identity.secret",
+                     "keys/operator.secret", "sync-0/identity.secret"] {
+            let attributes = try FileManager.default.attributesOfItem(atPath: data.appendingPathComponent(file).path)
+            let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue ?? 0o777
+            #expect(mode & 0o077 == 0, "\(file) has mode \(String(mode, radix: 8))")
+        }
+        let keysMode = (try FileManager.default.attributesOfItem(atPath: data.appendingPathComponent("keys").path)[.posixPermissions]
+                        as? NSNumber)?.intValue ?? 0o777
+        #expect(keysMode & 0o077 == 0, "the trust store is open to others: \(String(keysMode, radix: 8))")
     }
 
     // The design's rule: a public endpoint answers only public requests, tells anyone little,

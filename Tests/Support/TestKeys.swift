@@ -71,6 +71,13 @@ public struct TestKeys: Sendable {
         try client(to: try member(endpoint: endpoint), as: try memberKeys(kind: kind, instance: instance), timeout: timeout)
     }
 
+    /// An operator's subscriber to the events of the service at `events` (its events endpoint),
+    /// which admits trust-store keys only.
+    public func operatorSubscriber(events: String, prefixes: [String]) throws -> EventSubscriber {
+        let member = try member(endpoint: events)
+        return try EventSubscriber(endpoint: events, prefixes: prefixes, serverKey: member.publicKey, keys: try operatorKeys())
+    }
+
     /// A PUSH socket to telemetry's ingest `ingest` acting as cluster member `instance`, with
     /// telemetry's key from the store.
     public func telemetryPusher(to ingest: String, kind: String = "test", instance: String) throws -> Socket {
