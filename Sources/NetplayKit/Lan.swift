@@ -121,7 +121,8 @@ public final class LanHost: Sendable {
     public init(settings: NetplaySettings, content: ContentInfo, inputSize: Int, hostName: String,
                 bindAddress: String = "0.0.0.0", advertiseAddress: String? = nil, port: Int = 0,
                 beaconHost: String = "255.255.255.255", beaconPort: UInt16 = LanBeacon.defaultPort,
-                beaconIntervalMs: Int = 1_000, configureRelay: (inout RelayConfiguration) -> Void = { _ in }) throws {
+                beaconIntervalMs: Int = 1_000, inspectableBy trustStore: URL? = nil,
+                configureRelay: (inout RelayConfiguration) -> Void = { _ in }) throws {
         if let problem = settings.validationError(inputSize: inputSize) { throw NetplayError(.badRequest, problem) }
         let advertised = advertiseAddress ?? LanBeacon.lanAddress() ?? "127.0.0.1"
         guard let chosenPort = port > 0 ? port : FreePort.tcp(on: bindAddress == "0.0.0.0" ? advertised : bindAddress) else {
@@ -143,6 +144,11 @@ public final class LanHost: Sendable {
                                            dataDirectory: FileManager.default.temporaryDirectory
                                                .appendingPathComponent("netplay-lan-\(chosenPort)"))
         service.metricsInterval = 3600
+        if let trustStore {
+            // Operators of that store may inspect the relay (netplayctl) on a loopback-only control endpoint.
+            service.trustStore = trustStore
+            service.control = "tcp://127.0.0.1:*"
+        }
         let relayConfig = relayConfiguration
         var logger = Logger(label: "netplay.lan-relay")
         logger.logLevel = .warning

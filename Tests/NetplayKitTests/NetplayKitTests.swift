@@ -37,11 +37,12 @@ struct NetplayKitTests {
         return settings
     }
 
-    func lanHost(_ name: String, password: String? = nil, port: UInt16,
+    func lanHost(_ name: String, password: String? = nil, port: UInt16, inspectableBy keys: TestKeys? = nil,
                  configureRelay: (inout RelayConfiguration) -> Void = { _ in }) throws -> LanHost {
         try LanHost(settings: settings(name, password: password), content: content, inputSize: Arena.inputSize,
                     hostName: "alice", bindAddress: "127.0.0.1", advertiseAddress: "127.0.0.1",
-                    beaconHost: "127.0.0.1", beaconPort: port, beaconIntervalMs: 200, configureRelay: configureRelay)
+                    beaconHost: "127.0.0.1", beaconPort: port, beaconIntervalMs: 200, inspectableBy: keys?.store.directory,
+                    configureRelay: configureRelay)
     }
 
     /// The host's match and bob's, joined to `host`'s LAN room through a lobby, both started.
@@ -147,7 +148,8 @@ struct NetplayKitTests {
 
     @Test func aHostWaitingForPlayersMeasuresAndReportsItsRealPing() throws {
         let port = UInt16(TestPorts.free())
-        let host = try lanHost("kit-ping", port: port)
+        let keys = TestKeys(directory: FileManager.default.temporaryDirectory.appendingPathComponent("netplay-kit-keys-\(UUID().uuidString)"))
+        let host = try lanHost("kit-ping", port: port, inspectableBy: keys)
         defer { host.stop() }
         var options = NetplayMatchOptions()
         options.conditions = NetworkConditions(rttMs: 80)
@@ -156,7 +158,7 @@ struct NetplayKitTests {
         defer { hostMatch.leave() }
         // Nobody joins: no engine runs, the keep-alive pings measure the round trip, and the
         // statistics it sends the relay carry it (shown on the HUD; the relay measures its own).
-        let relay = try BlockingClient(endpoint: host.endpoint, timeout: 2)
+        let relay = try keys.operatorClient(endpoint: host.endpoint)
         func hostAsTheRelaySeesIt() -> [String: Any]? {
             guard case .introspectResponse(let dump)? = try? relay.request(.introspectRequest(IntrospectRequest(section: "all"))),
                   let json = try? JSONSerialization.jsonObject(with: Data(dump.json.utf8)) as? [String: Any],

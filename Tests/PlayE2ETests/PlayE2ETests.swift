@@ -146,7 +146,7 @@ struct PlayE2ETests {
                 return
             }
         }
-        let probe = try BlockingClient(endpoint: cluster.relayEndpoint, timeout: 3)
+        let probe = try TestKeys(dataRoot: cluster.dataRoot).operatorClient(endpoint: cluster.relayEndpoint, timeout: 3)
         func relayServes(_ sessionId: String) -> Bool? {
             guard case .introspectResponse(let report)? = try? probe.request(.introspectRequest(IntrospectRequest())) else { return nil }
             return report.json.contains(sessionId)

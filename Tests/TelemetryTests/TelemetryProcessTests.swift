@@ -76,7 +76,8 @@ struct TelemetryProcessTests {
             Issue.record("no RecentEventsResponse"); return
         }
         #expect(recent.events.map(\.message) == ["session session-42 started with 2 players"])
-        let ctl = try ServiceProcess("netplayctl", ["events", telemetry.endpoint, "--severity", "warning"])
+        let ctl = try ServiceProcess("netplayctl", ["events", telemetry.endpoint, "--severity", "warning"],
+                                     environment: ["NETPLAY_KEYS_DIR": telemetry.keys.store.directory.path])
         #expect(ctl.waitForExit(seconds: 10) == 0, "\(ctl.log)")
         #expect(ctl.log.contains("warning sync.desync sync/sync-0: checksum mismatch at frame 1200"), "\(ctl.log)")
 
