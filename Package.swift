@@ -86,7 +86,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CoordinatorTests",
-            dependencies: ["Coordinator", "NetplayAuth", "NetplayService", "NetplayWire"]
+            dependencies: ["Coordinator", "NetplayAuth", "NetplayService", "NetplayWire", "NetplayTestSupport"]
         ),
         .testTarget(
             name: "ControlPlaneE2ETests",

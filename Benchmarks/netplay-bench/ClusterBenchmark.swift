@@ -100,7 +100,8 @@ private final class BenchCluster {
     let process = Process()
     let output = BenchOutput()
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-bench-\(UUID().uuidString)")
-    let client: BlockingClient
+    /// The operator's client to the supervisor, once `make up` has made the operator key.
+    private var client: BlockingClient?
 
     init(repository: String, bin: String) throws {
         let offset = Self.freeOffset()
@@ -118,12 +119,19 @@ private final class BenchCluster {
         process.standardOutput = pipe
         process.standardError = pipe
         pipe.fileHandleForReading.readabilityHandler = { [output] in output.append($0.availableData) }
-        client = try BlockingClient(endpoint: "tcp://127.0.0.1:\(7000 + offset)", timeout: 0.5)
         try process.run()
     }
 
     func status() -> ClusterStatusResponse? {
-        guard case .clusterStatusResponse(let status)? = try? client.request(.clusterStatusRequest(ClusterStatusRequest())) else { return nil }
+        if client == nil {
+            // The cluster status is for the operator: the key `make up` generated in the data root.
+            let store = TrustStore(directory: directory.appendingPathComponent("data/keys"))
+            if let keys = try? store.localOperator(create: false), let supervisor = store.member(instance: "supervisor"),
+               let control = supervisor.control {
+                client = try? BlockingClient(endpoint: control, timeout: 0.5, serverKey: supervisor.publicKey, keys: keys)
+            }
+        }
+        guard case .clusterStatusResponse(let status)? = try? client?.request(.clusterStatusRequest(ClusterStatusRequest())) else { return nil }
         return status
     }
 

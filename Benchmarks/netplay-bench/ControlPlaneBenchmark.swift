@@ -57,13 +57,29 @@ struct ControlPlaneBenchmark: ParsableCommand {
         discoverySettings.beaconPort = nil
         discoverySettings.retroArchPort = nil
         let discoveryConfigured = discoverySettings
+        // Both services admit the trust store's keys on their control endpoints, as in a cluster;
+        // the benchmark announces and registers as a cluster member of its own.
+        let trust = TrustStore(directory: directory.appendingPathComponent("keys"))
+        let member = try CurveKeyPair.generate()
+        try trust.publish(TrustStore.Member(kind: "coordinator", instance: "bench", publicKey: member.publicKey))
+        func controlled(_ configuration: ServiceConfiguration) -> ServiceConfiguration {
+            var configuration = configuration
+            configuration.trustStore = trust.directory
+            configuration.control = "tcp://127.0.0.1:*"
+            return configuration
+        }
         let discovery = try ServiceHost.start(
-            configuration: ServiceConfiguration(kind: "discovery", instance: "bench-discovery", endpoint: "tcp://127.0.0.1:*",
-                                                events: "tcp://127.0.0.1:*", logLevel: .error,
-                                                dataDirectory: directory.appendingPathComponent("discovery"))) { DiscoveryService(configuration: discoveryConfigured) }
+            configuration: controlled(ServiceConfiguration(kind: "discovery", instance: "bench-discovery", endpoint: "tcp://127.0.0.1:*",
+                                                           events: "tcp://127.0.0.1:*", logLevel: .error,
+                                                           dataDirectory: directory.appendingPathComponent("discovery")))) {
+            DiscoveryService(configuration: discoveryConfigured)
+        }
         defer { discovery.stop() }
         let client = try BlockingClient(endpoint: discovery.endpoint, timeout: 10)
-        try Self.pipeline(endpoint: discovery.endpoint, count: rooms, window: window) { index in
+        guard let discoveryKey = trust.member(instance: "bench-discovery")?.publicKey, let discoveryControl = discovery.controlEndpoint else {
+            throw ValidationError("discovery has no control endpoint")
+        }
+        try Self.pipeline(endpoint: discoveryControl, count: rooms, window: window, serverKey: discoveryKey, keys: member) { index in
             .announceRoomRequest(AnnounceRoomRequest(room: Self.room(index), ttlMs: 600_000, announcerId: "bench"))
         }
         let wire = try best(of: runs) {
@@ -94,13 +110,21 @@ struct ControlPlaneBenchmark: ParsableCommand {
         coordinatorSettings.durability = durability == "full" ? .full : .normal
         let configured = coordinatorSettings
         let coordinator = try ServiceHost.start(
-            configuration: ServiceConfiguration(kind: "coordinator", instance: "bench-coordinator", endpoint: "tcp://127.0.0.1:*",
-                                                events: "tcp://127.0.0.1:*", logLevel: .error,
-                                                dataDirectory: directory.appendingPathComponent("coordinator"))) { CoordinatorService(configuration: configured) }
+            configuration: controlled(ServiceConfiguration(kind: "coordinator", instance: "bench-coordinator", endpoint: "tcp://127.0.0.1:*",
+                                                           events: "tcp://127.0.0.1:*", logLevel: .error,
+                                                           dataDirectory: directory.appendingPathComponent("coordinator")))) {
+            CoordinatorService(configuration: configured)
+        }
         defer { coordinator.stop() }
         let control = try BlockingClient(endpoint: coordinator.endpoint, timeout: 10)
-        _ = try control.request(.registerRelayRequest(RegisterRelayRequest(relay: RelayInfo(relayId: "bench-relay",
-                                                                                            endpoint: "tcp://127.0.0.1:1"))))
+        // A relay registers as itself, with a relay's key.
+        let relayKeys = try CurveKeyPair.generate()
+        try trust.publish(TrustStore.Member(kind: "sync", instance: "bench-relay", publicKey: relayKeys.publicKey))
+        guard let coordinatorKey = trust.member(instance: "bench-coordinator")?.publicKey, let coordinatorControl = coordinator.controlEndpoint else {
+            throw ValidationError("the coordinator has no control endpoint")
+        }
+        _ = try BlockingClient(endpoint: coordinatorControl, timeout: 10, serverKey: coordinatorKey, keys: relayKeys)
+            .request(.registerRelayRequest(RegisterRelayRequest(relay: RelayInfo(relayId: "bench-relay", endpoint: "tcp://127.0.0.1:1"))))
         // Sessions of 8 players and 8 spectators: 15 joins each.
         let perSession = 15
         let sessionCount = (joins * runs + 2_000 * runs + perSession - 1) / perSession
@@ -196,10 +220,12 @@ struct ControlPlaneBenchmark: ParsableCommand {
 
     /// Sends `count` requests over one DEALER with up to `window` in flight; every reply must be
     /// a success.
-    static func pipeline(endpoint: String, count: Int, window: Int, _ body: (Int) -> Envelope.Body) throws {
+    static func pipeline(endpoint: String, count: Int, window: Int, serverKey: [UInt8]? = nil, keys: CurveKeyPair? = nil,
+                         _ body: (Int) -> Envelope.Body) throws {
         let socket = try Context.shared.socket(.dealer)
         defer { socket.close() }
         try socket.set(.linger(milliseconds: 0))
+        if let serverKey, let keys { try socket.makeCurveClient(serverKey: serverKey, keys: keys) }
         try socket.connect(endpoint)
         var sent = 0, received = 0
         let poller = Poller()

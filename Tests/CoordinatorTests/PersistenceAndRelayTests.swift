@@ -1,5 +1,6 @@
 @testable import Coordinator
 import Foundation
+import NetplayTestSupport
 import NetplayAuth
 import NetplayService
 import NetplayWire

@@ -1,6 +1,7 @@
 @testable import Coordinator
 import NetplayAuth
 import NetplayService
+import NetplayTestSupport
 import NetplayWire
 import Testing
 

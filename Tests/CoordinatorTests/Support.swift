@@ -1,5 +1,6 @@
 @testable import Coordinator
 import Foundation
+import NetplayTestSupport
 import NetplayAuth
 import NetplayService
 import NetplayWire
@@ -89,14 +90,4 @@ struct HarnessFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// The error code a throwing call produced (nil when it did not throw).
-func code(_ body: () throws -> Any) -> ErrorCode? {
-    do {
-        _ = try body()
-        return nil
-    } catch let error as ServiceError {
-        return error.code
-    } catch {
-        return .internal
-    }
-}
+

@@ -1,3 +1,4 @@
+import NetplayTestSupport
 import NetplayAuth
 import NetplayService
 import NetplayWire
@@ -23,16 +24,7 @@ struct LanAdmissionPolicyTests {
         return admission
     }
 
-    func code(_ body: () throws -> Any) -> ErrorCode? {
-        do {
-            _ = try body()
-            return nil
-        } catch let error as ServiceError {
-            return error.code
-        } catch {
-            return .internal
-        }
-    }
+
 
     func join(_ admission: LanAdmission, _ request: JoinSessionRequest) throws -> JoinSessionResponse {
         var request = request

@@ -1,12 +1,11 @@
 import Foundation
 
-/// A minimal HTTP/1.1 GET for tests: status and body.
-public func httpGet(_ address: String, _ path: String, timeout: Double = 3) -> (status: Int, headers: String, body: String)? {
-    guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]) else { return nil }
+/// A blocking TCP connection to `address` (HOST:PORT) with a receive timeout, or -1.
+public func tcpConnect(_ address: String, timeout: Int = 3) -> Int32 {
+    guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]) else { return -1 }
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var tv = timeval(tv_sec: Int(timeout), tv_usec: 0)
+    guard fd >= 0 else { return -1 }
+    var tv = timeval(tv_sec: timeout, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
@@ -14,9 +13,17 @@ public func httpGet(_ address: String, _ path: String, timeout: Double = 3) -> (
     inet_pton(AF_INET, String(address[..<colon]), &addr.sin_addr)
     let connected = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
         connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-    guard connected == 0 else { return nil }
-    let request = "GET \(path) HTTP/1.1\r\nHost: \(address)\r\nConnection: close\r\n\r\n"
-    _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+    if connected != 0 { close(fd); return -1 }
+    return fd
+}
+
+/// Sends `bytes` on a fresh connection to `address` and returns everything answered until the
+/// server closes (or the timeout); nil when nothing could connect.
+public func tcpExchange(_ address: String, _ bytes: [UInt8], timeout: Int = 3) -> [UInt8]? {
+    let fd = tcpConnect(address, timeout: timeout)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     var data = [UInt8]()
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {
@@ -24,6 +31,13 @@ public func httpGet(_ address: String, _ path: String, timeout: Double = 3) -> (
         if count <= 0 { break }
         data += buffer[0..<count]
     }
+    return data
+}
+
+/// A minimal HTTP/1.1 GET for tests: status, head and body.
+public func httpGet(_ address: String, _ path: String, timeout: Double = 3) -> (status: Int, headers: String, body: String)? {
+    let request = "GET \(path) HTTP/1.1\r\nHost: \(address)\r\nConnection: close\r\n\r\n"
+    guard let data = tcpExchange(address, Array(request.utf8), timeout: Int(timeout.rounded(.up))) else { return nil }
     let text = String(decoding: data, as: UTF8.self)
     guard let split = text.range(of: "\r\n\r\n") else { return nil }
     let head = String(text[..<split.lowerBound])

@@ -9,36 +9,11 @@ import Testing
 /// serving /metrics.
 @Suite("netplay-telemetry under attack", .serialized)
 struct TelemetryHardeningTests {
-    /// A blocking TCP connection to `address` (HOST:PORT), or -1.
-    static func connectRaw(_ address: String, timeout: Int = 3) -> Int32 {
-        let colon = address.lastIndex(of: ":")!
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var tv = timeval(tv_sec: timeout, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = UInt16(address[address.index(after: colon)...])!.bigEndian
-        inet_pton(AF_INET, String(address[..<colon]), &addr.sin_addr)
-        let connected = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        if connected != 0 { close(fd); return -1 }
-        return fd
-    }
+    static func connectRaw(_ address: String, timeout: Int = 3) -> Int32 { tcpConnect(address, timeout: timeout) }
 
     /// Sends `bytes` on a fresh connection and returns everything answered until the server closes.
     static func exchange(_ address: String, _ bytes: [UInt8]) -> String {
-        let fd = connectRaw(address)
-        guard fd >= 0 else { return "" }
-        defer { close(fd) }
-        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var data = [UInt8]()
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if count <= 0 { break }
-            data += buffer[0..<count]
-        }
-        return String(decoding: data, as: UTF8.self)
+        String(decoding: tcpExchange(address, bytes) ?? [], as: UTF8.self)
     }
 
     static func alive(_ process: ServiceProcess) -> Bool { process.process.isRunning }
