@@ -93,8 +93,8 @@ public final class TrustStore: Sendable {
         lookup { $0.members.first { $0.instance == instance } }
     }
 
-    /// The members of service kind `kind`, by instance name.
-    public func members(kind: String) -> [Member] { members.filter { $0.kind == kind }.sorted { $0.instance < $1.instance } }
+    /// The members of service kind `kind`, the most recently published first.
+    public func members(kind: String) -> [Member] { members.filter { $0.kind == kind } }
 
     /// The member whose control, public or events endpoint is `endpoint`.
     public func member(endpoint: String) -> Member? {
@@ -153,9 +153,21 @@ public final class TrustStore: Sendable {
         return stamp
     }
 
+    /// The records of the directory's files, the most recently written first: where two members
+    /// claim the same endpoint (one left over from an earlier run under another name), lookups
+    /// by endpoint find the one that published last, which is the one bound there now.
     private static func records(in directory: URL) -> [[String: String]] {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return [] }
-        return names.sorted().filter { $0.hasSuffix(".pub") }.compactMap { name in
+        func written(_ name: String) -> Double {
+            var info = stat()
+            guard stat(directory.appendingPathComponent(name).path, &info) == 0 else { return 0 }
+            return Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+        }
+        let stamped: [(name: String, written: Double)] = names.filter { $0.hasSuffix(".pub") }.map { ($0, written($0)) }
+        let ordered: [String] = stamped.sorted { a, b in
+            a.written != b.written ? a.written > b.written : a.name < b.name
+        }.map { $0.name }
+        return ordered.compactMap { (name: String) -> [String: String]? in
             guard let text = try? String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8),
                   text.utf8.count < 4096 else { return nil }
             var fields: [String: String] = [:]
