@@ -60,6 +60,8 @@ public final class ServiceRuntime {
 
     private let requestsTotal: Counter
     private let refusedTotal: Counter
+    /// At most one refusal warning a second (the counter counts them all).
+    private let refusalWarnings = WarningBudget(perSeconds: 1)
     private let malformedTotal: Counter
     private let repliesDropped: Counter
     private let requestSeconds: Histogram
@@ -469,10 +471,15 @@ public final class ServiceRuntime {
         let plane = RequestPlane.of(request.body)
         guard plane.admits(request.caller) else {
             refusedTotal.increment()
-            logger.warning("refused request: its plane needs another credential",
-                           metadata: ["body": "\(request.body.name)", "plane": "\(plane.rawValue)", "caller": "\(request.caller)",
-                                      "peer": "\(request.source.isEmpty ? request.peer.description : request.source)",
-                                      "endpoint": "\(request.peer.viaControl ? boundControlEndpoint ?? "" : boundEndpoint)"])
+            let budget = refusalWarnings.take()
+            if budget.allowed {
+                var metadata: Logger.Metadata = [
+                    "body": "\(request.body.name)", "plane": "\(plane.rawValue)", "caller": "\(request.caller)",
+                    "peer": "\(request.source.isEmpty ? request.peer.description : request.source)",
+                    "endpoint": "\(request.peer.viaControl ? boundControlEndpoint ?? "" : boundEndpoint)"]
+                if budget.suppressed > 0 { metadata["suppressed"] = "\(budget.suppressed)" }
+                logger.warning("refused request: its plane needs another credential", metadata: metadata)
+            }
             let message = request.peer.viaControl
                 ? "\(request.body.name) belongs to the \(plane.rawValue) plane, which \(request.caller) may not use."
                 : "\(request.body.name) belongs to the \(plane.rawValue) plane: send it to the control endpoint with a cluster or operator key (docs/security.md)."

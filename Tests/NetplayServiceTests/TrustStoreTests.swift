@@ -70,6 +70,14 @@ struct TrustStoreTests {
         }
     }
 
+    @Test func aFloodOfRefusalsLogsOncePerIntervalAndCountsTheRest() {
+        let budget = WarningBudget(perSeconds: 1)
+        #expect(budget.take(now: 1_000_000_000) == (true, 0))
+        for step in 1...99 { #expect(!budget.take(now: 1_000_000_000 + UInt64(step) * 5_000_000).allowed) }
+        #expect(budget.take(now: 2_000_000_001) == (true, 99))
+        #expect(budget.take(now: 3_500_000_000) == (true, 0))
+    }
+
     @Test func everyBodyHasAPlaneAndStrangersGetOnlyThePublicOne() {
         #expect(RequestPlane.of(.closeRelaySessionRequest(.init())) == .cluster)
         #expect(RequestPlane.of(.registerRelayRequest(.init())) == .cluster)

@@ -22,6 +22,15 @@ public enum ZAPAuthenticator {
 
     private static let registries = Mutex<[UInt: Registry]>([:])
     private static let logger = Logger(label: "netplay.zap")
+    private static let warnings = WarningBudget(perSeconds: 1)
+
+    private static func warn(_ message: Logger.Message, _ metadata: Logger.Metadata) {
+        let budget = warnings.take()
+        guard budget.allowed else { return }
+        var metadata = metadata
+        if budget.suppressed > 0 { metadata["suppressed"] = "\(budget.suppressed)" }
+        logger.warning(message, metadata: metadata)
+    }
 
     /// Registers `store` as the policy of a new control domain in `context` (starting the
     /// context's handler on first use) and returns the domain to set on control sockets.
@@ -115,12 +124,12 @@ public enum ZAPAuthenticator {
             return reply("400", "unknown domain")
         }
         guard mechanism == "CURVE", frames.count >= 7, frames[6].count == 32 else {
-            logger.warning("control connection refused: not CurveZMQ", metadata: ["peer": "\(address)", "mechanism": "\(mechanism)"])
+            warn("control connection refused: not CurveZMQ", ["peer": "\(address)", "mechanism": "\(mechanism)"])
             return reply("400", "CurveZMQ with a cluster or operator key is required")
         }
         guard let caller = store.caller(forPublicKey: frames[6]) else {
-            logger.warning("control connection refused: key not in the trust store",
-                           metadata: ["peer": "\(address)", "key": "\(Z85.encode(frames[6]) ?? "?")"])
+            warn("control connection refused: key not in the trust store",
+                 ["peer": "\(address)", "key": "\(Z85.encode(frames[6]) ?? "?")"])
             return reply("400", "key not in the trust store")
         }
         return reply("200", "OK", user: userId(for: caller))
