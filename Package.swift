@@ -67,7 +67,7 @@ let package = Package(
         ),
         .target(
             name: "Coordinator",
-            dependencies: ["CSQLite", "NetplayAuth", "Discovery", "NetplayService", "NetplayWire",
+            dependencies: ["CSQLite", "NetplayAuth", "NetplayService", "NetplayWire",
                            .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(

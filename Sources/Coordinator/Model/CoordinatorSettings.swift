@@ -1,4 +1,3 @@
-import Discovery
 import NetplayAuth
 import NetplayService
 

@@ -1,5 +1,4 @@
 import ArgumentParser
-import Discovery
 import NetplayAuth
 import NetplayService
 

@@ -1,4 +1,3 @@
-import Discovery
 import NetplayService
 import NetplayWire
 

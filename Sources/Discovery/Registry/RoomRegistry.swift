@@ -24,21 +24,6 @@ public struct RoomRegistryLimits: Sendable, Equatable {
     }
 }
 
-/// A point in time for the registry: monotonic milliseconds (expiry) and wall-clock milliseconds
-/// (the timestamps rooms carry). Passed in, so the registry has no clock of its own.
-public struct RegistryTime: Sendable, Equatable {
-    /// Monotonic milliseconds (any origin).
-    public var monotonicMs: UInt64
-    /// Milliseconds since the Unix epoch.
-    public var unixMs: UInt64
-
-    /// Creates a time.
-    public init(monotonicMs: UInt64, unixMs: UInt64) {
-        self.monotonicMs = monotonicMs
-        self.unixMs = unixMs
-    }
-}
-
 /// The room registry: soft state with a TTL per room, ordered by room id for paging, with one
 /// global sequence that numbers every change (the watch protocol's backbone).
 ///

@@ -1,4 +1,5 @@
 import Foundation
+import NetplayService
 import ArgumentParser
 
 /// netplay-discovery's own flags, each with a `NETPLAY_*` environment fallback (shown in

@@ -53,7 +53,8 @@ public struct SettingResolver: Sendable {
     /// An IPv4 address.
     public func ipv4(_ flag: String?, _ variable: String, name: String, default value: String) throws -> String {
         guard let text = text(flag, variable) else { return value }
-        guard UDPAddress.parseIP(text) != nil else {
+        var parsed = in_addr()
+        guard inet_pton(AF_INET, text, &parsed) == 1 else {
             throw ValidationError("\(name) must be an IPv4 address such as 0.0.0.0, got '\(text)'")
         }
         return text

@@ -1,5 +1,3 @@
-import NetplayService
-
 /// The opaque paging token of room lists: the last room id of the previous page, so a page
 /// continues after it in room-id order however the registry changed in between (a room added
 /// behind the cursor is not listed again, one removed ahead is simply not there).
