@@ -40,11 +40,6 @@ public final class Poller {
         return items.count - 1
     }
 
-    /// Changes the events watched for item `index` (e.g. add `.writable` only while output is queued).
-    public func setEvents(_ events: PollEvents, at index: Int) {
-        items[index].events = events.rawValue
-    }
-
     /// Removes the item at `index`; later items move down by one.
     public func remove(at index: Int) {
         items.remove(at: index)
