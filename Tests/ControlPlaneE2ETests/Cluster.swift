@@ -4,54 +4,19 @@ import NetplayTestSupport
 import NetplayWire
 import Synchronization
 
-/// Discovery and coordinator as real processes on free loopback ports, plus fake relays.
-final class ControlPlane {
-    let discoveryEndpoint = TestPorts.endpoint()
-    let discoveryEvents = TestPorts.endpoint()
-    let coordinatorEndpoint = TestPorts.endpoint()
-    let coordinatorEvents = TestPorts.endpoint()
-    let dataRoot = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-cp-\(UUID().uuidString)").path
-    var discovery: ServiceProcess?
-    var coordinator: ServiceProcess?
-    let coordinatorArguments: [String]
-    /// The trust store the services share (relays and the operator are keys in it).
-    var keys: TestKeys { TestKeys(dataRoot: dataRoot) }
+/// Discovery and coordinator as real processes on free loopback ports (events on), plus fake relays.
+final class ControlPlane: TestCluster, @unchecked Sendable {
     static let secret = String(repeating: "5a", count: 32)
 
     init(discovery startDiscovery: Bool = true, coordinator extra: [String] = [], discoveryArguments: [String] = []) throws {
-        coordinatorArguments = extra
-        if startDiscovery { try self.startDiscovery(discoveryArguments) }
-        try startCoordinator()
-    }
-
-    deinit {
-        discovery?.kill9()
-        coordinator?.kill9()
-        try? FileManager.default.removeItem(atPath: dataRoot)
-    }
-
-    func startDiscovery(_ extra: [String] = []) throws {
-        discovery = try ServiceProcess("netplay-discovery", [
-            "--endpoint", discoveryEndpoint, "--events", discoveryEvents, "--data-dir", dataRoot + "/discovery",
-            "--instance", "discovery-1", "--beacon-port", "0", "--retroarch-port", "0", "--sync-interval", "0.2",
-        ] + extra, environment: ["NETPLAY_TELEMETRY": "none"])
-        try waitHealthy(discoveryEndpoint, discovery!)
-    }
-
-    func startCoordinator(instance: String = "coordinator-1") throws {
-        coordinator = try ServiceProcess("netplay-coordinator", [
-            "--endpoint", coordinatorEndpoint, "--events", coordinatorEvents, "--data-dir", dataRoot + "/coordinator",
-            "--instance", instance, "--discovery", discoveryEndpoint, "--cluster-secret", Self.secret,
-            "--room-ttl", "3",
-        ] + coordinatorArguments, environment: ["NETPLAY_TELEMETRY": "none"])
-        try waitHealthy(coordinatorEndpoint, coordinator!)
-    }
-
-    func waitHealthy(_ endpoint: String, _ process: ServiceProcess) throws {
-        let probe = try BlockingClient(endpoint: endpoint, timeout: 0.2)
-        guard eventually(within: 20, { (try? probe.request(.healthRequest(HealthRequest()))) != nil }) else {
-            throw HarnessError("\(process.name) did not start: \(process.log)")
-        }
+        var options = Options(secret: Self.secret)
+        options.name = "cp"
+        options.events = true
+        options.discovery = startDiscovery
+        options.relay = false
+        options.discoveryArguments = discoveryArguments
+        options.coordinatorArguments = ["--room-ttl", "3"] + extra
+        try super.init(options)
     }
 
     func coordinatorClient(timeout: Double = 5) throws -> BlockingClient { try BlockingClient(endpoint: coordinatorEndpoint, timeout: timeout) }

@@ -7,67 +7,14 @@ import Synchronization
 
 /// Discovery, coordinator and one relay as real processes on free loopback ports sharing a
 /// cluster secret, plus netplay-peer processes against them; all killed with the cluster.
-final class CoreCluster: @unchecked Sendable {
+final class CoreCluster: TestCluster, @unchecked Sendable {
     static let secret = String(repeating: "c3", count: 32)
-    let discoveryEndpoint = TestPorts.endpoint()
-    let coordinatorEndpoint = TestPorts.endpoint()
-    let relayEndpoint = TestPorts.endpoint()
-    let dataRoot = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-core-e2e-\(UUID().uuidString)").path
-    private var services: [ServiceProcess] = []
-    private var peers: [ServiceProcess] = []
 
     init() throws {
-        let discovery = try ServiceProcess("netplay-discovery", [
-            "--endpoint", discoveryEndpoint, "--events", "none", "--data-dir", dataRoot + "/discovery",
-            "--instance", "discovery-1", "--beacon-port", "0", "--retroarch-port", "0", "--sync-interval", "0.2",
-        ], environment: ["NETPLAY_TELEMETRY": "none"])
-        services.append(discovery)
-        try waitHealthy(discoveryEndpoint, discovery)
-        let coordinator = try ServiceProcess("netplay-coordinator", [
-            "--endpoint", coordinatorEndpoint, "--events", "none", "--data-dir", dataRoot + "/coordinator",
-            "--instance", "coordinator-1", "--discovery", discoveryEndpoint, "--cluster-secret", Self.secret,
-            "--password-cost", "minimum", "--relay-refresh-interval", "0.5",
-        ], environment: ["NETPLAY_TELEMETRY": "none"])
-        services.append(coordinator)
-        try waitHealthy(coordinatorEndpoint, coordinator)
-        let relay = try ServiceProcess("netplay-sync", [
-            "--endpoint", relayEndpoint, "--events", "none", "--data-dir", dataRoot + "/sync-0",
-            "--instance", "sync-0", "--coordinator", coordinatorEndpoint, "--cluster-secret", Self.secret,
-        ], environment: ["NETPLAY_TELEMETRY": "none"])
-        services.append(relay)
-        try waitHealthy(relayEndpoint, relay)
-        let client = try BlockingClient(endpoint: coordinatorEndpoint, timeout: 1)
-        let listed = eventually(within: 10) {
-            guard case .listRelaysResponse(let list)? = try? client.request(.listRelaysRequest(ListRelaysRequest())) else { return false }
-            return list.relays.contains { $0.relayId == "sync-0" }
-        }
-        guard listed else { throw HarnessError("the relay did not register: \(relay.log)") }
-    }
-
-    deinit {
-        for process in peers + services.reversed() { process.kill9() }
-        try? FileManager.default.removeItem(atPath: dataRoot)
-    }
-
-    private func waitHealthy(_ endpoint: String, _ process: ServiceProcess) throws {
-        let probe = try BlockingClient(endpoint: endpoint, timeout: 0.2)
-        guard eventually(within: 30, { (try? probe.request(.healthRequest(HealthRequest()))) != nil }) else {
-            throw HarnessError("\(process.name) did not start: \(process.log)")
-        }
-    }
-
-    /// Starts `netplay-peer <command>` against this cluster.
-    func peer(_ command: String, _ arguments: [String], environment: [String: String] = [:]) throws -> ServiceProcess {
-        let process = try ServiceProcess("netplay-peer", [command, "--discovery", discoveryEndpoint,
-                                                          "--coordinator", coordinatorEndpoint] + arguments, environment: environment)
-        peers.append(process)
-        return process
-    }
-
-    /// The replay files the relay wrote.
-    var replayFiles: [String] {
-        let directory = dataRoot + "/sync-0/replays"
-        return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted().map { directory + "/" + $0 }
+        var options = Options(secret: Self.secret)
+        options.name = "core-e2e"
+        options.coordinatorArguments = ["--password-cost", "minimum", "--relay-refresh-interval", "0.5"]
+        try super.init(options)
     }
 }
 

@@ -7,83 +7,17 @@ import Testing
 
 /// Discovery, coordinator and one relay as real processes on free loopback ports, sharing a
 /// cluster secret, plus helpers to run netplay-peer processes against them.
-final class PlayCluster: @unchecked Sendable {
+final class PlayCluster: TestCluster, @unchecked Sendable {
     static let secret = String(repeating: "a7", count: 32)
-    let discoveryEndpoint = TestPorts.endpoint()
-    let coordinatorEndpoint = TestPorts.endpoint()
-    let relayEndpoint = TestPorts.endpoint()
-    let relayEvents = TestPorts.endpoint()
-    let dataRoot = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-play-\(UUID().uuidString)").path
-    private(set) var discovery: ServiceProcess?
-    private(set) var coordinator: ServiceProcess?
-    private(set) var relay: ServiceProcess?
-    private var peers: [ServiceProcess] = []
-    /// The services' environment: no telemetry, and the cluster's CurveZMQ secret key if any.
-    private let serviceEnvironment: [String: String]
-    /// The cluster's CurveZMQ public key (nil: a plain cluster); the harness's own requests use it.
-    let serverKey: [UInt8]?
 
-    /// `curveSecretKey` (Z85): every service encrypts with it (NETPLAY_CURVE_SECRET_KEY); nil: plain.
+    /// `curveSecretKey` (Z85): every service encrypts its public endpoint with it
+    /// (NETPLAY_CURVE_SECRET_KEY); nil: plain.
     init(curveSecretKey: String? = nil) throws {
-        serviceEnvironment = ["NETPLAY_TELEMETRY": "none"].merging(curveSecretKey.map { ["NETPLAY_CURVE_SECRET_KEY": $0] } ?? [:]) { $1 }
-        serverKey = try CurveClientOptions.serverKey(flag: nil, environment: serviceEnvironment)
-        discovery = try ServiceProcess("netplay-discovery", [
-            "--endpoint", discoveryEndpoint, "--events", "none", "--data-dir", dataRoot + "/discovery",
-            "--instance", "discovery-1", "--beacon-port", "0", "--retroarch-port", "0", "--sync-interval", "0.2",
-        ], environment: serviceEnvironment)
-        try waitHealthy(discoveryEndpoint, discovery!)
-        coordinator = try ServiceProcess("netplay-coordinator", [
-            "--endpoint", coordinatorEndpoint, "--events", "none", "--data-dir", dataRoot + "/coordinator",
-            "--instance", "coordinator-1", "--discovery", discoveryEndpoint, "--cluster-secret", Self.secret,
-            "--password-cost", "minimum", "--relay-refresh-interval", "0.5",
-        ], environment: serviceEnvironment)
-        try waitHealthy(coordinatorEndpoint, coordinator!)
-        try startRelay()
-    }
-
-    deinit {
-        for peer in peers { peer.kill9() }
-        relay?.kill9()
-        coordinator?.kill9()
-        discovery?.kill9()
-        try? FileManager.default.removeItem(atPath: dataRoot)
-    }
-
-    /// Starts (or restarts) the relay `sync-0` on its endpoint and waits until the coordinator lists it.
-    func startRelay() throws {
-        relay = try ServiceProcess("netplay-sync", [
-            "--endpoint", relayEndpoint, "--events", relayEvents, "--data-dir", dataRoot + "/sync-0",
-            "--instance", "sync-0", "--coordinator", coordinatorEndpoint, "--cluster-secret", Self.secret,
-        ], environment: serviceEnvironment)
-        try waitHealthy(relayEndpoint, relay!)
-        let client = try BlockingClient(endpoint: coordinatorEndpoint, timeout: 1, serverKey: serverKey)
-        let listed = eventually(within: 10) {
-            guard case .listRelaysResponse(let list)? = try? client.request(.listRelaysRequest(ListRelaysRequest())) else { return false }
-            return list.relays.contains { $0.relayId == "sync-0" }
-        }
-        guard listed else { throw HarnessError("the relay did not register: \(relay!.log)") }
-    }
-
-    /// Kills the relay with SIGKILL (no drain, no goodbye) and starts a fresh one on the same
-    /// endpoint and data directory.
-    func restartRelayAfterCrash() throws {
-        relay?.kill9()
-        try startRelay()
-    }
-
-    func waitHealthy(_ endpoint: String, _ process: ServiceProcess) throws {
-        let probe = try BlockingClient(endpoint: endpoint, timeout: 0.2, serverKey: serverKey)
-        guard eventually(within: 30, { (try? probe.request(.healthRequest(HealthRequest()))) != nil }) else {
-            throw HarnessError("\(process.name) did not start: \(process.log)")
-        }
-    }
-
-    /// Starts `netplay-peer <command>` against this cluster (with `environment` added).
-    func peer(_ command: String, _ arguments: [String], environment: [String: String] = [:]) throws -> ServiceProcess {
-        let process = try ServiceProcess("netplay-peer", [command, "--discovery", discoveryEndpoint,
-                                                          "--coordinator", coordinatorEndpoint] + arguments, environment: environment)
-        peers.append(process)
-        return process
+        var options = Options(secret: Self.secret)
+        options.name = "play"
+        options.coordinatorArguments = ["--password-cost", "minimum", "--relay-refresh-interval", "0.5"]
+        options.curveSecretKey = curveSecretKey
+        try super.init(options)
     }
 
     /// Creates a relay session for the arena at the coordinator, hosted by "alice".
@@ -119,12 +53,6 @@ final class PlayCluster: @unchecked Sendable {
         #expect(host.waitFor("match running", within: 60), "the match did not start: \(host.log)\n\(join.log)",
                 sourceLocation: sourceLocation)
         return (host, join)
-    }
-
-    /// The replay files the relay wrote.
-    var replayFiles: [String] {
-        let directory = dataRoot + "/sync-0/replays"
-        return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted().map { directory + "/" + $0 }
     }
 
     /// Waits (20 s at most) for the relay to finish the match's one replay file, replays it with
