@@ -1,6 +1,6 @@
 // swift-tools-version: 6.1
 // The Netplay toolkit: separate services over ZeroMQ + protobuf-c, a rollback engine,
-// and the client SDK. See README.md and docs/ for the architecture.
+// and the client SDK. Targets are listed by layer, lowest first. See README.md and docs/.
 import PackageDescription
 
 let package = Package(
@@ -31,7 +31,7 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
-        // MARK: C libraries
+        // MARK: C libraries: libzmq, protoc-c output, libsodium, SQLite, the libretro API, process helpers
         // libzmq's headers live in /usr/include; linking is declared in the module map.
         // (pkg-config is not used: Debian's libzmq.pc adds -isystem flags SwiftPM rejects.)
         .systemLibrary(name: "CZeroMQ", providers: [.apt(["libzmq3-dev"])]),
@@ -39,8 +39,12 @@ let package = Package(
             name: "CNetplayProto",
             linkerSettings: [.linkedLibrary("protobuf-c")]
         ),
+        .systemLibrary(name: "CSodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+        .target(name: "CLibretro"),
+        .target(name: "CSupervisor"),
 
-        // MARK: Libraries
+        // MARK: Foundation: the ZeroMQ binding, wire types, the service runtime (trust planes included), auth
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
         .target(name: "NetplayWire", dependencies: ["CNetplayProto"]),
         .target(
@@ -51,16 +55,14 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        .target(name: "NetplayAuth", dependencies: ["CSodium", "NetplayWire"]),
+
+        // MARK: The engine: rollback (pure Swift), sample games, the libretro core host
         .target(name: "Rollback"),
         .target(name: "Games", dependencies: ["Rollback"]),
-        // libretro core host (issue 7): the API subset and per-core callback slots in C, the host in Swift.
-        .target(name: "CLibretro"),
         .target(name: "Libretro", dependencies: ["Rollback", "CLibretro"], linkerSettings: [.linkedLibrary("dl")]),
 
-        // MARK: Control plane (issue 4): tickets and passwords, discovery, coordinator
-        .systemLibrary(name: "CSodium", providers: [.apt(["libsodium-dev"])]),
-        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
-        .target(name: "NetplayAuth", dependencies: ["CSodium", "NetplayWire"]),
+        // MARK: Services: one library each, no service library depends on another
         .target(
             name: "Discovery",
             dependencies: ["NetplayAuth", "NetplayService", "NetplayWire", .product(name: "Logging", package: "swift-log")]
@@ -70,109 +72,10 @@ let package = Package(
             dependencies: ["CSQLite", "NetplayAuth", "NetplayService", "NetplayWire",
                            .product(name: "Logging", package: "swift-log")]
         ),
-        .executableTarget(
-            name: "netplay-discovery",
-            dependencies: ["Discovery", "NetplayService", .product(name: "ArgumentParser", package: "swift-argument-parser")]
-        ),
-        .executableTarget(
-            name: "netplay-coordinator",
-            dependencies: ["Coordinator", "NetplayService", .product(name: "ArgumentParser", package: "swift-argument-parser")]
-        ),
-        .testTarget(name: "NetplayAuthTests", dependencies: ["NetplayAuth", "NetplayWire"]),
-        .testTarget(
-            name: "DiscoveryTests",
-            dependencies: ["Discovery", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-discovery",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")]
-        ),
-        .testTarget(
-            name: "CoordinatorTests",
-            dependencies: ["Coordinator", "NetplayAuth", "NetplayService", "NetplayWire", "NetplayTestSupport"]
-        ),
-        .testTarget(
-            name: "ControlPlaneE2ETests",
-            dependencies: ["NetplayAuth", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-discovery",
-                           "netplay-coordinator", "netplayctl"]
-        ),
-
-        // MARK: Executables (thin: argument parsing over the libraries)
-        .executableTarget(
-            name: "netplayctl",
-            dependencies: [
-                "NetplayService", "NetplayWire", "ZeroMQ", "Discovery",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
-        ),
-        .executableTarget(
-            name: "netplay-bench",
-            dependencies: [
-                "ZeroMQ", "NetplayWire", "Rollback", "Games", "Libretro", "Discovery", "Coordinator", "NetplayService",
-                "NetplayAuth", "InputSync",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            path: "Benchmarks/netplay-bench"
-        ),
-
-        // MARK: Tests
-        .target(name: "NetplayTestSupport", dependencies: ["NetplayService", "NetplayWire", "ZeroMQ"], path: "Tests/Support"),
-        .executableTarget(
-            name: "netplay-sample-service",
-            dependencies: [
-                "NetplayService", "NetplayWire",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            path: "Tests/Fixtures/SampleService"
-        ),
-        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
-        .testTarget(name: "NetplayWireTests", dependencies: ["NetplayWire", "CNetplayProto"]),
-        .testTarget(
-            name: "NetplayServiceTests",
-            dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sample-service"]
-        ),
-        .testTarget(name: "RollbackTests", dependencies: ["Rollback", "Games"]),
-        .testTarget(name: "GamesTests", dependencies: ["Games", "Rollback"]),
-        .testTarget(name: "LibretroTests", dependencies: ["Libretro", "Rollback", "NetplayTestSupport"]),
-        .testTarget(
-            name: "LibretroE2ETests",
-            dependencies: ["Libretro", "NetplayService", "NetplayWire", "NetplayTestSupport",
-                           "netplay-sync", "netplay-peer", "netplay-discovery", "netplay-coordinator"]
-        ),
-
-        // MARK: Data plane (issue 5): the relay, the client SDK, the headless peer
         .target(
             name: "InputSync",
             dependencies: ["NetplayAuth", "NetplayService", "NetplayWire", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
         ),
-        .executableTarget(
-            name: "netplay-sync",
-            dependencies: ["InputSync", "NetplayAuth", "NetplayService", .product(name: "ArgumentParser", package: "swift-argument-parser")]
-        ),
-        .target(
-            name: "NetplayKit",
-            dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "Rollback", "Games", "ZeroMQ",
-                           .product(name: "Logging", package: "swift-log")]
-        ),
-        .executableTarget(
-            name: "netplay-peer",
-            dependencies: ["NetplayKit", "InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "Rollback", "Games", "Libretro",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")]
-        ),
-        .testTarget(
-            name: "InputSyncTests",
-            dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sync"]
-        ),
-        .testTarget(
-            name: "NetplayKitTests",
-            dependencies: ["NetplayKit", "InputSync", "NetplayService", "NetplayWire", "Rollback", "Games", "NetplayTestSupport"]
-        ),
-        .testTarget(
-            name: "PlayE2ETests",
-            dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "NetplayTestSupport",
-                           "netplay-sync", "netplay-peer", "netplay-discovery", "netplay-coordinator",
-                           "netplay-bench"]
-        ),
-
-        // MARK: Operations (issue 6): telemetry, supervisor, cluster
-        .target(name: "CSupervisor"),
         .target(
             name: "Telemetry",
             dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
@@ -185,6 +88,27 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
             ]
         ),
+
+        // MARK: The client SDK
+        .target(
+            name: "NetplayKit",
+            dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "Rollback", "Games", "ZeroMQ",
+                           .product(name: "Logging", package: "swift-log")]
+        ),
+
+        // MARK: Executables: thin argument parsing over the libraries
+        .executableTarget(
+            name: "netplay-discovery",
+            dependencies: ["Discovery", "NetplayService", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
+            name: "netplay-coordinator",
+            dependencies: ["Coordinator", "NetplayService", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
+            name: "netplay-sync",
+            dependencies: ["InputSync", "NetplayAuth", "NetplayService", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .executableTarget(
             name: "netplay-telemetry",
             dependencies: ["Telemetry", "NetplayService", .product(name: "ArgumentParser", package: "swift-argument-parser")]
@@ -192,6 +116,65 @@ let package = Package(
         .executableTarget(
             name: "netplay-supervisor",
             dependencies: ["Supervisor", "NetplayService", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
+            name: "netplayctl",
+            dependencies: [
+                "NetplayService", "NetplayWire", "ZeroMQ", "Discovery",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "netplay-peer",
+            dependencies: ["NetplayKit", "InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "Rollback", "Games", "Libretro",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+
+        // MARK: Benchmarks (make bench)
+        .executableTarget(
+            name: "netplay-bench",
+            dependencies: [
+                "ZeroMQ", "NetplayWire", "Rollback", "Games", "Libretro", "Discovery", "Coordinator", "NetplayService",
+                "NetplayAuth", "InputSync",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Benchmarks/netplay-bench"
+        ),
+
+        // MARK: Test support: real processes, clusters, keys; a sample service for the runtime's tests
+        .target(name: "NetplayTestSupport", dependencies: ["NetplayService", "NetplayWire", "ZeroMQ"], path: "Tests/Support"),
+        .executableTarget(
+            name: "netplay-sample-service",
+            dependencies: [
+                "NetplayService", "NetplayWire",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tests/Fixtures/SampleService"
+        ),
+
+        // MARK: Unit, property and fuzz tests (plus each library's own process tests)
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
+        .testTarget(name: "NetplayWireTests", dependencies: ["NetplayWire", "CNetplayProto"]),
+        .testTarget(
+            name: "NetplayServiceTests",
+            dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sample-service"]
+        ),
+        .testTarget(name: "NetplayAuthTests", dependencies: ["NetplayAuth", "NetplayWire"]),
+        .testTarget(name: "RollbackTests", dependencies: ["Rollback", "Games"]),
+        .testTarget(name: "GamesTests", dependencies: ["Games", "Rollback"]),
+        .testTarget(name: "LibretroTests", dependencies: ["Libretro", "Rollback", "NetplayTestSupport"]),
+        .testTarget(
+            name: "DiscoveryTests",
+            dependencies: ["Discovery", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-discovery",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .testTarget(
+            name: "CoordinatorTests",
+            dependencies: ["Coordinator", "NetplayAuth", "NetplayService", "NetplayWire", "NetplayTestSupport"]
+        ),
+        .testTarget(
+            name: "InputSyncTests",
+            dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sync"]
         ),
         .testTarget(
             name: "TelemetryTests",
@@ -202,16 +185,37 @@ let package = Package(
             dependencies: ["Supervisor", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-supervisor",
                            "netplay-sample-service"]
         ),
-        // The threat model: attacks on a real cluster run by netplay-supervisor (docs/security.md).
         .testTarget(
-            name: "SecurityTests",
-            dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-supervisor", "netplay-telemetry",
-                           "netplay-discovery", "netplay-coordinator", "netplay-sync", "netplayctl", "netplay-peer"]
+            name: "NetplayKitTests",
+            dependencies: ["NetplayKit", "InputSync", "NetplayService", "NetplayWire", "Rollback", "Games", "NetplayTestSupport"]
+        ),
+
+        // MARK: End to end: real clusters, real players, real RetroArch and emulator cores; the threat model
+        .testTarget(
+            name: "ControlPlaneE2ETests",
+            dependencies: ["NetplayAuth", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-discovery",
+                           "netplay-coordinator", "netplayctl"]
+        ),
+        .testTarget(
+            name: "PlayE2ETests",
+            dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "NetplayTestSupport",
+                           "netplay-sync", "netplay-peer", "netplay-discovery", "netplay-coordinator",
+                           "netplay-bench"]
+        ),
+        .testTarget(
+            name: "LibretroE2ETests",
+            dependencies: ["Libretro", "NetplayService", "NetplayWire", "NetplayTestSupport",
+                           "netplay-sync", "netplay-peer", "netplay-discovery", "netplay-coordinator"]
         ),
         .testTarget(
             name: "ClusterE2ETests",
             dependencies: ["NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-supervisor", "netplay-telemetry",
                            "netplay-sample-service", "netplay-discovery", "netplay-coordinator", "netplay-sync", "netplay-peer"]
+        ),
+        .testTarget(
+            name: "SecurityTests",
+            dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-supervisor", "netplay-telemetry",
+                           "netplay-discovery", "netplay-coordinator", "netplay-sync", "netplayctl", "netplay-peer"]
         ),
     ]
 )
