@@ -1,0 +1,15 @@
+import Foundation
+import NetplayWire
+
+/// Topic names of the coordinator's events.
+public enum SessionTopics {
+    /// `sessions.` + the kind's name without its prefix, lower-cased (e.g. `sessions.player_joined`).
+    public static func topic(for kind: SessionEventKind) -> String {
+        "sessions." + kind.protoName.replacingOccurrences(of: "SESSION_EVENT_KIND_", with: "").lowercased()
+    }
+
+    /// `relays.` + the kind's name without its prefix, lower-cased (e.g. `relays.dropped`).
+    public static func topic(for kind: RelayEventKind) -> String {
+        "relays." + kind.protoName.replacingOccurrences(of: "RELAY_EVENT_KIND_", with: "").lowercased()
+    }
+}

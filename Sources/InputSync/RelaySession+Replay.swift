@@ -1,0 +1,62 @@
+import Foundation
+import NetplayService
+import NetplayWire
+
+// RelaySession: the replay file (continuing it after a restart, opening it) and ending the session.
+extension RelaySession {
+    // MARK: - Replay
+
+    /// A session rebuilt after a restart continues the replay the dead relay left, when the
+    /// rebuilt timeline still holds the first frame that file lacks; otherwise says why not.
+    func continueReplay() {
+        guard let directory = configuration.replayDirectory, replay == nil else { return }
+        do {
+            guard let writer = try ReplayWriter(continuing: sessionId, in: directory) else { return }
+            guard writer.nextFrame >= timeline.origin else {
+                transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()), severity: .error,
+                                  message: "cannot continue the replay of \(sessionId): frames \(writer.nextFrame) ..< \(timeline.origin) were lost with the relay",
+                                  sessionId: sessionId)
+                writer.finish(footerReason: "relay restarted; frames from \(writer.nextFrame) were lost", finalChecksum: 0)
+                return
+            }
+            replay = writer
+        } catch {
+            transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()), severity: .error,
+                              message: "cannot continue the replay of \(sessionId): \(error)", sessionId: sessionId)
+        }
+    }
+
+    func openReplay(now: UInt64) {
+        guard let directory = configuration.replayDirectory, replay == nil else { return }
+        let header = ReplayHeader(formatVersion: 1, sessionId: sessionId,
+                                  content: content ?? ContentInfo(gameName: "unknown"), params: params,
+                                  players: players.compactMap { $0?.info },
+                                  startedAtUnixMs: wallClockMs(), startFrame: UInt32(timeline.origin),
+                                  gameOptions: Array(gameOptions.prefix(4096)))
+        do {
+            replay = try ReplayWriter(directory: directory, sessionId: sessionId, header: header,
+                                      startFrame: timeline.origin)
+        } catch {
+            transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()), severity: .error,
+                              message: "cannot write the replay of \(sessionId): \(error)", sessionId: sessionId)
+        }
+    }
+
+    /// Ends the session: everyone is told, the replay is finished and synced to disk.
+    func end(reason: DetachReason, detail: String, now: UInt64) {
+        guard !ended else { return }
+        ended = true
+        for participant in participants {
+            if let address = participant.address {
+                transport.send(.detach(Detach(reason: reason, message: String(detail.prefix(256)))), to: address)
+            }
+            participant.address = nil
+        }
+        replay?.finish(footerReason: detail, finalChecksum: checksums.agreed[timeline.confirmed] ?? 0,
+                       timeline: timeline)
+        replay = nil
+        transport.publish(topic: "sync.session_ended", .eventRecord(EventRecord()), severity: .info,
+                          message: "session \(sessionId) ended after \(timeline.confirmed) frames: \(detail)",
+                          sessionId: sessionId)
+    }
+}

@@ -1,0 +1,21 @@
+import NetplayWire
+
+/// Something notable that happened in a match (for logs, HUD toasts and tests).
+public enum MatchEvent: Sendable, Hashable {
+    /// The relay reported a participant's change (joined, left, lagging, caught up...).
+    case peer(PeerEventKind, slot: Int, name: String, frame: Int, detail: String)
+    /// The relay found diverging checksums at `frame`; `diverged` are the slots resynced.
+    case desync(frame: Int, diverged: [Int], resyncStarted: Bool)
+    /// A state was loaded from a transfer (resync, late join, reconnect) at `frame`.
+    case stateLoaded(frame: Int, reason: StateTransferReason)
+    /// This peer served its state to the relay for a transfer.
+    case stateServed(frame: Int, bytes: Int)
+    /// The connection to the relay was lost; reconnecting.
+    case reconnecting(attempt: Int)
+    /// Attached again after a reconnect.
+    case reconnected
+    /// The match started (frame 0, or the frame this peer joined at).
+    case started(frame: Int)
+    /// A service error received for something this peer sent.
+    case error(ErrorCode, String)
+}

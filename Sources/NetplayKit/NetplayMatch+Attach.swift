@@ -1,0 +1,156 @@
+import Foundation
+import Games
+import NetplayService
+import NetplayWire
+import Rollback
+
+// NetplayMatch: the attach and reconnect state machine (attach, backoff, re-attach, refusals,
+// ticket renewal) and building the engine once attached.
+extension NetplayMatch {
+    // MARK: Attaching
+
+    func sendAttach(now: UInt64, attempt: Int) {
+        let resume = attachedOnce
+        attachRequestId = takeRequestId()
+        let request = AttachRequest(ticket: admission.ticket, protocolVersion: 1, clientVersion: options.clientVersion,
+                                    resume: resume, confirmedFrames: UInt32(resume ? confirmedFrames : 0),
+                                    firstUnackedFrame: UInt32(max(ownNewest + 1, 0)), content: options.content,
+                                    gameOptions: Array(options.gameOptions.prefix(4096)),
+                                    historyFromFrame: UInt32(resume ? resendableHistoryStart : 0))
+        link.send(.attachRequest(request), requestId: attachRequestId, now: now)
+        phase = .attaching(attempt: attempt, nextAttemptMs: now, sentAtMs: now)
+        lastHeardMs = now
+    }
+
+    func scheduleReattach(attempt: Int, now: UInt64, why: String) {
+        guard attempt < options.backoff.maxAttempts else {
+            finish(.relayLost("\(why); gave up after \(attempt) attempts"))
+            return
+        }
+        let delay = UInt64(backoff.delayMs(attempt: attempt))
+        try? link.open()
+        phase = .attaching(attempt: attempt, nextAttemptMs: now + delay, sentAtMs: nil)
+        state = .connecting(to: admission.relayEndpoint, attempt: attempt)
+        if attachedOnce { note(.reconnecting(attempt: attempt)) }
+    }
+
+    func reconnect(now: UInt64, why: String) {
+        relayKnowsUs = false
+        scheduleReattach(attempt: 1, now: now, why: why)
+    }
+
+    func attached(_ response: AttachResponse, now: UInt64) {
+        let wasAttached = attachedOnce
+        attachedOnce = true
+        relayKnowsUs = true
+        params = response.params
+        slot = Int(response.slot)
+        peers = response.peers
+        if wasAttached, case .attaching = phase { note(.reconnected) }
+        if response.recovering, attachedOnce { resendForRecovery(response, now: now) }
+        if !response.running {
+            phase = .waitingForStart
+            updateLobbyState()
+            return
+        }
+        if response.stateFollows {
+            if case .none = engine {
+                phase = .awaitingState
+                state = .connecting(to: admission.relayEndpoint, attempt: 0)
+                return
+            }
+            // A returning player too far behind: it keeps its session and loads the state.
+        }
+        if case .none = engine {
+            do {
+                try makeEngine(at: Int(response.startFrame), game: initialGame)
+            } catch {
+                finish(.failed("cannot start the rollback session: \(error)"))
+                return
+            }
+        } else if !response.recovering {
+            resendOwnInputs(from: Int(response.awaitedInputFrame), now: now)
+        }
+        enterPlaying()
+    }
+
+    func enterPlaying() {
+        phase = .playing
+        state = .connected(slot: slot, players: peers.filter { $0.role == .player }.count)
+    }
+
+    func updateLobbyState() {
+        let players = peers.filter { $0.role == .player && $0.connected }.count
+        if slot == 1 && role == .player {
+            state = .hosting(roomName: admission.sessionId, players: players, maxPlayers: Int(params.maxPlayers))
+        } else {
+            state = .connected(slot: slot, players: players)
+        }
+    }
+
+    private func sessionConfiguration() -> SessionConfiguration {
+        var configuration = SessionConfiguration(playerCount: Int(params.maxPlayers), inputSize: Int(params.inputSize))
+        configuration.predictionWindow = Int(params.predictionWindow)
+        configuration.inputDelay = Int(params.frameDelay)
+        configuration.framesPerSecond = max(1, Int((Double(params.frameRateMhz) / 1000).rounded()))
+        configuration.checksumInterval = Int(params.checksumIntervalFrames)
+        configuration.stateRingCapacity = max(32, configuration.predictionWindow * 2 + 32)
+        configuration.inputHistory = max(1024, configuration.stateRingCapacity * 4 + 64)
+        configuration.disconnectTimeoutMs = 0
+        configuration.interruptTimeoutMs = 1_000
+        configuration.prediction = options.prediction
+        configuration.seed = SeededRandom.hash(0x4E45_5450, UInt64(slot))
+        return configuration
+    }
+
+    func makeEngine(at frame: Int, game: G) throws {
+        offset = frame
+        var configuration = sessionConfiguration()
+        // Checksums on the match's checksum frames even when the state is not at one.
+        configuration.matchFrameOffset = frame
+        if role == .player {
+            let players: [PlayerLocation] = (0 ..< Int(params.maxPlayers)).map { $0 == slot - 1 ? .local : .remote(relayPeer) }
+            engine = .player(try P2PSession(game: game, configuration: configuration, players: players, relay: relayPeer))
+        } else {
+            engine = .spectator(try SpectatorSession(game: game, configuration: configuration, host: relayPeer,
+                                                     catchUpThreshold: 2, catchUpSpeed: 1))
+        }
+        lastCheckedConfirmed = frame
+        note(.started(frame: frame))
+    }
+
+    func handleError(_ error: ErrorReply, requestId: UInt64, now: UInt64) {
+        note(.error(error.code, error.message))
+        if requestId != 0 && requestId == attachRequestId {
+            switch error.code {
+            case .ticketExpired where renewTicket():
+                scheduleReattach(attempt: 0, now: now, why: "ticket renewed")
+            case .unavailable, .overloaded, .shuttingDown, .timeout, .internal:
+                if case .attaching(let attempt, _, _) = phase {
+                    scheduleReattach(attempt: attempt + 1, now: now, why: error.message)
+                }
+            default:
+                finish(.refused(error.code, error.message))
+            }
+            return
+        }
+        if error.code == .unauthenticated && relayKnowsUs {
+            // The relay no longer knows this connection (restart, silence): attach again.
+            reconnect(now: now, why: "relay forgot the attachment")
+        }
+    }
+
+    /// Asks the coordinator for a fresh ticket (expired ticket on reconnect). Blocking, short.
+    private func renewTicket() -> Bool {
+        guard let coordinator = admission.coordinatorEndpoint, !admission.participantToken.isEmpty,
+              let client = try? BlockingClient(endpoint: coordinator, timeout: 1, serverKey: options.serverKey) else { return false }
+        let request = RenewTicketRequest(sessionId: admission.sessionId, participantId: admission.ticket.participantId,
+                                         participantToken: admission.participantToken)
+        guard case .sessionResponse(let response)? = try? client.request(.renewTicketRequest(request)),
+              let ticket = response.ticket else { return false }
+        admission.ticket = ticket
+        return true
+    }
+
+    /// Converts a relay broadcast into engine input messages (match frames to local frames).
+}

@@ -1,0 +1,161 @@
+import Foundation
+import Games
+import NetplayService
+import NetplayWire
+import Rollback
+
+// NetplayMatch: what the relay sends, and relay broadcasts turned into engine input messages.
+extension NetplayMatch {
+    // MARK: Receiving
+
+    func receive(_ envelope: Envelope, now: UInt64) {
+        switch envelope.body {
+        case .attachResponse(let response):
+            if envelope.requestId == attachRequestId || envelope.requestId == 0 {
+                if envelope.requestId == 0, !relayKnowsUs { return }
+                if envelope.requestId == 0, phase == .playing || phase == .awaitingState { return }
+                attached(response, now: now)
+            }
+        case .inputBroadcast(let broadcast):
+            guard phase == .playing else { return }
+            deliver(broadcast, now: now)
+        case .pong(let pong):
+            let sentMs = pong.echoSentAtUs / 1000
+            if now >= sentMs, now - sentMs < 60_000 { keepAliveRttMs = Int(now - sentMs) }
+            if case .player(let session) = engine {
+                session.handle(.qualityReply(QualityReply(echoedSentAtMs: pong.echoSentAtUs / 1000)), from: relayPeer, now: now)
+            } else if case .spectator(let session) = engine {
+                session.handle(.qualityReply(QualityReply(echoedSentAtMs: pong.echoSentAtUs / 1000)), from: relayPeer, now: now)
+            }
+        case .timeSyncHint(let hint):
+            self.hint = hint
+            hintFresh = true
+        case .stateRequest(let request):
+            serveState(request, now: now)
+        case .stateChunk(let chunk):
+            receiveChunk(chunk, now: now)
+        case .desyncNotice(let notice):
+            desyncs += 1
+            note(.desync(frame: Int(notice.frame), diverged: notice.divergedSlots.map(Int.init), resyncStarted: notice.resyncStarted))
+        case .peerEvent(let event):
+            note(.peer(event.kind, slot: Int(event.peer.slot), name: event.peer.name, frame: Int(event.frame), detail: event.detail))
+            if let index = peers.firstIndex(where: { $0.participantId == event.peer.participantId }) {
+                peers[index] = event.peer
+            } else {
+                peers.append(event.peer)
+            }
+            if phase == .waitingForStart { updateLobbyState() }
+        case .sessionStats(let stats):
+            lastSessionStats = stats
+        case .chatMessage(let message):
+            let line = ChatLine(from: message.fromName, slot: Int(message.fromSlot), text: message.text,
+                                sentAtUnixMs: message.sentAtUnixMs)
+            chatLines.append(line)
+            if chatLines.count > 200 { chatLines.removeFirst() }
+            chatContinuation.yield(line)
+        case .detach(let detach):
+            relayKnowsUs = false
+            switch detach.reason {
+            case .kicked: finish(.kicked(detach.message))
+            case .sessionEnded: finish(.sessionEnded(detach.message))
+            case .replaced: finish(.replaced)
+            case .protocolError: finish(.failed(detach.message))
+            default: reconnect(now: now, why: "detached: \(detach.reason.protoName) \(detach.message)")
+            }
+        case .error(let error):
+            handleError(error, requestId: envelope.requestId, now: now)
+        case .ack:
+            break
+        default:
+            break
+        }
+    }
+
+    private func deliver(_ broadcast: InputBroadcast, now: UInt64) {
+        let size = Int(params.inputSize)
+        guard Int(broadcast.inputSize) == size || broadcast.players.isEmpty else { return }
+        let ack = Int(broadcast.awaitedInputFrame) - 1 - offset
+        let confirmed = Int(broadcast.confirmedFrames) - 1 - offset
+        if broadcast.authoritative {
+            record(broadcast)
+            relayConfirmedFrames = max(relayConfirmedFrames, Int(broadcast.confirmedFrames))
+            if recoveryResend != nil { recoveryResend!.relayConfirmed = max(recoveryResend!.relayConfirmed, Int(broadcast.confirmedFrames)) }
+        }
+        var messages: [RollbackMessage] = []
+        let runs = broadcast.players.map { ($0, broadcast.authoritative) } + broadcast.forwarded.map { ($0, false) }
+        for (run, authoritative) in runs {
+            let player = Int(run.slot) - 1
+            guard player >= 0, player < Int(params.maxPlayers), run.inputs.count % size == 0 else { continue }
+            let count = run.inputs.count / size
+            var index = max(0, offset - Int(run.startFrame))
+            while index < count {
+                let origin = authoritative ? Self.origin(run.status.isEmpty ? .received : run.status[min(index, run.status.count - 1)]) : .peer
+                var end = index + 1
+                while end < count,
+                      (authoritative ? Self.origin(run.status.isEmpty ? .received : run.status[min(end, run.status.count - 1)]) : .peer) == origin {
+                    end += 1
+                }
+                var inputs: [GameInput] = []
+                inputs.reserveCapacity(end - index)
+                for frame in index ..< end {
+                    inputs.append(GameInput(bytes: run.inputs[frame * size ..< frame * size + size]))
+                }
+                if origin == .substituted && player != slot - 1 {
+                    // Count each frame once (resends repeat them).
+                    let first = Int(run.startFrame) + index, last = Int(run.startFrame) + end
+                    let seen = substitutedSeenThrough[player] ?? 0
+                    if last > seen {
+                        substitutedInputsSeen += last - max(first, seen)
+                        substitutedSeenThrough[player] = last
+                    }
+                }
+                messages.append(.input(InputMessage(player: player, origin: origin,
+                                                    startFrame: Int(run.startFrame) + index - offset, inputs: inputs,
+                                                    ackFrame: ack, confirmedFrame: confirmed, senderFrame: nullFrame)))
+                index = end
+            }
+        }
+        if messages.isEmpty {
+            messages.append(.inputAck(InputAck(ackFrame: ack, confirmedFrame: confirmed, senderFrame: nullFrame)))
+        }
+        for message in messages { handleEngine(message, now: now) }
+    }
+
+    private static func origin(_ status: NetplayWire.InputStatus) -> InputOrigin {
+        switch status {
+        case .substituted: .substituted
+        case .disconnected, .empty: .disconnected
+        default: .authoritative
+        }
+    }
+
+    private func handleEngine(_ message: RollbackMessage, now: UInt64) {
+        switch engine {
+        case .none: break
+        case .player(let session): session.handle(message, from: relayPeer, now: now)
+        case .spectator(let session): session.handle(message, from: relayPeer, now: now)
+        }
+    }
+
+    /// Keeps confirmed inputs to resend to a relay that restarted.
+    private func record(_ broadcast: InputBroadcast) {
+        let size = Int(params.inputSize)
+        let slots = Int(params.maxPlayers)
+        for run in broadcast.players {
+            let player = Int(run.slot) - 1
+            guard player >= 0, player < slots else { continue }
+            for index in 0 ..< run.inputs.count / size {
+                let frame = Int(run.startFrame) + index
+                var row = history[frame] ?? (Array(repeating: 0, count: slots * size), Array(repeating: .received, count: slots))
+                for byte in 0 ..< size { row.inputs[player * size + byte] = run.inputs[index * size + byte] }
+                row.statuses[player] = run.status.isEmpty ? .received : run.status[min(index, run.status.count - 1)]
+                history[frame] = row
+                historyNewest = max(historyNewest, frame)
+            }
+        }
+        if history.count > options.historyFrames + 256 {
+            let floor = historyNewest - options.historyFrames
+            history = history.filter { $0.key > floor }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import Games
+import NetplayService
+import NetplayWire
+import Rollback
+
+// NetplayMatch: resending own inputs and confirmed history after a reconnect or relay restart.
+extension NetplayMatch {
+    // MARK: Resends (reconnect, relay restart)
+
+    func resendOwnInputs(from frame: Int, now: UInt64) {
+        guard ownNewest >= frame else { return }
+        let size = Int(params.inputSize)
+        var start = frame
+        while start <= ownNewest {
+            var bytes: [UInt8] = []
+            var current = start
+            while current <= ownNewest, current < start + 128, let input = ownInputs[current] {
+                bytes += input
+                current += 1
+            }
+            guard !bytes.isEmpty else { break }
+            link.send(.inputBatch(InputBatch(slot: UInt32(slot), startFrame: UInt32(start), inputSize: UInt32(size), inputs: bytes,
+                                             awaitedFrame: UInt32(confirmedFrames), currentFrame: UInt32(currentFrame))), now: now)
+            start = current
+        }
+    }
+
+    /// The first frame from which this peer holds every player's confirmed inputs up to
+    /// ``confirmedFrames`` without a gap: what it can resend to a relay rebuilding the session.
+    var resendableHistoryStart: Int {
+        var frame = confirmedFrames
+        while frame > 0, history[frame - 1] != nil { frame -= 1 }
+        return frame
+    }
+
+    func resendForRecovery(_ response: AttachResponse, now: UInt64) {
+        resendHistory(from: Int(response.confirmedFrames), now: now)
+        if role == .player { resendOwnInputs(from: Int(response.awaitedInputFrame), now: now) }
+        // History travels as input traffic, which a lossy link may drop, and a rebuilt relay
+        // cannot confirm past a gap: repeat it until the relay's broadcasts confirm it all.
+        if Int(response.confirmedFrames) < confirmedFrames {
+            recoveryResend = RecoveryResend(target: confirmedFrames, relayConfirmed: Int(response.confirmedFrames),
+                                            nextMs: now + 250, untilMs: now + 20_000)
+        } else {
+            recoveryResend = nil
+        }
+    }
+
+    /// Repeats the history for a rebuilt relay until it confirmed what this peer had.
+    func driveRecoveryResend(now: UInt64) {
+        guard var resend = recoveryResend else { return }
+        if resend.relayConfirmed >= resend.target || now >= resend.untilMs {
+            recoveryResend = nil
+            return
+        }
+        guard now >= resend.nextMs else { return }
+        resend.nextMs = now + 250
+        recoveryResend = resend
+        resendHistory(from: resend.relayConfirmed, now: now)
+    }
+
+    /// Sends the relay every player's confirmed inputs from `start` to ``confirmedFrames``, 128
+    /// frames per authoritative broadcast.
+    private func resendHistory(from start: Int, now: UInt64) {
+        let size = Int(params.inputSize)
+        let slots = Int(params.maxPlayers)
+        var frame = start
+        let end = confirmedFrames
+        while frame < end {
+            var runs: [PlayerInputs] = (0 ..< slots).map { PlayerInputs(slot: UInt32($0 + 1), startFrame: UInt32(frame)) }
+            var current = frame
+            while current < end, current < frame + 128, let row = history[current] {
+                for player in 0 ..< slots {
+                    runs[player].inputs += row.inputs[player * size ..< player * size + size]
+                    runs[player].status.append(row.statuses[player])
+                }
+                current += 1
+            }
+            guard current > frame else { break }
+            link.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: UInt32(size), players: runs,
+                                                     confirmedFrames: UInt32(current))), now: now)
+            frame = current
+        }
+    }
+}

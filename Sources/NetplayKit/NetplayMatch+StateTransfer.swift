@@ -1,0 +1,143 @@
+import Foundation
+import Games
+import NetplayService
+import NetplayWire
+import Rollback
+
+// NetplayMatch: state transfers: capturing aligned states, serving a state, loading one.
+extension NetplayMatch {
+    // MARK: State transfers
+
+    func captureAlignedState(_ session: P2PSession<G>) {
+        let interval = Int(params.checksumIntervalFrames)
+        guard interval > 0 else { return }
+        let confirmed = session.confirmedFrame + 1
+        guard confirmed / interval > lastCheckedConfirmed / interval || alignedState == nil else {
+            lastCheckedConfirmed = confirmed
+            return
+        }
+        lastCheckedConfirmed = confirmed
+        if let state = session.latestConfirmedState(), (state.frame + offset) % interval == 0 {
+            alignedState = state
+        }
+    }
+
+    func serveState(_ request: NetplayWire.StateRequest, now: UInt64) {
+        guard case .player(let session) = engine else {
+            link.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 0, totalSize: 0, last: true,
+                                             reason: request.reason)), now: now)
+            return
+        }
+        var chosen = session.latestConfirmedState()
+        // A state at a checksum frame carries its checksum, which the receiver verifies after
+        // loading; it must not be older than the frame asked for (a desync heals only from a
+        // state after it). Any frame keeps the receiver's checksums on the match's schedule.
+        if let aligned = alignedState, let latest = chosen, latest.frame - aligned.frame < 300,
+           aligned.frame + offset >= Int(request.frame) {
+            chosen = aligned
+        }
+        guard let state = chosen else { return }
+        let bytes = G.encode(state.state)
+        let chunkSize = Int(request.maxChunkBytes == 0 ? 65536 : min(request.maxChunkBytes, 262_144))
+        let frame = UInt32(state.frame + offset)
+        var start = 0
+        repeat {
+            let end = min(bytes.count, start + chunkSize)
+            link.send(.stateChunk(StateChunk(transferId: request.transferId, frame: frame, offset: UInt64(start),
+                                             totalSize: UInt64(bytes.count), data: Array(bytes[start ..< end]),
+                                             checksum: state.checksum ?? 0, last: end == bytes.count,
+                                             reason: request.reason)), now: now)
+            start = end
+        } while start < bytes.count
+        note(.stateServed(frame: Int(frame), bytes: bytes.count))
+    }
+
+    func receiveChunk(_ chunk: StateChunk, now: UInt64) {
+        if assembly?.transferId != chunk.transferId {
+            guard chunk.offset == 0 else { return }
+            assembly = Assembly(transferId: chunk.transferId, frame: Int(chunk.frame), reason: chunk.reason,
+                                checksum: chunk.checksum, bytes: [])
+        }
+        guard var current = assembly, UInt64(current.bytes.count) == chunk.offset else { return }
+        current.bytes += chunk.data
+        assembly = current
+        guard chunk.last else { return }
+        assembly = nil
+        guard let state = G.decode(current.bytes) else {
+            link.send(.stateTransferAck(StateTransferAck(transferId: current.transferId, receivedBytes: UInt64(current.bytes.count),
+                                                         error: "the state did not decode")), now: now)
+            return
+        }
+        if case .none = engine {
+            var game = initialGame
+            game.loadState(state)
+            if current.checksum != 0, game.checksum() != current.checksum {
+                link.send(.stateTransferAck(StateTransferAck(transferId: current.transferId,
+                                                             receivedBytes: UInt64(current.bytes.count),
+                                                             error: "checksum mismatch after loading")), now: now)
+                return
+            }
+            do {
+                try makeEngine(at: current.frame, game: game)
+            } catch {
+                finish(.failed("cannot start from the transferred state: \(error)"))
+                return
+            }
+            link.send(.stateTransferAck(StateTransferAck(transferId: current.transferId, receivedBytes: UInt64(current.bytes.count),
+                                                         loaded: true)), now: now)
+            note(.stateLoaded(frame: current.frame, reason: current.reason))
+            if phase == .awaitingState { enterPlaying() }
+            return
+        }
+        pendingLoad = PendingLoad(transferId: current.transferId, frame: current.frame, state: state, reason: current.reason,
+                                  deadlineMs: now + 1_000)
+        retryPendingLoad(now: now)
+    }
+
+    func retryPendingLoad(now: UInt64) {
+        guard let pending = pendingLoad else { return }
+        guard case .player(let session) = engine else {
+            pendingLoad = nil
+            return
+        }
+        let local = pending.frame - offset
+        if local > session.currentFrame {
+            if now < pending.deadlineMs { return }  // not there yet: keep running
+            // Still short of the state's frame: the relay sends inputs only from that frame on, so
+            // this peer cannot run there. It starts over from the state (its own slot's inputs
+            // come back from the relay as authoritative, as for any peer).
+            pendingLoad = nil
+            jump(to: pending, now: now)
+            return
+        }
+        pendingLoad = nil
+        do {
+            try session.loadState(pending.state, frame: local)
+            if pending.reason == .desync { resyncs += 1 }
+            note(.stateLoaded(frame: pending.frame, reason: pending.reason))
+            link.send(.stateTransferAck(StateTransferAck(transferId: pending.transferId, loaded: true)), now: now)
+        } catch {
+            link.send(.stateTransferAck(StateTransferAck(transferId: pending.transferId,
+                                                         error: String("cannot load at frame \(pending.frame): \(error)".prefix(256)))),
+                      now: now)
+        }
+    }
+
+    /// Restarts the rollback session from a transferred state ahead of the current frame.
+    private func jump(to pending: PendingLoad, now: UInt64) {
+        var game = initialGame
+        game.loadState(pending.state)
+        do {
+            try makeEngine(at: pending.frame, game: game)
+        } catch {
+            link.send(.stateTransferAck(StateTransferAck(transferId: pending.transferId,
+                                                         error: String("cannot start from frame \(pending.frame): \(error)".prefix(256)))),
+                      now: now)
+            finish(.failed("cannot start from the transferred state: \(error)"))
+            return
+        }
+        if pending.reason == .desync { resyncs += 1 }
+        note(.stateLoaded(frame: pending.frame, reason: pending.reason))
+        link.send(.stateTransferAck(StateTransferAck(transferId: pending.transferId, loaded: true)), now: now)
+    }
+}

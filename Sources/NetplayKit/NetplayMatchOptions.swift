@@ -1,0 +1,34 @@
+import NetplayService
+import NetplayWire
+import Rollback
+
+/// How a ``NetplayMatch`` behaves; the defaults suit a 60 Hz frontend.
+public struct NetplayMatchOptions: Sendable {
+    /// Simulated network conditions on this peer's link (tests, demos).
+    public var conditions = NetworkConditions()
+    /// Nothing heard from the relay this long while attached: reconnect.
+    public var silenceTimeoutMs = 1_500
+    /// An attach unanswered this long is retried.
+    public var attachTimeoutMs = 1_500
+    /// Reconnection pacing.
+    public var backoff = Backoff()
+    /// Extra frames simulated per tick while behind the others.
+    public var catchUpFramesPerTick = 4
+    /// Reported to the relay.
+    public var clientVersion = "NetplayKit \(NetplayVersion.current)"
+    /// The game, recorded in the session's replay header (hosts set it).
+    public var content: ContentInfo?
+    /// Game-defined options needed to replay the match.
+    public var gameOptions: [UInt8] = []
+    /// Spectators: never simulate past this match frame.
+    public var stopAtFrame: Int?
+    /// How inputs not received yet are guessed.
+    public var prediction: any InputPredictor = RepeatLastPrediction()
+    /// Frames of confirmed inputs kept to resend to a restarted relay.
+    public var historyFrames = 1024
+    /// The cluster's CurveZMQ public key, when it encrypts (relay link and ticket renewal).
+    public var serverKey: [UInt8]?
+
+    /// Defaults.
+    public init() {}
+}

@@ -1,0 +1,33 @@
+import Foundation
+import NetplayService
+import NetplayWire
+
+// TelemetryService: the Prometheus text of every metric it holds.
+extension TelemetryService {
+    // MARK: Prometheus
+
+    /// The whole `/metrics` page.
+    public func prometheusText() -> String {
+        let now = self.now
+        var entries: [PrometheusRenderer.Entry] = []
+        var synthetic: [Metric] = []
+        for instance in store.sortedInstances {
+            let labels = [("service", instance.service), ("instance", instance.instance)]
+            entries += instance.metrics.map { PrometheusRenderer.Entry(metric: $0, extraLabels: labels) }
+            let own = [KeyValue(key: "reporting_service", value: instance.service), KeyValue(key: "reporting_instance", value: instance.instance)]
+            synthetic.append(Metric(name: "netplay_instance_last_report_age_seconds", help: "Seconds since the instance's last metric snapshot.",
+                                    kind: .gauge, labels: own, value: (now - instance.receivedAt).rounded(toPlaces: 3)))
+            synthetic.append(Metric(name: "netplay_instance_reports_total", help: "Metric snapshots received from the instance.",
+                                    kind: .counter, labels: own, value: Double(instance.snapshots)))
+        }
+        if let runtime {
+            let me = [("service", runtime.configuration.kind), ("instance", runtime.configuration.instance)]
+            entries += runtime.metrics.metrics().map { PrometheusRenderer.Entry(metric: $0, extraLabels: me) }
+            entries += synthetic.map { PrometheusRenderer.Entry(metric: $0, extraLabels: me) }
+        }
+        var conflicts = 0
+        let text = PrometheusRenderer.render(entries, conflicts: &conflicts)
+        if conflicts > 0 { rejectedTotals[.kindConflict]?.increment(by: Double(conflicts)) }
+        return text
+    }
+}
