@@ -43,6 +43,9 @@ let package = Package(
         // MARK: Libraries
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
         .target(name: "NetplayWire", dependencies: ["CNetplayProto"]),
+        // The LAN beacon (port, size limit, codec, sender, listener) and its UDP sockets: one
+        // implementation for LAN hosts and browsers (NetplayKit) and netplay-discovery.
+        .target(name: "NetplayLAN", dependencies: ["NetplayWire"]),
         .target(
             name: "NetplayService",
             dependencies: [
@@ -63,7 +66,8 @@ let package = Package(
         .target(name: "NetplayAuth", dependencies: ["CSodium", "NetplayWire"]),
         .target(
             name: "Discovery",
-            dependencies: ["NetplayAuth", "NetplayService", "NetplayWire", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["NetplayAuth", "NetplayLAN", "NetplayService", "NetplayWire",
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "Coordinator",
@@ -81,7 +85,7 @@ let package = Package(
         .testTarget(name: "NetplayAuthTests", dependencies: ["NetplayAuth", "NetplayWire"]),
         .testTarget(
             name: "DiscoveryTests",
-            dependencies: ["Discovery", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-discovery",
+            dependencies: ["Discovery", "NetplayLAN", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-discovery",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(
@@ -148,8 +152,8 @@ let package = Package(
         ),
         .target(
             name: "NetplayKit",
-            dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "Rollback", "Games", "ZeroMQ",
-                           .product(name: "Logging", package: "swift-log")]
+            dependencies: ["InputSync", "NetplayAuth", "NetplayLAN", "NetplayService", "NetplayWire", "Rollback", "Games",
+                           "ZeroMQ", .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "netplay-peer",
