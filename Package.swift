@@ -44,7 +44,7 @@ let package = Package(
         .target(name: "CLibretro"),
         .target(name: "CSupervisor"),
 
-        // MARK: Foundation: the ZeroMQ binding, wire types, the service runtime (trust planes included), auth
+        // MARK: Foundation: the ZeroMQ binding, wire types, the service runtime (trust planes included), auth, the LAN beacon
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
         .target(name: "NetplayWire", dependencies: ["CNetplayProto"]),
         .target(
@@ -56,6 +56,9 @@ let package = Package(
             ]
         ),
         .target(name: "NetplayAuth", dependencies: ["CSodium", "NetplayWire"]),
+        // The LAN beacon (port, size limit, codec, sender, listener) and its UDP sockets: one
+        // implementation for LAN hosts and browsers (NetplayKit) and netplay-discovery.
+        .target(name: "NetplayLAN", dependencies: ["NetplayWire"]),
 
         // MARK: The engine: rollback (pure Swift), sample games, the libretro core host
         .target(name: "Rollback"),
@@ -65,7 +68,8 @@ let package = Package(
         // MARK: Services: one library each, no service library depends on another
         .target(
             name: "Discovery",
-            dependencies: ["NetplayAuth", "NetplayService", "NetplayWire", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["NetplayAuth", "NetplayLAN", "NetplayService", "NetplayWire",
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "Coordinator",
@@ -92,8 +96,8 @@ let package = Package(
         // MARK: The client SDK
         .target(
             name: "NetplayKit",
-            dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "Rollback", "Games", "ZeroMQ",
-                           .product(name: "Logging", package: "swift-log")]
+            dependencies: ["InputSync", "NetplayAuth", "NetplayLAN", "NetplayService", "NetplayWire", "Rollback", "Games",
+                           "ZeroMQ", .product(name: "Logging", package: "swift-log")]
         ),
 
         // MARK: Executables: thin argument parsing over the libraries
@@ -165,7 +169,7 @@ let package = Package(
         .testTarget(name: "LibretroTests", dependencies: ["Libretro", "Rollback", "NetplayTestSupport"]),
         .testTarget(
             name: "DiscoveryTests",
-            dependencies: ["Discovery", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-discovery",
+            dependencies: ["Discovery", "NetplayLAN", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-discovery",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(

@@ -2,101 +2,51 @@ import Foundation
 import InputSync
 import Logging
 import NetplayAuth
+import NetplayLAN
 import NetplayService
 import NetplayWire
 import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#endif
 
-/// The LAN beacon: one UDP datagram holding an Envelope with a `LanBeacon` body, sent by a LAN
-/// host once per interval and heard by browsers (and by netplay-discovery) on the beacon port.
+/// The LAN beacon as NetplayKit uses it: one UDP datagram holding an Envelope with a `LanBeacon`
+/// body, sent by a LAN host once per interval and heard by browsers (and by netplay-discovery) on
+/// the beacon port. The protocol itself (port, size limit, codec, sockets) is `NetplayLAN`'s,
+/// shared with netplay-discovery; this adds NetplayKit's errors and rooms.
 public enum LanBeacon {
     /// The default beacon port.
-    public static let defaultPort: UInt16 = 7102
+    public static let defaultPort: UInt16 = LanBeaconCodec.defaultPort
 
     /// Sends one beacon datagram to `host:port` (a broadcast address by default).
     public static func send(_ beacon: NetplayWire.LanBeacon, to host: String = "255.255.255.255",
                             port: UInt16 = defaultPort) throws {
-        let bytes = try Envelope(body: .lanBeacon(beacon)).encoded()
-        guard bytes.count < 1200 else { throw NetplayError(.badRequest, "A LAN beacon must stay under 1200 bytes.") }
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        guard fd >= 0 else { throw NetplayError(.unavailable, "cannot open a UDP socket") }
-        defer { close(fd) }
-        var yes: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
-            throw NetplayError(.badRequest, "'\(host)' is not an IPv4 address")
+        let bytes: [UInt8]
+        do { bytes = try LanBeaconCodec.encode(beacon) } catch {
+            throw NetplayError(.badRequest, "A LAN beacon must be at most \(LanBeaconCodec.maxDatagram) bytes and valid: \(error)")
         }
-        let sent = bytes.withUnsafeBytes { raw in
-            withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
+        guard let ip = UDPAddress.parseIP(host) else { throw NetplayError(.badRequest, "'\(host)' is not an IPv4 address") }
+        let socket: UDPSocket
+        do { socket = try UDPSocket(port: 0, broadcast: true) } catch {
+            throw NetplayError(.unavailable, "cannot open a UDP socket: \(error)")
         }
-        guard sent == bytes.count else { throw NetplayError(.unavailable, "the beacon was not sent (errno \(errno))") }
+        guard socket.send(bytes, to: UDPAddress(ip: ip, port: port)) else {
+            throw NetplayError(.unavailable, "the beacon was not sent (errno \(errno))")
+        }
     }
 
     /// Listens on `port` for `milliseconds` and returns the rooms heard (newest beacon per host;
     /// hosts that said goodbye are left out).
     public static func listen(port: UInt16 = defaultPort, milliseconds: Int) throws -> [NetplayRoom] {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        guard fd >= 0 else { throw NetplayError(.unavailable, "cannot open a UDP socket") }
-        defer { close(fd) }
-        var yes: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = INADDR_ANY
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        let beacons: [NetplayWire.LanBeacon]
+        do { beacons = try LanBeaconListener.listen(port: port, milliseconds: milliseconds) } catch {
+            throw NetplayError(.unavailable, "cannot listen on UDP port \(port): \(error)")
         }
-        guard bound == 0 else { throw NetplayError(.unavailable, "cannot listen on UDP port \(port) (errno \(errno))") }
-        var rooms: [String: (sequence: UInt64, room: NetplayWire.Room, goodbye: Bool)] = [:]
-        let deadline = ContinuousClock.now + .milliseconds(milliseconds)
-        var buffer = [UInt8](repeating: 0, count: 2048)
-        while ContinuousClock.now < deadline {
-            let left = deadline - ContinuousClock.now
-            let waitMs = Int32(max(1, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
-            var item = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&item, 1, waitMs) > 0 else { continue }
-            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            guard count > 0, let envelope = try? Envelope(decoding: Array(buffer[0 ..< count])),
-                  case .lanBeacon(let beacon) = envelope.body, let room = beacon.room else { continue }
-            if let known = rooms[beacon.beaconId], known.sequence > beacon.sequence { continue }
-            rooms[beacon.beaconId] = (beacon.sequence, room, beacon.goodbye)
-        }
-        return rooms.values.filter { !$0.goodbye }.map { NetplayRoom($0.room) }.sorted { $0.roomName < $1.roomName }
+        return beacons.compactMap(\.room).map { NetplayRoom($0) }.sorted { $0.roomName < $1.roomName }
     }
 
     /// The first up, non-loopback IPv4 address of this machine, or nil.
     public static func lanAddress() -> String? {
-        var list: UnsafeMutablePointer<ifaddrs>?
-        guard getifaddrs(&list) == 0, let first = list else { return nil }
-        defer { freeifaddrs(list) }
-        var cursor: UnsafeMutablePointer<ifaddrs>? = first
-        while let entry = cursor {
-            defer { cursor = entry.pointee.ifa_next }
-            let flags = Int32(entry.pointee.ifa_flags)
-            guard let addr = entry.pointee.ifa_addr, addr.pointee.sa_family == sa_family_t(AF_INET),
-                  flags & Int32(IFF_UP) != 0, flags & Int32(IFF_LOOPBACK) == 0 else { continue }
-            var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-            if getnameinfo(addr, socklen_t(MemoryLayout<sockaddr_in>.size), &host, socklen_t(host.count), nil, 0,
-                           NI_NUMERICHOST) == 0 {
-                let bytes = host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
-                return String(decoding: bytes, as: UTF8.self)
-            }
-        }
-        return nil
+        UDPSocket.lanAddress()
     }
-
 }
 
 /// A LAN room hosted by this process: the InputSync relay runs in-process (bound on the LAN
@@ -174,24 +124,25 @@ public final class LanHost: Sendable {
     }
 
     private func startBeacon(host: String, port: UInt16, intervalMs: Int) {
-        let beaconId = UUID().uuidString
         let room = self.room
         let lanAdmission = self.lanAdmission
         let stop = self.stopBeacon
         let done = self.beaconDone
         Thread.detachNewThread {
-            var sequence: UInt64 = 0
+            // No sender (the beacon host is not an IPv4 address, no socket): the room is simply not announced.
+            let sender = UDPAddress.parseIP(host).flatMap { ip in
+                try? LanBeaconSender(room: room, intervalMs: UInt32(intervalMs), targets: [UDPAddress(ip: ip, port: port)],
+                                     beaconId: UUID().uuidString)
+            }
             while true {
                 let stopping = stop.isSet
-                sequence += 1
-                var current = room
-                let (players, spectators) = lanAdmission.occupancy
-                current.currentPlayers = UInt32(min(players, 8))
-                current.currentSpectators = UInt32(min(spectators, 64))
-                current.inProgress = lanAdmission.inProgress
-                try? LanBeacon.send(NetplayWire.LanBeacon(protocolVersion: 1, beaconId: beaconId, sequence: sequence,
-                                                          intervalMs: UInt32(intervalMs), room: current, goodbye: stopping),
-                                    to: host, port: port)
+                if let sender {
+                    let (players, spectators) = lanAdmission.occupancy
+                    sender.room.currentPlayers = UInt32(min(players, 8))
+                    sender.room.currentSpectators = UInt32(min(spectators, 64))
+                    sender.room.inProgress = lanAdmission.inProgress
+                    _ = try? sender.send(goodbye: stopping)
+                }
                 if stopping { break }
                 var slept = 0
                 while slept < intervalMs && !stop.isSet {

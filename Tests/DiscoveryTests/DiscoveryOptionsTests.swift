@@ -1,5 +1,6 @@
 import ArgumentParser
 @testable import Discovery
+import NetplayLAN
 import Testing
 
 @Suite("netplay-discovery options")

@@ -1,5 +1,6 @@
 @testable import Discovery
 import Foundation
+import NetplayLAN
 import NetplayWire
 import Testing
 

@@ -1,3 +1,4 @@
+import NetplayLAN
 import NetplayWire
 
 /// RetroArch's LAN discovery protocol (as of RetroArch 1.14), spoken on UDP port 55435:

@@ -1,3 +1,5 @@
+import NetplayLAN
+
 /// What netplay-discovery does beyond the common service options: registry limits, rate limits,
 /// the watch heartbeat, and the two LAN protocols.
 public struct DiscoveryConfiguration: Sendable {

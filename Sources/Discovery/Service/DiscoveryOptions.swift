@@ -1,4 +1,5 @@
 import Foundation
+import NetplayLAN
 import NetplayService
 import ArgumentParser
 

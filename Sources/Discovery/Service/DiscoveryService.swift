@@ -1,5 +1,6 @@
 import Foundation
 import NetplayAuth
+import NetplayLAN
 import NetplayService
 import NetplayWire
 

@@ -1,4 +1,5 @@
 import NetplayAuth
+import NetplayLAN
 import NetplayService
 import NetplayWire
 

@@ -83,14 +83,20 @@ public final class UDPSocket {
     public static let maxDatagram = 2048
 
     /// Binds `host:port` (port 0: any free port). With `broadcast`, the socket may send to
-    /// broadcast addresses. Throws a one-line reason.
-    public init(host: String = "0.0.0.0", port: UInt16, broadcast: Bool = false) throws {
+    /// broadcast addresses; with `shared`, other sockets may bind the same port too
+    /// (`SO_REUSEADDR`, `SO_REUSEPORT`: several LAN browsers on one machine). Throws a one-line
+    /// reason.
+    public init(host: String = "0.0.0.0", port: UInt16, broadcast: Bool = false, shared: Bool = false) throws(UDPError) {
         guard let ip = UDPAddress.parseIP(host) else { throw UDPError("'\(host)' is not an IPv4 address") }
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         guard fd >= 0 else { throw UDPError("cannot create a UDP socket: \(String(cString: strerror(errno)))") }
         var on: Int32 = 1
         if broadcast {
             _ = setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &on, socklen_t(MemoryLayout<Int32>.size))
+        }
+        if shared {
+            _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
+            _ = setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, socklen_t(MemoryLayout<Int32>.size))
         }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
@@ -135,6 +141,12 @@ public final class UDPSocket {
         return sent == bytes.count
     }
 
+    /// Waits up to `milliseconds` for a datagram; true when one is waiting.
+    public func waitReadable(milliseconds: Int32) -> Bool {
+        var item = pollfd(fd: fileDescriptor, events: Int16(POLLIN), revents: 0)
+        return poll(&item, 1, milliseconds) > 0
+    }
+
     /// Reads one waiting datagram, or nil when none is waiting.
     public func receive() -> (bytes: [UInt8], from: UDPAddress)? {
         var buffer = [UInt8](repeating: 0, count: Self.maxDatagram)
@@ -166,6 +178,23 @@ public final class UDPSocket {
             result.insert(address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UDPAddress($0.pointee) }.ip)
         }
         return result
+    }
+
+    /// The first up, non-loopback IPv4 address of this machine (dotted quad), or nil: the
+    /// address a LAN host advertises by default.
+    public static func lanAddress() -> String? {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0, let first = list else { return nil }
+        defer { freeifaddrs(list) }
+        var cursor: UnsafeMutablePointer<ifaddrs>? = first
+        while let entry = cursor {
+            defer { cursor = entry.pointee.ifa_next }
+            let flags = Int32(entry.pointee.ifa_flags)
+            guard let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET),
+                  flags & Int32(IFF_UP) != 0, flags & Int32(IFF_LOOPBACK) == 0 else { continue }
+            return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UDPAddress($0.pointee) }.host
+        }
+        return nil
     }
 
     /// The host part of an endpoint such as `tcp://10.0.0.2:7300`, `udp://10.0.0.2` or

@@ -1,8 +1,12 @@
 import NetplayWire
 
-/// Our own LAN beacon: one UDP datagram holding one `Envelope` with a `LanBeacon` body (under
+/// Our own LAN beacon: one UDP datagram holding one `Envelope` with a `LanBeacon` body (at most
 /// 1200 bytes), sent by a LAN host every `interval_ms` (default 1 s) to the beacon port (default
 /// 7102) of its network's broadcast address. Listeners keep the room for three intervals.
+///
+/// The one definition of the beacon's port, size limit and version: NetplayKit's LAN hosts send
+/// with it (``LanBeaconSender``), its browsers and netplay-discovery hear with it
+/// (``LanBeaconListener``, ``decode(_:)``).
 public enum LanBeaconCodec {
     /// The default beacon port.
     public static let defaultPort: UInt16 = 7102
@@ -25,11 +29,6 @@ public enum LanBeaconCodec {
               let envelope = try? Envelope(decoding: datagram),
               case .lanBeacon(let beacon) = envelope.body else { return nil }
         return beacon
-    }
-
-    /// The registry room id of a beacon's room.
-    public static func roomId(beaconId: String) -> String {
-        "lan:" + String(decoding: RetroArchAdvertisement.truncated(beaconId, to: 60), as: UTF8.self)
     }
 
     /// How long a listener keeps a beacon's room: three intervals, at least 1.5 s.

@@ -19,7 +19,7 @@ public final class LanBeaconSender {
     /// Opens a broadcast-capable socket on an ephemeral port. With no `targets`, beacons go to the
     /// broadcast address of every up IPv4 interface, port 7102.
     public init(room: Room, intervalMs: UInt32 = 1_000, targets: [UDPAddress]? = nil,
-                beaconId: String = LanBeaconSender.randomId()) throws {
+                beaconId: String = LanBeaconSender.randomId()) throws(UDPError) {
         self.beaconId = beaconId
         self.room = room
         self.intervalMs = intervalMs
