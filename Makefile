@@ -5,7 +5,7 @@ SWIFT_FLAGS ?=
 RELEASE_BIN = $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
 CC ?= cc
 # What building and running the cluster needs.
-APT_PACKAGES = libzmq3-dev libprotobuf-c-dev protobuf-c-compiler pkg-config python3 libsodium-dev libsqlite3-dev
+APT_PACKAGES = libzmq3-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler pkg-config python3 python3-protobuf libsodium-dev libsqlite3-dev
 # What the tests and benchmarks need on top: real emulator cores, cc65 for the test ROM,
 # a real RetroArch LAN host inside network namespaces (iproute2), Prometheus + promtool,
 # headless Chromium for the dashboard screenshot test, docker-compose to validate compose/.

@@ -4,7 +4,8 @@
 #   Sources/CNetplayProto/netplay/v1/*.pb-c.c           protoc-c sources
 #   Sources/CNetplayProto/include/CNetplayProto.h       umbrella header (all of the above)
 #   Sources/CNetplayProto/include/module.modulemap      its module map
-#   Sources/NetplayWire/Generated/*.pb.swift            Swift types + bridging (tools/protoc-swift-gen.py)
+#   Sources/NetplayWire/Generated/*.pb.swift            Swift types + bridging (protoc descriptor set
+#                                                       -> tools/protoc-swift-gen.py)
 #   Tests/NetplayWireTests/Generated/Fixtures.pb.swift  samples and violations for the tests
 #
 # Usage: tools/gen-proto.sh              regenerate in place (what `make proto` runs)
@@ -17,17 +18,30 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --out) OUT="${2:?--out needs a directory}"; shift 2 ;;
         --out=*) OUT="${1#--out=}"; shift ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
         *) echo "gen-proto.sh: unknown argument: $1" >&2; exit 2 ;;
     esac
 done
 
-for tool in protoc-c python3; do
+for tool in protoc-c protoc; do
     if ! command -v "$tool" >/dev/null 2>&1; then
-        echo "gen-proto.sh: $tool not found; run 'make deps' (apt-get install protobuf-c-compiler python3)" >&2
+        echo "gen-proto.sh: $tool not found; run 'make deps' (apt-get install protobuf-c-compiler protobuf-compiler)" >&2
         exit 1
     fi
 done
+# The Swift writer reads protoc's descriptor set with the protobuf Python module (python3-protobuf),
+# which Debian installs for its own interpreter: prefer a python3 on PATH that has it, else that one.
+PYTHON=""
+for py in python3 /usr/bin/python3; do
+    if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import google.protobuf' 2>/dev/null; then
+        PYTHON="$py"
+        break
+    fi
+done
+if [ -z "$PYTHON" ]; then
+    echo "gen-proto.sh: no python3 with the protobuf module; run 'make deps' (apt-get install python3 python3-protobuf)" >&2
+    exit 1
+fi
 
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -70,12 +84,17 @@ module CNetplayProto {
 }
 MODULEMAP
 
-# 3. Swift types and test fixtures.
-python3 "$ROOT/tools/protoc-swift-gen.py" \
-    --proto-root "$ROOT/proto" \
+# 3. Swift types and test fixtures, from protoc's parse of the same files (one parser: the
+#    descriptor set carries the types and, with --include_source_info, the comments that hold
+#    the docs and the @max_len/@range/@required annotations).
+protoc --proto_path=. --include_source_info --include_imports \
+    --descriptor_set_out="$STAGE/netplay.desc" "${PROTOS[@]}"
+"$PYTHON" "$ROOT/tools/protoc-swift-gen.py" \
+    --descriptor-set "$STAGE/netplay.desc" \
     --c-headers "$C_DIR/include" \
     --swift-out "$STAGE/Sources/NetplayWire/Generated" \
-    --tests-out "$STAGE/Tests/NetplayWireTests/Generated"
+    --tests-out "$STAGE/Tests/NetplayWireTests/Generated" \
+    "${PROTOS[@]}"
 
 # 4. Replace the generated directories wholesale, so removed protos leave no stale files.
 replace() { # relative path of a generated file or directory

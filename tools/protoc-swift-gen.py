@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """protoc-swift-gen: Swift value types + protobuf-c bridging for the netplay.v1 schema.
 
-Reads the .proto files under --proto-root (python3 standard library only, no protoc plugin) and
-writes:
+Reads the schema as protoc parsed it: a FileDescriptorSet written by
+`protoc --descriptor_set_out=FILE --include_source_info --include_imports` (read with the protobuf
+Python module, Debian's python3-protobuf), so protoc is the only .proto parser; protoc-c reads the
+same files. Writes, for the .proto files named on the command line:
 
   <swift-out>/<File>.pb.swift      one file per .proto: public structs/enums, conversion to and from
                                    the protobuf-c C structs, validation, JSON rendering
@@ -13,6 +15,11 @@ Supported proto3 subset: `syntax`, `package`, `import`, `option` (ignored), mess
 messages and enums allowed), top-level and nested enums, scalar fields of every scalar type,
 string, bytes, enum and message fields, `repeated`, `oneof`, `reserved` (ignored).
 Not supported (rejected with an error): `optional`, `map<>`, groups, extensions, services.
+
+Docs and annotations come from the descriptor's source_code_info: a declaration's leading comment
+(the `//` block right above it) followed by its trailing comment (protoc's rule: on the line of its
+`;` or `{`, or a block right below it that a blank line or the closing `}` separates from the next
+declaration). A file's doc is its first comment block, above `syntax`.
 
 Validation annotations live in the comments of a field (leading or trailing):
   @max_len N     string (UTF-8 bytes) or bytes length; per element for repeated fields
@@ -29,6 +36,11 @@ import argparse
 import os
 import re
 import sys
+
+try:
+    from google.protobuf import descriptor_pb2
+except ImportError:
+    sys.exit("protoc-swift-gen: error: the protobuf Python module is missing (apt-get install python3-protobuf)")
 
 PACKAGE = "netplay.v1"
 C_PREFIX = "Netplay__V1__"
@@ -79,59 +91,6 @@ ANNOTATIONS_NO_ARG = {"required"}
 
 class GenError(Exception):
     pass
-
-
-# --------------------------------------------------------------------------------------------
-# Lexer
-# --------------------------------------------------------------------------------------------
-
-TOKEN_RE = re.compile(
-    r"""(?P<ws>[ \t\r\f]+)|(?P<nl>\n)|(?P<lc>//[^\n]*)|(?P<bc>/\*.*?\*/)"""
-    r"""|(?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')|(?P<num>-?[0-9][0-9A-Za-z_.]*)"""
-    r"""|(?P<id>[A-Za-z_][A-Za-z0-9_.]*)|(?P<sym>[{}=;\[\]()<>,])""",
-    re.S,
-)
-
-
-class Tok:
-    __slots__ = ("kind", "value", "line", "own_line")
-
-    def __init__(self, kind, value, line, own_line):
-        self.kind, self.value, self.line, self.own_line = kind, value, line, own_line
-
-    def __repr__(self):
-        return f"{self.kind}:{self.value!r}@{self.line}"
-
-
-def lex(text, path):
-    toks = []
-    line = 1
-    pos = 0
-    line_has_token = False
-    while pos < len(text):
-        m = TOKEN_RE.match(text, pos)
-        if not m:
-            raise GenError(f"{path}:{line}: unexpected character {text[pos]!r}")
-        kind = m.lastgroup
-        val = m.group(kind)
-        if kind == "nl":
-            line += 1
-            line_has_token = False
-        elif kind == "ws":
-            pass
-        elif kind == "bc":
-            line += val.count("\n")
-        elif kind == "lc":
-            body = val[2:]
-            if body.startswith(" "):
-                body = body[1:]
-            toks.append(Tok("comment", body.rstrip(), line, not line_has_token))
-        else:
-            toks.append(Tok(kind, val, line, not line_has_token))
-            line_has_token = True
-        pos = m.end()
-    toks.append(Tok("eof", "", line, True))
-    return toks
 
 
 # --------------------------------------------------------------------------------------------
@@ -264,243 +223,124 @@ class ProtoFile:
 
 
 # --------------------------------------------------------------------------------------------
-# Parser
+# Reading protoc's FileDescriptorSet
 # --------------------------------------------------------------------------------------------
 
+# Field numbers of the descriptor.proto fields that source_code_info paths walk through.
+FILE_MESSAGE, FILE_ENUM, FILE_SYNTAX = 4, 5, 12
+MSG_FIELD, MSG_NESTED, MSG_ENUM, MSG_ONEOF = 2, 3, 4, 8
+ENUM_VALUE = 2
 
-class Parser:
-    def __init__(self, toks, path):
-        self.toks = toks
-        self.i = 0
-        self.path = path
-        self.pending = []  # own-line comment tokens seen since the last declaration
 
-    def where(self, tok=None):
-        tok = tok or self.peek()
-        return f"{self.path}:{tok.line}"
-
-    def _skip_comments(self):
-        while self.toks[self.i].kind == "comment":
-            self.pending.append(self.toks[self.i])
-            self.i += 1
-
-    def peek(self):
-        self._skip_comments()
-        return self.toks[self.i]
-
-    def next(self):
-        tok = self.peek()
-        self.i += 1
-        return tok
-
-    def expect(self, value=None, kind=None):
-        tok = self.next()
-        if (value is not None and tok.value != value) or (kind is not None and tok.kind != kind):
-            want = value if value is not None else kind
-            raise GenError(f"{self.path}:{tok.line}: expected {want!r}, got {tok.value!r}")
-        return tok
-
-    def leading_comment(self, decl_line):
-        """The contiguous block of own-line comments ending right above decl_line."""
-        block = []
-        expected = decl_line - 1
-        for c in reversed(self.pending):
-            if c.own_line and c.line == expected:
-                block.insert(0, c.value)
-                expected -= 1
-            else:
-                break
-        self.pending = []
-        return block
-
-    def trailing_comment(self, line):
-        tok = self.toks[self.i]
-        if tok.kind == "comment" and not tok.own_line and tok.line == line:
-            self.i += 1
-            return [tok.value]
+def comment_lines(text):
+    """protoc's comment text (each `//` line without its slashes, joined by newlines) as the
+    lines a doc comment is made of: one leading space dropped, trailing blanks stripped."""
+    if not text:
         return []
+    out = []
+    for line in text.split("\n"):
+        out.append((line[1:] if line.startswith(" ") else line).rstrip())
+    if text.endswith("\n"):
+        out.pop()
+    return out
 
-    def skip_statement(self):
-        depth = 0
-        while True:
-            tok = self.next()
-            if tok.kind == "eof":
-                raise GenError(f"{self.path}: unexpected end of file")
-            if tok.value in "{[(":
-                depth += 1
-            elif tok.value in "}])":
-                depth -= 1
-            elif tok.value == ";" and depth == 0:
-                return
 
-    def parse_file(self, pf):
-        # File doc: the first comment block of the file (before `syntax`).
-        first = self.toks[0]
-        if first.kind == "comment":
-            lines = []
-            j = 0
-            while self.toks[j].kind == "comment" and self.toks[j].line == first.line + j:
-                lines.append(self.toks[j].value)
-                j += 1
-            pf.doc = lines
-            self.i = j
-        while True:
-            tok = self.peek()
-            if tok.kind == "eof":
-                break
-            if tok.value == "syntax":
-                self.next()
-                self.expect("=")
-                s = self.expect(kind="str").value
-                if s.strip("\"'") != "proto3":
-                    raise GenError(f"{self.where(tok)}: only proto3 is supported")
-                self.expect(";")
-                self.pending = []
-            elif tok.value == "package":
-                self.next()
-                name = self.expect(kind="id").value
-                if name != PACKAGE:
-                    raise GenError(f"{self.where(tok)}: package must be {PACKAGE}, got {name}")
-                self.expect(";")
-                self.pending = []
-            elif tok.value == "import":
-                self.next()
-                s = self.next()
-                if s.value in ("public", "weak"):
-                    s = self.next()
-                pf.imports.append(s.value.strip("\"'"))
-                self.expect(";")
-                self.pending = []
-            elif tok.value == "option":
-                self.skip_statement()
-                self.pending = []
-            elif tok.value == "message":
-                pf.messages.append(self.parse_message(None))
-            elif tok.value == "enum":
-                pf.enums.append(self.parse_enum(None))
-            elif tok.value in ("service", "extend"):
-                raise GenError(f"{self.where(tok)}: {tok.value} is not supported")
+class DescriptorReader:
+    """Builds the model from one .proto's FileDescriptorProto. Comments come from its
+    source_code_info: a declaration's leading comment plus its trailing comment (on the line
+    of its `;` or `{`) make its doc and annotations."""
+
+    def __init__(self, fdp):
+        self.fdp = fdp
+        self.rel = fdp.name
+        self.locs = {tuple(loc.path): loc for loc in fdp.source_code_info.location}
+        if not self.locs:
+            raise GenError(f"{self.rel}: the descriptor set has no source info (protoc --include_source_info)")
+
+    def where(self, path):
+        loc = self.locs.get(tuple(path))
+        return f"{self.rel}:{loc.span[0] + 1}" if loc else self.rel
+
+    def comment(self, path):
+        loc = self.locs.get(tuple(path))
+        if loc is None:
+            return []
+        return comment_lines(loc.leading_comments) + comment_lines(loc.trailing_comments)
+
+    def read(self):
+        fdp = self.fdp
+        where = self.rel
+        if fdp.syntax != "proto3":
+            raise GenError(f"{self.where([FILE_SYNTAX])}: only proto3 is supported")
+        if fdp.package != PACKAGE:
+            raise GenError(f"{where}: package must be {PACKAGE}, got {fdp.package}")
+        if fdp.service:
+            raise GenError(f"{where}: service is not supported")
+        if fdp.extension:
+            raise GenError(f"{where}: extend is not supported")
+        pf = ProtoFile(where, where)
+        pf.imports = list(fdp.dependency)
+        # File doc: the first comment block of the file, above `syntax` (attached to it or not).
+        syntax = self.locs.get((FILE_SYNTAX,))
+        if syntax is not None:
+            if syntax.leading_detached_comments:
+                pf.doc = comment_lines(syntax.leading_detached_comments[0])
             else:
-                raise GenError(f"{self.where(tok)}: unexpected {tok.value!r}")
+                pf.doc = comment_lines(syntax.leading_comments)
+        for i, e in enumerate(fdp.enum_type):
+            pf.enums.append(self.read_enum(e, None, [FILE_ENUM, i]))
+        for i, m in enumerate(fdp.message_type):
+            pf.messages.append(self.read_message(m, None, [FILE_MESSAGE, i]))
+        return pf
 
-    def parse_message(self, parent):
-        kw = self.next()
-        doc = self.leading_comment(kw.line)
-        name = self.expect(kind="id").value
-        brace = self.expect("{")
-        doc += self.trailing_comment(brace.line)
-        doc, _ = parse_comment(doc, self.where(kw))
-        msg = Message(name, parent, doc, self.where(kw))
-        while True:
-            tok = self.peek()
-            if tok.value == "}":
-                self.next()
-                self.pending = []
-                break
-            if tok.kind == "eof":
-                raise GenError(f"{self.where(tok)}: unterminated message {name}")
-            if tok.value == "message":
-                msg.messages.append(self.parse_message(msg))
-            elif tok.value == "enum":
-                msg.enums.append(self.parse_enum(msg))
-            elif tok.value == "oneof":
-                msg.oneofs.append(self.parse_oneof(msg))
-            elif tok.value in ("reserved", "option"):
-                self.skip_statement()
-                self.pending = []
-            elif tok.value in ("optional", "required", "group", "extensions", "extend", "map"):
-                raise GenError(f"{self.where(tok)}: {tok.value!r} is not supported by this generator")
-            else:
-                msg.fields.append(self.parse_field(msg, None))
+    def read_enum(self, ed, parent, path):
+        doc, _ = parse_comment(self.comment(path), self.where(path))
+        en = Enum(ed.name, parent, doc, self.where(path))
+        for i, v in enumerate(ed.value):
+            vpath = path + [ENUM_VALUE, i]
+            vdoc, _ = parse_comment(self.comment(vpath), self.where(vpath))
+            en.values.append((v.name, v.number, vdoc))
+        return en
+
+    def read_message(self, md, parent, path):
+        where = self.where(path)
+        if md.extension or md.extension_range:
+            raise GenError(f"{where}: extensions are not supported by this generator")
+        doc, _ = parse_comment(self.comment(path), where)
+        msg = Message(md.name, parent, doc, where)
+        for i, n in enumerate(md.nested_type):
+            if n.options.map_entry:
+                raise GenError(f"{where}: 'map' is not supported by this generator")
+            msg.messages.append(self.read_message(n, msg, path + [MSG_NESTED, i]))
+        for i, e in enumerate(md.enum_type):
+            msg.enums.append(self.read_enum(e, msg, path + [MSG_ENUM, i]))
+        for i, od in enumerate(md.oneof_decl):
+            opath = path + [MSG_ONEOF, i]
+            odoc, oann = parse_comment(self.comment(opath), self.where(opath))
+            msg.oneofs.append(Oneof(od.name, odoc, oann, self.where(opath)))
+        for i, fd in enumerate(md.field):
+            msg.fields.append(self.read_field(fd, msg, path + [MSG_FIELD, i]))
         return msg
 
-    def parse_oneof(self, msg):
-        kw = self.next()
-        doc = self.leading_comment(kw.line)
-        name = self.expect(kind="id").value
-        brace = self.expect("{")
-        doc += self.trailing_comment(brace.line)
-        doc, ann = parse_comment(doc, self.where(kw))
-        oneof = Oneof(name, doc, ann, self.where(kw))
-        while True:
-            tok = self.peek()
-            if tok.value == "}":
-                self.next()
-                self.pending = []
-                break
-            if tok.value == "option":
-                self.skip_statement()
-                continue
-            if tok.value == "repeated":
-                raise GenError(f"{self.where(tok)}: repeated fields are not allowed in a oneof")
-            f = self.parse_field(msg, oneof)
+    def read_field(self, fd, msg, path):
+        F = descriptor_pb2.FieldDescriptorProto
+        where = self.where(path)
+        if fd.proto3_optional:
+            raise GenError(f"{where}: 'optional' is not supported by this generator")
+        if fd.type == F.TYPE_GROUP:
+            raise GenError(f"{where}: 'group' is not supported by this generator")
+        if fd.label == F.LABEL_REQUIRED:
+            raise GenError(f"{where}: 'required' is not supported by this generator")
+        if fd.type in (F.TYPE_MESSAGE, F.TYPE_ENUM):
+            type_name = fd.type_name  # fully qualified by protoc: ".netplay.v1.Outer.Inner"
+        else:
+            type_name = F.Type.Name(fd.type)[len("TYPE_"):].lower()
+        doc, ann = parse_comment(self.comment(path), where)
+        oneof = msg.oneofs[fd.oneof_index] if fd.HasField("oneof_index") else None
+        f = Field(fd.name, type_name, fd.number, fd.label == F.LABEL_REPEATED, doc, ann, oneof, where)
+        if oneof is not None:
             oneof.fields.append(f)
-            msg.fields.append(f)
-        return oneof
-
-    def parse_field(self, msg, oneof):
-        first = self.peek()
-        doc = self.leading_comment(first.line)
-        repeated = False
-        if first.value == "repeated":
-            self.next()
-            repeated = True
-        type_tok = self.next()
-        if type_tok.value == "map" or type_tok.kind != "id":
-            raise GenError(f"{self.where(type_tok)}: unsupported field type {type_tok.value!r}")
-        name = self.expect(kind="id").value
-        self.expect("=")
-        number = int(self.expect(kind="num").value, 0)
-        tok = self.next()
-        if tok.value == "[":
-            depth = 1
-            while depth:
-                t = self.next()
-                if t.value == "[":
-                    depth += 1
-                elif t.value == "]":
-                    depth -= 1
-            tok = self.next()
-        if tok.value != ";":
-            raise GenError(f"{self.where(tok)}: expected ';'")
-        doc += self.trailing_comment(tok.line)
-        where = f"{self.path}:{first.line}"
-        doc, ann = parse_comment(doc, where)
-        return Field(name, type_tok.value, number, repeated, doc, ann, oneof, where)
-
-    def parse_enum(self, parent):
-        kw = self.next()
-        doc = self.leading_comment(kw.line)
-        name = self.expect(kind="id").value
-        brace = self.expect("{")
-        doc += self.trailing_comment(brace.line)
-        doc, _ = parse_comment(doc, self.where(kw))
-        en = Enum(name, parent, doc, self.where(kw))
-        while True:
-            tok = self.peek()
-            if tok.value == "}":
-                self.next()
-                self.pending = []
-                break
-            if tok.value in ("option", "reserved"):
-                self.skip_statement()
-                self.pending = []
-                continue
-            vtok = self.expect(kind="id")
-            vdoc = self.leading_comment(vtok.line)
-            self.expect("=")
-            num = int(self.expect(kind="num").value, 0)
-            t = self.next()
-            if t.value == "[":
-                while self.next().value != "]":
-                    pass
-                t = self.next()
-            if t.value != ";":
-                raise GenError(f"{self.where(t)}: expected ';'")
-            vdoc += self.trailing_comment(t.line)
-            vdoc, _ = parse_comment(vdoc, self.where(vtok))
-            en.values.append((vtok.value, num, vdoc))
-        return en
+        return f
 
 
 # --------------------------------------------------------------------------------------------
@@ -641,21 +481,12 @@ class Schema:
         if t in SCALARS:
             f.resolved = ("scalar", t)
             return
-        if t.startswith("."):
-            t = t[1:]
-        if t.startswith(PACKAGE + "."):
-            t = t[len(PACKAGE) + 1:]
-        scope = msg.path
-        while True:
-            key = ".".join(scope + [t])
-            if key in self.types:
-                node = self.types[key]
-                f.resolved = ("enum" if isinstance(node, Enum) else "message", node)
-                return
-            if not scope:
-                break
-            scope = scope[:-1]
-        raise GenError(f"{f.where}: unknown type {f.type_name}")
+        # protoc has resolved the name already: ".netplay.v1.Outer.Inner".
+        prefix = "." + PACKAGE + "."
+        node = self.types.get(t[len(prefix):]) if t.startswith(prefix) else None
+        if node is None:
+            raise GenError(f"{f.where}: unknown type {f.type_name}")
+        f.resolved = ("enum" if isinstance(node, Enum) else "message", node)
 
     def _check(self):
         for e in self.all_enums():
@@ -1462,20 +1293,19 @@ def gen_fixtures(schema):
 # --------------------------------------------------------------------------------------------
 
 
-def load(proto_root):
-    base = os.path.join(proto_root, "netplay", "v1")
-    files = []
-    for name in sorted(os.listdir(base)):
-        if not name.endswith(".proto"):
-            continue
-        path = os.path.join(base, name)
-        rel = os.path.relpath(path, proto_root)
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-        pf = ProtoFile(path, rel)
-        Parser(lex(text, rel), rel).parse_file(pf)
-        files.append(pf)
-    return Schema(files)
+def load(descriptor_set, files):
+    """The model of the named .proto files (paths relative to the proto root, as protoc names
+    them) from a FileDescriptorSet written by protoc --include_source_info --include_imports."""
+    fds = descriptor_pb2.FileDescriptorSet()
+    with open(descriptor_set, "rb") as fh:
+        fds.ParseFromString(fh.read())
+    by_name = {fdp.name: fdp for fdp in fds.file}
+    out = []
+    for name in sorted(files):
+        if name not in by_name:
+            raise GenError(f"{name}: not in the descriptor set {descriptor_set}")
+        out.append(DescriptorReader(by_name[name]).read())
+    return Schema(out)
 
 
 def check_c_names(schema, header_dir):
@@ -1500,13 +1330,15 @@ def write(path, text):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--proto-root", required=True)
+    ap.add_argument("--descriptor-set", required=True,
+                    help="protoc --descriptor_set_out output, with --include_source_info --include_imports")
     ap.add_argument("--swift-out", required=True)
     ap.add_argument("--tests-out", required=True)
     ap.add_argument("--c-headers", help="protoc-c output to check symbol names against")
+    ap.add_argument("protos", nargs="+", help="the .proto files to generate, as protoc names them (netplay/v1/x.proto)")
     args = ap.parse_args()
     try:
-        schema = load(args.proto_root)
+        schema = load(args.descriptor_set, args.protos)
         if args.c_headers:
             check_c_names(schema, args.c_headers)
         for pf in schema.files:
