@@ -1,0 +1,109 @@
+import ArgumentParser
+import Foundation
+import NetplayAuth
+import NetplayService
+
+/// netplay-sync's own flags, each with a `NETPLAY_*` environment fallback (shown in `--help`).
+/// Resolve them, with the common ``ServiceOptions``, into everything a relay replica needs with
+/// ``resolve(common:environment:)``; the executable only parses and runs.
+public struct SyncOptions: ParsableArguments, Sendable {
+    @Option(help: ArgumentHelp("Replica index: default endpoints 7300+10i / 7301+10i / 7305+10i and instance sync-i (env NETPLAY_REPLICA, default 0).", valueName: "i"))
+    public var replica: Int?
+
+    @Option(help: ArgumentHelp("Coordinator endpoint to register with and report load to; 'none' disables (env NETPLAY_COORDINATOR, default \(ServiceDefaults.coordinatorEndpoint)).", valueName: "endpoint"))
+    public var coordinator: String?
+
+    @Option(help: ArgumentHelp("Cluster secret that signs join tickets: HEX or ID:HEX,... (env NETPLAY_CLUSTER_SECRET).", valueName: "secret"))
+    public var clusterSecret: String?
+
+    @Option(help: ArgumentHelp("File holding the cluster secret (env NETPLAY_CLUSTER_SECRET_FILE; default <data-dir>/../cluster-secret or <data-dir>/../coordinator/cluster-secret).", valueName: "path"))
+    public var clusterSecretFile: String?
+
+    @Option(help: ArgumentHelp("Endpoint peers attach to, as told to the coordinator (env NETPLAY_ADVERTISE, default the bound endpoint).", valueName: "endpoint"))
+    public var advertise: String?
+
+    @Option(help: ArgumentHelp("Region tag for the coordinator's relay choice (env NETPLAY_REGION).", valueName: "tag"))
+    public var region: String?
+
+    @Option(help: ArgumentHelp("Sessions served at most; 0 = no limit (env NETPLAY_MAX_SESSIONS).", valueName: "n"))
+    public var maxSessions: Int?
+
+    @Option(help: ArgumentHelp("Frames of inputs kept per session (env NETPLAY_HISTORY_FRAMES, default 4096).", valueName: "frames"))
+    public var historyFrames: Int?
+
+    @Flag(help: "Write no replay files.")
+    public var noReplays = false
+
+    public init() {}
+
+    /// What a relay replica runs with.
+    public struct Resolved: Sendable {
+        /// The runtime's configuration.
+        public var service: ServiceConfiguration
+        /// The relay's own configuration.
+        public var relay: RelayConfiguration
+        /// The keys that verify join tickets.
+        public var keyRing: TicketKeyRing
+        /// The coordinator to register with, or nil.
+        public var coordinator: String?
+    }
+
+    /// Resolves flags, environment and defaults; throws a one-line `ValidationError` for anything
+    /// malformed (and when no cluster secret can be found).
+    public func resolve(common: ServiceOptions,
+                        environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Resolved {
+        func pick(_ flag: String?, _ variable: String) -> String? {
+            flag ?? environment[variable].flatMap { $0.isEmpty ? nil : $0 }
+        }
+        let replicaText = replica.map(String.init) ?? pick(nil, "NETPLAY_REPLICA") ?? "0"
+        guard let index = Int(replicaText), (0 ... 99).contains(index) else {
+            throw ValidationError("--replica must be a number from 0 to 99, got '\(replicaText)'")
+        }
+        var options = common
+        if options.instance == nil, environment["NETPLAY_INSTANCE"]?.isEmpty ?? true { options.instance = "sync-\(index)" }
+        let service = try options.resolve(defaults: ServiceDefaults.sync(replica: index), environment: environment)
+
+        let secretText: String
+        if let text = pick(clusterSecret, "NETPLAY_CLUSTER_SECRET") {
+            secretText = text
+        } else {
+            // Default: beside the data dir, or the file a development coordinator generates.
+            let root = service.dataDirectory.deletingLastPathComponent()
+            let paths = pick(clusterSecretFile, "NETPLAY_CLUSTER_SECRET_FILE").map { [$0] }
+                ?? [root.appendingPathComponent("cluster-secret").path,
+                    root.appendingPathComponent("coordinator/cluster-secret").path]
+            guard let text = paths.lazy.compactMap({ try? String(contentsOfFile: $0, encoding: .utf8) }).first else {
+                throw ValidationError("--cluster-secret (or NETPLAY_CLUSTER_SECRET, or a readable --cluster-secret-file) is required to verify join tickets; no file at \(paths.joined(separator: " or "))")
+            }
+            secretText = text
+        }
+        let keyRing: TicketKeyRing
+        do { keyRing = try TicketKeyRing(parsing: secretText) } catch {
+            throw ValidationError("--cluster-secret: \(error.description)")
+        }
+
+        let coordinatorValue = pick(coordinator, "NETPLAY_COORDINATOR") ?? ServiceDefaults.coordinatorEndpoint
+        let coordinatorEndpoint: String? = coordinatorValue.lowercased() == "none" ? nil : coordinatorValue
+        if let coordinatorEndpoint { try EndpointValidator.validate(coordinatorEndpoint, name: "--coordinator") }
+        let advertised = pick(advertise, "NETPLAY_ADVERTISE") ?? ""
+        if !advertised.isEmpty { try EndpointValidator.validate(advertised, name: "--advertise") }
+        guard !advertised.contains("*") else {
+            throw ValidationError("--advertise must name a reachable host and port, got '\(advertised)' (bind with a wildcard, advertise the address)")
+        }
+
+        var relay = RelayConfiguration(relayId: service.instance, advertisedEndpoint: advertised)
+        relay.eventsEndpoint = service.events ?? ""
+        relay.region = pick(region, "NETPLAY_REGION") ?? ""
+        if let text = maxSessions.map(String.init) ?? pick(nil, "NETPLAY_MAX_SESSIONS") {
+            guard let value = Int(text), value >= 0 else { throw ValidationError("--max-sessions must be a number >= 0, got '\(text)'") }
+            relay.maxSessions = value
+        }
+        if let text = historyFrames.map(String.init) ?? pick(nil, "NETPLAY_HISTORY_FRAMES") {
+            guard let value = Int(text) else { throw ValidationError("--history-frames must be a number, got '\(text)'") }
+            relay.historyFrames = value
+        }
+        relay.replayDirectory = noReplays ? nil : service.dataDirectory.appendingPathComponent("replays")
+        if let problem = relay.validationError() { throw ValidationError(problem) }
+        return Resolved(service: service, relay: relay, keyRing: keyRing, coordinator: coordinatorEndpoint)
+    }
+}
