@@ -1,0 +1,80 @@
+import ArgumentParser
+import Foundation
+import NetplayService
+
+/// netplay-telemetry's own flags, each with a `NETPLAY_*` environment fallback (shown in
+/// `--help`). Resolve them into ``TelemetrySettings`` with ``resolve(environment:)``; the
+/// executable only parses and runs.
+public struct TelemetryOptions: ParsableArguments, Sendable {
+    @Option(help: ArgumentHelp("PULL endpoint services push metrics and events to (env NETPLAY_INGEST, default \(ServiceDefaults.telemetryIngest)).", valueName: "endpoint"))
+    public var ingest: String?
+
+    @Option(help: ArgumentHelp("HTTP address HOST:PORT for /metrics, /api and the dashboard; 'none' disables (env NETPLAY_HTTP, default 127.0.0.1:9400).", valueName: "address"))
+    public var http: String?
+
+    @Option(help: ArgumentHelp("Discovery request endpoint to list rooms from; 'none' disables (env NETPLAY_DISCOVERY, default \(ServiceDefaults.discoveryEndpoint)).", valueName: "endpoint"))
+    public var discovery: String?
+
+    @Option(help: ArgumentHelp("Seconds after which an instance that stopped reporting is forgotten (env NETPLAY_FORGET_AFTER, default 20).", valueName: "seconds"))
+    public var forgetAfter: Double?
+
+    @Option(help: ArgumentHelp("Most HTTP connections open at once from one address; a new one evicts that address's oldest idle one (env NETPLAY_HTTP_MAX_PER_ADDRESS, default 16).", valueName: "count"))
+    public var httpMaxPerAddress: Int?
+
+    @Option(help: ArgumentHelp("Most HTTP connections open at once; a new one evicts the oldest idle one (env NETPLAY_HTTP_MAX_CONNECTIONS, default 128).", valueName: "count"))
+    public var httpMaxConnections: Int?
+
+    @Option(help: ArgumentHelp("Seconds an HTTP client has to send its complete request head (env NETPLAY_HTTP_HEAD_TIMEOUT, default 5).", valueName: "seconds"))
+    public var httpHeadTimeout: Double?
+
+    @Option(help: ArgumentHelp("Most instances whose metrics are kept; snapshots from more are dropped (env NETPLAY_MAX_INSTANCES, default 256).", valueName: "count"))
+    public var maxInstances: Int?
+
+    @Option(help: ArgumentHelp("Most series kept per instance (env NETPLAY_MAX_SERIES_PER_INSTANCE, default 2000).", valueName: "count"))
+    public var maxSeriesPerInstance: Int?
+
+    @Option(help: ArgumentHelp("Most series kept over all instances (env NETPLAY_MAX_SERIES, default 50000).", valueName: "count"))
+    public var maxSeries: Int?
+
+    public init() {}
+
+    /// Resolves flags, environment and defaults; throws a one-line `ValidationError` for anything
+    /// malformed.
+    public func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> TelemetrySettings {
+        func pick(_ flag: String?, _ variable: String) -> String? {
+            flag ?? environment[variable].flatMap { $0.isEmpty ? nil : $0 }
+        }
+        let ingest = pick(ingest, "NETPLAY_INGEST") ?? ServiceDefaults.telemetryIngest
+        try EndpointValidator.validate(ingest, name: "--ingest")
+        let httpText = pick(http, "NETPLAY_HTTP") ?? "127.0.0.1:9400"
+        if httpText.lowercased() != "none" {
+            do { _ = try HTTPServer.socketAddress(httpText) } catch { throw ValidationError("\(error)") }
+        }
+        let discoveryText = pick(discovery, "NETPLAY_DISCOVERY") ?? ServiceDefaults.discoveryEndpoint
+        let discovery = discoveryText.lowercased() == "none" ? nil : discoveryText
+        if let discovery { try EndpointValidator.validate(discovery, name: "--discovery") }
+        let forgetText = forgetAfter.map { String($0) } ?? pick(nil, "NETPLAY_FORGET_AFTER") ?? "20"
+        guard let forget = Double(forgetText), forget >= 0.1, forget <= 86_400 else {
+            throw ValidationError("--forget-after must be a number of seconds from 0.1 to 86400, got '\(forgetText)'")
+        }
+        func number<Value: LosslessStringConvertible & Comparable>(_ flag: Value?, _ name: String, _ variable: String,
+                                                                    default fallback: Value, _ range: ClosedRange<Value>) throws -> Value {
+            let text = flag.map { String($0) } ?? pick(nil, variable) ?? String(fallback)
+            guard let value = Value(text), range.contains(value) else {
+                throw ValidationError("--\(name) must be a number from \(range.lowerBound) to \(range.upperBound), got '\(text)'")
+            }
+            return value
+        }
+        let httpLimits = HTTPLimits(
+            maxConnections: try number(httpMaxConnections, "http-max-connections", "NETPLAY_HTTP_MAX_CONNECTIONS", default: 128, 1...10_000),
+            maxPerAddress: try number(httpMaxPerAddress, "http-max-per-address", "NETPLAY_HTTP_MAX_PER_ADDRESS", default: 16, 1...10_000),
+            headTimeout: try number(httpHeadTimeout, "http-head-timeout", "NETPLAY_HTTP_HEAD_TIMEOUT", default: 5, 0.1...300))
+        let limits = MetricStore.Limits(
+            maxInstances: try number(maxInstances, "max-instances", "NETPLAY_MAX_INSTANCES", default: 256, 1...100_000),
+            maxSeriesPerInstance: try number(maxSeriesPerInstance, "max-series-per-instance", "NETPLAY_MAX_SERIES_PER_INSTANCE", default: 2_000, 1...1_000_000),
+            maxSeries: try number(maxSeries, "max-series", "NETPLAY_MAX_SERIES", default: 50_000, 1...10_000_000))
+        return TelemetrySettings(ingest: ingest, http: httpText.lowercased() == "none" ? nil : httpText,
+                                 forgetAfter: forget, sessionForgetAfter: max(30, forget), discovery: discovery,
+                                 limits: limits, httpLimits: httpLimits)
+    }
+}
