@@ -130,6 +130,13 @@ enum SignalStop {
     }
 }
 
+/// An error that ends a command with its own exit status and a one-line reason (the supervisor's
+/// "cluster stopped itself" is 1; bad configuration stays 2).
+public protocol OneLineExitError: Error, CustomStringConvertible {
+    /// The process's exit status.
+    var exitStatus: Int32 { get }
+}
+
 /// Entry-point helper for the toolkit's executables: parses arguments, and on bad input prints
 /// one line (`netplay-discovery: --endpoint must look like ...`) and exits non-zero.
 public protocol NetplayCommand: ParsableCommand {}
@@ -141,6 +148,9 @@ extension NetplayCommand {
         do {
             var command = try parseAsRoot(arguments)
             try command.run()
+        } catch let failure as OneLineExitError {
+            FileHandle.standardError.write(Data("\(name): \(failure.description)\n".utf8))
+            Foundation.exit(failure.exitStatus)
         } catch {
             let code = exitCode(for: error)
             if code == .success || error is CleanExit {

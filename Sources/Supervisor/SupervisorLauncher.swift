@@ -165,7 +165,9 @@ public enum SupervisorLauncher {
 }
 
 /// The cluster stopped itself (restart intensity exceeded); `description` says why.
-public struct ClusterFailure: Error, CustomStringConvertible {
+public struct ClusterFailure: OneLineExitError {
     /// The reason, one line.
     public let description: String
+    /// The supervisor exits with status 1 when the cluster stopped itself.
+    public var exitStatus: Int32 { 1 }
 }
