@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Two fresh network namespaces, a veth pair between them (10.77.0.1/24 in `a`, 10.77.0.2/24 in
 /// `b`), and the processes started inside them; ``tearDown()`` removes all of it.
@@ -24,8 +25,21 @@ public final class NamespacePair {
     private var processes: [Process] = []
     private var created: [String] = []
 
+    private static let serial = Mutex(Int.random(in: 10...50))
+
+    /// 10 to 99, a different one for each pair this process makes (wrapping after 90).
+    private static func nextSerial() -> Int {
+        serial.withLock { value in
+            defer { value = value >= 99 ? 10 : value + 1 }
+            return value
+        }
+    }
+
     public init() throws {
-        let tag = "\(getpid() % 100_000)\(Int.random(in: 10...99))"
+        // Unique within this process (tests run in parallel: two pairs with one tag would share
+        // namespaces and a directory, and one's tear-down would remove the other's), and
+        // short enough for interface names (15 characters).
+        let tag = "\(getpid() % 100_000)\(Self.nextSerial())"
         a = "np-a-\(tag)"
         b = "np-b-\(tag)"
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-netns-\(tag)").path
