@@ -52,10 +52,8 @@ public struct SyncOptions: ParsableArguments, Sendable {
     /// malformed (and when no cluster secret can be found).
     public func resolve(common: ServiceOptions,
                         environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Resolved {
-        func pick(_ flag: String?, _ variable: String) -> String? {
-            flag ?? environment[variable].flatMap { $0.isEmpty ? nil : $0 }
-        }
-        let replicaText = replica.map(String.init) ?? pick(nil, "NETPLAY_REPLICA") ?? "0"
+        let setting = SettingResolver(environment: environment)
+        let replicaText = replica.map(String.init) ?? setting.text(nil, "NETPLAY_REPLICA") ?? "0"
         guard let index = Int(replicaText), (0 ... 99).contains(index) else {
             throw ValidationError("--replica must be a number from 0 to 99, got '\(replicaText)'")
         }
@@ -64,12 +62,12 @@ public struct SyncOptions: ParsableArguments, Sendable {
         let service = try options.resolve(defaults: ServiceDefaults.sync(replica: index), environment: environment)
 
         let secretText: String
-        if let text = pick(clusterSecret, "NETPLAY_CLUSTER_SECRET") {
+        if let text = setting.text(clusterSecret, "NETPLAY_CLUSTER_SECRET") {
             secretText = text
         } else {
             // Default: beside the data dir, or the file a development coordinator generates.
             let root = service.dataDirectory.deletingLastPathComponent()
-            let paths = pick(clusterSecretFile, "NETPLAY_CLUSTER_SECRET_FILE").map { [$0] }
+            let paths = setting.text(clusterSecretFile, "NETPLAY_CLUSTER_SECRET_FILE").map { [$0] }
                 ?? [root.appendingPathComponent("cluster-secret").path,
                     root.appendingPathComponent("coordinator/cluster-secret").path]
             guard let text = paths.lazy.compactMap({ try? String(contentsOfFile: $0, encoding: .utf8) }).first else {
@@ -82,10 +80,10 @@ public struct SyncOptions: ParsableArguments, Sendable {
             throw ValidationError("--cluster-secret: \(error.description)")
         }
 
-        let coordinatorValue = pick(coordinator, "NETPLAY_COORDINATOR") ?? ServiceDefaults.coordinatorEndpoint
+        let coordinatorValue = setting.text(coordinator, "NETPLAY_COORDINATOR") ?? ServiceDefaults.coordinatorEndpoint
         let coordinatorEndpoint: String? = coordinatorValue.lowercased() == "none" ? nil : coordinatorValue
         if let coordinatorEndpoint { try EndpointValidator.validate(coordinatorEndpoint, name: "--coordinator") }
-        let advertised = pick(advertise, "NETPLAY_ADVERTISE") ?? ""
+        let advertised = setting.text(advertise, "NETPLAY_ADVERTISE") ?? ""
         if !advertised.isEmpty { try EndpointValidator.validate(advertised, name: "--advertise") }
         guard !advertised.contains("*") else {
             throw ValidationError("--advertise must name a reachable host and port, got '\(advertised)' (bind with a wildcard, advertise the address)")
@@ -93,12 +91,12 @@ public struct SyncOptions: ParsableArguments, Sendable {
 
         var relay = RelayConfiguration(relayId: service.instance, advertisedEndpoint: advertised)
         relay.eventsEndpoint = service.events ?? ""
-        relay.region = pick(region, "NETPLAY_REGION") ?? ""
-        if let text = maxSessions.map(String.init) ?? pick(nil, "NETPLAY_MAX_SESSIONS") {
+        relay.region = setting.text(region, "NETPLAY_REGION") ?? ""
+        if let text = maxSessions.map(String.init) ?? setting.text(nil, "NETPLAY_MAX_SESSIONS") {
             guard let value = Int(text), value >= 0 else { throw ValidationError("--max-sessions must be a number >= 0, got '\(text)'") }
             relay.maxSessions = value
         }
-        if let text = historyFrames.map(String.init) ?? pick(nil, "NETPLAY_HISTORY_FRAMES") {
+        if let text = historyFrames.map(String.init) ?? setting.text(nil, "NETPLAY_HISTORY_FRAMES") {
             guard let value = Int(text) else { throw ValidationError("--history-frames must be a number, got '\(text)'") }
             relay.historyFrames = value
         }

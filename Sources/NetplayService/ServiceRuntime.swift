@@ -657,23 +657,20 @@ public final class ServiceRuntime {
                                  attributes: Array(attributes.keyValues.prefix(32)), sessionId: String(sessionId.prefix(64)),
                                  sequence: eventSequence)
         publish(topic: topic, body ?? .eventRecord(record))
-        pushTelemetry(.eventRecord(record))
+        pushToTelemetry(.eventRecord(record))
     }
 
     /// Pushes the current metrics snapshot to telemetry (also done every metrics interval).
     public func pushMetrics() {
         connectTelemetry()
         metricsSequence += 1
-        pushTelemetry(.metricsSnapshot(metrics.snapshot(service: configuration.kind, instance: configuration.instance,
+        pushToTelemetry(.metricsSnapshot(metrics.snapshot(service: configuration.kind, instance: configuration.instance,
                                                         sequence: metricsSequence)))
     }
 
-    /// Pushes `body` (HUD statistics, ...) to telemetry; dropped when telemetry is unreachable.
+    /// Pushes `body` (metrics, events, HUD statistics) to telemetry; dropped when telemetry is
+    /// unreachable.
     public func pushToTelemetry(_ body: Envelope.Body) {
-        pushTelemetry(body)
-    }
-
-    private func pushTelemetry(_ body: Envelope.Body) {
         guard let telemetryPush else { return }
         do {
             try telemetryPush.send(try Envelope(body: body).encoded(), flags: .dontWait)

@@ -3,7 +3,7 @@ import Foundation
 
 /// Resolves one service setting from its flag, then its `NETPLAY_*` environment variable, then
 /// a default, turning malformed values into a one-line `ValidationError` that names the flag.
-/// Shared by the control-plane executables (discovery, coordinator).
+/// Shared by every service's `*Options` (discovery, coordinator, sync, telemetry, supervisor).
 public struct SettingResolver: Sendable {
     /// The environment consulted.
     public let environment: [String: String]

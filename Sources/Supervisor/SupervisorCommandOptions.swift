@@ -26,14 +26,12 @@ public struct SupervisorCommandOptions: ParsableArguments, Sendable {
     /// The launcher's settings: flag, then environment, then default.
     public func settings(common: ServiceOptions,
                          environment: [String: String] = ProcessInfo.processInfo.environment) -> SupervisorLauncher.Settings {
-        func pick(_ flag: String?, _ variable: String) -> String? {
-            flag ?? environment[variable].flatMap { $0.isEmpty ? nil : $0 }
-        }
+        let setting = SettingResolver(environment: environment)
         let quietEnv = ["1", "true", "yes"].contains((environment["NETPLAY_QUIET"] ?? "").lowercased())
         return SupervisorLauncher.Settings(
-            configPath: pick(config, "NETPLAY_CLUSTER_CONFIG") ?? "compose/cluster.yaml",
-            runDirectory: pick(runDir, "NETPLAY_RUN_DIR") ?? "run",
-            binDirectories: pick(binDir, "NETPLAY_BIN_DIR").map { [$0] } ?? [],
+            configPath: setting.text(config, "NETPLAY_CLUSTER_CONFIG") ?? "compose/cluster.yaml",
+            runDirectory: setting.text(runDir, "NETPLAY_RUN_DIR") ?? "run",
+            binDirectories: setting.text(binDir, "NETPLAY_BIN_DIR").map { [$0] } ?? [],
             console: !(quiet || quietEnv), checkOnly: check, common: common)
     }
 }

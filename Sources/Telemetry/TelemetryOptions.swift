@@ -41,25 +41,23 @@ public struct TelemetryOptions: ParsableArguments, Sendable {
     /// Resolves flags, environment and defaults; throws a one-line `ValidationError` for anything
     /// malformed.
     public func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> TelemetrySettings {
-        func pick(_ flag: String?, _ variable: String) -> String? {
-            flag ?? environment[variable].flatMap { $0.isEmpty ? nil : $0 }
-        }
-        let ingest = pick(ingest, "NETPLAY_INGEST") ?? ServiceDefaults.telemetryIngest
+        let setting = SettingResolver(environment: environment)
+        let ingest = setting.text(ingest, "NETPLAY_INGEST") ?? ServiceDefaults.telemetryIngest
         try EndpointValidator.validate(ingest, name: "--ingest")
-        let httpText = pick(http, "NETPLAY_HTTP") ?? "127.0.0.1:9400"
+        let httpText = setting.text(http, "NETPLAY_HTTP") ?? "127.0.0.1:9400"
         if httpText.lowercased() != "none" {
             do { _ = try HTTPServer.socketAddress(httpText) } catch { throw ValidationError("\(error)") }
         }
-        let discoveryText = pick(discovery, "NETPLAY_DISCOVERY") ?? ServiceDefaults.discoveryEndpoint
+        let discoveryText = setting.text(discovery, "NETPLAY_DISCOVERY") ?? ServiceDefaults.discoveryEndpoint
         let discovery = discoveryText.lowercased() == "none" ? nil : discoveryText
         if let discovery { try EndpointValidator.validate(discovery, name: "--discovery") }
-        let forgetText = forgetAfter.map { String($0) } ?? pick(nil, "NETPLAY_FORGET_AFTER") ?? "20"
+        let forgetText = forgetAfter.map { String($0) } ?? setting.text(nil, "NETPLAY_FORGET_AFTER") ?? "20"
         guard let forget = Double(forgetText), forget >= 0.1, forget <= 86_400 else {
             throw ValidationError("--forget-after must be a number of seconds from 0.1 to 86400, got '\(forgetText)'")
         }
         func number<Value: LosslessStringConvertible & Comparable>(_ flag: Value?, _ name: String, _ variable: String,
                                                                     default fallback: Value, _ range: ClosedRange<Value>) throws -> Value {
-            let text = flag.map { String($0) } ?? pick(nil, variable) ?? String(fallback)
+            let text = flag.map { String($0) } ?? setting.text(nil, variable) ?? String(fallback)
             guard let value = Value(text), range.contains(value) else {
                 throw ValidationError("--\(name) must be a number from \(range.lowerBound) to \(range.upperBound), got '\(text)'")
             }
