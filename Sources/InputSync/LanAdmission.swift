@@ -67,11 +67,7 @@ public final class LanAdmission: Sendable {
 
     /// The sync parameters every ticket carries.
     public var params: SyncParams {
-        SyncParams(inputSize: settings.inputSize, maxPlayers: settings.maxPlayers, frameDelay: settings.frameDelay,
-                   frameRateMhz: settings.frameRateMhz, predictionWindow: settings.predictionWindow,
-                   lagToleranceFrames: settings.lagToleranceFrames, spectatorDelayFrames: settings.spectatorDelayFrames,
-                   checksumIntervalFrames: settings.checksumIntervalFrames,
-                   maxSpectators: settings.spectatorsAllowed ? max(settings.maxSpectators, 1) : 0)
+        SyncParams(settings: settings, maxSpectators: settings.spectatorsAllowed ? max(settings.maxSpectators, 1) : 0)
     }
 
     /// Players and spectators holding a place now.

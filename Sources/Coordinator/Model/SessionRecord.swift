@@ -128,10 +128,7 @@ public struct SessionRecord: Sendable, Equatable {
 
     /// The sync parameters every ticket carries.
     public var syncParams: SyncParams {
-        SyncParams(inputSize: settings.inputSize, maxPlayers: settings.maxPlayers, frameDelay: settings.frameDelay,
-                   frameRateMhz: settings.frameRateMhz, predictionWindow: settings.predictionWindow,
-                   lagToleranceFrames: settings.lagToleranceFrames, spectatorDelayFrames: settings.spectatorDelayFrames,
-                   checksumIntervalFrames: settings.checksumIntervalFrames, maxSpectators: settings.maxSpectators)
+        SyncParams(settings: settings, maxSpectators: settings.maxSpectators)
     }
 
     /// The wire form (passwords never included).

@@ -145,6 +145,8 @@ public struct SessionSettings: Sendable, Hashable {
     public var spectatorDelayFrames: UInt32
     /// Players report a game-state checksum every this many frames (0 = never).
     public var checksumIntervalFrames: UInt32
+    /// The relay chooses the input delay from measured round trips (frame_delay is the first value).
+    public var frameDelayAuto: Bool
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -165,7 +167,8 @@ public struct SessionSettings: Sendable, Hashable {
         predictionWindow: UInt32 = 8,
         lagToleranceFrames: UInt32 = 12,
         spectatorDelayFrames: UInt32 = 0,
-        checksumIntervalFrames: UInt32 = 60
+        checksumIntervalFrames: UInt32 = 60,
+        frameDelayAuto: Bool = false
     ) {
         self.roomName = roomName
         self.content = content
@@ -185,6 +188,7 @@ public struct SessionSettings: Sendable, Hashable {
         self.lagToleranceFrames = lagToleranceFrames
         self.spectatorDelayFrames = spectatorDelayFrames
         self.checksumIntervalFrames = checksumIntervalFrames
+        self.frameDelayAuto = frameDelayAuto
     }
 }
 
@@ -209,6 +213,9 @@ public struct SyncParams: Sendable, Hashable {
     public var checksumIntervalFrames: UInt32
     /// Maximum spectators.
     public var maxSpectators: UInt32
+    /// The relay chooses the input delay from the round trips it measures and changes it when they
+    /// move (TimeSyncHint.frame_delay); frame_delay is then only the value before the first hint.
+    public var frameDelayAuto: Bool
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -220,7 +227,8 @@ public struct SyncParams: Sendable, Hashable {
         lagToleranceFrames: UInt32 = 12,
         spectatorDelayFrames: UInt32 = 0,
         checksumIntervalFrames: UInt32 = 60,
-        maxSpectators: UInt32 = 0
+        maxSpectators: UInt32 = 0,
+        frameDelayAuto: Bool = false
     ) {
         self.inputSize = inputSize
         self.maxPlayers = maxPlayers
@@ -231,6 +239,7 @@ public struct SyncParams: Sendable, Hashable {
         self.spectatorDelayFrames = spectatorDelayFrames
         self.checksumIntervalFrames = checksumIntervalFrames
         self.maxSpectators = maxSpectators
+        self.frameDelayAuto = frameDelayAuto
     }
 }
 
@@ -1135,6 +1144,7 @@ extension SessionSettings: WireMessage, _CMessage {
             try _wireCheckRange(self.checksumIntervalFrames, 0...3600, "SessionSettings.checksum_interval_frames")
         }
         c.pointee.checksum_interval_frames = self.checksumIntervalFrames
+        c.pointee.frame_delay_auto = self.frameDelayAuto ? 1 : 0
     }
 
     init(_c c: UnsafePointer<Netplay__V1__SessionSettings>) throws(WireError) {
@@ -1157,6 +1167,7 @@ extension SessionSettings: WireMessage, _CMessage {
         self.lagToleranceFrames = try _wireCheckedRange(c.pointee.lag_tolerance_frames, 1...600, "SessionSettings.lag_tolerance_frames")
         self.spectatorDelayFrames = try _wireCheckedRange(c.pointee.spectator_delay_frames, 0...3600, "SessionSettings.spectator_delay_frames")
         self.checksumIntervalFrames = try _wireCheckedRange(c.pointee.checksum_interval_frames, 0...3600, "SessionSettings.checksum_interval_frames")
+        self.frameDelayAuto = c.pointee.frame_delay_auto != 0
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -1179,6 +1190,7 @@ extension SessionSettings: WireMessage, _CMessage {
         w.key("lagToleranceFrames"); w.integer(self.lagToleranceFrames)
         w.key("spectatorDelayFrames"); w.integer(self.spectatorDelayFrames)
         w.key("checksumIntervalFrames"); w.integer(self.checksumIntervalFrames)
+        w.key("frameDelayAuto"); w.bool(self.frameDelayAuto)
         w.close()
     }
 }
@@ -1254,6 +1266,7 @@ extension SyncParams: WireMessage, _CMessage {
             try _wireCheckRange(self.maxSpectators, 0...64, "SyncParams.max_spectators")
         }
         c.pointee.max_spectators = self.maxSpectators
+        c.pointee.frame_delay_auto = self.frameDelayAuto ? 1 : 0
     }
 
     init(_c c: UnsafePointer<Netplay__V1__SyncParams>) throws(WireError) {
@@ -1266,6 +1279,7 @@ extension SyncParams: WireMessage, _CMessage {
         self.spectatorDelayFrames = try _wireCheckedRange(c.pointee.spectator_delay_frames, 0...3600, "SyncParams.spectator_delay_frames")
         self.checksumIntervalFrames = try _wireCheckedRange(c.pointee.checksum_interval_frames, 0...3600, "SyncParams.checksum_interval_frames")
         self.maxSpectators = try _wireCheckedRange(c.pointee.max_spectators, 0...64, "SyncParams.max_spectators")
+        self.frameDelayAuto = c.pointee.frame_delay_auto != 0
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -1279,6 +1293,7 @@ extension SyncParams: WireMessage, _CMessage {
         w.key("spectatorDelayFrames"); w.integer(self.spectatorDelayFrames)
         w.key("checksumIntervalFrames"); w.integer(self.checksumIntervalFrames)
         w.key("maxSpectators"); w.integer(self.maxSpectators)
+        w.key("frameDelayAuto"); w.bool(self.frameDelayAuto)
         w.close()
     }
 }

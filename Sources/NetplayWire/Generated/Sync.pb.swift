@@ -174,6 +174,10 @@ public struct AttachRequest: Sendable, Hashable {
     /// starts its timeline no later than this, so peers that confirmed less can still catch up
     /// from inputs instead of a state.
     public var historyFromFrame: UInt32
+    /// Another connection of a participant attached on this relay with the same ticket (not a
+    /// replacement): the relay sends every input broadcast on each of the participant's paths and
+    /// takes its inputs from any, so one lost TCP segment does not hold back later inputs.
+    public var additionalPath: Bool
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -185,7 +189,8 @@ public struct AttachRequest: Sendable, Hashable {
         firstUnackedFrame: UInt32 = 0,
         content: ContentInfo? = nil,
         gameOptions: [UInt8] = [],
-        historyFromFrame: UInt32 = 0
+        historyFromFrame: UInt32 = 0,
+        additionalPath: Bool = false
     ) {
         self.ticket = ticket
         self.protocolVersion = protocolVersion
@@ -196,6 +201,7 @@ public struct AttachRequest: Sendable, Hashable {
         self.content = content
         self.gameOptions = gameOptions
         self.historyFromFrame = historyFromFrame
+        self.additionalPath = additionalPath
     }
 }
 
@@ -257,6 +263,9 @@ public struct AttachResponse: Sendable, Hashable {
     public var recovering: Bool
     /// With state_follows: the transfer id the StateChunks will carry.
     public var transferId: UInt32
+    /// With running, at a fresh start: wait this long before simulating the first frame, so every
+    /// player starts at the same moment (the relay measured each player's round trip first).
+    public var startDelayUs: UInt32
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -272,7 +281,8 @@ public struct AttachResponse: Sendable, Hashable {
         running: Bool = false,
         awaitedInputFrame: UInt32 = 0,
         recovering: Bool = false,
-        transferId: UInt32 = 0
+        transferId: UInt32 = 0,
+        startDelayUs: UInt32 = 0
     ) {
         self.sessionId = sessionId
         self.role = role
@@ -287,6 +297,7 @@ public struct AttachResponse: Sendable, Hashable {
         self.awaitedInputFrame = awaitedInputFrame
         self.recovering = recovering
         self.transferId = transferId
+        self.startDelayUs = startDelayUs
     }
 }
 
@@ -566,18 +577,28 @@ public struct TimeSyncHint: Sendable, Hashable {
     public var rttUs: UInt32
     /// The relay's view of the most advanced player's current frame.
     public var leadingFrame: UInt32
+    /// How far this player's inputs run ahead of the session's mean, microseconds, from when each
+    /// player sent the same frames (positive: ahead, slow down; negative: behind, catch up). Every
+    /// player gets its own figure; they sum to zero, so every peer moves towards the others.
+    public var aheadUs: Int32
+    /// With SyncParams.frame_delay_auto: the input delay every player should use now.
+    public var frameDelay: UInt32
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
         framesAhead: Int32 = 0,
         recommendedWaitFrames: UInt32 = 0,
         rttUs: UInt32 = 0,
-        leadingFrame: UInt32 = 0
+        leadingFrame: UInt32 = 0,
+        aheadUs: Int32 = 0,
+        frameDelay: UInt32 = 0
     ) {
         self.framesAhead = framesAhead
         self.recommendedWaitFrames = recommendedWaitFrames
         self.rttUs = rttUs
         self.leadingFrame = leadingFrame
+        self.aheadUs = aheadUs
+        self.frameDelay = frameDelay
     }
 }
 
@@ -952,6 +973,7 @@ extension AttachRequest: WireMessage, _CMessage {
         }
         if !self.gameOptions.isEmpty { c.pointee.game_options = arena.binary(self.gameOptions) }
         c.pointee.history_from_frame = self.historyFromFrame
+        c.pointee.additional_path = self.additionalPath ? 1 : 0
     }
 
     init(_c c: UnsafePointer<Netplay__V1__AttachRequest>) throws(WireError) {
@@ -965,6 +987,7 @@ extension AttachRequest: WireMessage, _CMessage {
         if let p = c.pointee.content { self.content = try ContentInfo(_c: p) } else { self.content = nil }
         self.gameOptions = try _wireReadBytes(c.pointee.game_options, "AttachRequest.game_options", maxLen: 4096, required: false)
         self.historyFromFrame = c.pointee.history_from_frame
+        self.additionalPath = c.pointee.additional_path != 0
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -978,6 +1001,7 @@ extension AttachRequest: WireMessage, _CMessage {
         if let v = self.content { w.key("content"); v._json(&w) }
         w.key("gameOptions"); w.bytes(self.gameOptions)
         w.key("historyFromFrame"); w.integer(self.historyFromFrame)
+        w.key("additionalPath"); w.bool(self.additionalPath)
         w.close()
     }
 }
@@ -1126,6 +1150,7 @@ extension AttachResponse: WireMessage, _CMessage {
         c.pointee.awaited_input_frame = self.awaitedInputFrame
         c.pointee.recovering = self.recovering ? 1 : 0
         c.pointee.transfer_id = self.transferId
+        c.pointee.start_delay_us = self.startDelayUs
     }
 
     init(_c c: UnsafePointer<Netplay__V1__AttachResponse>) throws(WireError) {
@@ -1156,6 +1181,7 @@ extension AttachResponse: WireMessage, _CMessage {
         self.awaitedInputFrame = c.pointee.awaited_input_frame
         self.recovering = c.pointee.recovering != 0
         self.transferId = c.pointee.transfer_id
+        self.startDelayUs = c.pointee.start_delay_us
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -1175,6 +1201,7 @@ extension AttachResponse: WireMessage, _CMessage {
         w.key("awaitedInputFrame"); w.integer(self.awaitedInputFrame)
         w.key("recovering"); w.bool(self.recovering)
         w.key("transferId"); w.integer(self.transferId)
+        w.key("startDelayUs"); w.integer(self.startDelayUs)
         w.close()
     }
 }
@@ -2012,6 +2039,11 @@ extension TimeSyncHint: WireMessage, _CMessage {
         c.pointee.recommended_wait_frames = self.recommendedWaitFrames
         c.pointee.rtt_us = self.rttUs
         c.pointee.leading_frame = self.leadingFrame
+        c.pointee.ahead_us = self.aheadUs
+        if validate {
+            try _wireCheckRange(self.frameDelay, 0...15, "TimeSyncHint.frame_delay")
+        }
+        c.pointee.frame_delay = self.frameDelay
     }
 
     init(_c c: UnsafePointer<Netplay__V1__TimeSyncHint>) throws(WireError) {
@@ -2019,6 +2051,8 @@ extension TimeSyncHint: WireMessage, _CMessage {
         self.recommendedWaitFrames = try _wireCheckedRange(c.pointee.recommended_wait_frames, 0...600, "TimeSyncHint.recommended_wait_frames")
         self.rttUs = c.pointee.rtt_us
         self.leadingFrame = c.pointee.leading_frame
+        self.aheadUs = c.pointee.ahead_us
+        self.frameDelay = try _wireCheckedRange(c.pointee.frame_delay, 0...15, "TimeSyncHint.frame_delay")
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -2027,6 +2061,8 @@ extension TimeSyncHint: WireMessage, _CMessage {
         w.key("recommendedWaitFrames"); w.integer(self.recommendedWaitFrames)
         w.key("rttUs"); w.integer(self.rttUs)
         w.key("leadingFrame"); w.integer(self.leadingFrame)
+        w.key("aheadUs"); w.integer(self.aheadUs)
+        w.key("frameDelay"); w.integer(self.frameDelay)
         w.close()
     }
 }

@@ -92,7 +92,8 @@ extension SessionSettings {
             predictionWindow: 32,
             lagToleranceFrames: 600,
             spectatorDelayFrames: 3600,
-            checksumIntervalFrames: 3600
+            checksumIntervalFrames: 3600,
+            frameDelayAuto: true
         )
     }
 }
@@ -109,7 +110,8 @@ extension SyncParams {
             lagToleranceFrames: 600,
             spectatorDelayFrames: 3600,
             checksumIntervalFrames: 3600,
-            maxSpectators: 64
+            maxSpectators: 64,
+            frameDelayAuto: true
         )
     }
 }
@@ -906,7 +908,8 @@ extension AttachRequest {
             firstUnackedFrame: 4000000006,
             content: ContentInfo.sample,
             gameOptions: [0x01, 0xAB, 0x00, 0xFF, 0x08],
-            historyFromFrame: 4000000009
+            historyFromFrame: 4000000009,
+            additionalPath: true
         )
     }
 }
@@ -940,7 +943,8 @@ extension AttachResponse {
             running: true,
             awaitedInputFrame: 4000000011,
             recovering: true,
-            transferId: 4000000013
+            transferId: 4000000013,
+            startDelayUs: 4000000014
         )
     }
 }
@@ -1076,7 +1080,9 @@ extension TimeSyncHint {
             framesAhead: -1001,
             recommendedWaitFrames: 600,
             rttUs: 4000000003,
-            leadingFrame: 4000000004
+            leadingFrame: 4000000004,
+            aheadUs: -1005,
+            frameDelay: 15
         )
     }
 }
@@ -2952,6 +2958,11 @@ let wireViolations: [WireViolation] = [
         expected: .outOfRange(field: "TimeSyncHint.recommended_wait_frames", detail: "601 is outside 0...600")
     ),
     WireViolation(
+        label: "TimeSyncHint.frame_delay @range 0..15 (16)",
+        body: { var m = TimeSyncHint.sample; m.frameDelay = 16; return .timeSyncHint(m) }(),
+        expected: .outOfRange(field: "TimeSyncHint.frame_delay", detail: "16 is outside 0...15")
+    ),
+    WireViolation(
         label: "PeerStats.slot @range 0..8 (9)",
         body: { var m = PeerStats.sample; m.slot = 9; return .peerStats(m) }(),
         expected: .outOfRange(field: "PeerStats.slot", detail: "9 is outside 0...8")
@@ -3209,4 +3220,4 @@ let wireViolations: [WireViolation] = [
 ]
 
 /// The number of validation rules in the schema reachable from an Envelope body.
-let schemaViolationCount = 343
+let schemaViolationCount = 344

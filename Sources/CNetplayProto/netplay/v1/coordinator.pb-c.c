@@ -1447,7 +1447,7 @@ void   netplay__v1__relay_event__free_unpacked
   assert(message->base.descriptor == &netplay__v1__relay_event__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor netplay__v1__session_settings__field_descriptors[18] =
+static const ProtobufCFieldDescriptor netplay__v1__session_settings__field_descriptors[19] =
 {
   {
     "room_name",
@@ -1665,11 +1665,24 @@ static const ProtobufCFieldDescriptor netplay__v1__session_settings__field_descr
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "frame_delay_auto",
+    26,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__SessionSettings, frame_delay_auto),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__session_settings__field_indices_by_name[] = {
   17,   /* field[17] = checksum_interval_frames */
   1,   /* field[1] = content */
   7,   /* field[7] = frame_delay */
+  18,   /* field[18] = frame_delay_auto */
   13,   /* field[13] = frame_rate_mhz */
   12,   /* field[12] = input_size */
   15,   /* field[15] = lag_tolerance_frames */
@@ -1691,7 +1704,7 @@ static const ProtobufCIntRange netplay__v1__session_settings__number_ranges[3 + 
   { 1, 0 },
   { 10, 6 },
   { 20, 12 },
-  { 0, 18 }
+  { 0, 19 }
 };
 const ProtobufCMessageDescriptor netplay__v1__session_settings__descriptor =
 {
@@ -1701,14 +1714,14 @@ const ProtobufCMessageDescriptor netplay__v1__session_settings__descriptor =
   "Netplay__V1__SessionSettings",
   "netplay.v1",
   sizeof(Netplay__V1__SessionSettings),
-  18,
+  19,
   netplay__v1__session_settings__field_descriptors,
   netplay__v1__session_settings__field_indices_by_name,
   3,  netplay__v1__session_settings__number_ranges,
   (ProtobufCMessageInit) netplay__v1__session_settings__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__sync_params__field_descriptors[9] =
+static const ProtobufCFieldDescriptor netplay__v1__sync_params__field_descriptors[10] =
 {
   {
     "input_size",
@@ -1818,10 +1831,23 @@ static const ProtobufCFieldDescriptor netplay__v1__sync_params__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "frame_delay_auto",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__SyncParams, frame_delay_auto),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__sync_params__field_indices_by_name[] = {
   7,   /* field[7] = checksum_interval_frames */
   2,   /* field[2] = frame_delay */
+  9,   /* field[9] = frame_delay_auto */
   3,   /* field[3] = frame_rate_mhz */
   0,   /* field[0] = input_size */
   5,   /* field[5] = lag_tolerance_frames */
@@ -1833,7 +1859,7 @@ static const unsigned netplay__v1__sync_params__field_indices_by_name[] = {
 static const ProtobufCIntRange netplay__v1__sync_params__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 9 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor netplay__v1__sync_params__descriptor =
 {
@@ -1843,7 +1869,7 @@ const ProtobufCMessageDescriptor netplay__v1__sync_params__descriptor =
   "Netplay__V1__SyncParams",
   "netplay.v1",
   sizeof(Netplay__V1__SyncParams),
-  9,
+  10,
   netplay__v1__sync_params__field_descriptors,
   netplay__v1__sync_params__field_indices_by_name,
   1,  netplay__v1__sync_params__number_ranges,

@@ -1087,7 +1087,7 @@ void   netplay__v1__replay_footer__free_unpacked
   assert(message->base.descriptor == &netplay__v1__replay_footer__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descriptors[9] =
+static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descriptors[10] =
 {
   {
     "ticket",
@@ -1197,8 +1197,21 @@ static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "additional_path",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__AttachRequest, additional_path),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__attach_request__field_indices_by_name[] = {
+  9,   /* field[9] = additional_path */
   2,   /* field[2] = client_version */
   4,   /* field[4] = confirmed_frames */
   6,   /* field[6] = content */
@@ -1212,7 +1225,7 @@ static const unsigned netplay__v1__attach_request__field_indices_by_name[] = {
 static const ProtobufCIntRange netplay__v1__attach_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 9 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor netplay__v1__attach_request__descriptor =
 {
@@ -1222,7 +1235,7 @@ const ProtobufCMessageDescriptor netplay__v1__attach_request__descriptor =
   "Netplay__V1__AttachRequest",
   "netplay.v1",
   sizeof(Netplay__V1__AttachRequest),
-  9,
+  10,
   netplay__v1__attach_request__field_descriptors,
   netplay__v1__attach_request__field_indices_by_name,
   1,  netplay__v1__attach_request__number_ranges,
@@ -1319,7 +1332,7 @@ const ProtobufCMessageDescriptor netplay__v1__peer_info__descriptor =
   (ProtobufCMessageInit) netplay__v1__peer_info__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__attach_response__field_descriptors[13] =
+static const ProtobufCFieldDescriptor netplay__v1__attach_response__field_descriptors[14] =
 {
   {
     "session_id",
@@ -1477,6 +1490,18 @@ static const ProtobufCFieldDescriptor netplay__v1__attach_response__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "start_delay_us",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__AttachResponse, start_delay_us),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__attach_response__field_indices_by_name[] = {
   10,   /* field[10] = awaited_input_frame */
@@ -1489,6 +1514,7 @@ static const unsigned netplay__v1__attach_response__field_indices_by_name[] = {
   9,   /* field[9] = running */
   0,   /* field[0] = session_id */
   2,   /* field[2] = slot */
+  13,   /* field[13] = start_delay_us */
   4,   /* field[4] = start_frame */
   7,   /* field[7] = state_follows */
   12,   /* field[12] = transfer_id */
@@ -1496,7 +1522,7 @@ static const unsigned netplay__v1__attach_response__field_indices_by_name[] = {
 static const ProtobufCIntRange netplay__v1__attach_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 13 }
+  { 0, 14 }
 };
 const ProtobufCMessageDescriptor netplay__v1__attach_response__descriptor =
 {
@@ -1506,7 +1532,7 @@ const ProtobufCMessageDescriptor netplay__v1__attach_response__descriptor =
   "Netplay__V1__AttachResponse",
   "netplay.v1",
   sizeof(Netplay__V1__AttachResponse),
-  13,
+  14,
   netplay__v1__attach_response__field_descriptors,
   netplay__v1__attach_response__field_indices_by_name,
   1,  netplay__v1__attach_response__number_ranges,
@@ -2335,7 +2361,7 @@ const ProtobufCMessageDescriptor netplay__v1__state_transfer_ack__descriptor =
   (ProtobufCMessageInit) netplay__v1__state_transfer_ack__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__time_sync_hint__field_descriptors[4] =
+static const ProtobufCFieldDescriptor netplay__v1__time_sync_hint__field_descriptors[6] =
 {
   {
     "frames_ahead",
@@ -2385,8 +2411,34 @@ static const ProtobufCFieldDescriptor netplay__v1__time_sync_hint__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "ahead_us",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_SINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__TimeSyncHint, ahead_us),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "frame_delay",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__TimeSyncHint, frame_delay),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__time_sync_hint__field_indices_by_name[] = {
+  4,   /* field[4] = ahead_us */
+  5,   /* field[5] = frame_delay */
   0,   /* field[0] = frames_ahead */
   3,   /* field[3] = leading_frame */
   1,   /* field[1] = recommended_wait_frames */
@@ -2395,7 +2447,7 @@ static const unsigned netplay__v1__time_sync_hint__field_indices_by_name[] = {
 static const ProtobufCIntRange netplay__v1__time_sync_hint__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor netplay__v1__time_sync_hint__descriptor =
 {
@@ -2405,7 +2457,7 @@ const ProtobufCMessageDescriptor netplay__v1__time_sync_hint__descriptor =
   "Netplay__V1__TimeSyncHint",
   "netplay.v1",
   sizeof(Netplay__V1__TimeSyncHint),
-  4,
+  6,
   netplay__v1__time_sync_hint__field_descriptors,
   netplay__v1__time_sync_hint__field_indices_by_name,
   1,  netplay__v1__time_sync_hint__number_ranges,

@@ -224,10 +224,14 @@ struct  Netplay__V1__SessionSettings
    * Players report a game-state checksum every this many frames (0 = never). @range 0..3600 @default 60
    */
   uint32_t checksum_interval_frames;
+  /*
+   * The relay chooses the input delay from measured round trips (frame_delay is the first value).
+   */
+  protobuf_c_boolean frame_delay_auto;
 };
 #define NETPLAY__V1__SESSION_SETTINGS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__session_settings__descriptor) \
-    , (char *)protobuf_c_empty_string, NULL, (char *)protobuf_c_empty_string, NETPLAY__V1__TRANSPORT__TRANSPORT_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, NULL, (char *)protobuf_c_empty_string, NETPLAY__V1__TRANSPORT__TRANSPORT_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0 }
 
 
 /*
@@ -273,10 +277,15 @@ struct  Netplay__V1__SyncParams
    * Maximum spectators. @range 0..64
    */
   uint32_t max_spectators;
+  /*
+   * The relay chooses the input delay from the round trips it measures and changes it when they
+   * move (TimeSyncHint.frame_delay); frame_delay is then only the value before the first hint.
+   */
+  protobuf_c_boolean frame_delay_auto;
 };
 #define NETPLAY__V1__SYNC_PARAMS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__sync_params__descriptor) \
-    , 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    , 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 
 /*

@@ -210,10 +210,16 @@ struct  Netplay__V1__AttachRequest
    * from inputs instead of a state.
    */
   uint32_t history_from_frame;
+  /*
+   * Another connection of a participant attached on this relay with the same ticket (not a
+   * replacement): the relay sends every input broadcast on each of the participant's paths and
+   * takes its inputs from any, so one lost TCP segment does not hold back later inputs.
+   */
+  protobuf_c_boolean additional_path;
 };
 #define NETPLAY__V1__ATTACH_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__attach_request__descriptor) \
-    , NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, {0,NULL}, 0 }
+    , NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, {0,NULL}, 0, 0 }
 
 
 /*
@@ -308,10 +314,15 @@ struct  Netplay__V1__AttachResponse
    * With state_follows: the transfer id the StateChunks will carry.
    */
   uint32_t transfer_id;
+  /*
+   * With running, at a fresh start: wait this long before simulating the first frame, so every
+   * player starts at the same moment (the relay measured each player's round trip first).
+   */
+  uint32_t start_delay_us;
 };
 #define NETPLAY__V1__ATTACH_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__attach_response__descriptor) \
-    , (char *)protobuf_c_empty_string, NETPLAY__V1__ROLE__ROLE_UNSPECIFIED, 0, NULL, 0, 0, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, NETPLAY__V1__ROLE__ROLE_UNSPECIFIED, 0, NULL, 0, 0, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0 }
 
 
 /*
@@ -649,10 +660,20 @@ struct  Netplay__V1__TimeSyncHint
    * The relay's view of the most advanced player's current frame.
    */
   uint32_t leading_frame;
+  /*
+   * How far this player's inputs run ahead of the session's mean, microseconds, from when each
+   * player sent the same frames (positive: ahead, slow down; negative: behind, catch up). Every
+   * player gets its own figure; they sum to zero, so every peer moves towards the others.
+   */
+  int32_t ahead_us;
+  /*
+   * With SyncParams.frame_delay_auto: the input delay every player should use now. @range 0..15
+   */
+  uint32_t frame_delay;
 };
 #define NETPLAY__V1__TIME_SYNC_HINT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__time_sync_hint__descriptor) \
-    , 0, 0, 0, 0 }
+    , 0, 0, 0, 0, 0, 0 }
 
 
 /*
