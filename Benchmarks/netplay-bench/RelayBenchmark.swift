@@ -300,6 +300,7 @@ enum CoreBenchmark {
         let transport = CountingTransport()
         var configuration = RelayConfiguration(relayId: "bench-core", advertisedEndpoint: "tcp://127.0.0.1:1")
         configuration.replayDirectory = nil
+        configuration.startSyncSamples = 0  // the benchmark's peers answer no pings
         let core = RelayCore(configuration: configuration, verifier: JoinTicketVerifier(keyRing: keyRing), transport: transport)
         let params = SyncParams(inputSize: 8, maxPlayers: 2, frameDelay: 0, frameRateMhz: 60_000, predictionWindow: 8,
                                 lagToleranceFrames: 60, checksumIntervalFrames: 0)

@@ -64,6 +64,18 @@ public struct RelayConfiguration: Sendable {
     public var maxTicketLifetimeMs: UInt64 = 600_000
     /// Removed participants remembered at most (the oldest-expiring are forgotten first).
     public var maxRevocations: Int = 10_000
+    /// Round trips the relay measures to every player (its own pings, answered by the peers)
+    /// before a match starts, so deadlines, time sync and the start itself are right from the
+    /// first frame (0: start at once, without measuring).
+    public var startSyncSamples: Int = 3
+    /// A start waits at most this long for those round trips (a peer that does not answer pings
+    /// starts with no measurement).
+    public var startSyncTimeoutMs: Int = 2_000
+    /// Players waiting for the start are pinged this often (their round trip is known by then).
+    public var lobbyPingIntervalMs: Int = 500
+    /// With `SyncParams.frame_delay_auto`: a different input delay is adopted once the round
+    /// trips have called for it this long without a break.
+    public var frameDelayHoldMs: Int = 2_000
 
     /// A configuration with defaults for everything but the identity.
     public init(relayId: String, advertisedEndpoint: String) {
@@ -84,6 +96,8 @@ public struct RelayConfiguration: Sendable {
         if resendIntervalMs < 1 || hintIntervalMs < 1 || statsIntervalMs < 1 { return "intervals must be >= 1 ms" }
         if maxCountedRttMs < 0 { return "the counted round trip cap must be >= 0 ms" }
         if maxRevocations < 1 { return "the revocation capacity must be >= 1" }
+        if startSyncSamples < 0 || startSyncSamples > 16 { return "start sync samples must be 0 ... 16" }
+        if startSyncTimeoutMs < 0 || lobbyPingIntervalMs < 1 || frameDelayHoldMs < 0 { return "start sync timings must be >= 0 ms" }
         return nil
     }
 }

@@ -211,6 +211,9 @@ public final class RelayCore {
         case .peerStats(let stats):
             session.noteStats(stats, from: participant)
             return nil
+        case .pong(let pong):
+            session.receive(pong, from: participant, now: now)
+            return nil
         case .chatMessage(let message):
             try session.chat(message, from: participant, now: now)
             return nil
@@ -223,8 +226,8 @@ public final class RelayCore {
             guard participant.isHost || (participant.slot == 1 && session.hostSlot == nil) else {
                 throw ServiceError(.permissionDenied, "Only the host may start the match.")
             }
-            session.start(now: now)
-            return .ack(Ack(detail: "running"))
+            session.requestStart(now: now, forced: true)
+            return .ack(Ack(detail: session.running ? "running" : "starting"))
         case .detach(let detach):
             forget(participant)
             session.remove(participant, reason: .leaving,

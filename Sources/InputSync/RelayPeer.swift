@@ -79,6 +79,14 @@ final class RelayPeer {
     var rttProbe: (frames: Int, sentAtMs: UInt64)?
     /// The smoothed round trip (ms), uncapped; ``rttMs`` is it capped and rounded.
     var smoothedRttMs = 0.0
+    /// The mean deviation of its round-trip samples (ms), as TCP's RTTVAR.
+    var rttDeviationMs = 0.0
+    /// The relay's own ping in flight to it (before the start and in the lobby): only a Pong
+    /// echoing this nonce counts, so a peer cannot answer a ping it has not received.
+    var pingInFlight: (nonce: UInt64, sentAtMs: UInt64)?
+    var lastPingMs: UInt64 = 0
+    /// Round trips measured with the relay's pings.
+    var pingSamples = 0
     var framesAhead = 0
 
     // HUD.

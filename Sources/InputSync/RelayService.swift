@@ -119,6 +119,9 @@ public final class RelayService: RawFrameService, RelayTransport {
         return .none
     }
 
+    /// The relay pings its players to measure their round trips (before a match starts).
+    public var receivesPongs: Bool { true }
+
     public var status: String {
         guard let core else { return "starting" }
         return "\(core.sessionCount) sessions, \(core.peerCount) peers" + (registered || coordinatorEndpoint == nil ? "" : ", not registered")

@@ -7,7 +7,7 @@ extension RelaySession {
     // MARK: - Attach and start
 
     /// The reply to an attach, after the participant was placed.
-    func welcome(_ participant: RelayPeer, transferFollows: UInt32?) -> AttachResponse {
+    func welcome(_ participant: RelayPeer, transferFollows: UInt32?, startDelayUs: UInt32 = 0) -> AttachResponse {
         let slot = participant.slot
         return AttachResponse(
             sessionId: sessionId, role: participant.role, slot: UInt32(slot), params: params,
@@ -15,7 +15,7 @@ extension RelaySession {
             peers: Array(participants.map(\.info).prefix(72)), stateFollows: transferFollows != nil,
             relayId: configuration.relayId, running: running,
             awaitedInputFrame: slot > 0 ? UInt32(timeline.stored(slot - 1)) : 0,
-            recovering: recovering, transferId: transferFollows ?? 0)
+            recovering: recovering, transferId: transferFollows ?? 0, startDelayUs: startDelayUs)
     }
 
     /// Decides where a participant joining a running match starts: from `holds` (the frames it
@@ -42,19 +42,70 @@ extension RelaySession {
         return true
     }
 
-    /// Starts the match once every slot has its player attached.
+    /// Starts the match once every slot has its player attached (after measuring their round
+    /// trips, see ``requestStart(now:forced:)``).
     func startIfReady(now: UInt64) {
         guard !running else { return }
         for player in players where player?.isConnected != true { return }
-        start(now: now)
+        requestStart(now: now)
     }
 
-    /// Starts the match now; slots nobody holds stay empty.
+    /// Starts the match as soon as the relay knows every attached player's round trip
+    /// (``RelayConfiguration/startSyncSamples`` pings each, at most
+    /// ``RelayConfiguration/startSyncTimeoutMs``): deadlines, time sync, the input delay and the
+    /// start itself then fit the real path from the first frame. `forced`: the host's start
+    /// (empty slots stay empty).
+    func requestStart(now: UInt64, forced: Bool = false) {
+        guard !running else { return }
+        startForced = startForced || forced
+        if startSyncSinceMs == nil { startSyncSinceMs = now }
+        driveStartSync(now: now)
+    }
+
+    /// Pings players whose round trip is not measured yet; starts when all are (or on timeout).
+    func driveStartSync(now: UInt64) {
+        guard !running, let since = startSyncSinceMs else { return }
+        if !startForced, players.contains(where: { $0?.isConnected != true }) {
+            startSyncSinceMs = nil  // someone left meanwhile: wait for every slot again
+            return
+        }
+        var measured = true
+        for player in players {
+            guard let player, player.isConnected, player.pingSamples < configuration.startSyncSamples else { continue }
+            measured = false
+            // One ping in flight at a time; one lost (or a peer that does not answer) is replaced.
+            if player.pingInFlight == nil || now &- player.lastPingMs >= 500 { ping(player, now: now) }
+        }
+        if measured || now &- since >= UInt64(configuration.startSyncTimeoutMs) { start(now: now) }
+    }
+
+    /// Sends the relay's own ping (answered with a Pong echoing its nonce).
+    func ping(_ player: RelayPeer, now: UInt64) {
+        let nonce = UInt64.random(in: 1 ... .max)
+        player.pingInFlight = (nonce, now)
+        player.lastPingMs = now
+        send(.ping(Ping(nonce: nonce, sentAtUs: now &* 1000)), to: player, now: now)
+    }
+
+    /// A peer's answer to the relay's ping: a round-trip sample when it echoes the ping in flight.
+    func receive(_ pong: Pong, from participant: RelayPeer, now: UInt64) {
+        guard let inFlight = participant.pingInFlight, pong.nonce == inFlight.nonce, now >= inFlight.sentAtMs else { return }
+        participant.pingInFlight = nil
+        participant.pingSamples += 1
+        noteRoundTrip(participant, sample: Double(now - inFlight.sentAtMs))
+    }
+
+    /// Starts the match now; slots nobody holds stay empty. Each player is told to wait so that
+    /// all begin at the same moment: the farthest player's half round trip after this send.
     func start(now: UInt64) {
         guard !running else { return }
         running = true
         startedAtMs = now
-        substitutionHoldUntilMs = now + 500
+        startSyncSinceMs = nil
+        var farthestHalfTripMs = 0
+        for player in players { if let player, player.isConnected { farthestHalfTripMs = max(farthestHalfTripMs, player.rttMs / 2) } }
+        if params.frameDelayAuto { params.frameDelay = UInt32(recommendedFrameDelay() ?? Int(params.frameDelay)) }
+        substitutionHoldUntilMs = now + UInt64(2 * farthestHalfTripMs) + 500
         for (index, player) in players.enumerated() {
             if let player {
                 player.reportedAtMs = now
@@ -67,7 +118,9 @@ extension RelaySession {
         }
         openReplay(now: now)
         for participant in participants where participant.isConnected {
-            send(.attachResponse(welcome(participant, transferFollows: nil)), to: participant, now: now)
+            let delayMs = participant.isPlayer ? farthestHalfTripMs - participant.rttMs / 2 : 0
+            send(.attachResponse(welcome(participant, transferFollows: nil, startDelayUs: UInt32(max(delayMs, 0) * 1000))),
+                 to: participant, now: now)
         }
         transport.publish(topic: "sync.session_started", .eventRecord(EventRecord()), severity: .info,
                           message: "session \(sessionId) started with \(players.compactMap { $0 }.count) players",

@@ -127,10 +127,12 @@ extension RelaySession {
     /// A round trip measured on the relay's clock: smoothed (1/8 of each sample, as TCP's SRTT)
     /// and capped at `maxCountedRttMs`, so no peer stretches the substitution deadlines (which
     /// wait half a player's round trip) beyond that, however slowly it answers.
-    private func noteRoundTrip(_ participant: RelayPeer, sample: Double) {
+    func noteRoundTrip(_ participant: RelayPeer, sample: Double) {
         if participant.smoothedRttMs == 0 {
             participant.smoothedRttMs = sample
+            participant.rttDeviationMs = sample / 2
         } else {
+            participant.rttDeviationMs += (abs(sample - participant.smoothedRttMs) - participant.rttDeviationMs) / 4
             participant.smoothedRttMs += (sample - participant.smoothedRttMs) / 8
         }
         participant.rttMs = min(Int(participant.smoothedRttMs.rounded()), configuration.maxCountedRttMs)

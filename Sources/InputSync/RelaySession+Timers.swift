@@ -14,7 +14,10 @@ extension RelaySession {
             nextSilenceCheckMs = now + 100
             checkSilence(now: now)
         }
-        guard running else { return }
+        guard running else {
+            if startSyncSinceMs != nil { driveStartSync(now: now) } else { pingWaitingPlayers(now: now) }
+            return
+        }
         if timeline.newest > timeline.confirmed { substituteLateInputs(now: now) }
         if vacantSlots > 0 { fillVacantSlots() }
         let before = timeline.confirmed
@@ -146,10 +149,58 @@ extension RelaySession {
         if resent || spectatorDelay > 0 || !spectators.isEmpty { deliverConfirmed(now: now) }
     }
 
-    /// Time sync: how far each player runs ahead of the slowest one, from when their inputs
-    /// for the same frames were sent (arrival minus half the round trip, averaged). A player
-    /// being substituted is told how far it trails the confirmed frame.
+    /// Players waiting for the match to start are pinged now and then, so their round trips are
+    /// known when it starts (the start then waits only for the last one to attach).
+    private func pingWaitingPlayers(now: UInt64) {
+        guard configuration.startSyncSamples > 0 else { return }
+        let interval = UInt64(configuration.lobbyPingIntervalMs)
+        for player in players {
+            guard let player, player.isConnected, now &- player.lastPingMs >= interval else { continue }
+            ping(player, now: now)
+        }
+    }
+
+    /// The input delay the measured round trips call for: half the longest player-to-player
+    /// path through the relay (the two largest round trips, halved and added), in frames,
+    /// rounded, 1 ... 8. Half the path is hidden by the delay, the other half predicted (and
+    /// rolled back when wrong). Nil while no player's round trip is known.
+    func recommendedFrameDelay() -> Int? {
+        var largest = -1, second = -1
+        for (index, player) in players.enumerated() {
+            guard let player, player.isConnected, slotModes[index] == .active, player.smoothedRttMs > 0 else { continue }
+            let rtt = player.rttMs
+            if rtt > largest { second = largest; largest = rtt } else if rtt > second { second = rtt }
+        }
+        guard largest >= 0 else { return nil }
+        let pathMs = Double(largest + max(second, 0)) / 2
+        let frameMs = 1000 / framesPerSecond
+        return min(8, max(1, Int((pathMs / frameMs / 2).rounded())))
+    }
+
+    /// With `frameDelayAuto`: adopts the delay the round trips call for once they have called for
+    /// it for ``RelayConfiguration/frameDelayHoldMs`` (a passing spike changes nothing). Returns
+    /// whether the delay changed.
+    private func updateFrameDelay(now: UInt64) -> Bool {
+        guard params.frameDelayAuto, let wanted = recommendedFrameDelay() else { return false }
+        guard wanted != Int(params.frameDelay) else {
+            proposedFrameDelay = nil
+            return false
+        }
+        if proposedFrameDelay?.frames != wanted { proposedFrameDelay = (wanted, now) }
+        guard now &- proposedFrameDelay!.sinceMs >= UInt64(configuration.frameDelayHoldMs) else { return false }
+        params.frameDelay = UInt32(wanted)
+        proposedFrameDelay = nil
+        return true
+    }
+
+    /// Time sync: how far each player runs ahead of the others, from when their inputs for the
+    /// same frames were sent (arrival minus half the round trip, averaged). Every player hears
+    /// its offset from the session's mean (`ahead_us`; they sum to zero), so each moves half
+    /// way and all converge on the same frame at the same moment: equal rollbacks for everyone.
+    /// `frames_ahead` stays the lead over the slowest player (the HUD's figure). A player being
+    /// substituted is told how far it trails the confirmed frame.
     private func sendHints(now: UInt64) {
+        let delayChanged = updateFrameDelay(now: now)
         var slowest = -Double.infinity
         var leading = 0
         for (index, player) in players.enumerated() {
@@ -169,14 +220,23 @@ extension RelaySession {
             }
             player.framesAhead = Int(ahead)
             player.stats.framesAhead = ahead
-            // Level players hear it only now and then; a change is told at once.
-            if ahead == 0 && player.lastHintAhead == 0 && now &- player.lastHintMs < 2_000 { continue }
-            player.lastHintAhead = Int(ahead)
+            var aheadUs: Int32 = 0
+            if substituting[index] || slotModes[index] != .active {
+                aheadUs = Int32(clamping: Int(Double(ahead) * frameMs * 1000))
+            } else if arrivals.hasOffset(slot: index) {
+                aheadUs = Int32(clamping: Int((-arrivals.offset(slot: index) * 1000).rounded()))
+            }
+            // Level players (within 2 ms of the mean) hear it only now and then; a change is
+            // told at once.
+            let level = abs(aheadUs) < 2_000
+            if level && player.lastHintAhead == 0 && !delayChanged && now &- player.lastHintMs < 2_000 { continue }
+            player.lastHintAhead = level ? 0 : Int(aheadUs)
             player.lastHintMs = now
             let wait = ahead >= 2 ? UInt32(min(Int(ahead) / 2, 600)) : 0
             send(.timeSyncHint(TimeSyncHint(framesAhead: ahead, recommendedWaitFrames: wait,
                                             rttUs: UInt32(clamping: player.rttMs * 1000),
-                                            leadingFrame: UInt32(clamping: max(leading, 0)))), to: player, now: now)
+                                            leadingFrame: UInt32(clamping: max(leading, 0)), aheadUs: aheadUs,
+                                            frameDelay: params.frameDelayAuto ? params.frameDelay : 0)), to: player, now: now)
         }
     }
 

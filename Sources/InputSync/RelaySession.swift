@@ -15,7 +15,8 @@ final class RelaySession {
     }
 
     let sessionId: String
-    let params: SyncParams
+    /// The session's parameters; `frameDelay` follows the round trips when `frameDelayAuto`.
+    var params: SyncParams
     let configuration: RelayConfiguration
     let slotCount: Int
     let inputSize: Int
@@ -63,6 +64,12 @@ final class RelaySession {
 
     @exclusivity(unchecked) var running = false
     var startedAtMs: UInt64 = 0
+    /// Since then the match waits to start while the relay measures every player's round trip.
+    var startSyncSinceMs: UInt64?
+    /// The host asked for the start (the match starts without waiting for empty slots).
+    var startForced = false
+    /// With `frameDelayAuto`: an input delay the round trips call for, and since when.
+    var proposedFrameDelay: (frames: Int, sinceMs: UInt64)?
     var recovering = false
     @exclusivity(unchecked) var substitutionHoldUntilMs: UInt64 = 0
     @exclusivity(unchecked) var lastStatsMs: UInt64 = 0

@@ -18,4 +18,6 @@ public enum MatchEvent: Sendable, Hashable {
     case started(frame: Int)
     /// A service error received for something this peer sent.
     case error(ErrorCode, String)
+    /// The relay chose another input delay for everyone (automatic delay: the round trips moved).
+    case frameDelayChanged(from: Int, to: Int)
 }

@@ -62,6 +62,10 @@ extension NetplayMatch {
             // A returning player too far behind: it keeps its session and loads the state.
         }
         if case .none = engine {
+            if response.startFrame == 0, response.startDelayUs > 0, !response.stateFollows {
+                // A fresh start: the relay staggers it so that every player begins together.
+                startAtMs = now + UInt64(min(response.startDelayUs, 2_000_000) / 1000)
+            }
             do {
                 try makeEngine(at: Int(response.startFrame), game: initialGame)
             } catch {

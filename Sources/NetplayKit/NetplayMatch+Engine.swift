@@ -17,6 +17,11 @@ extension NetplayMatch {
         case .player(let session):
             session.poll(now: now)
             handleEvents(session.drainEvents())
+            if let startAtMs {
+                // Every player begins at the same moment: the relay said how long to wait.
+                guard now >= startAtMs else { return result }
+                self.startAtMs = nil
+            }
             var frames = 1
             // Behind: the relay confirmed frames this peer has not simulated yet (it froze, or
             // came back from an outage): run extra frames until level again.
@@ -24,14 +29,14 @@ extension NetplayMatch {
             catchUpFrames = behind > 2 ? behind : 0
             if hintFresh, let hint {
                 hintFresh = false
-                skipTicks = hint.framesAhead >= 2 && catchUpFrames == 0 ? min(Int(hint.framesAhead) / 2, 3) : 0
+                follow(hint, session: session)
             }
             if catchUpFrames > 0 {
                 frames += min(catchUpFrames, options.catchUpFramesPerTick)
-                skipTicks = 0
-            } else if skipTicks > 0 {
-                skipTicks -= 1
-                frames = 0
+                timeDebtMs = 0
+                frameIntervalScale = 1
+            } else {
+                frames = pacedFrames()
             }
             for _ in 0 ..< frames {
                 do {
@@ -68,9 +73,6 @@ extension NetplayMatch {
                 budget -= 1
                 if session.framesBehind <= 1 { break }
             }
-            if result.framesAdvanced == 0, options.stopAtFrame.map({ currentFrame >= $0 }) == true {
-                skipTicks = 1  // finished: not a stall
-            }
             pumpSpectator(session, now: now)
         }
         if now &- lastStatsMs >= 1000 {
@@ -78,6 +80,45 @@ extension NetplayMatch {
             sendOwnStats(now: now)
         }
         return result
+    }
+
+    /// Takes a time-sync hint: the offset from the session's mean to correct (half of it: every
+    /// other player corrects its own half), and with an automatic delay, the delay to use.
+    func follow(_ hint: TimeSyncHint, session: P2PSession<G>) {
+        let aheadMs = Double(hint.aheadUs) / 1000
+        timeDebtMs = abs(aheadMs) < 2 ? 0 : aheadMs / 2
+        if params.frameDelayAuto, hint.frameDelay > 0, Int(hint.frameDelay) != session.inputDelay {
+            let from = session.inputDelay
+            if (try? session.setInputDelay(Int(min(hint.frameDelay, 15)))) != nil {
+                params.frameDelay = hint.frameDelay
+                note(.frameDelayChanged(from: from, to: session.inputDelay))
+            }
+        }
+    }
+
+    /// Frames to simulate this tick (0, 1 or 2) to shed or make up ``timeDebtMs``.
+    private func pacedFrames() -> Int {
+        let frameMs = 1000 / max(1, Double(params.frameRateMhz) / 1000)
+        ticksSincePacing += 1
+        if options.pacing == .frameRate && abs(timeDebtMs) <= 2 * frameMs {
+            // Spread over about 300 ms, within 8 % of the nominal rate.
+            frameIntervalScale = min(1.08, max(0.92, 1 + timeDebtMs / 300))
+            timeDebtMs -= (frameIntervalScale - 1) * frameMs
+            return 1
+        }
+        frameIntervalScale = 1
+        guard ticksSincePacing >= 3 else { return 1 }
+        if timeDebtMs >= frameMs / 2 {
+            timeDebtMs -= frameMs
+            ticksSincePacing = 0
+            return 0
+        }
+        if timeDebtMs <= -frameMs / 2 {
+            timeDebtMs += frameMs
+            ticksSincePacing = 0
+            return 2
+        }
+        return 1
     }
 
     private func handleEvents(_ events: [Rollback.SessionEvent]) {

@@ -27,6 +27,9 @@ extension NetplayMatch {
             } else if case .spectator(let session) = engine {
                 session.handle(.qualityReply(QualityReply(echoedSentAtMs: pong.echoSentAtUs / 1000)), from: relayPeer, now: now)
             }
+        case .ping(let ping):
+            // The relay measures our round trip (before the start, and while waiting for it).
+            link.send(.pong(Pong(nonce: ping.nonce, echoSentAtUs: ping.sentAtUs)), now: now)
         case .timeSyncHint(let hint):
             self.hint = hint
             hintFresh = true
@@ -100,12 +103,16 @@ extension NetplayMatch {
                 for frame in index ..< end {
                     inputs.append(GameInput(bytes: run.inputs[frame * size ..< frame * size + size]))
                 }
-                if origin == .substituted && player != slot - 1 {
+                if origin == .substituted {
                     // Count each frame once (resends repeat them).
                     let first = Int(run.startFrame) + index, last = Int(run.startFrame) + end
                     let seen = substitutedSeenThrough[player] ?? 0
                     if last > seen {
-                        substitutedInputsSeen += last - max(first, seen)
+                        if player == slot - 1 {
+                            ownInputsSubstituted += last - max(first, seen)
+                        } else {
+                            substitutedInputsSeen += last - max(first, seen)
+                        }
                         substitutedSeenThrough[player] = last
                     }
                 }

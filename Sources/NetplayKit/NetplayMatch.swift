@@ -85,9 +85,17 @@ public final class NetplayMatch<G: SerializableGame> {
     // Time sync and pacing.
     var hint: TimeSyncHint?
     var hintFresh = false
-    var skipTicks = 0
     var catchUpFrames = 0
     var relayConfirmedFrames = 0
+    /// Time this peer should lose (positive: it runs ahead of the others) or gain, ms.
+    var timeDebtMs = 0.0
+    /// Ticks since the last whole-frame correction.
+    var ticksSincePacing = 0
+    /// Until then the match has started but waits, so every player begins at the same moment.
+    var startAtMs: UInt64?
+    /// With ``NetplayPacing/frameRate``: wait this many nominal frame intervals before the
+    /// next ``tick(input:)`` (1 = the nominal rate; 0.92 ... 1.08).
+    public internal(set) var frameIntervalScale = 1.0
 
     /// After a relay restart: the history this peer repeats until the rebuilt relay confirms `target`.
     struct RecoveryResend {
@@ -121,12 +129,19 @@ public final class NetplayMatch<G: SerializableGame> {
     public internal(set) var reportedChecksums: [Int: UInt64] = [:]
     /// Inputs of other players the relay marked substituted, as received.
     public internal(set) var substitutedInputsSeen = 0
+    /// This player's own inputs the relay replaced (they arrived after its deadline), as received.
+    public internal(set) var ownInputsSubstituted = 0
     var substitutedSeenThrough: [Int: Int] = [:]
     /// Notable events, oldest first (the last 512).
     public private(set) var events: [MatchEvent] = []
-    /// The longest time no frame could be simulated while the match ran, milliseconds.
+    /// The longest time no frame was simulated while the match ran (after its first frame),
+    /// milliseconds; deliberate waits of the time sync count too.
     public private(set) var longestStallMs: UInt64 = 0
+    /// Stalls longer than two frames (three or more ticks in a row simulated nothing) since
+    /// the first frame.
+    public private(set) var stallsOverTwoFrames = 0
     private var stallSinceMs: UInt64?
+    private var stalledTicks = 0
 
     // Streams.
     /// The state stream: every change, starting with the current state.
@@ -219,7 +234,7 @@ public final class NetplayMatch<G: SerializableGame> {
         } else if let keepAliveRttMs {
             hud.pingMs = keepAliveRttMs
         }
-        hud.frameDelay = Int(params.frameDelay)
+        if case .player(let session) = engine { hud.frameDelay = session.inputDelay } else { hud.frameDelay = Int(params.frameDelay) }
         hud.rollbacks = rollbacks
         hud.rollbackFrames = rollbackFrames
         hud.maxRollbackFrames = maxRollback
@@ -326,12 +341,16 @@ public final class NetplayMatch<G: SerializableGame> {
             }
         }
         result.running = phase == .playing
-        if result.running {
+        let finishedWatching = options.stopAtFrame.map { currentFrame >= $0 } == true
+        if result.running, startAtMs == nil, !finishedWatching, currentFrame > startFrame || result.framesAdvanced > 0 {
             if result.framesAdvanced > 0 {
                 if let since = stallSinceMs { longestStallMs = max(longestStallMs, now &- since) }
+                if stalledTicks >= 3 { stallsOverTwoFrames += 1 }
                 stallSinceMs = nil
-            } else if stallSinceMs == nil, skipTicks == 0 {
-                stallSinceMs = now
+                stalledTicks = 0
+            } else {
+                if stallSinceMs == nil { stallSinceMs = now }
+                stalledTicks += 1
             }
         }
         link.flush(now: now)

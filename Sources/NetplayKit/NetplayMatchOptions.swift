@@ -28,6 +28,8 @@ public struct NetplayMatchOptions: Sendable {
     public var historyFrames = 1024
     /// The cluster's CurveZMQ public key, when it encrypts (relay link and ticket renewal).
     public var serverKey: [UInt8]?
+    /// How the match keeps in step with the other players (the relay's time-sync hints).
+    public var pacing: NetplayPacing = .wholeFrames
 
     /// Defaults.
     public init() {}

@@ -6,8 +6,13 @@ public struct NetplaySettings: Sendable, Hashable {
     public var roomName: String
     /// Player slots, 1 ... 8.
     public var maxPlayers: Int = 2
-    /// Input delay in frames (0 = rollback only).
-    public var frameDelay: Int = 0
+    /// Input delay in frames (0 = rollback only); with ``automaticFrameDelay``, only the value
+    /// used until the relay has measured the players' round trips.
+    public var frameDelay: Int = 2
+    /// The relay chooses the input delay from the round trips it measures (half the slowest
+    /// player-to-player path, hidden by delay; the other half predicted) and changes it during
+    /// the match when they move. Every player uses the same delay, so rollbacks stay even.
+    public var automaticFrameDelay: Bool = true
     /// Whether spectators may watch.
     public var allowSpectators: Bool = true
     /// Spectator places (RetroArch allows up to 11).
@@ -60,6 +65,6 @@ public struct NetplaySettings: Sendable, Hashable {
                         spectatePassword: spectatePassword ?? "", inputSize: UInt32(inputSize),
                         frameRateMhz: UInt32(frameRateMilliHertz), predictionWindow: UInt32(predictionWindow),
                         lagToleranceFrames: UInt32(lagTolerance), spectatorDelayFrames: UInt32(spectatorDelay),
-                        checksumIntervalFrames: UInt32(checksumInterval))
+                        checksumIntervalFrames: UInt32(checksumInterval), frameDelayAuto: automaticFrameDelay)
     }
 }

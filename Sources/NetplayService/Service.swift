@@ -221,6 +221,11 @@ public protocol Service: AnyObject {
 
     /// Last call before the sockets close: flush files, close storage.
     func stop(runtime: ServiceRuntime)
+
+    /// Whether `Pong` messages reach ``handle(_:runtime:)`` (a service that pings its own peers,
+    /// as the relay measures round trips). Otherwise the runtime drops them, like every reply
+    /// sent to it unasked.
+    var receivesPongs: Bool { get }
 }
 
 extension Service {
@@ -231,6 +236,7 @@ extension Service {
     public func drain(runtime: ServiceRuntime) {}
     public var isDraining: Bool { false }
     public func stop(runtime: ServiceRuntime) {}
+    public var receivesPongs: Bool { false }
 }
 
 /// A ``Service`` with a hot path that takes some request frames before the runtime decodes them

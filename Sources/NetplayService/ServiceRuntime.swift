@@ -511,6 +511,9 @@ public final class ServiceRuntime {
         case .ping(let ping):
             reply(to: request, with: .pong(Pong(nonce: ping.nonce, echoSentAtUs: ping.sentAtUs,
                                                 responderUnixMs: UInt64(Date().timeIntervalSince1970 * 1000))))
+        case .pong where service.receivesPongs:
+            // The service's own pings answered: never replied to, whatever the service says.
+            _ = try? service.handle(request, runtime: self)
         case .error, .pong, .ack:
             // Replies sent to us unasked: never answer them (that could loop between services).
             logger.debug("ignored unsolicited reply", metadata: ["body": "\(request.body.name)", "peer": "\(request.peer)"])

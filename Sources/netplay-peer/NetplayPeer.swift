@@ -60,6 +60,8 @@ struct PeerOptions: ParsableArguments {
     @Option(help: "Print the HUD every this many seconds (0 = never).") var hudEvery = 0.0
     @Option(help: "Render the game every this many frames (0 = never).") var renderEvery = 0
     @Option(help: "Give up after this many seconds.") var timeout = 300.0
+    @Option(help: "Time sync: whole-frames (skip or double a frame now and then, as a vsync frontend) or frame-rate (stretch this peer's own frame interval by up to 8 %).")
+    var pacing = "whole-frames"
     @Option(help: "Look on the LAN for rooms (join/spectate) listening this many ms; 0 = lobby.") var lanListenMs = 0
     @Option(help: "UDP port of LAN beacons.") var lanPort: UInt16 = LanBeacon.defaultPort
 
@@ -77,6 +79,7 @@ struct PeerOptions: ParsableArguments {
         guard frames > 0 else { throw ValidationError("--frames must be > 0") }
         guard (0 ... 1).contains(loss) else { throw ValidationError("--loss must be between 0 and 1") }
         guard rtt >= 0, jitter >= 0 else { throw ValidationError("--rtt and --jitter must be >= 0") }
+        guard pacing == "whole-frames" || pacing == "frame-rate" else { throw ValidationError("--pacing must be whole-frames or frame-rate") }
         guard InputScript.Kind(rawValue: inputs) != nil else { throw ValidationError("--inputs must be random, idle, cooperate or defect") }
         guard SampleGame(rawValue: game) != nil else { throw ValidationError("--game must be arena or pd") }
         guard (core == nil) == (content == nil) else { throw ValidationError("--core and --content go together") }
@@ -195,11 +198,13 @@ struct PeerRunner<G: SerializableGame> {
                 emit("HUD \(label): \(hud.line)")
                 emit("RESULT frames=\(options.frames) checksum=0x\(String(checksum, radix: 16)) role=\(match.role == .player ? "player" : "spectator") "
                       + "slot=\(match.slot) start=\(match.startFrame) rollbacks=\(hud.rollbacks) substituted_seen=\(match.substitutedInputsSeen) "
-                      + "max_stall_ms=\(match.longestStallMs) desync_notices=\(desyncEvents) states_loaded=\(loaded) reconnects=\(reconnects)"
+                      + "max_stall_ms=\(match.longestStallMs) desync_notices=\(desyncEvents) states_loaded=\(loaded) reconnects=\(reconnects) "
+                      + "rollback_frames=\(hud.rollbackFrames) max_rollback=\(hud.maxRollbackFrames) stalls_over_2=\(match.stallsOverTwoFrames) "
+                      + "own_substituted=\(match.ownInputsSubstituted) frame_delay=\(hud.frameDelay) ping_ms=\(hud.pingMs)"
                       + resultSuffix)
                 exit(0)
             }
-            nextTick = nextTick.advanced(by: .nanoseconds(Int64(1e9 / framesPerSecond)))
+            nextTick = nextTick.advanced(by: .nanoseconds(Int64(1e9 / framesPerSecond * match.frameIntervalScale)))
             let now = ContinuousClock.now
             if nextTick > now { Thread.sleep(forTimeInterval: Double((nextTick - now).components.attoseconds) / 1e18) }
             else if now - nextTick > .milliseconds(100) { nextTick = now }
@@ -236,6 +241,7 @@ func play<G: SerializableGame>(_ base: G, script: @escaping (Int, Int) -> GameIn
     matchOptions.conditions = options.conditions
     matchOptions.content = content
     matchOptions.gameOptions = gameOptions
+    matchOptions.pacing = options.pacing == "frame-rate" ? .frameRate : .wholeFrames
     if admission.role == .spectator { matchOptions.stopAtFrame = options.frames }
     // Cluster rooms encrypt like the cluster; a LAN room's in-process relay is plain.
     if admission.coordinatorEndpoint != nil { matchOptions.serverKey = try options.curve.serverKey() }
@@ -280,7 +286,8 @@ struct Host: ParsableCommand {
 
     @OptionGroup var options: PeerOptions
     @Option(help: "Player slots (2 ... 8; the match starts when all are in).") var players = 2
-    @Option(help: "Input delay in frames.") var frameDelay = 2
+    @Option(help: "Input delay: auto (the relay chooses it from the round trips it measures and changes it when they move; every player uses it) or 0 ... 15 frames.")
+    var frameDelay = "auto"
     @Option(help: "Rollback window in frames.") var predictionWindow = 12
     @Option(help: "Frames a player may lag before substitution.") var lagTolerance = 12
     @Option(help: "Checksum every this many frames.") var checksumInterval = 60
@@ -296,6 +303,9 @@ struct Host: ParsableCommand {
     func validate() throws {
         try options.validate(player: true)
         if let frameRate { guard frameRate > 0 && frameRate <= 1000 else { throw ValidationError("--frame-rate must be in 0 ... 1000") } }
+        guard frameDelay == "auto" || Int(frameDelay).map({ (0 ... 15).contains($0) }) == true else {
+            throw ValidationError("--frame-delay must be auto or 0 ... 15, got '\(frameDelay)'")
+        }
         guard (2 ... 8).contains(players) else { throw ValidationError("--players must be 2 ... 8") }
         guard checksumInterval > 0, options.frames % checksumInterval == 0 else {
             throw ValidationError("--frames must be a multiple of --checksum-interval (the final checksum is a reported one)")
@@ -312,7 +322,8 @@ struct Host: ParsableCommand {
         let frameRate = self.frameRate ?? loaded?.core.avInfo.framesPerSecond ?? 60
         var settings = NetplaySettings(roomName: options.room)
         settings.maxPlayers = players
-        settings.frameDelay = frameDelay
+        settings.automaticFrameDelay = frameDelay == "auto"
+        settings.frameDelay = Int(frameDelay) ?? 2
         settings.predictionWindow = predictionWindow
         settings.lagTolerance = lagTolerance
         settings.checksumInterval = checksumInterval

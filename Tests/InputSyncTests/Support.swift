@@ -79,6 +79,7 @@ final class RelayRig {
         replayDirectory = dead.replayDirectory
         var configuration = RelayConfiguration(relayId: "sync-test", advertisedEndpoint: "tcp://127.0.0.1:1")
         configuration.replayDirectory = replayDirectory
+        configuration.startSyncSamples = 0
         core = RelayCore(configuration: configuration, verifier: JoinTicketVerifier(keyRing: keyRing), transport: transport)
     }
 
@@ -93,6 +94,8 @@ final class RelayRig {
         replayDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-tests-\(UUID().uuidString)")
         var configuration = RelayConfiguration(relayId: "sync-test", advertisedEndpoint: "tcp://127.0.0.1:1")
         configuration.replayDirectory = replayDirectory
+        // The fake peers answer no pings: matches start at once unless a test asks otherwise.
+        configuration.startSyncSamples = 0
         configure(&configuration)
         core = RelayCore(configuration: configuration, verifier: JoinTicketVerifier(keyRing: keyRing), transport: transport)
     }

@@ -31,6 +31,7 @@ struct NetplayKitTests {
         settings.network = .lan
         settings.frameRateMilliHertz = 120_000
         settings.frameDelay = 2
+        settings.automaticFrameDelay = false
         settings.predictionWindow = 12
         settings.checksumInterval = 60
         settings.password = password
