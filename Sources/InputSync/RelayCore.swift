@@ -15,7 +15,7 @@ public final class RelayCore {
     public let configuration: RelayConfiguration
     private let verifier: JoinTicketVerifier
     private unowned(unsafe) let transport: RelayTransport
-    private var sessions: [String: RelaySession] = [:] { didSet { tickOrderStale = true } }
+    private(set) var sessions: [String: RelaySession] = [:] { didSet { tickOrderStale = true } }
     private let peers = PeerRoutes()
     private var endedSessions: [String] = []
     /// The sessions in the order timer slices take them (rebuilt after sessions come or go).
