@@ -145,6 +145,11 @@ let package = Package(
             path: "Benchmarks/netplay-bench"
         ),
 
+        // MARK: The real-path WAN harness: a TUN-joining delay forwarder (C) and the lab that drives it
+        // (network namespaces, TUN devices, iptables loss) for tests and benchmarks.
+        .executableTarget(name: "netplay-wanlink", path: "Sources/netplay-wanlink"),
+        .target(name: "WANHarness"),
+
         // MARK: Test support: real processes, clusters, keys; a sample service for the runtime's tests
         .target(name: "NetplayTestSupport", dependencies: ["NetplayService", "NetplayWire", "ZeroMQ"], path: "Tests/Support"),
         .executableTarget(
@@ -166,6 +171,7 @@ let package = Package(
         .testTarget(name: "NetplayAuthTests", dependencies: ["NetplayAuth", "NetplayWire"]),
         .testTarget(name: "RollbackTests", dependencies: ["Rollback", "Games"]),
         .testTarget(name: "GamesTests", dependencies: ["Games", "Rollback"]),
+        .testTarget(name: "WANHarnessTests", dependencies: ["WANHarness", "netplay-wanlink"]),
         .testTarget(name: "LibretroTests", dependencies: ["Libretro", "Rollback", "NetplayTestSupport"]),
         .testTarget(
             name: "DiscoveryTests",
