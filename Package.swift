@@ -139,7 +139,7 @@ let package = Package(
             name: "netplay-bench",
             dependencies: [
                 "ZeroMQ", "NetplayWire", "Rollback", "Games", "Libretro", "Discovery", "Coordinator", "NetplayService",
-                "NetplayAuth", "InputSync",
+                "NetplayAuth", "InputSync", "WANHarness",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/netplay-bench"

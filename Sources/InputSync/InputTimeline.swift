@@ -268,7 +268,8 @@ final class ArrivalBook {
         let mean = total / Double(counted)
         for slot in 0 ..< count where include(slot) && sent[index * slots + slot] != 0 {
             let offset = Double(sent[index * slots + slot]) - mean
-            let weight = samples[slot] < 20 ? 1 / Double(samples[slot] + 1) : 0.05
+            // 1/10 per frame: a correction shows within ~20 frames, jitter is averaged out.
+            let weight = samples[slot] < 10 ? 1 / Double(samples[slot] + 1) : 0.1
             offsets[slot] += (offset - offsets[slot]) * weight
             samples[slot] += 1
         }

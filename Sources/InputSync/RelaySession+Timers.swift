@@ -86,8 +86,13 @@ extension RelaySession {
             guard let sent = arrivals.sendEstimate(frame: frame) else { return }
             var blocked = false
             for slot in 0 ..< slotCount where slotModes[slot] == .active && timeline.stored(slot) == frame {
-                let halfTrip = UInt64((players[slot]?.rttMs ?? 0) / 2)
-                guard now >= sent + halfTrip + lagToleranceMs else {
+                // Half its round trip, and as much again as its round trips vary (4 mean
+                // deviations, as TCP's retransmission timeout): a lossy link's retransmitted
+                // segments are late, not lagging. Both measured by the relay, both capped.
+                let player = players[slot]
+                let halfTrip = UInt64((player?.rttMs ?? 0) / 2)
+                let variation = UInt64(min(4 * (player?.rttDeviationMs ?? 0), Double(configuration.maxCountedRttMs) / 2))
+                guard now >= sent + halfTrip + variation + lagToleranceMs else {
                     blocked = true
                     continue
                 }

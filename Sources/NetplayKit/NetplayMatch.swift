@@ -89,8 +89,9 @@ public final class NetplayMatch<G: SerializableGame> {
     var relayConfirmedFrames = 0
     /// Time this peer should lose (positive: it runs ahead of the others) or gain, ms.
     var timeDebtMs = 0.0
-    /// Ticks since the last whole-frame correction.
+    /// Ticks since the last whole-frame correction, and when it was made.
     var ticksSincePacing = 0
+    var lastPacingCorrectionMs: UInt64 = 0
     /// Until then the match has started but waits, so every player begins at the same moment.
     var startAtMs: UInt64?
     /// With ``NetplayPacing/frameRate``: wait this many nominal frame intervals before the

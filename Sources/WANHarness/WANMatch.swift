@@ -1,0 +1,243 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One match played for real across a ``WANLab``: discovery, a coordinator and a relay in the
+/// root namespace on the lab's service address, and every player a `netplay-peer` process in its
+/// own namespace behind the same delay, jitter and loss. Used by the end-to-end tests and by
+/// `netplay-bench wan`.
+public struct WANScenario: Sendable, CustomStringConvertible {
+    /// One-way delay between each player and the relay, each direction, milliseconds.
+    public var delayMs: Double
+    /// Uniform jitter added to each packet's delay (order is kept), milliseconds.
+    public var jitterMs: Double
+    /// Random loss each way, percent.
+    public var lossPercent: Double
+    /// Players (2 ... 8).
+    public var players: Int
+    /// Frames to play (a multiple of 60: the last is a checksum frame).
+    public var frames: Int
+    /// A libretro core and its content instead of the arena sample game.
+    public var core: (path: String, content: String)?
+    /// `netplay-peer --frame-delay`: "auto" or a number of frames.
+    public var frameDelay = "auto"
+    /// `netplay-peer --paths`: connections per player (nil: netplay-peer's default).
+    public var paths: Int?
+    /// `netplay-peer --pacing`.
+    public var pacing = "whole-frames"
+
+    /// A scenario with the arena game.
+    public init(delayMs: Double, jitterMs: Double = 0, lossPercent: Double = 0, players: Int = 2, frames: Int = 600) {
+        self.delayMs = delayMs
+        self.jitterMs = jitterMs
+        self.lossPercent = lossPercent
+        self.players = players
+        self.frames = frames
+    }
+
+    public var description: String {
+        "\(players)p \(core == nil ? "arena" : "core") one-way \(Int(delayMs))±\(Int(jitterMs)) ms loss \(lossPercent)%"
+            + " delay \(frameDelay)\(paths.map { " paths \($0)" } ?? "")"
+    }
+}
+
+/// What one player's `netplay-peer` reported at the end of a ``WANScenario``.
+public struct WANPlayerFigures: Sendable, CustomStringConvertible {
+    /// Every `key=value` of the RESULT line.
+    public var fields: [String: String]
+
+    init?(log: String) {
+        guard let line = log.split(separator: "\n").last(where: { $0.hasPrefix("RESULT ") }) else { return nil }
+        fields = [:]
+        for pair in line.dropFirst("RESULT ".count).split(separator: " ") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+    }
+
+    /// An integer field (-1 when missing).
+    public func int(_ key: String) -> Int { Int(fields[key] ?? "") ?? -1 }
+    /// The player's slot.
+    public var slot: Int { int("slot") }
+    /// The final checksum as printed.
+    public var checksum: String { fields["checksum"] ?? "?" }
+    /// Rollbacks and the frames they re-simulated.
+    public var rollbacks: Int { int("rollbacks") }
+    /// The mean rollback length, frames (0 without rollbacks).
+    public var meanRollback: Double { rollbacks > 0 ? Double(int("rollback_frames")) / Double(rollbacks) : 0 }
+    /// The longest rollback, frames.
+    public var maxRollback: Int { int("max_rollback") }
+    /// This player's own inputs the relay substituted.
+    public var ownSubstituted: Int { int("own_substituted") }
+    /// Stalls of more than two frames after the first frame.
+    public var stallsOverTwoFrames: Int { int("stalls_over_2") }
+    /// The longest stall after the first frame, ms.
+    public var maxStallMs: Int { int("max_stall_ms") }
+    /// The input delay in use at the end, frames.
+    public var frameDelay: Int { int("frame_delay") }
+
+    public var description: String {
+        "P\(slot): rollback mean \(String(format: "%.2f", meanRollback)) max \(maxRollback), own substituted \(ownSubstituted), "
+            + "stalls>2f \(stallsOverTwoFrames) (max \(maxStallMs) ms), delay \(frameDelay), checksum \(checksum)"
+    }
+}
+
+/// The outcome of a ``WANScenario``: every player's figures and the physical floor.
+public struct WANMatchResult: Sendable, CustomStringConvertible {
+    /// The scenario played.
+    public var scenario: WANScenario
+    /// Each player's figures, by slot.
+    public var players: [WANPlayerFigures]
+    /// Frame duration of the match, ms.
+    public var frameMs: Double
+
+    /// The rollback a perfectly synchronised player cannot avoid: an input travels player ->
+    /// relay -> player, 2 × (delay + jitter) ms, less the input delay (the issue's definition).
+    public var floorFrames: Double {
+        let delay = Double(players.map(\.frameDelay).max() ?? 0)
+        return max(0, 2 * (scenario.delayMs + scenario.jitterMs) / frameMs - delay)
+    }
+    /// The largest difference between two players' mean rollbacks, frames.
+    public var meanRollbackSpread: Double {
+        let means = players.map(\.meanRollback)
+        return (means.max() ?? 0) - (means.min() ?? 0)
+    }
+    /// Whether every player ended with the same checksum.
+    public var checksumsAgree: Bool { Set(players.map(\.checksum)).count == 1 && players.first?.checksum != "?" }
+
+    public var description: String {
+        "\(scenario): floor \(String(format: "%.1f", floorFrames)) frames; " + players.map(\.description).joined(separator: "; ")
+    }
+}
+
+/// Plays ``WANScenario``s on a ``WANLab``.
+public enum WANMatch {
+    /// Plays `scenario` with the binaries in `binDirectory` (netplay-discovery, -coordinator,
+    /// -sync, -peer) on a fresh lab, and returns every player's figures. Throws when a process
+    /// fails or a player reports nothing within `timeoutSeconds`; the logs are kept in the error.
+    /// `keepLogsIn`: a directory that receives every process's log (kept after the lab is gone).
+    public static func run(_ scenario: WANScenario, binDirectory: String, timeoutSeconds: Double = 120,
+                           keepLogsIn: String? = nil) throws -> WANMatchResult {
+        let lab = try WANLab(wanlinkPath: "\(binDirectory)/netplay-wanlink")
+        let root = "\(lab.directory)/cluster"
+        defer {
+            if let keepLogsIn {
+                try? FileManager.default.createDirectory(atPath: keepLogsIn, withIntermediateDirectories: true)
+                for name in (try? FileManager.default.contentsOfDirectory(atPath: keepLogsIn)) ?? [] where name.hasSuffix(".log") {
+                    try? FileManager.default.removeItem(atPath: "\(keepLogsIn)/\(name)")
+                }
+                for name in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] where name.hasSuffix(".log") {
+                    try? FileManager.default.removeItem(atPath: "\(keepLogsIn)/\(name)")
+                    try? FileManager.default.copyItem(atPath: "\(root)/\(name)", toPath: "\(keepLogsIn)/\(name)")
+                }
+            }
+            lab.tearDown()
+        }
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        var services: [Process] = []
+        defer {
+            for process in services.reversed() where process.isRunning { process.terminate() }
+            for process in services { process.waitUntilExit() }
+        }
+        let address = lab.serviceAddress
+        let discovery = "tcp://\(address):\(try freePort(on: address))"
+        let coordinator = "tcp://\(address):\(try freePort(on: address))"
+        let relay = "tcp://\(address):\(try freePort(on: address))"
+        var secret = [UInt8](repeating: 0, count: 32)
+        for index in secret.indices { secret[index] = UInt8.random(in: 0 ... 255) }
+        let secretText = secret.map { String(format: "%02x", $0) }.joined()
+        let base = ["--telemetry", "none", "--events", "none", "--log-level", "notice"]
+        func launch(_ name: String, _ arguments: [String]) throws {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "\(binDirectory)/\(name)")
+            process.arguments = base + arguments
+            var environment = ProcessInfo.processInfo.environment
+            for key in environment.keys where key.hasPrefix("NETPLAY_") { environment[key] = nil }
+            process.environment = environment
+            let log = "\(root)/\(name).log"
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+            process.standardOutput = handle
+            process.standardError = handle
+            try process.run()
+            services.append(process)
+        }
+        try launch("netplay-discovery", ["--endpoint", discovery, "--instance", "wan-discovery", "--data-dir", "\(root)/discovery",
+                                         "--beacon-port", "0", "--retroarch-port", "0"])
+        try launch("netplay-coordinator", ["--endpoint", coordinator, "--instance", "wan-coordinator", "--data-dir", "\(root)/coordinator",
+                                           "--discovery", discovery, "--cluster-secret", secretText])
+        try launch("netplay-sync", ["--log-level", "info", "--endpoint", relay, "--instance", "wan-sync", "--data-dir", "\(root)/sync",
+                                    "--coordinator", coordinator, "--cluster-secret", secretText, "--no-replays"])
+        // Ready once the relay registered (the coordinator then has a relay to give the host).
+        try waitFor(log: "\(root)/netplay-sync.log", containing: "registered", seconds: 20, services: services)
+
+        var peers: [(WANPeer, String)] = []
+        for index in 0 ..< scenario.players {
+            let peer = try lab.addPeer(delayMs: scenario.delayMs, jitterMs: scenario.jitterMs, lossPercent: scenario.lossPercent)
+            peers.append((peer, "\(root)/peer\(index + 1).log"))
+        }
+        var common = ["--discovery", discovery, "--coordinator", coordinator, "--room", "wan-\(lab.tag)",
+                      "--frames", "\(scenario.frames)", "--timeout", "\(Int(timeoutSeconds))", "--pacing", scenario.pacing, "--hud-every", "1"]
+        if let paths = scenario.paths { common += ["--paths", "\(paths)"] }
+        if let core = scenario.core { common += ["--core", core.path, "--content", core.content] }
+        let peerBinary = "\(binDirectory)/netplay-peer"
+        try peers[0].0.launch(peerBinary, ["host", "--players", "\(scenario.players)", "--frame-delay", scenario.frameDelay,
+                                           "--name", "P1", "--input-seed", "11"] + common, log: peers[0].1)
+        usleep(300_000)  // the room is listed a round trip after the host asked
+        for index in 1 ..< peers.count {
+            try peers[index].0.launch(peerBinary, ["join", "--name", "P\(index + 1)", "--input-seed", "\(11 + index)"] + common,
+                                      log: peers[index].1)
+        }
+        var figures: [WANPlayerFigures] = []
+        let deadline = Date().addingTimeInterval(timeoutSeconds + 10)
+        for (_, log) in peers {
+            while true {
+                let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                if let result = WANPlayerFigures(log: text) {
+                    figures.append(result)
+                    break
+                }
+                if Date() > deadline || text.contains("netplay-peer: error") || text.contains("Error:") {
+                    throw WANHarnessError("\(scenario): a player reported nothing; its log ends:\n" + text.suffix(2_000))
+                }
+                usleep(100_000)
+            }
+        }
+        let frameMs = 1000 / (scenario.core == nil ? 60 : 60.0988)
+        return WANMatchResult(scenario: scenario, players: figures.sorted { $0.slot < $1.slot }, frameMs: frameMs)
+    }
+
+    private static func waitFor(log: String, containing text: String, seconds: Double, services: [Process]) throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        while true {
+            let content = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            if content.contains(text) { return }
+            if let dead = services.first(where: { !$0.isRunning }) {
+                throw WANHarnessError("\(dead.executableURL?.lastPathComponent ?? "a service") exited (\(dead.terminationStatus)); see \(log)")
+            }
+            if Date() > deadline { throw WANHarnessError("'\(text)' did not appear in \(log) within \(Int(seconds)) s") }
+            usleep(50_000)
+        }
+    }
+
+    /// A TCP port free on `address` now.
+    static func freePort(on address: String) throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw WANHarnessError("socket: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var socketAddress = sockaddr_in()
+        socketAddress.sin_family = sa_family_t(AF_INET)
+        socketAddress.sin_port = 0
+        inet_pton(AF_INET, address, &socketAddress.sin_addr)
+        let bound = withUnsafePointer(to: &socketAddress) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { throw WANHarnessError("bind \(address): \(String(cString: strerror(errno)))") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &socketAddress) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: socketAddress.sin_port))
+    }
+}
