@@ -64,6 +64,10 @@ public struct RelayConfiguration: Sendable {
     public var maxTicketLifetimeMs: UInt64 = 600_000
     /// Removed participants remembered at most (the oldest-expiring are forgotten first).
     public var maxRevocations: Int = 10_000
+    /// Connections ("paths") one participant may hold at once, its primary included: further
+    /// connections attached with `AttachRequest.additional_path` carry the same inputs, so one
+    /// lost TCP segment holds back an input only when every path is blocked at once.
+    public var maxPathsPerParticipant: Int = 4
 
     /// A configuration with defaults for everything but the identity.
     public init(relayId: String, advertisedEndpoint: String) {
@@ -84,6 +88,7 @@ public struct RelayConfiguration: Sendable {
         if resendIntervalMs < 1 || hintIntervalMs < 1 || statsIntervalMs < 1 { return "intervals must be >= 1 ms" }
         if maxCountedRttMs < 0 { return "the counted round trip cap must be >= 0 ms" }
         if maxRevocations < 1 { return "the revocation capacity must be >= 1" }
+        if maxPathsPerParticipant < 1 || maxPathsPerParticipant > 16 { return "the paths per participant must be 1 ... 16" }
         return nil
     }
 }
