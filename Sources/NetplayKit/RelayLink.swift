@@ -20,7 +20,7 @@ final class RelayLink {
         enum Stage: Equatable {
             /// Not wanted now (the primary is not attached), or the primary itself.
             case idle
-            /// Attach at `atMs`.
+            /// Attach at `atMs` (or as soon after as its connection is up).
             case waiting(atMs: UInt64)
             /// Attach sent; unanswered since `sentAtMs`.
             case attaching(requestId: UInt64, sentAtMs: UInt64)
@@ -34,6 +34,8 @@ final class RelayLink {
         var inbound: LinkConditioner?
         var stage: Stage = .idle
         var attempts = 0
+        /// When its current connection was opened (an attach waits for it to connect).
+        var openedAtMs: UInt64 = 0
     }
 
     /// Something about an additional path the match reports as a ``MatchEvent``.
@@ -176,16 +178,22 @@ final class RelayLink {
                 if paths[index].socket == nil {
                     do {
                         paths[index].socket = try makeSocket()
+                        paths[index].openedAtMs = now
                     } catch {
                         retryPath(index, now: now, why: "cannot open a connection: \(error)")
                         continue
                     }
                 }
-                nextRequestId += 1
+                // Sent directly (not through the simulated delay): a fresh connection takes
+                // nothing until it is up (ZMQ_IMMEDIATE), so the attach waits for it here.
                 let request = AttachRequest(ticket: ticket, protocolVersion: 1, clientVersion: clientVersion,
                                             resume: true, additionalPath: true)
-                paths[index].stage = .attaching(requestId: nextRequestId, sentAtMs: now)
-                send(Envelope(requestId: nextRequestId, body: .attachRequest(request)), on: index, now: now)
+                if transmit(Envelope(requestId: nextRequestId + 1, body: .attachRequest(request)), on: index) {
+                    nextRequestId += 1
+                    paths[index].stage = .attaching(requestId: nextRequestId, sentAtMs: now)
+                } else if now &- paths[index].openedAtMs >= attachTimeoutMs {
+                    retryPath(index, now: now, why: "its connection did not come up")
+                }
             case .attaching(_, let sentAt) where now &- sentAt >= attachTimeoutMs:
                 retryPath(index, now: now, why: "no answer to its attach")
             default:
@@ -289,9 +297,12 @@ final class RelayLink {
         }
     }
 
-    private func transmit(_ envelope: Envelope, on index: Int) {
-        guard let socket = paths[index].socket, let bytes = try? envelope.encoded() else { return }
-        if (try? socket.send(bytes, flags: .dontWait)) != nil { sentMessages += 1 }
+    @discardableResult
+    private func transmit(_ envelope: Envelope, on index: Int) -> Bool {
+        guard let socket = paths[index].socket, let bytes = try? envelope.encoded() else { return false }
+        guard (try? socket.send(bytes, flags: .dontWait)) != nil else { return false }
+        sentMessages += 1
+        return true
     }
 
     private func flush(_ index: Int, now: UInt64) {
