@@ -42,9 +42,10 @@ final class PeerRoutes {
         routes.removeAll()
     }
 
-    /// Drops entries whose participant moved to another connection.
+    /// Drops entries of connections that are no longer one of their participant's paths (it
+    /// moved to another connection, went silent, or dropped its additional paths).
     func pruneStale() {
-        owned = owned.filter { $0.value.participant.address == $0.key }
+        owned = owned.filter { $0.value.participant.isPath($0.key) }
         routes = routes.filter { owned[$0.key] != nil }
     }
 }

@@ -76,6 +76,10 @@ public struct RelayConfiguration: Sendable {
     /// With `SyncParams.frame_delay_auto`: a different input delay is adopted once the round
     /// trips have called for it this long without a break.
     public var frameDelayHoldMs: Int = 2_000
+    /// Connections ("paths") one participant may hold at once, its primary included: further
+    /// connections attached with `AttachRequest.additional_path` carry the same inputs, so one
+    /// lost TCP segment holds back an input only when every path is blocked at once.
+    public var maxPathsPerParticipant: Int = 4
 
     /// A configuration with defaults for everything but the identity.
     public init(relayId: String, advertisedEndpoint: String) {
@@ -98,6 +102,7 @@ public struct RelayConfiguration: Sendable {
         if maxRevocations < 1 { return "the revocation capacity must be >= 1" }
         if startSyncSamples < 0 || startSyncSamples > 16 { return "start sync samples must be 0 ... 16" }
         if startSyncTimeoutMs < 0 || lobbyPingIntervalMs < 1 || frameDelayHoldMs < 0 { return "start sync timings must be >= 0 ms" }
+        if maxPathsPerParticipant < 1 || maxPathsPerParticipant > 16 { return "the paths per participant must be 1 ... 16" }
         return nil
     }
 }

@@ -146,7 +146,8 @@ public final class RelayCore {
         // Read without retains: the route stays in the table (and its objects alive) while the
         // session handles the batch, which never touches the table.
         return route.participant._withUnsafeGuaranteedRef { participant in
-            guard participant.address == peer else { return .declined }
+            // The primary connection, or (one more test, only then) an additional path.
+            guard participant.address == peer || participant.isPath(peer) else { return .declined }
             let batch = RelayWire.Batch(view)
             participant.lastHeardMs = now
             participant.disconnectedSinceMs = nil
@@ -187,10 +188,22 @@ public final class RelayCore {
         default:
             break
         }
-        guard let (session, participant) = peers[peer], participant.address == peer else {
+        guard let (session, participant) = peers[peer], participant.isPath(peer) else {
             peers.remove(peer)
             if case .detach = envelope.body { return nil }
             throw ServiceError(.unauthenticated, "Attach with a join ticket first (AttachRequest).")
+        }
+        if participant.address != peer {
+            // An additional path carries inputs and acknowledgements; its detach ends only it.
+            switch envelope.body {
+            case .inputBatch, .detach: break
+            default:
+                throw ServiceError(.badRequest, "An additional path carries only InputBatch and Detach; send \(envelope.body.name) on the participant's primary connection.")
+            }
+            if case .detach = envelope.body {
+                dropPath(peer, of: participant)
+                return nil
+            }
         }
         participant.lastHeardMs = now
         participant.disconnectedSinceMs = nil
@@ -247,8 +260,23 @@ public final class RelayCore {
         }
     }
 
+    /// Clears every route of `participant` (its primary and additional paths) and its paths.
     private func forget(_ participant: RelayPeer) {
         if let address = participant.address { peers.remove(address) }
+        dropExtraPaths(of: participant)
+    }
+
+    /// Ends every additional path of `participant` (routes and list); the primary stays.
+    private func dropExtraPaths(of participant: RelayPeer) {
+        guard participant.hasExtraPaths else { return }
+        for path in participant.extraPaths { peers.remove(path) }
+        participant.extraPaths.removeAll()
+    }
+
+    /// Ends one additional path of `participant` (it detached).
+    private func dropPath(_ peer: PeerAddress, of participant: RelayPeer) {
+        peers.remove(peer)
+        participant.extraPaths.removeAll { $0 == peer }
     }
 
     // MARK: - Removed participants
@@ -307,6 +335,7 @@ public final class RelayCore {
         if ticket.role == .player, ticket.slot > params.maxPlayers {
             throw ServiceError(.ticketInvalid, "Slot \(ticket.slot) does not exist in a \(params.maxPlayers)-player session.")
         }
+        if request.additionalPath { return try attachPath(ticket, from: peer, now: now) }
         let session: RelaySession
         if let existing = sessions[ticket.sessionId] {
             session = existing
@@ -384,6 +413,8 @@ public final class RelayCore {
         } else {
             throw ServiceError(.ticketInvalid, "The ticket names no role.")
         }
+        // A fresh primary attach (reconnect, resume) ends the paths of the old connection.
+        dropExtraPaths(of: participant)
         participant.address = peer
         participant.lastHeardMs = now
         participant.disconnectedSinceMs = nil
@@ -403,6 +434,42 @@ public final class RelayCore {
         let response = session.welcome(participant, transferFollows: needsTransfer ? 0 : nil)
         if !session.running || !needsTransfer { session.deliverConfirmed(now: now) }
         return response
+    }
+
+    /// An attach with `additional_path`: `peer` becomes another path of the participant the
+    /// (verified, not revoked) ticket names, which must be attached and connected in the
+    /// session; nothing else changes (no event, no cursor, no new participant). Refused, with
+    /// nothing changed, when it is not attached (`INVALID_STATE`, worth retrying once its
+    /// primary attach succeeded) or already holds the maximum of paths (`BAD_REQUEST`). The reply
+    /// is the participant's AttachResponse as of now, with `state_follows` false.
+    private func attachPath(_ ticket: JoinTicket, from peer: PeerAddress, now: UInt64) throws(ServiceError) -> AttachResponse {
+        guard let session = sessions[ticket.sessionId], !session.ended,
+              let participant = session.participants.first(where: { $0.participantId == ticket.participantId && $0.role == ticket.role
+                                                                 && (ticket.role != .player || $0.slot == Int(ticket.slot)) }),
+              participant.isConnected else {
+            throw ServiceError(.invalidState, "An additional path joins a participant already attached and connected in the session; attach without additional_path first.",
+                               field: "AttachRequest.additional_path")
+        }
+        if participant.isPath(peer) {
+            guard participant.address != peer else {
+                throw ServiceError(.badRequest, "This connection is the participant's primary; an additional path needs a connection of its own.",
+                                   field: "AttachRequest.additional_path")
+            }
+        } else {
+            if let (_, other) = peers[peer], other.isPath(peer) {
+                throw ServiceError(.badRequest, "This connection is already attached as participant '\(other.participantId)'.",
+                                   field: "AttachRequest.additional_path")
+            }
+            guard participant.pathCount < configuration.maxPathsPerParticipant else {
+                throw ServiceError(.badRequest, "A participant holds at most \(configuration.maxPathsPerParticipant) connections on this relay.",
+                                   field: "AttachRequest.additional_path")
+            }
+            participant.extraPaths.append(peer)
+            peers.set(peer, session: session, participant: participant)
+        }
+        participant.lastHeardMs = now
+        participant.disconnectedSinceMs = nil
+        return session.welcome(participant, transferFollows: nil)
     }
 
     /// Where a session rebuilt after a restart starts its timeline: as early as the first
@@ -494,7 +561,7 @@ public final class RelayCore {
         if now &- lastPruneCheckMs >= 1000 {
             lastPruneCheckMs = now
             if revocations.count > 0 { revocations.purge(nowUnixMs: wallClockMs()) }
-            if peers.count > 0 && peers.count > 2 * max(1, sessions.values.reduce(0) { $0 + $1.participants.count }) {
+            if peers.count > 0 && peers.count > 2 * max(1, sessions.values.reduce(0) { $0 + $1.pathCount }) {
                 peers.pruneStale()
             }
         }
@@ -545,6 +612,7 @@ public final class RelayCore {
                             "substituting": .bool(session.substituting[player.slot - 1]),
                             "substituted_frames": .number(session.substitutedFrames[player.slot - 1]),
                             "resends": .number(player.resends), "rtt_ms": .number(player.rttMs),
+                            "paths": .number(player.pathCount),
                             "reported_ping_ms": .number(Int(player.stats.pingMs)), "host": .bool(player.isHost),
                             "client": .string(player.clientVersion),
                             "ack_delay_ms": .number(Int(player.ackDelayMs.rounded()))]

@@ -12,8 +12,21 @@ final class RelayPeer {
     /// Whether its ticket admits the session's host (``NetplayWire/JoinTicket/admitsHost``): in a
     /// checksum tie the host's group wins, and only the host starts the match early.
     let isHost: Bool
-    /// Where it is attached now (nil while disconnected).
-    var address: PeerAddress? { didSet { isConnected = address != nil } }
+    /// Where it is attached now (nil while disconnected): its primary connection, which gets
+    /// everything the relay sends it. A new primary (or none) ends its additional paths.
+    var address: PeerAddress? {
+        didSet {
+            isConnected = address != nil
+            if hasExtraPaths && address != oldValue { extraPaths.removeAll() }
+        }
+    }
+    /// Its additional connections (``NetplayWire/AttachRequest/additionalPath``), primary
+    /// excluded: every input broadcast to it goes on each of them too, and its inputs and
+    /// acknowledgements are taken from any. The core keeps ``PeerRoutes`` in step; a route left
+    /// behind when the list is cleared here is refused and pruned (see ``isPath(_:)``).
+    @exclusivity(unchecked) var extraPaths: [PeerAddress] = [] { didSet { hasExtraPaths = !extraPaths.isEmpty } }
+    /// `!extraPaths.isEmpty`, kept as a flag: the broadcast path tests it on every send.
+    @exclusivity(unchecked) private(set) var hasExtraPaths = false
     /// Whether it is attached (`address != nil`), kept as a flag: the relay's loops test it for
     /// every participant on every input and timer tick, and reading the optional address copied it.
     private(set) var isConnected = true
@@ -109,6 +122,15 @@ final class RelayPeer {
     }
 
     var isPlayer: Bool { role == .player }
+
+    /// Whether `peer` is one of its connections (the primary or an additional path).
+    @inline(__always)
+    func isPath(_ peer: PeerAddress) -> Bool {
+        address == peer || (hasExtraPaths && extraPaths.contains(peer))
+    }
+
+    /// Connections it holds (0 while disconnected).
+    var pathCount: Int { isConnected ? 1 + extraPaths.count : 0 }
 
     var info: PeerInfo {
         PeerInfo(participantId: participantId, name: name, role: role, slot: UInt32(slot), connected: isConnected)

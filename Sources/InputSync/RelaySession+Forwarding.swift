@@ -171,11 +171,19 @@ extension RelaySession {
         participant.isPlayer || playersGoneAtMs != nil ? timeline.confirmed : timeline.confirmed - spectatorDelay
     }
 
-    /// Sends a message the packer just packed to `participant`.
+    /// Sends an input broadcast the packer just packed to `participant`: on its primary
+    /// connection and on each of its additional paths (one flag test when it has none).
     func sendPacked(_ frame: UnsafeRawBufferPointer?, to participant: RelayPeer, now: UInt64) {
         guard let frame, let address = participant.address else { return }
         participant.lastSendMs = now
         transport.sendEncoded(frame, to: address)
+        if participant.hasExtraPaths { sendOnExtraPaths(frame, to: participant) }
+    }
+
+    /// The same broadcast on every additional path of `participant`.
+    private func sendOnExtraPaths(_ frame: UnsafeRawBufferPointer, to participant: RelayPeer) {
+        let paths = participant.extraPaths
+        for index in 0 ..< paths.count { transport.sendEncoded(frame, to: paths[index]) }
     }
 
     /// Sends `participant` its pending confirmed frames together with `forwarded` inputs, in one

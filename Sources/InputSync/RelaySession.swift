@@ -176,6 +176,14 @@ final class RelaySession {
         return count
     }
 
+    /// Connections its participants hold (primaries and additional paths).
+    var pathCount: Int {
+        var count = 0
+        let list = participants
+        for index in 0 ..< list.count { count += list[index].pathCount }
+        return count
+    }
+
     // MARK: - Sending
 
     func send(_ body: Envelope.Body, to participant: RelayPeer, now: UInt64) {

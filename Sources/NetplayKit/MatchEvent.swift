@@ -16,6 +16,11 @@ public enum MatchEvent: Sendable, Hashable {
     case reconnected
     /// The match started (frame 0, or the frame this peer joined at).
     case started(frame: Int)
+    /// Additional path `path` (2 ... ``NetplayMatchOptions/paths``) attached: inputs travel on it too.
+    case pathAttached(path: Int)
+    /// Additional path `path` was given up (the relay refused it for good, or it kept failing);
+    /// the match goes on over the others.
+    case pathLost(path: Int, reason: String)
     /// A service error received for something this peer sent.
     case error(ErrorCode, String)
     /// The relay chose another input delay for everyone (automatic delay: the round trips moved).

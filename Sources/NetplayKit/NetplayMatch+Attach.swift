@@ -9,6 +9,10 @@ import Rollback
 extension NetplayMatch {
     // MARK: Attaching
 
+    /// Connections to the relay attached now (the primary and the additional paths the relay
+    /// accepted; see ``NetplayMatchOptions/paths``).
+    public var attachedPaths: Int { relayKnowsUs ? link.attachedPaths : 0 }
+
     func sendAttach(now: UInt64, attempt: Int) {
         let resume = attachedOnce
         attachRequestId = takeRequestId()
@@ -43,6 +47,16 @@ extension NetplayMatch {
         let wasAttached = attachedOnce
         attachedOnce = true
         relayKnowsUs = true
+        if options.paths > 1 {
+            link.onNews = { [weak self] news in
+                switch news {
+                case .attached(let path): self?.note(.pathAttached(path: path))
+                case .lost(let path, let reason): self?.note(.pathLost(path: path, reason: reason))
+                }
+            }
+            link.attachPaths(ticket: admission.ticket, clientVersion: options.clientVersion, paths: options.paths,
+                             backoff: options.backoff, attachTimeoutMs: options.attachTimeoutMs, now: now)
+        }
         params = response.params
         slot = Int(response.slot)
         peers = response.peers

@@ -30,6 +30,15 @@ public struct NetplayMatchOptions: Sendable {
     public var serverKey: [UInt8]?
     /// How the match keeps in step with the other players (the relay's time-sync hints).
     public var pacing: NetplayPacing = .wholeFrames
+    /// Connections to the relay carrying the same inputs, 1 ... ``maxPaths`` (default 2). Inputs
+    /// and acknowledgements go on each and the relay sends every input broadcast on each, so a
+    /// lost TCP segment, which holds back everything behind it on its connection for a round
+    /// trip or more, delays an input only when every path is blocked at once. Everything else
+    /// uses the first connection. 1: a single connection. Values outside the range are clamped.
+    public var paths = 2
+
+    /// The most connections a match opens to its relay (relays accept 4 per participant by default).
+    public static let maxPaths = 4
 
     /// Defaults.
     public init() {}

@@ -4,105 +4,350 @@ import NetplayWire
 import Rollback
 import ZeroMQ
 
-/// The client's connection to a relay: one DEALER socket (replaced on reconnect), envelope
-/// encoding and decoding, and the simulated network conditions. Confined to one thread.
+/// The client's connection to a relay: a primary DEALER socket (replaced on reconnect) plus up
+/// to three additional paths (``NetplayMatchOptions/paths``), envelope encoding and decoding, and
+/// the simulated network conditions (independent per path). Confined to one thread.
+///
+/// Inputs and acknowledgements (`InputBatch`) go on every attached path and input broadcasts are
+/// taken from all of them, so one lost TCP segment holds an input back only when every path is
+/// blocked at once; everything else uses the primary. An additional path attaches (with
+/// `additional_path`) once the primary's attach succeeded, is retried with backoff when the
+/// relay refuses it for now or forgets it, and is given up (an event) when refused for good:
+/// the match never depends on it.
 final class RelayLink {
+    /// One connection and its simulated conditions.
+    private struct Path {
+        enum Stage: Equatable {
+            /// Not wanted now (the primary is not attached), or the primary itself.
+            case idle
+            /// Attach at `atMs` (or as soon after as its connection is up).
+            case waiting(atMs: UInt64)
+            /// Attach sent; unanswered since `sentAtMs`.
+            case attaching(requestId: UInt64, sentAtMs: UInt64)
+            case attached
+            /// Refused for good: not tried again until the primary attaches anew.
+            case givenUp
+        }
+
+        var socket: Socket?
+        var outbound: LinkConditioner?
+        var inbound: LinkConditioner?
+        var stage: Stage = .idle
+        var attempts = 0
+        /// When its current connection was opened (an attach waits for it to connect).
+        var openedAtMs: UInt64 = 0
+    }
+
+    /// Something about an additional path the match reports as a ``MatchEvent``.
+    enum PathNews {
+        case attached(path: Int)
+        case lost(path: Int, reason: String)
+    }
+
     let endpoint: String
+    private let conditions: NetworkConditions
     private let context: Context
     private let serverKey: [UInt8]?
-    private var socket: Socket?
-    private var outbound: LinkConditioner?
-    private var inbound: LinkConditioner?
+    /// Index 0 is the primary.
+    private var paths: [Path]
+    private var backoff: Backoff
+    private var attachTimeoutMs: UInt64
+    /// What additional paths attach with (set by ``attachPaths(ticket:clientVersion:now:)``).
+    private var ticket: JoinTicket?
+    private var clientVersion = ""
+    private var nextRequestId: UInt64 = 1 << 62
+    /// The primary's connection count, and the one the paths were last attached for.
+    private var generation = 0
+    private var pathsGeneration = -1
+    /// Told of every path event (the match records them).
+    var onNews: ((PathNews) -> Void)?
     private(set) var sentMessages = 0
     private(set) var receivedMessages = 0
     private(set) var undecodable = 0
 
-    init(endpoint: String, conditions: NetworkConditions, serverKey: [UInt8]? = nil, context: Context = .shared) throws {
+    init(endpoint: String, conditions: NetworkConditions, serverKey: [UInt8]? = nil, paths: Int = 1,
+         attachTimeoutMs: Int = 1_500, backoff: Backoff = Backoff(), context: Context = .shared) throws {
         self.endpoint = endpoint
+        self.conditions = conditions
         self.context = context
         self.serverKey = serverKey
-        if !conditions.isPerfect {
-            outbound = LinkConditioner(conditions: conditions, salt: 1)
-            inbound = LinkConditioner(conditions: conditions, salt: 2)
-        }
+        self.backoff = backoff
+        self.attachTimeoutMs = UInt64(max(attachTimeoutMs, 1))
+        self.paths = [Path()]
+        setPathCount(paths)
         try open()
     }
 
-    deinit { socket?.close() }
+    /// Makes room for `count` paths in all (1 ... ``NetplayMatchOptions/maxPaths``); each gets
+    /// simulated conditions of its own (independent draws per path and direction; the primary
+    /// keeps the salts it always had).
+    private func setPathCount(_ count: Int) {
+        let count = min(max(count, 1), NetplayMatchOptions.maxPaths)
+        while paths.count > count {
+            paths.last?.socket?.close()
+            paths.removeLast()
+        }
+        while paths.count < count { paths.append(Path()) }
+        guard !conditions.isPerfect else { return }
+        for index in paths.indices where paths[index].outbound == nil {
+            paths[index].outbound = LinkConditioner(conditions: conditions, salt: UInt64(1 + 2 * index))
+            paths[index].inbound = LinkConditioner(conditions: conditions, salt: UInt64(2 + 2 * index))
+        }
+    }
 
-    /// Opens a fresh connection (a new routing identity: the relay sees a new peer).
-    func open() throws {
-        socket?.close()
+    deinit { for path in paths { path.socket?.close() } }
+
+    private func makeSocket() throws -> Socket {
         let dealer = try SocketDefaults.client(.dealer, context: context, curve: nil)
         if let serverKey { try dealer.makeCurveClient(serverKey: serverKey, keys: try CurveKeyPair.generate()) }
         try dealer.set(.linger(milliseconds: 0))
         try dealer.set(.immediate(true))
         try dealer.connect(endpoint)
-        socket = dealer
+        return dealer
     }
 
-    /// Closes the connection; with `linger`, what is queued (a last Detach) still goes out.
-    func close(lingerMilliseconds linger: Int32 = 0) {
-        if linger > 0 { try? socket?.set(.linger(milliseconds: linger)) }
-        socket?.close()
-        socket = nil
-    }
-
-    /// Cuts the simulated link until `untilMs` (everything both ways is dropped).
-    func simulateOutage(untilMs: UInt64) {
-        if outbound == nil {
-            outbound = LinkConditioner(conditions: NetworkConditions(), salt: 1)
-            inbound = LinkConditioner(conditions: NetworkConditions(), salt: 2)
+    /// Opens a fresh primary connection (a new routing identity: the relay sees a new peer). The
+    /// additional paths close: the relay drops them when the primary attaches again, and they
+    /// attach anew after that.
+    func open() throws {
+        for index in paths.indices {
+            paths[index].socket?.close()
+            paths[index].socket = nil
+            paths[index].stage = .idle
+            paths[index].attempts = 0
         }
-        outbound?.outageUntilMs = untilMs
-        inbound?.outageUntilMs = untilMs
+        generation += 1
+        paths[0].socket = try makeSocket()
+    }
+
+    /// Closes every connection; with `linger`, what is queued (a last Detach) still goes out.
+    func close(lingerMilliseconds linger: Int32 = 0) {
+        for index in paths.indices {
+            if linger > 0 { try? paths[index].socket?.set(.linger(milliseconds: linger)) }
+            paths[index].socket?.close()
+            paths[index].socket = nil
+            paths[index].stage = .idle
+        }
+    }
+
+    // MARK: Additional paths
+
+    /// Connections configured (the primary included).
+    var pathCount: Int { paths.count }
+
+    /// Connections attached now: the primary (while open) and the additional paths the relay accepted.
+    var attachedPaths: Int {
+        (paths[0].socket != nil ? 1 : 0) + paths.dropFirst().filter { $0.stage == .attached }.count
+    }
+
+    /// The primary attached (first time or again): `paths - 1` additional paths attach with
+    /// `ticket`, fresh connections each, unless they already did for this primary connection.
+    func attachPaths(ticket: JoinTicket, clientVersion: String, paths count: Int, backoff: Backoff,
+                     attachTimeoutMs: Int, now: UInt64) {
+        self.ticket = ticket
+        self.clientVersion = clientVersion
+        if count != paths.count {
+            setPathCount(count)
+            self.backoff = backoff
+            self.attachTimeoutMs = UInt64(max(attachTimeoutMs, 1))
+        }
+        guard paths.count > 1, pathsGeneration != generation, paths[0].socket != nil else { return }
+        pathsGeneration = generation
+        for index in paths.indices.dropFirst() {
+            paths[index].attempts = 0
+            paths[index].stage = .waiting(atMs: now)
+        }
+        drivePaths(now: now)
+    }
+
+    /// Closes additional path `index` without a word to the relay, as a failed connection would
+    /// (tests): it is attached again after a backoff, on a fresh connection.
+    func failPath(_ index: Int, now: UInt64) {
+        guard index > 0, index < paths.count else { return }
+        paths[index].socket?.close()
+        paths[index].socket = nil
+        retryPath(index, now: now, why: "closed")
+    }
+
+    /// Sends the attaches that are due and retries those unanswered too long.
+    private func drivePaths(now: UInt64) {
+        guard paths.count > 1, let ticket else { return }
+        for index in paths.indices.dropFirst() {
+            switch paths[index].stage {
+            case .waiting(let at) where now >= at:
+                if paths[index].socket == nil {
+                    do {
+                        paths[index].socket = try makeSocket()
+                        paths[index].openedAtMs = now
+                    } catch {
+                        retryPath(index, now: now, why: "cannot open a connection: \(error)")
+                        continue
+                    }
+                }
+                // Sent directly (not through the simulated delay): a fresh connection takes
+                // nothing until it is up (ZMQ_IMMEDIATE), so the attach waits for it here.
+                let request = AttachRequest(ticket: ticket, protocolVersion: 1, clientVersion: clientVersion,
+                                            resume: true, additionalPath: true)
+                if transmit(Envelope(requestId: nextRequestId + 1, body: .attachRequest(request)), on: index) {
+                    nextRequestId += 1
+                    paths[index].stage = .attaching(requestId: nextRequestId, sentAtMs: now)
+                } else if now &- paths[index].openedAtMs >= attachTimeoutMs {
+                    retryPath(index, now: now, why: "its connection did not come up")
+                }
+            case .attaching(_, let sentAt) where now &- sentAt >= attachTimeoutMs:
+                retryPath(index, now: now, why: "no answer to its attach")
+            default:
+                break
+            }
+        }
+    }
+
+    /// Path `index` attaches again after a backoff on a fresh connection, or is given up after
+    /// the backoff's attempts.
+    private func retryPath(_ index: Int, now: UInt64, why: String) {
+        paths[index].socket?.close()
+        paths[index].socket = nil
+        paths[index].attempts += 1
+        guard paths[index].attempts < backoff.maxAttempts else {
+            givePathUp(index, why: "\(why); gave up after \(paths[index].attempts) attempts")
+            return
+        }
+        paths[index].stage = .waiting(atMs: now + UInt64(backoff.delayMs(attempt: paths[index].attempts)))
+    }
+
+    private func givePathUp(_ index: Int, why: String) {
+        paths[index].socket?.close()
+        paths[index].socket = nil
+        paths[index].stage = .givenUp
+        onNews?(.lost(path: index + 1, reason: why))
+    }
+
+    /// What an additional path received: attach replies and path errors are handled here;
+    /// input broadcasts are returned for the match (anything else is not for a path).
+    private func takeFromPath(_ index: Int, _ envelope: Envelope, now: UInt64) -> Envelope? {
+        switch envelope.body {
+        case .inputBroadcast:
+            return paths[index].stage == .attached ? envelope : nil
+        case .attachResponse:
+            if case .attaching(let id, _) = paths[index].stage, id == envelope.requestId {
+                paths[index].stage = .attached
+                paths[index].attempts = 0
+                onNews?(.attached(path: index + 1))
+            }
+        case .error(let error):
+            if case .attaching(let id, _) = paths[index].stage, id == envelope.requestId {
+                switch error.code {
+                case .invalidState, .unavailable, .overloaded, .shuttingDown, .timeout, .internal:
+                    retryPath(index, now: now, why: "refused: \(error.message)")
+                default:
+                    givePathUp(index, why: "refused: \(error.code.protoName) \(error.message)")
+                }
+            } else if error.code == .unauthenticated, paths[index].stage == .attached {
+                // The relay forgot this path (it restarted, or the participant reattached).
+                retryPath(index, now: now, why: "the relay forgot it")
+            }
+        case .detach(let detach):
+            if paths[index].stage != .idle && paths[index].stage != .givenUp {
+                retryPath(index, now: now, why: "detached: \(detach.reason.protoName)")
+            }
+        default:
+            break
+        }
+        return nil
+    }
+
+    // MARK: Simulated outage
+
+    /// Cuts the simulated link until `untilMs` (everything both ways on every path is dropped).
+    func simulateOutage(untilMs: UInt64) {
+        for index in paths.indices {
+            if paths[index].outbound == nil {
+                paths[index].outbound = LinkConditioner(conditions: NetworkConditions(), salt: UInt64(1 + 2 * index))
+                paths[index].inbound = LinkConditioner(conditions: NetworkConditions(), salt: UInt64(2 + 2 * index))
+            }
+            paths[index].outbound?.outageUntilMs = untilMs
+            paths[index].inbound?.outageUntilMs = untilMs
+        }
     }
 
     /// Whether a simulated outage is on at `now`.
-    func inOutage(now: UInt64) -> Bool { now < (outbound?.outageUntilMs ?? 0) }
+    func inOutage(now: UInt64) -> Bool { now < (paths[0].outbound?.outageUntilMs ?? 0) }
 
-    /// Sends (possibly after the simulated delay).
+    // MARK: Sending and receiving
+
+    /// Sends (possibly after the simulated delay): an `InputBatch` on every attached path,
+    /// anything else on the primary.
     func send(_ body: Envelope.Body, requestId: UInt64 = 0, now: UInt64) {
         let envelope = Envelope(requestId: requestId, body: body)
-        if outbound != nil {
-            outbound!.admit(envelope, now: now)
-            flush(now: now)
-        } else {
-            transmit(envelope)
+        guard case .inputBatch = body, paths.count > 1 else {
+            send(envelope, on: 0, now: now)
+            return
+        }
+        for index in paths.indices where index == 0 || paths[index].stage == .attached {
+            send(envelope, on: index, now: now)
         }
     }
 
-    private func transmit(_ envelope: Envelope) {
-        guard let socket, let bytes = try? envelope.encoded() else { return }
-        if (try? socket.send(bytes, flags: .dontWait)) != nil { sentMessages += 1 }
+    private func send(_ envelope: Envelope, on index: Int, now: UInt64) {
+        if paths[index].outbound != nil {
+            paths[index].outbound!.admit(envelope, now: now)
+            flush(index, now: now)
+        } else {
+            transmit(envelope, on: index)
+        }
     }
 
-    /// Sends whatever the simulated delay released.
+    @discardableResult
+    private func transmit(_ envelope: Envelope, on index: Int) -> Bool {
+        guard let socket = paths[index].socket, let bytes = try? envelope.encoded() else { return false }
+        guard (try? socket.send(bytes, flags: .dontWait)) != nil else { return false }
+        sentMessages += 1
+        return true
+    }
+
+    private func flush(_ index: Int, now: UInt64) {
+        guard paths[index].outbound != nil else { return }
+        for envelope in paths[index].outbound!.due(now: now) { transmit(envelope, on: index) }
+    }
+
+    /// Sends whatever the simulated delay released, and the additional paths' due attaches.
     func flush(now: UInt64) {
-        guard outbound != nil else { return }
-        for envelope in outbound!.due(now: now) { transmit(envelope) }
+        for index in paths.indices { flush(index, now: now) }
+        if paths.count > 1 { drivePaths(now: now) }
     }
 
-    /// Everything received and released by the simulated delay, in order.
+    /// Everything received on any path and released by the simulated delay: the primary's
+    /// messages in order, then the input broadcasts of the additional paths (duplicates of the
+    /// primary's, which the match ignores).
     func receive(now: UInt64) -> [Envelope] {
         flush(now: now)
         var out: [Envelope] = []
-        if let socket {
-            var budget = 10_000
-            while budget > 0, let frame = try? socket.receive(flags: .dontWait) {
-                budget -= 1
-                guard let envelope = try? Envelope(decoding: frame) else {
-                    undecodable += 1
-                    continue
+        for index in paths.indices {
+            var arrived: [Envelope] = []
+            if let socket = paths[index].socket {
+                var budget = 10_000
+                while budget > 0, let frame = try? socket.receive(flags: .dontWait) {
+                    budget -= 1
+                    guard let envelope = try? Envelope(decoding: frame) else {
+                        undecodable += 1
+                        continue
+                    }
+                    receivedMessages += 1
+                    if paths[index].inbound != nil { paths[index].inbound!.admit(envelope, now: now) } else { arrived.append(envelope) }
                 }
-                receivedMessages += 1
-                if inbound != nil { inbound!.admit(envelope, now: now) } else { out.append(envelope) }
+            }
+            if paths[index].inbound != nil { arrived += paths[index].inbound!.due(now: now) }
+            if index == 0 {
+                out += arrived
+            } else {
+                for envelope in arrived {
+                    if let broadcast = takeFromPath(index, envelope, now: now) { out.append(broadcast) }
+                }
             }
         }
-        if inbound != nil { out += inbound!.due(now: now) }
         return out
     }
 
-    /// Messages dropped by the simulated link so far.
-    var simulatedDrops: Int { (outbound?.dropped ?? 0) + (inbound?.dropped ?? 0) }
+    /// Messages dropped by the simulated link so far (every path).
+    var simulatedDrops: Int { paths.reduce(0) { $0 + ($1.outbound?.dropped ?? 0) + ($1.inbound?.dropped ?? 0) } }
 }

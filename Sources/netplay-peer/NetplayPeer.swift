@@ -37,6 +37,8 @@ struct PeerOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Coordinator endpoint (env NETPLAY_COORDINATOR, default \(ServiceDefaults.coordinatorEndpoint)).", valueName: "endpoint"))
     var coordinator: String?
     @OptionGroup var curve: CurveClientOptions
+    @Option(help: ArgumentHelp("Connections to the relay carrying the same inputs, 1 ... 4 (env NETPLAY_PATHS, default 2).", valueName: "n"))
+    var paths: String?
     @Option(help: "Display name.") var name: String?
     @Option(help: "Room name to host or to look for.") var room = "netplay-peer room"
     @Option(help: "Sample game: arena or pd (host; joiners take the host's).") var game = "arena"
@@ -74,8 +76,14 @@ struct PeerOptions: ParsableArguments {
         return NetplayLobby(discovery: discovery, coordinator: coordinator, lanBeaconPort: lanPort, serverKey: try curve.serverKey())
     }
 
+    /// `--paths`, else NETPLAY_PATHS, else 2.
+    func resolvedPaths() throws -> Int {
+        try SettingResolver().integer(paths, "NETPLAY_PATHS", name: "--paths", default: 2, range: 1 ... NetplayMatchOptions.maxPaths)
+    }
+
     func validate(player: Bool) throws {
         _ = try curve.serverKey()
+        _ = try resolvedPaths()
         guard frames > 0 else { throw ValidationError("--frames must be > 0") }
         guard (0 ... 1).contains(loss) else { throw ValidationError("--loss must be between 0 and 1") }
         guard rtt >= 0, jitter >= 0 else { throw ValidationError("--rtt and --jitter must be >= 0") }
@@ -239,6 +247,7 @@ func play<G: SerializableGame>(_ base: G, script: @escaping (Int, Int) -> GameIn
     var matchOptions = NetplayMatchOptions()
     matchOptions.clientVersion = "netplay-peer \(NetplayVersion.current)"
     matchOptions.conditions = options.conditions
+    matchOptions.paths = try options.resolvedPaths()
     matchOptions.content = content
     matchOptions.gameOptions = gameOptions
     matchOptions.pacing = options.pacing == "frame-rate" ? .frameRate : .wholeFrames
