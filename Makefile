@@ -7,9 +7,10 @@ CC ?= cc
 # What building and running the cluster needs.
 APT_PACKAGES = libzmq3-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler pkg-config python3 python3-protobuf libsodium-dev libsqlite3-dev
 # What the tests and benchmarks need on top: real emulator cores, cc65 for the test ROM,
-# a real RetroArch LAN host inside network namespaces (iproute2), Prometheus + promtool,
+# a real RetroArch LAN host inside network namespaces (iproute2), the real-path WAN harness
+# (iproute2, iptables' statistic match, TUN devices), Prometheus + promtool,
 # headless Chromium for the dashboard screenshot test, docker-compose to validate compose/.
-APT_TEST_PACKAGES = libretro-nestopia cc65 retroarch iproute2 prometheus chromium docker-compose
+APT_TEST_PACKAGES = libretro-nestopia cc65 retroarch iproute2 iptables prometheus chromium docker-compose
 
 .PHONY: deps deps-test apt-install build release test proto proto-check bench bench-c clean help
 
@@ -52,10 +53,12 @@ build: deps
 release: deps
 	$(SWIFT) build -c release $(SWIFT_FLAGS)
 
-## test: the whole suite: unit, property, fuzz, end-to-end over real processes on loopback.
+## test: the whole suite: unit, property, fuzz, end-to-end over real processes on loopback;
+## then, alone (it checks timings), real-path play across network namespaces (WANPlayTests).
 test: deps-test proto-check
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
-	$(SWIFT) test --skip-build $(SWIFT_FLAGS)
+	$(SWIFT) test --skip-build --skip WANPlayTests $(SWIFT_FLAGS)
+	$(SWIFT) test --skip-build --filter WANPlayTests $(SWIFT_FLAGS)
 
 ## proto: regenerate the committed protobuf-c sources and the Swift wire types.
 proto: deps
@@ -80,12 +83,13 @@ bench-c: Benchmarks/bin/zmq_bench Benchmarks/bin/libretro_bench
 
 ## bench: release build, then every benchmark prints its figures beside its target.
 bench: deps-test bench-c
-	$(SWIFT) build -c release --product netplay-bench $(SWIFT_FLAGS)
+	$(SWIFT) build -c release $(SWIFT_FLAGS)
 	$(RELEASE_BIN)/netplay-bench zeromq --c-bench Benchmarks/bin/zmq_bench
 	$(RELEASE_BIN)/netplay-bench rollback --all-players
 	$(RELEASE_BIN)/netplay-bench controlplane
 	$(RELEASE_BIN)/netplay-bench cluster
 	$(RELEASE_BIN)/netplay-bench libretro --c-bench Benchmarks/bin/libretro_bench
+	$(RELEASE_BIN)/netplay-bench wan
 	@$(MAKE) --no-print-directory bench-relay
 
 clean:

@@ -172,6 +172,11 @@ let package = Package(
         .testTarget(name: "RollbackTests", dependencies: ["Rollback", "Games"]),
         .testTarget(name: "GamesTests", dependencies: ["Games", "Rollback"]),
         .testTarget(name: "WANHarnessTests", dependencies: ["WANHarness", "netplay-wanlink"]),
+        .testTarget(
+            name: "WANPlayTests",
+            dependencies: ["WANHarness", "Libretro", "netplay-wanlink", "netplay-peer", "netplay-sync", "netplay-coordinator",
+                           "netplay-discovery"]
+        ),
         .testTarget(name: "LibretroTests", dependencies: ["Libretro", "Rollback", "NetplayTestSupport"]),
         .testTarget(
             name: "DiscoveryTests",

@@ -19,7 +19,7 @@ struct WANBenchmark: ParsableCommand {
     @Option(help: "Frames per match (a multiple of 60).") var frames = 900
     @Option(help: "Input delay: auto or frames.") var frameDelay = "auto"
     @Option(help: "Connections per player (netplay-peer --paths); default: netplay-peer's.") var paths: Int?
-    @Option(help: "Time sync pacing: whole-frames or frame-rate.") var pacing = "whole-frames"
+    @Option(help: "Time sync pacing: frame-rate or whole-frames.") var pacing = "frame-rate"
     @Flag(help: "Play the nestopia core (the NES test program) instead of the arena game.") var core = false
     @Option(help: "Where the netplay binaries are (default: beside this one).") var binDirectory: String?
     @Option(help: "Keep every process's log of the last match here.") var keepLogs: String?

@@ -267,9 +267,13 @@ final class ArrivalBook {
         guard counted >= 2 else { return }
         let mean = total / Double(counted)
         for slot in 0 ..< count where include(slot) && sent[index * slots + slot] != 0 {
-            let offset = Double(sent[index * slots + slot]) - mean
+            var offset = Double(sent[index * slots + slot]) - mean
             // 1/10 per frame: a correction shows within ~20 frames, jitter is averaged out.
             let weight = samples[slot] < 10 ? 1 / Double(samples[slot] + 1) : 0.1
+            // One input held back by a lost segment says nothing about the player's clock: past
+            // the first samples, none moves the estimate by more than 8 ms of evidence (a real
+            // shift still shows, a frame's worth every ~20 frames).
+            if samples[slot] >= 10 { offset = min(max(offset, offsets[slot] - 8), offsets[slot] + 8) }
             offsets[slot] += (offset - offsets[slot]) * weight
             samples[slot] += 1
         }

@@ -98,8 +98,10 @@ final class RelayPeer {
     /// echoing this nonce counts, so a peer cannot answer a ping it has not received.
     var pingInFlight: (nonce: UInt64, sentAtMs: UInt64)?
     var lastPingMs: UInt64 = 0
-    /// Round trips measured with the relay's pings.
+    /// Round trips measured with the relay's pings, and the shortest (the path itself: a sample
+    /// held back by a lost segment is only longer).
     var pingSamples = 0
+    var shortestPingMs = Int.max
     var framesAhead = 0
 
     // HUD.

@@ -92,6 +92,7 @@ extension RelaySession {
         guard let inFlight = participant.pingInFlight, pong.nonce == inFlight.nonce, now >= inFlight.sentAtMs else { return }
         participant.pingInFlight = nil
         participant.pingSamples += 1
+        participant.shortestPingMs = min(participant.shortestPingMs, Int(now - inFlight.sentAtMs))
         noteRoundTrip(participant, sample: Double(now - inFlight.sentAtMs))
     }
 
@@ -102,9 +103,12 @@ extension RelaySession {
         running = true
         startedAtMs = now
         startSyncSinceMs = nil
+        // The stagger uses each player's shortest ping: on a lossy path one retransmitted sample
+        // inflates the average, and a player told to wait too long starts behind the others.
+        func halfTrip(_ player: RelayPeer) -> Int { (player.shortestPingMs == .max ? player.rttMs : player.shortestPingMs) / 2 }
         var farthestHalfTripMs = 0
-        for player in players { if let player, player.isConnected { farthestHalfTripMs = max(farthestHalfTripMs, player.rttMs / 2) } }
-        if params.frameDelayAuto { params.frameDelay = UInt32(recommendedFrameDelay() ?? Int(params.frameDelay)) }
+        for player in players { if let player, player.isConnected { farthestHalfTripMs = max(farthestHalfTripMs, halfTrip(player)) } }
+        if params.frameDelayAuto { params.frameDelay = UInt32(recommendedFrameDelay(keepingCurrent: false) ?? Int(params.frameDelay)) }
         substitutionHoldUntilMs = now + UInt64(2 * farthestHalfTripMs) + 500
         for (index, player) in players.enumerated() {
             if let player {
@@ -118,9 +122,12 @@ extension RelaySession {
         }
         openReplay(now: now)
         for participant in participants where participant.isConnected {
-            let delayMs = participant.isPlayer ? farthestHalfTripMs - participant.rttMs / 2 : 0
-            send(.attachResponse(welcome(participant, transferFollows: nil, startDelayUs: UInt32(max(delayMs, 0) * 1000))),
-                 to: participant, now: now)
+            let delayMs = participant.isPlayer ? farthestHalfTripMs - halfTrip(participant) : 0
+            let start = Envelope.Body.attachResponse(welcome(participant, transferFollows: nil,
+                                                             startDelayUs: UInt32(max(delayMs, 0) * 1000)))
+            send(start, to: participant, now: now)
+            // On every path too: a start held back by a lost segment would start that player late.
+            for path in participant.extraPaths { transport.send(start, to: path) }
         }
         transport.publish(topic: "sync.session_started", .eventRecord(EventRecord()), severity: .info,
                           message: "session \(sessionId) started with \(players.compactMap { $0 }.count) players",

@@ -168,8 +168,18 @@ extension RelaySession {
     /// The input delay the measured round trips call for: half the longest player-to-player
     /// path through the relay (the two largest round trips, halved and added), in frames,
     /// rounded, 1 ... 8. Half the path is hidden by the delay, the other half predicted (and
-    /// rolled back when wrong). Nil while no player's round trip is known.
-    func recommendedFrameDelay() -> Int? {
+    /// rolled back when wrong). Each round trip counts half a frame less: a peer answers on its
+    /// next tick, half a frame later on average, which is not path. Nil while no player's round
+    /// trip is known. Near a boundary the current delay stays (a value must be 0.65 frames
+    /// away from it to replace it), so a path hovering between two values does not flap.
+    /// `keepingCurrent: false` (the start): the nearest value, whatever the current one.
+    func recommendedFrameDelay(keepingCurrent: Bool = true) -> Int? {
+        guard let exact = exactFrameDelay() else { return nil }
+        if keepingCurrent && abs(exact - Double(params.frameDelay)) <= 0.65 { return Int(params.frameDelay) }
+        return min(8, max(1, Int(exact.rounded())))
+    }
+
+    private func exactFrameDelay() -> Double? {
         var largest = -1, second = -1
         for (index, player) in players.enumerated() {
             guard let player, player.isConnected, slotModes[index] == .active, player.smoothedRttMs > 0 else { continue }
@@ -177,9 +187,9 @@ extension RelaySession {
             if rtt > largest { second = largest; largest = rtt } else if rtt > second { second = rtt }
         }
         guard largest >= 0 else { return nil }
-        let pathMs = Double(largest + max(second, 0)) / 2
         let frameMs = 1000 / framesPerSecond
-        return min(8, max(1, Int((pathMs / frameMs / 2).rounded())))
+        let pathMs = max(0, Double(largest + max(second, 0)) / 2 - frameMs / 2)
+        return pathMs / frameMs / 2
     }
 
     /// With `frameDelayAuto`: adopts the delay the round trips call for once they have called for

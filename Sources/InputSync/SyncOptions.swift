@@ -31,6 +31,9 @@ public struct SyncOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Frames of inputs kept per session (env NETPLAY_HISTORY_FRAMES, default 4096).", valueName: "frames"))
     public var historyFrames: Int?
 
+    @Option(help: ArgumentHelp("Connections one participant may hold, carrying the same inputs (env NETPLAY_MAX_PATHS, default 4, 1 ... 16; each is sent every input broadcast).", valueName: "n"))
+    public var maxPaths: Int?
+
     @Flag(help: "Write no replay files.")
     public var noReplays = false
 
@@ -99,6 +102,10 @@ public struct SyncOptions: ParsableArguments, Sendable {
         if let text = historyFrames.map(String.init) ?? setting.text(nil, "NETPLAY_HISTORY_FRAMES") {
             guard let value = Int(text) else { throw ValidationError("--history-frames must be a number, got '\(text)'") }
             relay.historyFrames = value
+        }
+        if let text = maxPaths.map(String.init) ?? setting.text(nil, "NETPLAY_MAX_PATHS") {
+            guard let value = Int(text) else { throw ValidationError("--max-paths must be a number, got '\(text)'") }
+            relay.maxPathsPerParticipant = value
         }
         relay.replayDirectory = noReplays ? nil : service.dataDirectory.appendingPathComponent("replays")
         if let problem = relay.validationError() { throw ValidationError(problem) }

@@ -23,6 +23,9 @@ public enum MatchEvent: Sendable, Hashable {
     case pathLost(path: Int, reason: String)
     /// A service error received for something this peer sent.
     case error(ErrorCode, String)
+    /// The link showed loss (a broadcast held back on one connection while another brought it):
+    /// the match now keeps `to` connections to the relay.
+    case pathsWidened(to: Int)
     /// The relay chose another input delay for everyone (automatic delay: the round trips moved).
     case frameDelayChanged(from: Int, to: Int)
 }

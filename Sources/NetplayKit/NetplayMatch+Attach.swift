@@ -47,14 +47,14 @@ extension NetplayMatch {
         let wasAttached = attachedOnce
         attachedOnce = true
         relayKnowsUs = true
-        if options.paths > 1 {
+        if pathTarget > 1 || options.pathsOnLoss > 1 {
             link.onNews = { [weak self] news in
                 switch news {
                 case .attached(let path): self?.note(.pathAttached(path: path))
                 case .lost(let path, let reason): self?.note(.pathLost(path: path, reason: reason))
                 }
             }
-            link.attachPaths(ticket: admission.ticket, clientVersion: options.clientVersion, paths: options.paths,
+            link.attachPaths(ticket: admission.ticket, clientVersion: options.clientVersion, paths: pathTarget,
                              backoff: options.backoff, attachTimeoutMs: options.attachTimeoutMs, now: now)
         }
         params = response.params

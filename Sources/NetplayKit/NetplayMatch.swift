@@ -98,6 +98,10 @@ public final class NetplayMatch<G: SerializableGame> {
     /// next ``tick(input:)`` (1 = the nominal rate; 0.92 ... 1.08).
     public internal(set) var frameIntervalScale = 1.0
 
+    /// Connections to the relay wanted now: ``NetplayMatchOptions/paths``, then
+    /// ``NetplayMatchOptions/pathsOnLoss`` once the link showed loss.
+    lazy var pathTarget = min(max(options.paths, 1), NetplayMatchOptions.maxPaths)
+
     /// After a relay restart: the history this peer repeats until the rebuilt relay confirms `target`.
     struct RecoveryResend {
         var target: Int
@@ -353,6 +357,11 @@ public final class NetplayMatch<G: SerializableGame> {
                 if stallSinceMs == nil { stallSinceMs = now }
                 stalledTicks += 1
             }
+        }
+        if link.heldBackCopies > 0, options.pathsOnLoss > pathTarget, relayKnowsUs {
+            pathTarget = min(options.pathsOnLoss, NetplayMatchOptions.maxPaths)
+            note(.pathsWidened(to: pathTarget))
+            link.growPaths(to: pathTarget, now: now)
         }
         link.flush(now: now)
         return result

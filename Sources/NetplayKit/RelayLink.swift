@@ -61,6 +61,11 @@ final class RelayLink {
     private var pathsGeneration = -1
     /// Told of every path event (the match records them).
     var onNews: ((PathNews) -> Void)?
+    /// Input broadcasts whose copy came on one path 40 ms or more after another path brought it
+    /// (a segment held back by a TCP loss on the slower path).
+    private(set) var heldBackCopies = 0
+    /// When each recent input broadcast first arrived (by a hash of its bytes), for the above.
+    private var firstCopies: [UInt64: UInt64] = [:]
     private(set) var sentMessages = 0
     private(set) var receivedMessages = 0
     private(set) var undecodable = 0
@@ -160,6 +165,30 @@ final class RelayLink {
         drivePaths(now: now)
     }
 
+    /// Opens more additional paths (up to `count` in all) while attached: the link showed loss.
+    func growPaths(to count: Int, now: UInt64) {
+        let old = paths.count
+        guard count > old, ticket != nil, paths[0].socket != nil else { return }
+        setPathCount(count)
+        for index in old ..< paths.count {
+            paths[index].attempts = 0
+            paths[index].stage = .waiting(atMs: now)
+        }
+        drivePaths(now: now)
+    }
+
+    /// Notes the arrival of an input broadcast's bytes; a copy 40 ms after the first is held back.
+    private func noteCopy(_ frame: UnsafeRawBufferPointer, now: UInt64) {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in frame { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        if let first = firstCopies[hash] {
+            if now &- first >= 40 { heldBackCopies += 1 }
+        } else {
+            if firstCopies.count >= 4_096 { firstCopies = firstCopies.filter { now &- $0.value < 1_000 } }
+            firstCopies[hash] = now
+        }
+    }
+
     /// Closes additional path `index` without a word to the relay, as a failed connection would
     /// (tests): it is attached again after a backoff, on a fresh connection.
     func failPath(_ index: Int, now: UInt64) {
@@ -228,11 +257,14 @@ final class RelayLink {
         switch envelope.body {
         case .inputBroadcast:
             return paths[index].stage == .attached ? envelope : nil
-        case .attachResponse:
+        case .attachResponse(let response):
             if case .attaching(let id, _) = paths[index].stage, id == envelope.requestId {
                 paths[index].stage = .attached
                 paths[index].attempts = 0
                 onNews?(.attached(path: index + 1))
+            } else if envelope.requestId == 0, response.running, paths[index].stage == .attached {
+                // The start, sent on every path: whichever copy comes first starts the match.
+                return envelope
             }
         case .error(let error):
             if case .attaching(let id, _) = paths[index].stage, id == envelope.requestId {
@@ -328,6 +360,7 @@ final class RelayLink {
                 var budget = 10_000
                 while budget > 0, let frame = try? socket.receive(flags: .dontWait) {
                     budget -= 1
+                    if paths.count > 1 { frame.withUnsafeBytes { noteCopy($0, now: now) } }
                     guard let envelope = try? Envelope(decoding: frame) else {
                         undecodable += 1
                         continue

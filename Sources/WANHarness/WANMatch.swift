@@ -24,8 +24,8 @@ public struct WANScenario: Sendable, CustomStringConvertible {
     public var frameDelay = "auto"
     /// `netplay-peer --paths`: connections per player (nil: netplay-peer's default).
     public var paths: Int?
-    /// `netplay-peer --pacing`.
-    public var pacing = "whole-frames"
+    /// `netplay-peer --pacing`: frame-rate (its default) or whole-frames.
+    public var pacing = "frame-rate"
 
     /// A scenario with the arena game.
     public init(delayMs: Double, jitterMs: Double = 0, lossPercent: Double = 0, players: Int = 2, frames: Int = 600) {

@@ -39,6 +39,8 @@ struct PeerOptions: ParsableArguments {
     @OptionGroup var curve: CurveClientOptions
     @Option(help: ArgumentHelp("Connections to the relay carrying the same inputs, 1 ... 4 (env NETPLAY_PATHS, default 2).", valueName: "n"))
     var paths: String?
+    @Option(help: ArgumentHelp("Connections once the link shows loss (a broadcast held back on one while another brought it), 1 ... 4 (env NETPLAY_PATHS_ON_LOSS, default 4).", valueName: "n"))
+    var pathsOnLoss: String?
     @Option(help: "Display name.") var name: String?
     @Option(help: "Room name to host or to look for.") var room = "netplay-peer room"
     @Option(help: "Sample game: arena or pd (host; joiners take the host's).") var game = "arena"
@@ -62,8 +64,8 @@ struct PeerOptions: ParsableArguments {
     @Option(help: "Print the HUD every this many seconds (0 = never).") var hudEvery = 0.0
     @Option(help: "Render the game every this many frames (0 = never).") var renderEvery = 0
     @Option(help: "Give up after this many seconds.") var timeout = 300.0
-    @Option(help: "Time sync: whole-frames (skip or double a frame now and then, as a vsync frontend) or frame-rate (stretch this peer's own frame interval by up to 8 %).")
-    var pacing = "whole-frames"
+    @Option(help: "Time sync: frame-rate (stretch this peer's own frame interval by up to 8 %; the default, this headless peer sets its own timing) or whole-frames (skip or double a frame now and then, as a vsync frontend does).")
+    var pacing = "frame-rate"
     @Option(help: "Look on the LAN for rooms (join/spectate) listening this many ms; 0 = lobby.") var lanListenMs = 0
     @Option(help: "UDP port of LAN beacons.") var lanPort: UInt16 = LanBeacon.defaultPort
 
@@ -79,6 +81,12 @@ struct PeerOptions: ParsableArguments {
     /// `--paths`, else NETPLAY_PATHS, else 2.
     func resolvedPaths() throws -> Int {
         try SettingResolver().integer(paths, "NETPLAY_PATHS", name: "--paths", default: 2, range: 1 ... NetplayMatchOptions.maxPaths)
+    }
+
+    /// `--paths-on-loss`, else NETPLAY_PATHS_ON_LOSS, else 4.
+    func resolvedPathsOnLoss() throws -> Int {
+        try SettingResolver().integer(pathsOnLoss, "NETPLAY_PATHS_ON_LOSS", name: "--paths-on-loss", default: 4,
+                                      range: 1 ... NetplayMatchOptions.maxPaths)
     }
 
     func validate(player: Bool) throws {
@@ -248,6 +256,7 @@ func play<G: SerializableGame>(_ base: G, script: @escaping (Int, Int) -> GameIn
     matchOptions.clientVersion = "netplay-peer \(NetplayVersion.current)"
     matchOptions.conditions = options.conditions
     matchOptions.paths = try options.resolvedPaths()
+    matchOptions.pathsOnLoss = try options.resolvedPathsOnLoss()
     matchOptions.content = content
     matchOptions.gameOptions = gameOptions
     matchOptions.pacing = options.pacing == "frame-rate" ? .frameRate : .wholeFrames

@@ -79,13 +79,21 @@ struct RelayStartSyncTests {
         let rig = syncedRig(auto: true)
         _ = try rig.attach(a, slot: 1)
         _ = try rig.attach(b, slot: 2)
-        // Round trips 100 and 120 ms: the path a -> relay -> b is 110 ms, 6.6 frames; half is 3.3.
+        // Round trips 100 and 120 ms, less half a frame each (the peer's tick): the path
+        // a -> relay -> b is ~102 ms, 6.1 frames; half is 3.05.
         let (seenA, _) = try answerPings(rig, rttA: 100, rttB: 120)
         let start = try #require(seenA.compactMap(\.attachResponse).first { $0.running })
         #expect(start.params.frameDelay == 3 && start.params.frameDelayAuto)
         let session = try #require(rig.core.sessions[rig.sessionId])
         #expect(session.recommendedFrameDelay() == 3)
-        // Round trips grow to 300 ms: 18 frames of path, 9 -> 8 frames (the cap).
+        // Round trips grow to 300 ms: 17.5 frames of path, 8.75 -> 8 frames (the cap). A change of
+        // less than 0.65 frames would keep the current delay.
+        for player in session.players.compactMap({ $0 }) {
+            player.smoothedRttMs = 128
+            player.rttMs = 128
+        }
+        #expect(session.recommendedFrameDelay() == 3, "3.6 frames: not far enough from 3")
+        #expect(session.recommendedFrameDelay(keepingCurrent: false) == 4)
         for player in session.players.compactMap({ $0 }) {
             player.smoothedRttMs = 300
             player.rttMs = 300

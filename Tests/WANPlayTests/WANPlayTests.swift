@@ -1,0 +1,87 @@
+import Foundation
+import Libretro
+import Testing
+import WANHarness
+
+/// Play on a real kernel network path (issue 15): every player a `netplay-peer` process in its
+/// own network namespace, 50 ms ± 5 ms one way to the relay through TUN devices and our
+/// forwarder, loss from iptables. What a player must never feel: its own inputs substituted
+/// while connected, rollbacks longer than the path makes necessary (the floor) or uneven
+/// between players, stalls. `make test` runs this suite alone, after the others, so the
+/// timings it checks are not those of a machine busy with the rest of the suite.
+@Suite("Real-path play: 50 ms ± 5 ms one way", .serialized,
+       .enabled(if: WANLab.unavailableReason == nil, "needs root, network namespaces, TUN and iptables"))
+struct WANPlayTests {
+    /// The directory of the netplay binaries (beside netplay-wanlink).
+    static var binDirectory: String {
+        get throws { URL(fileURLWithPath: try WANLab.locateWanlink()).deletingLastPathComponent().path }
+    }
+
+    /// Plays `scenario` and checks the issue's bar: no substitution, mean rollbacks within one
+    /// frame of each other, max rollback at most floor + `slack`, no stall longer than two frames
+    /// (or, with loss, none over `maxStallMs`), equal checksums.
+    func play(_ scenario: WANScenario, slack: Double, maxStallMs: Int? = nil) throws {
+        let logs = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-wan-play-\(UUID().uuidString.prefix(8))").path
+        let result = try WANMatch.run(scenario, binDirectory: try Self.binDirectory, timeoutSeconds: 90, keepLogsIn: logs)
+        defer { try? FileManager.default.removeItem(atPath: logs) }
+        let context = Comment(rawValue: "\(result)\nlogs: \(logs)")
+        #expect(result.players.count == scenario.players, context)
+        #expect(result.checksumsAgree, context)
+        for player in result.players {
+            #expect(player.ownSubstituted == 0, context)
+            #expect(Double(player.maxRollback) <= result.floorFrames + slack, context)
+            if let maxStallMs {
+                #expect(player.maxStallMs <= maxStallMs, context)
+            } else {
+                #expect(player.stallsOverTwoFrames == 0, context)
+            }
+        }
+        #expect(result.meanRollbackSpread <= 1, context)
+    }
+
+    @Test func twoPlayersArena() throws {
+        try play(WANScenario(delayMs: 50, jitterMs: 5, players: 2, frames: 480), slack: 2)
+    }
+
+    @Test func fourPlayersArena() throws {
+        try play(WANScenario(delayMs: 50, jitterMs: 5, players: 4, frames: 480), slack: 2)
+    }
+
+    @Test func twoPlayersArenaWithWholeFramePacing() throws {
+        var scenario = WANScenario(delayMs: 50, jitterMs: 5, players: 2, frames: 480)
+        scenario.pacing = "whole-frames"
+        try play(scenario, slack: 2)
+    }
+
+    @Test func twoPlayersNestopia() throws {
+        var scenario = WANScenario(delayMs: 50, jitterMs: 5, players: 2, frames: 480)
+        scenario.core = try Self.nestopia()
+        try play(scenario, slack: 2)
+    }
+
+    @Test func fourPlayersNestopia() throws {
+        var scenario = WANScenario(delayMs: 50, jitterMs: 5, players: 4, frames: 480)
+        scenario.core = try Self.nestopia()
+        try play(scenario, slack: 2)
+    }
+
+    @Test func twoPlayersArenaAtTwoPercentLoss() throws {
+        try play(WANScenario(delayMs: 50, jitterMs: 5, lossPercent: 2, players: 2, frames: 480), slack: 4, maxStallMs: 100)
+    }
+
+    @Test func fourPlayersArenaAtTwoPercentLoss() throws {
+        try play(WANScenario(delayMs: 50, jitterMs: 5, lossPercent: 2, players: 4, frames: 480), slack: 4, maxStallMs: 100)
+    }
+
+    /// The installed nestopia and the NES test program, assembled with cc65.
+    static func nestopia() throws -> (path: String, content: String) {
+        let core = try #require(LibretroCore.installedCore(named: "nestopia"), "libretro-nestopia is not installed")
+        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/nes").path
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("netplay_wan_test-\(getpid()).nes").path
+        if !FileManager.default.fileExists(atPath: output) {
+            try CC65.build(source: fixtures + "/netplay_test.s", linkerConfig: fixtures + "/netplay_test.cfg", output: output)
+        }
+        return (core, output)
+    }
+}
