@@ -30,19 +30,20 @@ public struct NetplayMatchOptions: Sendable {
     public var serverKey: [UInt8]?
     /// How the match keeps in step with the other players (the relay's time-sync hints).
     public var pacing: NetplayPacing = .wholeFrames
-    /// Connections to the relay carrying the same inputs, 1 ... ``maxPaths`` (default 2). Inputs
+    /// Connections to the relay carrying the same inputs, 1 ... ``maxPaths`` (default 3). Inputs
     /// and acknowledgements go on each and the relay sends every input broadcast on each, so a
     /// lost TCP segment, which holds back everything behind it on its connection for a round
     /// trip or more, delays an input only when every path is blocked at once. Everything else
     /// uses the first connection. 1: a single connection. Values outside the range are clamped.
-    public var paths = 2
+    public var paths = 3
     /// Connections used once the link shows loss (1 ... ``maxPaths``; default 4; at most
     /// ``paths`` means never more): a copy of an input broadcast arriving on one path 40 ms or
     /// more after it came on another is a TCP segment held back by a loss; from the first such
     /// sign the match opens this many paths for the rest of the session. Measured on a real
-    /// path at 50 ms one way and 2 % loss each way, 4 players: 2 paths still let 8-10-frame
-    /// rollbacks through, 4 kept them within the floor + 4. A clean link never pays for them
-    /// (each path costs the relay one send of every input broadcast).
+    /// path at 50 ms one way and 2 % loss each way (docs/wan-harness.md): one connection holds
+    /// ~5 % of messages back by over 100 ms, two ~0.3 %; with 4 players, 2 paths still let
+    /// 8-10-frame rollbacks through, 3 or 4 mostly keep them within the floor + 4. A clean link
+    /// never pays for the fourth (each path costs the relay one send of every input broadcast).
     public var pathsOnLoss = 4
 
     /// The most connections a match opens to its relay (relays accept 4 per participant by default).

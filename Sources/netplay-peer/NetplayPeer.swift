@@ -37,7 +37,7 @@ struct PeerOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Coordinator endpoint (env NETPLAY_COORDINATOR, default \(ServiceDefaults.coordinatorEndpoint)).", valueName: "endpoint"))
     var coordinator: String?
     @OptionGroup var curve: CurveClientOptions
-    @Option(help: ArgumentHelp("Connections to the relay carrying the same inputs, 1 ... 4 (env NETPLAY_PATHS, default 2).", valueName: "n"))
+    @Option(help: ArgumentHelp("Connections to the relay carrying the same inputs, 1 ... 4 (env NETPLAY_PATHS, default 3).", valueName: "n"))
     var paths: String?
     @Option(help: ArgumentHelp("Connections once the link shows loss (a broadcast held back on one while another brought it), 1 ... 4 (env NETPLAY_PATHS_ON_LOSS, default 4).", valueName: "n"))
     var pathsOnLoss: String?
@@ -78,9 +78,9 @@ struct PeerOptions: ParsableArguments {
         return NetplayLobby(discovery: discovery, coordinator: coordinator, lanBeaconPort: lanPort, serverKey: try curve.serverKey())
     }
 
-    /// `--paths`, else NETPLAY_PATHS, else 2.
+    /// `--paths`, else NETPLAY_PATHS, else 3.
     func resolvedPaths() throws -> Int {
-        try SettingResolver().integer(paths, "NETPLAY_PATHS", name: "--paths", default: 2, range: 1 ... NetplayMatchOptions.maxPaths)
+        try SettingResolver().integer(paths, "NETPLAY_PATHS", name: "--paths", default: 3, range: 1 ... NetplayMatchOptions.maxPaths)
     }
 
     /// `--paths-on-loss`, else NETPLAY_PATHS_ON_LOSS, else 4.
