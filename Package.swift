@@ -151,7 +151,7 @@ let package = Package(
         .target(name: "WANHarness"),
 
         // MARK: Test support: real processes, clusters, keys; a sample service for the runtime's tests
-        .target(name: "NetplayTestSupport", dependencies: ["NetplayService", "NetplayWire", "ZeroMQ"], path: "Tests/Support"),
+        .target(name: "NetplayTestSupport", dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "WANHarness"], path: "Tests/Support"),
         .executableTarget(
             name: "netplay-sample-service",
             dependencies: [

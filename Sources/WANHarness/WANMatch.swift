@@ -47,7 +47,8 @@ public struct WANPlayerFigures: Sendable, CustomStringConvertible {
     /// Every `key=value` of the RESULT line.
     public var fields: [String: String]
 
-    init?(log: String) {
+    /// The last RESULT line of a netplay-peer's `log`, or nil when there is none.
+    public init?(log: String) {
         guard let line = log.split(separator: "\n").last(where: { $0.hasPrefix("RESULT ") }) else { return nil }
         fields = [:]
         for pair in line.dropFirst("RESULT ".count).split(separator: " ") {

@@ -1,4 +1,5 @@
 import Foundation
+import WANHarness
 
 /// The `RESULT key=value ...` line a netplay-peer prints last.
 public struct PeerResult: CustomStringConvertible, Sendable {
@@ -7,12 +8,8 @@ public struct PeerResult: CustomStringConvertible, Sendable {
 
     /// The last RESULT line of `log`, or nil when there is none.
     public init?(log: String) {
-        guard let line = log.split(separator: "\n").last(where: { $0.hasPrefix("RESULT ") }) else { return nil }
-        fields = [:]
-        for pair in line.dropFirst("RESULT ".count).split(separator: " ") {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
-        }
+        guard let line = WANPlayerFigures(log: log) else { return nil }
+        fields = line.fields
     }
 
     /// The final checksum as printed ("?" when missing).
