@@ -33,10 +33,9 @@ extension NetplayMatch {
             }
             if catchUpFrames > 0 {
                 frames += min(catchUpFrames, options.catchUpFramesPerTick)
-                timeDebtMs = 0
-                frameIntervalScale = 1
+                pacer.reset()
             } else {
-                frames = pacedFrames(now: now)
+                frames = pacer.framesThisTick(now: now)
             }
             for _ in 0 ..< frames {
                 do {
@@ -82,20 +81,11 @@ extension NetplayMatch {
         return result
     }
 
-    /// Takes a time-sync hint: the offset from the session's mean to correct, and with an
-    /// automatic delay, the delay to use. With ``NetplayPacing/frameRate`` half the offset is
-    /// spread over the next ticks (every other player corrects its own half). With whole frames
-    /// a player half a frame ahead of the mean skips one, one a whole frame behind doubles one:
-    /// in a pair a frame apart only the one ahead moves (both moving would overshoot). A hint
-    /// that arrives less than 500 ms after a correction is ignored: the relay's offsets (an
-    /// average over the last ~20 frames) do not show the correction yet.
+    /// Takes a time-sync hint: the offset from the session's mean goes to the pacing (see
+    /// ``PacingController``), and with an automatic delay, the delay to use.
     func follow(_ hint: TimeSyncHint, session: P2PSession<G>, now: UInt64) {
-        let aheadMs = Double(hint.aheadUs) / 1000
-        if options.pacing == .frameRate {
-            timeDebtMs = abs(aheadMs) < 2 ? 0 : aheadMs / 2
-        } else if now &- lastPacingCorrectionMs >= 500 {
-            timeDebtMs = aheadMs
-        }
+        pacer.frameMs = 1000 / max(1, Double(params.frameRateMhz) / 1000)
+        pacer.follow(aheadMs: Double(hint.aheadUs) / 1000, now: now)
         if params.frameDelayAuto, hint.frameDelay > 0, Int(hint.frameDelay) != session.inputDelay {
             let from = session.inputDelay
             if (try? session.setInputDelay(Int(min(hint.frameDelay, 15)))) != nil {
@@ -103,33 +93,6 @@ extension NetplayMatch {
                 note(.frameDelayChanged(from: from, to: session.inputDelay))
             }
         }
-    }
-
-    /// Frames to simulate this tick (0, 1 or 2) to shed or make up ``timeDebtMs``.
-    private func pacedFrames(now: UInt64) -> Int {
-        let frameMs = 1000 / max(1, Double(params.frameRateMhz) / 1000)
-        ticksSincePacing += 1
-        if options.pacing == .frameRate && abs(timeDebtMs) <= 2 * frameMs {
-            // Spread over about 300 ms, within 8 % of the nominal rate.
-            frameIntervalScale = min(1.08, max(0.92, 1 + timeDebtMs / 300))
-            timeDebtMs -= (frameIntervalScale - 1) * frameMs
-            return 1
-        }
-        frameIntervalScale = 1
-        guard ticksSincePacing >= 3 else { return 1 }
-        let step: Int
-        if timeDebtMs >= frameMs / 2 {
-            step = 0
-        } else if timeDebtMs <= -frameMs {
-            step = 2
-        } else {
-            return 1
-        }
-        // One frame per hint, then wait for a measurement that shows it.
-        timeDebtMs = 0
-        ticksSincePacing = 0
-        lastPacingCorrectionMs = now
-        return step
     }
 
     private func handleEvents(_ events: [Rollback.SessionEvent]) {

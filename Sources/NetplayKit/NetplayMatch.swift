@@ -87,16 +87,13 @@ public final class NetplayMatch<G: SerializableGame> {
     var hintFresh = false
     var catchUpFrames = 0
     var relayConfirmedFrames = 0
-    /// Time this peer should lose (positive: it runs ahead of the others) or gain, ms.
-    var timeDebtMs = 0.0
-    /// Ticks since the last whole-frame correction, and when it was made.
-    var ticksSincePacing = 0
-    var lastPacingCorrectionMs: UInt64 = 0
+    /// The relay's time-sync hints turned into frames per tick or a frame interval.
+    var pacer: PacingController
     /// Until then the match has started but waits, so every player begins at the same moment.
     var startAtMs: UInt64?
     /// With ``NetplayPacing/frameRate``: wait this many nominal frame intervals before the
     /// next ``tick(input:)`` (1 = the nominal rate; 0.92 ... 1.08).
-    public internal(set) var frameIntervalScale = 1.0
+    public var frameIntervalScale: Double { pacer.frameIntervalScale }
 
     /// Connections to the relay wanted now: ``NetplayMatchOptions/paths``, then
     /// ``NetplayMatchOptions/pathsOnLoss`` once the link showed loss.
@@ -175,6 +172,7 @@ public final class NetplayMatch<G: SerializableGame> {
         self.params = ticketParams
         self.slot = admission.slot
         self.backoff = options.backoff
+        pacer = PacingController(pacing: options.pacing, frameMs: 1000 / max(1, Double(ticketParams.frameRateMhz) / 1000))
         link = try RelayLink(endpoint: admission.relayEndpoint, conditions: options.conditions, serverKey: options.serverKey)
         (states, stateContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(64))
         (chat, chatContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
