@@ -96,8 +96,11 @@ public final class NetplayMatch<G: SerializableGame> {
     public var frameIntervalScale: Double { pacer.frameIntervalScale }
 
     /// Connections to the relay wanted now: ``NetplayMatchOptions/paths``, then
-    /// ``NetplayMatchOptions/pathsOnLoss`` once the link showed loss.
-    lazy var pathTarget = min(max(options.paths, 1), NetplayMatchOptions.maxPaths)
+    /// ``NetplayMatchOptions/pathsOnLoss`` once the link showed loss. A match of more than two
+    /// players starts with `pathsOnLoss`: each peer then waits for several partners' inputs,
+    /// and the first second (before a loss shows) let 9-10-frame rollbacks through at 2 % loss.
+    lazy var pathTarget = min(max(params.maxPlayers > 2 ? max(options.paths, options.pathsOnLoss) : options.paths, 1),
+                              NetplayMatchOptions.maxPaths)
 
     /// After a relay restart: the history this peer repeats until the rebuilt relay confirms `target`.
     struct RecoveryResend {

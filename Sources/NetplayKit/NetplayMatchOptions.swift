@@ -44,6 +44,9 @@ public struct NetplayMatchOptions: Sendable {
     /// ~5 % of messages back by over 100 ms, two ~0.3 %; with 4 players, 2 paths still let
     /// 8-10-frame rollbacks through, 3 or 4 mostly keep them within the floor + 4. A clean link
     /// never pays for the fourth (each path costs the relay one send of every input broadcast).
+    /// A match of more than two players starts with this many (each peer waits for several
+    /// partners' inputs; in the first second, before a loss shows, 3 paths let 9-10-frame
+    /// rollbacks through with 4 players at 2 % loss, 4 paths from the start mostly 4-7).
     public var pathsOnLoss = 4
 
     /// The most connections a match opens to its relay (relays accept 4 per participant by default).
