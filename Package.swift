@@ -78,7 +78,12 @@ let package = Package(
         ),
         .target(
             name: "InputSync",
-            dependencies: ["NetplayAuth", "NetplayService", "NetplayWire", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["NetplayAuth", "NetplayService", "NetplayWire", "RetroArchRelay", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
+        ),
+        // RetroArch's relay (tunnel) protocol: the pure core and its ZeroMQ STREAM listener.
+        .target(
+            name: "RetroArchRelay",
+            dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "Telemetry",
@@ -190,6 +195,10 @@ let package = Package(
         .testTarget(
             name: "InputSyncTests",
             dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sync"]
+        ),
+        .testTarget(
+            name: "RetroArchRelayTests",
+            dependencies: ["RetroArchRelay", "InputSync", "NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sync"]
         ),
         .testTarget(
             name: "TelemetryTests",

@@ -3,6 +3,7 @@ import Logging
 import NetplayAuth
 import NetplayService
 import NetplayWire
+import RetroArchRelay
 import ZeroMQ
 
 /// The relay as a service on the shared runtime: peers' messages go to a ``RelayCore``, its
@@ -22,7 +23,7 @@ public final class RelayService: RawFrameService, RelayTransport {
     /// The runtime that runs this service (it outlives the service's use of it).
     private unowned(unsafe) var runtime: ServiceRuntime?
     private var coordinator: ServiceClient?
-    private var registered = false
+    var registered = false
     private var refreshTimer: TimerID?
     private var coordinatorWarned = false
     private var draining = false
@@ -53,7 +54,13 @@ public final class RelayService: RawFrameService, RelayTransport {
     private var tickTimer: TimerID?
 
     private var inputsTotal: Counter?
-    private var eventsTotal: Counter?
+    var eventsTotal: Counter?
+    /// RetroArch's relay protocol, when configured.
+    var tunnel: TunnelListener?
+    var tunnelRefreshPending = false
+    /// At most one log line a second about closed RetroArch connections (all are counted).
+    var lastRefusalLogMs: UInt64 = 0
+    var refusalsUnlogged = 0
 
     /// Creates the relay. `keyRing` verifies join tickets; with `coordinator` the relay registers
     /// there and refreshes its load; with `lanAdmission` it also admits LAN joiners itself.
@@ -90,6 +97,7 @@ public final class RelayService: RawFrameService, RelayTransport {
             [unowned(unsafe) self] in self.cpuPercent
         }
         scheduleTick(runtime)
+        if let tunnelConfiguration = configuration.retroArch { try startTunnel(tunnelConfiguration, runtime) }
         if coordinatorEndpoint != nil {
             register(runtime)
         } else if lanAdmission == nil {
@@ -124,15 +132,21 @@ public final class RelayService: RawFrameService, RelayTransport {
 
     public var status: String {
         guard let core else { return "starting" }
-        return "\(core.sessionCount) sessions, \(core.peerCount) peers" + (registered || coordinatorEndpoint == nil ? "" : ", not registered")
+        return "\(core.sessionCount) sessions, \(core.peerCount) peers"
+            + (tunnel.map { ", \($0.core.sessionCount) RetroArch sessions" } ?? "")
+            + (registered || coordinatorEndpoint == nil ? "" : ", not registered")
     }
 
     public var healthDetails: [(key: String, value: String)] {
         guard let core else { return [] }
         let coordinator = coordinatorEndpoint.map { "\($0) (\(registered ? "registered" : "not registered"))" }
             ?? lanAdmission.map { "none (LAN room '\($0.roomName)')" } ?? "none"
-        return [("coordinator", coordinator), ("sessions", "\(core.sessionCount)"), ("peers", "\(core.peerCount)"),
-                ("inputs_per_second", "\(inputsPerSecond)"), ("cpu_percent", "\(Int(cpuPercent.rounded()))")]
+        var details = [("coordinator", coordinator), ("sessions", "\(core.sessionCount)"), ("peers", "\(core.peerCount)"),
+                       ("inputs_per_second", "\(inputsPerSecond)"), ("cpu_percent", "\(Int(cpuPercent.rounded()))")]
+        if let tunnel {
+            details.append(("retroarch", "port \(tunnel.boundPort), \(tunnel.core.sessionCount) sessions, \(tunnel.core.linkCount) links"))
+        }
+        return details
     }
 
     public func introspect(section: String) -> JSONValue {
@@ -145,6 +159,7 @@ public final class RelayService: RawFrameService, RelayTransport {
             fields["timer_slices"] = .number(tickSlices)
             fields["timer_interval_ms"] = .double(tickSeconds * 1000 / Double(tickSlices))
             fields["coordinator"] = coordinatorEndpoint.map(JSONValue.string) ?? .null
+            if let tunnel { fields["retroarch"] = tunnelJSON(tunnel) }
             document = .object(fields)
         }
         return document
@@ -162,6 +177,7 @@ public final class RelayService: RawFrameService, RelayTransport {
     }
 
     public func stop(runtime: ServiceRuntime) {
+        tunnel?.stop()
         core?.shutdown(now: runtime.uptimeMs)
         coordinator?.close()
     }
@@ -260,9 +276,11 @@ public final class RelayService: RawFrameService, RelayTransport {
             ? inputsPerSecond : Int(Double(inputsSinceReport) * 1000 / Double(now &- lastReportMs))
         inputsSinceReport = 0
         lastReportMs = now
-        return RelayLoad(sessions: UInt32(core.sessionCount), peers: UInt32(core.peerCount),
+        let retroArch = tunnel?.core.sessionCount ?? 0
+        return RelayLoad(sessions: UInt32(core.sessionCount + retroArch), peers: UInt32(core.peerCount),
                          capacitySessions: UInt32(max(configuration.maxSessions, 0)),
-                         inputsPerSecond: UInt32(clamping: rate), cpuPercent: UInt32(cpuPercent.rounded()))
+                         inputsPerSecond: UInt32(clamping: rate), cpuPercent: UInt32(cpuPercent.rounded()),
+                         retroarchSessions: UInt32(retroArch))
     }
 
     private func relayInfo(_ core: RelayCore, now: UInt64) -> RelayInfo {
@@ -318,10 +336,10 @@ public final class RelayService: RawFrameService, RelayTransport {
         }
     }
 
-    private func refresh(_ runtime: ServiceRuntime) {
+    func refresh(_ runtime: ServiceRuntime) {
         guard let coordinator, let core, registered else { return }
         let request = RefreshRelayRequest(relayId: configuration.relayId, load: load(core, now: runtime.uptimeMs), draining: draining,
-                                          presence: core.presenceReport())
+                                          presence: core.presenceReport(), retroarchSessions: retroArchReports())
         coordinator.request(.refreshRelayRequest(request), timeout: 2) { [unowned(unsafe) self] result in
             switch result {
             case .success(.refreshRelayResponse(let response)):

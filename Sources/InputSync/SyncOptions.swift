@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import NetplayAuth
 import NetplayService
+import RetroArchRelay
 
 /// netplay-sync's own flags, each with a `NETPLAY_*` environment fallback (shown in `--help`).
 /// Resolve them, with the common ``ServiceOptions``, into everything a relay replica needs with
@@ -36,6 +37,21 @@ public struct SyncOptions: ParsableArguments, Sendable {
 
     @Flag(help: "Write no replay files.")
     public var noReplays = false
+
+    @Option(help: ArgumentHelp("Relay RetroArch netplay (RetroArch's relay server protocol) on this TCP port; 'off' disables (env NETPLAY_RETROARCH_PORT, default off; RetroArch's default relay port is 55435). See docs/retroarch.md.", valueName: "port"))
+    public var retroarchPort: String?
+
+    @Option(help: ArgumentHelp("Host RetroArch clients reach this relay at, written into join strings HOST|PORT|SESSIONID; HOST:PORT when a port mapping changes the port (env NETPLAY_RETROARCH_ADVERTISE, default the host of --advertise, else 127.0.0.1).", valueName: "host"))
+    public var retroarchAdvertise: String?
+
+    @Option(help: ArgumentHelp("Address the RetroArch listener binds (env NETPLAY_RETROARCH_BIND, default 0.0.0.0).", valueName: "address"))
+    public var retroarchBind: String?
+
+    @Option(help: ArgumentHelp("Plain per-session ports LOW-HIGH: each RetroArch session gets a free one, where a client joins with just an address and a port (env NETPLAY_RETROARCH_SESSION_PORTS, default none).", valueName: "range"))
+    public var retroarchSessionPorts: String?
+
+    @Option(help: ArgumentHelp("RetroArch limits, name=value,...: sessions (1000), clients per session (32), pending links per session (8), connections (8192), prefix-timeout (10 s), link-timeout (30 s), ping-interval (10 s), host-timeout (240 s), buffer (bytes a waiting client may send, 1048576) (env NETPLAY_RETROARCH_LIMITS).", valueName: "limits"))
+    public var retroarchLimits: String?
 
     public init() {}
 
@@ -108,7 +124,46 @@ public struct SyncOptions: ParsableArguments, Sendable {
             relay.maxPathsPerParticipant = value
         }
         relay.replayDirectory = noReplays ? nil : service.dataDirectory.appendingPathComponent("replays")
+        relay.retroArch = try resolveRetroArch(setting, advertised: advertised.isEmpty ? service.endpoint : advertised)
         if let problem = relay.validationError() { throw ValidationError(problem) }
         return Resolved(service: service, relay: relay, keyRing: keyRing, coordinator: coordinatorEndpoint)
+    }
+
+    /// The RetroArch tunnel's configuration, or nil when it is off.
+    func resolveRetroArch(_ setting: SettingResolver, advertised: String) throws -> TunnelConfiguration? {
+        let portText = setting.text(retroarchPort, "NETPLAY_RETROARCH_PORT") ?? "off"
+        guard portText.lowercased() != "off" else { return nil }
+        guard let port = UInt16(portText) else {
+            throw ValidationError("--retroarch-port must be a TCP port from 0 to 65535 or 'off', got '\(portText)'")
+        }
+        var tunnel = TunnelConfiguration(port: port)
+        tunnel.bindHost = setting.text(retroarchBind, "NETPLAY_RETROARCH_BIND") ?? "0.0.0.0"
+        guard !tunnel.bindHost.isEmpty, !tunnel.bindHost.contains(":") || tunnel.bindHost.hasPrefix("[") else {
+            throw ValidationError("--retroarch-bind must be an address, got '\(tunnel.bindHost)'")
+        }
+        if let text = setting.text(retroarchAdvertise, "NETPLAY_RETROARCH_ADVERTISE") {
+            let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+            guard (1...2).contains(parts.count), !parts[0].isEmpty, !parts[0].contains("|"),
+                  parts.count == 1 || UInt16(parts[1]).map({ $0 > 0 }) == true else {
+                throw ValidationError("--retroarch-advertise must be HOST or HOST:PORT, got '\(text)'")
+            }
+            tunnel.advertiseHost = String(parts[0])
+            if parts.count == 2 { tunnel.advertisePort = UInt16(parts[1])! }
+        } else {
+            tunnel.advertiseHost = TunnelConfiguration.reachableHost(ofEndpoint: advertised)
+        }
+        if let text = setting.text(retroarchSessionPorts, "NETPLAY_RETROARCH_SESSION_PORTS"), text.lowercased() != "none" {
+            guard let range = TunnelConfiguration.parsePortRange(text) else {
+                throw ValidationError("--retroarch-session-ports must be LOW-HIGH (ports 1-65535), got '\(text)'")
+            }
+            guard port == 0 || !range.contains(port) else {
+                throw ValidationError("--retroarch-session-ports \(text) holds the main --retroarch-port \(port)")
+            }
+            tunnel.sessionPorts = range
+        }
+        if let text = setting.text(retroarchLimits, "NETPLAY_RETROARCH_LIMITS") {
+            do { try tunnel.applyLimits(text) } catch { throw ValidationError("--retroarch-limits: \(error.description)") }
+        }
+        return tunnel
     }
 }

@@ -46,6 +46,16 @@ public final class MetricsRegistry {
         }))
     }
 
+    /// A counter whose total is read from `value` at each snapshot (a count kept elsewhere, which
+    /// only grows).
+    public func counter(_ name: String, help: String, labels: [String: String] = [:], value: @escaping () -> Double) {
+        let key = Self.key(name, labels)
+        computed.removeAll { $0.key == key }
+        computed.append((key, {
+            Metric(name: name, help: help, kind: .counter, labels: labels.keyValues, value: value())
+        }))
+    }
+
     /// The histogram `name` with `labels` and upper `buckets` (ascending), created on first use.
     public func histogram(_ name: String, help: String, buckets: [Double], labels: [String: String] = [:]) -> Histogram {
         let key = Self.key(name, labels)

@@ -847,6 +847,8 @@ public struct RelayLoad: Sendable, Hashable {
     public var inputsPerSecond: UInt32
     /// Process CPU use in percent of one core.
     public var cpuPercent: UInt32
+    /// RetroArch sessions relayed by its tunnel listener (already counted in `sessions`).
+    public var retroarchSessions: UInt32
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -854,13 +856,15 @@ public struct RelayLoad: Sendable, Hashable {
         peers: UInt32 = 0,
         capacitySessions: UInt32 = 0,
         inputsPerSecond: UInt32 = 0,
-        cpuPercent: UInt32 = 0
+        cpuPercent: UInt32 = 0,
+        retroarchSessions: UInt32 = 0
     ) {
         self.sessions = sessions
         self.peers = peers
         self.capacitySessions = capacitySessions
         self.inputsPerSecond = inputsPerSecond
         self.cpuPercent = cpuPercent
+        self.retroarchSessions = retroarchSessions
     }
 }
 
@@ -953,18 +957,23 @@ public struct RefreshRelayRequest: Sendable, Hashable {
     /// Who is attached in each session it serves, right now (the coordinator shows it as
     /// Participant.connected). A served session left out has nobody attached.
     public var presence: [SessionPresence]
+    /// The RetroArch sessions its tunnel listener relays now (docs/retroarch.md); the coordinator
+    /// lists them and announces each as a room. One left out has ended.
+    public var retroarchSessions: [RetroArchSession]
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
         relayId: String = "",
         load: RelayLoad = RelayLoad(),
         draining: Bool = false,
-        presence: [SessionPresence] = []
+        presence: [SessionPresence] = [],
+        retroarchSessions: [RetroArchSession] = []
     ) {
         self.relayId = relayId
         self.load = load
         self.draining = draining
         self.presence = presence
+        self.retroarchSessions = retroarchSessions
     }
 }
 
@@ -1042,6 +1051,140 @@ public struct RelayEvent: Sendable, Hashable {
         self.relay = relay
         self.sessionIds = sessionIds
         self.timestampUnixMs = timestampUnixMs
+    }
+}
+
+/// A RetroArch netplay session piped through a relay's tunnel listener (RetroArch's "relay
+/// server", its MITM protocol): one RetroArch host and the clients linked to it, with the health
+/// the relay reads from the stream. Reported by the relay in every refresh.
+public struct RetroArchSession: Sendable, Hashable {
+    /// The shared session id: base64 of its 12 bytes, as RetroArch's join string carries it.
+    public var sessionId: String
+    /// The relay serving it.
+    public var relayId: String
+    /// What a RetroArch client passes to `--connect`: "HOST|PORT|SESSIONID".
+    public var join: String
+    /// The session's own plain port, "HOST:PORT" ("" without one): `--connect HOST --port PORT`.
+    public var directEndpoint: String
+    /// The host's nickname (its NICK message).
+    public var hostNick: String
+    /// Core name, as RetroArch's INFO message says (e.g. "Nestopia").
+    public var coreName: String
+    /// Core version.
+    public var coreVersion: String
+    /// The content's CRC32 (0 until an INFO message is seen).
+    public var contentCrc: UInt32
+    /// Clients linked to the host now.
+    public var clients: UInt32
+    /// Clients waiting for the host to open their link.
+    public var pendingClients: UInt32
+    /// Bytes piped from the host to its clients.
+    public var bytesFromHost: UInt64
+    /// Bytes piped from the clients to the host.
+    public var bytesToHost: UInt64
+    /// INPUT messages piped (both ways).
+    public var inputs: UInt64
+    /// CRC messages (the host's state checks) piped to clients.
+    public var crcChecks: UInt64
+    /// REQUEST_SAVESTATE messages (a client whose CRC check failed asks for the host's state).
+    public var resyncRequests: UInt64
+    /// LOAD_SAVESTATE messages (states the host sent).
+    public var savestates: UInt64
+    /// The frame of the last CRC message.
+    public var lastFrame: UInt32
+    /// The host's round trip to the relay, from the relay's RATP pings (0 until measured).
+    public var hostRttMs: UInt32
+    /// When the host opened the session.
+    public var openedAtUnixMs: UInt64
+    /// When the last resync request was seen (0: never).
+    public var lastResyncAtUnixMs: UInt64
+    /// Clients that have linked since the session opened.
+    public var clientsJoined: UInt32
+    /// The longest host-client round trip through the relay, from netplay's own pings in the
+    /// stream (0 until measured).
+    public var linkRttMs: UInt32
+    /// Connections the relay closed in this session for a reason other than a normal end.
+    public var refusedConnections: UInt32
+    /// Set in the last report of a session that ended (pushed to telemetry).
+    public var ended: Bool
+    /// Why it ended ("" while it runs; e.g. "host_closed", "host_timeout").
+    public var endReason: String
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(
+        sessionId: String = "",
+        relayId: String = "",
+        join: String = "",
+        directEndpoint: String = "",
+        hostNick: String = "",
+        coreName: String = "",
+        coreVersion: String = "",
+        contentCrc: UInt32 = 0,
+        clients: UInt32 = 0,
+        pendingClients: UInt32 = 0,
+        bytesFromHost: UInt64 = 0,
+        bytesToHost: UInt64 = 0,
+        inputs: UInt64 = 0,
+        crcChecks: UInt64 = 0,
+        resyncRequests: UInt64 = 0,
+        savestates: UInt64 = 0,
+        lastFrame: UInt32 = 0,
+        hostRttMs: UInt32 = 0,
+        openedAtUnixMs: UInt64 = 0,
+        lastResyncAtUnixMs: UInt64 = 0,
+        clientsJoined: UInt32 = 0,
+        linkRttMs: UInt32 = 0,
+        refusedConnections: UInt32 = 0,
+        ended: Bool = false,
+        endReason: String = ""
+    ) {
+        self.sessionId = sessionId
+        self.relayId = relayId
+        self.join = join
+        self.directEndpoint = directEndpoint
+        self.hostNick = hostNick
+        self.coreName = coreName
+        self.coreVersion = coreVersion
+        self.contentCrc = contentCrc
+        self.clients = clients
+        self.pendingClients = pendingClients
+        self.bytesFromHost = bytesFromHost
+        self.bytesToHost = bytesToHost
+        self.inputs = inputs
+        self.crcChecks = crcChecks
+        self.resyncRequests = resyncRequests
+        self.savestates = savestates
+        self.lastFrame = lastFrame
+        self.hostRttMs = hostRttMs
+        self.openedAtUnixMs = openedAtUnixMs
+        self.lastResyncAtUnixMs = lastResyncAtUnixMs
+        self.clientsJoined = clientsJoined
+        self.linkRttMs = linkRttMs
+        self.refusedConnections = refusedConnections
+        self.ended = ended
+        self.endReason = endReason
+    }
+}
+
+/// Lists the RetroArch sessions the relays report. Replied with ListRetroArchSessionsResponse.
+public struct ListRetroArchSessionsRequest: Sendable, Hashable {
+    /// Only this relay's ("" = every relay's).
+    public var relayId: String
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(relayId: String = "") {
+        self.relayId = relayId
+    }
+}
+
+/// Reply to ListRetroArchSessionsRequest.
+public struct ListRetroArchSessionsResponse: Sendable, Hashable {
+    /// The sessions, by relay then session id.
+    public var sessions: [RetroArchSession]
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(sessions: [RetroArchSession] = []) {
+        self.sessions = sessions
     }
 }
 
@@ -2901,6 +3044,7 @@ extension RelayLoad: WireMessage, _CMessage {
         c.pointee.capacity_sessions = self.capacitySessions
         c.pointee.inputs_per_second = self.inputsPerSecond
         c.pointee.cpu_percent = self.cpuPercent
+        c.pointee.retroarch_sessions = self.retroarchSessions
     }
 
     init(_c c: UnsafePointer<Netplay__V1__RelayLoad>) throws(WireError) {
@@ -2909,6 +3053,7 @@ extension RelayLoad: WireMessage, _CMessage {
         self.capacitySessions = c.pointee.capacity_sessions
         self.inputsPerSecond = c.pointee.inputs_per_second
         self.cpuPercent = c.pointee.cpu_percent
+        self.retroarchSessions = c.pointee.retroarch_sessions
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -2918,6 +3063,7 @@ extension RelayLoad: WireMessage, _CMessage {
         w.key("capacitySessions"); w.integer(self.capacitySessions)
         w.key("inputsPerSecond"); w.integer(self.inputsPerSecond)
         w.key("cpuPercent"); w.integer(self.cpuPercent)
+        w.key("retroarchSessions"); w.integer(self.retroarchSessions)
         w.close()
     }
 }
@@ -3217,6 +3363,20 @@ extension RefreshRelayRequest: WireMessage, _CMessage {
             }
             c.pointee.presence = array
         }
+        if !self.retroarchSessions.isEmpty {
+            let values = self.retroarchSessions
+            if validate {
+                try _wireCheckCount(values.count, 2000, "RefreshRelayRequest.retroarch_sessions")
+            }
+            c.pointee.n_retroarch_sessions = values.count
+            let array = arena.allocate(UnsafeMutablePointer<Netplay__V1__RetroArchSession>?.self, count: values.count)
+            for i in 0..<values.count {
+                let p = arena.allocate(Netplay__V1__RetroArchSession.self)
+                try values[i]._fill(p, arena, validate)
+                array[i] = p
+            }
+            c.pointee.retroarch_sessions = array
+        }
     }
 
     init(_c c: UnsafePointer<Netplay__V1__RefreshRelayRequest>) throws(WireError) {
@@ -3238,6 +3398,20 @@ extension RefreshRelayRequest: WireMessage, _CMessage {
             }
             self.presence = values
         }
+        do {
+            let n = c.pointee.n_retroarch_sessions
+            try _wireCheckCount(n, 2000, "RefreshRelayRequest.retroarch_sessions")
+            var values: [RetroArchSession] = []
+            if n > 0 {
+                guard let array = c.pointee.retroarch_sessions else { throw .missingField("RefreshRelayRequest.retroarch_sessions") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    guard let p = array[i] else { throw .missingField("RefreshRelayRequest.retroarch_sessions") }
+                    values.append(try RetroArchSession(_c: p))
+                }
+            }
+            self.retroarchSessions = values
+        }
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -3247,6 +3421,9 @@ extension RefreshRelayRequest: WireMessage, _CMessage {
         w.key("draining"); w.bool(self.draining)
         w.key("presence"); w.openArray()
         for e in self.presence { e._json(&w) }
+        w.closeArray()
+        w.key("retroarchSessions"); w.openArray()
+        for e in self.retroarchSessions { e._json(&w) }
         w.closeArray()
         w.close()
     }
@@ -3622,6 +3799,286 @@ extension RelayEvent: WireMessage, _CMessage {
         for e in self.sessionIds { w.string(e) }
         w.closeArray()
         w.key("timestampUnixMs"); w.integer(self.timestampUnixMs)
+        w.close()
+    }
+}
+
+extension RetroArchSession: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "RetroArchSession" }
+
+    typealias CStruct = Netplay__V1__RetroArchSession
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__RetroArchSession>? {
+        netplay__v1__retro_arch_session__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__RetroArchSession>) { netplay__v1__retro_arch_session__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__RetroArchSession>) -> Int { netplay__v1__retro_arch_session__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__RetroArchSession>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__retro_arch_session__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `RetroArchSession` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `RetroArchSession` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__RetroArchSession>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__retro_arch_session__init(c)
+        if validate {
+            try _wireCheckString(self.sessionId, "RetroArchSession.session_id", maxLen: 16, required: true)
+        }
+        if !self.sessionId.isEmpty { c.pointee.session_id = arena.cString(self.sessionId) }
+        if validate {
+            try _wireCheckString(self.relayId, "RetroArchSession.relay_id", maxLen: 64, required: false)
+        }
+        if !self.relayId.isEmpty { c.pointee.relay_id = arena.cString(self.relayId) }
+        if validate {
+            try _wireCheckString(self.join, "RetroArchSession.join", maxLen: 300, required: false)
+        }
+        if !self.join.isEmpty { c.pointee.join = arena.cString(self.join) }
+        if validate {
+            try _wireCheckString(self.directEndpoint, "RetroArchSession.direct_endpoint", maxLen: 300, required: false)
+        }
+        if !self.directEndpoint.isEmpty { c.pointee.direct_endpoint = arena.cString(self.directEndpoint) }
+        if validate {
+            try _wireCheckString(self.hostNick, "RetroArchSession.host_nick", maxLen: 32, required: false)
+        }
+        if !self.hostNick.isEmpty { c.pointee.host_nick = arena.cString(self.hostNick) }
+        if validate {
+            try _wireCheckString(self.coreName, "RetroArchSession.core_name", maxLen: 32, required: false)
+        }
+        if !self.coreName.isEmpty { c.pointee.core_name = arena.cString(self.coreName) }
+        if validate {
+            try _wireCheckString(self.coreVersion, "RetroArchSession.core_version", maxLen: 32, required: false)
+        }
+        if !self.coreVersion.isEmpty { c.pointee.core_version = arena.cString(self.coreVersion) }
+        c.pointee.content_crc = self.contentCrc
+        if validate {
+            try _wireCheckRange(self.clients, 0...64, "RetroArchSession.clients")
+        }
+        c.pointee.clients = self.clients
+        if validate {
+            try _wireCheckRange(self.pendingClients, 0...64, "RetroArchSession.pending_clients")
+        }
+        c.pointee.pending_clients = self.pendingClients
+        c.pointee.bytes_from_host = self.bytesFromHost
+        c.pointee.bytes_to_host = self.bytesToHost
+        c.pointee.inputs = self.inputs
+        c.pointee.crc_checks = self.crcChecks
+        c.pointee.resync_requests = self.resyncRequests
+        c.pointee.savestates = self.savestates
+        c.pointee.last_frame = self.lastFrame
+        c.pointee.host_rtt_ms = self.hostRttMs
+        c.pointee.opened_at_unix_ms = self.openedAtUnixMs
+        c.pointee.last_resync_at_unix_ms = self.lastResyncAtUnixMs
+        c.pointee.clients_joined = self.clientsJoined
+        c.pointee.link_rtt_ms = self.linkRttMs
+        c.pointee.refused_connections = self.refusedConnections
+        c.pointee.ended = self.ended ? 1 : 0
+        if validate {
+            try _wireCheckString(self.endReason, "RetroArchSession.end_reason", maxLen: 32, required: false)
+        }
+        if !self.endReason.isEmpty { c.pointee.end_reason = arena.cString(self.endReason) }
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__RetroArchSession>) throws(WireError) {
+        self.sessionId = try _wireReadString(c.pointee.session_id, "RetroArchSession.session_id", maxLen: 16, required: true)
+        self.relayId = try _wireReadString(c.pointee.relay_id, "RetroArchSession.relay_id", maxLen: 64, required: false)
+        self.join = try _wireReadString(c.pointee.join, "RetroArchSession.join", maxLen: 300, required: false)
+        self.directEndpoint = try _wireReadString(c.pointee.direct_endpoint, "RetroArchSession.direct_endpoint", maxLen: 300, required: false)
+        self.hostNick = try _wireReadString(c.pointee.host_nick, "RetroArchSession.host_nick", maxLen: 32, required: false)
+        self.coreName = try _wireReadString(c.pointee.core_name, "RetroArchSession.core_name", maxLen: 32, required: false)
+        self.coreVersion = try _wireReadString(c.pointee.core_version, "RetroArchSession.core_version", maxLen: 32, required: false)
+        self.contentCrc = c.pointee.content_crc
+        self.clients = try _wireCheckedRange(c.pointee.clients, 0...64, "RetroArchSession.clients")
+        self.pendingClients = try _wireCheckedRange(c.pointee.pending_clients, 0...64, "RetroArchSession.pending_clients")
+        self.bytesFromHost = c.pointee.bytes_from_host
+        self.bytesToHost = c.pointee.bytes_to_host
+        self.inputs = c.pointee.inputs
+        self.crcChecks = c.pointee.crc_checks
+        self.resyncRequests = c.pointee.resync_requests
+        self.savestates = c.pointee.savestates
+        self.lastFrame = c.pointee.last_frame
+        self.hostRttMs = c.pointee.host_rtt_ms
+        self.openedAtUnixMs = c.pointee.opened_at_unix_ms
+        self.lastResyncAtUnixMs = c.pointee.last_resync_at_unix_ms
+        self.clientsJoined = c.pointee.clients_joined
+        self.linkRttMs = c.pointee.link_rtt_ms
+        self.refusedConnections = c.pointee.refused_connections
+        self.ended = c.pointee.ended != 0
+        self.endReason = try _wireReadString(c.pointee.end_reason, "RetroArchSession.end_reason", maxLen: 32, required: false)
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("sessionId"); w.string(self.sessionId)
+        w.key("relayId"); w.string(self.relayId)
+        w.key("join"); w.string(self.join)
+        w.key("directEndpoint"); w.string(self.directEndpoint)
+        w.key("hostNick"); w.string(self.hostNick)
+        w.key("coreName"); w.string(self.coreName)
+        w.key("coreVersion"); w.string(self.coreVersion)
+        w.key("contentCrc"); w.integer(self.contentCrc)
+        w.key("clients"); w.integer(self.clients)
+        w.key("pendingClients"); w.integer(self.pendingClients)
+        w.key("bytesFromHost"); w.integer(self.bytesFromHost)
+        w.key("bytesToHost"); w.integer(self.bytesToHost)
+        w.key("inputs"); w.integer(self.inputs)
+        w.key("crcChecks"); w.integer(self.crcChecks)
+        w.key("resyncRequests"); w.integer(self.resyncRequests)
+        w.key("savestates"); w.integer(self.savestates)
+        w.key("lastFrame"); w.integer(self.lastFrame)
+        w.key("hostRttMs"); w.integer(self.hostRttMs)
+        w.key("openedAtUnixMs"); w.integer(self.openedAtUnixMs)
+        w.key("lastResyncAtUnixMs"); w.integer(self.lastResyncAtUnixMs)
+        w.key("clientsJoined"); w.integer(self.clientsJoined)
+        w.key("linkRttMs"); w.integer(self.linkRttMs)
+        w.key("refusedConnections"); w.integer(self.refusedConnections)
+        w.key("ended"); w.bool(self.ended)
+        w.key("endReason"); w.string(self.endReason)
+        w.close()
+    }
+}
+
+extension ListRetroArchSessionsRequest: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "ListRetroArchSessionsRequest" }
+
+    typealias CStruct = Netplay__V1__ListRetroArchSessionsRequest
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__ListRetroArchSessionsRequest>? {
+        netplay__v1__list_retro_arch_sessions_request__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__ListRetroArchSessionsRequest>) { netplay__v1__list_retro_arch_sessions_request__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__ListRetroArchSessionsRequest>) -> Int { netplay__v1__list_retro_arch_sessions_request__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__ListRetroArchSessionsRequest>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__list_retro_arch_sessions_request__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `ListRetroArchSessionsRequest` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `ListRetroArchSessionsRequest` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__ListRetroArchSessionsRequest>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__list_retro_arch_sessions_request__init(c)
+        if validate {
+            try _wireCheckString(self.relayId, "ListRetroArchSessionsRequest.relay_id", maxLen: 64, required: false)
+        }
+        if !self.relayId.isEmpty { c.pointee.relay_id = arena.cString(self.relayId) }
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__ListRetroArchSessionsRequest>) throws(WireError) {
+        self.relayId = try _wireReadString(c.pointee.relay_id, "ListRetroArchSessionsRequest.relay_id", maxLen: 64, required: false)
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("relayId"); w.string(self.relayId)
+        w.close()
+    }
+}
+
+extension ListRetroArchSessionsResponse: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "ListRetroArchSessionsResponse" }
+
+    typealias CStruct = Netplay__V1__ListRetroArchSessionsResponse
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__ListRetroArchSessionsResponse>? {
+        netplay__v1__list_retro_arch_sessions_response__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__ListRetroArchSessionsResponse>) { netplay__v1__list_retro_arch_sessions_response__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__ListRetroArchSessionsResponse>) -> Int { netplay__v1__list_retro_arch_sessions_response__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__ListRetroArchSessionsResponse>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__list_retro_arch_sessions_response__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `ListRetroArchSessionsResponse` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `ListRetroArchSessionsResponse` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__ListRetroArchSessionsResponse>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__list_retro_arch_sessions_response__init(c)
+        if !self.sessions.isEmpty {
+            let values = self.sessions
+            if validate {
+                try _wireCheckCount(values.count, 5000, "ListRetroArchSessionsResponse.sessions")
+            }
+            c.pointee.n_sessions = values.count
+            let array = arena.allocate(UnsafeMutablePointer<Netplay__V1__RetroArchSession>?.self, count: values.count)
+            for i in 0..<values.count {
+                let p = arena.allocate(Netplay__V1__RetroArchSession.self)
+                try values[i]._fill(p, arena, validate)
+                array[i] = p
+            }
+            c.pointee.sessions = array
+        }
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__ListRetroArchSessionsResponse>) throws(WireError) {
+        do {
+            let n = c.pointee.n_sessions
+            try _wireCheckCount(n, 5000, "ListRetroArchSessionsResponse.sessions")
+            var values: [RetroArchSession] = []
+            if n > 0 {
+                guard let array = c.pointee.sessions else { throw .missingField("ListRetroArchSessionsResponse.sessions") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    guard let p = array[i] else { throw .missingField("ListRetroArchSessionsResponse.sessions") }
+                    values.append(try RetroArchSession(_c: p))
+                }
+            }
+            self.sessions = values
+        }
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("sessions"); w.openArray()
+        for e in self.sessions { e._json(&w) }
+        w.closeArray()
         w.close()
     }
 }

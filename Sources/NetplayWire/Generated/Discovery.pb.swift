@@ -23,14 +23,17 @@ public enum RoomSource: Int32, Sendable, Hashable, CaseIterable, CustomStringCon
     case lanBeacon = 2
     /// A RetroArch host on the LAN that answered a RANQ scan (RANS reply).
     case retroarchLan = 3
+    /// A RetroArch host playing through a relay's tunnel listener (announced by the coordinator).
+    case retroarchRelay = 4
 
-    /// The value's name in the schema, e.g. `ROOM_SOURCE_RETROARCH_LAN`.
+    /// The value's name in the schema, e.g. `ROOM_SOURCE_RETROARCH_RELAY`.
     public var protoName: String {
         switch self {
         case .unspecified: "ROOM_SOURCE_UNSPECIFIED"
         case .lobby: "ROOM_SOURCE_LOBBY"
         case .lanBeacon: "ROOM_SOURCE_LAN_BEACON"
         case .retroarchLan: "ROOM_SOURCE_RETROARCH_LAN"
+        case .retroarchRelay: "ROOM_SOURCE_RETROARCH_RELAY"
         }
     }
 
@@ -109,6 +112,9 @@ public struct Room: Sendable, Hashable {
     public var source: RoomSource
     /// Protocol/frontend version the host runs (RetroArch rooms: its version string).
     public var hostVersion: String
+    /// RetroArch relay rooms: what a RetroArch client passes to `--connect`,
+    /// "HOST|PORT|SESSIONID".
+    public var retroarchJoin: String
     /// When the room was first announced.
     public var createdAtUnixMs: UInt64
     /// When it last changed or was refreshed.
@@ -140,6 +146,7 @@ public struct Room: Sendable, Hashable {
         region: String = "",
         source: RoomSource = .unspecified,
         hostVersion: String = "",
+        retroarchJoin: String = "",
         createdAtUnixMs: UInt64 = 0,
         updatedAtUnixMs: UInt64 = 0,
         expiresAtUnixMs: UInt64 = 0,
@@ -165,6 +172,7 @@ public struct Room: Sendable, Hashable {
         self.region = region
         self.source = source
         self.hostVersion = hostVersion
+        self.retroarchJoin = retroarchJoin
         self.createdAtUnixMs = createdAtUnixMs
         self.updatedAtUnixMs = updatedAtUnixMs
         self.expiresAtUnixMs = expiresAtUnixMs
@@ -681,6 +689,10 @@ extension Room: WireMessage, _CMessage {
             try _wireCheckString(self.hostVersion, "Room.host_version", maxLen: 64, required: false)
         }
         if !self.hostVersion.isEmpty { c.pointee.host_version = arena.cString(self.hostVersion) }
+        if validate {
+            try _wireCheckString(self.retroarchJoin, "Room.retroarch_join", maxLen: 300, required: false)
+        }
+        if !self.retroarchJoin.isEmpty { c.pointee.retroarch_join = arena.cString(self.retroarchJoin) }
         c.pointee.created_at_unix_ms = self.createdAtUnixMs
         c.pointee.updated_at_unix_ms = self.updatedAtUnixMs
         c.pointee.expires_at_unix_ms = self.expiresAtUnixMs
@@ -708,6 +720,7 @@ extension Room: WireMessage, _CMessage {
         self.region = try _wireReadString(c.pointee.region, "Room.region", maxLen: 32, required: false)
         self.source = try _wireReadEnum(RoomSource.self, c.pointee.source.rawValue, "Room.source")
         self.hostVersion = try _wireReadString(c.pointee.host_version, "Room.host_version", maxLen: 64, required: false)
+        self.retroarchJoin = try _wireReadString(c.pointee.retroarch_join, "Room.retroarch_join", maxLen: 300, required: false)
         self.createdAtUnixMs = c.pointee.created_at_unix_ms
         self.updatedAtUnixMs = c.pointee.updated_at_unix_ms
         self.expiresAtUnixMs = c.pointee.expires_at_unix_ms
@@ -736,6 +749,7 @@ extension Room: WireMessage, _CMessage {
         w.key("region"); w.string(self.region)
         w.key("source"); w.string(self.source.protoName)
         w.key("hostVersion"); w.string(self.hostVersion)
+        w.key("retroarchJoin"); w.string(self.retroarchJoin)
         w.key("createdAtUnixMs"); w.integer(self.createdAtUnixMs)
         w.key("updatedAtUnixMs"); w.integer(self.updatedAtUnixMs)
         w.key("expiresAtUnixMs"); w.integer(self.expiresAtUnixMs)

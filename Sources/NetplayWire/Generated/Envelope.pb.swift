@@ -166,6 +166,12 @@ public struct Envelope: Sendable, Hashable {
         case listRelaysResponse(ListRelaysResponse)
         /// Event `relays.<kind>`.
         case relayEvent(RelayEvent)
+        /// List the RetroArch sessions relays pipe.
+        case listRetroarchSessionsRequest(ListRetroArchSessionsRequest)
+        /// Reply to ListRetroArchSessionsRequest.
+        case listRetroarchSessionsResponse(ListRetroArchSessionsResponse)
+        /// Relay -> telemetry: a RetroArch session's health (every few seconds, and when it ends).
+        case retroarchSession(RetroArchSession)
         /// --- 150-199: sync (relay) and replay files ---
         /// Peer attaches with its ticket.
         case attachRequest(AttachRequest)
@@ -266,6 +272,9 @@ public struct Envelope: Sendable, Hashable {
             case .listRelaysRequest: "ListRelaysRequest"
             case .listRelaysResponse: "ListRelaysResponse"
             case .relayEvent: "RelayEvent"
+            case .listRetroarchSessionsRequest: "ListRetroArchSessionsRequest"
+            case .listRetroarchSessionsResponse: "ListRetroArchSessionsResponse"
+            case .retroarchSession: "RetroArchSession"
             case .attachRequest: "AttachRequest"
             case .attachResponse: "AttachResponse"
             case .detach: "Detach"
@@ -352,6 +361,9 @@ public struct Envelope: Sendable, Hashable {
             case .listRelaysRequest: 124
             case .listRelaysResponse: 125
             case .relayEvent: 126
+            case .listRetroarchSessionsRequest: 127
+            case .listRetroarchSessionsResponse: 128
+            case .retroarchSession: 129
             case .attachRequest: 150
             case .attachResponse: 151
             case .detach: 152
@@ -864,6 +876,27 @@ extension Envelope: WireMessage, _CMessage {
                 try v._fill(p, arena, validate)
                 c.pointee.relay_event = p
             }
+        case .listRetroarchSessionsRequest(let v):
+            c.pointee.body_case = .init(rawValue: 127)
+            do {
+                let p = arena.allocate(Netplay__V1__ListRetroArchSessionsRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.list_retroarch_sessions_request = p
+            }
+        case .listRetroarchSessionsResponse(let v):
+            c.pointee.body_case = .init(rawValue: 128)
+            do {
+                let p = arena.allocate(Netplay__V1__ListRetroArchSessionsResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.list_retroarch_sessions_response = p
+            }
+        case .retroarchSession(let v):
+            c.pointee.body_case = .init(rawValue: 129)
+            do {
+                let p = arena.allocate(Netplay__V1__RetroArchSession.self)
+                try v._fill(p, arena, validate)
+                c.pointee.retroarch_session = p
+            }
         case .attachRequest(let v):
             c.pointee.body_case = .init(rawValue: 150)
             do {
@@ -1235,6 +1268,18 @@ extension Envelope: WireMessage, _CMessage {
             guard let p_relay_event = c.pointee.relay_event else { throw .missingField("Envelope.relay_event") }
             let v = try RelayEvent(_c: p_relay_event)
             self.body = .relayEvent(v)
+        case 127:
+            guard let p_list_retroarch_sessions_request = c.pointee.list_retroarch_sessions_request else { throw .missingField("Envelope.list_retroarch_sessions_request") }
+            let v = try ListRetroArchSessionsRequest(_c: p_list_retroarch_sessions_request)
+            self.body = .listRetroarchSessionsRequest(v)
+        case 128:
+            guard let p_list_retroarch_sessions_response = c.pointee.list_retroarch_sessions_response else { throw .missingField("Envelope.list_retroarch_sessions_response") }
+            let v = try ListRetroArchSessionsResponse(_c: p_list_retroarch_sessions_response)
+            self.body = .listRetroarchSessionsResponse(v)
+        case 129:
+            guard let p_retroarch_session = c.pointee.retroarch_session else { throw .missingField("Envelope.retroarch_session") }
+            let v = try RetroArchSession(_c: p_retroarch_session)
+            self.body = .retroarchSession(v)
         case 150:
             guard let p_attach_request = c.pointee.attach_request else { throw .missingField("Envelope.attach_request") }
             let v = try AttachRequest(_c: p_attach_request)
@@ -1372,6 +1417,9 @@ extension Envelope: WireMessage, _CMessage {
         case .listRelaysRequest(let v): w.key("listRelaysRequest"); v._json(&w)
         case .listRelaysResponse(let v): w.key("listRelaysResponse"); v._json(&w)
         case .relayEvent(let v): w.key("relayEvent"); v._json(&w)
+        case .listRetroarchSessionsRequest(let v): w.key("listRetroarchSessionsRequest"); v._json(&w)
+        case .listRetroarchSessionsResponse(let v): w.key("listRetroarchSessionsResponse"); v._json(&w)
+        case .retroarchSession(let v): w.key("retroarchSession"); v._json(&w)
         case .attachRequest(let v): w.key("attachRequest"); v._json(&w)
         case .attachResponse(let v): w.key("attachResponse"); v._json(&w)
         case .detach(let v): w.key("detach"); v._json(&w)

@@ -387,7 +387,8 @@ extension RelayLoad {
             peers: 4000000002,
             capacitySessions: 4000000003,
             inputsPerSecond: 4000000004,
-            cpuPercent: 4000000005
+            cpuPercent: 4000000005,
+            retroarchSessions: 4000000006
         )
     }
 }
@@ -436,7 +437,8 @@ extension RefreshRelayRequest {
             relayId: "relay_id-1",
             load: RelayLoad.sample,
             draining: true,
-            presence: [SessionPresence.sample, SessionPresence.sample]
+            presence: [SessionPresence.sample, SessionPresence.sample],
+            retroarchSessions: [RetroArchSession.sample, RetroArchSession.sample]
         )
     }
 }
@@ -491,6 +493,57 @@ extension RelayEvent {
     }
 }
 
+extension RetroArchSession {
+    /// A `RetroArchSession` with every field set to a non-default, valid value.
+    static var sample: RetroArchSession {
+        RetroArchSession(
+            sessionId: "session_id-1",
+            relayId: "relay_id-2",
+            join: "join-3",
+            directEndpoint: "direct_endpoint-4",
+            hostNick: "host_nick-5",
+            coreName: "core_name-6",
+            coreVersion: "core_version-7",
+            contentCrc: 4000000008,
+            clients: 64,
+            pendingClients: 64,
+            bytesFromHost: 1099511627787,
+            bytesToHost: 1099511627788,
+            inputs: 1099511627789,
+            crcChecks: 1099511627790,
+            resyncRequests: 1099511627791,
+            savestates: 1099511627792,
+            lastFrame: 4000000017,
+            hostRttMs: 4000000018,
+            openedAtUnixMs: 1099511627795,
+            lastResyncAtUnixMs: 1099511627796,
+            clientsJoined: 4000000021,
+            linkRttMs: 4000000022,
+            refusedConnections: 4000000023,
+            ended: true,
+            endReason: "end_reason-25"
+        )
+    }
+}
+
+extension ListRetroArchSessionsRequest {
+    /// A `ListRetroArchSessionsRequest` with every field set to a non-default, valid value.
+    static var sample: ListRetroArchSessionsRequest {
+        ListRetroArchSessionsRequest(
+            relayId: "relay_id-1"
+        )
+    }
+}
+
+extension ListRetroArchSessionsResponse {
+    /// A `ListRetroArchSessionsResponse` with every field set to a non-default, valid value.
+    static var sample: ListRetroArchSessionsResponse {
+        ListRetroArchSessionsResponse(
+            sessions: [RetroArchSession.sample, RetroArchSession.sample]
+        )
+    }
+}
+
 extension Room {
     /// A `Room` with every field set to a non-default, valid value.
     static var sample: Room {
@@ -513,8 +566,9 @@ extension Room {
             hostEndpoint: "host_endpoint-21",
             relayEndpoint: "relay_endpoint-22",
             region: "region-23",
-            source: .retroarchLan,
+            source: .retroarchRelay,
             hostVersion: "host_version-25",
+            retroarchJoin: "retroarch_join-26",
             createdAtUnixMs: 1099511627806,
             updatedAtUnixMs: 1099511627807,
             expiresAtUnixMs: 1099511627808,
@@ -625,7 +679,7 @@ extension RoomFilter {
             region: "region-8",
             system: "system-9",
             includeInProgress: true,
-            source: .retroarchLan
+            source: .retroarchRelay
         )
     }
 }
@@ -1358,6 +1412,9 @@ let allBodySamples: [Envelope.Body] = [
     .listRelaysRequest(ListRelaysRequest.sample),
     .listRelaysResponse(ListRelaysResponse.sample),
     .relayEvent(RelayEvent.sample),
+    .listRetroarchSessionsRequest(ListRetroArchSessionsRequest.sample),
+    .listRetroarchSessionsResponse(ListRetroArchSessionsResponse.sample),
+    .retroarchSession(RetroArchSession.sample),
     .attachRequest(AttachRequest.sample),
     .attachResponse(AttachResponse.sample),
     .detach(Detach.sample),
@@ -1415,6 +1472,9 @@ let allMessageSamples: [any WireMessage] = [
     ListRelaysRequest.sample,
     ListRelaysResponse.sample,
     RelayEvent.sample,
+    RetroArchSession.sample,
+    ListRetroArchSessionsRequest.sample,
+    ListRetroArchSessionsResponse.sample,
     Room.sample,
     AnnounceRoomRequest.sample,
     AnnounceRoomResponse.sample,
@@ -1479,10 +1539,10 @@ let allMessageSamples: [any WireMessage] = [
 ]
 
 /// The number of messages in the schema (Envelope excluded).
-let schemaMessageCount = 99
+let schemaMessageCount = 102
 
 /// The number of members of the `Envelope.body` oneof in the schema.
-let schemaBodyMemberCount = 80
+let schemaBodyMemberCount = 83
 
 /// A validation rule broken on purpose.
 struct WireViolation: Sendable {
@@ -2313,6 +2373,11 @@ let wireViolations: [WireViolation] = [
         expected: .tooLong(field: "RefreshRelayRequest.presence", limit: 10000)
     ),
     WireViolation(
+        label: "RefreshRelayRequest.retroarch_sessions @max_count 2000",
+        body: { var m = RefreshRelayRequest.sample; m.retroarchSessions = Array(repeating: RetroArchSession.sample, count: 2001); return .refreshRelayRequest(m) }(),
+        expected: .tooLong(field: "RefreshRelayRequest.retroarch_sessions", limit: 2000)
+    ),
+    WireViolation(
         label: "SessionPresence.session_id @max_len 64",
         body: { var m = RefreshRelayRequest.sample; m.presence[0].sessionId = String(repeating: "x", count: 65); return .refreshRelayRequest(m) }(),
         expected: .tooLong(field: "SessionPresence.session_id", limit: 64)
@@ -2356,6 +2421,71 @@ let wireViolations: [WireViolation] = [
         label: "RelayEvent.session_ids @max_len 64",
         body: { var m = RelayEvent.sample; m.sessionIds = [String(repeating: "x", count: 65)]; return .relayEvent(m) }(),
         expected: .tooLong(field: "RelayEvent.session_ids", limit: 64)
+    ),
+    WireViolation(
+        label: "RetroArchSession.session_id @max_len 16",
+        body: { var m = RetroArchSession.sample; m.sessionId = String(repeating: "x", count: 17); return .retroarchSession(m) }(),
+        expected: .tooLong(field: "RetroArchSession.session_id", limit: 16)
+    ),
+    WireViolation(
+        label: "RetroArchSession.session_id @required",
+        body: { var m = RetroArchSession.sample; m.sessionId = ""; return .retroarchSession(m) }(),
+        expected: .missingField("RetroArchSession.session_id")
+    ),
+    WireViolation(
+        label: "RetroArchSession.relay_id @max_len 64",
+        body: { var m = RetroArchSession.sample; m.relayId = String(repeating: "x", count: 65); return .retroarchSession(m) }(),
+        expected: .tooLong(field: "RetroArchSession.relay_id", limit: 64)
+    ),
+    WireViolation(
+        label: "RetroArchSession.join @max_len 300",
+        body: { var m = RetroArchSession.sample; m.join = String(repeating: "x", count: 301); return .retroarchSession(m) }(),
+        expected: .tooLong(field: "RetroArchSession.join", limit: 300)
+    ),
+    WireViolation(
+        label: "RetroArchSession.direct_endpoint @max_len 300",
+        body: { var m = RetroArchSession.sample; m.directEndpoint = String(repeating: "x", count: 301); return .retroarchSession(m) }(),
+        expected: .tooLong(field: "RetroArchSession.direct_endpoint", limit: 300)
+    ),
+    WireViolation(
+        label: "RetroArchSession.host_nick @max_len 32",
+        body: { var m = RetroArchSession.sample; m.hostNick = String(repeating: "x", count: 33); return .retroarchSession(m) }(),
+        expected: .tooLong(field: "RetroArchSession.host_nick", limit: 32)
+    ),
+    WireViolation(
+        label: "RetroArchSession.core_name @max_len 32",
+        body: { var m = RetroArchSession.sample; m.coreName = String(repeating: "x", count: 33); return .retroarchSession(m) }(),
+        expected: .tooLong(field: "RetroArchSession.core_name", limit: 32)
+    ),
+    WireViolation(
+        label: "RetroArchSession.core_version @max_len 32",
+        body: { var m = RetroArchSession.sample; m.coreVersion = String(repeating: "x", count: 33); return .retroarchSession(m) }(),
+        expected: .tooLong(field: "RetroArchSession.core_version", limit: 32)
+    ),
+    WireViolation(
+        label: "RetroArchSession.clients @range 0..64 (65)",
+        body: { var m = RetroArchSession.sample; m.clients = 65; return .retroarchSession(m) }(),
+        expected: .outOfRange(field: "RetroArchSession.clients", detail: "65 is outside 0...64")
+    ),
+    WireViolation(
+        label: "RetroArchSession.pending_clients @range 0..64 (65)",
+        body: { var m = RetroArchSession.sample; m.pendingClients = 65; return .retroarchSession(m) }(),
+        expected: .outOfRange(field: "RetroArchSession.pending_clients", detail: "65 is outside 0...64")
+    ),
+    WireViolation(
+        label: "RetroArchSession.end_reason @max_len 32",
+        body: { var m = RetroArchSession.sample; m.endReason = String(repeating: "x", count: 33); return .retroarchSession(m) }(),
+        expected: .tooLong(field: "RetroArchSession.end_reason", limit: 32)
+    ),
+    WireViolation(
+        label: "ListRetroArchSessionsRequest.relay_id @max_len 64",
+        body: { var m = ListRetroArchSessionsRequest.sample; m.relayId = String(repeating: "x", count: 65); return .listRetroarchSessionsRequest(m) }(),
+        expected: .tooLong(field: "ListRetroArchSessionsRequest.relay_id", limit: 64)
+    ),
+    WireViolation(
+        label: "ListRetroArchSessionsResponse.sessions @max_count 5000",
+        body: { var m = ListRetroArchSessionsResponse.sample; m.sessions = Array(repeating: RetroArchSession.sample, count: 5001); return .listRetroarchSessionsResponse(m) }(),
+        expected: .tooLong(field: "ListRetroArchSessionsResponse.sessions", limit: 5000)
     ),
     WireViolation(
         label: "Room.room_id @max_len 64",
@@ -2421,6 +2551,11 @@ let wireViolations: [WireViolation] = [
         label: "Room.host_version @max_len 64",
         body: { var m = AnnounceRoomRequest.sample; m.room.hostVersion = String(repeating: "x", count: 65); return .announceRoomRequest(m) }(),
         expected: .tooLong(field: "Room.host_version", limit: 64)
+    ),
+    WireViolation(
+        label: "Room.retroarch_join @max_len 300",
+        body: { var m = AnnounceRoomRequest.sample; m.room.retroarchJoin = String(repeating: "x", count: 301); return .announceRoomRequest(m) }(),
+        expected: .tooLong(field: "Room.retroarch_join", limit: 300)
     ),
     WireViolation(
         label: "AnnounceRoomRequest.ttl_ms @range 0..600000 (600001)",
@@ -3220,4 +3355,4 @@ let wireViolations: [WireViolation] = [
 ]
 
 /// The number of validation rules in the schema reachable from an Envelope body.
-let schemaViolationCount = 344
+let schemaViolationCount = 359

@@ -1447,6 +1447,141 @@ void   netplay__v1__relay_event__free_unpacked
   assert(message->base.descriptor == &netplay__v1__relay_event__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   netplay__v1__retro_arch_session__init
+                     (Netplay__V1__RetroArchSession         *message)
+{
+  static const Netplay__V1__RetroArchSession init_value = NETPLAY__V1__RETRO_ARCH_SESSION__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__retro_arch_session__get_packed_size
+                     (const Netplay__V1__RetroArchSession *message)
+{
+  assert(message->base.descriptor == &netplay__v1__retro_arch_session__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__retro_arch_session__pack
+                     (const Netplay__V1__RetroArchSession *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__retro_arch_session__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__retro_arch_session__pack_to_buffer
+                     (const Netplay__V1__RetroArchSession *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__retro_arch_session__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__RetroArchSession *
+       netplay__v1__retro_arch_session__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__RetroArchSession *)
+     protobuf_c_message_unpack (&netplay__v1__retro_arch_session__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__retro_arch_session__free_unpacked
+                     (Netplay__V1__RetroArchSession *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__retro_arch_session__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   netplay__v1__list_retro_arch_sessions_request__init
+                     (Netplay__V1__ListRetroArchSessionsRequest         *message)
+{
+  static const Netplay__V1__ListRetroArchSessionsRequest init_value = NETPLAY__V1__LIST_RETRO_ARCH_SESSIONS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__list_retro_arch_sessions_request__get_packed_size
+                     (const Netplay__V1__ListRetroArchSessionsRequest *message)
+{
+  assert(message->base.descriptor == &netplay__v1__list_retro_arch_sessions_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__list_retro_arch_sessions_request__pack
+                     (const Netplay__V1__ListRetroArchSessionsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__list_retro_arch_sessions_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__list_retro_arch_sessions_request__pack_to_buffer
+                     (const Netplay__V1__ListRetroArchSessionsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__list_retro_arch_sessions_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__ListRetroArchSessionsRequest *
+       netplay__v1__list_retro_arch_sessions_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__ListRetroArchSessionsRequest *)
+     protobuf_c_message_unpack (&netplay__v1__list_retro_arch_sessions_request__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__list_retro_arch_sessions_request__free_unpacked
+                     (Netplay__V1__ListRetroArchSessionsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__list_retro_arch_sessions_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   netplay__v1__list_retro_arch_sessions_response__init
+                     (Netplay__V1__ListRetroArchSessionsResponse         *message)
+{
+  static const Netplay__V1__ListRetroArchSessionsResponse init_value = NETPLAY__V1__LIST_RETRO_ARCH_SESSIONS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__list_retro_arch_sessions_response__get_packed_size
+                     (const Netplay__V1__ListRetroArchSessionsResponse *message)
+{
+  assert(message->base.descriptor == &netplay__v1__list_retro_arch_sessions_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__list_retro_arch_sessions_response__pack
+                     (const Netplay__V1__ListRetroArchSessionsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__list_retro_arch_sessions_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__list_retro_arch_sessions_response__pack_to_buffer
+                     (const Netplay__V1__ListRetroArchSessionsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__list_retro_arch_sessions_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__ListRetroArchSessionsResponse *
+       netplay__v1__list_retro_arch_sessions_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__ListRetroArchSessionsResponse *)
+     protobuf_c_message_unpack (&netplay__v1__list_retro_arch_sessions_response__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__list_retro_arch_sessions_response__free_unpacked
+                     (Netplay__V1__ListRetroArchSessionsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__list_retro_arch_sessions_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor netplay__v1__session_settings__field_descriptors[19] =
 {
   {
@@ -3716,7 +3851,7 @@ const ProtobufCMessageDescriptor netplay__v1__session_event__descriptor =
   (ProtobufCMessageInit) netplay__v1__session_event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__relay_load__field_descriptors[5] =
+static const ProtobufCFieldDescriptor netplay__v1__relay_load__field_descriptors[6] =
 {
   {
     "sessions",
@@ -3778,18 +3913,31 @@ static const ProtobufCFieldDescriptor netplay__v1__relay_load__field_descriptors
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "retroarch_sessions",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RelayLoad, retroarch_sessions),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__relay_load__field_indices_by_name[] = {
   2,   /* field[2] = capacity_sessions */
   4,   /* field[4] = cpu_percent */
   3,   /* field[3] = inputs_per_second */
   1,   /* field[1] = peers */
+  5,   /* field[5] = retroarch_sessions */
   0,   /* field[0] = sessions */
 };
 static const ProtobufCIntRange netplay__v1__relay_load__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor netplay__v1__relay_load__descriptor =
 {
@@ -3799,7 +3947,7 @@ const ProtobufCMessageDescriptor netplay__v1__relay_load__descriptor =
   "Netplay__V1__RelayLoad",
   "netplay.v1",
   sizeof(Netplay__V1__RelayLoad),
-  5,
+  6,
   netplay__v1__relay_load__field_descriptors,
   netplay__v1__relay_load__field_indices_by_name,
   1,  netplay__v1__relay_load__number_ranges,
@@ -4050,7 +4198,7 @@ const ProtobufCMessageDescriptor netplay__v1__register_relay_response__descripto
   (ProtobufCMessageInit) netplay__v1__register_relay_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__refresh_relay_request__field_descriptors[4] =
+static const ProtobufCFieldDescriptor netplay__v1__refresh_relay_request__field_descriptors[5] =
 {
   {
     "relay_id",
@@ -4100,17 +4248,30 @@ static const ProtobufCFieldDescriptor netplay__v1__refresh_relay_request__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "retroarch_sessions",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__RefreshRelayRequest, n_retroarch_sessions),
+    offsetof(Netplay__V1__RefreshRelayRequest, retroarch_sessions),
+    &netplay__v1__retro_arch_session__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__refresh_relay_request__field_indices_by_name[] = {
   2,   /* field[2] = draining */
   1,   /* field[1] = load */
   3,   /* field[3] = presence */
   0,   /* field[0] = relay_id */
+  4,   /* field[4] = retroarch_sessions */
 };
 static const ProtobufCIntRange netplay__v1__refresh_relay_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor netplay__v1__refresh_relay_request__descriptor =
 {
@@ -4120,7 +4281,7 @@ const ProtobufCMessageDescriptor netplay__v1__refresh_relay_request__descriptor 
   "Netplay__V1__RefreshRelayRequest",
   "netplay.v1",
   sizeof(Netplay__V1__RefreshRelayRequest),
-  4,
+  5,
   netplay__v1__refresh_relay_request__field_descriptors,
   netplay__v1__refresh_relay_request__field_indices_by_name,
   1,  netplay__v1__refresh_relay_request__number_ranges,
@@ -4380,6 +4541,432 @@ const ProtobufCMessageDescriptor netplay__v1__relay_event__descriptor =
   netplay__v1__relay_event__field_indices_by_name,
   1,  netplay__v1__relay_event__number_ranges,
   (ProtobufCMessageInit) netplay__v1__relay_event__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__retro_arch_session__field_descriptors[25] =
+{
+  {
+    "session_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, session_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "relay_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, relay_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "join",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, join),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "direct_endpoint",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, direct_endpoint),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "host_nick",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, host_nick),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "core_name",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, core_name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "core_version",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, core_version),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "content_crc",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, content_crc),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "clients",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, clients),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pending_clients",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, pending_clients),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bytes_from_host",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, bytes_from_host),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bytes_to_host",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, bytes_to_host),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "inputs",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, inputs),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "crc_checks",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, crc_checks),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "resync_requests",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, resync_requests),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "savestates",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, savestates),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "last_frame",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, last_frame),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "host_rtt_ms",
+    18,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, host_rtt_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "opened_at_unix_ms",
+    19,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, opened_at_unix_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "last_resync_at_unix_ms",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, last_resync_at_unix_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "clients_joined",
+    21,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, clients_joined),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "link_rtt_ms",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, link_rtt_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "refused_connections",
+    23,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, refused_connections),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ended",
+    24,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, ended),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "end_reason",
+    25,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RetroArchSession, end_reason),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__retro_arch_session__field_indices_by_name[] = {
+  10,   /* field[10] = bytes_from_host */
+  11,   /* field[11] = bytes_to_host */
+  8,   /* field[8] = clients */
+  20,   /* field[20] = clients_joined */
+  7,   /* field[7] = content_crc */
+  5,   /* field[5] = core_name */
+  6,   /* field[6] = core_version */
+  13,   /* field[13] = crc_checks */
+  3,   /* field[3] = direct_endpoint */
+  24,   /* field[24] = end_reason */
+  23,   /* field[23] = ended */
+  4,   /* field[4] = host_nick */
+  17,   /* field[17] = host_rtt_ms */
+  12,   /* field[12] = inputs */
+  2,   /* field[2] = join */
+  16,   /* field[16] = last_frame */
+  19,   /* field[19] = last_resync_at_unix_ms */
+  21,   /* field[21] = link_rtt_ms */
+  18,   /* field[18] = opened_at_unix_ms */
+  9,   /* field[9] = pending_clients */
+  22,   /* field[22] = refused_connections */
+  1,   /* field[1] = relay_id */
+  14,   /* field[14] = resync_requests */
+  15,   /* field[15] = savestates */
+  0,   /* field[0] = session_id */
+};
+static const ProtobufCIntRange netplay__v1__retro_arch_session__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 25 }
+};
+const ProtobufCMessageDescriptor netplay__v1__retro_arch_session__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.RetroArchSession",
+  "RetroArchSession",
+  "Netplay__V1__RetroArchSession",
+  "netplay.v1",
+  sizeof(Netplay__V1__RetroArchSession),
+  25,
+  netplay__v1__retro_arch_session__field_descriptors,
+  netplay__v1__retro_arch_session__field_indices_by_name,
+  1,  netplay__v1__retro_arch_session__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__retro_arch_session__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__list_retro_arch_sessions_request__field_descriptors[1] =
+{
+  {
+    "relay_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__ListRetroArchSessionsRequest, relay_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__list_retro_arch_sessions_request__field_indices_by_name[] = {
+  0,   /* field[0] = relay_id */
+};
+static const ProtobufCIntRange netplay__v1__list_retro_arch_sessions_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor netplay__v1__list_retro_arch_sessions_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.ListRetroArchSessionsRequest",
+  "ListRetroArchSessionsRequest",
+  "Netplay__V1__ListRetroArchSessionsRequest",
+  "netplay.v1",
+  sizeof(Netplay__V1__ListRetroArchSessionsRequest),
+  1,
+  netplay__v1__list_retro_arch_sessions_request__field_descriptors,
+  netplay__v1__list_retro_arch_sessions_request__field_indices_by_name,
+  1,  netplay__v1__list_retro_arch_sessions_request__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__list_retro_arch_sessions_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__list_retro_arch_sessions_response__field_descriptors[1] =
+{
+  {
+    "sessions",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__ListRetroArchSessionsResponse, n_sessions),
+    offsetof(Netplay__V1__ListRetroArchSessionsResponse, sessions),
+    &netplay__v1__retro_arch_session__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__list_retro_arch_sessions_response__field_indices_by_name[] = {
+  0,   /* field[0] = sessions */
+};
+static const ProtobufCIntRange netplay__v1__list_retro_arch_sessions_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor netplay__v1__list_retro_arch_sessions_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.ListRetroArchSessionsResponse",
+  "ListRetroArchSessionsResponse",
+  "Netplay__V1__ListRetroArchSessionsResponse",
+  "netplay.v1",
+  sizeof(Netplay__V1__ListRetroArchSessionsResponse),
+  1,
+  netplay__v1__list_retro_arch_sessions_response__field_descriptors,
+  netplay__v1__list_retro_arch_sessions_response__field_indices_by_name,
+  1,  netplay__v1__list_retro_arch_sessions_response__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__list_retro_arch_sessions_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCEnumValue netplay__v1__session_state__enum_values_by_number[4] =

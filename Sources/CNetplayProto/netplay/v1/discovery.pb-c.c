@@ -862,7 +862,7 @@ void   netplay__v1__rooms_sync__free_unpacked
   assert(message->base.descriptor == &netplay__v1__rooms_sync__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor netplay__v1__room__field_descriptors[24] =
+static const ProtobufCFieldDescriptor netplay__v1__room__field_descriptors[25] =
 {
   {
     "room_id",
@@ -1105,6 +1105,18 @@ static const ProtobufCFieldDescriptor netplay__v1__room__field_descriptors[24] =
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "retroarch_join",
+    26,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__Room, retroarch_join),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "created_at_unix_ms",
     30,
     PROTOBUF_C_LABEL_NONE,
@@ -1155,10 +1167,10 @@ static const ProtobufCFieldDescriptor netplay__v1__room__field_descriptors[24] =
 };
 static const unsigned netplay__v1__room__field_indices_by_name[] = {
   4,   /* field[4] = content */
-  20,   /* field[20] = created_at_unix_ms */
+  21,   /* field[21] = created_at_unix_ms */
   6,   /* field[6] = current_players */
   9,   /* field[9] = current_spectators */
-  22,   /* field[22] = expires_at_unix_ms */
+  23,   /* field[23] = expires_at_unix_ms */
   13,   /* field[13] = frame_delay */
   10,   /* field[10] = has_password */
   11,   /* field[11] = has_spectate_password */
@@ -1170,22 +1182,23 @@ static const unsigned netplay__v1__room__field_indices_by_name[] = {
   8,   /* field[8] = max_spectators */
   17,   /* field[17] = region */
   16,   /* field[16] = relay_endpoint */
-  23,   /* field[23] = revision */
+  20,   /* field[20] = retroarch_join */
+  24,   /* field[24] = revision */
   0,   /* field[0] = room_id */
   3,   /* field[3] = room_name */
   1,   /* field[1] = session_id */
   18,   /* field[18] = source */
   7,   /* field[7] = spectators_allowed */
   14,   /* field[14] = transport */
-  21,   /* field[21] = updated_at_unix_ms */
+  22,   /* field[22] = updated_at_unix_ms */
 };
 static const ProtobufCIntRange netplay__v1__room__number_ranges[4 + 1] =
 {
   { 1, 0 },
   { 10, 5 },
   { 20, 14 },
-  { 30, 20 },
-  { 0, 24 }
+  { 30, 21 },
+  { 0, 25 }
 };
 const ProtobufCMessageDescriptor netplay__v1__room__descriptor =
 {
@@ -1195,7 +1208,7 @@ const ProtobufCMessageDescriptor netplay__v1__room__descriptor =
   "Netplay__V1__Room",
   "netplay.v1",
   sizeof(Netplay__V1__Room),
-  24,
+  25,
   netplay__v1__room__field_descriptors,
   netplay__v1__room__field_indices_by_name,
   4,  netplay__v1__room__number_ranges,
@@ -2497,21 +2510,23 @@ const ProtobufCMessageDescriptor netplay__v1__rooms_sync__descriptor =
   (ProtobufCMessageInit) netplay__v1__rooms_sync__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue netplay__v1__room_source__enum_values_by_number[4] =
+static const ProtobufCEnumValue netplay__v1__room_source__enum_values_by_number[5] =
 {
   { "ROOM_SOURCE_UNSPECIFIED", "NETPLAY__V1__ROOM_SOURCE__ROOM_SOURCE_UNSPECIFIED", 0 },
   { "ROOM_SOURCE_LOBBY", "NETPLAY__V1__ROOM_SOURCE__ROOM_SOURCE_LOBBY", 1 },
   { "ROOM_SOURCE_LAN_BEACON", "NETPLAY__V1__ROOM_SOURCE__ROOM_SOURCE_LAN_BEACON", 2 },
   { "ROOM_SOURCE_RETROARCH_LAN", "NETPLAY__V1__ROOM_SOURCE__ROOM_SOURCE_RETROARCH_LAN", 3 },
+  { "ROOM_SOURCE_RETROARCH_RELAY", "NETPLAY__V1__ROOM_SOURCE__ROOM_SOURCE_RETROARCH_RELAY", 4 },
 };
 static const ProtobufCIntRange netplay__v1__room_source__value_ranges[] = {
-{0, 0},{0, 4}
+{0, 0},{0, 5}
 };
-static const ProtobufCEnumValueIndex netplay__v1__room_source__enum_values_by_name[4] =
+static const ProtobufCEnumValueIndex netplay__v1__room_source__enum_values_by_name[5] =
 {
   { "ROOM_SOURCE_LAN_BEACON", 2 },
   { "ROOM_SOURCE_LOBBY", 1 },
   { "ROOM_SOURCE_RETROARCH_LAN", 3 },
+  { "ROOM_SOURCE_RETROARCH_RELAY", 4 },
   { "ROOM_SOURCE_UNSPECIFIED", 0 },
 };
 const ProtobufCEnumDescriptor netplay__v1__room_source__descriptor =
@@ -2521,9 +2536,9 @@ const ProtobufCEnumDescriptor netplay__v1__room_source__descriptor =
   "RoomSource",
   "Netplay__V1__RoomSource",
   "netplay.v1",
-  4,
+  5,
   netplay__v1__room_source__enum_values_by_number,
-  4,
+  5,
   netplay__v1__room_source__enum_values_by_name,
   1,
   netplay__v1__room_source__value_ranges,

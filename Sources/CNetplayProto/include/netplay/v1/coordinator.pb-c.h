@@ -48,6 +48,9 @@ typedef struct Netplay__V1__RefreshRelayResponse Netplay__V1__RefreshRelayRespon
 typedef struct Netplay__V1__ListRelaysRequest Netplay__V1__ListRelaysRequest;
 typedef struct Netplay__V1__ListRelaysResponse Netplay__V1__ListRelaysResponse;
 typedef struct Netplay__V1__RelayEvent Netplay__V1__RelayEvent;
+typedef struct Netplay__V1__RetroArchSession Netplay__V1__RetroArchSession;
+typedef struct Netplay__V1__ListRetroArchSessionsRequest Netplay__V1__ListRetroArchSessionsRequest;
+typedef struct Netplay__V1__ListRetroArchSessionsResponse Netplay__V1__ListRetroArchSessionsResponse;
 
 
 /* --- enums --- */
@@ -979,10 +982,14 @@ struct  Netplay__V1__RelayLoad
    * Process CPU use in percent of one core.
    */
   uint32_t cpu_percent;
+  /*
+   * RetroArch sessions relayed by its tunnel listener (already counted in `sessions`).
+   */
+  uint32_t retroarch_sessions;
 };
 #define NETPLAY__V1__RELAY_LOAD__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__relay_load__descriptor) \
-    , 0, 0, 0, 0, 0 }
+    , 0, 0, 0, 0, 0, 0 }
 
 
 /*
@@ -1103,10 +1110,16 @@ struct  Netplay__V1__RefreshRelayRequest
    */
   size_t n_presence;
   Netplay__V1__SessionPresence **presence;
+  /*
+   * The RetroArch sessions its tunnel listener relays now (docs/retroarch.md); the coordinator
+   * lists them and announces each as a room. One left out has ended. @max_count 2000
+   */
+  size_t n_retroarch_sessions;
+  Netplay__V1__RetroArchSession **retroarch_sessions;
 };
 #define NETPLAY__V1__REFRESH_RELAY_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__refresh_relay_request__descriptor) \
-    , (char *)protobuf_c_empty_string, NULL, 0, 0,NULL }
+    , (char *)protobuf_c_empty_string, NULL, 0, 0,NULL, 0,NULL }
 
 
 /*
@@ -1221,6 +1234,155 @@ struct  Netplay__V1__RelayEvent
 #define NETPLAY__V1__RELAY_EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__relay_event__descriptor) \
     , 0, NETPLAY__V1__RELAY_EVENT_KIND__RELAY_EVENT_KIND_UNSPECIFIED, NULL, 0,NULL, 0 }
+
+
+/*
+ * A RetroArch netplay session piped through a relay's tunnel listener (RetroArch's "relay
+ * server", its MITM protocol): one RetroArch host and the clients linked to it, with the health
+ * the relay reads from the stream. Reported by the relay in every refresh.
+ */
+struct  Netplay__V1__RetroArchSession
+{
+  ProtobufCMessage base;
+  /*
+   * The shared session id: base64 of its 12 bytes, as RetroArch's join string carries it.
+   * @max_len 16 @required
+   */
+  char *session_id;
+  /*
+   * The relay serving it. @max_len 64
+   */
+  char *relay_id;
+  /*
+   * What a RetroArch client passes to `--connect`: "HOST|PORT|SESSIONID". @max_len 300
+   */
+  char *join;
+  /*
+   * The session's own plain port, "HOST:PORT" ("" without one): `--connect HOST --port PORT`. @max_len 300
+   */
+  char *direct_endpoint;
+  /*
+   * The host's nickname (its NICK message). @max_len 32
+   */
+  char *host_nick;
+  /*
+   * Core name, as RetroArch's INFO message says (e.g. "Nestopia"). @max_len 32
+   */
+  char *core_name;
+  /*
+   * Core version. @max_len 32
+   */
+  char *core_version;
+  /*
+   * The content's CRC32 (0 until an INFO message is seen).
+   */
+  uint32_t content_crc;
+  /*
+   * Clients linked to the host now. @range 0..64
+   */
+  uint32_t clients;
+  /*
+   * Clients waiting for the host to open their link. @range 0..64
+   */
+  uint32_t pending_clients;
+  /*
+   * Bytes piped from the host to its clients.
+   */
+  uint64_t bytes_from_host;
+  /*
+   * Bytes piped from the clients to the host.
+   */
+  uint64_t bytes_to_host;
+  /*
+   * INPUT messages piped (both ways).
+   */
+  uint64_t inputs;
+  /*
+   * CRC messages (the host's state checks) piped to clients.
+   */
+  uint64_t crc_checks;
+  /*
+   * REQUEST_SAVESTATE messages (a client whose CRC check failed asks for the host's state).
+   */
+  uint64_t resync_requests;
+  /*
+   * LOAD_SAVESTATE messages (states the host sent).
+   */
+  uint64_t savestates;
+  /*
+   * The frame of the last CRC message.
+   */
+  uint32_t last_frame;
+  /*
+   * The host's round trip to the relay, from the relay's RATP pings (0 until measured).
+   */
+  uint32_t host_rtt_ms;
+  /*
+   * When the host opened the session.
+   */
+  uint64_t opened_at_unix_ms;
+  /*
+   * When the last resync request was seen (0: never).
+   */
+  uint64_t last_resync_at_unix_ms;
+  /*
+   * Clients that have linked since the session opened.
+   */
+  uint32_t clients_joined;
+  /*
+   * The longest host-client round trip through the relay, from netplay's own pings in the
+   * stream (0 until measured).
+   */
+  uint32_t link_rtt_ms;
+  /*
+   * Connections the relay closed in this session for a reason other than a normal end.
+   */
+  uint32_t refused_connections;
+  /*
+   * Set in the last report of a session that ended (pushed to telemetry).
+   */
+  protobuf_c_boolean ended;
+  /*
+   * Why it ended ("" while it runs; e.g. "host_closed", "host_timeout"). @max_len 32
+   */
+  char *end_reason;
+};
+#define NETPLAY__V1__RETRO_ARCH_SESSION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__retro_arch_session__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * Lists the RetroArch sessions the relays report. Replied with ListRetroArchSessionsResponse.
+ */
+struct  Netplay__V1__ListRetroArchSessionsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * Only this relay's ("" = every relay's). @max_len 64
+   */
+  char *relay_id;
+};
+#define NETPLAY__V1__LIST_RETRO_ARCH_SESSIONS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__list_retro_arch_sessions_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+/*
+ * Reply to ListRetroArchSessionsRequest.
+ */
+struct  Netplay__V1__ListRetroArchSessionsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The sessions, by relay then session id. @max_count 5000
+   */
+  size_t n_sessions;
+  Netplay__V1__RetroArchSession **sessions;
+};
+#define NETPLAY__V1__LIST_RETRO_ARCH_SESSIONS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__list_retro_arch_sessions_response__descriptor) \
+    , 0,NULL }
 
 
 /* Netplay__V1__SessionSettings methods */
@@ -1831,6 +1993,63 @@ Netplay__V1__RelayEvent *
 void   netplay__v1__relay_event__free_unpacked
                      (Netplay__V1__RelayEvent *message,
                       ProtobufCAllocator *allocator);
+/* Netplay__V1__RetroArchSession methods */
+void   netplay__v1__retro_arch_session__init
+                     (Netplay__V1__RetroArchSession         *message);
+size_t netplay__v1__retro_arch_session__get_packed_size
+                     (const Netplay__V1__RetroArchSession   *message);
+size_t netplay__v1__retro_arch_session__pack
+                     (const Netplay__V1__RetroArchSession   *message,
+                      uint8_t             *out);
+size_t netplay__v1__retro_arch_session__pack_to_buffer
+                     (const Netplay__V1__RetroArchSession   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__RetroArchSession *
+       netplay__v1__retro_arch_session__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__retro_arch_session__free_unpacked
+                     (Netplay__V1__RetroArchSession *message,
+                      ProtobufCAllocator *allocator);
+/* Netplay__V1__ListRetroArchSessionsRequest methods */
+void   netplay__v1__list_retro_arch_sessions_request__init
+                     (Netplay__V1__ListRetroArchSessionsRequest         *message);
+size_t netplay__v1__list_retro_arch_sessions_request__get_packed_size
+                     (const Netplay__V1__ListRetroArchSessionsRequest   *message);
+size_t netplay__v1__list_retro_arch_sessions_request__pack
+                     (const Netplay__V1__ListRetroArchSessionsRequest   *message,
+                      uint8_t             *out);
+size_t netplay__v1__list_retro_arch_sessions_request__pack_to_buffer
+                     (const Netplay__V1__ListRetroArchSessionsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__ListRetroArchSessionsRequest *
+       netplay__v1__list_retro_arch_sessions_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__list_retro_arch_sessions_request__free_unpacked
+                     (Netplay__V1__ListRetroArchSessionsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Netplay__V1__ListRetroArchSessionsResponse methods */
+void   netplay__v1__list_retro_arch_sessions_response__init
+                     (Netplay__V1__ListRetroArchSessionsResponse         *message);
+size_t netplay__v1__list_retro_arch_sessions_response__get_packed_size
+                     (const Netplay__V1__ListRetroArchSessionsResponse   *message);
+size_t netplay__v1__list_retro_arch_sessions_response__pack
+                     (const Netplay__V1__ListRetroArchSessionsResponse   *message,
+                      uint8_t             *out);
+size_t netplay__v1__list_retro_arch_sessions_response__pack_to_buffer
+                     (const Netplay__V1__ListRetroArchSessionsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__ListRetroArchSessionsResponse *
+       netplay__v1__list_retro_arch_sessions_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__list_retro_arch_sessions_response__free_unpacked
+                     (Netplay__V1__ListRetroArchSessionsResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Netplay__V1__SessionSettings_Closure)
@@ -1929,6 +2148,15 @@ typedef void (*Netplay__V1__ListRelaysResponse_Closure)
 typedef void (*Netplay__V1__RelayEvent_Closure)
                  (const Netplay__V1__RelayEvent *message,
                   void *closure_data);
+typedef void (*Netplay__V1__RetroArchSession_Closure)
+                 (const Netplay__V1__RetroArchSession *message,
+                  void *closure_data);
+typedef void (*Netplay__V1__ListRetroArchSessionsRequest_Closure)
+                 (const Netplay__V1__ListRetroArchSessionsRequest *message,
+                  void *closure_data);
+typedef void (*Netplay__V1__ListRetroArchSessionsResponse_Closure)
+                 (const Netplay__V1__ListRetroArchSessionsResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1970,6 +2198,9 @@ extern const ProtobufCMessageDescriptor netplay__v1__refresh_relay_response__des
 extern const ProtobufCMessageDescriptor netplay__v1__list_relays_request__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__list_relays_response__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__relay_event__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__retro_arch_session__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__list_retro_arch_sessions_request__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__list_retro_arch_sessions_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

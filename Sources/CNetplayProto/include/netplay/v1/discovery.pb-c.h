@@ -58,7 +58,11 @@ typedef enum _Netplay__V1__RoomSource {
   /*
    * A RetroArch host on the LAN that answered a RANQ scan (RANS reply).
    */
-  NETPLAY__V1__ROOM_SOURCE__ROOM_SOURCE_RETROARCH_LAN = 3
+  NETPLAY__V1__ROOM_SOURCE__ROOM_SOURCE_RETROARCH_LAN = 3,
+  /*
+   * A RetroArch host playing through a relay's tunnel listener (announced by the coordinator).
+   */
+  NETPLAY__V1__ROOM_SOURCE__ROOM_SOURCE_RETROARCH_RELAY = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(NETPLAY__V1__ROOM_SOURCE)
 } Netplay__V1__RoomSource;
 /*
@@ -178,6 +182,11 @@ struct  Netplay__V1__Room
    */
   char *host_version;
   /*
+   * RetroArch relay rooms: what a RetroArch client passes to `--connect`,
+   * "HOST|PORT|SESSIONID". @max_len 300
+   */
+  char *retroarch_join;
+  /*
    * When the room was first announced.
    */
   uint64_t created_at_unix_ms;
@@ -196,7 +205,7 @@ struct  Netplay__V1__Room
 };
 #define NETPLAY__V1__ROOM__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__room__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, NETPLAY__V1__TRANSPORT__TRANSPORT_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NETPLAY__V1__ROOM_SOURCE__ROOM_SOURCE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, NETPLAY__V1__TRANSPORT__TRANSPORT_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NETPLAY__V1__ROOM_SOURCE__ROOM_SOURCE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
 
 
 /*

@@ -97,6 +97,9 @@ typedef enum {
   NETPLAY__V1__ENVELOPE__BODY_LIST_RELAYS_REQUEST = 124,
   NETPLAY__V1__ENVELOPE__BODY_LIST_RELAYS_RESPONSE = 125,
   NETPLAY__V1__ENVELOPE__BODY_RELAY_EVENT = 126,
+  NETPLAY__V1__ENVELOPE__BODY_LIST_RETROARCH_SESSIONS_REQUEST = 127,
+  NETPLAY__V1__ENVELOPE__BODY_LIST_RETROARCH_SESSIONS_RESPONSE = 128,
+  NETPLAY__V1__ENVELOPE__BODY_RETROARCH_SESSION = 129,
   NETPLAY__V1__ENVELOPE__BODY_ATTACH_REQUEST = 150,
   NETPLAY__V1__ENVELOPE__BODY_ATTACH_RESPONSE = 151,
   NETPLAY__V1__ENVELOPE__BODY_DETACH = 152,
@@ -394,6 +397,18 @@ struct  Netplay__V1__Envelope
      * Event `relays.<kind>`.
      */
     Netplay__V1__RelayEvent *relay_event;
+    /*
+     * List the RetroArch sessions relays pipe.
+     */
+    Netplay__V1__ListRetroArchSessionsRequest *list_retroarch_sessions_request;
+    /*
+     * Reply to ListRetroArchSessionsRequest.
+     */
+    Netplay__V1__ListRetroArchSessionsResponse *list_retroarch_sessions_response;
+    /*
+     * Relay -> telemetry: a RetroArch session's health (every few seconds, and when it ends).
+     */
+    Netplay__V1__RetroArchSession *retroarch_session;
     /*
      * --- 150-199: sync (relay) and replay files ---
      * Peer attaches with its ticket.

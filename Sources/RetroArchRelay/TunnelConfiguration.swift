@@ -1,0 +1,127 @@
+import Foundation
+
+/// How a relay's RetroArch tunnel listener runs: where it listens, what it tells clients, and its
+/// limits. Every limit is configurable; the defaults are at least the official tunnel server's.
+public struct TunnelConfiguration: Sendable, Equatable {
+    /// The TCP port RetroArch hosts and clients connect to (RetroArch's default relay port is 55435).
+    public var port: UInt16
+    /// The address the listener binds ("0.0.0.0": every interface).
+    public var bindHost: String
+    /// The host name or address written into join strings ("HOST|PORT|SESSIONID"): what clients
+    /// can reach.
+    public var advertiseHost: String
+    /// The port written into join strings (0: `port`), for a relay behind a port mapping.
+    public var advertisePort: UInt16
+    /// Plain per-session ports: each new session gets a free port of this range, where a client
+    /// joins with only an address and a port. Nil: none.
+    public var sessionPorts: ClosedRange<UInt16>?
+    /// Sessions at most (a host asking for one more is closed).
+    public var maxSessions: Int
+    /// Clients linked or waiting in one session at most.
+    public var maxClientsPerSession: Int
+    /// Clients waiting for their link in one session at most (RetroArch's host keeps 8).
+    public var maxPendingLinks: Int
+    /// Connections of every kind at most.
+    public var maxConnections: Int
+    /// Seconds a new connection has to send its 16-byte prefix.
+    public var prefixTimeoutSeconds: Double
+    /// Seconds a client waits for the host to open its link (RetroArch's host gives up after 15).
+    public var linkTimeoutSeconds: Double
+    /// Seconds between the relay's RATP pings to a host.
+    public var pingIntervalSeconds: Double
+    /// Seconds a host's control connection may stay silent (no ping echo) before its session ends.
+    public var hostTimeoutSeconds: Double
+    /// Bytes a waiting client may send before its link exists.
+    public var maxBufferedBytes: Int
+    /// Chunks queued towards one connection at most; a reader slower than that is closed.
+    public var sendQueueChunks: Int32
+
+    /// A configuration listening on `port` with the default limits.
+    public init(port: UInt16 = 55435, bindHost: String = "0.0.0.0", advertiseHost: String = "127.0.0.1", advertisePort: UInt16 = 0,
+                sessionPorts: ClosedRange<UInt16>? = nil, maxSessions: Int = 1_000, maxClientsPerSession: Int = 32,
+                maxPendingLinks: Int = 8, maxConnections: Int = 8_192, prefixTimeoutSeconds: Double = 10,
+                linkTimeoutSeconds: Double = 30, pingIntervalSeconds: Double = 10, hostTimeoutSeconds: Double = 240,
+                maxBufferedBytes: Int = 1 << 20, sendQueueChunks: Int32 = 4_096) {
+        self.port = port
+        self.bindHost = bindHost
+        self.advertiseHost = advertiseHost
+        self.advertisePort = advertisePort
+        self.sessionPorts = sessionPorts
+        self.maxSessions = maxSessions
+        self.maxClientsPerSession = maxClientsPerSession
+        self.maxPendingLinks = maxPendingLinks
+        self.maxConnections = maxConnections
+        self.prefixTimeoutSeconds = prefixTimeoutSeconds
+        self.linkTimeoutSeconds = linkTimeoutSeconds
+        self.pingIntervalSeconds = pingIntervalSeconds
+        self.hostTimeoutSeconds = hostTimeoutSeconds
+        self.maxBufferedBytes = maxBufferedBytes
+        self.sendQueueChunks = sendQueueChunks
+    }
+
+    /// The port join strings name.
+    public var joinPort: UInt16 { advertisePort == 0 ? port : advertisePort }
+
+    /// The join string of `session`: "HOST|PORT|SESSIONID".
+    public func join(_ session: TunnelID) -> String {
+        "\(advertiseHost)|\(joinPort)|\(session.base64)"
+    }
+
+    /// Parses a port range "LOW-HIGH" (or one port); nil when malformed.
+    public static func parsePortRange(_ text: String) -> ClosedRange<UInt16>? {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        guard (1...2).contains(parts.count), let low = UInt16(parts[0]), low > 0 else { return nil }
+        guard parts.count == 2 else { return low...low }
+        guard let high = UInt16(parts[1]), high >= low else { return nil }
+        return low...high
+    }
+
+    /// The host of a ZeroMQ endpoint ("tcp://HOST:PORT") clients can reach: a wildcard or an
+    /// unspecified address becomes 127.0.0.1.
+    public static func reachableHost(ofEndpoint endpoint: String) -> String {
+        var rest = Substring(endpoint)
+        if let scheme = rest.range(of: "://") { rest = rest[scheme.upperBound...] }
+        if let colon = rest.lastIndex(of: ":") { rest = rest[..<colon] }
+        let host = rest.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        return ["", "*", "0.0.0.0", "::"].contains(host) ? "127.0.0.1" : host
+    }
+
+    /// A malformed `--retroarch-limits` value.
+    public struct LimitsError: Error, CustomStringConvertible {
+        /// The one-line reason.
+        public let description: String
+    }
+
+    /// Applies "name=value,..." limits (sessions, clients, pending, connections, prefix-timeout,
+    /// link-timeout, ping-interval, host-timeout in seconds, buffer in bytes).
+    public mutating func applyLimits(_ text: String) throws(LimitsError) {
+        for item in text.split(separator: ",") {
+            let pair = item.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard pair.count == 2, let value = Double(pair[1]), value > 0, value.isFinite else {
+                throw LimitsError(description: "expected name=value with a positive number, got '\(item)'")
+            }
+            func whole() throws(LimitsError) -> Int {
+                guard value == value.rounded(), value <= 1e9 else {
+                    throw LimitsError(description: "\(pair[0]) must be a whole number, got '\(pair[1])'")
+                }
+                return Int(value)
+            }
+            switch pair[0] {
+            case "sessions": maxSessions = try whole()
+            case "clients": maxClientsPerSession = try whole()
+            case "pending": maxPendingLinks = try whole()
+            case "connections": maxConnections = try whole()
+            case "buffer": maxBufferedBytes = try whole()
+            case "prefix-timeout": prefixTimeoutSeconds = value
+            case "link-timeout": linkTimeoutSeconds = value
+            case "ping-interval": pingIntervalSeconds = value
+            case "host-timeout": hostTimeoutSeconds = value
+            default:
+                throw LimitsError(description: "unknown limit '\(pair[0])' (sessions, clients, pending, connections, buffer, prefix-timeout, link-timeout, ping-interval, host-timeout)")
+            }
+        }
+        if hostTimeoutSeconds <= pingIntervalSeconds {
+            throw LimitsError(description: "host-timeout (\(hostTimeoutSeconds) s) must be longer than ping-interval (\(pingIntervalSeconds) s)")
+        }
+    }
+}

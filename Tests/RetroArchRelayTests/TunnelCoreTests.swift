@@ -1,0 +1,306 @@
+import Testing
+@testable import RetroArchRelay
+
+/// A transport that records what the core does.
+final class RecordingTransport: TunnelTransport {
+    var sent: [TunnelConnection: [UInt8]] = [:]
+    var closed: [TunnelConnection] = []
+    var events: [TunnelEvent] = []
+    var refuseSendsTo: Set<TunnelConnection> = []
+    var nextPortListener = 100
+    var portsClosed: [Int] = []
+
+    func send(_ bytes: UnsafeRawBufferPointer, to connection: TunnelConnection) -> Bool {
+        guard !refuseSendsTo.contains(connection), !closed.contains(connection) else { return false }
+        sent[connection, default: []].append(contentsOf: bytes)
+        return true
+    }
+    func close(_ connection: TunnelConnection) { closed.append(connection) }
+    func openSessionPort(for session: TunnelID) -> (listener: Int, port: UInt16)? {
+        nextPortListener += 1
+        return (nextPortListener, UInt16(40_000 + nextPortListener))
+    }
+    func closeSessionPort(listener: Int) { portsClosed.append(listener) }
+    func tunnelEvent(_ event: TunnelEvent) { events.append(event) }
+
+    /// Takes what was sent to `connection` so far.
+    func take(_ connection: TunnelConnection) -> [UInt8] {
+        defer { sent[connection] = nil }
+        return sent[connection] ?? []
+    }
+}
+
+/// Drives a ``TunnelCore`` as RetroArch hosts and clients would.
+struct TunnelRig {
+    let transport = RecordingTransport()
+    let core: TunnelCore
+    var now: UInt64 = 1_000
+    var nextId: UInt64 = 1
+
+    init(_ configuration: TunnelConfiguration = TunnelConfiguration(advertiseHost: "relay.example", sessionPorts: nil)) {
+        var seed = SeededGenerator(state: 42)
+        _ = seed.next()
+        core = TunnelCore(configuration: configuration, transport: transport, wallClockMs: { 1_700_000_000_000 }, generator: seed)
+    }
+
+    mutating func connect(listener: Int = 0, address: [UInt8] = [10, 0, 0, 9]) -> TunnelConnection {
+        let connection = TunnelConnection(listener: listener, id: nextId)
+        nextId += 1
+        core.opened(connection, address: address, nowMs: now)
+        return connection
+    }
+
+    func send(_ bytes: [UInt8], on connection: TunnelConnection) {
+        bytes.withUnsafeBytes { core.received($0, on: connection, nowMs: now) }
+    }
+
+    /// A host with its session: the control connection and the session id.
+    mutating func host() throws -> (TunnelConnection, TunnelID) {
+        let control = connect(address: [192, 168, 1, 2])
+        send(TunnelWire.message(TunnelWire.session, .zero), on: control)
+        let reply = transport.take(control)
+        #expect(reply.count == 16 && TunnelWire.magic(reply) == TunnelWire.session)
+        let id = try #require(TunnelID(reply[4...]))
+        #expect(!id.isZero)
+        return (control, id)
+    }
+
+    /// A client joining `session`: its connection and the link id the host was told.
+    mutating func client(of session: TunnelID, control: TunnelConnection, first bytes: [UInt8] = []) throws -> (TunnelConnection, TunnelID) {
+        let client = connect(address: [203, 0, 113, 7])
+        send(TunnelWire.message(TunnelWire.session, session) + bytes, on: client)
+        let told = transport.take(control)
+        #expect(told.count == 16 && TunnelWire.magic(told) == TunnelWire.link)
+        return (client, try #require(TunnelID(told[4...])))
+    }
+}
+
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+@Suite("RetroArch tunnel core")
+struct TunnelCoreTests {
+    @Test func aHostGetsASessionAClientIsLinkedAndBytesFlowBothWays() throws {
+        var rig = TunnelRig()
+        let (control, session) = try rig.host()
+        let hello: [UInt8] = Array("client header".utf8)
+        let (client, link) = try rig.client(of: session, control: control, first: hello)
+        rig.send([1, 2, 3], on: client)  // buffered until the link exists
+        #expect(rig.transport.sent[client] == nil)
+
+        // The host asks where the client comes from: an IPv4-mapped IPv6 address.
+        rig.send(TunnelWire.message(TunnelWire.address, link), on: control)
+        let address = rig.transport.take(control)
+        #expect(address == TunnelWire.message(TunnelWire.address, link) + [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 203, 0, 113, 7])
+
+        // The host's link connection claims the link: the client's buffered bytes reach it.
+        let hostLink = rig.connect(address: [192, 168, 1, 2])
+        rig.send(TunnelWire.message(TunnelWire.link, link) + Array("host header".utf8), on: hostLink)
+        #expect(rig.transport.take(hostLink) == hello + [1, 2, 3])
+        #expect(rig.transport.take(client) == Array("host header".utf8))
+        rig.send([9, 9], on: client)
+        #expect(rig.transport.take(hostLink) == [9, 9])
+        rig.send([7], on: hostLink)
+        #expect(rig.transport.take(client) == [7])
+
+        let report = try #require(rig.core.reports().first)
+        #expect(report.join == "relay.example|55435|\(session.base64)")
+        #expect(report.clients == 1 && report.pendingClients == 0 && report.clientsJoined == 1)
+        #expect(report.counters.bytesToHost == UInt64(hello.count + 5) && report.counters.bytesFromHost == UInt64("host header".utf8.count + 1))
+        #expect(rig.core.linkCount == 1)
+    }
+
+    @Test func theSessionIdIsRetroArchsBase64() throws {
+        let id = try #require(TunnelID([0xFB, 0xFF, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]))
+        #expect(id.base64 == "+/8BAgMEBQYHCAkK")
+        #expect(id.base64.count == 16)
+        #expect(TunnelID(base64: id.base64) == id)
+        #expect(TunnelID(base64: "not base64!") == nil)
+        #expect(TunnelID(base64: "AAAA") == nil)
+    }
+
+    @Test func strangersAreClosedWithACountedReason() throws {
+        var rig = TunnelRig()
+        let bad = rig.connect()
+        rig.send(Array("GET / HTTP/1.1\r\n\r\n".utf8), on: bad)
+        #expect(rig.transport.closed == [bad])
+        #expect(rig.core.closes[.badMagic] == 1)
+
+        let unknown = rig.connect()
+        rig.send(TunnelWire.message(TunnelWire.session, TunnelID(Array(1...12))!), on: unknown)
+        #expect(rig.core.closes[.unknownSession] == 1)
+
+        let forged = rig.connect()
+        rig.send(TunnelWire.message(TunnelWire.link, TunnelID(Array(1...12))!), on: forged)
+        #expect(rig.core.closes[.unknownLink] == 1)
+
+        // Seven bytes, then silence: closed when the prefix timeout passes, not before.
+        let slow = rig.connect()
+        rig.send(Array("RATS123".utf8), on: slow)
+        rig.now += 9_000
+        rig.core.tick(nowMs: rig.now)
+        #expect(!rig.transport.closed.contains(slow))
+        rig.now += 1_001
+        rig.core.tick(nowMs: rig.now)
+        #expect(rig.transport.closed.contains(slow))
+        #expect(rig.core.closes[.prefixTimeout] == 1)
+        #expect(rig.core.connectionCount == 0)
+    }
+
+    @Test func aPlainRetroArchClientIsToldTheServerIsOutOfDate() throws {
+        var rig = TunnelRig()
+        let plain = rig.connect()
+        rig.send([0x52, 0x41, 0x4E, 0x50, 0, 4, 0, 8, 0, 0, 0, 1, 0, 0, 0, 6, 0, 0, 0, 5, 0, 0, 4, 0x69], on: plain)
+        #expect(rig.transport.take(plain) == [0x52, 0x41, 0x4E, 0x50] + [UInt8](repeating: 0, count: 20))
+        #expect(rig.transport.closed == [plain])
+        #expect(rig.core.closes[.notTunnel] == 1)
+    }
+
+    @Test func controlMessagesSplitAndJoinedAreRead() throws {
+        var rig = TunnelRig()
+        let (control, session) = try rig.host()
+        let (_, link) = try rig.client(of: session, control: control)
+        // A ping echo and an address request in one read, then an address request split in two.
+        rig.send(Array("RATP".utf8) + TunnelWire.message(TunnelWire.address, link), on: control)
+        #expect(rig.transport.take(control).count == 32)
+        let request = TunnelWire.message(TunnelWire.address, link)
+        rig.send(Array(request[0..<6]), on: control)
+        #expect(rig.transport.take(control).isEmpty)
+        rig.send(Array(request[6...]), on: control)
+        #expect(rig.transport.take(control) == TunnelWire.addressReply(link, address: [203, 0, 113, 7]))
+        // An address request for a link it does not hold: zeros, as the official server answers.
+        rig.send(TunnelWire.message(TunnelWire.address, TunnelID(Array(1...12))!), on: control)
+        #expect(rig.transport.take(control) == TunnelWire.addressReply(.zero, address: []))
+        #expect(rig.core.sessionCount == 1)
+    }
+
+    @Test func aPrefixSplitAcrossReadsIsStillRead() throws {
+        var rig = TunnelRig()
+        let control = rig.connect()
+        let message = TunnelWire.message(TunnelWire.session, .zero)
+        for byte in message { rig.send([byte], on: control) }
+        #expect(rig.transport.take(control).count == 16)
+        #expect(rig.core.sessionCount == 1)
+    }
+
+    @Test func limitsHold() throws {
+        var rig = TunnelRig(TunnelConfiguration(maxSessions: 1, maxClientsPerSession: 3, maxPendingLinks: 2, maxBufferedBytes: 100))
+        let (control, session) = try rig.host()
+        let second = rig.connect()
+        rig.send(TunnelWire.message(TunnelWire.session, .zero), on: second)
+        #expect(rig.core.closes[.sessionLimit] == 1 && rig.core.sessionCount == 1)
+
+        _ = try rig.client(of: session, control: control)
+        _ = try rig.client(of: session, control: control)
+        let third = rig.connect()
+        rig.send(TunnelWire.message(TunnelWire.session, session), on: third)
+        #expect(rig.core.closes[.clientLimit] == 1, "two links already wait for the host")
+
+    }
+
+    @Test func aWaitingClientThatSendsTooMuchIsClosed() throws {
+        var rig = TunnelRig(TunnelConfiguration(maxBufferedBytes: 100))
+        let (control, session) = try rig.host()
+        let (client, _) = try rig.client(of: session, control: control, first: [UInt8](repeating: 1, count: 60))
+        rig.send([UInt8](repeating: 2, count: 41), on: client)
+        #expect(rig.transport.closed == [client])
+        #expect(rig.core.closes[.bufferOverflow] == 1)
+        #expect(rig.core.reports().first?.pendingClients == 0)
+    }
+
+    @Test func aLinkTheHostNeverOpensTimesOut() throws {
+        var rig = TunnelRig()
+        let (control, session) = try rig.host()
+        let (client, _) = try rig.client(of: session, control: control)
+        rig.now += 29_000
+        rig.core.tick(nowMs: rig.now)
+        #expect(!rig.transport.closed.contains(client))
+        rig.now += 1_000
+        rig.core.tick(nowMs: rig.now)
+        #expect(rig.transport.closed.contains(client))
+        #expect(rig.core.closes[.linkTimeout] == 1)
+        #expect(!rig.transport.closed.contains(control), "the host's session stays")
+    }
+
+    @Test func pingsMeasureTheHostAndASilentHostEndsItsSession() throws {
+        var rig = TunnelRig()
+        let (control, _) = try rig.host()
+        rig.now += 10_000
+        rig.core.tick(nowMs: rig.now)
+        let ping = rig.transport.take(control)
+        #expect(ping == Array("RATP".utf8), "RetroArch reads RATP alone: 4 bytes")
+        rig.now += 37
+        rig.send(ping, on: control)
+        #expect(rig.core.reports().first?.hostRTTMs == 37)
+
+        // Nothing heard for the host timeout: the session ends.
+        rig.now += 240_000
+        rig.core.tick(nowMs: rig.now)
+        #expect(rig.transport.closed.contains(control))
+        #expect(rig.core.closes[.hostTimeout] == 1)
+        #expect(rig.core.sessionCount == 0)
+    }
+
+    @Test func aHostSendingGarbageOnItsControlConnectionEndsItsSessionAndItsLinks() throws {
+        var rig = TunnelRig()
+        let (control, session) = try rig.host()
+        let (client, link) = try rig.client(of: session, control: control)
+        let hostLink = rig.connect()
+        rig.send(TunnelWire.message(TunnelWire.link, link), on: hostLink)
+        rig.send(Array("XXXXXXXXXXXXXXXX".utf8), on: control)
+        #expect(rig.core.closes[.badControlMessage] == 1)
+        #expect(Set(rig.transport.closed) == [control, client, hostLink])
+        #expect(rig.core.sessionCount == 0 && rig.core.connectionCount == 0)
+        let closedEvent = rig.transport.events.contains { if case .sessionClosed(let id, _, _) = $0 { id == session } else { false } }
+        #expect(closedEvent)
+    }
+
+    @Test func whenOneEndOfALinkGoesTheOtherIsClosed() throws {
+        var rig = TunnelRig()
+        let (control, session) = try rig.host()
+        let (client, link) = try rig.client(of: session, control: control)
+        let hostLink = rig.connect()
+        rig.send(TunnelWire.message(TunnelWire.link, link), on: hostLink)
+        rig.core.closedByPeer(client, nowMs: rig.now)
+        #expect(rig.transport.closed == [hostLink])
+        #expect(rig.core.sessionCount == 1 && rig.core.linkCount == 0)
+        // A second claim of the same link is refused.
+        let again = rig.connect()
+        rig.send(TunnelWire.message(TunnelWire.link, link), on: again)
+        #expect(rig.core.closes[.unknownLink] == 1)
+    }
+
+    @Test func aSlowReaderIsClosed() throws {
+        var rig = TunnelRig()
+        let (control, session) = try rig.host()
+        let (client, link) = try rig.client(of: session, control: control)
+        let hostLink = rig.connect()
+        rig.send(TunnelWire.message(TunnelWire.link, link), on: hostLink)
+        rig.transport.refuseSendsTo = [client]
+        rig.send([1, 2, 3], on: hostLink)
+        #expect(rig.core.closes[.slowReader] == 1)
+        #expect(rig.transport.closed.contains(client) && rig.transport.closed.contains(hostLink))
+    }
+
+    @Test func aSessionPortTakesClientsWithoutAPrefix() throws {
+        var rig = TunnelRig(TunnelConfiguration(advertiseHost: "relay.example", sessionPorts: 40_000...40_100))
+        let (control, _) = try rig.host()
+        let report = try #require(rig.core.reports().first)
+        #expect(report.directEndpoint == "relay.example:40101")
+        let client = rig.connect(listener: 101)
+        #expect(TunnelWire.magic(rig.transport.take(control)) == TunnelWire.link)
+        rig.send([5, 5], on: client)
+        #expect(rig.core.reports().first?.pendingClients == 1)
+        rig.core.closedByPeer(control, nowMs: rig.now)
+        #expect(rig.transport.portsClosed == [101])
+        #expect(rig.transport.closed == [client])
+    }
+}
