@@ -136,12 +136,13 @@ extension TelemetryService {
         case "/", "/index.html":
             return .text(Dashboard.page(initial: overviewJSON().rendered()), contentType: "text/html; charset=utf-8")
         case "/api", "/api/":
-            return .json(["endpoints": ["/api/overview", "/api/services", "/api/sessions", "/api/sessions/ID", "/api/rooms",
+            return .json(["endpoints": ["/api/overview", "/api/services", "/api/sessions", "/api/sessions/ID", "/api/rooms", "/api/retroarch",
                                         "/api/events?limit=&topic=&session=&severity=", "/metrics", "/healthz"]])
         case "/api/overview": return .json(overviewJSON())
         case "/api/services": return .json(servicesJSON())
         case "/api/sessions": return .json(sessionsJSON(history: request.query["history"] != "0"))
         case "/api/rooms": return .json(roomsJSON())
+        case "/api/retroarch": return .json(retroArch.json(now: now))
         case "/api/events": return eventsJSON(request.query)
         default:
             if request.path.hasPrefix("/api/sessions/") {

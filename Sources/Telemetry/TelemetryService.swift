@@ -58,6 +58,8 @@ public final class TelemetryService: Service {
     var store: MetricStore
     var events: EventLog
     var board: SessionBoard
+    /// Relayed RetroArch sessions' health.
+    var retroArch = RetroArchBoard()
     private var puller: Socket?
     private var http: HTTPServer?
     weak var runtime: ServiceRuntime?
@@ -172,7 +174,7 @@ public final class TelemetryService: Service {
             let found = events.recent(topicPrefix: query.topicPrefix, sessionId: query.sessionId, minSeverity: query.minSeverity,
                                       limit: Int(query.limit))
             return .reply(.recentEventsResponse(RecentEventsResponse(events: found)))
-        case .metricsSnapshot, .eventRecord, .sessionStats, .peerStats:
+        case .metricsSnapshot, .eventRecord, .sessionStats, .peerStats, .retroarchSession:
             // Also accepted on the request socket, one-way, from cluster members only.
             guard let instance = request.caller.clusterInstance else {
                 throw ServiceError(.permissionDenied, "Telemetry ingests from cluster members only.")
@@ -243,6 +245,7 @@ public final class TelemetryService: Service {
         case .metricsSnapshot(let snapshot): claimed = snapshot.instance
         case .eventRecord(let record): claimed = record.instance
         case .sessionStats(let stats): claimed = stats.relayId
+        case .retroarchSession(let session): claimed = session.relayId
         default: claimed = nil
         }
         if let claimed, claimed != instance {
@@ -294,6 +297,9 @@ public final class TelemetryService: Service {
         case .peerStats(let peer):
             sessionStatsTotal?.increment()
             board.ingest(peer: peer)
+        case .retroarchSession(let session):
+            sessionStatsTotal?.increment()
+            if !retroArch.ingest(session, at: now) { dropped("too_many_sessions", count: 1, from: String(session.relayId.prefix(128)), at: now) }
         default:
             undecodableTotal?.increment()
         }
@@ -327,6 +333,7 @@ public final class TelemetryService: Service {
             for key in gone { warned.remove(key) }
         }
         board.forgetSilent(at: now)
+        retroArch.forgetSilent(at: now)
         pollCluster()
         if Int(now) % 2 == 0 || roomsError == "not asked yet" { pollRooms() }
     }

@@ -39,7 +39,7 @@ struct RoomFilterOptions: ParsableArguments {
     @Option(help: "Exact region.") var region: String?
     @Option(help: "Exact system, e.g. nes.") var system: String?
     @Flag(help: "Include rooms whose match already started.") var inProgress = false
-    @Option(help: "lobby, lan (beacon) or retroarch.") var source: String?
+    @Option(help: "lobby, lan (beacon), retroarch (RetroArch hosts on the LAN) or retroarch-relay (RetroArch hosts on our relays).") var source: String?
 
     func filter() throws -> RoomFilter {
         var filter = RoomFilter(gameName: game ?? "", coreId: core ?? "", hasFreeSlot: freeSlot, noPassword: noPassword,
@@ -65,7 +65,8 @@ struct RoomFilterOptions: ParsableArguments {
         case "lobby": filter.source = .lobby
         case "lan", "beacon": filter.source = .lanBeacon
         case "retroarch": filter.source = .retroarchLan
-        default: throw ValidationError("--source must be lobby, lan or retroarch")
+        case "retroarch-relay": filter.source = .retroarchRelay
+        default: throw ValidationError("--source must be lobby, lan, retroarch or retroarch-relay")
         }
         return filter
     }
@@ -110,6 +111,7 @@ func describe(_ room: Room) -> String {
     if room.hasPassword { flags.append("password") }
     if room.inProgress { flags.append("in-progress") }
     if room.spectatorsAllowed { flags.append("spectators \(room.currentSpectators)/\(room.maxSpectators)") }
+    if !room.retroarchJoin.isEmpty { flags.append("retroarch --connect \"\(room.retroarchJoin)\"") }
     let crc = String(format: "%08X", content.crc32)
     return "\(room.roomId)  \"\(content.gameName)\"  players \(players)  host \"\(room.hostName)\"  core \(content.coreId) \(content.coreVersion)  crc \(crc)  \(flags.joined(separator: ", "))  [\(room.source.protoName.replacingOccurrences(of: "ROOM_SOURCE_", with: "").lowercased())]"
 }

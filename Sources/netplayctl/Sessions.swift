@@ -270,7 +270,7 @@ extension Netplayctl {
     /// `netplayctl relays ...`.
     struct Relays: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Inspect the coordinator's relay registry.",
-                                                        subcommands: [List.self])
+                                                        subcommands: [List.self, RetroArch.self])
 
         /// `netplayctl relays list`.
         struct List: ParsableCommand {
@@ -290,6 +290,30 @@ extension Netplayctl {
                     emit("\(relay.relayId)  \(relay.endpoint)  sessions \(load.sessions)\(load.capacitySessions > 0 ? "/\(load.capacitySessions)" : "")  peers \(load.peers)  inputs/s \(load.inputsPerSecond)  cpu \(load.cpuPercent)%  region \(relay.region.isEmpty ? "-" : relay.region)\(relay.draining ? "  draining" : "")  last seen \(relay.lastSeenUnixMs)")
                 }
                 if !json { emit("\(list.relays.count) relays") }
+            }
+        }
+
+        /// `netplayctl relays retroarch`.
+        struct RetroArch: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "retroarch",
+                abstract: "List the RetroArch sessions relays pipe, with their join strings and health.",
+                discussion: "A RetroArch client joins with retroarch --connect \"JOIN\" (docs/retroarch.md).")
+            @OptionGroup var target: CoordinatorTarget
+            @Option(help: "Only this relay's sessions.") var relay: String?
+            @Flag(help: "Print one JSON object per session.") var json = false
+            @OptionGroup var connection: ConnectionOptions
+
+            func run() throws {
+                let reply = try connection.client(for: try target.requests)
+                    .request(.listRetroarchSessionsRequest(ListRetroArchSessionsRequest(relayId: relay ?? "")))
+                guard case .listRetroarchSessionsResponse(let list) = reply else { throw ClientError.unexpectedReply(reply.name) }
+                for session in list.sessions {
+                    if json { emit(session.jsonLine()); continue }
+                    let core = session.coreName.isEmpty ? "-" : "\(session.coreName) \(session.coreVersion)"
+                    emit("\(session.relayId)  join \(session.join)\(session.directEndpoint.isEmpty ? "" : "  direct \(session.directEndpoint)")  host \(session.hostNick.isEmpty ? "-" : session.hostNick)  core \(core)  crc \(String(format: "%08x", session.contentCrc))  clients \(session.clients)\(session.pendingClients > 0 ? "+\(session.pendingClients) waiting" : "")  frame \(session.lastFrame)  inputs \(session.inputs)  crc checks \(session.crcChecks)  resync requests \(session.resyncRequests)  host rtt \(session.hostRttMs) ms  link rtt \(session.linkRttMs) ms")
+                }
+                if !json { emit("\(list.sessions.count) RetroArch sessions") }
             }
         }
     }

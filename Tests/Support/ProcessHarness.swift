@@ -87,9 +87,10 @@ public enum BuildProducts {
         return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug")
     }
 
-    /// The URL of `executable`; throws when it has not been built.
+    /// The URL of `executable` (a product name, or an absolute path to another program); throws
+    /// when it has not been built.
     public static func url(of executable: String) throws -> URL {
-        let url = directory.appendingPathComponent(executable)
+        let url = executable.hasPrefix("/") ? URL(fileURLWithPath: executable) : directory.appendingPathComponent(executable)
         guard FileManager.default.isExecutableFile(atPath: url.path) else {
             throw HarnessError("\(executable) is not built in \(directory.path): run `swift build` first")
         }

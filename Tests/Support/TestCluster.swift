@@ -21,6 +21,8 @@ open class TestCluster: @unchecked Sendable {
         /// Extra flags for discovery and the coordinator.
         public var discoveryArguments: [String] = []
         public var coordinatorArguments: [String] = []
+        /// Extra flags for relay sync-0.
+        public var relayArguments: [String] = []
         /// NETPLAY_CURVE_SECRET_KEY for every service (encrypted public endpoints), or nil.
         public var curveSecretKey: String?
         /// Prefix of the data root's name (which suite's cluster it is, in /tmp).
@@ -93,7 +95,7 @@ open class TestCluster: @unchecked Sendable {
         relay = try ServiceProcess("netplay-sync", [
             "--endpoint", relayEndpoint, "--events", relayEvents, "--data-dir", dataRoot + "/sync-0",
             "--instance", "sync-0", "--coordinator", coordinatorEndpoint, "--cluster-secret", options.secret,
-        ], environment: serviceEnvironment)
+        ] + options.relayArguments, environment: serviceEnvironment)
         try waitHealthy(relayEndpoint, relay!)
         let client = try BlockingClient(endpoint: coordinatorEndpoint, timeout: 1, serverKey: serverKey)
         let listed = eventually(within: 10) {

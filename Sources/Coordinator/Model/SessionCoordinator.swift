@@ -14,6 +14,8 @@ public struct Outcome: Sendable {
     public var touched: [String] = []
     /// Participants a relay should detach (kicked, left, session ended), with the relay endpoint.
     public var detach: [RelayNotice] = []
+    /// Lobby rooms of relayed RetroArch sessions that changed, by room id (nil: withdraw).
+    public var retroArchRooms: [String: Room?] = [:]
 
     /// Creates an outcome.
     public init(reply: Envelope.Body) {
@@ -38,6 +40,8 @@ public final class SessionCoordinator {
     public let store: SessionStore
     /// The relay registry.
     public let relays: RelayRegistry
+    /// The RetroArch sessions relays pipe (soft state from their refreshes).
+    public let retroArch = RetroArchSessionBook()
     /// Rules and limits.
     public let settings: CoordinatorSettings
     /// Sessions by id (active and recently ended).

@@ -32,6 +32,7 @@ extension SessionCoordinator {
         notePresence(on: request.relayId, attached: Dictionary(
             request.presence.map { ($0.sessionId, Set($0.connectedParticipantIds)) }, uniquingKeysWith: { first, _ in first }), nowMs: time.monotonicMs)
         var outcome = Outcome(reply: .refreshRelayResponse(RefreshRelayResponse(closeSessionIds: relays.takeCloses(for: request.relayId))))
+        outcome.retroArchRooms = retroArch.update(relayId: request.relayId, region: info.region, sessions: request.retroarchSessions)
         if drainingChanged {
             try? store.apply([.saveRelay(info)])
             if info.draining { outcome.relayEvents = [relayEvent(.draining, info, sessions: sessionIds(on: info.relayId), at: time)] }
@@ -43,6 +44,12 @@ extension SessionCoordinator {
     public func listRelays(_ request: ListRelaysRequest, at time: CoordinatorTime) -> Outcome {
         let entries = relays.relays.filter { request.includeStale || relays.isLive($0.info.relayId, nowMs: time.monotonicMs) }
         return Outcome(reply: .listRelaysResponse(ListRelaysResponse(relays: entries.prefix(256).map(\.info))))
+    }
+
+    /// The RetroArch sessions relays pipe (of one relay with `relay_id`).
+    public func listRetroArchSessions(_ request: ListRetroArchSessionsRequest) -> Outcome {
+        Outcome(reply: .listRetroarchSessionsResponse(ListRetroArchSessionsResponse(
+            sessions: Array(retroArch.list(relayId: request.relayId).prefix(5_000)))))
     }
 
     /// Active sessions assigned to `relayId`.
@@ -59,6 +66,7 @@ extension SessionCoordinator {
             try? store.apply([.deleteRelay(dropped.relayId)])
             notePresence(on: dropped.relayId, attached: [:], nowMs: time.monotonicMs)  // nobody can be attached to a relay that is gone
             outcome.relayEvents.append(relayEvent(.dropped, dropped, sessions: sessionIds(on: dropped.relayId), at: time))
+            for room in retroArch.drop(relayId: dropped.relayId) { outcome.retroArchRooms[room] = .some(nil) }
         }
         guard housekeeping else { return outcome }
         let cutoff = time.unixMs > settings.endedRetentionMs ? time.unixMs - settings.endedRetentionMs : 0

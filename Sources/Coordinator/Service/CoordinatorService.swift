@@ -54,6 +54,9 @@ public final class CoordinatorService: Service {
         runtime.metrics.gauge("netplay_coordinator_relays", help: "Relays in the registry.") { [weak self] in
             Double(self?.core?.relays.relays.count ?? 0)
         }
+        runtime.metrics.gauge("netplay_coordinator_retroarch_sessions", help: "RetroArch sessions the relays report piping.") { [weak self] in
+            Double(self?.core?.retroArch.count ?? 0)
+        }
         runtime.logger.info("storage open", metadata: ["database": "\(databasePath)", "sessions": "\(core.activeCount)",
                                                       "durability": "\(configuration.durability.rawValue)", "tickets": "\(secretSource)"])
         if let endpoint = configuration.discovery {
@@ -173,6 +176,7 @@ public final class CoordinatorService: Service {
             try Self.requireRelay(request, claims: refresh.relayId)
             return .reply(finish(try core.refreshRelay(refresh, at: time), runtime))
         case .listRelaysRequest(let list): return .reply(core.listRelays(list, at: time).reply)
+        case .listRetroarchSessionsRequest(let list): return .reply(core.listRetroArchSessions(list).reply)
         default:
             throw ServiceError(.unknownRequest, "The coordinator does not handle \(request.body.name).")
         }
@@ -270,6 +274,7 @@ public final class CoordinatorService: Service {
             for id in outcome.touched {
                 announcer.set(id, room: core.sessions[id]?.room(hostVersion: configuration.settings.hostVersion))
             }
+            for (id, room) in outcome.retroArchRooms { announcer.set(id, room: room) }
         }
         for notice in outcome.detach {
             let relayId = core?.relays.relays.first { $0.info.endpoint == notice.endpoint }?.info.relayId

@@ -75,7 +75,10 @@ public final class DiscoveryService: Service {
         case .announceRoomRequest(let announce):
             let announcer = try Self.announcer(of: request)
             try limit(announcer)
-            let (response, change) = try registry.announce(announce.room, announcerId: announcer, ttlMs: announce.ttlMs, at: now)
+            // An announcer speaks for the lobby; a RetroArch host on a relay is a lobby room of its
+            // own kind. LAN sources are discovery's own to set.
+            let source: RoomSource = announce.room.source == .retroarchRelay ? .retroarchRelay : .lobby
+            let (response, change) = try registry.announce(announce.room, announcerId: announcer, ttlMs: announce.ttlMs, source: source, at: now)
             publish(change, runtime)
             return .reply(.announceRoomResponse(response))
         case .refreshRoomRequest(var refresh):

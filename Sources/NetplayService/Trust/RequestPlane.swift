@@ -18,7 +18,7 @@ public enum RequestPlane: String, Sendable, CaseIterable {
         switch body {
         case .registerRelayRequest, .refreshRelayRequest, .announceRoomRequest, .refreshRoomRequest,
              .withdrawRoomRequest, .closeRelaySessionRequest, .disconnectPeerRequest, .serviceHeartbeat,
-             .metricsSnapshot, .eventRecord:
+             .metricsSnapshot, .eventRecord, .retroarchSession:
             return .cluster
         case .introspectRequest, .clusterStatusRequest, .recentEventsRequest:
             return .inspect
