@@ -1,0 +1,225 @@
+import Foundation
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import Testing
+
+/// The bytes of an ASCII magic.
+func magic(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+/// A plain TCP client, as a stranger (or a broken RetroArch) would connect to the tunnel port.
+final class RawTCP {
+    let fd: Int32
+
+    init(port: Int) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw HarnessError("connect to \(port): errno \(errno)")
+        }
+    }
+
+    deinit { close(fd) }
+
+    /// Sends everything (false when the relay already closed the connection).
+    @discardableResult
+    func send(_ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent <= 0 { return false }
+            offset += sent
+        }
+        return true
+    }
+
+    /// Reads exactly `count` bytes within `seconds`, or nil.
+    func read(_ count: Int, within seconds: Double = 3) -> [UInt8]? {
+        var out: [UInt8] = []
+        let deadline = Date().addingTimeInterval(seconds)
+        while out.count < count {
+            guard wait(until: deadline) else { return nil }
+            var buffer = [UInt8](repeating: 0, count: count - out.count)
+            let got = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if got <= 0 { return nil }
+            out += buffer[0..<got]
+        }
+        return out
+    }
+
+    /// True when the relay closes the connection within `seconds` (whatever it sent before is read and dropped).
+    func closedByPeer(within seconds: Double = 3) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while wait(until: deadline) {
+            let got = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if got <= 0 { return true }
+        }
+        return false
+    }
+
+    /// Closes with a reset (SO_LINGER 0), as a crashed client would.
+    func reset() {
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        shutdown(fd, Int32(SHUT_RDWR))
+    }
+
+    private func wait(until deadline: Date) -> Bool {
+        let left = deadline.timeIntervalSinceNow
+        guard left > 0 else { return false }
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, Int32(left * 1000)) > 0
+    }
+}
+
+/// What a stranger can throw at the tunnel port, against the real netplay-sync process: random
+/// bytes, truncated and unknown magics, forged ids, a waiting client that sends too much, streams
+/// that trickle, a host that sends garbage, connections reset by the hundred. Every one is closed
+/// with a counted reason (read from the metrics the relay pushes), and afterwards the relay is
+/// healthy and still pipes a real session.
+@Suite("RetroArch tunnel fuzzing", .serialized)
+struct TunnelFuzzTests {
+
+    /// A host that opened a session: its control connection and the session id.
+    static func host(port: Int) throws -> (RawTCP, [UInt8]) {
+        let control = try RawTCP(port: port)
+        control.send(magic("RATS") + [UInt8](repeating: 0, count: 12))
+        let reply = try #require(control.read(16))
+        #expect(Array(reply[0..<4]) == magic("RATS"))
+        return (control, Array(reply[4...]))
+    }
+
+    @Test func everyBadByteSequenceIsClosedAndCountedAndTheRelayStaysHealthy() throws {
+        let port = TestPorts.free()
+        let endpoint = TestPorts.endpoint()
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-fuzz-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let relay = try ServiceProcess("netplay-sync", [
+            "--endpoint", endpoint, "--events", "none", "--data-dir", root + "/sync-0", "--coordinator", "none",
+            "--cluster-secret", String(repeating: "ab", count: 32), "--telemetry", "none",
+            "--retroarch-port", "\(port)", "--retroarch-limits", "prefix-timeout=1,link-timeout=2,buffer=65536,clients=4,pending=2",
+        ])
+        defer { relay.kill9() }
+        let health = try BlockingClient(endpoint: endpoint, timeout: 1)
+        try #require(eventually(within: 20) { (try? health.request(.healthRequest(HealthRequest()))) != nil }, "\(relay.log)")
+        var generator = SystemRandomNumberGenerator()
+
+        // 1. Random bytes, any length from 1 to 64: closed (at once when 16 arrive, else at the prefix timeout).
+        var strangers: [RawTCP] = []
+        var whole = 0
+        for _ in 0..<120 {
+            let stranger = try RawTCP(port: port)
+            var bytes = (0..<Int.random(in: 1...64, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            if bytes.count >= 4, [magic("RATS"), magic("RATL"), magic("RANP")].contains(Array(bytes[0..<4])) { bytes[0] = 0 }
+            stranger.send(bytes)
+            strangers.append(stranger)
+            if bytes.count >= 16 { whole += 1 }
+        }
+        for stranger in strangers { #expect(stranger.closedByPeer(within: 4)) }
+
+        // 2. Truncated magics and ids, then silence: closed at the prefix timeout.
+        for prefix in [magic("R"), magic("RAT"), magic("RATS"), magic("RATS") + [0, 0, 0], magic("RATL") + [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]] {
+            let stranger = try RawTCP(port: port)
+            stranger.send(prefix)
+            #expect(stranger.closedByPeer(within: 4), "prefix \(prefix) was not closed")
+        }
+
+        // 3. Forged ids: an unknown session, an unknown link.
+        for forged in [magic("RATS"), magic("RATL")] {
+            let stranger = try RawTCP(port: port)
+            stranger.send(forged + (0..<12).map { _ in UInt8.random(in: 1...255, using: &generator) })
+            #expect(stranger.closedByPeer())
+        }
+
+        // 4. A plain RetroArch client (a netplay header) is told the server is out of date.
+        let plain = try RawTCP(port: port)
+        plain.send(magic("RANP") + [0, 4, 0, 8, 0, 0, 0, 1, 0, 0, 0, 6, 0, 0, 0, 5, 0, 0, 4, 0x69])
+        #expect(plain.read(24) == magic("RANP") + [UInt8](repeating: 0, count: 20))
+        #expect(plain.closedByPeer())
+
+        // 5. A trickling host (a byte every 50 ms) gets its session; one slower than the timeout does not.
+        let patient = try RawTCP(port: port)
+        for byte in magic("RATS") + [UInt8](repeating: 0, count: 12) {
+            patient.send([byte])
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(patient.read(16).map { Array($0[0..<4]) } == magic("RATS"))
+        let trickle = try RawTCP(port: port)
+        for byte in magic("RATS") + [0, 0, 0, 0, 0, 0] {
+            if !trickle.send([byte]) { break }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        #expect(trickle.closedByPeer())
+
+        // 6. A waiting client that sends more than may be buffered, and one beyond the pending limit.
+        let (control, session) = try Self.host(port: port)
+        let greedy = try RawTCP(port: port)
+        greedy.send(magic("RATS") + session)
+        #expect(control.read(16).map { Array($0[0..<4]) } == magic("RATL"))
+        _ = greedy.send([UInt8](repeating: 0x55, count: 70_000))
+        #expect(greedy.closedByPeer())
+        let waiting = try (0..<2).map { _ -> RawTCP in
+            let client = try RawTCP(port: port)
+            client.send(magic("RATS") + session)
+            #expect(control.read(16).map { Array($0[0..<4]) } == magic("RATL"))
+            return client
+        }
+        let third = try RawTCP(port: port)
+        third.send(magic("RATS") + session)
+        #expect(third.closedByPeer(), "a third waiting client passed the pending limit of 2")
+        // ... and links the host never opens time out, while the host's session stays.
+        for client in waiting { #expect(client.closedByPeer(within: 5)) }
+
+        // 7. Hundreds of connections reset abruptly.
+        let crowd = try (0..<300).map { _ in try RawTCP(port: port) }
+        for (index, member) in crowd.enumerated() where index % 2 == 0 { member.send(magic("RATS")) }
+        for member in crowd { member.reset() }
+
+        // 8. A host that sends garbage on its control connection loses its session.
+        let (rogue, _) = try Self.host(port: port)
+        rogue.send(magic("EVIL") + [UInt8](repeating: 0, count: 12))
+        #expect(rogue.closedByPeer())
+
+        // The relay is healthy and still pipes a real session end to end.
+        #expect(relay.process.isRunning)
+        #expect((try? health.request(.healthRequest(HealthRequest()))) != nil)
+        let client = try RawTCP(port: port)
+        client.send(magic("RATS") + session + Array("hello host".utf8))
+        let told = try #require(control.read(16))
+        let link = Array(told[4...])
+        control.send(magic("RATA") + link)
+        let address = try #require(control.read(32))
+        #expect(Array(address[16...]) == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 127, 0, 0, 1])
+        let hostLink = try RawTCP(port: port)
+        hostLink.send(magic("RATL") + link)
+        #expect(hostLink.read(10) == Array("hello host".utf8))
+        hostLink.send(Array("hello client".utf8))
+        #expect(client.read(12) == Array("hello client".utf8))
+
+        // Every reason was counted (the relay's introspection, as an operator reads it).
+        let inspector = try TestKeys(dataRoot: root).operatorClient(endpoint: endpoint)
+        guard case .introspectResponse(let dump) = try inspector.request(.introspectRequest(IntrospectRequest(section: "all"))),
+              let json = try JSONSerialization.jsonObject(with: Data(dump.json.utf8)) as? [String: Any],
+              let state = json["state"] as? [String: Any], let retroarch = state["retroarch"] as? [String: Any],
+              let counts = retroarch["closed"] as? [String: Int] else {
+            Issue.record("no RetroArch figures in the relay's introspection")
+            return
+        }
+        let closed = counts.mapValues(Double.init)
+        #expect((retroarch["sessions"] as? [Any])?.count == 2, "the patient host's and the test host's sessions remain")
+        #expect(closed["bad_magic"] == Double(whole), "\(closed)")
+        #expect(closed["prefix_timeout"] == Double(120 - whole + 5 + 1), "\(closed)")
+        #expect(closed["unknown_session"] == 1 && closed["unknown_link"] == 1, "\(closed)")
+        #expect(closed["not_tunnel"] == 1 && closed["buffer_overflow"] == 1 && closed["client_limit"] == 1, "\(closed)")
+        #expect(closed["link_timeout"] == 2 && closed["bad_control_message"] == 1, "\(closed)")
+        #expect(relay.process.isRunning, "the relay died: \(relay.log.suffix(2_000))")
+    }
+}
