@@ -27,16 +27,18 @@ extension ServiceRuntime {
     /// Calls `onReadable` whenever `socket` has input. The socket must belong to this thread.
     @discardableResult
     public func watch(_ socket: Socket, onReadable: @escaping (ServiceRuntime) -> Void) -> Watcher {
-        let watcher = Watcher(source: .socket(socket), onReadable: onReadable)
-        watchers.append(watcher)
-        pollerDirty = true
-        return watcher
+        watch(.socket(socket), onReadable: onReadable)
     }
 
     /// Calls `onReadable` whenever the file descriptor `fd` (a UDP socket, a pipe) is readable.
     @discardableResult
     public func watch(fileDescriptor fd: Int32, onReadable: @escaping (ServiceRuntime) -> Void) -> Watcher {
-        let watcher = Watcher(source: .descriptor(fd), onReadable: onReadable)
+        watch(.descriptor(fd), onReadable: onReadable)
+    }
+
+    /// Polls `source` from the next loop on.
+    private func watch(_ source: Watcher.Source, onReadable: @escaping (ServiceRuntime) -> Void) -> Watcher {
+        let watcher = Watcher(source: source, onReadable: onReadable)
         watchers.append(watcher)
         pollerDirty = true
         return watcher
