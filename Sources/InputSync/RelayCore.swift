@@ -231,14 +231,8 @@ public final class RelayCore {
             peers.forget(participant)
             session.remove(participant, reason: .leaving,
                            detail: detach.message.isEmpty ? "left" : detach.message, now: now)
-            if session.players.allSatisfy({ $0 == nil }) {
-                if session.spectators.contains(where: \.isConnected) {
-                    // Spectators still watching get every confirmed frame first.
-                    session.playersGoneAtMs = session.playersGoneAtMs ?? now
-                    session.deliverConfirmed(now: now)
-                } else {
-                    endSession(session, reason: .sessionEnded, detail: "every player left", now: now)
-                }
+            if session.isOverAfterDeparture(now: now) {
+                endSession(session, reason: .sessionEnded, detail: "every player left", now: now)
             }
             return nil
         default:
