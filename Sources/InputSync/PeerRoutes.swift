@@ -37,6 +37,25 @@ final class PeerRoutes {
         routes.removeValue(forKey: peer)
     }
 
+    /// Clears every route of `participant` (its primary and additional paths) and its paths.
+    func forget(_ participant: RelayPeer) {
+        if let address = participant.address { remove(address) }
+        dropExtraPaths(of: participant)
+    }
+
+    /// Ends every additional path of `participant` (routes and list); the primary stays.
+    func dropExtraPaths(of participant: RelayPeer) {
+        guard participant.hasExtraPaths else { return }
+        for path in participant.extraPaths { remove(path) }
+        participant.extraPaths.removeAll()
+    }
+
+    /// Ends one additional path of `participant` (it detached).
+    func dropPath(_ peer: PeerAddress, of participant: RelayPeer) {
+        remove(peer)
+        participant.extraPaths.removeAll { $0 == peer }
+    }
+
     func removeAll() {
         owned.removeAll()
         routes.removeAll()

@@ -16,7 +16,7 @@ public final class RelayCore {
     private let verifier: JoinTicketVerifier
     private unowned(unsafe) let transport: RelayTransport
     private(set) var sessions: [String: RelaySession] = [:] { didSet { tickOrderStale = true } }
-    private let peers = PeerRoutes()
+    let peers = PeerRoutes()
     private var endedSessions: [String] = []
     /// The sessions in the order timer slices take them (rebuilt after sessions come or go).
     private var tickOrder: [RelaySession] = []
@@ -32,7 +32,7 @@ public final class RelayCore {
     private let decoder = HotPathDecoder()
     private let packer = InputBroadcastPacker()
     /// Participants the host removed, refused at attach until their tickets are of no use.
-    private let revocations: RevocationBook
+    let revocations: RevocationBook
 
     /// Creates a relay core that admits tickets `verifier` accepts and sends through `transport`.
     public init(configuration: RelayConfiguration, verifier: JoinTicketVerifier, transport: RelayTransport) {
@@ -169,22 +169,8 @@ public final class RelayCore {
         switch envelope.body {
         case .attachRequest(let request):
             return .attachResponse(try attach(request, from: peer, now: now))
-        case .closeRelaySessionRequest(let request):
-            guard let session = sessions[request.sessionId] else {
-                throw ServiceError(.notFound, "This relay serves no session '\(request.sessionId)'.")
-            }
-            endSession(session, reason: request.reason == .unspecified ? .sessionEnded : request.reason,
-                       detail: request.message.isEmpty ? "closed by the coordinator" : request.message, now: now)
-            return .ack(Ack(detail: "closed"))
-        case .disconnectPeerRequest(let request):
-            guard let session = sessions[request.sessionId],
-                  let participant = session.participants.first(where: { $0.participantId == request.participantId }) else {
-                throw ServiceError(.notFound, "No participant '\(request.participantId)' in session '\(request.sessionId)'.")
-            }
-            forget(participant)
-            session.remove(participant, reason: request.reason == .unspecified ? .kicked : request.reason,
-                           detail: request.message.isEmpty ? "disconnected by the coordinator" : request.message, now: now)
-            return .ack(Ack(detail: "disconnected"))
+        case .closeRelaySessionRequest, .disconnectPeerRequest:
+            return try control(envelope.body, now: now)
         default:
             break
         }
@@ -201,7 +187,7 @@ public final class RelayCore {
                 throw ServiceError(.badRequest, "An additional path carries only InputBatch and Detach; send \(envelope.body.name) on the participant's primary connection.")
             }
             if case .detach = envelope.body {
-                dropPath(peer, of: participant)
+                peers.dropPath(peer, of: participant)
                 return nil
             }
         }
@@ -231,7 +217,7 @@ public final class RelayCore {
             try session.chat(message, from: participant, now: now)
             return nil
         case .inputBroadcast(let history):
-            try adoptHistory(history, session: session, from: participant, now: now)
+            try session.adoptHistory(history, from: participant, now: now)
             return nil
         case .startSessionRequest:
             // The host, known from its ticket; in a session whose host holds no place (or whose
@@ -242,64 +228,16 @@ public final class RelayCore {
             session.requestStart(now: now, forced: true)
             return .ack(Ack(detail: session.running ? "running" : "starting"))
         case .detach(let detach):
-            forget(participant)
+            peers.forget(participant)
             session.remove(participant, reason: .leaving,
                            detail: detach.message.isEmpty ? "left" : detach.message, now: now)
-            if session.players.allSatisfy({ $0 == nil }) {
-                if session.spectators.contains(where: \.isConnected) {
-                    // Spectators still watching get every confirmed frame first.
-                    session.playersGoneAtMs = session.playersGoneAtMs ?? now
-                    session.deliverConfirmed(now: now)
-                } else {
-                    endSession(session, reason: .sessionEnded, detail: "every player left", now: now)
-                }
+            if session.isOverAfterDeparture(now: now) {
+                endSession(session, reason: .sessionEnded, detail: "every player left", now: now)
             }
             return nil
         default:
             throw ServiceError(.unknownRequest, "The relay does not handle \(envelope.body.name).")
         }
-    }
-
-    /// Clears every route of `participant` (its primary and additional paths) and its paths.
-    private func forget(_ participant: RelayPeer) {
-        if let address = participant.address { peers.remove(address) }
-        dropExtraPaths(of: participant)
-    }
-
-    /// Ends every additional path of `participant` (routes and list); the primary stays.
-    private func dropExtraPaths(of participant: RelayPeer) {
-        guard participant.hasExtraPaths else { return }
-        for path in participant.extraPaths { peers.remove(path) }
-        participant.extraPaths.removeAll()
-    }
-
-    /// Ends one additional path of `participant` (it detached).
-    private func dropPath(_ peer: PeerAddress, of participant: RelayPeer) {
-        peers.remove(peer)
-        participant.extraPaths.removeAll { $0 == peer }
-    }
-
-    // MARK: - Removed participants
-
-    /// Refuses every attach of `participantId` in `sessionId` from now until no ticket issued to
-    /// it before could admit it (see ``revocationEnd(ticketExpiresAtUnixMs:nowUnixMs:configuration:)``),
-    /// whether or not it is attached now. A kick (`DisconnectPeerRequest` with reason `KICKED`)
-    /// of a participant in a session does this by itself; this is for one the relay has not seen.
-    /// Call it only for a request proven to come from the coordinator.
-    public func revoke(sessionId: String, participantId: String) {
-        let wallNow = wallClockMs()
-        let seen = sessions[sessionId]?.participants.first { $0.participantId == participantId }?.ticketExpiresAtUnixMs ?? 0
-        revocations.revoke(sessionId: sessionId, participantId: participantId,
-                           untilUnixMs: Self.revocationEnd(ticketExpiresAtUnixMs: seen, nowUnixMs: wallNow,
-                                                           configuration: configuration),
-                           nowUnixMs: wallNow)
-    }
-
-    /// When a removal stops mattering: every ticket issued to the participant before it (the
-    /// newest one the relay saw, or one issued just now and living the longest a ticket lives)
-    /// has expired, and the grace in which an expired ticket still resumes is over.
-    static func revocationEnd(ticketExpiresAtUnixMs: UInt64, nowUnixMs: UInt64, configuration: RelayConfiguration) -> UInt64 {
-        max(ticketExpiresAtUnixMs, nowUnixMs &+ configuration.maxTicketLifetimeMs) &+ configuration.resumeGraceMs
     }
 
     // MARK: - Attach
@@ -336,104 +274,33 @@ public final class RelayCore {
             throw ServiceError(.ticketInvalid, "Slot \(ticket.slot) does not exist in a \(params.maxPlayers)-player session.")
         }
         if request.additionalPath { return try attachPath(ticket, from: peer, now: now) }
-        let session: RelaySession
+        let session = try session(for: ticket, request: request, now: now)
+        session.adoptContent(of: request)
+        return try session.admit(ticket, request: request, from: peer, routes: peers, now: now)
+    }
+
+    /// The session `ticket` names, or a new one (rebuilt from what its peers resend, when the
+    /// attach resumes a match this relay does not know: it restarted).
+    private func session(for ticket: JoinTicket, request: AttachRequest, now: UInt64) throws(ServiceError) -> RelaySession {
+        let params = ticket.params
         if let existing = sessions[ticket.sessionId] {
-            session = existing
             guard existing.params.inputSize == params.inputSize, existing.params.maxPlayers == params.maxPlayers else {
                 throw ServiceError(.settingsMismatch, "The session runs \(existing.params.maxPlayers) players with \(existing.params.inputSize)-byte inputs; the ticket says \(params.maxPlayers) and \(params.inputSize).")
             }
-        } else {
-            if configuration.maxSessions > 0 && sessions.count >= configuration.maxSessions {
-                throw ServiceError(.overloaded, "This relay serves its maximum of \(configuration.maxSessions) sessions; try another.",
-                                   retryAfterMs: 1000)
-            }
-            let recovering = request.resume
-            session = RelaySession(sessionId: ticket.sessionId, params: params, configuration: configuration,
+            return existing
+        }
+        if configuration.maxSessions > 0 && sessions.count >= configuration.maxSessions {
+            throw ServiceError(.overloaded, "This relay serves its maximum of \(configuration.maxSessions) sessions; try another.",
+                               retryAfterMs: 1000)
+        }
+        let recovering = request.resume
+        let session = RelaySession(sessionId: ticket.sessionId, params: params, configuration: configuration,
                                    transport: transport, now: now,
                                    origin: recovering ? Self.recoveryOrigin(request, backlog: configuration.recoveryBacklogFrames) : 0,
                                    packer: packer, revocations: revocations)
-            if recovering {
-                // The relay restarted: the match was running; rebuild it from what peers resend.
-                session.recovering = true
-                session.running = true
-                session.startedAtMs = now
-                session.substitutionHoldUntilMs = now + UInt64(configuration.recoveryWaitMs)
-                session.continueReplay()
-            }
-            sessions[ticket.sessionId] = session
-        }
-        if session.content == nil, let content = request.content {
-            session.content = content
-            session.gameOptions = request.gameOptions
-        }
-
-        let participant: RelayPeer
-        var event: PeerEventKind = .joined
-        if ticket.role == .player {
-            let index = Int(ticket.slot) - 1
-            if let holder = session.players[index], holder.participantId == ticket.participantId {
-                participant = holder
-                if let old = holder.address, old != peer {
-                    peers.remove(old)
-                    transport.send(.detach(Detach(reason: .replaced, message: "Attached again from another connection.")), to: old)
-                }
-                event = .reconnected
-            } else {
-                if let holder = session.players[index] {
-                    forget(holder)
-                    session.remove(holder, reason: .replaced, detail: "slot \(ticket.slot) was given to another participant", now: now)
-                }
-                participant = RelayPeer(participantId: ticket.participantId, name: ticket.name, role: .player,
-                                          slot: index + 1, address: peer, now: now,
-                                          ticketExpiresAtUnixMs: ticket.expiresAtUnixMs, isHost: ticket.admitsHost)
-                session.players[index] = participant
-            }
-            if session.running, session.slotModes[index] != .active {
-                session.slotModes[index] = .active
-            }
-        } else if ticket.role == .spectator {
-            if let existing = session.spectators.first(where: { $0.participantId == ticket.participantId }) {
-                participant = existing
-                if let old = existing.address, old != peer {
-                    peers.remove(old)
-                    transport.send(.detach(Detach(reason: .replaced, message: "Attached again from another connection.")), to: old)
-                }
-                event = .reconnected
-            } else {
-                guard params.maxSpectators > 0 else {
-                    throw ServiceError(.spectatorsNotAllowed, "This session allows no spectators.")
-                }
-                guard session.spectators.count < Int(params.maxSpectators) else {
-                    throw ServiceError(.spectatorsFull, "All \(params.maxSpectators) spectator places are taken.")
-                }
-                participant = RelayPeer(participantId: ticket.participantId, name: ticket.name, role: .spectator,
-                                          slot: 0, address: peer, now: now, ticketExpiresAtUnixMs: ticket.expiresAtUnixMs)
-                session.spectators.append(participant)
-            }
-        } else {
-            throw ServiceError(.ticketInvalid, "The ticket names no role.")
-        }
-        // A fresh primary attach (reconnect, resume) ends the paths of the old connection.
-        dropExtraPaths(of: participant)
-        participant.address = peer
-        participant.lastHeardMs = now
-        participant.disconnectedSinceMs = nil
-        participant.awaitingTransfer = nil
-        participant.deferredSinceMs = nil
-        participant.name = ticket.name
-        participant.ticketExpiresAtUnixMs = max(participant.ticketExpiresAtUnixMs, ticket.expiresAtUnixMs)
-        participant.clientVersion = String(request.clientVersion.prefix(64))
-        peers.set(peer, session: session, participant: participant)
-
-        let holds = request.resume ? Int(request.confirmedFrames) : 0
-        let needsTransfer = session.placeCursor(participant, holds: holds)
-        session.peerEvent(event, participant, frame: session.timeline.confirmed,
-                          detail: event == .reconnected ? "back" : "attached as \(participant.role == .player ? "player \(participant.slot)" : "spectator")",
-                          now: now)
-        session.startIfReady(now: now)
-        let response = session.welcome(participant, transferFollows: needsTransfer ? 0 : nil)
-        if !session.running || !needsTransfer { session.deliverConfirmed(now: now) }
-        return response
+        if recovering { session.beginRecovery(now: now) }
+        sessions[ticket.sessionId] = session
+        return session
     }
 
     /// An attach with `additional_path`: `peer` becomes another path of the participant the
@@ -479,43 +346,6 @@ public final class RelayCore {
     static func recoveryOrigin(_ request: AttachRequest, backlog: Int) -> Int {
         let confirmed = Int(request.confirmedFrames)
         return min(confirmed, max(Int(request.historyFromFrame), confirmed - backlog, 0))
-    }
-
-    /// A returning peer of a rebuilt session resends the confirmed inputs it holds; the relay
-    /// adopts the frames it lacks (they were final before the restart).
-    private func adoptHistory(_ history: InputBroadcast, session: RelaySession, from participant: RelayPeer,
-                              now: UInt64) throws(ServiceError) {
-        guard session.recovering, participant.isPlayer, history.authoritative else {
-            throw ServiceError(.permissionDenied, "Peers send InputBroadcast only to rebuild a session after a relay restart.")
-        }
-        guard Int(history.inputSize) == session.inputSize else {
-            throw ServiceError(.badRequest, "Inputs are \(session.inputSize) bytes in this session.", field: "InputBroadcast.input_size")
-        }
-        for run in history.players {
-            let slot = Int(run.slot) - 1
-            guard slot >= 0, slot < session.slotCount else {
-                throw ServiceError(.badRequest, "Slot \(run.slot) does not exist.", field: "PlayerInputs.slot")
-            }
-            let count = run.inputs.count / session.inputSize
-            guard run.inputs.count % session.inputSize == 0, count <= 128,
-                  run.status.isEmpty || run.status.count == count else {
-                throw ServiceError(.badRequest, "A history run holds whole inputs with one status each.", field: "PlayerInputs.inputs")
-            }
-            let start = Int(run.startFrame)
-            var frame = session.timeline.stored(slot)
-            guard frame >= start, frame < start + count else { continue }
-            run.inputs.withUnsafeBytes { raw in
-                while frame < start + count {
-                    let offset = (frame - start) * session.inputSize
-                    session.timeline.append(slot: slot,
-                                            from: UnsafeRawBufferPointer(rebasing: raw[offset ..< offset + session.inputSize]),
-                                            status: run.status.isEmpty ? .received : run.status[frame - start])
-                    frame += 1
-                }
-            }
-        }
-        let before = session.timeline.confirmed
-        if session.timeline.updateConfirmed() { session.confirmedMoved(from: before, now: now) }
     }
 
     // MARK: - Timers and lifecycle
@@ -567,8 +397,8 @@ public final class RelayCore {
         }
     }
 
-    private func endSession(_ session: RelaySession, reason: DetachReason, detail: String, now: UInt64) {
-        for participant in session.participants { forget(participant) }
+    func endSession(_ session: RelaySession, reason: DetachReason, detail: String, now: UInt64) {
+        for participant in session.participants { peers.forget(participant) }
         session.end(reason: reason, detail: detail, now: now)
         endedSessions.append(session.sessionId)
         if endedSessions.count > 64 {
@@ -577,18 +407,11 @@ public final class RelayCore {
         }
     }
 
-    /// Closes sessions the coordinator says this relay should no longer serve.
-    public func close(sessionIds: [String], now: UInt64) {
-        for id in sessionIds {
-            if let session = sessions[id] { endSession(session, reason: .sessionEnded, detail: "closed by the coordinator", now: now) }
-        }
-    }
-
     /// The relay stops: every peer is told to reattach through a renewed ticket, and every
     /// replay is finished and synced to disk.
     public func shutdown(now: UInt64) {
         for session in sessions.values {
-            for participant in session.participants { forget(participant) }
+            for participant in session.participants { peers.forget(participant) }
             session.end(reason: .relayShutdown, detail: "relay shutting down", now: now)
         }
         sessions.removeAll()

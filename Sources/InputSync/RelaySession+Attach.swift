@@ -1,10 +1,108 @@
 import Foundation
+import NetplayAuth
 import NetplayService
 import NetplayWire
 
-// RelaySession: answering an attach, placing a participant's cursor, and starting the match.
+// RelaySession: admitting an attach, placing a participant's cursor, and starting the match.
 extension RelaySession {
     // MARK: - Attach and start
+
+    /// The content and game options of the first attach that names them.
+    func adoptContent(of request: AttachRequest) {
+        guard content == nil, let content = request.content else { return }
+        self.content = content
+        gameOptions = request.gameOptions
+    }
+
+    /// Admits the participant `ticket` (verified, not revoked, naming this session) names,
+    /// attaching from `peer`: the same participant returning (a player in its slot, a spectator
+    /// in the list) takes its place again from the new connection, the old one told it was
+    /// replaced; a new player takes its slot (from whoever held it), a new spectator a free
+    /// spectator place. `routes` learns the connection (and forgets the replaced ones). Then
+    /// the participant's cursor is placed, the match starts if it can, and the reply is built.
+    func admit(_ ticket: JoinTicket, request: AttachRequest, from peer: PeerAddress, routes: PeerRoutes,
+               now: UInt64) throws(ServiceError) -> AttachResponse {
+        guard ticket.role == .player || ticket.role == .spectator else {
+            throw ServiceError(.ticketInvalid, "The ticket names no role.")
+        }
+        let participant: RelayPeer
+        let event: PeerEventKind
+        if let returning = place(of: ticket) {
+            participant = returning
+            if let old = returning.address, old != peer {
+                routes.remove(old)
+                transport.send(.detach(Detach(reason: .replaced, message: "Attached again from another connection.")), to: old)
+            }
+            event = .reconnected
+        } else {
+            participant = try seat(ticket, from: peer, routes: routes, now: now)
+            event = .joined
+        }
+        if participant.isPlayer, running, slotModes[participant.slot - 1] != .active {
+            slotModes[participant.slot - 1] = .active
+        }
+        // A fresh primary attach (reconnect, resume) ends the paths of the old connection.
+        routes.dropExtraPaths(of: participant)
+        participant.address = peer
+        participant.lastHeardMs = now
+        participant.disconnectedSinceMs = nil
+        participant.awaitingTransfer = nil
+        participant.deferredSinceMs = nil
+        participant.name = ticket.name
+        participant.ticketExpiresAtUnixMs = max(participant.ticketExpiresAtUnixMs, ticket.expiresAtUnixMs)
+        participant.clientVersion = String(request.clientVersion.prefix(64))
+        routes.set(peer, session: self, participant: participant)
+
+        let holds = request.resume ? Int(request.confirmedFrames) : 0
+        let needsTransfer = placeCursor(participant, holds: holds)
+        peerEvent(event, participant, frame: timeline.confirmed,
+                  detail: event == .reconnected ? "back" : "attached as \(participant.role == .player ? "player \(participant.slot)" : "spectator")",
+                  now: now)
+        startIfReady(now: now)
+        let response = welcome(participant, transferFollows: needsTransfer ? 0 : nil)
+        if !running || !needsTransfer { deliverConfirmed(now: now) }
+        return response
+    }
+
+    /// The participant `ticket` names, if it already holds its place here (a player its slot, a
+    /// spectator its place among the spectators).
+    private func place(of ticket: JoinTicket) -> RelayPeer? {
+        if ticket.role == .player {
+            guard let holder = players[Int(ticket.slot) - 1], holder.participantId == ticket.participantId else { return nil }
+            return holder
+        }
+        return spectators.first { $0.participantId == ticket.participantId }
+    }
+
+    /// A new participant for `ticket`, in its place: a player in its slot (whoever held it is
+    /// removed, replaced), a spectator in a free spectator place (refused when there is none).
+    private func seat(_ ticket: JoinTicket, from peer: PeerAddress, routes: PeerRoutes,
+                      now: UInt64) throws(ServiceError) -> RelayPeer {
+        if ticket.role == .player {
+            let index = Int(ticket.slot) - 1
+            if let holder = players[index] {
+                routes.forget(holder)
+                remove(holder, reason: .replaced, detail: "slot \(ticket.slot) was given to another participant", now: now)
+            }
+            let player = RelayPeer(participantId: ticket.participantId, name: ticket.name, role: .player,
+                                   slot: index + 1, address: peer, now: now,
+                                   ticketExpiresAtUnixMs: ticket.expiresAtUnixMs, isHost: ticket.admitsHost)
+            players[index] = player
+            return player
+        }
+        // The ticket's places (the coordinator's word for this participant).
+        let maxSpectators = ticket.params.maxSpectators
+        guard maxSpectators > 0 else {
+            throw ServiceError(.spectatorsNotAllowed, "This session allows no spectators.")
+        }
+        guard spectators.count < Int(maxSpectators) else {
+            throw ServiceError(.spectatorsFull, "All \(maxSpectators) spectator places are taken.")
+        }
+        let spectator = RelayPeer(participantId: ticket.participantId, name: ticket.name, role: .spectator,
+                                  slot: 0, address: peer, now: now, ticketExpiresAtUnixMs: ticket.expiresAtUnixMs)
+        spectators.append(spectator)
+        return spectator
+    }
 
     /// The reply to an attach, after the participant was placed.
     func welcome(_ participant: RelayPeer, transferFollows: UInt32?, startDelayUs: UInt32 = 0) -> AttachResponse {

@@ -35,6 +35,17 @@ extension RelaySession {
         if stats.currentFrame > participant.stats.currentFrame { participant.stats.currentFrame = stats.currentFrame }
     }
 
+    /// After a participant detached: whether the session is over (no player holds a slot and no
+    /// spectator watches). While spectators still watch after the last player left, they get
+    /// every confirmed frame first (the timers end the session once they have).
+    func isOverAfterDeparture(now: UInt64) -> Bool {
+        guard players.allSatisfy({ $0 == nil }) else { return false }
+        guard spectators.contains(where: \.isConnected) else { return true }
+        playersGoneAtMs = playersGoneAtMs ?? now
+        deliverConfirmed(now: now)
+        return false
+    }
+
     /// A participant leaves for good (detach, kick): its slot turns disconnected from the
     /// first frame it did not send. A kicked one (`reason` `.kicked`: the host kicked or banned
     /// it) is also refused at attach until its tickets are of no use (see ``RevocationBook``).

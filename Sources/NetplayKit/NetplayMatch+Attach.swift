@@ -141,8 +141,14 @@ extension NetplayMatch {
         note(.error(error.code, error.message))
         if requestId != 0 && requestId == attachRequestId {
             switch error.code {
-            case .ticketExpired where renewTicket():
-                scheduleReattach(attempt: 0, now: now, why: "ticket renewed")
+            case .ticketExpired:
+                // Renewed off the game loop; until then the match keeps ticking and attaches nothing.
+                guard let renewal = TicketRenewal.start(for: admission, serverKey: options.serverKey) else {
+                    finish(.refused(error.code, error.message))
+                    return
+                }
+                ticketRenewal = renewal
+                phase = .renewingTicket(refusal: error.message)
             case .unavailable, .overloaded, .shuttingDown, .timeout, .internal:
                 if case .attaching(let attempt, _, _) = phase {
                     scheduleReattach(attempt: attempt + 1, now: now, why: error.message)
@@ -158,17 +164,17 @@ extension NetplayMatch {
         }
     }
 
-    /// Asks the coordinator for a fresh ticket (expired ticket on reconnect). Blocking, short.
-    private func renewTicket() -> Bool {
-        guard let coordinator = admission.coordinatorEndpoint, !admission.participantToken.isEmpty,
-              let client = try? BlockingClient(endpoint: coordinator, timeout: 1, serverKey: options.serverKey) else { return false }
-        let request = RenewTicketRequest(sessionId: admission.sessionId, participantId: admission.ticket.participantId,
-                                         participantToken: admission.participantToken)
-        guard case .sessionResponse(let response)? = try? client.request(.renewTicketRequest(request)),
-              let ticket = response.ticket else { return false }
-        admission.ticket = ticket
-        return true
+    /// While a ticket renewal runs: once it finished, attach again with the new ticket, or end
+    /// the match refused (ticket expired, `refusal` the relay's message) when there is none.
+    func pickUpRenewedTicket(now: UInt64, refusal: String) {
+        guard let outcome = ticketRenewal?.outcome else { return }
+        ticketRenewal = nil
+        switch outcome {
+        case .renewed(let ticket):
+            admission.ticket = ticket
+            scheduleReattach(attempt: 0, now: now, why: "ticket renewed")
+        case .failed:
+            finish(.refused(.ticketExpired, refusal))
+        }
     }
-
-    /// Converts a relay broadcast into engine input messages (match frames to local frames).
 }

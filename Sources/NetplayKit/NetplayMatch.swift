@@ -19,6 +19,9 @@ public final class NetplayMatch<G: SerializableGame> {
     enum Phase: Equatable {
         case idle
         case attaching(attempt: Int, nextAttemptMs: UInt64, sentAtMs: UInt64?)
+        /// The relay refused the ticket as expired (with this message); a renewal at the
+        /// coordinator runs off the game loop (``ticketRenewal``).
+        case renewingTicket(refusal: String)
         case waitingForStart
         case awaitingState
         case playing
@@ -63,6 +66,8 @@ public final class NetplayMatch<G: SerializableGame> {
     private var nextRequestId: UInt64 = 1
     var attachRequestId: UInt64 = 0
     var attachedOnce = false
+    /// The ticket renewal in flight (phase ``Phase/renewingTicket(refusal:)``).
+    var ticketRenewal: TicketRenewal?
     var relayKnowsUs = false
 
     // Session facts from the relay.
@@ -334,6 +339,8 @@ public final class NetplayMatch<G: SerializableGame> {
             } else if let sentAt, now &- sentAt >= UInt64(options.attachTimeoutMs) {
                 scheduleReattach(attempt: attempt + 1, now: now, why: "no answer to attach")
             }
+        case .renewingTicket(let refusal):
+            pickUpRenewedTicket(now: now, refusal: refusal)
         case .waitingForStart, .awaitingState:
             keepAlive(now: now)
             if now &- lastHeardMs >= UInt64(options.silenceTimeoutMs) * 2 { reconnect(now: now, why: "relay silent") }

@@ -150,19 +150,7 @@ public enum WANMatch {
         let secretText = secret.map { String(format: "%02x", $0) }.joined()
         let base = ["--telemetry", "none", "--events", "none", "--log-level", "notice"]
         func launch(_ name: String, _ arguments: [String]) throws {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "\(binDirectory)/\(name)")
-            process.arguments = base + arguments
-            var environment = ProcessInfo.processInfo.environment
-            for key in environment.keys where key.hasPrefix("NETPLAY_") { environment[key] = nil }
-            process.environment = environment
-            let log = "\(root)/\(name).log"
-            _ = FileManager.default.createFile(atPath: log, contents: nil)
-            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-            process.standardOutput = handle
-            process.standardError = handle
-            try process.run()
-            services.append(process)
+            services.append(try LoggedProcess.launch("\(binDirectory)/\(name)", base + arguments, log: "\(root)/\(name).log"))
         }
         try launch("netplay-discovery", ["--endpoint", discovery, "--instance", "wan-discovery", "--data-dir", "\(root)/discovery",
                                          "--beacon-port", "0", "--retroarch-port", "0"])

@@ -146,17 +146,7 @@ public final class WANPeer {
     private func stopForwarder() {
         guard let process = forwarder else { return }
         forwarder = nil
-        stop([process])
-    }
-
-    private func stop(_ list: [Process]) {
-        for process in list where process.isRunning { process.terminate() }
-        let deadline = Date().addingTimeInterval(3)
-        while list.contains(where: \.isRunning), Date() < deadline { usleep(10_000) }
-        for process in list where process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        LoggedProcess.stop([process])
     }
 
     // MARK: Processes and sockets inside the namespace
@@ -168,19 +158,8 @@ public final class WANPeer {
     public func launch(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
                        log: String) throws -> Process {
         guard !torn else { throw WANHarnessError("the peer has been torn down") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: lab.ip)
-        process.arguments = ["netns", "exec", namespace, executable] + arguments
-        var env = ProcessInfo.processInfo.environment
-        for key in env.keys where key.hasPrefix("NETPLAY_") { env[key] = nil }
-        env.merge(environment) { _, new in new }
-        process.environment = env
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        process.standardOutput = handle
-        process.standardError = handle
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        let process = try LoggedProcess.launch(inNamespace: namespace, ip: lab.ip, executable, arguments,
+                                               environment: environment, log: log)
         processes.append(process)
         return process
     }
@@ -195,7 +174,7 @@ public final class WANPeer {
     func tearDown() {
         guard !torn else { return }
         torn = true
-        stop(processes)
+        LoggedProcess.stop(processes)
         processes.removeAll()
         if namespaceMade { removeRules() }
         stopForwarder()

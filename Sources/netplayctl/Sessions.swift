@@ -11,6 +11,13 @@ struct CoordinatorTarget: ParsableArguments {
     var requests: String {
         get throws { try ServiceAddress.requests(coordinator ?? ProcessInfo.processInfo.environment["NETPLAY_COORDINATOR"] ?? "coordinator") }
     }
+
+    /// Sends `body` to the coordinator over `connection`; the session it answers with.
+    func session(_ body: Envelope.Body, over connection: ConnectionOptions) throws -> SessionInfo {
+        let reply = try connection.client(for: try requests).request(body)
+        guard case .sessionResponse(let response) = reply else { throw ClientError.unexpectedReply(reply.name) }
+        return response.session
+    }
 }
 
 /// The content a host plays or a joiner has.
@@ -131,9 +138,8 @@ extension Netplayctl {
             @OptionGroup var connection: ConnectionOptions
 
             func run() throws {
-                let reply = try connection.client(for: try target.requests).request(.getSessionRequest(GetSessionRequest(sessionId: session)))
-                guard case .sessionResponse(let response) = reply else { throw ClientError.unexpectedReply(reply.name) }
-                if json { emit(response.session.jsonLine()) } else { describe(response.session).forEach(emit) }
+                let answer = try target.session(.getSessionRequest(GetSessionRequest(sessionId: session)), over: connection)
+                if json { emit(answer.jsonLine()) } else { describe(answer).forEach(emit) }
             }
         }
 
@@ -206,10 +212,9 @@ extension Netplayctl {
             @OptionGroup var connection: ConnectionOptions
 
             func run() throws {
-                let reply = try connection.client(for: try target.requests).request(.leaveSessionRequest(LeaveSessionRequest(
-                    sessionId: session, participantId: me.participant, participantToken: try me.tokenBytes())))
-                guard case .sessionResponse(let response) = reply else { throw ClientError.unexpectedReply(reply.name) }
-                describe(response.session).forEach(emit)
+                let answer = try target.session(.leaveSessionRequest(LeaveSessionRequest(
+                    sessionId: session, participantId: me.participant, participantToken: try me.tokenBytes())), over: connection)
+                describe(answer).forEach(emit)
             }
         }
 
@@ -225,11 +230,10 @@ extension Netplayctl {
             @OptionGroup var connection: ConnectionOptions
 
             func run() throws {
-                let reply = try connection.client(for: try target.requests).request(.kickParticipantRequest(KickParticipantRequest(
+                let answer = try target.session(.kickParticipantRequest(KickParticipantRequest(
                     sessionId: session, participantId: me.participant, participantToken: try me.tokenBytes(),
-                    targetParticipantId: kick, reason: reason, ban: ban)))
-                guard case .sessionResponse(let response) = reply else { throw ClientError.unexpectedReply(reply.name) }
-                describe(response.session).forEach(emit)
+                    targetParticipantId: kick, reason: reason, ban: ban)), over: connection)
+                describe(answer).forEach(emit)
             }
         }
 
@@ -242,10 +246,9 @@ extension Netplayctl {
             @OptionGroup var connection: ConnectionOptions
 
             func run() throws {
-                let reply = try connection.client(for: try target.requests).request(.startSessionRequest(StartSessionRequest(
-                    sessionId: session, participantId: me.participant, participantToken: try me.tokenBytes())))
-                guard case .sessionResponse(let response) = reply else { throw ClientError.unexpectedReply(reply.name) }
-                describe(response.session).forEach(emit)
+                let answer = try target.session(.startSessionRequest(StartSessionRequest(
+                    sessionId: session, participantId: me.participant, participantToken: try me.tokenBytes())), over: connection)
+                describe(answer).forEach(emit)
             }
         }
 
@@ -259,10 +262,9 @@ extension Netplayctl {
             @OptionGroup var connection: ConnectionOptions
 
             func run() throws {
-                let reply = try connection.client(for: try target.requests).request(.endSessionRequest(EndSessionRequest(
-                    sessionId: session, participantId: me.participant, participantToken: try me.tokenBytes(), reason: reason)))
-                guard case .sessionResponse(let response) = reply else { throw ClientError.unexpectedReply(reply.name) }
-                describe(response.session).forEach(emit)
+                let answer = try target.session(.endSessionRequest(EndSessionRequest(
+                    sessionId: session, participantId: me.participant, participantToken: try me.tokenBytes(), reason: reason)), over: connection)
+                describe(answer).forEach(emit)
             }
         }
     }

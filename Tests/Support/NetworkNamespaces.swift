@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import WANHarness
 
 /// Two fresh network namespaces, a veth pair between them (10.77.0.1/24 in `a`, 10.77.0.2/24 in
 /// `b`), and the processes started inside them; ``tearDown()`` removes all of it.
@@ -74,31 +75,15 @@ public final class NamespacePair {
     /// Starts `executable` inside `namespace`, output to `log`.
     public func launch(in namespace: String, _ executable: String, _ arguments: [String], environment: [String: String],
                 log: String) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ip)
-        process.arguments = ["netns", "exec", namespace, executable] + arguments
-        var env = ProcessInfo.processInfo.environment
-        for key in env.keys where key.hasPrefix("NETPLAY_") { env[key] = nil }
-        env.merge(environment) { _, new in new }
-        process.environment = env
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
+        let process = try LoggedProcess.launch(inNamespace: namespace, ip: ip, executable, arguments,
+                                               environment: environment, log: log)
         processes.append(process)
         return process
     }
 
     /// Stops every process, deletes the namespaces (and with them the veth pair) and the files.
     public func tearDown() {
-        for process in processes where process.isRunning { process.terminate() }
-        let deadline = Date().addingTimeInterval(3)
-        while processes.contains(where: \.isRunning), Date() < deadline { usleep(20_000) }
-        for process in processes where process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        LoggedProcess.stop(processes)
         processes.removeAll()
         for namespace in created {
             _ = Shell.run(ip, ["netns", "del", namespace])

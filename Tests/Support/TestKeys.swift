@@ -29,23 +29,28 @@ public struct TestKeys: Sendable {
 
     /// The member named `instance`, once its service has published it (waits up to `seconds`).
     public func member(_ instance: String, within seconds: Double = 10) throws -> TrustStore.Member {
-        var found: TrustStore.Member?
-        _ = eventually(within: seconds) {
-            found = store.member(instance: instance)
-            return found?.control != nil
+        try published(within: seconds, "\(instance) never published its key to \(store.directory.path)") {
+            store.member(instance: instance)
         }
-        guard let found else { throw HarnessError("\(instance) never published its key to \(store.directory.path)") }
-        return found
     }
 
     /// The member whose public (or control) endpoint is `endpoint`, once published.
     public func member(endpoint: String, within seconds: Double = 10) throws -> TrustStore.Member {
+        try published(within: seconds, "no member at \(endpoint) in \(store.directory.path)") {
+            store.member(endpoint: endpoint)
+        }
+    }
+
+    /// What `lookup` finds once it has a control endpoint (waiting up to `seconds`; after that,
+    /// what it found last); throws `failure` when it found nothing.
+    private func published(within seconds: Double, _ failure: @autoclosure () -> String,
+                           _ lookup: () -> TrustStore.Member?) throws -> TrustStore.Member {
         var found: TrustStore.Member?
         _ = eventually(within: seconds) {
-            found = store.member(endpoint: endpoint)
+            found = lookup()
             return found?.control != nil
         }
-        guard let found else { throw HarnessError("no member at \(endpoint) in \(store.directory.path)") }
+        guard let found else { throw HarnessError(failure()) }
         return found
     }
 

@@ -57,6 +57,20 @@ final class LanDiscovery {
         book = LanRoomBook(maxPerSource: Self.maxRoomsPerSource, maxTotal: Self.maxRooms)
     }
 
+    /// A UDP socket bound on `host:port` that the reactor watches (`onReadable`), and its status
+    /// ("`working` ADDRESS"); nil and "unavailable (...)", with `warning` logged, when it cannot be bound.
+    private func openWatched(_ runtime: ServiceRuntime, host: String, port: UInt16, working: String, warning: String,
+                             onReadable: @escaping (ServiceRuntime) -> Void) -> (UDPSocket?, String) {
+        do {
+            let socket = try UDPSocket(host: host, port: port)
+            watchers.append(runtime.watch(fileDescriptor: socket.fileDescriptor, onReadable: onReadable))
+            return (socket, "\(working) \(socket.localAddress)")
+        } catch {
+            runtime.logger.warning("\(warning)", metadata: ["error": "\(error)"])
+            return (nil, "unavailable (\(error))")
+        }
+    }
+
     func start(runtime: ServiceRuntime, delegate: DiscoveryService) {
         service = delegate
         frontend = "\(Self.frontendPrefix) \(runtime.configuration.instance)"
@@ -67,29 +81,16 @@ final class LanDiscovery {
             counters[name] = runtime.metrics.counter("netplay_discovery_lan_\(name)_total", help: help)
         }
         if let port = configuration.beaconPort {
-            do {
-                let socket = try UDPSocket(host: configuration.beaconBind, port: port)
-                beaconSocket = socket
-                beaconStatus = "listening on \(socket.localAddress)"
-                watchers.append(runtime.watch(fileDescriptor: socket.fileDescriptor) { [weak self] runtime in
-                    self?.drainBeacons(runtime)
-                })
-            } catch {
-                beaconStatus = "unavailable (\(error))"
-                runtime.logger.warning("LAN beacon listener disabled", metadata: ["error": "\(error)"])
+            (beaconSocket, beaconStatus) = openWatched(runtime, host: configuration.beaconBind, port: port, working: "listening on",
+                                                       warning: "LAN beacon listener disabled") { [weak self] runtime in
+                self?.drainBeacons(runtime)
             }
         }
         if let port = configuration.retroArchPort {
-            do {
-                let socket = try UDPSocket(host: configuration.retroArchBind, port: port)
-                responderSocket = socket
-                responderStatus = "answering on \(socket.localAddress)"
-                watchers.append(runtime.watch(fileDescriptor: socket.fileDescriptor) { [weak self] runtime in
-                    self?.drainQueries(runtime)
-                })
-            } catch {
-                responderStatus = "unavailable (\(error))"
-                runtime.logger.warning("RetroArch LAN responder disabled", metadata: ["error": "\(error)"])
+            (responderSocket, responderStatus) = openWatched(runtime, host: configuration.retroArchBind, port: port,
+                                                             working: "answering on",
+                                                             warning: "RetroArch LAN responder disabled") { [weak self] runtime in
+                self?.drainQueries(runtime)
             }
         }
         if configuration.retroArchScanIntervalSeconds > 0 {

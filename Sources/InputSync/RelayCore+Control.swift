@@ -1,0 +1,64 @@
+import Foundation
+import NetplayService
+import NetplayWire
+
+// RelayCore: the coordinator's control of the relay (closing sessions, disconnecting and
+// removing participants).
+extension RelayCore {
+    // MARK: - Coordinator control
+
+    /// Handles a control request of the coordinator (CloseRelaySessionRequest,
+    /// DisconnectPeerRequest); returns its reply.
+    func control(_ body: Envelope.Body, now: UInt64) throws(ServiceError) -> Envelope.Body {
+        switch body {
+        case .closeRelaySessionRequest(let request):
+            guard let session = sessions[request.sessionId] else {
+                throw ServiceError(.notFound, "This relay serves no session '\(request.sessionId)'.")
+            }
+            endSession(session, reason: request.reason == .unspecified ? .sessionEnded : request.reason,
+                       detail: request.message.isEmpty ? "closed by the coordinator" : request.message, now: now)
+            return .ack(Ack(detail: "closed"))
+        case .disconnectPeerRequest(let request):
+            guard let session = sessions[request.sessionId],
+                  let participant = session.participants.first(where: { $0.participantId == request.participantId }) else {
+                throw ServiceError(.notFound, "No participant '\(request.participantId)' in session '\(request.sessionId)'.")
+            }
+            peers.forget(participant)
+            session.remove(participant, reason: request.reason == .unspecified ? .kicked : request.reason,
+                           detail: request.message.isEmpty ? "disconnected by the coordinator" : request.message, now: now)
+            return .ack(Ack(detail: "disconnected"))
+        default:
+            throw ServiceError(.unknownRequest, "\(body.name) is no control request.")
+        }
+    }
+
+    /// Closes sessions the coordinator says this relay should no longer serve.
+    public func close(sessionIds: [String], now: UInt64) {
+        for id in sessionIds {
+            if let session = sessions[id] { endSession(session, reason: .sessionEnded, detail: "closed by the coordinator", now: now) }
+        }
+    }
+
+    // MARK: - Removed participants
+
+    /// Refuses every attach of `participantId` in `sessionId` from now until no ticket issued to
+    /// it before could admit it (see ``revocationEnd(ticketExpiresAtUnixMs:nowUnixMs:configuration:)``),
+    /// whether or not it is attached now. A kick (`DisconnectPeerRequest` with reason `KICKED`)
+    /// of a participant in a session does this by itself; this is for one the relay has not seen.
+    /// Call it only for a request proven to come from the coordinator.
+    public func revoke(sessionId: String, participantId: String) {
+        let wallNow = wallClockMs()
+        let seen = sessions[sessionId]?.participants.first { $0.participantId == participantId }?.ticketExpiresAtUnixMs ?? 0
+        revocations.revoke(sessionId: sessionId, participantId: participantId,
+                           untilUnixMs: Self.revocationEnd(ticketExpiresAtUnixMs: seen, nowUnixMs: wallNow,
+                                                           configuration: configuration),
+                           nowUnixMs: wallNow)
+    }
+
+    /// When a removal stops mattering: every ticket issued to the participant before it (the
+    /// newest one the relay saw, or one issued just now and living the longest a ticket lives)
+    /// has expired, and the grace in which an expired ticket still resumes is over.
+    static func revocationEnd(ticketExpiresAtUnixMs: UInt64, nowUnixMs: UInt64, configuration: RelayConfiguration) -> UInt64 {
+        max(ticketExpiresAtUnixMs, nowUnixMs &+ configuration.maxTicketLifetimeMs) &+ configuration.resumeGraceMs
+    }
+}

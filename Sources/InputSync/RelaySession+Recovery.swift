@@ -1,0 +1,55 @@
+import Foundation
+import NetplayService
+import NetplayWire
+
+// RelaySession: rebuilding a running match after the relay restarted, from what its peers resend.
+extension RelaySession {
+    // MARK: - Restart recovery
+
+    /// This session is rebuilt after a relay restart: the match was running, its first
+    /// returning peer resumed it. It runs from now, with substitution held back while the
+    /// others return and resend, and its replay file continues.
+    func beginRecovery(now: UInt64) {
+        recovering = true
+        running = true
+        startedAtMs = now
+        substitutionHoldUntilMs = now + UInt64(configuration.recoveryWaitMs)
+        continueReplay()
+    }
+
+    /// A returning peer of a rebuilt session resends the confirmed inputs it holds; the relay
+    /// adopts the frames it lacks (they were final before the restart).
+    func adoptHistory(_ history: InputBroadcast, from participant: RelayPeer, now: UInt64) throws(ServiceError) {
+        guard recovering, participant.isPlayer, history.authoritative else {
+            throw ServiceError(.permissionDenied, "Peers send InputBroadcast only to rebuild a session after a relay restart.")
+        }
+        guard Int(history.inputSize) == inputSize else {
+            throw ServiceError(.badRequest, "Inputs are \(inputSize) bytes in this session.", field: "InputBroadcast.input_size")
+        }
+        for run in history.players {
+            let slot = Int(run.slot) - 1
+            guard slot >= 0, slot < slotCount else {
+                throw ServiceError(.badRequest, "Slot \(run.slot) does not exist.", field: "PlayerInputs.slot")
+            }
+            let count = run.inputs.count / inputSize
+            guard run.inputs.count % inputSize == 0, count <= 128,
+                  run.status.isEmpty || run.status.count == count else {
+                throw ServiceError(.badRequest, "A history run holds whole inputs with one status each.", field: "PlayerInputs.inputs")
+            }
+            let start = Int(run.startFrame)
+            var frame = timeline.stored(slot)
+            guard frame >= start, frame < start + count else { continue }
+            run.inputs.withUnsafeBytes { raw in
+                while frame < start + count {
+                    let offset = (frame - start) * inputSize
+                    timeline.append(slot: slot,
+                                    from: UnsafeRawBufferPointer(rebasing: raw[offset ..< offset + inputSize]),
+                                    status: run.status.isEmpty ? .received : run.status[frame - start])
+                    frame += 1
+                }
+            }
+        }
+        let before = timeline.confirmed
+        if timeline.updateConfirmed() { confirmedMoved(from: before, now: now) }
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import NetplayService
+import NetplayWire
+import Synchronization
+
+/// One ticket renewal at the coordinator (the relay said the ticket expired), run on a thread of
+/// its own: the coordinator may take up to a second to answer, and the game loop keeps ticking
+/// meanwhile. The match polls ``outcome`` on each tick and picks the new ticket up from there.
+final class TicketRenewal: Sendable {
+    /// What the renewal came to.
+    enum Outcome: Sendable, Equatable {
+        /// The coordinator issued this ticket.
+        case renewed(JoinTicket)
+        /// No ticket (no answer within the timeout, an error reply, no connection).
+        case failed
+    }
+
+    private let result = Mutex<Outcome?>(nil)
+
+    /// Starts renewing `admission`'s ticket, or returns nil when it cannot be renewed (no
+    /// coordinator, or no participant token: a LAN room).
+    static func start(for admission: Admission, serverKey: [UInt8]?, timeoutSeconds: Double = 1) -> TicketRenewal? {
+        guard let coordinator = admission.coordinatorEndpoint, !admission.participantToken.isEmpty else { return nil }
+        let request = RenewTicketRequest(sessionId: admission.sessionId, participantId: admission.ticket.participantId,
+                                         participantToken: admission.participantToken)
+        let renewal = TicketRenewal()
+        Thread.detachNewThread {
+            // The client lives and dies on this thread (its socket is confined to it).
+            renewal.finish(Self.request(request, at: coordinator, serverKey: serverKey, timeoutSeconds: timeoutSeconds))
+        }
+        return renewal
+    }
+
+    /// The outcome, once the renewal finished; nil while it is in flight.
+    var outcome: Outcome? { result.withLock { $0 } }
+
+    private func finish(_ outcome: Outcome) {
+        result.withLock { $0 = outcome }
+    }
+
+    private static func request(_ request: RenewTicketRequest, at coordinator: String, serverKey: [UInt8]?,
+                                timeoutSeconds: Double) -> Outcome {
+        guard let client = try? BlockingClient(endpoint: coordinator, timeout: timeoutSeconds, serverKey: serverKey),
+              case .sessionResponse(let response)? = try? client.request(.renewTicketRequest(request)),
+              let ticket = response.ticket else { return .failed }
+        return .renewed(ticket)
+    }
+}

@@ -1,0 +1,154 @@
+import ArgumentParser
+import Foundation
+import Games
+import InputSync
+import Libretro
+import NetplayKit
+import NetplayService
+import NetplayWire
+import Rollback
+
+// The playing subcommands: host, join and spectate a room.
+
+struct Host: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Host a room (through the cluster, or on the LAN) and play in slot 1.")
+
+    @OptionGroup var options: PeerOptions
+    @Option(help: "Player slots (2 ... 8; the match starts when all are in).") var players = 2
+    @Option(help: "Input delay: auto (the relay chooses it from the round trips it measures and changes it when they move; every player uses it) or 0 ... 15 frames.")
+    var frameDelay = "auto"
+    @Option(help: "Rollback window in frames.") var predictionWindow = 12
+    @Option(help: "Frames a player may lag before substitution.") var lagTolerance = 12
+    @Option(help: "Checksum every this many frames.") var checksumInterval = 60
+    @Option(help: "Spectator delay in frames.") var spectatorDelay = 0
+    @Option(help: "Spectator places (0: none).") var maxSpectators = 4
+    @Option(help: "Frames per second (default: the core's rate, or 60; tests run faster).") var frameRate: Double?
+    @Option(help: "Play password.") var password: String?
+    @Option(help: "Game seed.") var seed: UInt64 = 1
+    @Flag(help: "Host on the LAN (in-process relay announced by beacon) instead of through the cluster.") var lan = false
+    @Option(help: "LAN: where beacons go (HOST or HOST:PORT).") var lanBeacon = "255.255.255.255"
+    @Option(help: "LAN: the address joiners reach the relay on (default: this machine's LAN address).") var lanAddress: String?
+
+    func validate() throws {
+        try options.validate(player: true)
+        if let frameRate { guard frameRate > 0 && frameRate <= 1000 else { throw ValidationError("--frame-rate must be in 0 ... 1000") } }
+        guard frameDelay == "auto" || Int(frameDelay).map({ (0 ... 15).contains($0) }) == true else {
+            throw ValidationError("--frame-delay must be auto or 0 ... 15, got '\(frameDelay)'")
+        }
+        guard (2 ... 8).contains(players) else { throw ValidationError("--players must be 2 ... 8") }
+        guard checksumInterval > 0, options.frames % checksumInterval == 0 else {
+            throw ValidationError("--frames must be a multiple of --checksum-interval (the final checksum is a reported one)")
+        }
+        if options.game == "pd" && players != 2 { throw ValidationError("the prisoner's dilemma takes exactly 2 players") }
+    }
+
+    func run() throws {
+        let sample = SampleGame(rawValue: options.game)!
+        let name = options.name ?? "host"
+        let loaded = options.core != nil ? try options.loadCore(players: players) : nil
+        let content = loaded?.content ?? sample.content()
+        let inputSize = loaded != nil ? LibretroGame.inputSize : sample.inputSize
+        let frameRate = self.frameRate ?? loaded?.core.avInfo.framesPerSecond ?? 60
+        var settings = NetplaySettings(roomName: options.room)
+        settings.maxPlayers = players
+        settings.automaticFrameDelay = frameDelay == "auto"
+        settings.frameDelay = Int(frameDelay) ?? 2
+        settings.predictionWindow = predictionWindow
+        settings.lagTolerance = lagTolerance
+        settings.checksumInterval = checksumInterval
+        settings.spectatorDelay = spectatorDelay
+        settings.allowSpectators = maxSpectators > 0
+        settings.maxSpectators = maxSpectators
+        settings.password = password
+        settings.frameRateMilliHertz = Int(frameRate * 1000)
+        settings.network = lan ? .lan : .relay
+        let admission: Admission
+        var lanHost: LanHost?
+        let lobby = try options.lobby()
+        if lan {
+            let parts = lanBeacon.split(separator: ":")
+            let beaconPort = parts.count > 1 ? UInt16(parts[1]) ?? options.lanPort : options.lanPort
+            let host = try LanHost(settings: settings, content: content, inputSize: inputSize, hostName: name,
+                                   advertiseAddress: lanAddress, beaconHost: String(parts[0]), beaconPort: beaconPort)
+            lanHost = host
+            admission = host.admission
+            FileHandle.standardError.write(Data("netplay-peer[host]: LAN room '\(options.room)' on \(host.endpoint)\n".utf8))
+        } else {
+            admission = try lobby.host(settings: settings, content: content, inputSize: inputSize, hostName: name)
+            FileHandle.standardError.write(Data("netplay-peer[host]: room '\(options.room)' session \(admission.sessionId) on relay \(admission.relayEndpoint)\n".utf8))
+        }
+        _ = lanHost
+        if let loaded {
+            try playCore(loaded, players: players, admission: admission, options: options, host: true, label: name,
+                         onRunning: { markStartedInBackground(lobby, admission) }, lingerSeconds: lan ? 5 : 0)
+        }
+        try play(sample: sample, players: players, seed: seed, admission: admission, options: options, host: true,
+                 label: name, onRunning: { markStartedInBackground(lobby, admission) }, lingerSeconds: lan ? 5 : 0)
+    }
+}
+
+/// Tells the coordinator the match started, off the game loop: the request takes a few round
+/// trips to the coordinator (a fresh connection), and the host's own inputs must not wait for it
+/// (on a 110 ms path they came ~440 ms late and the relay substituted them).
+func markStartedInBackground(_ lobby: NetplayLobby, _ admission: Admission) {
+    Thread.detachNewThread { try? lobby.markStarted(admission) }
+}
+
+/// Finds the room and joins it in `role`; learns the game from the room.
+func joinAndPlay(_ options: PeerOptions, role: Role, password: String, label: String) throws -> Never {
+    let lobby = try options.lobby()
+    let room = try options.findRoom(lobby, deadline: Date().addingTimeInterval(min(options.timeout, 60)))
+    if room.content.coreId.hasPrefix("libretro.") {
+        guard options.core != nil else {
+            throw ValidationError("room '\(room.roomName)' plays \(room.content.gameName) on the libretro core "
+                                  + "\(room.content.coreId.dropFirst("libretro.".count)) \(room.content.coreVersion): pass --core and --content")
+        }
+        let loaded = try options.loadCore(players: room.maxPlayers)
+        var lastError: Error?
+        for _ in 0 ..< 20 {
+            do {
+                let admission = try lobby.join(room, name: options.name ?? label, role: role, password: password, content: loaded.content)
+                try playCore(loaded, players: room.maxPlayers, admission: admission, options: options, host: false,
+                             label: options.name ?? label)
+            } catch let error as NetplayError where error.code == .unavailable || error.code == .noRelay {
+                lastError = error
+                usleep(300_000)
+            }
+        }
+        throw lastError ?? ValidationError("could not join")
+    }
+    guard let sample = SampleGame.allCases.first(where: { $0.coreId == room.content.coreId }) ?? SampleGame(rawValue: options.game) else {
+        throw ValidationError("room '\(room.roomName)' plays \(room.content.coreId), not a sample game")
+    }
+    var lastError: Error?
+    for _ in 0 ..< 20 {
+        do {
+            let admission = try lobby.join(room, name: options.name ?? label, role: role, password: password,
+                                           content: sample.content())
+            try play(sample: sample, players: room.maxPlayers, seed: 1, admission: admission, options: options,
+                     host: false, label: options.name ?? label)
+        } catch let error as NetplayError where error.code == .unavailable || error.code == .noRelay {
+            lastError = error
+            usleep(300_000)
+        }
+    }
+    throw lastError ?? ValidationError("could not join")
+}
+
+struct Join: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Join a room as a player.")
+    @OptionGroup var options: PeerOptions
+    @Option(help: "Play password.") var password = ""
+
+    func validate() throws { try options.validate(player: true) }
+    func run() throws { try joinAndPlay(options, role: .player, password: password, label: "join") }
+}
+
+struct Spectate: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Watch a room (mid-match joins start from a state snapshot).")
+    @OptionGroup var options: PeerOptions
+    @Option(help: "Spectate password.") var password = ""
+
+    func validate() throws { try options.validate(player: false) }
+    func run() throws { try joinAndPlay(options, role: .spectator, password: password, label: "spectate") }
+}

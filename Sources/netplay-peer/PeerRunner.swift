@@ -1,0 +1,175 @@
+import ArgumentParser
+import Foundation
+import Games
+import InputSync
+import Libretro
+import NetplayKit
+import NetplayService
+import NetplayWire
+import Rollback
+
+// The game loop every playing subcommand shares, and starting a match for a sample game or a core.
+
+/// The common game loop: ticks the match at the session's frame rate, applies the chaos options,
+/// stops at the target frame and prints the result line.
+struct PeerRunner<G: SerializableGame> {
+    let options: PeerOptions
+    let match: NetplayMatch<G>
+    /// The input of (slot, frame).
+    let script: (Int, Int) -> GameInput
+    let label: String
+    /// Appended to the RESULT line.
+    var resultSuffix = ""
+    var onRunning: (() -> Void)?
+    /// Seconds to keep ticking after finishing (a LAN host serves the others meanwhile).
+    var lingerSeconds = 0.0
+
+    func run() throws -> Never {
+        let deadline = Date().addingTimeInterval(options.timeout)
+        match.start()
+        var lagDone = false, outageDone = false, announced = false
+        var lastHud = Date()
+        var nextTick = ContinuousClock.now
+        var reconnects = 0
+        var seenEvents = 0
+        while true {
+            if Date() > deadline {
+                // What happened last is what explains a stuck match.
+                for event in match.events.suffix(20) { log("event: \(event)") }
+                fail("timed out after \(Int(options.timeout)) s in state \(match.state) at frame \(match.currentFrame)")
+            }
+            let frame = match.currentFrame
+            if let lagAt = options.lagAt, !lagDone, frame >= lagAt {
+                lagDone = true
+                log("freezing \(options.lagMs) ms at frame \(frame) (a weak client)")
+                usleep(UInt32(options.lagMs) * 1000)
+                nextTick = .now
+            }
+            if let outageAt = options.outageAt, !outageDone, frame >= outageAt {
+                outageDone = true
+                log("cutting the link for \(options.outageMs) ms at frame \(frame)")
+                match.simulateOutage(milliseconds: options.outageMs)
+            }
+            let slot = max(match.slot, 1)
+            let result = match.tick(input: script(slot, frame))
+            if result.running && !announced {
+                announced = true
+                log("match running from frame \(match.startFrame) as \(match.role == .player ? "P\(match.slot)" : "spectator")")
+                onRunning?()
+            }
+            if options.renderEvery > 0, result.framesAdvanced > 0, match.currentFrame % options.renderEvery < result.framesAdvanced {
+                emit(Renderer.render(match.game, frame: match.currentFrame))
+            }
+            if options.hudEvery > 0, match.events.count > seenEvents {
+                for event in match.events.suffix(match.events.count - seenEvents) { log("event: \(event)") }
+            }
+            seenEvents = match.events.count
+            if options.hudEvery > 0, Date().timeIntervalSince(lastHud) >= options.hudEvery {
+                lastHud = Date()
+                emit("HUD \(label): \(match.hud.line) state=\(match.state)")
+            }
+            if case .disconnected(let reason) = match.state { fail("disconnected: \(reason)") }
+            if let checksum = finished() {
+                reconnects = match.events.filter { if case .reconnected = $0 { true } else { false } }.count
+                let hud = match.hud
+                let desyncEvents = match.events.filter { if case .desync = $0 { true } else { false } }.count
+                let loaded = match.events.filter { if case .stateLoaded = $0 { true } else { false } }.count
+                if match.role == .player {
+                    // A LAN host's process is the relay: give the others time to finish first.
+                    if lingerSeconds > 0 {
+                        let until = Date().addingTimeInterval(lingerSeconds)
+                        while Date() < until {
+                            match.tick(input: .zero)
+                            usleep(5_000)
+                        }
+                    }
+                }
+                match.leave()
+                usleep(150_000)  // let the Detach leave before the process does
+                emit("HUD \(label): \(hud.line)")
+                emit("RESULT frames=\(options.frames) checksum=0x\(String(checksum, radix: 16)) role=\(match.role == .player ? "player" : "spectator") "
+                      + "slot=\(match.slot) start=\(match.startFrame) rollbacks=\(hud.rollbacks) substituted_seen=\(match.substitutedInputsSeen) "
+                      + "max_stall_ms=\(match.longestStallMs) desync_notices=\(desyncEvents) states_loaded=\(loaded) reconnects=\(reconnects) "
+                      + "rollback_frames=\(hud.rollbackFrames) max_rollback=\(hud.maxRollbackFrames) stalls_over_2=\(match.stallsOverTwoFrames) "
+                      + "own_substituted=\(match.ownInputsSubstituted) frame_delay=\(hud.frameDelay) ping_ms=\(hud.pingMs)"
+                      + resultSuffix)
+                exit(0)
+            }
+            nextTick = nextTick.advanced(by: .nanoseconds(Int64(1e9 / framesPerSecond * match.frameIntervalScale)))
+            let now = ContinuousClock.now
+            if nextTick > now { Thread.sleep(forTimeInterval: Double((nextTick - now).components.attoseconds) / 1e18) }
+            else if now - nextTick > .milliseconds(100) { nextTick = now }
+        }
+    }
+
+    private var framesPerSecond: Double { max(1, Double(match.params.frameRateMhz) / 1000) }
+
+    /// The checksum at the target frame once known: players take the checksum their engine
+    /// reported for it (confirmed); spectators hash their game on reaching it.
+    private func finished() -> UInt64? {
+        if match.role == .player { return match.reportedChecksums[options.frames] }
+        return match.currentFrame >= options.frames ? match.game.checksum() : nil
+    }
+
+    func log(_ text: String) {
+        FileHandle.standardError.write(Data("netplay-peer[\(label)]: \(text)\n".utf8))
+    }
+
+    func fail(_ text: String) -> Never {
+        log(text)
+        emit("FAILED \(text)")
+        exit(1)
+    }
+}
+
+/// Plays `game` in a match for `admission` with the options' chaos and inputs.
+func play<G: SerializableGame>(_ base: G, script: @escaping (Int, Int) -> GameInput, admission: Admission, options: PeerOptions,
+                               content: ContentInfo?, gameOptions: [UInt8], label: String, resultSuffix: String = "",
+                               onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0) throws -> Never {
+    let game = DesyncingGame(base: base, corruptAtFrame: options.desyncAt)
+    var matchOptions = NetplayMatchOptions()
+    matchOptions.clientVersion = "netplay-peer \(NetplayVersion.current)"
+    matchOptions.conditions = options.conditions
+    matchOptions.paths = try options.resolvedPaths()
+    matchOptions.pathsOnLoss = try options.resolvedPathsOnLoss()
+    matchOptions.content = content
+    matchOptions.gameOptions = gameOptions
+    matchOptions.pacing = options.pacing == "frame-rate" ? .frameRate : .wholeFrames
+    if admission.role == .spectator { matchOptions.stopAtFrame = options.frames }
+    // Cluster rooms encrypt like the cluster; a LAN room's in-process relay is plain.
+    if admission.coordinatorEndpoint != nil { matchOptions.serverKey = try options.curve.serverKey() }
+    let match = try NetplayMatch(game: game, admission: admission, options: matchOptions)
+    var runner = PeerRunner(options: options, match: match, script: script, label: label)
+    runner.resultSuffix = resultSuffix
+    runner.onRunning = onRunning
+    runner.lingerSeconds = lingerSeconds
+    try runner.run()
+}
+
+/// Dispatches on the sample game (joiners learn it from the room's core id).
+func play(sample: SampleGame, players: Int, seed: UInt64, admission: Admission, options: PeerOptions,
+          host: Bool, label: String, onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0) throws -> Never {
+    let gameOptions = SampleGame.options(game: sample, players: players, seed: seed)
+    let content = host ? sample.content() : nil
+    let kind = InputScript.Kind(rawValue: options.inputs) ?? .random
+    let script = { (slot: Int, frame: Int) in InputScript(kind: kind, seed: options.inputSeed, slot: slot, game: sample).input(frame: frame) }
+    switch sample {
+    case .arena:
+        try play(Arena(playerCount: max(players, 2), seed: seed), script: script, admission: admission, options: options,
+                 content: content, gameOptions: gameOptions, label: label, onRunning: onRunning, lingerSeconds: lingerSeconds)
+    case .pd:
+        try play(PrisonersDilemma(maxRounds: 1_000_000), script: script, admission: admission, options: options,
+                 content: content, gameOptions: gameOptions, label: label, onRunning: onRunning, lingerSeconds: lingerSeconds)
+    }
+}
+
+/// Plays a loaded libretro core in a match for `admission`.
+func playCore(_ loaded: LoadedCore, players: Int, admission: Admission, options: PeerOptions, host: Bool, label: String,
+              onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0) throws -> Never {
+    let game = CoreGame(game: try LibretroGame(core: loaded.core, playerCount: players, buttonMask: loaded.buttonMask))
+    let kind = InputScript.Kind(rawValue: options.inputs) ?? .random
+    let script = { (slot: Int, frame: Int) in CoreInputScript(kind: kind, seed: options.inputSeed, slot: slot).input(frame: frame) }
+    try play(game, script: script, admission: admission, options: options, content: host ? loaded.content : nil,
+             gameOptions: loaded.gameOptions(players: players), label: label,
+             resultSuffix: " initial=0x\(String(loaded.initialChecksum, radix: 16))", onRunning: onRunning, lingerSeconds: lingerSeconds)
+}

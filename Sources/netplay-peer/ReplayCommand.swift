@@ -1,0 +1,104 @@
+import ArgumentParser
+import Foundation
+import Games
+import InputSync
+import Libretro
+import NetplayKit
+import NetplayService
+import NetplayWire
+import Rollback
+
+// The replay subcommand: replays a relay's replay file and checks its checksums.
+
+struct Replay: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Replay a relay's replay file and check its checksums.")
+
+    @Argument(help: "The replay file (under the relay's data dir, replays/).") var file: String
+    @Option(help: "Stop at this frame (default: every recorded frame).") var frames: Int?
+    @Option(help: ArgumentHelp("The libretro core of a core match (with --content).", valueName: "path")) var core: String?
+    @Option(help: ArgumentHelp("The content of a core match.", valueName: "file")) var content: String?
+
+    func run() throws {
+        let replay: ReplayFile
+        do { replay = try ReplayFile(contentsOf: URL(fileURLWithPath: file)) } catch {
+            throw ValidationError("\(error)")
+        }
+        if replay.header.content.coreId.hasPrefix("libretro.") || core != nil {
+            try replayCore(replay)
+        }
+        guard let (sample, players, seed) = SampleGame.parse(options: replay.header.gameOptions,
+                                                              coreId: replay.header.content.coreId) else {
+            throw ValidationError("the replay's game options do not name a sample game")
+        }
+        guard replay.startFrame == 0 else { throw ValidationError("the replay starts at frame \(replay.startFrame), not 0") }
+        let end = min(frames ?? replay.frameCount, replay.frameCount)
+        switch sample {
+        case .arena: try replayGame(Arena(playerCount: max(players, 2), seed: seed), replay, end: end)
+        case .pd: try replayGame(PrisonersDilemma(maxRounds: 1_000_000), replay, end: end)
+        }
+    }
+
+    /// A core match: the same core and content, loaded like the players loaded them, start
+    /// from the same state (checked against the initial checksum the host recorded).
+    func replayCore(_ replay: ReplayFile) throws -> Never {
+        guard let core, let content else { throw ValidationError("this replay is of a libretro core: pass --core and --content") }
+        guard let (players, buttons, initial) = LoadedCore.parse(options: replay.header.gameOptions) else {
+            throw ValidationError("the replay's game options do not describe a libretro match")
+        }
+        guard replay.startFrame == 0 else { throw ValidationError("the replay starts at frame \(replay.startFrame), not 0") }
+        let loaded = try LoadedCore.load(corePath: core, contentPath: content, players: players, buttons: String(buttons, radix: 16))
+        let recorded = replay.header.content
+        guard loaded.content.crc32 == recorded.crc32, loaded.content.coreId == recorded.coreId,
+              loaded.content.coreVersion == recorded.coreVersion else {
+            throw ValidationError("the replay was recorded with \(recorded.coreId) \(recorded.coreVersion) and content CRC32 "
+                                  + String(format: "%08X", recorded.crc32) + ", not \(loaded.content.coreId) \(loaded.content.coreVersion) and "
+                                  + String(format: "%08X", loaded.content.crc32))
+        }
+        guard loaded.initialChecksum == initial else {
+            throw ValidationError("the core starts in state 0x\(String(loaded.initialChecksum, radix: 16)), the match started in "
+                                  + "0x\(String(initial, radix: 16)): another core build or options")
+        }
+        let end = min(frames ?? replay.frameCount, replay.frameCount)
+        try replayGame(try LibretroGame(core: loaded.core, playerCount: players, buttonMask: JoypadButtons(rawValue: buttons)), replay, end: end)
+    }
+
+    func replayGame<G: Game>(_ start: G, _ replay: ReplayFile, end: Int) throws -> Never {
+        var game = start
+        var checked = 0, mismatches: [Int] = []
+        let slots = replay.slotCount
+        for frame in 0 ..< end {
+            if let expected = replay.checksums[frame] {
+                checked += 1
+                if game.checksum() != expected { mismatches.append(frame) }
+            }
+            var inputs: [GameInput] = []
+            var statuses: [Rollback.InputStatus] = []
+            for slot in 0 ..< slots {
+                let status = replay.status(frame: frame, slot: slot)
+                switch status {
+                case .disconnected, .empty:
+                    inputs.append(.zero)
+                    statuses.append(.disconnected)
+                case .substituted:
+                    inputs.append(GameInput(bytes: replay.input(frame: frame, slot: slot)))
+                    statuses.append(.substituted)
+                default:
+                    inputs.append(GameInput(bytes: replay.input(frame: frame, slot: slot)))
+                    statuses.append(.confirmed)
+                }
+            }
+            game.advanceFrame(FrameInputs(frame: frame, inputs: inputs, statuses: statuses))
+        }
+        if let expected = replay.checksums[end] {
+            checked += 1
+            if game.checksum() != expected { mismatches.append(end) }
+        }
+        let checksum = game.checksum()
+        if !mismatches.isEmpty {
+            emit("FAILED replay checksums differ at frames \(mismatches.prefix(10))")
+            Foundation.exit(1)
+        }
+        emit("RESULT frames=\(end) checksum=0x\(String(checksum, radix: 16)) role=replay checked_checksums=\(checked) recorded_frames=\(replay.frameCount)")
+        Foundation.exit(0)
+    }
+}

@@ -1,0 +1,128 @@
+import Foundation
+import Games
+import InputSync
+import NetplayAuth
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import Testing
+@testable import NetplayKit
+
+/// A stand-in coordinator: answers RenewTicketRequest with `ticket`, or, without one, never answers.
+private final class RenewingCoordinator: Service {
+    let ticket: JoinTicket?
+
+    init(ticket: JoinTicket?) {
+        self.ticket = ticket
+    }
+
+    func start(runtime: ServiceRuntime) throws {}
+
+    func handle(_ request: Request, runtime: ServiceRuntime) throws(ServiceError) -> HandlerOutcome {
+        guard case .renewTicketRequest = request.body else {
+            throw ServiceError(.unknownRequest, "This stand-in only renews tickets.")
+        }
+        guard let ticket else { return .deferred }
+        return .reply(.sessionResponse(SessionResponse(session: SessionInfo(sessionId: ticket.sessionId), ticket: ticket)))
+    }
+}
+
+/// An in-process relay that verifies tickets with a key ring of its own, and tickets for it.
+private final class RenewalRig {
+    let keyRing = TicketKeyRing.generate()
+    let relayEndpoint = TestPorts.endpoint()
+    private var services: [RunningService] = []
+
+    init() throws {
+        let (keyRing, endpoint) = (keyRing, relayEndpoint)
+        services.append(try Self.host("sync", endpoint) {
+            RelayService(configuration: RelayConfiguration(relayId: "", advertisedEndpoint: endpoint), keyRing: keyRing)
+        })
+    }
+
+    deinit {
+        for service in services { service.stop() }
+    }
+
+    private static func host(_ kind: String, _ endpoint: String,
+                             _ makeService: @escaping @Sendable () throws -> any Service) throws -> RunningService {
+        var configuration = ServiceConfiguration(kind: kind, instance: "renewal-\(kind)", endpoint: endpoint, logLevel: .warning,
+                                                 dataDirectory: FileManager.default.temporaryDirectory
+                                                     .appendingPathComponent("netplay-renewal-\(UUID().uuidString)"))
+        configuration.metricsInterval = 3600
+        return try ServiceHost.start(configuration: configuration, makeService: makeService)
+    }
+
+    /// Alice's ticket for slot 1 of a two-player session: expired a minute ago, or fresh.
+    func ticket(expired: Bool) throws -> JoinTicket {
+        try JoinTicketSigner(keyRing: keyRing).issue(
+            sessionId: "renewal", participantId: "p-alice", role: .player, slot: 1, relayId: "",
+            relayEndpoint: relayEndpoint, params: SyncParams(inputSize: 1, maxPlayers: 2, frameRateMhz: 120_000),
+            name: "alice", ttlMs: expired ? 1_000 : 600_000,
+            nowUnixMs: JoinTicketVerifier.wallClockMs() - (expired ? 60_000 : 0))
+    }
+
+    /// Starts a stand-in coordinator renewing with `ticket` (nil: never answering); its endpoint.
+    func coordinator(renewingWith ticket: JoinTicket?) throws -> String {
+        let endpoint = TestPorts.endpoint()
+        services.append(try Self.host("coordinator", endpoint) { RenewingCoordinator(ticket: ticket) })
+        return endpoint
+    }
+
+    /// A started match attaching with an expired ticket, renewed at `coordinator`.
+    func expiredMatch(coordinator: String) throws -> NetplayMatch<Arena> {
+        let admission = Admission(ticket: try ticket(expired: true), relayEndpoint: relayEndpoint,
+                                  participantToken: Array("alice's token".utf8), coordinatorEndpoint: coordinator)
+        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: admission)
+        match.start()
+        return match
+    }
+}
+
+/// Ticks `match` at 120 Hz until `done` holds (at most `seconds`); returns whether it held, the
+/// longest single tick in milliseconds, and how many ticks ran while a ticket renewal was in flight.
+private func tickTimed(_ match: NetplayMatch<Arena>, seconds: Double,
+                       until done: () -> Bool) -> (done: Bool, longestTickMs: Double, ticksWhileRenewing: Int) {
+    let deadline = Date().addingTimeInterval(seconds)
+    var longest = 0.0
+    var whileRenewing = 0
+    while Date() < deadline {
+        let started = Date()
+        match.tick()
+        longest = max(longest, Date().timeIntervalSince(started) * 1000)
+        if case .renewingTicket = match.phase { whileRenewing += 1 }
+        if done() { return (true, longest, whileRenewing) }
+        usleep(8_000)
+    }
+    return (false, longest, whileRenewing)
+}
+
+@Suite("NetplayKit: ticket renewal off the game loop", .serialized)
+struct TicketRenewalTests {
+    @Test func aRenewalAtACoordinatorThatNeverAnswersDoesNotHoldUpTick() throws {
+        let rig = try RenewalRig()
+        let match = try rig.expiredMatch(coordinator: try rig.coordinator(renewingWith: nil))
+        let run = tickTimed(match, seconds: 8) { if case .disconnected = match.state { return true }; return false }
+        #expect(run.done, "\(match.state) \(match.events)")
+        // The renewal waits a second for the coordinator (a blocking call took a tick that long);
+        // tick never waits with it.
+        #expect(run.longestTickMs < 500, "a tick took \(run.longestTickMs) ms")
+        #expect(run.ticksWhileRenewing >= 20, "only \(run.ticksWhileRenewing) ticks ran during the renewal")
+        guard case .disconnected(.refused(.ticketExpired, _)) = match.state else {
+            Issue.record("a failed renewal should end the match refused (ticket expired): \(match.state)")
+            return
+        }
+    }
+
+    @Test func aRenewedTicketIsPickedUpOnALaterTickAndAttaches() throws {
+        let rig = try RenewalRig()
+        let fresh = try rig.ticket(expired: false)
+        let match = try rig.expiredMatch(coordinator: try rig.coordinator(renewingWith: fresh))
+        let run = tickTimed(match, seconds: 8) { if case .hosting = match.state { return true }; return false }
+        #expect(run.done, "\(match.state) \(match.events)")
+        #expect(run.longestTickMs < 500, "a tick took \(run.longestTickMs) ms")
+        #expect(run.ticksWhileRenewing >= 1)
+        #expect(match.admission.ticket == fresh)
+        #expect(match.events.contains { if case .error(.ticketExpired, _) = $0 { return true }; return false })
+    }
+}
