@@ -55,7 +55,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .target(name: "NetplayAuth", dependencies: ["CSodium", "NetplayWire"]),
+        .target(name: "NetplayAuth", dependencies: ["CSodium", "NetplayService", "NetplayWire"]),
         // The LAN beacon (port, size limit, codec, sender, listener) and its UDP sockets: one
         // implementation for LAN hosts and browsers (NetplayKit) and netplay-discovery.
         .target(name: "NetplayLAN", dependencies: ["NetplayWire"]),

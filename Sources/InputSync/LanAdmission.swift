@@ -187,7 +187,7 @@ public final class LanAdmission: Sendable {
         }
         switch result {
         case .success(let admitted): return admitted
-        case .failure(let denial): throw ServiceError(denial.code, denial.message, field: denial.field, retryAfterMs: denial.retryAfterMs)
+        case .failure(let denial): throw denial
         }
     }
 

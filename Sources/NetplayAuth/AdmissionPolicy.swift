@@ -1,27 +1,9 @@
+import NetplayService
 import NetplayWire
 
-/// Why admission refused a join: a machine-readable code and one sentence. The coordinator and a
-/// LAN host turn it into their `Error` reply unchanged, so both answer the same join the same way.
-public struct AdmissionDenial: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The error code to reply.
-    public var code: ErrorCode
-    /// One human sentence.
-    public var message: String
-    /// The offending field, if any.
-    public var field: String
-    /// For RATE_LIMITED: when to retry.
-    public var retryAfterMs: UInt32
-
-    /// Creates a denial.
-    public init(_ code: ErrorCode, _ message: String, field: String = "", retryAfterMs: UInt32 = 0) {
-        self.code = code
-        self.message = message
-        self.field = field
-        self.retryAfterMs = retryAfterMs
-    }
-
-    public var description: String { "\(code): \(message)" }
-}
+/// Why admission refused a join: the services' own error (a code, one sentence, the field), so
+/// the coordinator and a LAN host reply with it unchanged and answer the same join the same way.
+public typealias AdmissionDenial = ServiceError
 
 /// Which of a room's passwords a join's password matched.
 public enum PasswordMatch: Sendable, Equatable {

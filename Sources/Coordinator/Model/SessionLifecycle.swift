@@ -12,13 +12,6 @@ public struct JoinPlan: Sendable {
     public var open: Bool { candidates.isEmpty }
 }
 
-extension ServiceError {
-    /// The reply for an admission refusal.
-    init(_ denial: AdmissionDenial) {
-        self.init(denial.code, denial.message, field: denial.field, retryAfterMs: denial.retryAfterMs)
-    }
-}
-
 extension SessionCoordinator {
     // MARK: Create
 
@@ -115,7 +108,7 @@ extension SessionCoordinator {
             plan = try admission.admit(request, source: source, room: session.admissionRoom, now: Double(time.monotonicMs) / 1000,
                                        replay: replayedParticipant(session, request) != nil, reserve: reserve)
         } catch {
-            throw ServiceError(error)
+            throw error
         }
         var candidates: [(hash: String, match: PasswordMatch)] = []
         for match in plan.candidates {
@@ -134,7 +127,7 @@ extension SessionCoordinator {
         do {
             try admission.settle(plan.admission, match: match, now: Double(time.monotonicMs) / 1000)
         } catch {
-            throw ServiceError(error)
+            throw error
         }
         return try join(request, source: source, password: plan.open ? .notNeeded : match, at: time)
     }
