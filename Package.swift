@@ -194,7 +194,7 @@ let package = Package(
         ),
         .testTarget(
             name: "InputSyncTests",
-            dependencies: ["InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sync"]
+            dependencies: ["InputSync", "RetroArchRelay", "NetplayAuth", "NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sync"]
         ),
         .testTarget(
             name: "RetroArchRelayTests",

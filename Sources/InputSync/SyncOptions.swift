@@ -38,7 +38,7 @@ public struct SyncOptions: ParsableArguments, Sendable {
     @Flag(help: "Write no replay files.")
     public var noReplays = false
 
-    @Option(help: ArgumentHelp("Relay RetroArch netplay (RetroArch's relay server protocol) on this TCP port; 'off' disables (env NETPLAY_RETROARCH_PORT, default off; RetroArch's default relay port is 55435). See docs/retroarch.md.", valueName: "port"))
+    @Option(help: ArgumentHelp("Relay RetroArch netplay (RetroArch's relay server protocol) on this TCP port, or HOST:PORT to bind one address; 'off' disables (env NETPLAY_RETROARCH_PORT, default off; RetroArch's default relay port is 55435). See docs/retroarch.md.", valueName: "port"))
     public var retroarchPort: String?
 
     @Option(help: ArgumentHelp("Host RetroArch clients reach this relay at, written into join strings HOST|PORT|SESSIONID; HOST:PORT when a port mapping changes the port (env NETPLAY_RETROARCH_ADVERTISE, default the host of --advertise, else 127.0.0.1).", valueName: "host"))
@@ -131,13 +131,20 @@ public struct SyncOptions: ParsableArguments, Sendable {
 
     /// The RetroArch tunnel's configuration, or nil when it is off.
     func resolveRetroArch(_ setting: SettingResolver, advertised: String) throws -> TunnelConfiguration? {
-        let portText = setting.text(retroarchPort, "NETPLAY_RETROARCH_PORT") ?? "off"
-        guard portText.lowercased() != "off" else { return nil }
-        guard let port = UInt16(portText) else {
-            throw ValidationError("--retroarch-port must be a TCP port from 0 to 65535 or 'off', got '\(portText)'")
+        let value = setting.text(retroarchPort, "NETPLAY_RETROARCH_PORT") ?? "off"
+        guard value.lowercased() != "off" else { return nil }
+        // PORT, or HOST:PORT (the address to bind, as the supervisor's endpoints are written).
+        var bindHost: String?
+        var portText = value
+        if let colon = value.lastIndex(of: ":") {
+            bindHost = String(value[..<colon])
+            portText = String(value[value.index(after: colon)...])
+        }
+        guard let port = UInt16(portText), bindHost.map({ !$0.isEmpty }) ?? true else {
+            throw ValidationError("--retroarch-port must be a TCP port (0 to 65535), HOST:PORT or 'off', got '\(value)'")
         }
         var tunnel = TunnelConfiguration(port: port)
-        tunnel.bindHost = setting.text(retroarchBind, "NETPLAY_RETROARCH_BIND") ?? "0.0.0.0"
+        tunnel.bindHost = bindHost ?? setting.text(retroarchBind, "NETPLAY_RETROARCH_BIND") ?? "0.0.0.0"
         guard !tunnel.bindHost.isEmpty, !tunnel.bindHost.contains(":") || tunnel.bindHost.hasPrefix("[") else {
             throw ValidationError("--retroarch-bind must be an address, got '\(tunnel.bindHost)'")
         }

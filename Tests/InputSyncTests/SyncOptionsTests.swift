@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import InputSync
 import NetplayService
+import RetroArchRelay
 import Testing
 
 /// netplay-sync's flags resolve in the library, so the executable is only parsing (like
@@ -53,4 +54,46 @@ struct SyncOptionsTests {
         #expect(message { try resolve([], common: ["--data-dir", "/nonexistent/netplay/sync-0"]) }
                 .hasPrefix("--cluster-secret (or NETPLAY_CLUSTER_SECRET, or a readable --cluster-secret-file) is required"))
     }
+
+    @Test func theRetroArchRelayIsOffUntilAPortIsGiven() throws {
+        #expect(try resolve(["--cluster-secret", Self.secret]).relay.retroArch == nil)
+        let plain = try #require(try resolve(["--cluster-secret", Self.secret, "--retroarch-port", "55435"]).relay.retroArch)
+        #expect(plain.port == 55435 && plain.bindHost == "0.0.0.0" && plain.advertiseHost == "127.0.0.1" && plain.sessionPorts == nil)
+        #expect(plain.join(TunnelIDFixture.id) == "127.0.0.1|55435|AQIDBAUGBwgJCgsM")
+
+        let tuned = try #require(try resolve(
+            ["--cluster-secret", Self.secret, "--retroarch-port", "127.0.0.1:7306", "--advertise", "tcp://relay.example:7300",
+             "--retroarch-session-ports", "40000-40099", "--retroarch-limits", "sessions=128,clients=8,link-timeout=120,buffer=4096"],
+            environment: ["NETPLAY_RETROARCH_ADVERTISE": "ignored.example"]).relay.retroArch)
+        #expect(tuned.port == 7306 && tuned.bindHost == "127.0.0.1" && tuned.sessionPorts == 40000...40099)
+        #expect(tuned.advertiseHost == "ignored.example", "the environment names the join host when no flag does")
+        #expect(tuned.maxSessions == 128 && tuned.maxClientsPerSession == 8 && tuned.linkTimeoutSeconds == 120 && tuned.maxBufferedBytes == 4096)
+
+        let advertised = try #require(try resolve(["--cluster-secret", Self.secret, "--retroarch-port", "55435",
+                                                   "--advertise", "tcp://relay.example:7300", "--retroarch-advertise", "play.example:443"]).relay.retroArch)
+        #expect(advertised.advertiseHost == "play.example" && advertised.joinPort == 443)
+        let fromEndpoint = try #require(try resolve(["--cluster-secret", Self.secret, "--retroarch-port", "55435",
+                                                     "--advertise", "tcp://relay.example:7300"]).relay.retroArch)
+        #expect(fromEndpoint.advertiseHost == "relay.example")
+    }
+
+    @Test func badRetroArchValuesGetOneLine() {
+        func refusal(_ flags: [String]) -> String { message { try resolve(["--cluster-secret", Self.secret] + flags) } }
+        #expect(refusal(["--retroarch-port", "70000"]) == "--retroarch-port must be a TCP port (0 to 65535), HOST:PORT or 'off', got '70000'")
+        #expect(refusal(["--retroarch-port", ":7306"]).hasPrefix("--retroarch-port must be"))
+        #expect(refusal(["--retroarch-port", "55435", "--retroarch-session-ports", "9-2"])
+                == "--retroarch-session-ports must be LOW-HIGH (ports 1-65535), got '9-2'")
+        #expect(refusal(["--retroarch-port", "55435", "--retroarch-session-ports", "55430-55440"])
+                == "--retroarch-session-ports 55430-55440 holds the main --retroarch-port 55435")
+        #expect(refusal(["--retroarch-port", "55435", "--retroarch-limits", "sessions=-1"]).hasPrefix("--retroarch-limits: expected name=value"))
+        #expect(refusal(["--retroarch-port", "55435", "--retroarch-limits", "tunnels=3"]).hasPrefix("--retroarch-limits: unknown limit 'tunnels'"))
+        #expect(refusal(["--retroarch-port", "55435", "--retroarch-limits", "clients=2.5"]) == "--retroarch-limits: clients must be a whole number, got '2.5'")
+        #expect(refusal(["--retroarch-port", "55435", "--retroarch-limits", "host-timeout=5"]).hasPrefix("--retroarch-limits: host-timeout (5.0 s) must be longer"))
+        #expect(refusal(["--retroarch-port", "55435", "--retroarch-advertise", "a|b"]) == "--retroarch-advertise must be HOST or HOST:PORT, got 'a|b'")
+    }
+}
+
+/// A fixed tunnel id for the join-string checks.
+enum TunnelIDFixture {
+    static let id = TunnelID(Array(1...12))!
 }

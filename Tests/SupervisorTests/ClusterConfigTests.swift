@@ -70,6 +70,7 @@ struct ClusterConfigTests {
         let sync = try #require(config.service("sync"))
         #expect(sync.replicas == 3)
         #expect((0..<3).map { sync.endpoint("endpoint", replica: $0) } == ["tcp://127.0.0.1:27300", "tcp://127.0.0.1:27310", "tcp://127.0.0.1:27320"])
+        #expect((0..<3).map { sync.endpoint("retroarch-port", replica: $0) } == ["127.0.0.1:27306", "127.0.0.1:27316", "127.0.0.1:27326"])
         #expect(config.supervisor.endpoint == "tcp://127.0.0.1:27000")
         #expect(config.service("telemetry")?.endpoint("http", replica: 0) == "127.0.0.1:29400")
         let planner = LaunchPlanner(config: config, resolver: CommandResolver(directories: ["/bin"]),
