@@ -145,3 +145,35 @@ struct BoardTests {
         #expect(HTTPRequest.parse("GET / SPDY/3") == nil)
     }
 }
+
+/// Relays' RetroArch session reports: shown while reported, gone when ended or silent.
+@Suite("Telemetry: RetroArch sessions")
+struct RetroArchBoardTests {
+    @Test func reportsBecomeSeriesAndAPIRowsThatLeaveWithTheSession() {
+        var board = RetroArchBoard()
+        var session = RetroArchSession(sessionId: "AAAAAAAAAAAAAAAB", relayId: "sync-0", join: "h|1|AAAAAAAAAAAAAAAB", clients: 1,
+                                       inputs: 900, crcChecks: 12, resyncRequests: 1, lastFrame: 640, hostRttMs: 12, linkRttMs: 30)
+        let taken = board.ingest(session, at: 10)
+        #expect(taken)
+        let series = Dictionary(uniqueKeysWithValues: board.metrics().map { ($0.name, $0) })
+        #expect(series["netplay_retroarch_session_crc_checks_total"]?.value == 12)
+        #expect(series["netplay_retroarch_session_resync_requests_total"]?.kind == .counter)
+        #expect(series["netplay_retroarch_session_link_rtt_seconds"]?.value == 0.03)
+        #expect(series["netplay_retroarch_session_clients"]?.labels == [KeyValue(key: "relay", value: "sync-0"),
+                                                                          KeyValue(key: "session", value: "AAAAAAAAAAAAAAAB")])
+        guard case .object(let api) = board.json(now: 11), case .array(let rows)? = api["sessions"], rows.count == 1 else {
+            Issue.record("no API row")
+            return
+        }
+        // A silent relay's sessions are forgotten; an ended one leaves at once.
+        board.forgetSilent(at: 15)
+        #expect(board.sessions.count == 1)
+        board.forgetSilent(at: 21)
+        #expect(board.sessions.isEmpty)
+        board.ingest(session, at: 30)
+        #expect(board.sessions.count == 1)
+        session.ended = true
+        board.ingest(session, at: 31)
+        #expect(board.metrics().isEmpty)
+    }
+}
