@@ -41,7 +41,7 @@ extension RelayService {
     /// The RetroArch sessions as the coordinator and telemetry get them.
     func retroArchReports() -> [RetroArchSession] {
         guard let tunnel else { return [] }
-        return tunnel.core.reports().prefix(2_000).map { $0.wire(relayId: configuration.relayId) }
+        return tunnel.core.reports().prefix(1_000).map { $0.wire(relayId: configuration.relayId) }
     }
 
     func tunnelJSON(_ tunnel: TunnelListener) -> JSONValue {

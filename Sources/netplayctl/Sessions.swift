@@ -315,7 +315,7 @@ extension Netplayctl {
                     let core = session.coreName.isEmpty ? "-" : "\(session.coreName) \(session.coreVersion)"
                     emit("\(session.relayId)  join \(session.join)\(session.directEndpoint.isEmpty ? "" : "  direct \(session.directEndpoint)")  host \(session.hostNick.isEmpty ? "-" : session.hostNick)  core \(core)  crc \(String(format: "%08x", session.contentCrc))  clients \(session.clients)\(session.pendingClients > 0 ? "+\(session.pendingClients) waiting" : "")  frame \(session.lastFrame)  inputs \(session.inputs)  crc checks \(session.crcChecks)  resync requests \(session.resyncRequests)  host rtt \(session.hostRttMs) ms  link rtt \(session.linkRttMs) ms")
                 }
-                if !json { emit("\(list.sessions.count) RetroArch sessions") }
+                if !json { emit("\(list.sessions.count) RetroArch sessions" + (list.truncated ? " (more: ask with --relay)" : "")) }
             }
         }
     }

@@ -48,8 +48,9 @@ extension SessionCoordinator {
 
     /// The RetroArch sessions relays pipe (of one relay with `relay_id`).
     public func listRetroArchSessions(_ request: ListRetroArchSessionsRequest) -> Outcome {
-        Outcome(reply: .listRetroarchSessionsResponse(ListRetroArchSessionsResponse(
-            sessions: Array(retroArch.list(relayId: request.relayId).prefix(5_000)))))
+        let all = retroArch.list(relayId: request.relayId)
+        return Outcome(reply: .listRetroarchSessionsResponse(ListRetroArchSessionsResponse(
+            sessions: Array(all.prefix(1_000)), truncated: all.count > 1_000)))
     }
 
     /// Active sessions assigned to `relayId`.

@@ -1179,12 +1179,15 @@ public struct ListRetroArchSessionsRequest: Sendable, Hashable {
 
 /// Reply to ListRetroArchSessionsRequest.
 public struct ListRetroArchSessionsResponse: Sendable, Hashable {
-    /// The sessions, by relay then session id.
+    /// The sessions, by relay then session id (the first 1000; ask per relay for more).
     public var sessions: [RetroArchSession]
+    /// True when more sessions matched than the reply holds.
+    public var truncated: Bool
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
-    public init(sessions: [RetroArchSession] = []) {
+    public init(sessions: [RetroArchSession] = [], truncated: Bool = false) {
         self.sessions = sessions
+        self.truncated = truncated
     }
 }
 
@@ -3366,7 +3369,7 @@ extension RefreshRelayRequest: WireMessage, _CMessage {
         if !self.retroarchSessions.isEmpty {
             let values = self.retroarchSessions
             if validate {
-                try _wireCheckCount(values.count, 2000, "RefreshRelayRequest.retroarch_sessions")
+                try _wireCheckCount(values.count, 1000, "RefreshRelayRequest.retroarch_sessions")
             }
             c.pointee.n_retroarch_sessions = values.count
             let array = arena.allocate(UnsafeMutablePointer<Netplay__V1__RetroArchSession>?.self, count: values.count)
@@ -3400,7 +3403,7 @@ extension RefreshRelayRequest: WireMessage, _CMessage {
         }
         do {
             let n = c.pointee.n_retroarch_sessions
-            try _wireCheckCount(n, 2000, "RefreshRelayRequest.retroarch_sessions")
+            try _wireCheckCount(n, 1000, "RefreshRelayRequest.retroarch_sessions")
             var values: [RetroArchSession] = []
             if n > 0 {
                 guard let array = c.pointee.retroarch_sessions else { throw .missingField("RefreshRelayRequest.retroarch_sessions") }
@@ -4044,7 +4047,7 @@ extension ListRetroArchSessionsResponse: WireMessage, _CMessage {
         if !self.sessions.isEmpty {
             let values = self.sessions
             if validate {
-                try _wireCheckCount(values.count, 5000, "ListRetroArchSessionsResponse.sessions")
+                try _wireCheckCount(values.count, 1000, "ListRetroArchSessionsResponse.sessions")
             }
             c.pointee.n_sessions = values.count
             let array = arena.allocate(UnsafeMutablePointer<Netplay__V1__RetroArchSession>?.self, count: values.count)
@@ -4055,12 +4058,13 @@ extension ListRetroArchSessionsResponse: WireMessage, _CMessage {
             }
             c.pointee.sessions = array
         }
+        c.pointee.truncated = self.truncated ? 1 : 0
     }
 
     init(_c c: UnsafePointer<Netplay__V1__ListRetroArchSessionsResponse>) throws(WireError) {
         do {
             let n = c.pointee.n_sessions
-            try _wireCheckCount(n, 5000, "ListRetroArchSessionsResponse.sessions")
+            try _wireCheckCount(n, 1000, "ListRetroArchSessionsResponse.sessions")
             var values: [RetroArchSession] = []
             if n > 0 {
                 guard let array = c.pointee.sessions else { throw .missingField("ListRetroArchSessionsResponse.sessions") }
@@ -4072,6 +4076,7 @@ extension ListRetroArchSessionsResponse: WireMessage, _CMessage {
             }
             self.sessions = values
         }
+        self.truncated = c.pointee.truncated != 0
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -4079,6 +4084,7 @@ extension ListRetroArchSessionsResponse: WireMessage, _CMessage {
         w.key("sessions"); w.openArray()
         for e in self.sessions { e._json(&w) }
         w.closeArray()
+        w.key("truncated"); w.bool(self.truncated)
         w.close()
     }
 }

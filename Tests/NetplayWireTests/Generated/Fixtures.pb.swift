@@ -539,7 +539,8 @@ extension ListRetroArchSessionsResponse {
     /// A `ListRetroArchSessionsResponse` with every field set to a non-default, valid value.
     static var sample: ListRetroArchSessionsResponse {
         ListRetroArchSessionsResponse(
-            sessions: [RetroArchSession.sample, RetroArchSession.sample]
+            sessions: [RetroArchSession.sample, RetroArchSession.sample],
+            truncated: true
         )
     }
 }
@@ -2373,9 +2374,9 @@ let wireViolations: [WireViolation] = [
         expected: .tooLong(field: "RefreshRelayRequest.presence", limit: 10000)
     ),
     WireViolation(
-        label: "RefreshRelayRequest.retroarch_sessions @max_count 2000",
-        body: { var m = RefreshRelayRequest.sample; m.retroarchSessions = Array(repeating: RetroArchSession.sample, count: 2001); return .refreshRelayRequest(m) }(),
-        expected: .tooLong(field: "RefreshRelayRequest.retroarch_sessions", limit: 2000)
+        label: "RefreshRelayRequest.retroarch_sessions @max_count 1000",
+        body: { var m = RefreshRelayRequest.sample; m.retroarchSessions = Array(repeating: RetroArchSession.sample, count: 1001); return .refreshRelayRequest(m) }(),
+        expected: .tooLong(field: "RefreshRelayRequest.retroarch_sessions", limit: 1000)
     ),
     WireViolation(
         label: "SessionPresence.session_id @max_len 64",
@@ -2483,9 +2484,9 @@ let wireViolations: [WireViolation] = [
         expected: .tooLong(field: "ListRetroArchSessionsRequest.relay_id", limit: 64)
     ),
     WireViolation(
-        label: "ListRetroArchSessionsResponse.sessions @max_count 5000",
-        body: { var m = ListRetroArchSessionsResponse.sample; m.sessions = Array(repeating: RetroArchSession.sample, count: 5001); return .listRetroarchSessionsResponse(m) }(),
-        expected: .tooLong(field: "ListRetroArchSessionsResponse.sessions", limit: 5000)
+        label: "ListRetroArchSessionsResponse.sessions @max_count 1000",
+        body: { var m = ListRetroArchSessionsResponse.sample; m.sessions = Array(repeating: RetroArchSession.sample, count: 1001); return .listRetroarchSessionsResponse(m) }(),
+        expected: .tooLong(field: "ListRetroArchSessionsResponse.sessions", limit: 1000)
     ),
     WireViolation(
         label: "Room.room_id @max_len 64",

@@ -4931,7 +4931,7 @@ const ProtobufCMessageDescriptor netplay__v1__list_retro_arch_sessions_request__
   (ProtobufCMessageInit) netplay__v1__list_retro_arch_sessions_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__list_retro_arch_sessions_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor netplay__v1__list_retro_arch_sessions_response__field_descriptors[2] =
 {
   {
     "sessions",
@@ -4945,14 +4945,27 @@ static const ProtobufCFieldDescriptor netplay__v1__list_retro_arch_sessions_resp
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "truncated",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__ListRetroArchSessionsResponse, truncated),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__list_retro_arch_sessions_response__field_indices_by_name[] = {
   0,   /* field[0] = sessions */
+  1,   /* field[1] = truncated */
 };
 static const ProtobufCIntRange netplay__v1__list_retro_arch_sessions_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor netplay__v1__list_retro_arch_sessions_response__descriptor =
 {
@@ -4962,7 +4975,7 @@ const ProtobufCMessageDescriptor netplay__v1__list_retro_arch_sessions_response_
   "Netplay__V1__ListRetroArchSessionsResponse",
   "netplay.v1",
   sizeof(Netplay__V1__ListRetroArchSessionsResponse),
-  1,
+  2,
   netplay__v1__list_retro_arch_sessions_response__field_descriptors,
   netplay__v1__list_retro_arch_sessions_response__field_indices_by_name,
   1,  netplay__v1__list_retro_arch_sessions_response__number_ranges,

@@ -1112,7 +1112,7 @@ struct  Netplay__V1__RefreshRelayRequest
   Netplay__V1__SessionPresence **presence;
   /*
    * The RetroArch sessions its tunnel listener relays now (docs/retroarch.md); the coordinator
-   * lists them and announces each as a room. One left out has ended. @max_count 2000
+   * lists them and announces each as a room. One left out has ended. @max_count 1000
    */
   size_t n_retroarch_sessions;
   Netplay__V1__RetroArchSession **retroarch_sessions;
@@ -1375,14 +1375,18 @@ struct  Netplay__V1__ListRetroArchSessionsResponse
 {
   ProtobufCMessage base;
   /*
-   * The sessions, by relay then session id. @max_count 5000
+   * The sessions, by relay then session id (the first 1000; ask per relay for more). @max_count 1000
    */
   size_t n_sessions;
   Netplay__V1__RetroArchSession **sessions;
+  /*
+   * True when more sessions matched than the reply holds.
+   */
+  protobuf_c_boolean truncated;
 };
 #define NETPLAY__V1__LIST_RETRO_ARCH_SESSIONS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__list_retro_arch_sessions_response__descriptor) \
-    , 0,NULL }
+    , 0,NULL, 0 }
 
 
 /* Netplay__V1__SessionSettings methods */
