@@ -20,7 +20,7 @@ extension TelemetryService {
             synthetic.append(Metric(name: "netplay_instance_reports_total", help: "Metric snapshots received from the instance.",
                                     kind: .counter, labels: own, value: Double(instance.snapshots)))
         }
-        entries += retroArch.metrics().map { PrometheusRenderer.Entry(metric: $0, extraLabels: [("service", "sync")]) }
+        entries += retroArch.metrics().map { PrometheusRenderer.Entry(metric: $0, extraLabels: []) }
         if let runtime {
             let me = [("service", runtime.configuration.kind), ("instance", runtime.configuration.instance)]
             entries += runtime.metrics.metrics().map { PrometheusRenderer.Entry(metric: $0, extraLabels: me) }

@@ -142,4 +142,61 @@ struct RetroArchRelayE2ETests {
         try rig.waitJoined(host: host, client: client)
         try rig.checkHealthThenEnd(host: host)
     }
+
+    /// What `make up` runs (the supervisor with compose/cluster.yaml): its relay relays RetroArch
+    /// on 7306, and telemetry shows the session's health (`/api/retroarch`, Prometheus series)
+    /// while it runs, then forgets it.
+    @Test(.disabled(if: skipReason != nil, Comment(rawValue: "skipped: \(skipReason ?? "")")))
+    func theLocalClusterRelaysRetroArchAndTelemetryShowsTheSessionsHealth() throws {
+        let cluster = try SupervisedCluster()
+        defer { cluster.stop() }
+        let fixture = try RetroArchFixture(directory: cluster.directory.appendingPathComponent("retroarch").path)
+        var processes: [ServiceProcess] = []
+        defer { for process in processes { process.kill9() } }
+        func launch(_ name: String, _ extra: [String: String], _ arguments: [String]) throws -> ServiceProcess {
+            let config = try fixture.config(name, nick: "ra-" + name, extra: RetroArchFixture.realTime.merging(extra) { $1 })
+            let process = try ServiceProcess(Shell.which("retroarch")!, fixture.arguments(config: config, arguments),
+                                             environment: fixture.environment(name))
+            processes.append(process)
+            return process
+        }
+        let host = try launch("host", ["netplay_use_mitm_server": "true", "netplay_mitm_server": "custom",
+                                       "netplay_custom_mitm_server": "127.0.0.1|\(cluster.retroArchPort)"], ["--host"])
+        let discovery = try BlockingClient(endpoint: cluster.discovery, timeout: 2)
+        var join = ""
+        _ = eventually(within: 30) {
+            guard case .listRoomsResponse(let list)? = try? discovery.request(.listRoomsRequest(ListRoomsRequest(
+                filter: RoomFilter(source: .retroarchRelay)))), let room = list.rooms.first else { return false }
+            join = room.retroarchJoin
+            return true
+        }
+        try #require(!join.isEmpty, "no RetroArch room in the local cluster; relay log:\n\(cluster.log(of: "sync-0").suffix(3_000))")
+        #expect(join.hasPrefix("127.0.0.1|\(cluster.retroArchPort)|"))
+        let client = try launch("client", [:], ["--connect", join])
+        let joined = eventually(within: 45) { client.log.contains("You have joined as player 2") && host.log.contains("has joined as player 2") }
+        try #require(joined, "no join:\n\(client.log.suffix(3_000))")
+
+        // Telemetry: the session's row and series, with CRC checks rising.
+        func row() -> [String: Any]? {
+            guard let body = httpGet(cluster.http, "/api/retroarch")?.body, let json = jsonObject(body) else { return nil }
+            return (json["sessions"] as? [[String: Any]])?.first
+        }
+        var first: [String: Any]?
+        _ = eventually(within: 15) { first = row(); return (first?["crc_checks"] as? Int ?? 0) > 0 && first?["clients"] as? Int == 1 }
+        let early = try #require(first, "telemetry shows no RetroArch session")
+        #expect(early["join"] as? String == join && early["core"] as? String == "Nestopia" && early["relay"] as? String == "sync-0")
+        let rising = eventually(within: 15) { (row()?["crc_checks"] as? Int ?? 0) > (early["crc_checks"] as? Int ?? 0) }
+        #expect(rising)
+        let metrics = httpGet(cluster.http, "/metrics")?.body ?? ""
+        #expect(metrics.contains("netplay_retroarch_session_crc_checks_total{relay=\"sync-0\",session=\""))
+        // The relay's own series come with its metric snapshots (every 5 s by default).
+        let relaySeries = eventually(within: 15) {
+            (httpGet(cluster.http, "/metrics")?.body ?? "").contains("netplay_retroarch_sessions{instance=\"sync-0\",service=\"sync\"} 1")
+        }
+        #expect(relaySeries)
+        #expect((row()?["resync_requests"] as? Int) == 0)
+
+        host.kill9()
+        #expect(eventually(within: 15) { row() == nil }, "telemetry still shows the ended session")
+    }
 }

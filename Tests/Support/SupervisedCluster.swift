@@ -7,7 +7,7 @@ import NetplayWire
 public enum ClusterPorts {
     /// Design ports (TCP) a cluster binds, with room for three sync replicas.
     public static let designPorts = [7000, 7005, 7100, 7101, 7105, 7200, 7201, 7205, 7300, 7301, 7305, 7310, 7311, 7315,
-                                     7320, 7321, 7325, 7400, 7401, 7402, 7405, 9400]
+                                     7320, 7321, 7325, 7400, 7401, 7402, 7405, 9400, 7306, 7316, 7326]
 
     /// An offset that makes every design port free (TCP) and the beacon's UDP port free.
     public static func freeOffset() -> Int {
@@ -51,6 +51,8 @@ public final class SupervisedCluster: @unchecked Sendable {
     public var coordinator: String { endpoint(7200) }
     /// Relay sync-0's public endpoint.
     public var relay: String { endpoint(7300) }
+    /// Relay sync-0's RetroArch relay port (docs/retroarch.md).
+    public var retroArchPort: Int { 7306 + offset }
     /// Telemetry's ingest (PULL).
     public var ingest: String { endpoint(7400) }
     /// Telemetry's HTTP address.
