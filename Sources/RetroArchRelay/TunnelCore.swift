@@ -16,7 +16,13 @@ public final class TunnelCore {
         case host(TunnelSession)
         case waiting(TunnelSession, TunnelSession.Link)
         case piped(TunnelSession, TunnelSession.Link, fromHost: Bool, to: TunnelConnection)
+        /// Answered, to be closed once the answer had time to leave (a STREAM socket drops what
+        /// is still queued to a connection it closes).
+        case answered(closeAtMs: UInt64, reason: TunnelCloseReason)
     }
+
+    /// How long an answered connection stays open for its answer to be written.
+    static let answerFlushMs: UInt64 = 500
 
     /// The configuration (limits, join strings).
     public let configuration: TunnelConfiguration
@@ -29,6 +35,9 @@ public final class TunnelCore {
     private var linkSessions: [TunnelID: TunnelSession] = [:]
     private var portSessions: [Int: TunnelSession] = [:]
     private var awaitingPrefix: Set<TunnelConnection> = []
+    private var answered: Set<TunnelConnection> = []
+    /// The time of the event being handled.
+    private var nowMs: UInt64 = 0
     /// Connections closed by the tunnel, by reason.
     public private(set) var closes: [TunnelCloseReason: UInt64] = [:]
     /// Bytes piped since the relay started.
@@ -55,6 +64,7 @@ public final class TunnelCore {
 
     /// A connection opened on `listener` from `address` (4 or 16 bytes; [] unknown).
     public func opened(_ connection: TunnelConnection, address: [UInt8], nowMs: UInt64) {
+        self.nowMs = nowMs
         guard connections[connection] == nil else { return }
         guard connections.count < configuration.maxConnections else {
             refuse(connection, .connectionLimit, address: address)
@@ -71,10 +81,13 @@ public final class TunnelCore {
 
     /// `bytes` arrived on `connection`.
     public func received(_ bytes: UnsafeRawBufferPointer, on connection: TunnelConnection, nowMs: UInt64) {
+        self.nowMs = nowMs
         guard let state = connections[connection] else { return }
         switch state {
         case .piped(let session, let link, let fromHost, let partner):
             pipe(bytes, session: session, link: link, fromHost: fromHost, to: partner, nowMs: nowMs)
+        case .answered:
+            break
         case .waiting(_, let link):
             guard link.buffered.count + bytes.count <= configuration.maxBufferedBytes else {
                 close(connection, .bufferOverflow)
@@ -98,16 +111,21 @@ public final class TunnelCore {
 
     /// `connection` closed (its peer hung up, or the socket dropped it).
     public func closedByPeer(_ connection: TunnelConnection, nowMs: UInt64) {
+        self.nowMs = nowMs
         forget(connection, reason: nil, closeIt: false)
     }
 
     /// Runs the timers: prefix and link timeouts, pings, silent hosts.
     public func tick(nowMs: UInt64) {
+        self.nowMs = nowMs
         let prefixLimit = UInt64(configuration.prefixTimeoutSeconds * 1000)
         for connection in awaitingPrefix {
             if case .prefix(_, let since)? = connections[connection], nowMs >= since + prefixLimit {
                 close(connection, .prefixTimeout)
             }
+        }
+        for connection in answered {
+            if case .answered(let at, let reason)? = connections[connection], nowMs >= at { close(connection, reason) }
         }
         let linkLimit = UInt64(configuration.linkTimeoutSeconds * 1000)
         let pingEvery = UInt64(configuration.pingIntervalSeconds * 1000)
@@ -176,7 +194,8 @@ public final class TunnelCore {
             // A RetroArch client that connected straight to the relay port (no session id): a
             // header with protocol 0 makes it say the server is out of date, then it hangs up.
             _ = send(TunnelWire.outdatedHeader, to: connection)
-            close(connection, .notTunnel)
+            connections[connection] = .answered(closeAtMs: nowMs + Self.answerFlushMs, reason: .notTunnel)
+            answered.insert(connection)
         default:
             close(connection, .badMagic)
         }
@@ -351,15 +370,20 @@ public final class TunnelCore {
         guard let state = connections.removeValue(forKey: connection) else { return }
         addresses[connection] = nil
         awaitingPrefix.remove(connection)
+        answered.remove(connection)
         if closeIt { transport.close(connection) }
         switch state {
-        case .prefix:
+        case .prefix, .answered:
             break
         case .waiting(let session, let link):
             drop(link, from: session)
         case .piped(let session, let link, _, let partner):
             drop(link, from: session)
-            close(partner, .partnerClosed)
+            // The other end gets what was piped to it before the hang-up, then is closed.
+            if connections[partner] != nil {
+                connections[partner] = .answered(closeAtMs: nowMs + Self.answerFlushMs, reason: .partnerClosed)
+                answered.insert(partner)
+            }
         case .host(let session):
             sessions[session.id] = nil
             if let port = session.port {

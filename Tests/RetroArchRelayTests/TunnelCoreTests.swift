@@ -160,6 +160,11 @@ struct TunnelCoreTests {
         let plain = rig.connect()
         rig.send([0x52, 0x41, 0x4E, 0x50, 0, 4, 0, 8, 0, 0, 0, 1, 0, 0, 0, 6, 0, 0, 0, 5, 0, 0, 4, 0x69], on: plain)
         #expect(rig.transport.take(plain) == [0x52, 0x41, 0x4E, 0x50] + [UInt8](repeating: 0, count: 20))
+        // Closed once the answer had time to leave, whatever the client sends meanwhile.
+        rig.send([1, 2, 3], on: plain)
+        rig.core.tick(nowMs: rig.now + 100)
+        #expect(rig.transport.closed.isEmpty)
+        rig.core.tick(nowMs: rig.now + 500)
         #expect(rig.transport.closed == [plain])
         #expect(rig.core.closes[.notTunnel] == 1)
     }
@@ -269,7 +274,10 @@ struct TunnelCoreTests {
         let (client, link) = try rig.client(of: session, control: control)
         let hostLink = rig.connect()
         rig.send(TunnelWire.message(TunnelWire.link, link), on: hostLink)
+        rig.send([4, 2], on: hostLink)
         rig.core.closedByPeer(client, nowMs: rig.now)
+        #expect(rig.transport.closed.isEmpty, "what was piped to the other end leaves before it is closed")
+        rig.core.tick(nowMs: rig.now + 500)
         #expect(rig.transport.closed == [hostLink])
         #expect(rig.core.sessionCount == 1 && rig.core.linkCount == 0)
         // A second claim of the same link is refused.
@@ -287,6 +295,7 @@ struct TunnelCoreTests {
         rig.transport.refuseSendsTo = [client]
         rig.send([1, 2, 3], on: hostLink)
         #expect(rig.core.closes[.slowReader] == 1)
+        rig.core.tick(nowMs: rig.now + 500)
         #expect(rig.transport.closed.contains(client) && rig.transport.closed.contains(hostLink))
     }
 
