@@ -223,7 +223,12 @@ extension Netplayctl {
     /// `netplayctl tap ENDPOINT`.
     struct Tap: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Subscribe to a service's events and print each one, decoded, on one line.")
+            abstract: "Subscribe to a service's events and print each one as a short line.",
+            discussion: """
+            Each line is the time, the topic and a summary of the event, e.g. \
+            `12:04:05.120 sessions.started s-d37b "tapme" 2/2 relay sync-0 by "alice" attached 2/2`; \
+            --json prints the whole event instead.
+            """)
 
         @Argument(help: "Events (PUB) endpoint or service name.") var endpoint: String
         @Option(name: .customLong("topic"), help: "Only topics starting with this prefix (repeatable).") var topics: [String] = []
@@ -253,12 +258,12 @@ extension Netplayctl {
             switch event.envelope {
             case .success(let envelope):
                 return json ? "{\"topic\":\(topic),\"envelope\":\(envelope.jsonLine())}"
-                            : "\(JSONString.timestamp()) \(event.topic) \(envelope.body.name) \(envelope.jsonLine())"
+                            : "\(JSONString.clock()) \(EventSummary.line(topic: event.topic, envelope.body))"
             case .failure(let error):
                 var message = ""
                 JSONString.append(error.description, to: &message)
                 return json ? "{\"topic\":\(topic),\"error\":\(message)}"
-                            : "\(JSONString.timestamp()) \(event.topic) undecodable: \(error)"
+                            : "\(JSONString.clock()) \(EventSummary.plain(event.topic)) undecodable: \(error)"
             }
         }
     }
@@ -270,9 +275,9 @@ enum JSONString {
         out += JSONValue.string(text).rendered()
     }
 
-    static func timestamp() -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date())
+    /// The local time of day with milliseconds (`12:04:05.120`), for tap lines.
+    static func clock(_ date: Date = Date()) -> String {
+        let parts = Calendar.current.dateComponents([.hour, .minute, .second, .nanosecond], from: date)
+        return String(format: "%02d:%02d:%02d.%03d", parts.hour ?? 0, parts.minute ?? 0, parts.second ?? 0, (parts.nanosecond ?? 0) / 1_000_000)
     }
 }

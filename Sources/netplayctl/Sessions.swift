@@ -289,7 +289,7 @@ extension Netplayctl {
                 for relay in list.relays {
                     if json { emit(relay.jsonLine()); continue }
                     let load = relay.load ?? RelayLoad()
-                    emit("\(relay.relayId)  \(relay.endpoint)  sessions \(load.sessions)\(load.capacitySessions > 0 ? "/\(load.capacitySessions)" : "")  peers \(load.peers)  inputs/s \(load.inputsPerSecond)  cpu \(load.cpuPercent)%  region \(relay.region.isEmpty ? "-" : relay.region)\(relay.draining ? "  draining" : "")  last seen \(relay.lastSeenUnixMs)")
+                    emit("\(relay.relayId)  \(relay.endpoint)  sessions \(load.sessions)\(load.capacitySessions > 0 ? "/\(load.capacitySessions)" : "")  peers \(load.peers)  inputs/s \(load.inputsPerSecond)  cpu \(load.cpuPercent)%  region \(relay.region.isEmpty ? "-" : relay.region)\(relay.draining ? "  draining" : "")  last seen \(AgeText.ago(relay.lastSeenUnixMs))")
                 }
                 if !json { emit("\(list.relays.count) relays") }
             }

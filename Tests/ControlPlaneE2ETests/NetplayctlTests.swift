@@ -26,6 +26,10 @@ struct NetplayctlTests {
         let d = ["--discovery", cluster.discoveryEndpoint, "--events", cluster.discoveryEvents]
         let game = ["--game", "Super Mario Bros.", "--crc", "3337EC46", "--core", "nestopia", "--core-version", "1.52.0"]
         let watch = try ServiceProcess("netplayctl", ["rooms", "watch"] + d + ["--json", "--count", "3", "--duration", "20"])
+        // The coordinator's events admit trust-store keys only: the tap uses the operator key.
+        _ = try cluster.keys.operatorKeys()
+        let tap = try ServiceProcess("netplayctl", ["tap", cluster.coordinatorEvents, "--topic", "sessions.started", "--count", "1",
+                                                    "--duration", "30"], environment: ["NETPLAY_KEYS_DIR": cluster.dataRoot + "/keys"])
         Thread.sleep(forTimeInterval: 1)
         let created = try run(["sessions", "create"] + c + game + ["--name", "alice", "--max-players", "3", "--spectators", "1"])
         let session = value("session", in: created)
@@ -51,7 +55,17 @@ struct NetplayctlTests {
         let relays = try run(["relays", "list"] + c)
         #expect(relays.contains("sync-0") && relays.contains("1 relays"))
         #expect(relays.contains("inputs/s ") && relays.contains("% "), "\(relays)")
+        // When the relay last refreshed, as an age (it refreshes every few seconds), not epoch milliseconds.
+        #expect(relays.range(of: #"  last seen [0-9]+(\.[0-9])? s ago\n"#, options: .regularExpression) != nil, "\(relays)")
         _ = try run(["sessions", "start", session] + c + ["--participant", hostId, "--token", hostToken])
+        // The tap prints the start as one short line: time, topic, session, room, players, relay, who.
+        #expect(tap.waitForExit(seconds: 15) == 0, "\(tap.log)")
+        let tapped = settledLog(tap).split(separator: "\n").filter { !$0.isEmpty }
+        #expect(tapped.count == 1, "\(tapped)")
+        let line = String(tapped.first ?? "")
+        #expect(line.range(of: #"^[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} sessions\.started "#, options: .regularExpression) != nil, "\(line)")
+        #expect(line.hasSuffix(" sessions.started \(session) \"alice's room\" 1/3 relay sync-0 spectators 1 by \"alice\""), "\(line)")
+        #expect(line.count < 160 && !line.contains("{"), "\(line)")
         _ = try run(["sessions", "end", session] + c + ["--participant", hostId, "--token", hostToken, "--reason", "over"])
         #expect(try run(["sessions", "list"] + c + ["--state", "ended"]).contains(session))
         #expect(watch.waitForExit(seconds: 15) == 0, "\(watch.log)")

@@ -112,6 +112,32 @@ struct PersistenceAndRelayTests {
         #expect(connected()[host.participantId] == false)
     }
 
+    @Test func aRelayReportOfWhoAttachedIsASessionEventWithThemConnected() throws {
+        let h = try Harness(relays: ["sync-0"])
+        let host = try h.create()
+        let id = host.session.sessionId
+        let bob = try h.join(id, name: "bob")
+        func refresh(_ attached: [String]) throws -> [SessionEvent] {
+            try h.core.refreshRelay(RefreshRelayRequest(relayId: "sync-0", load: RelayLoad(), presence: attached.isEmpty ? [] : [
+                SessionPresence(sessionId: id, connectedParticipantIds: attached)]), at: h.time).events
+        }
+        func connected(_ event: SessionEvent?) -> [String: Bool] {
+            let everyone = (event?.session.slots.compactMap(\.participant) ?? []) + (event?.session.spectators ?? [])
+            return Dictionary(uniqueKeysWithValues: everyone.map { ($0.participantId, $0.connected) })
+        }
+        let attached = try refresh([host.participantId, bob.participantId])
+        #expect(attached.count == 1 && attached.first?.kind == .slotsChanged && attached.first?.session.sessionId == id)
+        #expect(connected(attached.first) == [host.participantId: true, bob.participantId: true])
+        // The match starts: its event shows both players attached.
+        let started = try h.core.start(StartSessionRequest(sessionId: id, participantId: host.participantId,
+                                                           participantToken: host.participantToken), at: h.time).events
+        #expect(connected(started.first { $0.kind == .started }) == [host.participantId: true, bob.participantId: true])
+        #expect(try refresh([host.participantId, bob.participantId]).isEmpty, "nothing changed: no event")
+        let dropped = try refresh([host.participantId])
+        #expect(dropped.count == 1 && dropped.first?.session.state == .running)
+        #expect(connected(dropped.first) == [host.participantId: true, bob.participantId: false])
+    }
+
     @Test func regionalRelaysArePreferred() throws {
         let h = try Harness(relays: [])
         try h.register("us-1", load: RelayLoad(sessions: 0), region: "us")

@@ -57,6 +57,38 @@ struct PlayE2ETests {
         #expect((replayed?.int("checked_checksums") ?? 0) >= Match.frames / 60 - 2)
     }
 
+    /// The other sample game, the prisoner's dilemma (2 players, a byte of input each), plays
+    /// through the same cluster: the joiner learns the game from the room, both ends and the
+    /// relay's replay agree on the checksum.
+    @Test(.timeLimit(.minutes(3)))
+    func thePrisonersDilemmaPlaysThroughTheCluster() throws {
+        let cluster = try PlayCluster()
+        let room = "dilemma", frames = 1200
+        let host = try cluster.peer("host", ["--players", "2", "--game", "pd"] + Match.host + Match.common(room: room, frames: frames, seed: 41))
+        #expect(host.waitFor("session s-", within: 30), "host did not get a session: \(host.log)")
+        let join = try cluster.peer("join", Match.common(room: room, frames: frames, seed: 42))
+        // The room announces the dilemma (the joiner plays what the room says, not its own --game).
+        let discovery = try BlockingClient(endpoint: cluster.discoveryEndpoint, timeout: 2)
+        var listed: [Room] = []
+        #expect(eventually(within: 20) {
+            guard case .listRoomsResponse(let list)? = try? discovery.request(.listRoomsRequest(ListRoomsRequest(
+                filter: RoomFilter(includeInProgress: true), pageSize: 50))) else { return false }
+            listed = list.rooms.filter { $0.roomName == room }
+            return listed.count == 1
+        }, "rooms: \(listed)")
+        #expect(listed.first?.content?.coreId == "netplay.games.pd" && listed.first?.content?.gameName == "Prisoner's Dilemma")
+        let results = [host, join].map { $0.result(within: 120) }
+        for (process, result) in zip([host, join], results) {
+            #expect(result != nil, "\(process.name) failed:\n\(process.log.suffix(3000))")
+        }
+        let checksums = Set(results.compactMap { $0?.checksum })
+        #expect(checksums.count == 1, "checksums differ: \(results.map { $0?.description ?? "none" })")
+        #expect(results.allSatisfy { $0?.frames == frames })
+        #expect(Set(results.compactMap { $0?.int("slot") }) == [1, 2])
+        let replayed = try cluster.replayTheMatch(frames: frames)
+        #expect(replayed?.checksum == results[0]?.checksum, "replay: \(replayed?.description ?? "none")")
+    }
+
     @Test(.timeLimit(.minutes(4)))
     func threePlayersAgreeWhileOneLagsAndAnInjectedDesyncIsHealed() throws {
         let cluster = try PlayCluster()

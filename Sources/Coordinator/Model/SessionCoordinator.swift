@@ -119,9 +119,13 @@ public final class SessionCoordinator {
 
     /// Notes who is attached in the sessions assigned to `relayId`, as it reports them
     /// (`attached[sessionId]`; a session left out has nobody attached). Transient: not stored.
-    func notePresence(on relayId: String, attached: [String: Set<String>], nowMs: UInt64) {
+    /// Returns the active sessions in which someone attached or detached (in id order), whose
+    /// `sessions.*` subscribers should hear it.
+    @discardableResult
+    func notePresence(on relayId: String, attached: [String: Set<String>], nowMs: UInt64) -> [String] {
         let previously = attachedSessions[relayId] ?? []
         var now = Set<String>()
+        var changedActive: [String] = []
         for sessionId in previously.union(attached.keys) {
             guard var session = sessions[sessionId] else { continue }
             // A session that ended or moved to another relay has nobody attached here.
@@ -134,13 +138,17 @@ public final class SessionCoordinator {
                     changed = true
                 }
             }
-            if changed { sessions[sessionId] = session }
+            if changed {
+                sessions[sessionId] = session
+                if session.isActive { changedActive.append(sessionId) }
+            }
             if !here.isEmpty {
                 now.insert(sessionId)
                 noteActivity(sessionId, nowMs: nowMs)
             }
         }
         attachedSessions[relayId] = now.isEmpty ? nil : now
+        return changedActive.sorted()
     }
 
     /// The source a lobby session counts against (its host's address), nil when it is not in

@@ -29,9 +29,11 @@ extension SessionCoordinator {
     /// A relay's keep-alive with its load. NOT_FOUND when it was dropped (register again).
     public func refreshRelay(_ request: RefreshRelayRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
         let (info, drainingChanged) = try relays.refresh(request, nowMs: time.monotonicMs, nowUnixMs: time.unixMs)
-        notePresence(on: request.relayId, attached: Dictionary(
+        let attachChanged = notePresence(on: request.relayId, attached: Dictionary(
             request.presence.map { ($0.sessionId, Set($0.connectedParticipantIds)) }, uniquingKeysWith: { first, _ in first }), nowMs: time.monotonicMs)
         var outcome = Outcome(reply: .refreshRelayResponse(RefreshRelayResponse(closeSessionIds: relays.takeCloses(for: request.relayId))))
+        // Who is attached shows in the session's events too, not only in requests for it.
+        outcome.events = attachChanged.compactMap { sessions[$0].map { event(.slotsChanged, $0, reason: "presence", at: time) } }
         outcome.retroArchRooms = retroArch.update(relayId: request.relayId, region: info.region, sessions: request.retroarchSessions)
         if drainingChanged {
             try? store.apply([.saveRelay(info)])
