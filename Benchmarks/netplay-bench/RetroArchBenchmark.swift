@@ -10,7 +10,7 @@ import NetplayService
 /// host and a client; through the relay with the whole tunnel handshake, RATP echoed).
 ///
 /// Two figures per target and run: throughput (both ends of every session write 16 KiB netplay
-/// messages as fast as a 256 KiB window per direction allows; MB/s received, both directions) and
+/// messages as fast as a window (256 KiB) per direction allows; MB/s received, both directions) and
 /// round trips (every client sends a 64-byte INPUT message at 60 Hz, the host echoes it: p50,
 /// p99, max). The three targets run interleaved, round after round, so a noisy neighbour on this
 /// shared machine hits them alike; the table shows each figure's median over the rounds, then the
@@ -25,6 +25,7 @@ struct RetroArchBenchmark: ParsableCommand {
     @Option(help: "Seconds of each throughput measurement (after 1 s of warm-up).") var seconds = 5.0
     @Option(help: "Seconds of each 60 Hz round-trip measurement (after 1 s of warm-up).") var latencySeconds = 5.0
     @Option(help: "Rounds; each runs relay, forwarder and direct once, in turn.") var rounds = 3
+    @Option(help: "Bytes in flight per direction of a session in the throughput run (the relay closes a reader that falls too far behind).") var window = 262_144
     @Option(help: "Path of netplay-sync (default: next to this executable).") var syncBin: String?
     @Option(help: "Path of the C forwarder (built by `make bench-retroarch`).") var cForwarder = "Benchmarks/bin/tcp_forwarder"
     @Option(help: "Path of the C load generator (built by `make bench-retroarch`).") var load = "Benchmarks/bin/retroarch_load"
@@ -110,7 +111,8 @@ struct RetroArchBenchmark: ParsableCommand {
     private func drive(_ arguments: [String], name: String) throws -> LoadFigures {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: load)
-        process.arguments = arguments + ["--sessions", "\(sessions)", "--seconds", "\(seconds)", "--latency-seconds", "\(latencySeconds)"]
+        process.arguments = arguments + ["--sessions", "\(sessions)", "--seconds", "\(seconds)", "--latency-seconds", "\(latencySeconds)",
+                                          "--window", "\(window)"]
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
@@ -124,7 +126,7 @@ struct RetroArchBenchmark: ParsableCommand {
 
     private func report(relay: Median, forwarder: Median, direct: Median) {
         print("RetroArch relay: \(sessions) sessions (host + client each) over tcp loopback; median of \(rounds) interleaved rounds; "
-              + "throughput \(format(seconds, 0)) s (16 KiB writes, 256 KiB window per direction), round trips \(format(latencySeconds, 0)) s "
+              + "throughput \(format(seconds, 0)) s (16 KiB writes, \(window / 1024) KiB window per direction), round trips \(format(latencySeconds, 0)) s "
               + "(64 bytes at 60 Hz, client -> host -> client)")
         print("These are ratios on a noisy, shared 2-core VM (the load generator shares the cores with what it measures): "
               + "compare the columns, not the absolute figures with another machine.")
