@@ -91,6 +91,7 @@ bench: deps-test bench-c
 	$(RELEASE_BIN)/netplay-bench libretro --c-bench Benchmarks/bin/libretro_bench
 	$(RELEASE_BIN)/netplay-bench wan
 	@$(MAKE) --no-print-directory bench-relay
+	@$(MAKE) --no-print-directory bench-retroarch
 
 clean:
 	rm -rf .build Benchmarks/bin
@@ -166,3 +167,21 @@ bench-relay: deps Benchmarks/bin/relay_forwarder Benchmarks/bin/relay_load
 	$(SWIFT) build -c release --product netplay-sync $(SWIFT_FLAGS)
 	$(SWIFT) build -c release --product netplay-bench $(SWIFT_FLAGS)
 	$(RELEASE_BIN)/netplay-bench relay --c-forwarder Benchmarks/bin/relay_forwarder --load Benchmarks/bin/relay_load
+
+# ---- RetroArch relay (issue 17): the tunnel beside a plain C TCP forwarder ----
+.PHONY: bench-retroarch
+
+Benchmarks/bin/tcp_forwarder: Benchmarks/c/tcp_forwarder.c
+	@mkdir -p Benchmarks/bin
+	$(CC) -O2 -Wall -Wextra -o $@ $<
+
+Benchmarks/bin/retroarch_load: Benchmarks/c/retroarch_load.c
+	@mkdir -p Benchmarks/bin
+	$(CC) -O2 -Wall -Wextra -o $@ $<
+
+## bench-retroarch: 100 RetroArch sessions through netplay-sync's tunnel, the C forwarder and
+## straight, interleaved: throughput and added round-trip p99.
+bench-retroarch: deps Benchmarks/bin/tcp_forwarder Benchmarks/bin/retroarch_load
+	$(SWIFT) build -c release --product netplay-sync $(SWIFT_FLAGS)
+	$(SWIFT) build -c release --product netplay-bench $(SWIFT_FLAGS)
+	$(RELEASE_BIN)/netplay-bench retroarch --c-forwarder Benchmarks/bin/tcp_forwarder --load Benchmarks/bin/retroarch_load

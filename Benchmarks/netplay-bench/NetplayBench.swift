@@ -7,6 +7,6 @@ struct NetplayBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "netplay-bench",
         abstract: "Measure the toolkit's hot paths and print the figures.",
-        subcommands: [ZeroMQBenchmark.self, RollbackBenchmark.self, LibretroBenchmark.self, ControlPlaneBenchmark.self, ClusterBenchmark.self, RelayBenchmark.self, WANBenchmark.self]
+        subcommands: [ZeroMQBenchmark.self, RollbackBenchmark.self, LibretroBenchmark.self, ControlPlaneBenchmark.self, ClusterBenchmark.self, RelayBenchmark.self, WANBenchmark.self, RetroArchBenchmark.self]
     )
 }
