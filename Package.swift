@@ -43,6 +43,8 @@ let package = Package(
         .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "CLibretro"),
         .target(name: "CSupervisor"),
+        // Linux's epoll, accept4 and pipe2 (Glibc's module map leaves them out): RetroArchRelay's server.
+        .target(name: "CEpoll"),
 
         // MARK: Foundation: the ZeroMQ binding, wire types, the service runtime (trust planes included), auth, the LAN beacon
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
@@ -80,10 +82,10 @@ let package = Package(
             name: "InputSync",
             dependencies: ["NetplayAuth", "NetplayService", "NetplayWire", "RetroArchRelay", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
         ),
-        // RetroArch's relay (tunnel) protocol: the pure core and its ZeroMQ STREAM listener.
+        // RetroArch's relay (tunnel) protocol: the pure core and its epoll server thread.
         .target(
             name: "RetroArchRelay",
-            dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CEpoll", "NetplayWire"]
         ),
         .target(
             name: "Telemetry",

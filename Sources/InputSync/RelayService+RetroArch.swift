@@ -10,42 +10,43 @@ extension RelayService {
     static let retroArchReportSeconds = 2.0
 
     func startTunnel(_ tunnelConfiguration: TunnelConfiguration, _ runtime: ServiceRuntime) throws {
-        let listener = TunnelListener(configuration: tunnelConfiguration, logger: runtime.logger) { [unowned(unsafe) self, unowned runtime] event in
-            self.tunnelEvent(event, runtime)
+        // The tunnel runs on a thread of its own; what it does comes back to the reactor.
+        let service = ReactorBound(self)
+        let server = try TunnelServer(configuration: tunnelConfiguration) { [handle = runtime.handle] event in
+            handle.enqueue { runtime in service.value.tunnelEvent(event, runtime) }
         }
-        try listener.start(runtime: runtime)
-        tunnel = listener
-        let core = listener.core!
+        tunnel = server
         runtime.metrics.gauge("netplay_retroarch_sessions", help: "RetroArch sessions relayed (hosts on the tunnel listener).") {
-            Double(core.sessionCount)
+            Double(server.snapshot.sessions)
         }
-        runtime.metrics.gauge("netplay_retroarch_links", help: "RetroArch clients linked to their host.") { Double(core.linkCount) }
+        runtime.metrics.gauge("netplay_retroarch_links", help: "RetroArch clients linked to their host.") { Double(server.snapshot.links) }
         runtime.metrics.gauge("netplay_retroarch_connections", help: "TCP connections open on the RetroArch listener.") {
-            Double(core.connectionCount)
+            Double(server.snapshot.connections)
         }
         runtime.metrics.counter("netplay_retroarch_bytes_total", help: "Bytes piped between RetroArch hosts and clients.") {
-            Double(core.bytesPiped)
+            Double(server.snapshot.bytesPiped)
         }
         for reason in TunnelCloseReason.allCases {
             runtime.metrics.counter("netplay_retroarch_closed_total", help: "RetroArch connections the relay closed, by reason.",
-                                    labels: ["reason": reason.rawValue]) { Double(core.closes[reason] ?? 0) }
+                                    labels: ["reason": reason.rawValue]) { Double(server.snapshot.closes[reason] ?? 0) }
         }
         runtime.every(seconds: Self.retroArchReportSeconds) { [unowned(unsafe) self] runtime in
             for report in self.retroArchReports() { runtime.pushToTelemetry(.retroarchSession(report)) }
         }
         runtime.logger.info("relaying RetroArch netplay", metadata: [
-            "port": "\(listener.boundPort)", "join_host": "\(tunnelConfiguration.advertiseHost)",
+            "port": "\(server.boundPort)", "join_host": "\(tunnelConfiguration.advertiseHost)",
             "session_ports": "\(tunnelConfiguration.sessionPorts.map { "\($0.lowerBound)-\($0.upperBound)" } ?? "none")"])
     }
 
     /// The RetroArch sessions as the coordinator and telemetry get them.
     func retroArchReports() -> [RetroArchSession] {
         guard let tunnel else { return [] }
-        return tunnel.core.reports().prefix(1_000).map { $0.wire(relayId: configuration.relayId) }
+        return tunnel.snapshot.reports.prefix(1_000).map { $0.wire(relayId: configuration.relayId) }
     }
 
-    func tunnelJSON(_ tunnel: TunnelListener) -> JSONValue {
-        let sessions = tunnel.core.reports().map { report -> JSONValue in
+    func tunnelJSON(_ tunnel: TunnelServer) -> JSONValue {
+        let snapshot = tunnel.snapshot
+        let sessions = snapshot.reports.map { report -> JSONValue in
             .object(["session_id": .string(report.session.base64), "join": .string(report.join),
                      "direct": .string(report.directEndpoint), "host_nick": .string(report.hostNick),
                      "core": .string(report.coreName), "core_version": .string(report.coreVersion),
@@ -57,12 +58,12 @@ extension RelayService {
                      "link_rtt_ms": .number(Int(report.linkRTTMs))])
         }
         var closes: [String: JSONValue] = [:]
-        for (reason, count) in tunnel.core.closes { closes[reason.rawValue] = .number(Int(count)) }
-        return .object(["port": .number(Int(tunnel.boundPort)), "sessions": .array(sessions), "links": .number(tunnel.core.linkCount),
-                        "connections": .number(tunnel.core.connectionCount), "closed": .object(closes)])
+        for (reason, count) in snapshot.closes { closes[reason.rawValue] = .number(Int(count)) }
+        return .object(["port": .number(Int(tunnel.boundPort)), "sessions": .array(sessions), "links": .number(snapshot.links),
+                        "connections": .number(snapshot.connections), "closed": .object(closes)])
     }
 
-    private func tunnelEvent(_ event: TunnelEvent, _ runtime: ServiceRuntime) {
+    func tunnelEvent(_ event: TunnelEvent, _ runtime: ServiceRuntime) {
         switch event {
         case .sessionOpened(let session, let join, let port, let host):
             runtime.logger.info("RetroArch session opened", metadata: [

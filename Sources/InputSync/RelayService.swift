@@ -56,7 +56,7 @@ public final class RelayService: RawFrameService, RelayTransport {
     private var inputsTotal: Counter?
     var eventsTotal: Counter?
     /// RetroArch's relay protocol, when configured.
-    var tunnel: TunnelListener?
+    var tunnel: TunnelServer?
     var tunnelRefreshPending = false
     /// At most one log line a second about closed RetroArch connections (all are counted).
     var lastRefusalLogMs: UInt64 = 0
@@ -133,7 +133,7 @@ public final class RelayService: RawFrameService, RelayTransport {
     public var status: String {
         guard let core else { return "starting" }
         return "\(core.sessionCount) sessions, \(core.peerCount) peers"
-            + (tunnel.map { ", \($0.core.sessionCount) RetroArch sessions" } ?? "")
+            + (tunnel.map { ", \($0.snapshot.sessions) RetroArch sessions" } ?? "")
             + (registered || coordinatorEndpoint == nil ? "" : ", not registered")
     }
 
@@ -144,7 +144,8 @@ public final class RelayService: RawFrameService, RelayTransport {
         var details = [("coordinator", coordinator), ("sessions", "\(core.sessionCount)"), ("peers", "\(core.peerCount)"),
                        ("inputs_per_second", "\(inputsPerSecond)"), ("cpu_percent", "\(Int(cpuPercent.rounded()))")]
         if let tunnel {
-            details.append(("retroarch", "port \(tunnel.boundPort), \(tunnel.core.sessionCount) sessions, \(tunnel.core.linkCount) links"))
+            let snapshot = tunnel.snapshot
+            details.append(("retroarch", "port \(tunnel.boundPort), \(snapshot.sessions) sessions, \(snapshot.links) links"))
         }
         return details
     }
@@ -276,7 +277,7 @@ public final class RelayService: RawFrameService, RelayTransport {
             ? inputsPerSecond : Int(Double(inputsSinceReport) * 1000 / Double(now &- lastReportMs))
         inputsSinceReport = 0
         lastReportMs = now
-        let retroArch = tunnel?.core.sessionCount ?? 0
+        let retroArch = tunnel?.snapshot.sessions ?? 0
         return RelayLoad(sessions: UInt32(core.sessionCount + retroArch), peers: UInt32(core.peerCount),
                          capacitySessions: UInt32(max(configuration.maxSessions, 0)),
                          inputsPerSecond: UInt32(clamping: rate), cpuPercent: UInt32(cpuPercent.rounded()),

@@ -33,15 +33,13 @@ public struct TunnelConfiguration: Sendable, Equatable {
     public var hostTimeoutSeconds: Double
     /// Bytes a waiting client may send before its link exists.
     public var maxBufferedBytes: Int
-    /// Chunks queued towards one connection at most; a reader slower than that is closed.
-    public var sendQueueChunks: Int32
 
     /// A configuration listening on `port` with the default limits.
     public init(port: UInt16 = 55435, bindHost: String = "0.0.0.0", advertiseHost: String = "127.0.0.1", advertisePort: UInt16 = 0,
                 sessionPorts: ClosedRange<UInt16>? = nil, maxSessions: Int = 1_000, maxClientsPerSession: Int = 32,
                 maxPendingLinks: Int = 8, maxConnections: Int = 8_192, prefixTimeoutSeconds: Double = 10,
                 linkTimeoutSeconds: Double = 30, pingIntervalSeconds: Double = 10, hostTimeoutSeconds: Double = 240,
-                maxBufferedBytes: Int = 1 << 20, sendQueueChunks: Int32 = 4_096) {
+                maxBufferedBytes: Int = 1 << 20) {
         self.port = port
         self.bindHost = bindHost
         self.advertiseHost = advertiseHost
@@ -56,7 +54,6 @@ public struct TunnelConfiguration: Sendable, Equatable {
         self.pingIntervalSeconds = pingIntervalSeconds
         self.hostTimeoutSeconds = hostTimeoutSeconds
         self.maxBufferedBytes = maxBufferedBytes
-        self.sendQueueChunks = sendQueueChunks
     }
 
     /// The port join strings name.

@@ -16,8 +16,8 @@ public final class TunnelCore {
         case host(TunnelSession)
         case waiting(TunnelSession, TunnelSession.Link)
         case piped(TunnelSession, TunnelSession.Link, fromHost: Bool, to: TunnelConnection)
-        /// Answered, to be closed once the answer had time to leave (a STREAM socket drops what
-        /// is still queued to a connection it closes).
+        /// Answered (or its partner hung up), to be closed once what was sent to it had time to
+        /// leave, whatever the transport does with a queue it is told to close.
         case answered(closeAtMs: UInt64, reason: TunnelCloseReason)
     }
 

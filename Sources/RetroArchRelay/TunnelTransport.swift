@@ -43,7 +43,8 @@ public enum TunnelCloseReason: String, Sendable, CaseIterable {
     case hostTimeout = "host_timeout"
     /// The host sent something its control connection does not carry.
     case badControlMessage = "bad_control_message"
-    /// A connection could not take what was piped to it (its reader is too slow or gone).
+    /// A connection could not take what was sent to it: over 8 MiB queued (a reader that stops
+    /// reading; piped bytes slow their writer down instead, see ``TunnelServer``).
     case slowReader = "slow_reader"
     /// The other end of a link closed.
     case partnerClosed = "partner_closed"

@@ -1,0 +1,14 @@
+// accept4 and pipe2 need _GNU_SOURCE, which Swift's Glibc import does not define.
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "CEpoll.h"
+
+int cepoll_accept(int fd, struct sockaddr *address, socklen_t *length) {
+    return accept4(fd, address, length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+int cepoll_pipe(int fds[2]) {
+    return pipe2(fds, O_NONBLOCK | O_CLOEXEC);
+}

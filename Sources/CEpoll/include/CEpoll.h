@@ -1,0 +1,16 @@
+// Linux's epoll (and accept4, pipe2) for Swift: Glibc's module map leaves <sys/epoll.h> out. Used by RetroArchRelay's
+// tunnel thread (TunnelServer.swift).
+#ifndef CEPOLL_H
+#define CEPOLL_H
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+/// accept4(fd, address, length, SOCK_NONBLOCK | SOCK_CLOEXEC).
+int cepoll_accept(int fd, struct sockaddr *address, socklen_t *length);
+/// pipe2(fds, O_NONBLOCK | O_CLOEXEC).
+int cepoll_pipe(int fds[2]);
+
+/// The token stored with a watched descriptor (epoll_data_t is a union Swift reads awkwardly).
+static inline unsigned long long cepoll_token(const struct epoll_event *event) { return event->data.u64; }
+static inline void cepoll_set_token(struct epoll_event *event, unsigned long long token) { event->data.u64 = token; }
+#endif

@@ -1,0 +1,484 @@
+import CEpoll
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the service's reactor reads of the tunnel: the sessions' reports and the counters, as the
+/// tunnel's thread last published them (every 250 ms, and at once when a session opens, links a
+/// client or ends).
+public struct TunnelSnapshot: Sendable {
+    /// Every session's report, by id.
+    public var reports: [TunnelSessionReport] = []
+    /// Connections closed by the tunnel, by reason.
+    public var closes: [TunnelCloseReason: UInt64] = [:]
+    /// Bytes piped since the start.
+    public var bytesPiped: UInt64 = 0
+    /// Sessions, piping links, open connections.
+    public var sessions = 0
+    public var links = 0
+    public var connections = 0
+
+    /// An empty snapshot.
+    public init() {}
+}
+
+/// The tunnel's sockets: plain non-blocking TCP on an `epoll` loop of its own thread, feeding a
+/// ``TunnelCore``. Bytes are read and written in one wake-up (as a plain C forwarder does) and
+/// flow under back-pressure: a connection whose outgoing queue passes 256 KiB stops the reading
+/// of whoever fills it until it drains below 64 KiB, so a slow reader slows its writer instead of
+/// growing the relay's memory (a queue over 8 MiB, which only a reader that stops reading its
+/// control messages reaches, is closed as `slow_reader`).
+///
+/// The first version rode a ZeroMQ `STREAM` socket; every chunk then crossed libzmq's I/O thread
+/// and the reactor twice, for a quarter of a C forwarder's throughput (docs/retroarch.md).
+public final class TunnelServer: Sendable {
+    /// The configuration it runs with.
+    public let configuration: TunnelConfiguration
+    /// The main port actually bound.
+    public let boundPort: UInt16
+    private let published = SnapshotBox()
+    private let running = Mutex(true)
+    private let stopped = DispatchSemaphore(value: 0)
+    private let wakeWrite: Int32
+
+    /// Binds the main port (throwing with a one-line reason, e.g. when it is taken) and starts the
+    /// tunnel's thread. `onEvent` hears what the tunnel did, on that thread.
+    public init(configuration: TunnelConfiguration, wallClockMs: @escaping @Sendable () -> UInt64 = TunnelServer.unixMs,
+                onEvent: @escaping @Sendable (TunnelEvent) -> Void) throws {
+        self.configuration = configuration
+        let (fd, port) = try TunnelSockets.listen(host: configuration.bindHost, port: configuration.port)
+        boundPort = port
+        var pipeFds: [Int32] = [0, 0]
+        guard cepoll_pipe(&pipeFds) == 0 else {
+            close(fd)
+            throw TunnelServerError("cannot make the RetroArch tunnel's wake-up pipe: errno \(errno)")
+        }
+        wakeWrite = pipeFds[1]
+        let loop = try TunnelLoop(configuration: configuration, mainListener: fd, wakeRead: pipeFds[0], wallClockMs: wallClockMs,
+                                  onEvent: onEvent)
+        let box = LoopBox(loop: loop, published: published, stopped: stopped)
+        let thread = Thread { box.run() }
+        thread.name = "retroarch-tunnel"
+        thread.start()
+    }
+
+    /// Wall-clock Unix milliseconds.
+    @Sendable public static func unixMs() -> UInt64 { UInt64(Date().timeIntervalSince1970 * 1000) }
+
+    /// What the tunnel's thread last published.
+    public var snapshot: TunnelSnapshot { published.state.withLock { $0 } }
+
+    /// Closes every connection and socket and ends the thread (waits up to 2 s).
+    public func stop() {
+        guard running.withLock({ running in defer { running = false }; return running }) else { return }
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+        _ = stopped.wait(timeout: .now() + 2)
+        close(wakeWrite)
+    }
+
+    deinit { stop() }
+
+    /// The snapshot the tunnel's thread publishes and the reactor reads.
+    private final class SnapshotBox: Sendable {
+        let state = Mutex(TunnelSnapshot())
+    }
+
+    /// Carries the thread-confined loop onto its thread.
+    private struct LoopBox: @unchecked Sendable {
+        let loop: TunnelLoop
+        let published: SnapshotBox
+        let stopped: DispatchSemaphore
+
+        func run() {
+            loop.run { snapshot in published.state.withLock { $0 = snapshot } }
+            stopped.signal()
+        }
+    }
+}
+
+/// The tunnel could not start.
+public struct TunnelServerError: Error, CustomStringConvertible {
+    /// The one-line reason.
+    public let description: String
+
+    init(_ description: String) { self.description = description }
+}
+
+/// Listening sockets.
+enum TunnelSockets {
+    /// A non-blocking IPv4 listening socket on `host:port` (port 0: any), and the port bound.
+    static func listen(host: String, port: UInt16) throws -> (Int32, UInt16) {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
+            throw TunnelServerError("cannot listen for RetroArch on \(host):\(port): not an IPv4 address (RetroArch reaches relays over IPv4)")
+        }
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw TunnelServerError("cannot make a socket for RetroArch: errno \(errno)") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, Glibc.listen(fd, 512) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw TunnelServerError("cannot listen for RetroArch on \(host):\(port): \(reason)")
+        }
+        var actual = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &actual) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return (fd, UInt16(bigEndian: actual.sin_port))
+    }
+}
+
+/// The tunnel's thread: the epoll loop, the connections and the core. Confined to that thread.
+final class TunnelLoop: TunnelTransport {
+    /// One accepted connection.
+    final class Connection {
+        let fd: Int32
+        let key: TunnelConnection
+        /// Bytes queued towards it, from `sent` on.
+        var queue: [UInt8] = []
+        var sent = 0
+        var watchingWrites = false
+        var reading = true
+        /// Connections whose reading waits for this one's queue to drain.
+        var holding: Set<UInt64> = []
+        /// Closed by the tunnel; the socket goes once its queue is written (or at `closeBy`).
+        var closeBy: UInt64?
+
+        init(fd: Int32, key: TunnelConnection) {
+            self.fd = fd
+            self.key = key
+        }
+
+        var queued: Int { queue.count - sent }
+    }
+
+    static let wakeToken: UInt64 = 1 << 63
+    static let listenerToken: UInt64 = 1 << 62
+    static let readChunk = 65_536
+    static let readsPerWakeup = 4
+    static let highWater = 256 << 10
+    static let lowWater = 64 << 10
+    static let maxQueued = 8 << 20
+    static let lingerMs: UInt64 = 2_000
+    static let tickMs: UInt64 = 250
+
+    let configuration: TunnelConfiguration
+    private let epoll: Int32
+    private let wakeRead: Int32
+    private let onEvent: @Sendable (TunnelEvent) -> Void
+    private var core: TunnelCore!
+    private var listeners: [Int: Int32] = [:]
+    private var listenerPorts: [Int: UInt16] = [:]
+    private var nextListener = 1
+    private var connections: [UInt64: Connection] = [:]
+    private var lingering: [UInt64: Connection] = [:]
+    private var nextId: UInt64 = 1
+    private var reading: UInt64?
+    private var buffer = [UInt8](repeating: 0, count: TunnelLoop.readChunk)
+    private var publish: ((TunnelSnapshot) -> Void)?
+    private var stopping = false
+
+    init(configuration: TunnelConfiguration, mainListener: Int32, wakeRead: Int32, wallClockMs: @escaping @Sendable () -> UInt64,
+         onEvent: @escaping @Sendable (TunnelEvent) -> Void) throws {
+        self.configuration = configuration
+        self.wakeRead = wakeRead
+        self.onEvent = onEvent
+        epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard epoll >= 0 else {
+            Glibc.close(mainListener)
+            throw TunnelServerError("cannot make the RetroArch tunnel's epoll: errno \(errno)")
+        }
+        core = TunnelCore(configuration: configuration, transport: self, wallClockMs: wallClockMs)
+        listeners[0] = mainListener
+        listenerPorts[0] = configuration.port
+        watch(mainListener, token: Self.listenerToken, events: UInt32(EPOLLIN.rawValue))
+        watch(wakeRead, token: Self.wakeToken, events: UInt32(EPOLLIN.rawValue))
+    }
+
+    static func nowMs() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1000 + UInt64(time.tv_nsec) / 1_000_000
+    }
+
+    // MARK: The loop
+
+    func run(publishing publish: @escaping (TunnelSnapshot) -> Void) {
+        self.publish = publish
+        var events = [epoll_event](repeating: epoll_event(), count: 256)
+        var lastTick = Self.nowMs()
+        while !stopping {
+            let count = epoll_wait(epoll, &events, Int32(events.count), 100)
+            for index in 0..<max(0, Int(count)) {
+                let token = cepoll_token(&events[index])
+                let flags = events[index].events
+                if token == Self.wakeToken {
+                    stopping = true
+                } else if token & Self.listenerToken != 0 {
+                    accept(listener: Int(token & ~Self.listenerToken))
+                } else if let connection = connections[token] {
+                    if flags & UInt32(EPOLLOUT.rawValue) != 0 { flush(connection) }
+                    if flags & (UInt32(EPOLLIN.rawValue) | UInt32(EPOLLHUP.rawValue) | UInt32(EPOLLERR.rawValue)) != 0,
+                       connections[token] != nil {
+                        read(connection)
+                    }
+                } else if let connection = lingering[token] {
+                    flushLingering(connection, flags: flags)
+                }
+            }
+            let now = Self.nowMs()
+            if now >= lastTick + Self.tickMs {
+                lastTick = now
+                core.tick(nowMs: now)
+                for connection in Array(lingering.values) where now >= connection.closeBy ?? 0 { release(connection) }
+                publishSnapshot()
+            }
+        }
+        core.shutdown()
+        for connection in Array(lingering.values) { release(connection) }
+        for connection in Array(connections.values) { release(connection) }
+        for fd in listeners.values { Glibc.close(fd) }
+        Glibc.close(wakeRead)
+        Glibc.close(epoll)
+        publishSnapshot()
+    }
+
+    private func publishSnapshot() {
+        var snapshot = TunnelSnapshot()
+        snapshot.reports = core.reports()
+        snapshot.closes = core.closes
+        snapshot.bytesPiped = core.bytesPiped
+        snapshot.sessions = core.sessionCount
+        snapshot.links = core.linkCount
+        snapshot.connections = core.connectionCount
+        publish?(snapshot)
+    }
+
+    private func watch(_ fd: Int32, token: UInt64, events: UInt32) {
+        var event = epoll_event()
+        event.events = events
+        cepoll_set_token(&event, token)
+        epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event)
+    }
+
+    private func rewatch(_ connection: Connection) {
+        var event = epoll_event()
+        event.events = (connection.reading ? UInt32(EPOLLIN.rawValue) : 0) | (connection.watchingWrites ? UInt32(EPOLLOUT.rawValue) : 0)
+        cepoll_set_token(&event, connection.key.id)
+        epoll_ctl(epoll, EPOLL_CTL_MOD, connection.fd, &event)
+    }
+
+    // MARK: Accepting and reading
+
+    private func accept(listener: Int) {
+        guard let listenFd = listeners[listener] else { return }
+        for _ in 0..<64 {
+            var address = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let fd = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    cepoll_accept(listenFd, $0, &length)
+                }
+            }
+            guard fd >= 0 else { return }
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, socklen_t(MemoryLayout<Int32>.size))
+            let id = nextId
+            nextId += 1
+            let connection = Connection(fd: fd, key: TunnelConnection(listener: listener, id: id))
+            connections[id] = connection
+            watch(fd, token: id, events: UInt32(EPOLLIN.rawValue))
+            core.opened(connection.key, address: Self.addressBytes(address), nowMs: Self.nowMs())
+        }
+    }
+
+    static func addressBytes(_ storage: sockaddr_storage) -> [UInt8] {
+        var storage = storage
+        switch Int32(storage.ss_family) {
+        case AF_INET:
+            return withUnsafeBytes(of: &storage) { raw in
+                raw.baseAddress!.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { pointer in
+                    var address = pointer.pointee.sin_addr
+                    return withUnsafeBytes(of: &address) { Array($0) }
+                }
+            }
+        case AF_INET6:
+            return withUnsafeBytes(of: &storage) { raw in
+                raw.baseAddress!.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
+                    var address = pointer.pointee.sin6_addr
+                    return withUnsafeBytes(of: &address) { Array($0) }
+                }
+            }
+        default:
+            return []
+        }
+    }
+
+    private func read(_ connection: Connection) {
+        let id = connection.key.id
+        for _ in 0..<Self.readsPerWakeup {
+            guard connection.reading, connections[id] != nil else { return }
+            let got = buffer.withUnsafeMutableBytes { Glibc.read(connection.fd, $0.baseAddress, $0.count) }
+            if got > 0 {
+                reading = id
+                buffer.withUnsafeBytes { core.received(UnsafeRawBufferPointer(rebasing: $0[0..<got]), on: connection.key, nowMs: Self.nowMs()) }
+                reading = nil
+                if got < Self.readChunk { return }
+            } else if got < 0 && (errno == EAGAIN || errno == EINTR) {
+                return
+            } else {
+                // Hung up (0) or reset: the core forgets it and closes what depends on it.
+                connections[id] = nil
+                core.closedByPeer(connection.key, nowMs: Self.nowMs())
+                release(connection)
+                return
+            }
+        }
+    }
+
+    // MARK: Writing, back-pressure
+
+    private func flush(_ connection: Connection) {
+        while connection.queued > 0 {
+            let written = connection.queue.withUnsafeBytes {
+                Glibc.write(connection.fd, $0.baseAddress! + connection.sent, connection.queued)
+            }
+            if written > 0 {
+                connection.sent += written
+            } else if written < 0 && errno == EINTR {
+                continue
+            } else {
+                break
+            }
+        }
+        if connection.queued == 0 {
+            connection.queue.removeAll(keepingCapacity: connection.queue.capacity <= Self.highWater)
+            connection.sent = 0
+            if connection.watchingWrites {
+                connection.watchingWrites = false
+                rewatch(connection)
+            }
+        } else if connection.sent >= Self.highWater {
+            connection.queue.removeFirst(connection.sent)
+            connection.sent = 0
+        }
+        if connection.queued < Self.lowWater, !connection.holding.isEmpty { releaseHeld(by: connection) }
+    }
+
+    /// Lets the connections `connection` held back read again.
+    private func releaseHeld(by connection: Connection) {
+        for id in connection.holding {
+            guard let held = connections[id], !held.reading else { continue }
+            held.reading = true
+            rewatch(held)
+        }
+        connection.holding.removeAll()
+    }
+
+    func send(_ bytes: UnsafeRawBufferPointer, to key: TunnelConnection) -> Bool {
+        guard let connection = connections[key.id] else { return false }
+        var offset = 0
+        if connection.queued == 0 {
+            while offset < bytes.count {
+                let written = Glibc.write(connection.fd, bytes.baseAddress! + offset, bytes.count - offset)
+                if written > 0 {
+                    offset += written
+                } else if written < 0 && errno == EINTR {
+                    continue
+                } else if written < 0 && errno == EAGAIN {
+                    break
+                } else {
+                    return true  // the peer is gone: its hang-up is read next
+                }
+            }
+            if offset == bytes.count { return true }
+        }
+        guard connection.queued + bytes.count - offset <= Self.maxQueued else { return false }
+        connection.queue.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+        if !connection.watchingWrites {
+            connection.watchingWrites = true
+            rewatch(connection)
+        }
+        // Back-pressure: whoever is filling this queue stops reading until it drains.
+        if connection.queued > Self.highWater, let source = reading, source != key.id, let writer = connections[source], writer.reading {
+            writer.reading = false
+            rewatch(writer)
+            connection.holding.insert(source)
+        }
+        return true
+    }
+
+    func close(_ key: TunnelConnection) {
+        guard let connection = connections.removeValue(forKey: key.id) else { return }
+        releaseHeld(by: connection)
+        if connection.queued > 0 {
+            // Its queue is written first (a client's last bytes, an "out of date" answer).
+            connection.closeBy = Self.nowMs() + Self.lingerMs
+            connection.reading = false
+            lingering[key.id] = connection
+            rewatch(connection)
+        } else {
+            release(connection)
+        }
+    }
+
+    private func flushLingering(_ connection: Connection, flags: UInt32) {
+        if flags & (UInt32(EPOLLHUP.rawValue) | UInt32(EPOLLERR.rawValue)) != 0 {
+            release(connection)
+            return
+        }
+        flush(connection)
+        if connection.queued == 0 { release(connection) }
+    }
+
+    /// Closes the socket for good.
+    private func release(_ connection: Connection) {
+        lingering[connection.key.id] = nil
+        connections[connection.key.id] = nil
+        epoll_ctl(epoll, EPOLL_CTL_DEL, connection.fd, nil)
+        Glibc.close(connection.fd)
+    }
+
+    // MARK: Session ports and events
+
+    func openSessionPort(for session: TunnelID) -> (listener: Int, port: UInt16)? {
+        guard let range = configuration.sessionPorts else { return nil }
+        let taken = Set(listenerPorts.values)
+        for port in range where !taken.contains(port) {
+            guard let (fd, bound) = try? TunnelSockets.listen(host: configuration.bindHost, port: port) else { continue }
+            let listener = nextListener
+            nextListener += 1
+            listeners[listener] = fd
+            listenerPorts[listener] = bound
+            watch(fd, token: Self.listenerToken | UInt64(listener), events: UInt32(EPOLLIN.rawValue))
+            return (listener, bound)
+        }
+        return nil
+    }
+
+    func closeSessionPort(listener: Int) {
+        guard listener != 0, let fd = listeners.removeValue(forKey: listener) else { return }
+        listenerPorts[listener] = nil
+        epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nil)
+        Glibc.close(fd)
+    }
+
+    func tunnelEvent(_ event: TunnelEvent) {
+        switch event {
+        case .sessionOpened, .clientLinked, .sessionClosed: publishSnapshot()  // the reactor's next report sees it
+        case .refused: break
+        }
+        onEvent(event)
+    }
+}
