@@ -31,7 +31,8 @@ extension SessionCoordinator {
         let (info, drainingChanged) = try relays.refresh(request, nowMs: time.monotonicMs, nowUnixMs: time.unixMs)
         notePresence(on: request.relayId, attached: Dictionary(
             request.presence.map { ($0.sessionId, Set($0.connectedParticipantIds)) }, uniquingKeysWith: { first, _ in first }), nowMs: time.monotonicMs)
-        var outcome = Outcome(reply: .refreshRelayResponse(RefreshRelayResponse(closeSessionIds: relays.takeCloses(for: request.relayId))))
+        var outcome = applyRelayFacts(request, at: time)
+        outcome.reply = .refreshRelayResponse(RefreshRelayResponse(closeSessionIds: relays.takeCloses(for: request.relayId)))
         outcome.retroArchRooms = retroArch.update(relayId: request.relayId, region: info.region, sessions: request.retroarchSessions)
         if drainingChanged {
             try? store.apply([.saveRelay(info)])
