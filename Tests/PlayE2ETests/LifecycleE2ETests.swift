@@ -50,9 +50,10 @@ struct LifecycleE2ETests {
         #expect(eventually(within: 10) {
             guard case .introspectResponse(let report)? = try? relay.request(.introspectRequest(IntrospectRequest())),
                   let object = try? JSONSerialization.jsonObject(with: Data(report.json.utf8)) as? [String: Any],
-                  let sessions = object["sessions"] as? [Any] else { return false }
+                  let state = object["state"] as? [String: Any],
+                  let sessions = state["sessions"] as? [Any] else { return false }
             served = sessions.count
-            return served == 0
+            return served == 0 && state["peers"] as? Int == 0
         }, "the relay still serves \(served) sessions")
         var load = ""
         #expect(eventually(within: 10) {
