@@ -16,7 +16,7 @@ extension RelayCore {
                 throw ServiceError(.notFound, "This relay serves no session '\(request.sessionId)'.")
             }
             endSession(session, reason: request.reason == .unspecified ? .sessionEnded : request.reason,
-                       detail: request.message.isEmpty ? "closed by the coordinator" : request.message, now: now)
+                       detail: request.message.isEmpty ? "closed by the coordinator" : request.message, now: now, report: false)
             return .ack(Ack(detail: "closed"))
         case .disconnectPeerRequest(let request):
             guard let session = sessions[request.sessionId],
@@ -35,7 +35,7 @@ extension RelayCore {
     /// Closes sessions the coordinator says this relay should no longer serve.
     public func close(sessionIds: [String], now: UInt64) {
         for id in sessionIds {
-            if let session = sessions[id] { endSession(session, reason: .sessionEnded, detail: "closed by the coordinator", now: now) }
+            if let session = sessions[id] { endSession(session, reason: .sessionEnded, detail: "closed by the coordinator", now: now, report: false) }
         }
     }
 

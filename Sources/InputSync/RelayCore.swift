@@ -33,6 +33,9 @@ public final class RelayCore {
     private let packer = InputBroadcastPacker()
     /// Participants the host removed, refused at attach until their tickets are of no use.
     let revocations: RevocationBook
+    /// Starts, departures and ends the coordinator must hear about (``RelayService`` sends them
+    /// with its refreshes; nothing else reads them).
+    public let lifecycle = LifecycleFacts()
 
     /// Creates a relay core that admits tickets `verifier` accepts and sends through `transport`.
     public init(configuration: RelayConfiguration, verifier: JoinTicketVerifier, transport: RelayTransport) {
@@ -297,7 +300,7 @@ public final class RelayCore {
         let session = RelaySession(sessionId: ticket.sessionId, params: params, configuration: configuration,
                                    transport: transport, now: now,
                                    origin: recovering ? Self.recoveryOrigin(request, backlog: configuration.recoveryBacklogFrames) : 0,
-                                   packer: packer, revocations: revocations)
+                                   packer: packer, revocations: revocations, lifecycle: lifecycle)
         if recovering { session.beginRecovery(now: now) }
         sessions[ticket.sessionId] = session
         return session
@@ -397,7 +400,11 @@ public final class RelayCore {
         }
     }
 
-    func endSession(_ session: RelaySession, reason: DetachReason, detail: String, now: UInt64) {
+    /// Ends `session`: its participants are told and forgotten. `report`: the relay ended it by
+    /// itself (every player left, idle), so the coordinator hears about it; a close the
+    /// coordinator asked for is not reported back.
+    func endSession(_ session: RelaySession, reason: DetachReason, detail: String, now: UInt64, report: Bool = true) {
+        if report && !session.ended { lifecycle.ended(session.sessionId, reason: detail) }
         for participant in session.participants { peers.forget(participant) }
         session.end(reason: reason, detail: detail, now: now)
         endedSessions.append(session.sessionId)

@@ -101,14 +101,4 @@ extension RelayService {
             }
         }
     }
-
-    /// Tells the coordinator about a session change within 200 ms instead of at the next refresh.
-    private func refreshSoon(_ runtime: ServiceRuntime) {
-        guard registered, !tunnelRefreshPending else { return }
-        tunnelRefreshPending = true
-        runtime.after(seconds: 0.2) { [unowned(unsafe) self] runtime in
-            self.tunnelRefreshPending = false
-            self.refresh(runtime)
-        }
-    }
 }

@@ -57,7 +57,8 @@ public final class RelayService: RawFrameService, RelayTransport {
     var eventsTotal: Counter?
     /// RetroArch's relay protocol, when configured.
     var tunnel: TunnelServer?
-    var tunnelRefreshPending = false
+    /// An early refresh is scheduled (see ``refreshSoon(_:)``).
+    var refreshPending = false
     /// At most one log line a second about closed RetroArch connections (all are counted).
     var lastRefusalLogMs: UInt64 = 0
     var refusalsUnlogged = 0
@@ -96,6 +97,10 @@ public final class RelayService: RawFrameService, RelayTransport {
         runtime.metrics.gauge("netplay_sync_cpu_percent", help: "The relay process's CPU use over the last second, in percent of one core.") {
             [unowned(unsafe) self] in self.cpuPercent
         }
+        // Only a relay that reports to a coordinator keeps lifecycle facts; each one is told
+        // within 200 ms rather than at the next periodic refresh.
+        core!.lifecycle.enabled = coordinatorEndpoint != nil
+        core!.lifecycle.onRecord = { [unowned(unsafe) self, unowned runtime] in self.refreshSoon(runtime) }
         scheduleTick(runtime)
         if let tunnelConfiguration = configuration.retroArch { try startTunnel(tunnelConfiguration, runtime) }
         if coordinatorEndpoint != nil {
@@ -337,13 +342,30 @@ public final class RelayService: RawFrameService, RelayTransport {
         }
     }
 
+    /// Tells the coordinator about a change (a lifecycle fact, a RetroArch session) within
+    /// 200 ms instead of at the next periodic refresh; changes meanwhile share that refresh.
+    func refreshSoon(_ runtime: ServiceRuntime) {
+        guard registered, !refreshPending else { return }
+        refreshPending = true
+        runtime.after(seconds: 0.2) { [unowned(unsafe) self] runtime in
+            self.refreshPending = false
+            self.refresh(runtime)
+        }
+    }
+
     func refresh(_ runtime: ServiceRuntime) {
         guard let coordinator, let core, registered else { return }
+        // Lifecycle facts ride along until a refresh carrying them succeeds.
+        let facts = core.lifecycle.take()
         let request = RefreshRelayRequest(relayId: configuration.relayId, load: load(core, now: runtime.uptimeMs), draining: draining,
-                                          presence: core.presenceReport(), retroarchSessions: retroArchReports())
+                                          presence: core.presenceReport(), retroarchSessions: retroArchReports(),
+                                          startedSessionIds: facts.started, participantsGone: facts.gone, sessionsEnded: facts.ended)
         coordinator.request(.refreshRelayRequest(request), timeout: 2) { [unowned(unsafe) self] result in
             switch result {
             case .success(.refreshRelayResponse(let response)):
+                core.lifecycle.acknowledge(through: facts.through)
+                // More than one refresh holds: the rest go soon, not at the next interval.
+                if core.lifecycle.count > 0 && facts.through > 0 { self.refreshSoon(runtime) }
                 if !response.closeSessionIds.isEmpty { core.close(sessionIds: response.closeSessionIds, now: runtime.uptimeMs) }
             case .failure(.remote(let error)) where error.code == .notFound:
                 self.registered = false

@@ -201,6 +201,7 @@ extension RelaySession {
         running = true
         startedAtMs = now
         startSyncSinceMs = nil
+        lifecycle.started(sessionId)
         // The stagger uses each player's shortest ping: on a lossy path one retransmitted sample
         // inflates the average, and a player told to wait too long starts behind the others.
         func halfTrip(_ player: RelayPeer) -> Int { (player.shortestPingMs == .max ? player.rttMs : player.shortestPingMs) / 2 }

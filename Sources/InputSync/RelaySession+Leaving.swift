@@ -72,6 +72,9 @@ extension RelaySession {
             transport.send(.detach(Detach(reason: reason, message: String(detail.prefix(256)))), to: address)
         }
         participant.address = nil
+        // Gone for good on its own (a kick or a leave the coordinator pushed is already known
+        // there; a repeat is harmless).
+        if reason == .leaving { lifecycle.gone(sessionId, participantId: participant.participantId, timedOut: false) }
         let slot = participant.slot
         peerEvent(.left, participant, frame: slot > 0 ? timeline.stored(slot - 1) : timeline.confirmed,
                   detail: detail, now: now)

@@ -69,6 +69,7 @@ extension RelaySession {
             slotModes[index] = .vacant(.disconnected)
             substituting[index] = false
             peerEvent(.left, player, frame: timeline.stored(index), detail: "did not come back; slot disconnected", now: now)
+            lifecycle.gone(sessionId, participantId: player.participantId, timedOut: true)
         }
     }
 

@@ -54,6 +54,8 @@ final class RelaySession {
     let packer: InputBroadcastPacker
     /// Participants the host removed, refused at attach (shared by the relay's sessions).
     let revocations: RevocationBook
+    /// What the coordinator must hear about (shared by the relay's sessions).
+    let lifecycle: LifecycleFacts
     @exclusivity(unchecked) var slotModes: [SlotMode]
     @exclusivity(unchecked) var substituting: [Bool]
     @exclusivity(unchecked) var substitutedFrames: [Int]
@@ -99,10 +101,11 @@ final class RelaySession {
 
     init(sessionId: String, params: SyncParams, configuration: RelayConfiguration, transport: RelayTransport,
          now: UInt64, origin: Int = 0, packer: InputBroadcastPacker = InputBroadcastPacker(),
-         revocations: RevocationBook? = nil) {
+         revocations: RevocationBook? = nil, lifecycle: LifecycleFacts? = nil) {
         self.sessionId = sessionId
         self.packer = packer
         self.revocations = revocations ?? RevocationBook(capacity: configuration.maxRevocations)
+        self.lifecycle = lifecycle ?? LifecycleFacts(enabled: false)
         self.params = params
         self.configuration = configuration
         self.transport = transport

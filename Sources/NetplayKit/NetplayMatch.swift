@@ -68,6 +68,8 @@ public final class NetplayMatch<G: SerializableGame> {
     var attachedOnce = false
     /// The ticket renewal in flight (phase ``Phase/renewingTicket(refusal:)``).
     var ticketRenewal: TicketRenewal?
+    /// The leave at the coordinator, once ``leave()`` started it.
+    var coordinatorLeave: CoordinatorLeave?
     var relayKnowsUs = false
 
     // Session facts from the relay.
@@ -291,12 +293,26 @@ public final class NetplayMatch<G: SerializableGame> {
         link.send(.chatMessage(ChatMessage(text: String(text.prefix(512)))), now: nowMs)
     }
 
-    /// Leaves the match for good.
+    /// Leaves the match for good: detaches from the relay and, in a cluster room, tells the
+    /// coordinator (`LeaveSessionRequest` with this participant's token) on a thread of its own,
+    /// so the caller's game loop never waits for that round trip. The coordinator frees the
+    /// place; the host leaving ends the session for everyone (its room goes, its relay closes
+    /// it). Call ``waitUntilLeft(seconds:)`` before the process exits to be sure the leave went.
+    /// Leaving twice does nothing more.
     public func leave() {
+        if coordinatorLeave == nil { coordinatorLeave = CoordinatorLeave.start(for: admission, serverKey: options.serverKey) }
         guard phase != .ended else { return }
         if relayKnowsUs { link.send(.detach(Detach(reason: .leaving, message: "left")), now: nowMs) }
         link.flush(now: nowMs + 10_000)
         finish(.left, lingerMilliseconds: 500)
+    }
+
+    /// After ``leave()``: waits at most `seconds` for the coordinator to take the leave (for a
+    /// process about to exit); true when it did or there was nobody to tell. Blocks: not for
+    /// a game loop that keeps running.
+    @discardableResult
+    public func waitUntilLeft(seconds: Double = 2) -> Bool {
+        coordinatorLeave?.wait(seconds: seconds) ?? true
     }
 
     /// Simulates a network outage of `milliseconds` on this peer's link (tests, demos): nothing

@@ -3,6 +3,7 @@ import Foundation
 import Games
 import InputSync
 import Libretro
+import NetplayAuth
 import NetplayKit
 import NetplayService
 import NetplayWire
@@ -76,15 +77,21 @@ struct PeerRunner<G: SerializableGame> {
                 let loaded = match.events.filter { if case .stateLoaded = $0 { true } else { false } }.count
                 if match.role == .player {
                     // A LAN host's process is the relay: give the others time to finish first.
-                    if lingerSeconds > 0 {
-                        let until = Date().addingTimeInterval(lingerSeconds)
+                    // A cluster room's host leaving ends the session for everyone: it too
+                    // lets the others reach the last frame first.
+                    let linger = max(lingerSeconds, match.admission.coordinatorEndpoint != nil && isHost ? 1 : 0)
+                    if linger > 0 {
+                        let until = Date().addingTimeInterval(linger)
                         while Date() < until {
                             match.tick(input: .zero)
                             usleep(5_000)
                         }
                     }
                 }
+                // Detaches from the relay and tells the coordinator (its place freed; the
+                // host's leave ends the session), then waits for that before exiting.
                 match.leave()
+                match.waitUntilLeft(seconds: 2)
                 usleep(150_000)  // let the Detach leave before the process does
                 emit("HUD \(label): \(hud.line)")
                 emit("RESULT frames=\(options.frames) checksum=0x\(String(checksum, radix: 16)) role=\(match.role == .player ? "player" : "spectator") "
@@ -101,6 +108,9 @@ struct PeerRunner<G: SerializableGame> {
             else if now - nextTick > .milliseconds(100) { nextTick = now }
         }
     }
+
+    /// Whether this peer hosts the session (its ticket says so).
+    private var isHost: Bool { match.admission.ticket.admitsHost }
 
     private var framesPerSecond: Double { max(1, Double(match.params.frameRateMhz) / 1000) }
 

@@ -365,15 +365,16 @@ extension SessionCoordinator {
     }
 
     private func end(_ session: inout SessionRecord, reason: String, by participantId: String,
-                     at time: CoordinatorTime) throws(ServiceError) -> Outcome {
+                     at time: CoordinatorTime, tellRelay: Bool = true) throws(ServiceError) -> Outcome {
         session.state = .ended
         session.endedAtUnixMs = time.unixMs
         session.version += 1
         try commit(session, [.updateSession(session)], at: time)
-        relays.scheduleClose(session.sessionId, on: session.relayId)
         var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
         outcome.events = [event(.ended, session, participant: participantId, reason: reason, at: time)]
         outcome.touched = [session.sessionId]
+        guard tellRelay else { return outcome }
+        relays.scheduleClose(session.sessionId, on: session.relayId)
         if !session.relayEndpoint.isEmpty {
             outcome.detach = [RelayNotice(endpoint: session.relayEndpoint, body: .closeRelaySessionRequest(CloseRelaySessionRequest(
                 sessionId: session.sessionId, reason: .sessionEnded, message: String(reason.prefix(256)))))]
@@ -386,6 +387,60 @@ extension SessionCoordinator {
         guard !session.relayEndpoint.isEmpty else { return [] }
         return [RelayNotice(endpoint: session.relayEndpoint, body: .disconnectPeerRequest(DisconnectPeerRequest(
             sessionId: session.sessionId, participantId: participantId, reason: reason, message: String(message.prefix(256)))))]
+    }
+
+    // MARK: What relays report
+
+    /// Applies the lifecycle facts in a relay's refresh (docs/coordinator.md, "Lifecycle"), in
+    /// the order they can happen: matches started (a lobby session turns running), participants
+    /// gone for good (their place is freed; the host's departure ends the session, as its leave
+    /// does), sessions the relay ended (ended with its reason). Each applies once: a fact about
+    /// a session already in that state changes nothing, so a relay may resend it. Facts about a
+    /// session not assigned to `relayId` (another relay's, moved, unknown) are ignored. A fact
+    /// whose write fails is skipped (the relay's next report, or the lobby expiry, catches up).
+    public func applyRelayFacts(_ request: RefreshRelayRequest, at time: CoordinatorTime) -> Outcome {
+        var outcome = Outcome(reply: .ack(Ack()))
+        func assigned(_ sessionId: String) -> SessionRecord? {
+            guard let session = sessions[sessionId], session.isActive, session.relayId == request.relayId else { return nil }
+            return session
+        }
+        func merge(_ other: Outcome) {
+            outcome.events += other.events
+            outcome.touched += other.touched
+            outcome.detach += other.detach
+        }
+        for sessionId in request.startedSessionIds {
+            guard var session = assigned(sessionId), session.state == .lobby else { continue }
+            session.state = .running
+            session.startedAtUnixMs = time.unixMs
+            session.version += 1
+            guard (try? commit(session, [.updateSession(session)], at: time)) != nil else { continue }
+            outcome.events.append(event(.started, session, reason: "the match started on relay \(request.relayId)", at: time))
+            outcome.touched.append(sessionId)
+        }
+        for gone in request.participantsGone {
+            guard var session = assigned(gone.sessionId), let participant = session.participant(gone.participantId) else { continue }
+            let why = gone.timedOut ? "did not come back within the relay's disconnect grace" : "left the match"
+            if participant.isHost {
+                if let ended = try? end(&session, reason: gone.timedOut ? "The host \(why)." : "The host left.",
+                                        by: participant.participantId, at: time) { merge(ended) }
+                continue
+            }
+            session.participants.removeAll { $0.participantId == participant.participantId }
+            session.version += 1
+            guard (try? commit(session, [.updateSession(session), .deleteParticipant(sessionId: session.sessionId,
+                                                                                     participantId: participant.participantId)],
+                               at: time)) != nil else { continue }
+            outcome.events.append(event(.left, session, participant: participant.participantId, reason: why, at: time))
+            outcome.touched.append(session.sessionId)
+        }
+        for ended in request.sessionsEnded {
+            guard var session = assigned(ended.sessionId) else { continue }
+            let reason = "The relay ended the session: " + (ended.reason.isEmpty ? "its match is over" : ended.reason) + "."
+            // The relay no longer serves it: nothing to tell it back.
+            if let result = try? end(&session, reason: reason, by: "", at: time, tellRelay: false) { merge(result) }
+        }
+        return outcome
     }
 
     /// Ends every lobby session (never started) with no activity — no change and nobody

@@ -31,9 +31,12 @@ extension SessionCoordinator {
         let (info, drainingChanged) = try relays.refresh(request, nowMs: time.monotonicMs, nowUnixMs: time.unixMs)
         let attachChanged = notePresence(on: request.relayId, attached: Dictionary(
             request.presence.map { ($0.sessionId, Set($0.connectedParticipantIds)) }, uniquingKeysWith: { first, _ in first }), nowMs: time.monotonicMs)
-        var outcome = Outcome(reply: .refreshRelayResponse(RefreshRelayResponse(closeSessionIds: relays.takeCloses(for: request.relayId))))
+        var outcome = applyRelayFacts(request, at: time)
+        outcome.reply = .refreshRelayResponse(RefreshRelayResponse(closeSessionIds: relays.takeCloses(for: request.relayId)))
         // Who is attached shows in the session's events too, not only in requests for it.
-        outcome.events = attachChanged.compactMap { sessions[$0].map { event(.slotsChanged, $0, reason: "presence", at: time) } }
+        outcome.events += attachChanged.compactMap { id in
+            sessions[id].flatMap { $0.isActive ? event(.slotsChanged, $0, reason: "presence", at: time) : nil }
+        }
         outcome.retroArchRooms = retroArch.update(relayId: request.relayId, region: info.region, sessions: request.retroarchSessions)
         if drainingChanged {
             try? store.apply([.saveRelay(info)])

@@ -960,6 +960,18 @@ public struct RefreshRelayRequest: Sendable, Hashable {
     /// The RetroArch sessions its tunnel listener relays now (docs/retroarch.md); the coordinator
     /// lists them and announces each as a room. One left out has ended.
     public var retroarchSessions: [RetroArchSession]
+    /// Matches that started on it since its last successful refresh (the coordinator marks a lobby
+    /// session running). Each fact below is resent until a refresh carrying it succeeds; the
+    /// coordinator applies them idempotently, and only for sessions assigned to this relay.
+    public var startedSessionIds: [String]
+    /// Participants gone for good since its last successful refresh: detached on purpose, or not
+    /// back within the disconnect grace (the coordinator frees their place; the host's departure
+    /// ends the session, as its leave does).
+    public var participantsGone: [ParticipantGone]
+    /// Sessions it ended by itself since its last successful refresh (every player left, nobody
+    /// attached for its idle timeout): the coordinator ends them with this reason, withdraws their
+    /// rooms and stops counting them in its load.
+    public var sessionsEnded: [RelaySessionEnd]
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -967,13 +979,54 @@ public struct RefreshRelayRequest: Sendable, Hashable {
         load: RelayLoad = RelayLoad(),
         draining: Bool = false,
         presence: [SessionPresence] = [],
-        retroarchSessions: [RetroArchSession] = []
+        retroarchSessions: [RetroArchSession] = [],
+        startedSessionIds: [String] = [],
+        participantsGone: [ParticipantGone] = [],
+        sessionsEnded: [RelaySessionEnd] = []
     ) {
         self.relayId = relayId
         self.load = load
         self.draining = draining
         self.presence = presence
         self.retroarchSessions = retroarchSessions
+        self.startedSessionIds = startedSessionIds
+        self.participantsGone = participantsGone
+        self.sessionsEnded = sessionsEnded
+    }
+}
+
+/// A participant a relay no longer expects (RefreshRelayRequest.participants_gone).
+public struct ParticipantGone: Sendable, Hashable {
+    /// The session.
+    public var sessionId: String
+    /// The participant.
+    public var participantId: String
+    /// True: it did not come back within the disconnect grace; false: it detached on purpose.
+    public var timedOut: Bool
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(
+        sessionId: String = "",
+        participantId: String = "",
+        timedOut: Bool = false
+    ) {
+        self.sessionId = sessionId
+        self.participantId = participantId
+        self.timedOut = timedOut
+    }
+}
+
+/// A session a relay ended by itself (RefreshRelayRequest.sessions_ended).
+public struct RelaySessionEnd: Sendable, Hashable {
+    /// The session.
+    public var sessionId: String
+    /// Why, for people ("every player left").
+    public var reason: String
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(sessionId: String = "", reason: String = "") {
+        self.sessionId = sessionId
+        self.reason = reason
     }
 }
 
@@ -3380,6 +3433,47 @@ extension RefreshRelayRequest: WireMessage, _CMessage {
             }
             c.pointee.retroarch_sessions = array
         }
+        if !self.startedSessionIds.isEmpty {
+            let values = self.startedSessionIds
+            if validate {
+                try _wireCheckCount(values.count, 1000, "RefreshRelayRequest.started_session_ids")
+                for e in values {
+                    try _wireCheckString(e, "RefreshRelayRequest.started_session_ids", maxLen: 64, required: false)
+                }
+            }
+            c.pointee.n_started_session_ids = values.count
+            let array = arena.allocate(UnsafeMutablePointer<CChar>?.self, count: values.count)
+            for i in 0..<values.count { array[i] = arena.cString(values[i]) }
+            c.pointee.started_session_ids = array
+        }
+        if !self.participantsGone.isEmpty {
+            let values = self.participantsGone
+            if validate {
+                try _wireCheckCount(values.count, 1000, "RefreshRelayRequest.participants_gone")
+            }
+            c.pointee.n_participants_gone = values.count
+            let array = arena.allocate(UnsafeMutablePointer<Netplay__V1__ParticipantGone>?.self, count: values.count)
+            for i in 0..<values.count {
+                let p = arena.allocate(Netplay__V1__ParticipantGone.self)
+                try values[i]._fill(p, arena, validate)
+                array[i] = p
+            }
+            c.pointee.participants_gone = array
+        }
+        if !self.sessionsEnded.isEmpty {
+            let values = self.sessionsEnded
+            if validate {
+                try _wireCheckCount(values.count, 1000, "RefreshRelayRequest.sessions_ended")
+            }
+            c.pointee.n_sessions_ended = values.count
+            let array = arena.allocate(UnsafeMutablePointer<Netplay__V1__RelaySessionEnd>?.self, count: values.count)
+            for i in 0..<values.count {
+                let p = arena.allocate(Netplay__V1__RelaySessionEnd.self)
+                try values[i]._fill(p, arena, validate)
+                array[i] = p
+            }
+            c.pointee.sessions_ended = array
+        }
     }
 
     init(_c c: UnsafePointer<Netplay__V1__RefreshRelayRequest>) throws(WireError) {
@@ -3415,6 +3509,47 @@ extension RefreshRelayRequest: WireMessage, _CMessage {
             }
             self.retroarchSessions = values
         }
+        do {
+            let n = c.pointee.n_started_session_ids
+            try _wireCheckCount(n, 1000, "RefreshRelayRequest.started_session_ids")
+            var values: [String] = []
+            if n > 0 {
+                guard let array = c.pointee.started_session_ids else { throw .missingField("RefreshRelayRequest.started_session_ids") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    values.append(try _wireReadString(array[i], "RefreshRelayRequest.started_session_ids", maxLen: 64, required: false))
+                }
+            }
+            self.startedSessionIds = values
+        }
+        do {
+            let n = c.pointee.n_participants_gone
+            try _wireCheckCount(n, 1000, "RefreshRelayRequest.participants_gone")
+            var values: [ParticipantGone] = []
+            if n > 0 {
+                guard let array = c.pointee.participants_gone else { throw .missingField("RefreshRelayRequest.participants_gone") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    guard let p = array[i] else { throw .missingField("RefreshRelayRequest.participants_gone") }
+                    values.append(try ParticipantGone(_c: p))
+                }
+            }
+            self.participantsGone = values
+        }
+        do {
+            let n = c.pointee.n_sessions_ended
+            try _wireCheckCount(n, 1000, "RefreshRelayRequest.sessions_ended")
+            var values: [RelaySessionEnd] = []
+            if n > 0 {
+                guard let array = c.pointee.sessions_ended else { throw .missingField("RefreshRelayRequest.sessions_ended") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    guard let p = array[i] else { throw .missingField("RefreshRelayRequest.sessions_ended") }
+                    values.append(try RelaySessionEnd(_c: p))
+                }
+            }
+            self.sessionsEnded = values
+        }
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -3428,6 +3563,134 @@ extension RefreshRelayRequest: WireMessage, _CMessage {
         w.key("retroarchSessions"); w.openArray()
         for e in self.retroarchSessions { e._json(&w) }
         w.closeArray()
+        w.key("startedSessionIds"); w.openArray()
+        for e in self.startedSessionIds { w.string(e) }
+        w.closeArray()
+        w.key("participantsGone"); w.openArray()
+        for e in self.participantsGone { e._json(&w) }
+        w.closeArray()
+        w.key("sessionsEnded"); w.openArray()
+        for e in self.sessionsEnded { e._json(&w) }
+        w.closeArray()
+        w.close()
+    }
+}
+
+extension ParticipantGone: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "ParticipantGone" }
+
+    typealias CStruct = Netplay__V1__ParticipantGone
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__ParticipantGone>? {
+        netplay__v1__participant_gone__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__ParticipantGone>) { netplay__v1__participant_gone__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__ParticipantGone>) -> Int { netplay__v1__participant_gone__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__ParticipantGone>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__participant_gone__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `ParticipantGone` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `ParticipantGone` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__ParticipantGone>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__participant_gone__init(c)
+        if validate {
+            try _wireCheckString(self.sessionId, "ParticipantGone.session_id", maxLen: 64, required: true)
+        }
+        if !self.sessionId.isEmpty { c.pointee.session_id = arena.cString(self.sessionId) }
+        if validate {
+            try _wireCheckString(self.participantId, "ParticipantGone.participant_id", maxLen: 64, required: true)
+        }
+        if !self.participantId.isEmpty { c.pointee.participant_id = arena.cString(self.participantId) }
+        c.pointee.timed_out = self.timedOut ? 1 : 0
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__ParticipantGone>) throws(WireError) {
+        self.sessionId = try _wireReadString(c.pointee.session_id, "ParticipantGone.session_id", maxLen: 64, required: true)
+        self.participantId = try _wireReadString(c.pointee.participant_id, "ParticipantGone.participant_id", maxLen: 64, required: true)
+        self.timedOut = c.pointee.timed_out != 0
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("sessionId"); w.string(self.sessionId)
+        w.key("participantId"); w.string(self.participantId)
+        w.key("timedOut"); w.bool(self.timedOut)
+        w.close()
+    }
+}
+
+extension RelaySessionEnd: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "RelaySessionEnd" }
+
+    typealias CStruct = Netplay__V1__RelaySessionEnd
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__RelaySessionEnd>? {
+        netplay__v1__relay_session_end__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__RelaySessionEnd>) { netplay__v1__relay_session_end__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__RelaySessionEnd>) -> Int { netplay__v1__relay_session_end__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__RelaySessionEnd>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__relay_session_end__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `RelaySessionEnd` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `RelaySessionEnd` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__RelaySessionEnd>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__relay_session_end__init(c)
+        if validate {
+            try _wireCheckString(self.sessionId, "RelaySessionEnd.session_id", maxLen: 64, required: true)
+        }
+        if !self.sessionId.isEmpty { c.pointee.session_id = arena.cString(self.sessionId) }
+        if validate {
+            try _wireCheckString(self.reason, "RelaySessionEnd.reason", maxLen: 256, required: false)
+        }
+        if !self.reason.isEmpty { c.pointee.reason = arena.cString(self.reason) }
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__RelaySessionEnd>) throws(WireError) {
+        self.sessionId = try _wireReadString(c.pointee.session_id, "RelaySessionEnd.session_id", maxLen: 64, required: true)
+        self.reason = try _wireReadString(c.pointee.reason, "RelaySessionEnd.reason", maxLen: 256, required: false)
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("sessionId"); w.string(self.sessionId)
+        w.key("reason"); w.string(self.reason)
         w.close()
     }
 }

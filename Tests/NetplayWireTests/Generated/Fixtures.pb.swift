@@ -438,7 +438,31 @@ extension RefreshRelayRequest {
             load: RelayLoad.sample,
             draining: true,
             presence: [SessionPresence.sample, SessionPresence.sample],
-            retroarchSessions: [RetroArchSession.sample, RetroArchSession.sample]
+            retroarchSessions: [RetroArchSession.sample, RetroArchSession.sample],
+            startedSessionIds: ["started_session_ids-6", "started_session_ids-7"],
+            participantsGone: [ParticipantGone.sample, ParticipantGone.sample],
+            sessionsEnded: [RelaySessionEnd.sample, RelaySessionEnd.sample]
+        )
+    }
+}
+
+extension ParticipantGone {
+    /// A `ParticipantGone` with every field set to a non-default, valid value.
+    static var sample: ParticipantGone {
+        ParticipantGone(
+            sessionId: "session_id-1",
+            participantId: "participant_id-2",
+            timedOut: true
+        )
+    }
+}
+
+extension RelaySessionEnd {
+    /// A `RelaySessionEnd` with every field set to a non-default, valid value.
+    static var sample: RelaySessionEnd {
+        RelaySessionEnd(
+            sessionId: "session_id-1",
+            reason: "reason-2"
         )
     }
 }
@@ -1468,6 +1492,8 @@ let allMessageSamples: [any WireMessage] = [
     RegisterRelayRequest.sample,
     RegisterRelayResponse.sample,
     RefreshRelayRequest.sample,
+    ParticipantGone.sample,
+    RelaySessionEnd.sample,
     SessionPresence.sample,
     RefreshRelayResponse.sample,
     ListRelaysRequest.sample,
@@ -1540,7 +1566,7 @@ let allMessageSamples: [any WireMessage] = [
 ]
 
 /// The number of messages in the schema (Envelope excluded).
-let schemaMessageCount = 102
+let schemaMessageCount = 104
 
 /// The number of members of the `Envelope.body` oneof in the schema.
 let schemaBodyMemberCount = 83
@@ -2377,6 +2403,61 @@ let wireViolations: [WireViolation] = [
         label: "RefreshRelayRequest.retroarch_sessions @max_count 1000",
         body: { var m = RefreshRelayRequest.sample; m.retroarchSessions = Array(repeating: RetroArchSession.sample, count: 1001); return .refreshRelayRequest(m) }(),
         expected: .tooLong(field: "RefreshRelayRequest.retroarch_sessions", limit: 1000)
+    ),
+    WireViolation(
+        label: "RefreshRelayRequest.started_session_ids @max_count 1000",
+        body: { var m = RefreshRelayRequest.sample; m.startedSessionIds = Array(repeating: "started_session_ids-6", count: 1001); return .refreshRelayRequest(m) }(),
+        expected: .tooLong(field: "RefreshRelayRequest.started_session_ids", limit: 1000)
+    ),
+    WireViolation(
+        label: "RefreshRelayRequest.started_session_ids @max_len 64",
+        body: { var m = RefreshRelayRequest.sample; m.startedSessionIds = [String(repeating: "x", count: 65)]; return .refreshRelayRequest(m) }(),
+        expected: .tooLong(field: "RefreshRelayRequest.started_session_ids", limit: 64)
+    ),
+    WireViolation(
+        label: "RefreshRelayRequest.participants_gone @max_count 1000",
+        body: { var m = RefreshRelayRequest.sample; m.participantsGone = Array(repeating: ParticipantGone.sample, count: 1001); return .refreshRelayRequest(m) }(),
+        expected: .tooLong(field: "RefreshRelayRequest.participants_gone", limit: 1000)
+    ),
+    WireViolation(
+        label: "RefreshRelayRequest.sessions_ended @max_count 1000",
+        body: { var m = RefreshRelayRequest.sample; m.sessionsEnded = Array(repeating: RelaySessionEnd.sample, count: 1001); return .refreshRelayRequest(m) }(),
+        expected: .tooLong(field: "RefreshRelayRequest.sessions_ended", limit: 1000)
+    ),
+    WireViolation(
+        label: "ParticipantGone.session_id @max_len 64",
+        body: { var m = RefreshRelayRequest.sample; m.participantsGone[0].sessionId = String(repeating: "x", count: 65); return .refreshRelayRequest(m) }(),
+        expected: .tooLong(field: "ParticipantGone.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "ParticipantGone.session_id @required",
+        body: { var m = RefreshRelayRequest.sample; m.participantsGone[0].sessionId = ""; return .refreshRelayRequest(m) }(),
+        expected: .missingField("ParticipantGone.session_id")
+    ),
+    WireViolation(
+        label: "ParticipantGone.participant_id @max_len 64",
+        body: { var m = RefreshRelayRequest.sample; m.participantsGone[0].participantId = String(repeating: "x", count: 65); return .refreshRelayRequest(m) }(),
+        expected: .tooLong(field: "ParticipantGone.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "ParticipantGone.participant_id @required",
+        body: { var m = RefreshRelayRequest.sample; m.participantsGone[0].participantId = ""; return .refreshRelayRequest(m) }(),
+        expected: .missingField("ParticipantGone.participant_id")
+    ),
+    WireViolation(
+        label: "RelaySessionEnd.session_id @max_len 64",
+        body: { var m = RefreshRelayRequest.sample; m.sessionsEnded[0].sessionId = String(repeating: "x", count: 65); return .refreshRelayRequest(m) }(),
+        expected: .tooLong(field: "RelaySessionEnd.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "RelaySessionEnd.session_id @required",
+        body: { var m = RefreshRelayRequest.sample; m.sessionsEnded[0].sessionId = ""; return .refreshRelayRequest(m) }(),
+        expected: .missingField("RelaySessionEnd.session_id")
+    ),
+    WireViolation(
+        label: "RelaySessionEnd.reason @max_len 256",
+        body: { var m = RefreshRelayRequest.sample; m.sessionsEnded[0].reason = String(repeating: "x", count: 257); return .refreshRelayRequest(m) }(),
+        expected: .tooLong(field: "RelaySessionEnd.reason", limit: 256)
     ),
     WireViolation(
         label: "SessionPresence.session_id @max_len 64",
@@ -3356,4 +3437,4 @@ let wireViolations: [WireViolation] = [
 ]
 
 /// The number of validation rules in the schema reachable from an Envelope body.
-let schemaViolationCount = 359
+let schemaViolationCount = 370

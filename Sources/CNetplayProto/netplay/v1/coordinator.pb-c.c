@@ -1222,6 +1222,96 @@ void   netplay__v1__refresh_relay_request__free_unpacked
   assert(message->base.descriptor == &netplay__v1__refresh_relay_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   netplay__v1__participant_gone__init
+                     (Netplay__V1__ParticipantGone         *message)
+{
+  static const Netplay__V1__ParticipantGone init_value = NETPLAY__V1__PARTICIPANT_GONE__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__participant_gone__get_packed_size
+                     (const Netplay__V1__ParticipantGone *message)
+{
+  assert(message->base.descriptor == &netplay__v1__participant_gone__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__participant_gone__pack
+                     (const Netplay__V1__ParticipantGone *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__participant_gone__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__participant_gone__pack_to_buffer
+                     (const Netplay__V1__ParticipantGone *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__participant_gone__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__ParticipantGone *
+       netplay__v1__participant_gone__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__ParticipantGone *)
+     protobuf_c_message_unpack (&netplay__v1__participant_gone__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__participant_gone__free_unpacked
+                     (Netplay__V1__ParticipantGone *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__participant_gone__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   netplay__v1__relay_session_end__init
+                     (Netplay__V1__RelaySessionEnd         *message)
+{
+  static const Netplay__V1__RelaySessionEnd init_value = NETPLAY__V1__RELAY_SESSION_END__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__relay_session_end__get_packed_size
+                     (const Netplay__V1__RelaySessionEnd *message)
+{
+  assert(message->base.descriptor == &netplay__v1__relay_session_end__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__relay_session_end__pack
+                     (const Netplay__V1__RelaySessionEnd *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__relay_session_end__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__relay_session_end__pack_to_buffer
+                     (const Netplay__V1__RelaySessionEnd *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__relay_session_end__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__RelaySessionEnd *
+       netplay__v1__relay_session_end__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__RelaySessionEnd *)
+     protobuf_c_message_unpack (&netplay__v1__relay_session_end__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__relay_session_end__free_unpacked
+                     (Netplay__V1__RelaySessionEnd *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__relay_session_end__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   netplay__v1__session_presence__init
                      (Netplay__V1__SessionPresence         *message)
 {
@@ -4198,7 +4288,7 @@ const ProtobufCMessageDescriptor netplay__v1__register_relay_response__descripto
   (ProtobufCMessageInit) netplay__v1__register_relay_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__refresh_relay_request__field_descriptors[5] =
+static const ProtobufCFieldDescriptor netplay__v1__refresh_relay_request__field_descriptors[8] =
 {
   {
     "relay_id",
@@ -4260,18 +4350,57 @@ static const ProtobufCFieldDescriptor netplay__v1__refresh_relay_request__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "started_session_ids",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Netplay__V1__RefreshRelayRequest, n_started_session_ids),
+    offsetof(Netplay__V1__RefreshRelayRequest, started_session_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "participants_gone",
+    7,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__RefreshRelayRequest, n_participants_gone),
+    offsetof(Netplay__V1__RefreshRelayRequest, participants_gone),
+    &netplay__v1__participant_gone__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sessions_ended",
+    8,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__RefreshRelayRequest, n_sessions_ended),
+    offsetof(Netplay__V1__RefreshRelayRequest, sessions_ended),
+    &netplay__v1__relay_session_end__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__refresh_relay_request__field_indices_by_name[] = {
   2,   /* field[2] = draining */
   1,   /* field[1] = load */
+  6,   /* field[6] = participants_gone */
   3,   /* field[3] = presence */
   0,   /* field[0] = relay_id */
   4,   /* field[4] = retroarch_sessions */
+  7,   /* field[7] = sessions_ended */
+  5,   /* field[5] = started_session_ids */
 };
 static const ProtobufCIntRange netplay__v1__refresh_relay_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor netplay__v1__refresh_relay_request__descriptor =
 {
@@ -4281,11 +4410,126 @@ const ProtobufCMessageDescriptor netplay__v1__refresh_relay_request__descriptor 
   "Netplay__V1__RefreshRelayRequest",
   "netplay.v1",
   sizeof(Netplay__V1__RefreshRelayRequest),
-  5,
+  8,
   netplay__v1__refresh_relay_request__field_descriptors,
   netplay__v1__refresh_relay_request__field_indices_by_name,
   1,  netplay__v1__refresh_relay_request__number_ranges,
   (ProtobufCMessageInit) netplay__v1__refresh_relay_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__participant_gone__field_descriptors[3] =
+{
+  {
+    "session_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__ParticipantGone, session_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "participant_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__ParticipantGone, participant_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "timed_out",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__ParticipantGone, timed_out),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__participant_gone__field_indices_by_name[] = {
+  1,   /* field[1] = participant_id */
+  0,   /* field[0] = session_id */
+  2,   /* field[2] = timed_out */
+};
+static const ProtobufCIntRange netplay__v1__participant_gone__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor netplay__v1__participant_gone__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.ParticipantGone",
+  "ParticipantGone",
+  "Netplay__V1__ParticipantGone",
+  "netplay.v1",
+  sizeof(Netplay__V1__ParticipantGone),
+  3,
+  netplay__v1__participant_gone__field_descriptors,
+  netplay__v1__participant_gone__field_indices_by_name,
+  1,  netplay__v1__participant_gone__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__participant_gone__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__relay_session_end__field_descriptors[2] =
+{
+  {
+    "session_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RelaySessionEnd, session_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reason",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RelaySessionEnd, reason),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__relay_session_end__field_indices_by_name[] = {
+  1,   /* field[1] = reason */
+  0,   /* field[0] = session_id */
+};
+static const ProtobufCIntRange netplay__v1__relay_session_end__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor netplay__v1__relay_session_end__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.RelaySessionEnd",
+  "RelaySessionEnd",
+  "Netplay__V1__RelaySessionEnd",
+  "netplay.v1",
+  sizeof(Netplay__V1__RelaySessionEnd),
+  2,
+  netplay__v1__relay_session_end__field_descriptors,
+  netplay__v1__relay_session_end__field_indices_by_name,
+  1,  netplay__v1__relay_session_end__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__relay_session_end__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor netplay__v1__session_presence__field_descriptors[2] =

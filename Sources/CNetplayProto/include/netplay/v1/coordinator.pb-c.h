@@ -43,6 +43,8 @@ typedef struct Netplay__V1__RelayInfo Netplay__V1__RelayInfo;
 typedef struct Netplay__V1__RegisterRelayRequest Netplay__V1__RegisterRelayRequest;
 typedef struct Netplay__V1__RegisterRelayResponse Netplay__V1__RegisterRelayResponse;
 typedef struct Netplay__V1__RefreshRelayRequest Netplay__V1__RefreshRelayRequest;
+typedef struct Netplay__V1__ParticipantGone Netplay__V1__ParticipantGone;
+typedef struct Netplay__V1__RelaySessionEnd Netplay__V1__RelaySessionEnd;
 typedef struct Netplay__V1__SessionPresence Netplay__V1__SessionPresence;
 typedef struct Netplay__V1__RefreshRelayResponse Netplay__V1__RefreshRelayResponse;
 typedef struct Netplay__V1__ListRelaysRequest Netplay__V1__ListRelaysRequest;
@@ -1116,10 +1118,79 @@ struct  Netplay__V1__RefreshRelayRequest
    */
   size_t n_retroarch_sessions;
   Netplay__V1__RetroArchSession **retroarch_sessions;
+  /*
+   * Matches that started on it since its last successful refresh (the coordinator marks a lobby
+   * session running). Each fact below is resent until a refresh carrying it succeeds; the
+   * coordinator applies them idempotently, and only for sessions assigned to this relay.
+   * @max_count 1000
+   */
+  /*
+   * @max_len 64
+   */
+  size_t n_started_session_ids;
+  char **started_session_ids;
+  /*
+   * Participants gone for good since its last successful refresh: detached on purpose, or not
+   * back within the disconnect grace (the coordinator frees their place; the host's departure
+   * ends the session, as its leave does). @max_count 1000
+   */
+  size_t n_participants_gone;
+  Netplay__V1__ParticipantGone **participants_gone;
+  /*
+   * Sessions it ended by itself since its last successful refresh (every player left, nobody
+   * attached for its idle timeout): the coordinator ends them with this reason, withdraws their
+   * rooms and stops counting them in its load. @max_count 1000
+   */
+  size_t n_sessions_ended;
+  Netplay__V1__RelaySessionEnd **sessions_ended;
 };
 #define NETPLAY__V1__REFRESH_RELAY_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__refresh_relay_request__descriptor) \
-    , (char *)protobuf_c_empty_string, NULL, 0, 0,NULL, 0,NULL }
+    , (char *)protobuf_c_empty_string, NULL, 0, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL }
+
+
+/*
+ * A participant a relay no longer expects (RefreshRelayRequest.participants_gone).
+ */
+struct  Netplay__V1__ParticipantGone
+{
+  ProtobufCMessage base;
+  /*
+   * The session. @max_len 64 @required
+   */
+  char *session_id;
+  /*
+   * The participant. @max_len 64 @required
+   */
+  char *participant_id;
+  /*
+   * True: it did not come back within the disconnect grace; false: it detached on purpose.
+   */
+  protobuf_c_boolean timed_out;
+};
+#define NETPLAY__V1__PARTICIPANT_GONE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__participant_gone__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * A session a relay ended by itself (RefreshRelayRequest.sessions_ended).
+ */
+struct  Netplay__V1__RelaySessionEnd
+{
+  ProtobufCMessage base;
+  /*
+   * The session. @max_len 64 @required
+   */
+  char *session_id;
+  /*
+   * Why, for people ("every player left"). @max_len 256
+   */
+  char *reason;
+};
+#define NETPLAY__V1__RELAY_SESSION_END__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__relay_session_end__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -1902,6 +1973,44 @@ Netplay__V1__RefreshRelayRequest *
 void   netplay__v1__refresh_relay_request__free_unpacked
                      (Netplay__V1__RefreshRelayRequest *message,
                       ProtobufCAllocator *allocator);
+/* Netplay__V1__ParticipantGone methods */
+void   netplay__v1__participant_gone__init
+                     (Netplay__V1__ParticipantGone         *message);
+size_t netplay__v1__participant_gone__get_packed_size
+                     (const Netplay__V1__ParticipantGone   *message);
+size_t netplay__v1__participant_gone__pack
+                     (const Netplay__V1__ParticipantGone   *message,
+                      uint8_t             *out);
+size_t netplay__v1__participant_gone__pack_to_buffer
+                     (const Netplay__V1__ParticipantGone   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__ParticipantGone *
+       netplay__v1__participant_gone__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__participant_gone__free_unpacked
+                     (Netplay__V1__ParticipantGone *message,
+                      ProtobufCAllocator *allocator);
+/* Netplay__V1__RelaySessionEnd methods */
+void   netplay__v1__relay_session_end__init
+                     (Netplay__V1__RelaySessionEnd         *message);
+size_t netplay__v1__relay_session_end__get_packed_size
+                     (const Netplay__V1__RelaySessionEnd   *message);
+size_t netplay__v1__relay_session_end__pack
+                     (const Netplay__V1__RelaySessionEnd   *message,
+                      uint8_t             *out);
+size_t netplay__v1__relay_session_end__pack_to_buffer
+                     (const Netplay__V1__RelaySessionEnd   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__RelaySessionEnd *
+       netplay__v1__relay_session_end__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__relay_session_end__free_unpacked
+                     (Netplay__V1__RelaySessionEnd *message,
+                      ProtobufCAllocator *allocator);
 /* Netplay__V1__SessionPresence methods */
 void   netplay__v1__session_presence__init
                      (Netplay__V1__SessionPresence         *message);
@@ -2137,6 +2246,12 @@ typedef void (*Netplay__V1__RegisterRelayResponse_Closure)
 typedef void (*Netplay__V1__RefreshRelayRequest_Closure)
                  (const Netplay__V1__RefreshRelayRequest *message,
                   void *closure_data);
+typedef void (*Netplay__V1__ParticipantGone_Closure)
+                 (const Netplay__V1__ParticipantGone *message,
+                  void *closure_data);
+typedef void (*Netplay__V1__RelaySessionEnd_Closure)
+                 (const Netplay__V1__RelaySessionEnd *message,
+                  void *closure_data);
 typedef void (*Netplay__V1__SessionPresence_Closure)
                  (const Netplay__V1__SessionPresence *message,
                   void *closure_data);
@@ -2197,6 +2312,8 @@ extern const ProtobufCMessageDescriptor netplay__v1__relay_info__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__register_relay_request__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__register_relay_response__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__refresh_relay_request__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__participant_gone__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__relay_session_end__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__session_presence__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__refresh_relay_response__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__list_relays_request__descriptor;

@@ -1,0 +1,43 @@
+import Foundation
+import NetplayService
+import NetplayWire
+import Synchronization
+
+/// A participant's leave at the coordinator (``NetplayMatch/leave()``), sent on a thread of its
+/// own as ``TicketRenewal`` is: the game loop that leaves never waits for the round trip. The
+/// coordinator frees the participant's place (the host leaving ends the session, its room and
+/// its relay's load); the relay reports the departure too, so a leave lost on the way is still
+/// known there, only later.
+final class CoordinatorLeave: Sendable {
+    private let done = Mutex<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+
+    /// Starts leaving `admission`'s session, or returns nil when there is nobody to tell (no
+    /// coordinator, or no participant token: a LAN room).
+    static func start(for admission: Admission, serverKey: [UInt8]?, timeoutSeconds: Double = 2) -> CoordinatorLeave? {
+        guard let coordinator = admission.coordinatorEndpoint, !admission.participantToken.isEmpty else { return nil }
+        let request = LeaveSessionRequest(sessionId: admission.sessionId, participantId: admission.ticket.participantId,
+                                          participantToken: admission.participantToken)
+        let leave = CoordinatorLeave()
+        Thread.detachNewThread {
+            // The client lives and dies on this thread (its socket is confined to it).
+            if let client = try? BlockingClient(endpoint: coordinator, timeout: timeoutSeconds, serverKey: serverKey) {
+                _ = try? client.request(.leaveSessionRequest(request))
+            }
+            leave.done.withLock { $0 = true }
+            leave.finished.signal()
+        }
+        return leave
+    }
+
+    /// Whether the coordinator answered (or the attempt gave up).
+    var isDone: Bool { done.withLock { $0 } }
+
+    /// Waits at most `seconds` for the attempt to finish; true when it did.
+    func wait(seconds: Double) -> Bool {
+        if isDone { return true }
+        guard finished.wait(timeout: .now() + seconds) == .success else { return false }
+        finished.signal()  // later waits return at once too
+        return true
+    }
+}
