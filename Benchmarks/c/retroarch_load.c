@@ -26,7 +26,7 @@
  *      includes the generator's own delay on the shared cores, as for every target).
  *   2. throughput: both ends of every session write WRITE_SIZE-byte LOAD_SAVESTATE messages
  *      (command 0x42, how RetroArch moves bulk data) as fast as the window allows (the window
- *      keeps the relay's queues bounded: it closes a reader that falls too far behind); every byte
+ *      keeps the figure about forwarding, not about how deep queues may grow); every byte
  *      received while measuring counts.
  * Prints one line: "sessions=N throughput_mb_s=X received_bytes=N rtt_samples=N rtt_lost=N
  * rtt_p50_us=X rtt_p99_us=X rtt_max_us=X errors=N" (MB = 10^6 bytes, both directions summed).
