@@ -200,11 +200,11 @@ let package = Package(
         ),
         .testTarget(
             name: "RetroArchRelayTests",
-            dependencies: ["RetroArchRelay", "InputSync", "NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sync"]
+            dependencies: ["RetroArchRelay", "Rollback", "InputSync", "NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sync"]
         ),
         .testTarget(
             name: "TelemetryTests",
-            dependencies: ["Telemetry", "NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-telemetry"]
+            dependencies: ["Telemetry", "Rollback", "NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-telemetry"]
         ),
         .testTarget(
             name: "SupervisorTests",

@@ -150,15 +150,13 @@ final class BenchTarget: @unchecked Sendable {
     let endpoint: String
     let isRelay: Bool
     let keyRing: TicketKeyRing
-    private let process: Process
-    private let directory: URL?
+    private let child: BenchChild
 
     private init(endpoint: String, isRelay: Bool, keyRing: TicketKeyRing, process: Process, directory: URL?) {
         self.endpoint = endpoint
         self.isRelay = isRelay
         self.keyRing = keyRing
-        self.process = process
-        self.directory = directory
+        child = BenchChild(process: process, directory: directory)
     }
 
     static func startRelay(path: String) throws -> BenchTarget {
@@ -236,26 +234,10 @@ final class BenchTarget: @unchecked Sendable {
     }
 
     /// CPU seconds (user + system) the process used so far.
-    func cpuSeconds() -> Double {
-        guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return 0 }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
+    func cpuSeconds() -> Double { child.cpuSeconds() }
 
-    /// Stops the target: SIGTERM, then SIGKILL if it is still running 3 s later (a target that
-    /// inherited a blocked SIGTERM would otherwise hang the benchmark).
-    func stop() {
-        if process.isRunning {
-            process.terminate()
-            let deadline = Date().addingTimeInterval(3)
-            while process.isRunning && Date() < deadline { usleep(10_000) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-        }
-        if let directory { try? FileManager.default.removeItem(at: directory) }
-    }
+    /// Stops it (SIGTERM, then SIGKILL) and removes its directory.
+    func stop() { child.stop() }
 }
 
 

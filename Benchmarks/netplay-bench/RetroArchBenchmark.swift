@@ -170,13 +170,11 @@ struct RetroArchBenchmark: ParsableCommand {
 final class ChildProcess {
     /// The port RetroArch hosts and clients connect to.
     let port: Int
-    private let process: Process
-    private let directory: URL?
+    private let child: BenchChild
 
     private init(port: Int, process: Process, directory: URL?) {
         self.port = port
-        self.process = process
-        self.directory = directory
+        child = BenchChild(process: process, directory: directory)
     }
 
     static func startRelay(path: String) throws -> ChildProcess {
@@ -229,23 +227,8 @@ final class ChildProcess {
     }
 
     /// CPU seconds (user + system) the process used so far.
-    func cpuSeconds() -> Double {
-        guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return 0 }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
+    func cpuSeconds() -> Double { child.cpuSeconds() }
 
-    /// SIGTERM, then SIGKILL if it still runs 3 s later.
-    func stop() {
-        if process.isRunning {
-            process.terminate()
-            let deadline = Date().addingTimeInterval(3)
-            while process.isRunning && Date() < deadline { usleep(10_000) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-        }
-        if let directory { try? FileManager.default.removeItem(at: directory) }
-    }
+    /// Stops it (SIGTERM, then SIGKILL) and removes its directory.
+    func stop() { child.stop() }
 }

@@ -1,3 +1,5 @@
+import NetplayTestSupport
+import Rollback
 import Testing
 @testable import RetroArchRelay
 
@@ -36,7 +38,7 @@ struct NetplayStreamMeterTests {
     @Test func anyChunkingGivesTheSameResult() {
         var whole = NetplayStreamMeter()
         whole.consume(Self.stream)
-        var generator = SeededGenerator(state: 7)
+        var generator = SeededRandom(seed: 7)
         for _ in 0..<20 {
             var meter = NetplayStreamMeter()
             var index = 0

@@ -1,3 +1,5 @@
+import NetplayTestSupport
+import Rollback
 import Testing
 @testable import RetroArchRelay
 
@@ -38,8 +40,7 @@ struct TunnelRig {
     var nextId: UInt64 = 1
 
     init(_ configuration: TunnelConfiguration = TunnelConfiguration(advertiseHost: "relay.example", sessionPorts: nil)) {
-        var seed = SeededGenerator(state: 42)
-        _ = seed.next()
+        let seed = SeededRandom(seed: 42)
         core = TunnelCore(configuration: configuration, transport: transport, wallClockMs: { 1_700_000_000_000 }, generator: seed)
     }
 
@@ -72,17 +73,6 @@ struct TunnelRig {
         let told = transport.take(control)
         #expect(told.count == 16 && TunnelWire.magic(told) == TunnelWire.link)
         return (client, try #require(TunnelID(told[4...])))
-    }
-}
-
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

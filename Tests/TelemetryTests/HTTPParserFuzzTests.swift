@@ -1,19 +1,11 @@
 import Foundation
+import NetplayTestSupport
+import Rollback
 import Testing
 @testable import Telemetry
 
-/// SplitMix64: a small seeded PRNG, so fuzz runs are reproducible.
-struct FuzzRandom: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The fuzz runs' seeded generator (reproducible).
+typealias FuzzRandom = SeededRandom
 
 /// The HTTP request parser as a pure function: what a peer may send must never trap it, every
 /// malformed head is refused with 400 (431 when too large), and whatever it accepts is a
