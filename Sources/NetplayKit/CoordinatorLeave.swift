@@ -12,6 +12,12 @@ final class CoordinatorLeave: Sendable {
     private let done = Mutex<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
 
+    /// How long the leave waits before it goes: the participant's Detach and last inputs, sent on
+    /// its relay link just before, must reach the relay before the coordinator's notice of the
+    /// leave does, or the relay frees the slot from an earlier frame than the participant played
+    /// (and its partners roll back further).
+    static let headStartSeconds = 0.3
+
     /// Starts leaving `admission`'s session, or returns nil when there is nobody to tell (no
     /// coordinator, or no participant token: a LAN room).
     static func start(for admission: Admission, serverKey: [UInt8]?, timeoutSeconds: Double = 2) -> CoordinatorLeave? {
@@ -20,6 +26,7 @@ final class CoordinatorLeave: Sendable {
                                           participantToken: admission.participantToken)
         let leave = CoordinatorLeave()
         Thread.detachNewThread {
+            Thread.sleep(forTimeInterval: headStartSeconds)
             // The client lives and dies on this thread (its socket is confined to it).
             if let client = try? BlockingClient(endpoint: coordinator, timeout: timeoutSeconds, serverKey: serverKey) {
                 _ = try? client.request(.leaveSessionRequest(request))

@@ -300,10 +300,13 @@ public final class NetplayMatch<G: SerializableGame> {
     /// it). Call ``waitUntilLeft(seconds:)`` before the process exits to be sure the leave went.
     /// Leaving twice does nothing more.
     public func leave() {
+        if phase != .ended {
+            // The relay first, the coordinator after (see CoordinatorLeave.headStartSeconds).
+            if relayKnowsUs { link.send(.detach(Detach(reason: .leaving, message: "left")), now: nowMs) }
+            link.flush(now: nowMs + 10_000)
+        }
         if coordinatorLeave == nil { coordinatorLeave = CoordinatorLeave.start(for: admission, serverKey: options.serverKey) }
         guard phase != .ended else { return }
-        if relayKnowsUs { link.send(.detach(Detach(reason: .leaving, message: "left")), now: nowMs) }
-        link.flush(now: nowMs + 10_000)
         finish(.left, lingerMilliseconds: 500)
     }
 

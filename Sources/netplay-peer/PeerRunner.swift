@@ -88,9 +88,11 @@ struct PeerRunner<G: SerializableGame> {
                     // lets the others reach the last frame first.
                     let linger = max(lingerSeconds, match.admission.coordinatorEndpoint != nil && isHost ? 1 : 0)
                     if linger > 0 {
+                        // Playing on as before (the script, not a sudden zero input the others
+                        // would have mispredicted: a rollback as deep as they run ahead).
                         let until = Date().addingTimeInterval(linger)
                         while Date() < until {
-                            match.tick(input: .zero)
+                            match.tick(input: script(max(match.slot, 1), match.currentFrame))
                             usleep(5_000)
                         }
                     }

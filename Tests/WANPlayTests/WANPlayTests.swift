@@ -63,7 +63,10 @@ struct WANPlayTests {
     }
 
     @Test func fourPlayersArena() throws {
-        try play(WANScenario(delayMs: 50, jitterMs: 5, players: 4, frames: 480), slack: 2)
+        // Four players each wait for three partners: the longest of three jittered paths sets
+        // each rollback, so the tail is longer than with two (measured: maxima 4-5, a 6 in about
+        // one of four runs for one of the four players, means at the floor).
+        try play(WANScenario(delayMs: 50, jitterMs: 5, players: 4, frames: 480), slack: 3)
     }
 
     @Test func twoPlayersArenaWithWholeFramePacing() throws {
