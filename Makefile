@@ -12,7 +12,7 @@ APT_PACKAGES = libzmq3-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compil
 # headless Chromium for the dashboard screenshot test, docker-compose to validate compose/.
 APT_TEST_PACKAGES = libretro-nestopia cc65 retroarch iproute2 iptables prometheus chromium docker-compose
 
-.PHONY: deps deps-test apt-install build release test proto proto-check bench bench-c clean help
+.PHONY: deps deps-test apt-install build release test proto proto-check bench bench-c clean help image-check
 
 help:
 	@echo "make up      install what is missing, build, start the local cluster"
@@ -56,9 +56,19 @@ release: deps
 ## test: the whole suite: unit, property, fuzz, end-to-end over real processes on loopback;
 ## then, alone (it checks timings), real-path play across network namespaces (WANPlayTests).
 test: deps-test proto-check
+	@$(MAKE) --no-print-directory image-check
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build --skip WANPlayTests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build --filter WANPlayTests $(SWIFT_FLAGS)
+
+## image-check: compose/Dockerfile checked without a container engine: its executables are
+## Package.swift's, its build stage installs APT_PACKAGES, its runtime stage exactly the packages
+## whose libraries the static-stdlib release binaries load (tools/check-image.sh).
+image-check: deps
+	tools/check-image.sh
+
+print-%:
+	@echo $($*)
 
 ## proto: regenerate the committed protobuf-c sources and the Swift wire types.
 proto: deps
