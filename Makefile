@@ -9,10 +9,12 @@ APT_PACKAGES = libzmq3-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compil
 # What the tests and benchmarks need on top: real emulator cores, cc65 for the test ROM,
 # a real RetroArch LAN host inside network namespaces (iproute2), the real-path WAN harness
 # (iproute2, iptables' statistic match, TUN devices), Prometheus + promtool,
-# headless Chromium for the dashboard screenshot test, docker-compose to validate compose/.
-APT_TEST_PACKAGES = libretro-nestopia cc65 retroarch iproute2 iptables prometheus chromium docker-compose
+# headless Chromium for the dashboard screenshot test, docker-compose to validate compose/,
+# kubectl (kubernetes-client: `kubectl kustomize`) and a Python venv for kubernetes-validate to
+# validate compose/kubernetes/.
+APT_TEST_PACKAGES = libretro-nestopia cc65 retroarch iproute2 iptables prometheus chromium docker-compose kubernetes-client python3-venv
 
-.PHONY: deps deps-test apt-install build release test proto proto-check bench bench-c clean help image-check
+.PHONY: deps deps-test apt-install build release test proto proto-check bench bench-c clean help image-check k8s-check
 
 help:
 	@echo "make up      install what is missing, build, start the local cluster"
@@ -56,7 +58,7 @@ release: deps
 ## test: the whole suite: unit, property, fuzz, end-to-end over real processes on loopback;
 ## then, alone (it checks timings), real-path play across network namespaces (WANPlayTests).
 test: deps-test proto-check
-	@$(MAKE) --no-print-directory image-check
+	@$(MAKE) --no-print-directory k8s-check image-check
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build --skip WANPlayTests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build --filter WANPlayTests $(SWIFT_FLAGS)
@@ -66,6 +68,12 @@ test: deps-test proto-check
 ## whose libraries the static-stdlib release binaries load (tools/check-image.sh).
 image-check: deps
 	tools/check-image.sh
+
+## k8s-check: compose/kubernetes/ (base and overlay) render with `kubectl kustomize` and pass
+## kubernetes-validate (installed into .build/k8s-venv on first use) (tools/check-k8s.sh).
+k8s-check:
+	@$(MAKE) -s apt-install PACKAGES="kubernetes-client python3-venv"
+	tools/check-k8s.sh
 
 print-%:
 	@echo $($*)
