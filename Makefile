@@ -12,7 +12,10 @@ APT_PACKAGES = libzmq3-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compil
 # headless Chromium for the dashboard screenshot test, docker-compose to validate compose/,
 # kubectl (kubernetes-client: `kubectl kustomize`) and a Python venv for kubernetes-validate to
 # validate compose/kubernetes/.
-APT_TEST_PACKAGES = libretro-nestopia cc65 retroarch iproute2 iptables prometheus chromium docker-compose kubernetes-client python3-venv
+# Debian's kubectl is kubernetes-client; a machine that already has a kubectl (another package
+# owns /usr/bin/kubectl) keeps it.
+KUBECTL_PACKAGE = $(if $(shell command -v kubectl 2>/dev/null),,kubernetes-client)
+APT_TEST_PACKAGES = libretro-nestopia cc65 retroarch iproute2 iptables prometheus chromium docker-compose $(KUBECTL_PACKAGE) python3-venv
 
 .PHONY: deps deps-test apt-install build release test proto proto-check bench bench-c clean help image-check k8s-check
 
@@ -72,7 +75,7 @@ image-check: deps
 ## k8s-check: compose/kubernetes/ (base and overlay) render with `kubectl kustomize` and pass
 ## kubernetes-validate (installed into .build/k8s-venv on first use) (tools/check-k8s.sh).
 k8s-check:
-	@$(MAKE) -s apt-install PACKAGES="kubernetes-client python3-venv"
+	@$(MAKE) -s apt-install PACKAGES="$(KUBECTL_PACKAGE) python3-venv"
 	tools/check-k8s.sh
 
 print-%:
