@@ -1,5 +1,4 @@
 import Foundation
-import RetroArchRelay
 
 /// How a relay runs its sessions: identity, limits and timings. Every value has a default that
 /// suits a 60 Hz game over the internet; `netplay-sync` exposes the important ones as flags.
@@ -81,9 +80,6 @@ public struct RelayConfiguration: Sendable {
     /// connections attached with `AttachRequest.additional_path` carry the same inputs, so one
     /// lost TCP segment holds back an input only when every path is blocked at once.
     public var maxPathsPerParticipant: Int = 4
-
-    /// RetroArch's relay protocol on its own TCP listener (nil: off). See docs/retroarch.md.
-    public var retroArch: TunnelConfiguration?
 
     /// A configuration with defaults for everything but the identity.
     public init(relayId: String, advertisedEndpoint: String) {

@@ -19,6 +19,9 @@ public final class RelayService: RawFrameService, RelayTransport {
     private let coordinatorEndpoint: String?
     private let lanAdmission: LanAdmission?
     private let tickSeconds: Double
+    /// RetroArch's relay protocol, when configured (kept out of ``RelayConfiguration``, which
+    /// every session holds).
+    let retroArchConfiguration: TunnelConfiguration?
     private var core: RelayCore?
     /// The runtime that runs this service (it outlives the service's use of it).
     private unowned(unsafe) var runtime: ServiceRuntime?
@@ -64,14 +67,16 @@ public final class RelayService: RawFrameService, RelayTransport {
     var refusalsUnlogged = 0
 
     /// Creates the relay. `keyRing` verifies join tickets; with `coordinator` the relay registers
-    /// there and refreshes its load; with `lanAdmission` it also admits LAN joiners itself.
+    /// there and refreshes its load; with `lanAdmission` it also admits LAN joiners itself; with
+    /// `retroArch` it relays RetroArch netplay too (docs/retroarch.md).
     public init(configuration: RelayConfiguration, keyRing: TicketKeyRing, coordinator: String? = nil,
-                lanAdmission: LanAdmission? = nil, tickSeconds: Double = 0.005) {
+                lanAdmission: LanAdmission? = nil, tickSeconds: Double = 0.005, retroArch: TunnelConfiguration? = nil) {
         self.configuration = configuration
         self.keyRing = keyRing
         self.coordinatorEndpoint = coordinator
         self.lanAdmission = lanAdmission
         self.tickSeconds = tickSeconds
+        self.retroArchConfiguration = retroArch
     }
 
     // MARK: Service
@@ -102,7 +107,7 @@ public final class RelayService: RawFrameService, RelayTransport {
         core!.lifecycle.enabled = coordinatorEndpoint != nil
         core!.lifecycle.onRecord = { [unowned(unsafe) self, unowned runtime] in self.refreshSoon(runtime) }
         scheduleTick(runtime)
-        if let tunnelConfiguration = configuration.retroArch { try startTunnel(tunnelConfiguration, runtime) }
+        if let retroArchConfiguration { try startTunnel(retroArchConfiguration, runtime) }
         if coordinatorEndpoint != nil {
             register(runtime)
         } else if lanAdmission == nil {

@@ -65,6 +65,8 @@ public struct SyncOptions: ParsableArguments, Sendable {
         public var keyRing: TicketKeyRing
         /// The coordinator to register with, or nil.
         public var coordinator: String?
+        /// RetroArch's relay protocol on its own TCP port (nil: off). See docs/retroarch.md.
+        public var retroArch: TunnelConfiguration?
     }
 
     /// Resolves flags, environment and defaults; throws a one-line `ValidationError` for anything
@@ -124,9 +126,9 @@ public struct SyncOptions: ParsableArguments, Sendable {
             relay.maxPathsPerParticipant = value
         }
         relay.replayDirectory = noReplays ? nil : service.dataDirectory.appendingPathComponent("replays")
-        relay.retroArch = try resolveRetroArch(setting, advertised: advertised.isEmpty ? service.endpoint : advertised)
+        let retroArch = try resolveRetroArch(setting, advertised: advertised.isEmpty ? service.endpoint : advertised)
         if let problem = relay.validationError() { throw ValidationError(problem) }
-        return Resolved(service: service, relay: relay, keyRing: keyRing, coordinator: coordinatorEndpoint)
+        return Resolved(service: service, relay: relay, keyRing: keyRing, coordinator: coordinatorEndpoint, retroArch: retroArch)
     }
 
     /// The RetroArch tunnel's configuration, or nil when it is off.

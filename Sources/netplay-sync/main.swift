@@ -17,7 +17,8 @@ struct NetplaySync: NetplayCommand {
     func run() throws {
         let resolved = try sync.resolve(common: common)
         try ServiceHost.runMain(configuration: resolved.service) {
-            RelayService(configuration: resolved.relay, keyRing: resolved.keyRing, coordinator: resolved.coordinator)
+            RelayService(configuration: resolved.relay, keyRing: resolved.keyRing, coordinator: resolved.coordinator,
+                         retroArch: resolved.retroArch)
         }
     }
 }

@@ -56,24 +56,24 @@ struct SyncOptionsTests {
     }
 
     @Test func theRetroArchRelayIsOffUntilAPortIsGiven() throws {
-        #expect(try resolve(["--cluster-secret", Self.secret]).relay.retroArch == nil)
-        let plain = try #require(try resolve(["--cluster-secret", Self.secret, "--retroarch-port", "55435"]).relay.retroArch)
+        #expect(try resolve(["--cluster-secret", Self.secret]).retroArch == nil)
+        let plain = try #require(try resolve(["--cluster-secret", Self.secret, "--retroarch-port", "55435"]).retroArch)
         #expect(plain.port == 55435 && plain.bindHost == "0.0.0.0" && plain.advertiseHost == "127.0.0.1" && plain.sessionPorts == nil)
         #expect(plain.join(TunnelIDFixture.id) == "127.0.0.1|55435|AQIDBAUGBwgJCgsM")
 
         let tuned = try #require(try resolve(
             ["--cluster-secret", Self.secret, "--retroarch-port", "127.0.0.1:7306", "--advertise", "tcp://relay.example:7300",
              "--retroarch-session-ports", "40000-40099", "--retroarch-limits", "sessions=128,clients=8,link-timeout=120,buffer=4096"],
-            environment: ["NETPLAY_RETROARCH_ADVERTISE": "ignored.example"]).relay.retroArch)
+            environment: ["NETPLAY_RETROARCH_ADVERTISE": "ignored.example"]).retroArch)
         #expect(tuned.port == 7306 && tuned.bindHost == "127.0.0.1" && tuned.sessionPorts == 40000...40099)
         #expect(tuned.advertiseHost == "ignored.example", "the environment names the join host when no flag does")
         #expect(tuned.maxSessions == 128 && tuned.maxClientsPerSession == 8 && tuned.linkTimeoutSeconds == 120 && tuned.maxBufferedBytes == 4096)
 
         let advertised = try #require(try resolve(["--cluster-secret", Self.secret, "--retroarch-port", "55435",
-                                                   "--advertise", "tcp://relay.example:7300", "--retroarch-advertise", "play.example:443"]).relay.retroArch)
+                                                   "--advertise", "tcp://relay.example:7300", "--retroarch-advertise", "play.example:443"]).retroArch)
         #expect(advertised.advertiseHost == "play.example" && advertised.joinPort == 443)
         let fromEndpoint = try #require(try resolve(["--cluster-secret", Self.secret, "--retroarch-port", "55435",
-                                                     "--advertise", "tcp://relay.example:7300"]).relay.retroArch)
+                                                     "--advertise", "tcp://relay.example:7300"]).retroArch)
         #expect(fromEndpoint.advertiseHost == "relay.example")
     }
 
