@@ -26,7 +26,12 @@ public final class ServiceProcess: @unchecked Sendable {
         process.standardError = pipe
         pipe.fileHandleForReading.readabilityHandler = { [output] handle in
             let data = handle.availableData
-            if !data.isEmpty { output.append(data) }
+            if data.isEmpty {
+                handle.readabilityHandler = nil
+                output.finish()
+            } else {
+                output.append(data)
+            }
         }
         try process.run()
     }
@@ -51,6 +56,8 @@ public final class ServiceProcess: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(seconds)
         while process.isRunning && Date() < deadline { usleep(10_000) }
         if process.isRunning { return nil }
+        // Its last words may still be in the pipe: wait (briefly) until the reader saw the end.
+        output.waitForEnd(until: Date().addingTimeInterval(2))
         return process.terminationStatus
     }
 
@@ -66,8 +73,15 @@ public final class ServiceProcess: @unchecked Sendable {
 /// Accumulates a child's output from the pipe's reader thread.
 final class OutputBuffer: Sendable {
     private let storage = Mutex<String>("")
+    private let ended = Mutex(false)
     func append(_ data: Data) { storage.withLock { $0 += String(decoding: data, as: UTF8.self) } }
     var text: String { storage.withLock { $0 } }
+    /// The pipe reached its end (every writer closed it).
+    func finish() { ended.withLock { $0 = true } }
+    /// Waits until the end was read, or `deadline`.
+    func waitForEnd(until deadline: Date) {
+        while !ended.withLock({ $0 }) && Date() < deadline { usleep(5_000) }
+    }
 }
 
 /// Finds the built executables next to the test bundle.
