@@ -156,12 +156,7 @@ public final class TunnelCore {
 
     /// Every session's report, by id.
     public func reports() -> [TunnelSessionReport] {
-        sessions.values.map(report).sorted { $0.session.base64 < $1.session.base64 }
-    }
-
-    /// The report of the session `id` (base64), if held.
-    public func report(base64 id: String) -> TunnelSessionReport? {
-        TunnelID(base64: id).flatMap { sessions[$0] }.map(report)
+        sessions.values.map(report).sorted { $0.session.bytes.lexicographicallyPrecedes($1.session.bytes) }
     }
 
     private func report(_ session: TunnelSession) -> TunnelSessionReport {

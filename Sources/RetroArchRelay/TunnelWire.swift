@@ -50,16 +50,6 @@ public enum TunnelWire {
         default: return [UInt8](repeating: 0, count: 16)
         }
     }
-
-    /// The address bytes of a textual IPv4 or IPv6 address (libzmq's "Peer-Address"), or [] when
-    /// it is neither.
-    public static func addressBytes(_ text: String) -> [UInt8] {
-        var v4 = in_addr()
-        if inet_pton(AF_INET, text, &v4) == 1 { return withUnsafeBytes(of: &v4) { Array($0) } }
-        var v6 = in6_addr()
-        if inet_pton(AF_INET6, text, &v6) == 1 { return withUnsafeBytes(of: &v6) { Array($0) } }
-        return []
-    }
 }
 
 /// A 12-byte tunnel id (a session's or a link's). The all-zero id means "none" (a host asking for

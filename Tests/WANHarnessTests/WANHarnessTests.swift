@@ -6,6 +6,43 @@ import Glibc
 #endif
 
 /// Sockets for the tests: a listener on the lab's service address and a socket made inside a peer.
+/// A bound UDP socket in the root namespace (on the lab's service address) and one in a peer's
+/// namespace, each with a big receive buffer: numbered datagrams sent up or down the WAN path.
+final class UDPPath {
+    let lab: WANLab
+    let peer: WANPeer
+    let root: Int32
+    let inPeer: Int32
+    let rootPort: UInt16
+    let peerPort: UInt16
+
+    init(_ lab: WANLab, _ peer: WANPeer) throws {
+        self.lab = lab
+        self.peer = peer
+        root = TestSockets.make(Int32(SOCK_DGRAM.rawValue))
+        inPeer = try peer.withNamespace { TestSockets.make(Int32(SOCK_DGRAM.rawValue)) }
+        rootPort = try TestSockets.bindAny(root, lab.serviceAddress)
+        peerPort = try TestSockets.bindAny(inPeer, peer.address)
+        TestSockets.bigReceiveBuffer(root)
+        TestSockets.bigReceiveBuffer(inPeer)
+    }
+
+    deinit {
+        close(root)
+        close(inPeer)
+    }
+
+    /// Sends `count` datagrams from the peer to the root namespace; the numbers that arrived.
+    func up(_ count: Int) -> [UInt32] {
+        TestSockets.udpRun(from: inPeer, to: root, host: lab.serviceAddress, port: rootPort, count: count)
+    }
+
+    /// Sends `count` datagrams from the root namespace to the peer; the numbers that arrived.
+    func down(_ count: Int) -> [UInt32] {
+        TestSockets.udpRun(from: root, to: inPeer, host: peer.address, port: peerPort, count: count)
+    }
+}
+
 enum TestSockets {
     static func make(_ type: Int32) -> Int32 { socket(AF_INET, type | Int32(SOCK_CLOEXEC.rawValue), 0) }
 
@@ -110,16 +147,8 @@ struct WANHarnessTests {
         defer { lab.tearDown() }
         for reorder in [false, true] {
             let peer = try lab.addPeer(delayMs: 20, jitterMs: 10, reorder: reorder)
-            let rootSocket = TestSockets.make(Int32(SOCK_DGRAM.rawValue))
-            defer { close(rootSocket) }
-            let rootPort = try TestSockets.bindAny(rootSocket, lab.serviceAddress)
-            let peerSocket = try peer.withNamespace { TestSockets.make(Int32(SOCK_DGRAM.rawValue)) }
-            defer { close(peerSocket) }
-            let peerPort = try TestSockets.bindAny(peerSocket, peer.address)
-            TestSockets.bigReceiveBuffer(rootSocket)
-            TestSockets.bigReceiveBuffer(peerSocket)
-            let up = TestSockets.udpRun(from: peerSocket, to: rootSocket, host: lab.serviceAddress, port: rootPort, count: 500)
-            let down = TestSockets.udpRun(from: rootSocket, to: peerSocket, host: peer.address, port: peerPort, count: 500)
+            let path = try UDPPath(lab, peer)
+            let (up, down) = (path.up(500), path.down(500))
             for (name, received) in [("up", up), ("down", down)] {
                 #expect(received.count == 500, "\(name): \(received.count) of 500 arrived")
                 let inversions = zip(received, received.dropFirst()).filter { $0 >= $1 }.count
@@ -138,23 +167,15 @@ struct WANHarnessTests {
         let lab = try WANLab()
         defer { lab.tearDown() }
         let peer = try lab.addPeer(delayMs: 5, lossPercent: 10)
-        let rootSocket = TestSockets.make(Int32(SOCK_DGRAM.rawValue))
-        defer { close(rootSocket) }
-        let rootPort = try TestSockets.bindAny(rootSocket, lab.serviceAddress)
-        let peerSocket = try peer.withNamespace { TestSockets.make(Int32(SOCK_DGRAM.rawValue)) }
-        defer { close(peerSocket) }
-        let peerPort = try TestSockets.bindAny(peerSocket, peer.address)
-        TestSockets.bigReceiveBuffer(rootSocket)
-        TestSockets.bigReceiveBuffer(peerSocket)
-        let up = TestSockets.udpRun(from: peerSocket, to: rootSocket, host: lab.serviceAddress, port: rootPort, count: 2000)
-        let down = TestSockets.udpRun(from: rootSocket, to: peerSocket, host: peer.address, port: peerPort, count: 2000)
+        let path = try UDPPath(lab, peer)
+        let (up, down) = (path.up(2000), path.down(2000))
         for (name, received) in [("up", up), ("down", down)] {
             let loss = 100 * Double(2000 - received.count) / 2000
             #expect(loss >= 5 && loss <= 16, "\(name): \(loss)% lost, configured 10%")
         }
         // Back to a clean path on the live peer.
         try peer.setLoss(percent: 0)
-        let clean = TestSockets.udpRun(from: peerSocket, to: rootSocket, host: lab.serviceAddress, port: rootPort, count: 300)
+        let clean = path.up(300)
         #expect(clean.count == 300, "after setLoss(0): \(clean.count) of 300")
     }
 
