@@ -181,8 +181,8 @@ let package = Package(
         .testTarget(name: "WANHarnessTests", dependencies: ["WANHarness", "netplay-wanlink"]),
         .testTarget(
             name: "WANPlayTests",
-            dependencies: ["WANHarness", "Libretro", "netplay-wanlink", "netplay-peer", "netplay-sync", "netplay-coordinator",
-                           "netplay-discovery"]
+            dependencies: ["WANHarness", "Libretro", "NetplayService", "NetplayWire", "netplay-wanlink", "netplay-peer", "netplay-sync",
+                           "netplay-coordinator", "netplay-discovery"]
         ),
         .testTarget(name: "LibretroTests", dependencies: ["Libretro", "Rollback", "NetplayTestSupport"]),
         .testTarget(

@@ -32,10 +32,16 @@ extension RelayCore {
         }
     }
 
-    /// Closes sessions the coordinator says this relay should no longer serve.
-    public func close(sessionIds: [String], now: UInt64) {
+    /// Closes sessions the coordinator says this relay should no longer serve; the peers of those
+    /// in `moved` are told SESSION_MOVED (they ask the coordinator where the session went).
+    public func close(sessionIds: [String], moved: Set<String> = [], now: UInt64) {
         for id in sessionIds {
-            if let session = sessions[id] { endSession(session, reason: .sessionEnded, detail: "closed by the coordinator", now: now, report: false) }
+            guard let session = sessions[id] else { continue }
+            if moved.contains(id) {
+                endSession(session, reason: .sessionMoved, detail: "the session moved to another relay", now: now, report: false)
+            } else {
+                endSession(session, reason: .sessionEnded, detail: "closed by the coordinator", now: now, report: false)
+            }
         }
     }
 

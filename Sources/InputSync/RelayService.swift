@@ -371,7 +371,9 @@ public final class RelayService: RawFrameService, RelayTransport {
                 core.lifecycle.acknowledge(through: facts.through)
                 // More than one refresh holds: the rest go soon, not at the next interval.
                 if core.lifecycle.count > 0 && facts.through > 0 { self.refreshSoon(runtime) }
-                if !response.closeSessionIds.isEmpty { core.close(sessionIds: response.closeSessionIds, now: runtime.uptimeMs) }
+                if !response.closeSessionIds.isEmpty {
+                    core.close(sessionIds: response.closeSessionIds, moved: Set(response.movedSessionIds), now: runtime.uptimeMs)
+                }
             case .failure(.remote(let error)) where error.code == .notFound:
                 self.registered = false
                 if let timer = self.refreshTimer { runtime.cancel(timer) }

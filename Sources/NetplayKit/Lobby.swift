@@ -24,6 +24,10 @@ public struct NetplayLobby: Sendable {
     /// The cluster's CurveZMQ public key (32 bytes) when its services encrypt, nil for a plain
     /// cluster. Used for discovery and coordinator requests, not for LAN hosts.
     public var serverKey: [UInt8]?
+    /// Whether ``host(settings:content:inputSize:hostName:)`` and joins as a player first measure
+    /// the round trip to each of the cluster's relays (``measureRelays(timeoutMs:)``) and report
+    /// it, so the coordinator runs the session on the relay nearest its players.
+    public var measuresRelays = true
 
     /// A lobby over the cluster at these endpoints (defaults: the local cluster, unencrypted).
     public init(discovery: String? = ServiceDefaults.discoveryEndpoint,
@@ -102,27 +106,52 @@ public struct NetplayLobby: Sendable {
     /// most `timeoutMs`; nil where none came back.
     public func measurePings(_ rooms: [NetplayRoom], timeoutMs: Int = 500) -> [NetplayRoom] {
         let endpoints = Array(Set(rooms.map(\.endpoint).filter { !$0.isEmpty }))
-        let measured = Mutex<[String: Int]>([:])
-        let key = serverKey
-        DispatchQueue.concurrentPerform(iterations: endpoints.count) { index in
-            let endpoint = endpoints[index]
-            let lan = rooms.contains { $0.endpoint == endpoint && $0.isLAN }
-            guard let client = try? BlockingClient(endpoint: endpoint, timeout: Double(timeoutMs) / 1000,
-                                                   serverKey: lan ? nil : key) else { return }
-            // The first ping also pays for the connection's handshakes; the second is the round trip.
-            guard case .pong? = try? client.request(.ping(Ping(nonce: 1))) else { return }
-            let started = ContinuousClock.now
-            guard case .pong? = try? client.request(.ping(Ping(nonce: 2))) else { return }
-            let elapsed = ContinuousClock.now - started
-            let milliseconds = Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
-            measured.withLock { $0[endpoint] = milliseconds }
-        }
-        let pings = measured.withLock { $0 }
+        let pings = roundTrips(to: endpoints.map { endpoint in (endpoint, rooms.contains { $0.endpoint == endpoint && $0.isLAN }) },
+                               pings: 1, timeoutMs: timeoutMs)
         return rooms.map { room in
             var room = room
-            room.pingMs = pings[room.endpoint]
+            room.pingMs = pings[room.endpoint].map { Int($0 / 1000) }
             return room
         }
+    }
+
+    /// The round trip to each live relay of the cluster that takes sessions (the coordinator's
+    /// relay list, at most 32): the best of three `Ping`s on the relay's public endpoint after a
+    /// first one that sets the connection up, all relays at once, each request waiting at most
+    /// `timeoutMs`. Relays that did not answer are left out; no coordinator, no relays.
+    public func measureRelays(timeoutMs: Int = 500) -> [RelayRtt] {
+        guard case .listRelaysResponse(let list)? = try? call(coordinatorEndpoint, "coordinator", .listRelaysRequest(ListRelaysRequest())) else {
+            return []
+        }
+        let relays = list.relays.filter { !$0.draining && !$0.endpoint.isEmpty }.prefix(32)
+        let measured = roundTrips(to: relays.map { ($0.endpoint, false) }, pings: 3, timeoutMs: timeoutMs)
+        return relays.compactMap { relay in
+            measured[relay.endpoint].map { RelayRtt(relayId: relay.relayId, rttUs: UInt32(clamping: max($0, 1))) }
+        }
+    }
+
+    /// The best of `pings` round trips (microseconds) to each endpoint (`plain`: a LAN host's,
+    /// never encrypted), after one ping that pays for the connection's handshakes; endpoints
+    /// that did not answer are missing.
+    private func roundTrips(to endpoints: [(endpoint: String, plain: Bool)], pings: Int, timeoutMs: Int) -> [String: UInt64] {
+        let measured = Mutex<[String: UInt64]>([:])
+        let key = serverKey
+        DispatchQueue.concurrentPerform(iterations: endpoints.count) { index in
+            let (endpoint, plain) = endpoints[index]
+            guard let client = try? BlockingClient(endpoint: endpoint, timeout: Double(timeoutMs) / 1000,
+                                                   serverKey: plain ? nil : key),
+                  case .pong? = try? client.request(.ping(Ping(nonce: 0))) else { return }
+            var best: UInt64?
+            for nonce in 1 ... UInt64(max(pings, 1)) {
+                let started = ContinuousClock.now
+                guard case .pong? = try? client.request(.ping(Ping(nonce: nonce))) else { break }
+                let elapsed = ContinuousClock.now - started
+                let micros = UInt64(elapsed.components.seconds) * 1_000_000 + UInt64(elapsed.components.attoseconds / 1_000_000_000_000)
+                best = min(best ?? .max, micros)
+            }
+            if let best { measured.withLock { $0[endpoint] = best } }
+        }
+        return measured.withLock { $0 }
     }
 
     /// Async form of ``browse(filter:lanMilliseconds:)``.
@@ -138,7 +167,7 @@ public struct NetplayLobby: Sendable {
         if let problem = settings.validationError(inputSize: inputSize) { throw NetplayError(.badRequest, problem) }
         let request = CreateSessionRequest(settings: settings.sessionSettings(content: content, inputSize: inputSize),
                                            hostName: String(hostName.prefix(64)), preferredSlot: 1,
-                                           idempotencyKey: UUID().uuidString)
+                                           idempotencyKey: UUID().uuidString, relayRtts: measuresRelays ? measureRelays() : [])
         let body = try call(coordinatorEndpoint, "coordinator", .createSessionRequest(request))
         guard case .createSessionResponse(let response) = body, let ticket = response.ticket else {
             throw NetplayError(.internal, "The coordinator answered \(body.name) without a ticket.")
@@ -151,9 +180,10 @@ public struct NetplayLobby: Sendable {
     /// the host's relay for LAN rooms.
     public func join(_ room: NetplayRoom, name: String, role: Role = .player, password: String = "",
                      content: ContentInfo = ContentInfo(), preferredSlot: Int = 0) throws -> Admission {
+        let measure = measuresRelays && role == .player && !room.isLAN
         let request = JoinSessionRequest(sessionId: room.sessionId, role: role, name: String(name.prefix(64)),
                                          password: password, content: content, preferredSlot: UInt32(preferredSlot),
-                                         idempotencyKey: UUID().uuidString)
+                                         idempotencyKey: UUID().uuidString, relayRtts: measure ? measureRelays() : [])
         let endpoint = room.isLAN ? room.endpoint : coordinatorEndpoint
         let body = try call(endpoint, room.isLAN ? "LAN host" : "coordinator", .joinSessionRequest(request), encrypted: !room.isLAN)
         guard case .joinSessionResponse(let response) = body, let ticket = response.ticket else {

@@ -26,6 +26,9 @@ public enum MatchEvent: Sendable, Hashable {
     /// The link showed loss (a broadcast held back on one connection while another brought it):
     /// the match now keeps `to` connections to the relay.
     case pathsWidened(to: Int)
+    /// The session runs on another relay now (the coordinator moved it nearer its players, or its
+    /// relay stopped answering): the match attaches there and goes on from what it holds.
+    case relayMoved(from: String, to: String)
     /// The relay chose another input delay for everyone (automatic delay: the round trips moved).
     case frameDelayChanged(from: Int, to: Int)
 }

@@ -21,18 +21,36 @@ extension NetplayMatch {
                                     firstUnackedFrame: UInt32(max(ownNewest + 1, 0)), content: options.content,
                                     gameOptions: Array(options.gameOptions.prefix(4096)),
                                     historyFromFrame: UInt32(resume ? resendableHistoryStart : 0))
-        link.send(.attachRequest(request), requestId: attachRequestId, now: now)
+        guard link.send(.attachRequest(request), requestId: attachRequestId, now: now) else {
+            // The fresh connection is not up yet (its handshakes take round trips on a long path;
+            // nothing is queued until then): try again on the next ticks, within the attach timeout.
+            let since = attachConnectingSinceMs ?? now
+            attachConnectingSinceMs = since
+            if now &- since >= UInt64(options.attachTimeoutMs) {
+                attachConnectingSinceMs = nil
+                scheduleReattach(attempt: attempt + 1, now: now, why: "no connection to the relay")
+            } else {
+                phase = .attaching(attempt: attempt, nextAttemptMs: now + 5, sentAtMs: nil)
+            }
+            return
+        }
+        attachConnectingSinceMs = nil
         phase = .attaching(attempt: attempt, nextAttemptMs: now, sentAtMs: now)
         lastHeardMs = now
     }
 
-    func scheduleReattach(attempt: Int, now: UInt64, why: String) {
+    func scheduleReattach(attempt: Int, now: UInt64, why: String, lookUp: Bool = true) {
         guard attempt < options.backoff.maxAttempts else {
             finish(.relayLost("\(why); gave up after \(attempt) attempts"))
             return
         }
+        // Every few failed attempts, ask the coordinator whether the session runs elsewhere now
+        // (its relay's host may be gone: the coordinator moves its sessions once it stops refreshing).
+        let every = options.relayLookupEveryAttempts
+        if lookUp, every > 0, attempt >= every, attempt % every == 0, lookUpRelay(attempt: attempt) { return }
         let delay = UInt64(backoff.delayMs(attempt: attempt))
         try? link.open()
+        attachConnectingSinceMs = nil
         phase = .attaching(attempt: attempt, nextAttemptMs: now + delay, sentAtMs: nil)
         state = .connecting(to: admission.relayEndpoint, attempt: attempt)
         if attachedOnce { note(.reconnecting(attempt: attempt)) }
@@ -148,7 +166,7 @@ extension NetplayMatch {
                     return
                 }
                 ticketRenewal = renewal
-                phase = .renewingTicket(refusal: error.message)
+                phase = .renewingTicket(refusal: error.message, attempt: 0)
             case .unavailable, .overloaded, .shuttingDown, .timeout, .internal:
                 if case .attaching(let attempt, _, _) = phase {
                     scheduleReattach(attempt: attempt + 1, now: now, why: error.message)
@@ -164,17 +182,53 @@ extension NetplayMatch {
         }
     }
 
-    /// While a ticket renewal runs: once it finished, attach again with the new ticket, or end
-    /// the match refused (ticket expired, `refusal` the relay's message) when there is none.
-    func pickUpRenewedTicket(now: UInt64, refusal: String) {
+    /// Asks the coordinator, off the game loop, where the session runs now (a fresh ticket names
+    /// its relay). False when there is no coordinator to ask (a LAN room).
+    func lookUpRelay(attempt: Int) -> Bool {
+        guard let renewal = TicketRenewal.start(for: admission, serverKey: options.serverKey) else { return false }
+        ticketRenewal = renewal
+        relayKnowsUs = false
+        phase = .renewingTicket(refusal: nil, attempt: attempt)
+        return true
+    }
+
+    /// While a ticket renewal runs: once it finished, attach with the new ticket (to the relay it
+    /// names, which may be another one), or, for an expired ticket (`refusal` the relay's
+    /// message), end the match refused when there is none. A relay lookup that brings no ticket
+    /// goes on with the backoff from `attempt`, unless the coordinator says the seat is gone.
+    func pickUpRenewedTicket(now: UInt64, refusal: String?, attempt: Int) {
         guard let outcome = ticketRenewal?.outcome else { return }
         ticketRenewal = nil
         switch outcome {
         case .renewed(let ticket):
             admission.ticket = ticket
-            scheduleReattach(attempt: 0, now: now, why: "ticket renewed")
-        case .failed:
-            finish(.refused(.ticketExpired, refusal))
+            let moved = !ticket.relayEndpoint.isEmpty && ticket.relayEndpoint != admission.relayEndpoint
+            if moved {
+                let from = admission.relayEndpoint
+                admission.relayEndpoint = ticket.relayEndpoint
+                do {
+                    try link.retarget(to: ticket.relayEndpoint)
+                } catch {
+                    finish(.failed("cannot connect to relay \(ticket.relayEndpoint): \(error)"))
+                    return
+                }
+                note(.relayMoved(from: from, to: ticket.relayEndpoint))
+            }
+            scheduleReattach(attempt: refusal == nil && !moved ? attempt : 0, now: now,
+                             why: moved ? "session moved" : "ticket renewed", lookUp: false)
+        case .refused(let code, let message) where refusal == nil:
+            switch code {
+            case .noRelay, .unavailable, .overloaded, .rateLimited, .timeout, .internal, .shuttingDown:
+                scheduleReattach(attempt: attempt, now: now, why: message, lookUp: false)
+            case .sessionEnded:
+                finish(.sessionEnded(message))
+            default:
+                finish(.refused(code, message))
+            }
+        case .failed where refusal == nil:
+            scheduleReattach(attempt: attempt, now: now, why: "the coordinator did not answer", lookUp: false)
+        case .refused, .failed:
+            finish(.refused(.ticketExpired, refusal ?? ""))
         }
     }
 }

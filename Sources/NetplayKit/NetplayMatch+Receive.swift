@@ -63,6 +63,11 @@ extension NetplayMatch {
             case .sessionEnded: finish(.sessionEnded(detach.message))
             case .replaced: finish(.replaced)
             case .protocolError: finish(.failed(detach.message))
+            case .sessionMoved:
+                if !lookUpRelay(attempt: 0) { finish(.sessionEnded(detach.message)) }
+            case .relayShutdown:
+                // The relay drains: the coordinator has another for the session.
+                if !lookUpRelay(attempt: 0) { reconnect(now: now, why: "relay shutting down: \(detach.message)") }
             default: reconnect(now: now, why: "detached: \(detach.reason.protoName) \(detach.message)")
             }
         case .error(let error):

@@ -19,9 +19,11 @@ public final class NetplayMatch<G: SerializableGame> {
     enum Phase: Equatable {
         case idle
         case attaching(attempt: Int, nextAttemptMs: UInt64, sentAtMs: UInt64?)
-        /// The relay refused the ticket as expired (with this message); a renewal at the
-        /// coordinator runs off the game loop (``ticketRenewal``).
-        case renewingTicket(refusal: String)
+        /// A renewal at the coordinator runs off the game loop (``ticketRenewal``): the relay
+        /// refused the ticket as expired (`refusal`, its message: no new ticket ends the match),
+        /// or (`refusal` nil) the match asks where its session runs now, between reattach
+        /// attempts (`attempt`, the backoff goes on from there when the answer changes nothing).
+        case renewingTicket(refusal: String?, attempt: Int)
         case waitingForStart
         case awaitingState
         case playing
@@ -65,6 +67,8 @@ public final class NetplayMatch<G: SerializableGame> {
     var phase: Phase = .idle
     private var nextRequestId: UInt64 = 1
     var attachRequestId: UInt64 = 0
+    /// Since when an attach waits for its fresh connection to come up (nothing could be sent yet).
+    var attachConnectingSinceMs: UInt64?
     var attachedOnce = false
     /// The ticket renewal in flight (phase ``Phase/renewingTicket(refusal:)``).
     var ticketRenewal: TicketRenewal?
@@ -358,8 +362,8 @@ public final class NetplayMatch<G: SerializableGame> {
             } else if let sentAt, now &- sentAt >= UInt64(options.attachTimeoutMs) {
                 scheduleReattach(attempt: attempt + 1, now: now, why: "no answer to attach")
             }
-        case .renewingTicket(let refusal):
-            pickUpRenewedTicket(now: now, refusal: refusal)
+        case .renewingTicket(let refusal, let attempt):
+            pickUpRenewedTicket(now: now, refusal: refusal, attempt: attempt)
         case .waitingForStart, .awaitingState:
             keepAlive(now: now)
             if now &- lastHeardMs >= UInt64(options.silenceTimeoutMs) * 2 { reconnect(now: now, why: "relay silent") }

@@ -12,6 +12,9 @@ public struct NetplayMatchOptions: Sendable {
     public var attachTimeoutMs = 1_500
     /// Reconnection pacing.
     public var backoff = Backoff()
+    /// Every this many failed reattach attempts in a row, ask the coordinator where the session
+    /// runs now (its relay's host may be gone and the session moved); 0 = never.
+    public var relayLookupEveryAttempts = 2
     /// Extra frames simulated per tick while behind the others.
     public var catchUpFramesPerTick = 4
     /// Reported to the relay.

@@ -44,7 +44,8 @@ final class RelayLink {
         case lost(path: Int, reason: String)
     }
 
-    let endpoint: String
+    /// The relay's endpoint (``retarget(to:)`` changes it).
+    private(set) var endpoint: String
     private let conditions: NetworkConditions
     private let context: Context
     private let serverKey: [UInt8]?
@@ -123,6 +124,13 @@ final class RelayLink {
         }
         generation += 1
         paths[0].socket = try makeSocket()
+    }
+
+    /// Points the link at another relay (the session moved there): every connection to the old
+    /// one closes and a fresh primary connects to `endpoint`.
+    func retarget(to endpoint: String) throws {
+        self.endpoint = endpoint
+        try open()
     }
 
     /// Closes every connection; with `linger`, what is queued (a last Detach) still goes out.
@@ -308,25 +316,30 @@ final class RelayLink {
     // MARK: Sending and receiving
 
     /// Sends (possibly after the simulated delay): an `InputBatch` on every attached path,
-    /// anything else on the primary.
-    func send(_ body: Envelope.Body, requestId: UInt64 = 0, now: UInt64) {
+    /// anything else on the primary. False when the primary could not take it: its connection
+    /// is not up yet (a fresh connection's handshakes take round trips; until then nothing is
+    /// queued), or it is closed.
+    @discardableResult
+    func send(_ body: Envelope.Body, requestId: UInt64 = 0, now: UInt64) -> Bool {
         let envelope = Envelope(requestId: requestId, body: body)
         guard case .inputBatch = body, paths.count > 1 else {
-            send(envelope, on: 0, now: now)
-            return
+            return send(envelope, on: 0, now: now)
         }
+        var primaryTook = false
         for index in paths.indices where index == 0 || paths[index].stage == .attached {
-            send(envelope, on: index, now: now)
+            let took = send(envelope, on: index, now: now)
+            if index == 0 { primaryTook = took }
         }
+        return primaryTook
     }
 
-    private func send(_ envelope: Envelope, on index: Int, now: UInt64) {
+    private func send(_ envelope: Envelope, on index: Int, now: UInt64) -> Bool {
         if paths[index].outbound != nil {
             paths[index].outbound!.admit(envelope, now: now)
             flush(index, now: now)
-        } else {
-            transmit(envelope, on: index)
+            return true
         }
+        return transmit(envelope, on: index)
     }
 
     @discardableResult

@@ -3,15 +3,19 @@ import NetplayService
 import NetplayWire
 import Synchronization
 
-/// One ticket renewal at the coordinator (the relay said the ticket expired), run on a thread of
-/// its own: the coordinator may take up to a second to answer, and the game loop keeps ticking
-/// meanwhile. The match polls ``outcome`` on each tick and picks the new ticket up from there.
+/// One ticket renewal at the coordinator, run on a thread of its own: the relay said the ticket
+/// expired, or the match asks where its session runs now (its relay went silent, or told it the
+/// session moved; the fresh ticket names the session's relay). The coordinator may take up to a
+/// second to answer, and the game loop keeps ticking meanwhile. The match polls ``outcome`` on
+/// each tick and picks the new ticket up from there.
 final class TicketRenewal: Sendable {
     /// What the renewal came to.
     enum Outcome: Sendable, Equatable {
         /// The coordinator issued this ticket.
         case renewed(JoinTicket)
-        /// No ticket (no answer within the timeout, an error reply, no connection).
+        /// The coordinator refused (session ended, participant unknown or banned, no live relay...).
+        case refused(ErrorCode, String)
+        /// No answer within the timeout, or no connection.
         case failed
     }
 
@@ -41,8 +45,11 @@ final class TicketRenewal: Sendable {
     private static func request(_ request: RenewTicketRequest, at coordinator: String, serverKey: [UInt8]?,
                                 timeoutSeconds: Double) -> Outcome {
         guard let client = try? BlockingClient(endpoint: coordinator, timeout: timeoutSeconds, serverKey: serverKey),
-              case .sessionResponse(let response)? = try? client.request(.renewTicketRequest(request)),
-              let ticket = response.ticket else { return .failed }
-        return .renewed(ticket)
+              let reply = try? client.requestEnvelope(.renewTicketRequest(request)) else { return .failed }
+        switch reply.body {
+        case .sessionResponse(let response): return response.ticket.map(Outcome.renewed) ?? .failed
+        case .error(let error): return .refused(error.code, error.message)
+        default: return .failed
+        }
     }
 }

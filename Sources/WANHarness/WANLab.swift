@@ -45,6 +45,9 @@ public final class WANLab {
     let wanlink: String
     let network: Int
     private var torn = false
+    /// `/proc/sys/net/ipv4/ip_forward` before ``routeBetweenPeers()`` set it, to restore.
+    private var forwardingBefore: String?
+    private var forwardRules: [[String]] = []
 
     private static let serial = Mutex(0)
 
@@ -97,12 +100,34 @@ public final class WANLab {
         return peer
     }
 
+    /// Lets peers reach each other through the root namespace (a peer standing in for a relay's
+    /// host, the others for players): IPv4 forwarding on (restored at tear-down) and FORWARD
+    /// rules accepting the lab's network. A packet between two peers crosses both peers' paths,
+    /// so it meets both delays and both losses.
+    public func routeBetweenPeers() throws {
+        guard forwardingBefore == nil else { return }
+        let path = "/proc/sys/net/ipv4/ip_forward"
+        forwardingBefore = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "0"
+        do {
+            try "1\n".write(toFile: path, atomically: false, encoding: .utf8)
+        } catch {
+            throw WANHarnessError("cannot turn IPv4 forwarding on: \(error)")
+        }
+        for direction in ["-s", "-d"] {
+            let rule = ["FORWARD", direction, "10.\(network).0.0/16", "-m", "comment", "--comment", "wan-\(tag)", "-j", "ACCEPT"]
+            try SystemCommand.require(iptables, ["-I"] + rule)
+            forwardRules.append(rule)
+        }
+    }
+
     /// Stops every peer's processes and forwarder, deletes namespaces, devices, rules and the
-    /// service address. Safe to call twice.
+    /// service address (and turns forwarding back as it was). Safe to call twice.
     public func tearDown() {
         guard !torn else { return }
         torn = true
         for peer in peers { peer.tearDown() }
+        for rule in forwardRules { SystemCommand.run(iptables, ["-D"] + rule) }
+        if let forwardingBefore { try? (forwardingBefore + "\n").write(toFile: "/proc/sys/net/ipv4/ip_forward", atomically: false, encoding: .utf8) }
         SystemCommand.run(ip, ["addr", "del", "\(serviceAddress)/32", "dev", "lo"])
         try? FileManager.default.removeItem(atPath: directory)
     }
@@ -147,7 +172,7 @@ public final class WANLab {
     }
 
     /// Removes namespaces `wan-<pid>-*`, devices `wo<pid>-*`, `lo:w<pid>-*` addresses and raw-table
-    /// rules commented `wan-<pid>-*` whose process is gone (a test that crashed).
+    /// and FORWARD rules commented `wan-<pid>-*` whose process is gone (a test that crashed).
     static func removeLeftovers(ip: String, iptables: String) {
         for line in SystemCommand.run(ip, ["netns", "list"]).output.split(separator: "\n") {
             let name = line.split(separator: " ").first ?? ""
@@ -170,13 +195,15 @@ public final class WANLab {
                   let pid = pid(in: label, after: "lo:w"), processIsGone(pid) else { continue }
             SystemCommand.run(ip, ["addr", "del", String(fields[inet + 1]), "dev", "lo"])
         }
-        for line in SystemCommand.run(iptables, ["-t", "raw", "-S", "PREROUTING"]).output.split(separator: "\n") {
-            var fields = line.split(separator: " ").map(String.init)
-            guard fields.first == "-A", let comment = fields.firstIndex(of: "--comment"), comment + 1 < fields.count,
-                  let pid = pid(in: Substring(fields[comment + 1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))), after: "wan-"),
-                  processIsGone(pid) else { continue }
-            fields[0] = "-D"
-            SystemCommand.run(iptables, ["-t", "raw"] + fields)
+        for (table, chain) in [("raw", "PREROUTING"), ("filter", "FORWARD")] {
+            for line in SystemCommand.run(iptables, ["-t", table, "-S", chain]).output.split(separator: "\n") {
+                var fields = line.split(separator: " ").map(String.init)
+                guard fields.first == "-A", let comment = fields.firstIndex(of: "--comment"), comment + 1 < fields.count,
+                      let pid = pid(in: Substring(fields[comment + 1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))), after: "wan-"),
+                      processIsGone(pid) else { continue }
+                fields[0] = "-D"
+                SystemCommand.run(iptables, ["-t", table] + fields)
+            }
         }
     }
 }

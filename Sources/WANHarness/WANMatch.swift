@@ -77,6 +77,10 @@ public struct WANPlayerFigures: Sendable, CustomStringConvertible {
     public var maxStallMs: Int { int("max_stall_ms") }
     /// The input delay in use at the end, frames.
     public var frameDelay: Int { int("frame_delay") }
+    /// The relay endpoint the player ended on.
+    public var relay: String { fields["relay"] ?? "?" }
+    /// How often the session moved to another relay under the player.
+    public var relayMoves: Int { int("relay_moves") }
 
     public var description: String {
         "P\(slot): rollback mean \(String(format: "%.2f", meanRollback)) max \(maxRollback), own substituted \(ownSubstituted), "
@@ -178,26 +182,26 @@ public enum WANMatch {
             try peers[index].0.launch(peerBinary, ["join", "--name", "P\(index + 1)", "--input-seed", "\(11 + index)"] + common,
                                       log: peers[index].1)
         }
-        var figures: [WANPlayerFigures] = []
         let deadline = Date().addingTimeInterval(timeoutSeconds + 10)
-        for (_, log) in peers {
-            while true {
-                let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-                if let result = WANPlayerFigures(log: text) {
-                    figures.append(result)
-                    break
-                }
-                if Date() > deadline || text.contains("netplay-peer: error") || text.contains("Error:") {
-                    throw WANHarnessError("\(scenario): a player reported nothing; its log ends:\n" + text.suffix(2_000))
-                }
-                usleep(100_000)
-            }
-        }
+        let figures = try peers.map { peer in try awaitResult(log: peer.1, until: deadline, what: "\(scenario): a player") }
         let frameMs = 1000 / (scenario.core == nil ? 60 : 60.0988)
         return WANMatchResult(scenario: scenario, players: figures.sorted { $0.slot < $1.slot }, frameMs: frameMs)
     }
 
-    private static func waitFor(log: String, containing text: String, seconds: Double, services: [Process]) throws {
+    /// The RESULT a netplay-peer writes to `log`, waiting for it until `deadline`; throws
+    /// (`what` reported nothing, with the log's end) when the peer failed or the time is up.
+    static func awaitResult(log: String, until deadline: Date, what: String) throws -> WANPlayerFigures {
+        while true {
+            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            if let result = WANPlayerFigures(log: text) { return result }
+            if Date() > deadline || text.contains("netplay-peer: error") || text.contains("Error:") {
+                throw WANHarnessError("\(what) reported nothing; its log ends:\n" + text.suffix(3_000))
+            }
+            usleep(100_000)
+        }
+    }
+
+    static func waitFor(log: String, containing text: String, seconds: Double, services: [Process]) throws {
         let deadline = Date().addingTimeInterval(seconds)
         while true {
             let content = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
@@ -211,7 +215,7 @@ public enum WANMatch {
     }
 
     /// A TCP port free on `address` now.
-    static func freePort(on address: String) throws -> Int {
+    public static func freePort(on address: String) throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw WANHarnessError("socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }

@@ -41,6 +41,8 @@ struct PeerOptions: ParsableArguments {
     var paths: String?
     @Option(help: ArgumentHelp("Connections once the link shows loss (a broadcast held back on one while another brought it), 1 ... 4 (env NETPLAY_PATHS_ON_LOSS, default 4).", valueName: "n"))
     var pathsOnLoss: String?
+    @Option(help: ArgumentHelp("Measure the round trip to every relay before hosting or joining and report it, so the coordinator picks the relay nearest the players: on or off (env NETPLAY_MEASURE_RELAYS, default on).", valueName: "on|off"))
+    var measureRelays: String?
     @Option(help: "Display name.") var name: String?
     @Option(help: "Room name to host or to look for.") var room = "netplay-peer room"
     @Option(help: "Sample game: arena or pd (host; joiners take the host's).") var game = "arena"
@@ -75,7 +77,10 @@ struct PeerOptions: ParsableArguments {
         let coordinator = self.coordinator ?? environment["NETPLAY_COORDINATOR"] ?? ServiceDefaults.coordinatorEndpoint
         try EndpointValidator.validate(discovery, name: "--discovery")
         try EndpointValidator.validate(coordinator, name: "--coordinator")
-        return NetplayLobby(discovery: discovery, coordinator: coordinator, lanBeaconPort: lanPort, serverKey: try curve.serverKey())
+        var lobby = NetplayLobby(discovery: discovery, coordinator: coordinator, lanBeaconPort: lanPort, serverKey: try curve.serverKey())
+        lobby.measuresRelays = try SettingResolver().choice(measureRelays, "NETPLAY_MEASURE_RELAYS", name: "--measure-relays",
+                                                            default: "on", choices: ["on", "off"]) == "on"
+        return lobby
     }
 
     /// `--paths`, else NETPLAY_PATHS, else 3.
@@ -92,6 +97,7 @@ struct PeerOptions: ParsableArguments {
     func validate(player: Bool) throws {
         _ = try curve.serverKey()
         _ = try resolvedPaths()
+        _ = try lobby()
         guard frames > 0 else { throw ValidationError("--frames must be > 0") }
         guard (0 ... 1).contains(loss) else { throw ValidationError("--loss must be between 0 and 1") }
         guard rtt >= 0, jitter >= 0 else { throw ValidationError("--rtt and --jitter must be >= 0") }

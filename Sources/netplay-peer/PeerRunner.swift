@@ -75,12 +75,14 @@ struct PeerRunner<G: SerializableGame> {
                 let hud = match.hud
                 let desyncEvents = match.events.filter { if case .desync = $0 { true } else { false } }.count
                 let loaded = match.events.filter { if case .stateLoaded = $0 { true } else { false } }.count
+                let relayMoves = match.events.filter { if case .relayMoved = $0 { true } else { false } }.count
                 // The figures are the match's up to its last frame, taken before any lingering.
                 let result = "RESULT frames=\(options.frames) checksum=0x\(String(checksum, radix: 16)) role=\(match.role == .player ? "player" : "spectator") "
                     + "slot=\(match.slot) start=\(match.startFrame) rollbacks=\(hud.rollbacks) substituted_seen=\(match.substitutedInputsSeen) "
                     + "max_stall_ms=\(match.longestStallMs) desync_notices=\(desyncEvents) states_loaded=\(loaded) reconnects=\(reconnects) "
                     + "rollback_frames=\(hud.rollbackFrames) max_rollback=\(hud.maxRollbackFrames) stalls_over_2=\(match.stallsOverTwoFrames) "
-                    + "own_substituted=\(match.ownInputsSubstituted) frame_delay=\(hud.frameDelay) ping_ms=\(hud.pingMs)"
+                    + "own_substituted=\(match.ownInputsSubstituted) frame_delay=\(hud.frameDelay) ping_ms=\(hud.pingMs) "
+                    + "relay=\(match.admission.relayEndpoint) relay_moves=\(relayMoves)"
                     + resultSuffix
                 if match.role == .player {
                     // A LAN host's process is the relay: give the others time to finish first.

@@ -146,7 +146,7 @@ struct PersistenceAndRelayTests {
         #expect(try h.create(region: "asia").session.relayId == "us-1")
     }
 
-    @Test func aStaleRelayIsDroppedAndItsSessionsMoveOnRenewal() throws {
+    @Test func aStaleRelayIsDroppedAndItsSessionsFailOver() throws {
         let h = try Harness(relays: ["old"])
         let host = try h.create()
         let id = host.session.sessionId
@@ -158,17 +158,19 @@ struct PersistenceAndRelayTests {
         #expect(swept.relayEvents.map(\.kind) == [.dropped])
         #expect(swept.relayEvents.first?.relay.relayId == "old" && swept.relayEvents.first?.sessionIds == [id])
         #expect(h.core.relays.entry("old") == nil)
+        #expect(swept.events.map(\.kind) == [.relayAssigned] && h.session(id).relayId == "fresh", "moved at once")
         #expect(code { try h.core.refreshRelay(RefreshRelayRequest(relayId: "old", load: RelayLoad()), at: h.time) } == .notFound)
         let renewed = try h.core.renew(RenewTicketRequest(sessionId: id, participantId: host.participantId,
                                                           participantToken: host.participantToken), at: h.time)
         guard case .sessionResponse(let response) = renewed.reply else { Issue.record("no reply"); return }
         #expect(response.session.relayId == "fresh" && response.ticket?.relayId == "fresh")
-        #expect(renewed.events.map(\.kind) == [.relayAssigned])
+        #expect(renewed.events.isEmpty, "the session moved when the relay was dropped")
         // The old relay comes back claiming the session: it is told to close it.
         try h.register("old", sessions: [id, "s-unknown"])
         guard case .refreshRelayResponse(let refresh) = try h.core.refreshRelay(
             RefreshRelayRequest(relayId: "old", load: RelayLoad()), at: h.time).reply else { return }
         #expect(Set(refresh.closeSessionIds) == [id, "s-unknown"])
+        #expect(refresh.movedSessionIds == [id], "its peers are told the session moved, not that it ended")
         guard case .listRelaysResponse(let list) = h.core.listRelays(ListRelaysRequest(), at: h.time).reply else { return }
         #expect(list.relays.map(\.relayId) == ["fresh", "old"])
     }
@@ -199,7 +201,8 @@ struct PersistenceAndRelayTests {
     }
 
     @Test func optionsResolveWithEnvironmentFallbacks() throws {
-        let configuration = try CoordinatorOptions.parse(["--ticket-ttl", "30"]).resolve(environment: [
+        let configuration = try CoordinatorOptions.parse(["--ticket-ttl", "30", "--relay-rtt-tolerance", "25"]).resolve(environment: [
+            "NETPLAY_RELAY_LOAD_CAP": "60",
             "NETPLAY_DISCOVERY": "none", "NETPLAY_RELAY_TTL": "3", "NETPLAY_CLUSTER_SECRET": String(repeating: "ab", count: 32),
             "NETPLAY_PASSWORD_COST": "minimum", "NETPLAY_DURABILITY": "full",
         ])
@@ -207,9 +210,12 @@ struct PersistenceAndRelayTests {
         #expect(configuration.settings.relayTTLMs == 3_000 && configuration.settings.relayRefreshIntervalMs == 1_000)
         #expect(configuration.keyRing?.keys[1]?.count == 32 && configuration.durability == .full)
         #expect(configuration.settings.passwordHasher.memLimit == PasswordHasher.testing.memLimit)
+        #expect(configuration.settings.relayChoice == RelayChoicePolicy(rttToleranceUs: 25_000, loadCapPercent: 60))
+        #expect(try CoordinatorOptions.parse([]).resolve(environment: [:]).settings.relayChoice == RelayChoicePolicy())
         for (arguments, environment) in [(["--discovery", "nope"], [:]), (["--cluster-secret", "xyz"], [:]),
                                          (["--relay-ttl", "1", "--relay-refresh-interval", "2"], [:]),
-                                         ([], ["NETPLAY_DURABILITY": "maybe"]), (["--ticket-ttl", "0"], [:])] as [([String], [String: String])] {
+                                         ([], ["NETPLAY_DURABILITY": "maybe"]), (["--ticket-ttl", "0"], [:]),
+                                         (["--relay-load-cap", "0"], [:]), ([], ["NETPLAY_RELAY_RTT_TOLERANCE": "-1"])] as [([String], [String: String])] {
             #expect(throws: (any Error).self, "\(arguments) \(environment)") {
                 try CoordinatorOptions.parse(arguments).resolve(environment: environment)
             }

@@ -140,7 +140,7 @@ struct SessionLifecycleTests {
         let end = EndSessionRequest(sessionId: id, participantId: host.participantId, participantToken: host.participantToken)
         _ = try h.core.end(end, at: h.time)
         #expect(code { try h.core.end(end, at: h.time) } == .sessionEnded)
-        #expect(h.core.relays.takeCloses(for: "sync-0") == [id])
+        #expect(h.core.relays.takeCloses(for: "sync-0").close == [id])
     }
 
     @Test func slotsSwapAndChoose() throws {

@@ -47,17 +47,21 @@ final class Harness {
 
     @discardableResult
     func register(_ relay: String, load: RelayLoad = RelayLoad(), region: String = "", sessions: [String] = []) throws -> Outcome {
-        try core.registerRelay(RegisterRelayRequest(relay: RelayInfo(relayId: relay, endpoint: "tcp://127.0.0.1:7\(relay.count)00",
+        try core.registerRelay(RegisterRelayRequest(relay: RelayInfo(relayId: relay, endpoint: Self.endpoint(of: relay),
                                                                      region: region, load: load), sessionIds: sessions), at: time)
     }
 
+    /// The endpoint `register` gives relay `relay`.
+    static func endpoint(of relay: String) -> String { "tcp://\(relay).relays.test:7300" }
+
     func create(maxPlayers: UInt32 = 2, spectators: UInt32 = 2, password: String = "", spectatePassword: String = "",
-                transport: Transport = .relay, key: String = "", region: String = "", source: String = "") throws -> CreateSessionResponse {
+                transport: Transport = .relay, key: String = "", region: String = "", source: String = "",
+                rtts: [String: UInt32] = [:]) throws -> CreateSessionResponse {
         let settings = SessionSettings(roomName: "room", content: smb, region: region, transport: transport,
                                        lanEndpoint: transport == .lan ? "tcp://10.0.0.2:7300" : "", maxPlayers: maxPlayers,
                                        spectatorsAllowed: spectators > 0, maxSpectators: spectators,
                                        playPassword: password, spectatePassword: spectatePassword)
-        let request = CreateSessionRequest(settings: settings, hostName: "alice", idempotencyKey: key)
+        let request = CreateSessionRequest(settings: settings, hostName: "alice", idempotencyKey: key, relayRtts: Self.rtts(rtts))
         try core.precheckCreate(request, source: source, at: time)
         let hasher = core.settings.passwordHasher
         let outcome = try core.create(request, source: source, playHash: password.isEmpty ? nil : hasher.hash(password),
@@ -69,9 +73,17 @@ final class Harness {
     /// Joins the way the service does: plan (reserving a password attempt), verify the password
     /// against the hashes, settle.
     func join(_ sessionId: String, name: String, role: Role = .player, password: String = "", content: ContentInfo = smb,
-              slot: UInt32 = 0, key: String = "", source: String = "") throws(ServiceError) -> JoinSessionResponse {
+              slot: UInt32 = 0, key: String = "", source: String = "", rtts: [String: UInt32] = [:]) throws(ServiceError) -> JoinSessionResponse {
+        try joinOutcome(sessionId, name: name, role: role, password: password, content: content, slot: slot, key: key, source: source,
+                        rtts: rtts).response
+    }
+
+    /// ``join(_:name:role:password:content:slot:key:source:rtts:)`` with the whole outcome.
+    func joinOutcome(_ sessionId: String, name: String, role: Role = .player, password: String = "", content: ContentInfo = smb,
+                     slot: UInt32 = 0, key: String = "", source: String = "",
+                     rtts: [String: UInt32] = [:]) throws(ServiceError) -> (response: JoinSessionResponse, outcome: Outcome) {
         let request = JoinSessionRequest(sessionId: sessionId, role: role, name: name, password: password, content: content,
-                                         preferredSlot: slot, idempotencyKey: key)
+                                         preferredSlot: slot, idempotencyKey: key, relayRtts: Self.rtts(rtts))
         let plan = try core.planJoin(request, source: source, at: time)
         var match = PasswordMatch.notNeeded
         if !plan.open {
@@ -79,7 +91,12 @@ final class Harness {
         }
         let outcome = try core.settleJoin(request, source: source, plan: plan, match: match, at: time)
         guard case .joinSessionResponse(let response) = outcome.reply else { fatalError("no join reply") }
-        return response
+        return (response, outcome)
+    }
+
+    /// Round trips (relay id -> ms) as a client reports them.
+    static func rtts(_ milliseconds: [String: UInt32]) -> [RelayRtt] {
+        milliseconds.sorted { $0.key < $1.key }.map { RelayRtt(relayId: $0.key, rttUs: $0.value * 1000) }
     }
 
     func session(_ id: String) -> SessionRecord { core.sessions[id]! }

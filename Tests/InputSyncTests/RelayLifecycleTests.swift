@@ -77,6 +77,21 @@ struct RelayLifecycleTests {
         #expect(rig.core.lifecycle.count == 0)
     }
 
+    @Test func aSessionTheCoordinatorMovedTellsItsPeersSoAndOneThatEndedSaysThat() throws {
+        let rig = RelayRig()
+        _ = try rig.attach(a, slot: 1)
+        _ = rig.transport.take(a)
+        rig.core.close(sessionIds: [rig.sessionId], moved: [rig.sessionId], now: rig.now)
+        #expect(rig.transport.take(a).contains { if case .detach(let d) = $0 { d.reason == .sessionMoved } else { false } },
+                "its peers ask the coordinator where it went")
+        #expect(rig.core.lifecycle.count == 0 || rig.core.lifecycle.take().ended.isEmpty, "not reported back as ended")
+        let again = RelayRig()
+        _ = try again.attach(a, slot: 1)
+        _ = again.transport.take(a)
+        again.core.close(sessionIds: [again.sessionId], now: again.now)
+        #expect(again.transport.take(a).contains { if case .detach(let d) = $0 { d.reason == .sessionEnded } else { false } })
+    }
+
     @Test func aRelayWithoutACoordinatorKeepsNoFacts() throws {
         let facts = LifecycleFacts(enabled: false)
         facts.started("s-1")

@@ -9,6 +9,8 @@ public struct CoordinatorSettings: Sendable {
     public var relayTTLMs: UInt32 = 6_000
     /// The refresh interval relays are told to keep.
     public var relayRefreshIntervalMs: UInt32 = 2_000
+    /// How players' measured round trips and relay load weigh when a relay is picked.
+    public var relayChoice = RelayChoicePolicy()
     /// Ended sessions stay queryable this long, then are deleted.
     public var endedRetentionMs: UInt64 = 600_000
     /// Active sessions at most (beyond: OVERLOADED).

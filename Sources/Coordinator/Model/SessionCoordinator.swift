@@ -61,6 +61,10 @@ public final class SessionCoordinator {
     private(set) var lobbiesBySource: [String: Int] = [:]
     /// Last activity per active session (monotonic ms): a change, or someone attached.
     private(set) var lastActivityMs: [String: UInt64] = [:]
+    /// Round trips each player measured to relays (session -> participant -> relay -> µs), as
+    /// reported at create and join. Soft state: a restarted coordinator picks by load until
+    /// players report again.
+    var measuredRtts: [String: [String: [String: UInt32]]] = [:]
     private var eventSequence: UInt64
     private var relayEventSequence: UInt64
 
@@ -69,6 +73,7 @@ public final class SessionCoordinator {
         self.store = store
         self.settings = settings
         relays = RelayRegistry(ttlMs: settings.relayTTLMs, refreshIntervalMs: settings.relayRefreshIntervalMs)
+        relays.choice = settings.relayChoice
         signer = JoinTicketSigner(keyRing: keyRing)
         tokens = ParticipantTokens(key: try store.participantTokenKey())
         admission = AdmissionPolicy(limits: .init(passwordAttemptsPerMinute: settings.passwordAttemptsPerMinute))
@@ -266,15 +271,17 @@ public final class SessionCoordinator {
         }
     }
 
-    /// Gives `session` a live relay when its own is gone (or it has none). Returns true when the
-    /// relay changed. NO_RELAY when no live relay can take it.
+    /// Gives `session` a live relay when its own is gone or draining (or it has none): the one nearest its
+    /// players (``RelayRegistry/pick(region:rtts:nowMs:)``). Returns true when the relay changed.
+    /// NO_RELAY when no live relay can take it.
     func ensureRelay(_ session: inout SessionRecord, at time: CoordinatorTime) throws(ServiceError) -> Bool {
         guard session.settings.transport != .lan else { return false }
-        if !session.relayId.isEmpty, relays.isLive(session.relayId, nowMs: time.monotonicMs) { return false }
-        guard let relay = relays.pick(region: session.settings.region, nowMs: time.monotonicMs) else {
+        if !session.relayId.isEmpty, relays.isLive(session.relayId, nowMs: time.monotonicMs),
+           relays.entry(session.relayId)?.info.draining != true { return false }
+        guard let relay = relays.pick(region: session.settings.region, rtts: playerRtts(session), nowMs: time.monotonicMs) else {
             throw ServiceError(.noRelay, "No live relay can take the session; retry shortly.", retryAfterMs: 1_000)
         }
-        if !session.relayId.isEmpty { relays.scheduleClose(session.sessionId, on: session.relayId) }
+        if !session.relayId.isEmpty { relays.scheduleClose(session.sessionId, on: session.relayId, moved: true) }
         session.relayId = relay.relayId
         session.relayEndpoint = relay.endpoint
         return true

@@ -74,6 +74,7 @@ extension SessionCoordinator {
         var session = SessionRecord(sessionId: sessionId, state: .lobby, settings: settings, playPasswordHash: playHash,
                                     spectatePasswordHash: spectateHash, hostParticipantId: hostId, relayId: "", relayEndpoint: "",
                                     createdAtUnixMs: time.unixMs, idempotencyKey: request.idempotencyKey, participants: [host])
+        noteRtts(request.relayRtts, session: sessionId, participant: hostId)
         _ = try ensureRelay(&session, at: time)
         let ticket = try ticket(session, host, at: time)
         var changes: [StoreChange] = [.saveSession(session), .saveParticipant(sessionId: sessionId, host)]
@@ -166,14 +167,21 @@ extension SessionCoordinator {
             outcome.events.append(event(role == .player ? .playerJoined : .spectatorJoined, session,
                                         participant: participant.participantId, at: time))
         }
+        if role == .player { noteRtts(request.relayRtts, session: session.sessionId, participant: participant.participantId) }
         if try ensureRelay(&session, at: time) {
             session.version += 1
             outcome.events.append(event(.relayAssigned, session, at: time))
+        }
+        let movedFrom = moveNearer(&session, at: time)
+        if movedFrom != nil {
+            session.version += 1
+            outcome.events.append(event(.relayAssigned, session, reason: "moved to relay \(session.relayId), nearer to its players", at: time))
         }
         changes.insert(.updateSession(session), at: 0)
         let ticket = try ticket(session, participant, at: time)
         if let ticket { changes.append(.saveTicket(ticket)) }
         try commit(session, changes, at: time)
+        if let movedFrom { outcome.detach += closeMoved(session, from: movedFrom) }
         outcome.reply = .joinSessionResponse(JoinSessionResponse(
             session: session.info, participantId: participant.participantId,
             participantToken: tokens.token(sessionId: session.sessionId, participantId: participant.participantId),

@@ -17,7 +17,7 @@ extension SessionCoordinator {
         for sessionId in request.sessionIds {
             let session = sessions[sessionId]
             if session == nil || !session!.isActive || session!.relayId != info.relayId {
-                relays.scheduleClose(sessionId, on: info.relayId)
+                relays.scheduleClose(sessionId, on: info.relayId, moved: session?.isActive == true)
             }
         }
         var outcome = Outcome(reply: .registerRelayResponse(RegisterRelayResponse(
@@ -32,7 +32,8 @@ extension SessionCoordinator {
         let attachChanged = notePresence(on: request.relayId, attached: Dictionary(
             request.presence.map { ($0.sessionId, Set($0.connectedParticipantIds)) }, uniquingKeysWith: { first, _ in first }), nowMs: time.monotonicMs)
         var outcome = applyRelayFacts(request, at: time)
-        outcome.reply = .refreshRelayResponse(RefreshRelayResponse(closeSessionIds: relays.takeCloses(for: request.relayId)))
+        let closes = relays.takeCloses(for: request.relayId)
+        outcome.reply = .refreshRelayResponse(RefreshRelayResponse(closeSessionIds: closes.close, movedSessionIds: closes.moved))
         // Who is attached shows in the session's events too, not only in requests for it.
         outcome.events += attachChanged.compactMap { id in
             sessions[id].flatMap { $0.isActive ? event(.slotsChanged, $0, reason: "presence", at: time) : nil }
@@ -63,7 +64,8 @@ extension SessionCoordinator {
         orderedIds.filter { sessions[$0].map { $0.isActive && $0.relayId == relayId } ?? false }
     }
 
-    /// Periodic upkeep: drops stale relays (their sessions get a new relay when peers renew);
+    /// Periodic upkeep: drops stale relays (their sessions fail over to the live relay nearest
+    /// their players, ``failOver(from:at:)``);
     /// with `housekeeping`, also deletes sessions ended longer ago than the retention and forgets
     /// expired tickets (both scan more, so the service does them less often).
     public func maintain(at time: CoordinatorTime, housekeeping: Bool = false) -> Outcome {
@@ -73,11 +75,15 @@ extension SessionCoordinator {
             notePresence(on: dropped.relayId, attached: [:], nowMs: time.monotonicMs)  // nobody can be attached to a relay that is gone
             outcome.relayEvents.append(relayEvent(.dropped, dropped, sessions: sessionIds(on: dropped.relayId), at: time))
             for room in retroArch.drop(relayId: dropped.relayId) { outcome.retroArchRooms[room] = .some(nil) }
+            let moved = failOver(from: dropped.relayId, at: time)
+            outcome.events += moved.events
+            outcome.touched += moved.touched
         }
         guard housekeeping else { return outcome }
         let cutoff = time.unixMs > settings.endedRetentionMs ? time.unixMs - settings.endedRetentionMs : 0
         let expired = sessions.values.filter { $0.state == .ended && $0.endedAtUnixMs < cutoff }.map(\.sessionId)
         for sessionId in expired { try? forget(sessionId) }
+        pruneMeasuredRtts()
         try? store.apply([.deleteTickets(expiredBeforeUnixMs: time.unixMs)])
         return outcome
     }

@@ -2,9 +2,9 @@ import NetplayService
 import NetplayWire
 
 /// The relay (sync replica) registry: replicas register and refresh with their load; a new
-/// session goes to the least-loaded live replica; a replica that misses its TTL is dropped, and
-/// its sessions get a new relay when their peers next ask for a ticket. Pure logic on the
-/// reactor thread; time is passed in as monotonic milliseconds.
+/// session goes to the live replica nearest its players (their measured round trips), the
+/// least-loaded one between equals; a replica that misses its TTL is dropped (its sessions fail
+/// over to another). Pure logic on the reactor thread; time is passed in as monotonic milliseconds.
 public final class RelayRegistry {
     /// One relay as tracked.
     public struct Entry: Sendable, Equatable {
@@ -18,10 +18,13 @@ public final class RelayRegistry {
     public let ttlMs: UInt32
     /// The refresh interval relays are told to keep.
     public let refreshIntervalMs: UInt32
+    /// How round trips and load weigh in ``pick(region:rtts:nowMs:)``.
+    public var choice = RelayChoicePolicy()
     private(set) var entries: [String: Entry] = [:]
     /// Active sessions assigned to each relay by this coordinator (kept by the owner).
     public var assigned: [String: Int] = [:]
-    private var pendingClose: [String: Set<String>] = [:]
+    /// Per relay, sessions it should close, each with whether it moved to another relay.
+    private var pendingClose: [String: [String: Bool]] = [:]
 
     /// Creates an empty registry.
     public init(ttlMs: UInt32, refreshIntervalMs: UInt32) {
@@ -83,24 +86,58 @@ public final class RelayRegistry {
         return stale.sorted { $0.relayId < $1.relayId }
     }
 
-    /// The least-loaded live relay that accepts sessions: fewest sessions (the larger of what it
-    /// reported and what this coordinator assigned), relative to capacity when one is set; then
-    /// fewest peers; then relay id. Relays in `region` are preferred when any is available.
-    public func pick(region: String, nowMs: UInt64) -> RelayInfo? {
+    /// The relay for a session: among live relays that accept sessions (not draining, below
+    /// capacity), the one whose worst round trip among `rtts` (one map a player: relay id ->
+    /// measured round trip, microseconds) is smallest. Relays within ``RelayChoicePolicy/rttToleranceUs``
+    /// of that count as equally near; a relay at or above ``RelayChoicePolicy/loadCapPercent`` of its
+    /// capacity is taken only when every candidate is. Between equals: a relay in `region`, then
+    /// the least loaded (``pickLeastLoaded(_:)``). A relay some player did not measure ranks
+    /// after every relay all of them measured. Without measurements: relays in `region` when
+    /// any is available, the least loaded of them.
+    public func pick(region: String, rtts: [[String: UInt32]] = [], nowMs: UInt64) -> RelayInfo? {
         let candidates = entries.values.filter { entry in
             guard nowMs < entry.lastSeenMs + UInt64(ttlMs), !entry.info.draining else { return false }
             let capacity = entry.info.load?.capacitySessions ?? 0
             return capacity == 0 || sessions(of: entry) < Int(capacity)
         }
-        let regional = region.isEmpty ? [] : candidates.filter { $0.info.region == region }
-        let pool = regional.isEmpty ? candidates : regional
-        return pool.min { a, b in
+        let measured = rtts.filter { !$0.isEmpty }
+        guard !measured.isEmpty else {
+            let regional = region.isEmpty ? [] : candidates.filter { $0.info.region == region }
+            return pickLeastLoaded(regional.isEmpty ? candidates : regional)?.info
+        }
+        let uncapped = candidates.filter { !isOverLoadCap($0) }
+        let pool = uncapped.isEmpty ? candidates : uncapped
+        let worst = Dictionary(uniqueKeysWithValues: pool.map { ($0.info.relayId, Self.worstRtt(to: $0.info.relayId, among: measured)) })
+        guard let best = worst.values.min() else { return nil }
+        let tolerance = UInt64(choice.rttToleranceUs)
+        let limit = best > UInt64.max - tolerance ? UInt64.max : best + tolerance
+        let near = pool.filter { worst[$0.info.relayId]! <= limit }
+        let regional = region.isEmpty ? [] : near.filter { $0.info.region == region }
+        return pickLeastLoaded(regional.isEmpty ? near : regional)?.info
+    }
+
+    /// The largest round trip to `relayId` among `rtts` (microseconds; `UInt64.max` when a
+    /// player did not measure it).
+    public static func worstRtt(to relayId: String, among rtts: [[String: UInt32]]) -> UInt64 {
+        rtts.reduce(0) { worst, player in max(worst, player[relayId].map(UInt64.init) ?? .max) }
+    }
+
+    /// Whether a relay is at or above the load cap of its capacity (never without a capacity).
+    private func isOverLoadCap(_ entry: Entry) -> Bool {
+        let capacity = entry.info.load?.capacitySessions ?? 0
+        return capacity > 0 && sessions(of: entry) * 100 >= Int(capacity) * Int(choice.loadCapPercent)
+    }
+
+    /// Fewest sessions (the larger of what a relay reported and what this coordinator assigned),
+    /// relative to capacity when one is set; then fewest peers; then relay id.
+    private func pickLeastLoaded(_ pool: [Entry]) -> Entry? {
+        pool.min { a, b in
             let (la, lb) = (score(a), score(b))
             if la != lb { return la < lb }
             let (pa, pb) = (a.info.load?.peers ?? 0, b.info.load?.peers ?? 0)
             if pa != pb { return pa < pb }
             return a.info.relayId < b.info.relayId
-        }?.info
+        }
     }
 
     private func sessions(of entry: Entry) -> Int {
@@ -113,19 +150,20 @@ public final class RelayRegistry {
         return capacity == 0 ? count : count / Double(capacity) * 1_000_000
     }
 
-    /// Notes that `relayId` should close `sessionId` (ended, or moved to another relay); it learns
-    /// so in its next refresh reply.
-    public func scheduleClose(_ sessionId: String, on relayId: String) {
+    /// Notes that `relayId` should close `sessionId` (`moved`: it moved to another relay; else it
+    /// ended); it learns so in its next refresh reply.
+    public func scheduleClose(_ sessionId: String, on relayId: String, moved: Bool = false) {
         guard !relayId.isEmpty, entries[relayId] != nil else { return }
-        pendingClose[relayId, default: []].insert(sessionId)
+        pendingClose[relayId, default: [:]][sessionId] = moved
     }
 
-    /// Takes (up to 1000 of) the sessions `relayId` should close.
-    public func takeCloses(for relayId: String) -> [String] {
-        guard var pending = pendingClose[relayId], !pending.isEmpty else { return [] }
-        let batch = Array(pending.sorted().prefix(1000))
-        pending.subtract(batch)
+    /// Takes (up to 1000 of) the sessions `relayId` should close, and which of them moved.
+    public func takeCloses(for relayId: String) -> (close: [String], moved: [String]) {
+        guard var pending = pendingClose[relayId], !pending.isEmpty else { return ([], []) }
+        let batch = Array(pending.keys.sorted().prefix(1000))
+        let moved = batch.filter { pending[$0] == true }
+        for id in batch { pending[id] = nil }
         pendingClose[relayId] = pending.isEmpty ? nil : pending
-        return batch
+        return (batch, moved)
     }
 }

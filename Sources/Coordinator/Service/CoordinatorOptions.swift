@@ -23,6 +23,12 @@ public struct CoordinatorOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Refresh interval relays are told to keep, seconds (env NETPLAY_RELAY_REFRESH_INTERVAL, default 2).", valueName: "seconds"))
     public var relayRefreshInterval: String?
 
+    @Option(help: ArgumentHelp("Relays whose worst player round trip is within this of the nearest relay's count as equally near, and load decides, milliseconds (env NETPLAY_RELAY_RTT_TOLERANCE, default 10).", valueName: "ms"))
+    public var relayRttTolerance: String?
+
+    @Option(help: ArgumentHelp("A relay holding this percentage of its capacity or more gets a new session only when every relay does (env NETPLAY_RELAY_LOAD_CAP, default 80).", valueName: "percent"))
+    public var relayLoadCap: String?
+
     @Option(help: ArgumentHelp("TTL asked for lobby rooms, seconds (env NETPLAY_ROOM_TTL, default 60).", valueName: "seconds"))
     public var roomTTL: String?
 
@@ -90,6 +96,10 @@ public struct CoordinatorOptions: ParsableArguments, Sendable {
             throw ValidationError("--relay-refresh-interval (\(refresh) s) must be shorter than --relay-ttl")
         }
         settings.relayRefreshIntervalMs = UInt32(refresh * 1000)
+        settings.relayChoice.rttToleranceUs = UInt32(try resolver.number(relayRttTolerance, "NETPLAY_RELAY_RTT_TOLERANCE",
+                                                                         name: "--relay-rtt-tolerance", default: 10, range: 0...10_000) * 1000)
+        settings.relayChoice.loadCapPercent = UInt32(try resolver.integer(relayLoadCap, "NETPLAY_RELAY_LOAD_CAP", name: "--relay-load-cap",
+                                                                          default: 80, range: 1...100))
         configuration.roomTTLMs = UInt32(try resolver.number(roomTTL, "NETPLAY_ROOM_TTL", name: "--room-ttl", default: 60,
                                                              range: 0.5...600) * 1000)
         settings.endedRetentionMs = UInt64(try resolver.number(endedRetention, "NETPLAY_ENDED_RETENTION", name: "--ended-retention",

@@ -437,18 +437,38 @@ public struct CreateSessionRequest: Sendable, Hashable {
     public var preferredSlot: UInt32
     /// Client-chosen id making retries idempotent ("" = none).
     public var idempotencyKey: String
+    /// The host's measured round trips to candidate relays (ListRelaysRequest, then a Ping on each
+    /// relay's public endpoint); the coordinator picks the relay with the smallest worst round
+    /// trip among the players.
+    public var relayRtts: [RelayRtt]
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
         settings: SessionSettings = SessionSettings(),
         hostName: String = "",
         preferredSlot: UInt32 = 0,
-        idempotencyKey: String = ""
+        idempotencyKey: String = "",
+        relayRtts: [RelayRtt] = []
     ) {
         self.settings = settings
         self.hostName = hostName
         self.preferredSlot = preferredSlot
         self.idempotencyKey = idempotencyKey
+        self.relayRtts = relayRtts
+    }
+}
+
+/// A client's round trip to one relay, measured with Ping/Pong on the relay's public endpoint.
+public struct RelayRtt: Sendable, Hashable {
+    /// The relay (RelayInfo.relay_id).
+    public var relayId: String
+    /// The measured round trip, microseconds (the best of a few pings).
+    public var rttUs: UInt32
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(relayId: String = "", rttUs: UInt32 = 0) {
+        self.relayId = relayId
+        self.rttUs = rttUs
     }
 }
 
@@ -494,6 +514,9 @@ public struct JoinSessionRequest: Sendable, Hashable {
     public var preferredSlot: UInt32
     /// Client-chosen id making retries idempotent.
     public var idempotencyKey: String
+    /// The joiner's measured round trips to candidate relays (players only count; see
+    /// CreateSessionRequest.relay_rtts).
+    public var relayRtts: [RelayRtt]
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -503,7 +526,8 @@ public struct JoinSessionRequest: Sendable, Hashable {
         password: String = "",
         content: ContentInfo = ContentInfo(),
         preferredSlot: UInt32 = 0,
-        idempotencyKey: String = ""
+        idempotencyKey: String = "",
+        relayRtts: [RelayRtt] = []
     ) {
         self.sessionId = sessionId
         self.role = role
@@ -512,6 +536,7 @@ public struct JoinSessionRequest: Sendable, Hashable {
         self.content = content
         self.preferredSlot = preferredSlot
         self.idempotencyKey = idempotencyKey
+        self.relayRtts = relayRtts
     }
 }
 
@@ -1049,10 +1074,14 @@ public struct RefreshRelayResponse: Sendable, Hashable {
     /// Sessions the coordinator believes this relay serves and that it should close (ended,
     /// reassigned).
     public var closeSessionIds: [String]
+    /// Of those, the sessions that moved to another relay (its peers are told SESSION_MOVED, so
+    /// they ask the coordinator where to attach; the rest are told SESSION_ENDED).
+    public var movedSessionIds: [String]
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
-    public init(closeSessionIds: [String] = []) {
+    public init(closeSessionIds: [String] = [], movedSessionIds: [String] = []) {
         self.closeSessionIds = closeSessionIds
+        self.movedSessionIds = movedSessionIds
     }
 }
 
@@ -1964,6 +1993,20 @@ extension CreateSessionRequest: WireMessage, _CMessage {
             try _wireCheckString(self.idempotencyKey, "CreateSessionRequest.idempotency_key", maxLen: 64, required: false)
         }
         if !self.idempotencyKey.isEmpty { c.pointee.idempotency_key = arena.cString(self.idempotencyKey) }
+        if !self.relayRtts.isEmpty {
+            let values = self.relayRtts
+            if validate {
+                try _wireCheckCount(values.count, 32, "CreateSessionRequest.relay_rtts")
+            }
+            c.pointee.n_relay_rtts = values.count
+            let array = arena.allocate(UnsafeMutablePointer<Netplay__V1__RelayRtt>?.self, count: values.count)
+            for i in 0..<values.count {
+                let p = arena.allocate(Netplay__V1__RelayRtt.self)
+                try values[i]._fill(p, arena, validate)
+                array[i] = p
+            }
+            c.pointee.relay_rtts = array
+        }
     }
 
     init(_c c: UnsafePointer<Netplay__V1__CreateSessionRequest>) throws(WireError) {
@@ -1972,6 +2015,20 @@ extension CreateSessionRequest: WireMessage, _CMessage {
         self.hostName = try _wireReadString(c.pointee.host_name, "CreateSessionRequest.host_name", maxLen: 64, required: true)
         self.preferredSlot = try _wireCheckedRange(c.pointee.preferred_slot, 0...8, "CreateSessionRequest.preferred_slot")
         self.idempotencyKey = try _wireReadString(c.pointee.idempotency_key, "CreateSessionRequest.idempotency_key", maxLen: 64, required: false)
+        do {
+            let n = c.pointee.n_relay_rtts
+            try _wireCheckCount(n, 32, "CreateSessionRequest.relay_rtts")
+            var values: [RelayRtt] = []
+            if n > 0 {
+                guard let array = c.pointee.relay_rtts else { throw .missingField("CreateSessionRequest.relay_rtts") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    guard let p = array[i] else { throw .missingField("CreateSessionRequest.relay_rtts") }
+                    values.append(try RelayRtt(_c: p))
+                }
+            }
+            self.relayRtts = values
+        }
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -1980,6 +2037,67 @@ extension CreateSessionRequest: WireMessage, _CMessage {
         w.key("hostName"); w.string(self.hostName)
         w.key("preferredSlot"); w.integer(self.preferredSlot)
         w.key("idempotencyKey"); w.string(self.idempotencyKey)
+        w.key("relayRtts"); w.openArray()
+        for e in self.relayRtts { e._json(&w) }
+        w.closeArray()
+        w.close()
+    }
+}
+
+extension RelayRtt: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "RelayRtt" }
+
+    typealias CStruct = Netplay__V1__RelayRtt
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__RelayRtt>? {
+        netplay__v1__relay_rtt__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__RelayRtt>) { netplay__v1__relay_rtt__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__RelayRtt>) -> Int { netplay__v1__relay_rtt__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__RelayRtt>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__relay_rtt__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `RelayRtt` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `RelayRtt` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__RelayRtt>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__relay_rtt__init(c)
+        if validate {
+            try _wireCheckString(self.relayId, "RelayRtt.relay_id", maxLen: 64, required: true)
+        }
+        if !self.relayId.isEmpty { c.pointee.relay_id = arena.cString(self.relayId) }
+        if validate {
+            try _wireCheckRange(self.rttUs, 1...60000000, "RelayRtt.rtt_us")
+        }
+        c.pointee.rtt_us = self.rttUs
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__RelayRtt>) throws(WireError) {
+        self.relayId = try _wireReadString(c.pointee.relay_id, "RelayRtt.relay_id", maxLen: 64, required: true)
+        self.rttUs = try _wireCheckedRange(c.pointee.rtt_us, 1...60000000, "RelayRtt.rtt_us")
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("relayId"); w.string(self.relayId)
+        w.key("rttUs"); w.integer(self.rttUs)
         w.close()
     }
 }
@@ -2118,6 +2236,20 @@ extension JoinSessionRequest: WireMessage, _CMessage {
             try _wireCheckString(self.idempotencyKey, "JoinSessionRequest.idempotency_key", maxLen: 64, required: false)
         }
         if !self.idempotencyKey.isEmpty { c.pointee.idempotency_key = arena.cString(self.idempotencyKey) }
+        if !self.relayRtts.isEmpty {
+            let values = self.relayRtts
+            if validate {
+                try _wireCheckCount(values.count, 32, "JoinSessionRequest.relay_rtts")
+            }
+            c.pointee.n_relay_rtts = values.count
+            let array = arena.allocate(UnsafeMutablePointer<Netplay__V1__RelayRtt>?.self, count: values.count)
+            for i in 0..<values.count {
+                let p = arena.allocate(Netplay__V1__RelayRtt.self)
+                try values[i]._fill(p, arena, validate)
+                array[i] = p
+            }
+            c.pointee.relay_rtts = array
+        }
     }
 
     init(_c c: UnsafePointer<Netplay__V1__JoinSessionRequest>) throws(WireError) {
@@ -2129,6 +2261,20 @@ extension JoinSessionRequest: WireMessage, _CMessage {
         self.content = try ContentInfo(_c: p_content)
         self.preferredSlot = try _wireCheckedRange(c.pointee.preferred_slot, 0...8, "JoinSessionRequest.preferred_slot")
         self.idempotencyKey = try _wireReadString(c.pointee.idempotency_key, "JoinSessionRequest.idempotency_key", maxLen: 64, required: false)
+        do {
+            let n = c.pointee.n_relay_rtts
+            try _wireCheckCount(n, 32, "JoinSessionRequest.relay_rtts")
+            var values: [RelayRtt] = []
+            if n > 0 {
+                guard let array = c.pointee.relay_rtts else { throw .missingField("JoinSessionRequest.relay_rtts") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    guard let p = array[i] else { throw .missingField("JoinSessionRequest.relay_rtts") }
+                    values.append(try RelayRtt(_c: p))
+                }
+            }
+            self.relayRtts = values
+        }
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -2140,6 +2286,9 @@ extension JoinSessionRequest: WireMessage, _CMessage {
         w.key("content"); self.content._json(&w)
         w.key("preferredSlot"); w.integer(self.preferredSlot)
         w.key("idempotencyKey"); w.string(self.idempotencyKey)
+        w.key("relayRtts"); w.openArray()
+        for e in self.relayRtts { e._json(&w) }
+        w.closeArray()
         w.close()
     }
 }
@@ -3824,6 +3973,19 @@ extension RefreshRelayResponse: WireMessage, _CMessage {
             for i in 0..<values.count { array[i] = arena.cString(values[i]) }
             c.pointee.close_session_ids = array
         }
+        if !self.movedSessionIds.isEmpty {
+            let values = self.movedSessionIds
+            if validate {
+                try _wireCheckCount(values.count, 1000, "RefreshRelayResponse.moved_session_ids")
+                for e in values {
+                    try _wireCheckString(e, "RefreshRelayResponse.moved_session_ids", maxLen: 64, required: false)
+                }
+            }
+            c.pointee.n_moved_session_ids = values.count
+            let array = arena.allocate(UnsafeMutablePointer<CChar>?.self, count: values.count)
+            for i in 0..<values.count { array[i] = arena.cString(values[i]) }
+            c.pointee.moved_session_ids = array
+        }
     }
 
     init(_c c: UnsafePointer<Netplay__V1__RefreshRelayResponse>) throws(WireError) {
@@ -3840,12 +4002,28 @@ extension RefreshRelayResponse: WireMessage, _CMessage {
             }
             self.closeSessionIds = values
         }
+        do {
+            let n = c.pointee.n_moved_session_ids
+            try _wireCheckCount(n, 1000, "RefreshRelayResponse.moved_session_ids")
+            var values: [String] = []
+            if n > 0 {
+                guard let array = c.pointee.moved_session_ids else { throw .missingField("RefreshRelayResponse.moved_session_ids") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    values.append(try _wireReadString(array[i], "RefreshRelayResponse.moved_session_ids", maxLen: 64, required: false))
+                }
+            }
+            self.movedSessionIds = values
+        }
     }
 
     func _json(_ w: inout _JSONWriter) {
         w.open()
         w.key("closeSessionIds"); w.openArray()
         for e in self.closeSessionIds { w.string(e) }
+        w.closeArray()
+        w.key("movedSessionIds"); w.openArray()
+        for e in self.movedSessionIds { w.string(e) }
         w.closeArray()
         w.close()
     }

@@ -47,8 +47,11 @@ public enum DetachReason: Int32, Sendable, Hashable, CaseIterable, CustomStringC
     case relayShutdown = 6
     /// The peer broke the protocol (inputs for another slot, bad sizes).
     case protocolError = 7
+    /// The coordinator moved the session to another relay (a nearer one for its players, or
+    /// this one is leaving); renew the ticket at the coordinator and attach where it names.
+    case sessionMoved = 8
 
-    /// The value's name in the schema, e.g. `DETACH_REASON_PROTOCOL_ERROR`.
+    /// The value's name in the schema, e.g. `DETACH_REASON_SESSION_MOVED`.
     public var protoName: String {
         switch self {
         case .unspecified: "DETACH_REASON_UNSPECIFIED"
@@ -59,6 +62,7 @@ public enum DetachReason: Int32, Sendable, Hashable, CaseIterable, CustomStringC
         case .timeout: "DETACH_REASON_TIMEOUT"
         case .relayShutdown: "DETACH_REASON_RELAY_SHUTDOWN"
         case .protocolError: "DETACH_REASON_PROTOCOL_ERROR"
+        case .sessionMoved: "DETACH_REASON_SESSION_MOVED"
         }
     }
 

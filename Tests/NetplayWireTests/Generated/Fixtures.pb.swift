@@ -192,7 +192,18 @@ extension CreateSessionRequest {
             settings: SessionSettings.sample,
             hostName: "host_name-2",
             preferredSlot: 8,
-            idempotencyKey: "idempotency_key-4"
+            idempotencyKey: "idempotency_key-4",
+            relayRtts: [RelayRtt.sample, RelayRtt.sample]
+        )
+    }
+}
+
+extension RelayRtt {
+    /// A `RelayRtt` with every field set to a non-default, valid value.
+    static var sample: RelayRtt {
+        RelayRtt(
+            relayId: "relay_id-1",
+            rttUs: 60000000
         )
     }
 }
@@ -219,7 +230,8 @@ extension JoinSessionRequest {
             password: "password-4",
             content: ContentInfo.sample,
             preferredSlot: 8,
-            idempotencyKey: "idempotency_key-7"
+            idempotencyKey: "idempotency_key-7",
+            relayRtts: [RelayRtt.sample, RelayRtt.sample]
         )
     }
 }
@@ -481,7 +493,8 @@ extension RefreshRelayResponse {
     /// A `RefreshRelayResponse` with every field set to a non-default, valid value.
     static var sample: RefreshRelayResponse {
         RefreshRelayResponse(
-            closeSessionIds: ["close_session_ids-1", "close_session_ids-2"]
+            closeSessionIds: ["close_session_ids-1", "close_session_ids-2"],
+            movedSessionIds: ["moved_session_ids-2", "moved_session_ids-3"]
         )
     }
 }
@@ -1231,7 +1244,7 @@ extension Detach {
     /// A `Detach` with every field set to a non-default, valid value.
     static var sample: Detach {
         Detach(
-            reason: .protocolError,
+            reason: .sessionMoved,
             message: "message-2"
         )
     }
@@ -1242,7 +1255,7 @@ extension CloseRelaySessionRequest {
     static var sample: CloseRelaySessionRequest {
         CloseRelaySessionRequest(
             sessionId: "session_id-1",
-            reason: .protocolError,
+            reason: .sessionMoved,
             message: "message-3"
         )
     }
@@ -1254,7 +1267,7 @@ extension DisconnectPeerRequest {
         DisconnectPeerRequest(
             sessionId: "session_id-1",
             participantId: "participant_id-2",
-            reason: .protocolError,
+            reason: .sessionMoved,
             message: "message-4"
         )
     }
@@ -1472,6 +1485,7 @@ let allMessageSamples: [any WireMessage] = [
     SessionInfo.sample,
     JoinTicket.sample,
     CreateSessionRequest.sample,
+    RelayRtt.sample,
     CreateSessionResponse.sample,
     JoinSessionRequest.sample,
     JoinSessionResponse.sample,
@@ -1566,7 +1580,7 @@ let allMessageSamples: [any WireMessage] = [
 ]
 
 /// The number of messages in the schema (Envelope excluded).
-let schemaMessageCount = 104
+let schemaMessageCount = 105
 
 /// The number of members of the `Envelope.body` oneof in the schema.
 let schemaBodyMemberCount = 83
@@ -1950,6 +1964,31 @@ let wireViolations: [WireViolation] = [
         expected: .tooLong(field: "CreateSessionRequest.idempotency_key", limit: 64)
     ),
     WireViolation(
+        label: "CreateSessionRequest.relay_rtts @max_count 32",
+        body: { var m = CreateSessionRequest.sample; m.relayRtts = Array(repeating: RelayRtt.sample, count: 33); return .createSessionRequest(m) }(),
+        expected: .tooLong(field: "CreateSessionRequest.relay_rtts", limit: 32)
+    ),
+    WireViolation(
+        label: "RelayRtt.relay_id @max_len 64",
+        body: { var m = CreateSessionRequest.sample; m.relayRtts[0].relayId = String(repeating: "x", count: 65); return .createSessionRequest(m) }(),
+        expected: .tooLong(field: "RelayRtt.relay_id", limit: 64)
+    ),
+    WireViolation(
+        label: "RelayRtt.relay_id @required",
+        body: { var m = CreateSessionRequest.sample; m.relayRtts[0].relayId = ""; return .createSessionRequest(m) }(),
+        expected: .missingField("RelayRtt.relay_id")
+    ),
+    WireViolation(
+        label: "RelayRtt.rtt_us @range 1..60000000 (60000001)",
+        body: { var m = CreateSessionRequest.sample; m.relayRtts[0].rttUs = 60000001; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "RelayRtt.rtt_us", detail: "60000001 is outside 1...60000000")
+    ),
+    WireViolation(
+        label: "RelayRtt.rtt_us @range 1..60000000 (0)",
+        body: { var m = CreateSessionRequest.sample; m.relayRtts[0].rttUs = 0; return .createSessionRequest(m) }(),
+        expected: .outOfRange(field: "RelayRtt.rtt_us", detail: "0 is outside 1...60000000")
+    ),
+    WireViolation(
         label: "CreateSessionResponse.participant_id @max_len 64",
         body: { var m = CreateSessionResponse.sample; m.participantId = String(repeating: "x", count: 65); return .createSessionResponse(m) }(),
         expected: .tooLong(field: "CreateSessionResponse.participant_id", limit: 64)
@@ -1993,6 +2032,11 @@ let wireViolations: [WireViolation] = [
         label: "JoinSessionRequest.idempotency_key @max_len 64",
         body: { var m = JoinSessionRequest.sample; m.idempotencyKey = String(repeating: "x", count: 65); return .joinSessionRequest(m) }(),
         expected: .tooLong(field: "JoinSessionRequest.idempotency_key", limit: 64)
+    ),
+    WireViolation(
+        label: "JoinSessionRequest.relay_rtts @max_count 32",
+        body: { var m = JoinSessionRequest.sample; m.relayRtts = Array(repeating: RelayRtt.sample, count: 33); return .joinSessionRequest(m) }(),
+        expected: .tooLong(field: "JoinSessionRequest.relay_rtts", limit: 32)
     ),
     WireViolation(
         label: "JoinSessionResponse.participant_id @max_len 64",
@@ -2488,6 +2532,16 @@ let wireViolations: [WireViolation] = [
         label: "RefreshRelayResponse.close_session_ids @max_len 64",
         body: { var m = RefreshRelayResponse.sample; m.closeSessionIds = [String(repeating: "x", count: 65)]; return .refreshRelayResponse(m) }(),
         expected: .tooLong(field: "RefreshRelayResponse.close_session_ids", limit: 64)
+    ),
+    WireViolation(
+        label: "RefreshRelayResponse.moved_session_ids @max_count 1000",
+        body: { var m = RefreshRelayResponse.sample; m.movedSessionIds = Array(repeating: "moved_session_ids-2", count: 1001); return .refreshRelayResponse(m) }(),
+        expected: .tooLong(field: "RefreshRelayResponse.moved_session_ids", limit: 1000)
+    ),
+    WireViolation(
+        label: "RefreshRelayResponse.moved_session_ids @max_len 64",
+        body: { var m = RefreshRelayResponse.sample; m.movedSessionIds = [String(repeating: "x", count: 65)]; return .refreshRelayResponse(m) }(),
+        expected: .tooLong(field: "RefreshRelayResponse.moved_session_ids", limit: 64)
     ),
     WireViolation(
         label: "ListRelaysResponse.relays @max_count 256",
@@ -3437,4 +3491,4 @@ let wireViolations: [WireViolation] = [
 ]
 
 /// The number of validation rules in the schema reachable from an Envelope body.
-let schemaViolationCount = 370
+let schemaViolationCount = 378

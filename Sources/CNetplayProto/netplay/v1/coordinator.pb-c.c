@@ -322,6 +322,51 @@ void   netplay__v1__create_session_request__free_unpacked
   assert(message->base.descriptor == &netplay__v1__create_session_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   netplay__v1__relay_rtt__init
+                     (Netplay__V1__RelayRtt         *message)
+{
+  static const Netplay__V1__RelayRtt init_value = NETPLAY__V1__RELAY_RTT__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__relay_rtt__get_packed_size
+                     (const Netplay__V1__RelayRtt *message)
+{
+  assert(message->base.descriptor == &netplay__v1__relay_rtt__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__relay_rtt__pack
+                     (const Netplay__V1__RelayRtt *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__relay_rtt__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__relay_rtt__pack_to_buffer
+                     (const Netplay__V1__RelayRtt *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__relay_rtt__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__RelayRtt *
+       netplay__v1__relay_rtt__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__RelayRtt *)
+     protobuf_c_message_unpack (&netplay__v1__relay_rtt__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__relay_rtt__free_unpacked
+                     (Netplay__V1__RelayRtt *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__relay_rtt__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   netplay__v1__create_session_response__init
                      (Netplay__V1__CreateSessionResponse         *message)
 {
@@ -2683,7 +2728,7 @@ const ProtobufCMessageDescriptor netplay__v1__join_ticket__descriptor =
   (ProtobufCMessageInit) netplay__v1__join_ticket__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__create_session_request__field_descriptors[4] =
+static const ProtobufCFieldDescriptor netplay__v1__create_session_request__field_descriptors[5] =
 {
   {
     "settings",
@@ -2733,17 +2778,30 @@ static const ProtobufCFieldDescriptor netplay__v1__create_session_request__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "relay_rtts",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__CreateSessionRequest, n_relay_rtts),
+    offsetof(Netplay__V1__CreateSessionRequest, relay_rtts),
+    &netplay__v1__relay_rtt__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__create_session_request__field_indices_by_name[] = {
   1,   /* field[1] = host_name */
   3,   /* field[3] = idempotency_key */
   2,   /* field[2] = preferred_slot */
+  4,   /* field[4] = relay_rtts */
   0,   /* field[0] = settings */
 };
 static const ProtobufCIntRange netplay__v1__create_session_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor netplay__v1__create_session_request__descriptor =
 {
@@ -2753,11 +2811,62 @@ const ProtobufCMessageDescriptor netplay__v1__create_session_request__descriptor
   "Netplay__V1__CreateSessionRequest",
   "netplay.v1",
   sizeof(Netplay__V1__CreateSessionRequest),
-  4,
+  5,
   netplay__v1__create_session_request__field_descriptors,
   netplay__v1__create_session_request__field_indices_by_name,
   1,  netplay__v1__create_session_request__number_ranges,
   (ProtobufCMessageInit) netplay__v1__create_session_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__relay_rtt__field_descriptors[2] =
+{
+  {
+    "relay_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RelayRtt, relay_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "rtt_us",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RelayRtt, rtt_us),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__relay_rtt__field_indices_by_name[] = {
+  0,   /* field[0] = relay_id */
+  1,   /* field[1] = rtt_us */
+};
+static const ProtobufCIntRange netplay__v1__relay_rtt__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor netplay__v1__relay_rtt__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.RelayRtt",
+  "RelayRtt",
+  "Netplay__V1__RelayRtt",
+  "netplay.v1",
+  sizeof(Netplay__V1__RelayRtt),
+  2,
+  netplay__v1__relay_rtt__field_descriptors,
+  netplay__v1__relay_rtt__field_indices_by_name,
+  1,  netplay__v1__relay_rtt__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__relay_rtt__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor netplay__v1__create_session_response__field_descriptors[4] =
@@ -2837,7 +2946,7 @@ const ProtobufCMessageDescriptor netplay__v1__create_session_response__descripto
   (ProtobufCMessageInit) netplay__v1__create_session_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__join_session_request__field_descriptors[7] =
+static const ProtobufCFieldDescriptor netplay__v1__join_session_request__field_descriptors[8] =
 {
   {
     "session_id",
@@ -2923,6 +3032,18 @@ static const ProtobufCFieldDescriptor netplay__v1__join_session_request__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "relay_rtts",
+    8,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__JoinSessionRequest, n_relay_rtts),
+    offsetof(Netplay__V1__JoinSessionRequest, relay_rtts),
+    &netplay__v1__relay_rtt__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__join_session_request__field_indices_by_name[] = {
   4,   /* field[4] = content */
@@ -2930,13 +3051,14 @@ static const unsigned netplay__v1__join_session_request__field_indices_by_name[]
   2,   /* field[2] = name */
   3,   /* field[3] = password */
   5,   /* field[5] = preferred_slot */
+  7,   /* field[7] = relay_rtts */
   1,   /* field[1] = role */
   0,   /* field[0] = session_id */
 };
 static const ProtobufCIntRange netplay__v1__join_session_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor netplay__v1__join_session_request__descriptor =
 {
@@ -2946,7 +3068,7 @@ const ProtobufCMessageDescriptor netplay__v1__join_session_request__descriptor =
   "Netplay__V1__JoinSessionRequest",
   "netplay.v1",
   sizeof(Netplay__V1__JoinSessionRequest),
-  7,
+  8,
   netplay__v1__join_session_request__field_descriptors,
   netplay__v1__join_session_request__field_indices_by_name,
   1,  netplay__v1__join_session_request__number_ranges,
@@ -4583,7 +4705,7 @@ const ProtobufCMessageDescriptor netplay__v1__session_presence__descriptor =
   (ProtobufCMessageInit) netplay__v1__session_presence__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__refresh_relay_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor netplay__v1__refresh_relay_response__field_descriptors[2] =
 {
   {
     "close_session_ids",
@@ -4597,14 +4719,27 @@ static const ProtobufCFieldDescriptor netplay__v1__refresh_relay_response__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "moved_session_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Netplay__V1__RefreshRelayResponse, n_moved_session_ids),
+    offsetof(Netplay__V1__RefreshRelayResponse, moved_session_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__refresh_relay_response__field_indices_by_name[] = {
   0,   /* field[0] = close_session_ids */
+  1,   /* field[1] = moved_session_ids */
 };
 static const ProtobufCIntRange netplay__v1__refresh_relay_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor netplay__v1__refresh_relay_response__descriptor =
 {
@@ -4614,7 +4749,7 @@ const ProtobufCMessageDescriptor netplay__v1__refresh_relay_response__descriptor
   "Netplay__V1__RefreshRelayResponse",
   "netplay.v1",
   sizeof(Netplay__V1__RefreshRelayResponse),
-  1,
+  2,
   netplay__v1__refresh_relay_response__field_descriptors,
   netplay__v1__refresh_relay_response__field_indices_by_name,
   1,  netplay__v1__refresh_relay_response__number_ranges,

@@ -3442,7 +3442,7 @@ const ProtobufCMessageDescriptor netplay__v1__replay_footer__descriptor =
   (ProtobufCMessageInit) netplay__v1__replay_footer__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue netplay__v1__detach_reason__enum_values_by_number[8] =
+static const ProtobufCEnumValue netplay__v1__detach_reason__enum_values_by_number[9] =
 {
   { "DETACH_REASON_UNSPECIFIED", "NETPLAY__V1__DETACH_REASON__DETACH_REASON_UNSPECIFIED", 0 },
   { "DETACH_REASON_LEAVING", "NETPLAY__V1__DETACH_REASON__DETACH_REASON_LEAVING", 1 },
@@ -3452,11 +3452,12 @@ static const ProtobufCEnumValue netplay__v1__detach_reason__enum_values_by_numbe
   { "DETACH_REASON_TIMEOUT", "NETPLAY__V1__DETACH_REASON__DETACH_REASON_TIMEOUT", 5 },
   { "DETACH_REASON_RELAY_SHUTDOWN", "NETPLAY__V1__DETACH_REASON__DETACH_REASON_RELAY_SHUTDOWN", 6 },
   { "DETACH_REASON_PROTOCOL_ERROR", "NETPLAY__V1__DETACH_REASON__DETACH_REASON_PROTOCOL_ERROR", 7 },
+  { "DETACH_REASON_SESSION_MOVED", "NETPLAY__V1__DETACH_REASON__DETACH_REASON_SESSION_MOVED", 8 },
 };
 static const ProtobufCIntRange netplay__v1__detach_reason__value_ranges[] = {
-{0, 0},{0, 8}
+{0, 0},{0, 9}
 };
-static const ProtobufCEnumValueIndex netplay__v1__detach_reason__enum_values_by_name[8] =
+static const ProtobufCEnumValueIndex netplay__v1__detach_reason__enum_values_by_name[9] =
 {
   { "DETACH_REASON_KICKED", 2 },
   { "DETACH_REASON_LEAVING", 1 },
@@ -3464,6 +3465,7 @@ static const ProtobufCEnumValueIndex netplay__v1__detach_reason__enum_values_by_
   { "DETACH_REASON_RELAY_SHUTDOWN", 6 },
   { "DETACH_REASON_REPLACED", 4 },
   { "DETACH_REASON_SESSION_ENDED", 3 },
+  { "DETACH_REASON_SESSION_MOVED", 8 },
   { "DETACH_REASON_TIMEOUT", 5 },
   { "DETACH_REASON_UNSPECIFIED", 0 },
 };
@@ -3474,9 +3476,9 @@ const ProtobufCEnumDescriptor netplay__v1__detach_reason__descriptor =
   "DetachReason",
   "Netplay__V1__DetachReason",
   "netplay.v1",
-  8,
+  9,
   netplay__v1__detach_reason__enum_values_by_number,
-  8,
+  9,
   netplay__v1__detach_reason__enum_values_by_name,
   1,
   netplay__v1__detach_reason__value_ranges,

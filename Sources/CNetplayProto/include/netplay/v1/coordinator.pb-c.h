@@ -23,6 +23,7 @@ typedef struct Netplay__V1__Slot Netplay__V1__Slot;
 typedef struct Netplay__V1__SessionInfo Netplay__V1__SessionInfo;
 typedef struct Netplay__V1__JoinTicket Netplay__V1__JoinTicket;
 typedef struct Netplay__V1__CreateSessionRequest Netplay__V1__CreateSessionRequest;
+typedef struct Netplay__V1__RelayRtt Netplay__V1__RelayRtt;
 typedef struct Netplay__V1__CreateSessionResponse Netplay__V1__CreateSessionResponse;
 typedef struct Netplay__V1__JoinSessionRequest Netplay__V1__JoinSessionRequest;
 typedef struct Netplay__V1__JoinSessionResponse Netplay__V1__JoinSessionResponse;
@@ -518,10 +519,37 @@ struct  Netplay__V1__CreateSessionRequest
    * Client-chosen id making retries idempotent ("" = none). @max_len 64
    */
   char *idempotency_key;
+  /*
+   * The host's measured round trips to candidate relays (ListRelaysRequest, then a Ping on each
+   * relay's public endpoint); the coordinator picks the relay with the smallest worst round
+   * trip among the players. @max_count 32
+   */
+  size_t n_relay_rtts;
+  Netplay__V1__RelayRtt **relay_rtts;
 };
 #define NETPLAY__V1__CREATE_SESSION_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__create_session_request__descriptor) \
-    , NULL, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
+    , NULL, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * A client's round trip to one relay, measured with Ping/Pong on the relay's public endpoint.
+ */
+struct  Netplay__V1__RelayRtt
+{
+  ProtobufCMessage base;
+  /*
+   * The relay (RelayInfo.relay_id). @max_len 64 @required
+   */
+  char *relay_id;
+  /*
+   * The measured round trip, microseconds (the best of a few pings). @range 1..60000000
+   */
+  uint32_t rtt_us;
+};
+#define NETPLAY__V1__RELAY_RTT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__relay_rtt__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
 
 
 /*
@@ -587,10 +615,16 @@ struct  Netplay__V1__JoinSessionRequest
    * Client-chosen id making retries idempotent. @max_len 64
    */
   char *idempotency_key;
+  /*
+   * The joiner's measured round trips to candidate relays (players only count; see
+   * CreateSessionRequest.relay_rtts). @max_count 32
+   */
+  size_t n_relay_rtts;
+  Netplay__V1__RelayRtt **relay_rtts;
 };
 #define NETPLAY__V1__JOIN_SESSION_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__join_session_request__descriptor) \
-    , (char *)protobuf_c_empty_string, NETPLAY__V1__ROLE__ROLE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, NETPLAY__V1__ROLE__ROLE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0, (char *)protobuf_c_empty_string, 0,NULL }
 
 
 /*
@@ -1232,10 +1266,19 @@ struct  Netplay__V1__RefreshRelayResponse
    */
   size_t n_close_session_ids;
   char **close_session_ids;
+  /*
+   * Of those, the sessions that moved to another relay (its peers are told SESSION_MOVED, so
+   * they ask the coordinator where to attach; the rest are told SESSION_ENDED). @max_count 1000
+   */
+  /*
+   * @max_len 64
+   */
+  size_t n_moved_session_ids;
+  char **moved_session_ids;
 };
 #define NETPLAY__V1__REFRESH_RELAY_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__refresh_relay_response__descriptor) \
-    , 0,NULL }
+    , 0,NULL, 0,NULL }
 
 
 /*
@@ -1592,6 +1635,25 @@ Netplay__V1__CreateSessionRequest *
                       const uint8_t       *data);
 void   netplay__v1__create_session_request__free_unpacked
                      (Netplay__V1__CreateSessionRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Netplay__V1__RelayRtt methods */
+void   netplay__v1__relay_rtt__init
+                     (Netplay__V1__RelayRtt         *message);
+size_t netplay__v1__relay_rtt__get_packed_size
+                     (const Netplay__V1__RelayRtt   *message);
+size_t netplay__v1__relay_rtt__pack
+                     (const Netplay__V1__RelayRtt   *message,
+                      uint8_t             *out);
+size_t netplay__v1__relay_rtt__pack_to_buffer
+                     (const Netplay__V1__RelayRtt   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__RelayRtt *
+       netplay__v1__relay_rtt__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__relay_rtt__free_unpacked
+                     (Netplay__V1__RelayRtt *message,
                       ProtobufCAllocator *allocator);
 /* Netplay__V1__CreateSessionResponse methods */
 void   netplay__v1__create_session_response__init
@@ -2186,6 +2248,9 @@ typedef void (*Netplay__V1__JoinTicket_Closure)
 typedef void (*Netplay__V1__CreateSessionRequest_Closure)
                  (const Netplay__V1__CreateSessionRequest *message,
                   void *closure_data);
+typedef void (*Netplay__V1__RelayRtt_Closure)
+                 (const Netplay__V1__RelayRtt *message,
+                  void *closure_data);
 typedef void (*Netplay__V1__CreateSessionResponse_Closure)
                  (const Netplay__V1__CreateSessionResponse *message,
                   void *closure_data);
@@ -2292,6 +2357,7 @@ extern const ProtobufCMessageDescriptor netplay__v1__slot__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__session_info__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__join_ticket__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__create_session_request__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__relay_rtt__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__create_session_response__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__join_session_request__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__join_session_response__descriptor;

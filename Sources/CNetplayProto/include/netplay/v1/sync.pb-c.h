@@ -80,7 +80,12 @@ typedef enum _Netplay__V1__DetachReason {
   /*
    * The peer broke the protocol (inputs for another slot, bad sizes).
    */
-  NETPLAY__V1__DETACH_REASON__DETACH_REASON_PROTOCOL_ERROR = 7
+  NETPLAY__V1__DETACH_REASON__DETACH_REASON_PROTOCOL_ERROR = 7,
+  /*
+   * The coordinator moved the session to another relay (a nearer one for its players, or
+   * this one is leaving); renew the ticket at the coordinator and attach where it names.
+   */
+  NETPLAY__V1__DETACH_REASON__DETACH_REASON_SESSION_MOVED = 8
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(NETPLAY__V1__DETACH_REASON)
 } Netplay__V1__DetachReason;
 /*

@@ -1,0 +1,135 @@
+@testable import Coordinator
+import Foundation
+import NetplayTestSupport
+import NetplayService
+import NetplayWire
+import Testing
+
+/// Where sessions run: the relay nearest their players by measured round trips (load between
+/// equals, a load cap), a lobby moved when a joiner's figures show a nearer relay, failover when
+/// a relay stops refreshing.
+@Suite("Relay placement: latency, load and failover")
+struct RelayPlacementTests {
+    private func registry(_ relays: [(id: String, sessions: UInt32, capacity: UInt32, region: String)],
+                          policy: RelayChoicePolicy = RelayChoicePolicy()) -> RelayRegistry {
+        let registry = RelayRegistry(ttlMs: 5_000, refreshIntervalMs: 1_000)
+        registry.choice = policy
+        for relay in relays {
+            registry.register(RelayInfo(relayId: relay.id, endpoint: "tcp://\(relay.id):7300", region: relay.region,
+                                        load: RelayLoad(sessions: relay.sessions, capacitySessions: relay.capacity)),
+                              nowMs: 100, nowUnixMs: 1)
+        }
+        return registry
+    }
+
+    private func us(_ ms: [String: UInt32]) -> [String: UInt32] { ms.mapValues { $0 * 1000 } }
+
+    @Test func theRelayWithTheSmallestWorstRoundTripWinsOverLoadAndId() {
+        let relays = registry([("a", 0, 0, ""), ("b", 5, 0, ""), ("c", 0, 0, "")])
+        // Without figures: the least loaded, then the first id.
+        #expect(relays.pick(region: "", nowMs: 200)?.relayId == "a")
+        // Player 1 is nearest a, player 2 is far from it: b has the smallest worst (40 ms).
+        let players = [us(["a": 10, "b": 30, "c": 55]), us(["a": 90, "b": 40, "c": 60])]
+        #expect(relays.pick(region: "", rtts: players, nowMs: 200)?.relayId == "b")
+        #expect(RelayRegistry.worstRtt(to: "b", among: players) == 40_000)
+        // A relay some player did not measure ranks after those everyone measured.
+        #expect(relays.pick(region: "", rtts: [us(["c": 5]), us(["a": 60, "c": 70])], nowMs: 200)?.relayId == "c")
+        #expect(relays.pick(region: "", rtts: [us(["a": 5]), us(["c": 7])], nowMs: 200)?.relayId == "a",
+                "nobody measured both: they rank alike, load and id decide")
+    }
+
+    @Test func withinTheToleranceLoadDecidesAndTheRegionFirst() {
+        let relays = registry([("a", 9, 0, "eu"), ("b", 1, 0, "us"), ("c", 0, 0, "eu")], policy: RelayChoicePolicy(rttToleranceUs: 10_000))
+        let players = [us(["a": 30, "b": 36, "c": 80])]
+        #expect(relays.pick(region: "", rtts: players, nowMs: 200)?.relayId == "b", "a and b are within 10 ms: the less loaded")
+        #expect(relays.pick(region: "eu", rtts: players, nowMs: 200)?.relayId == "a", "between equals the session's region first")
+        let strict = registry([("a", 9, 0, ""), ("b", 1, 0, "")], policy: RelayChoicePolicy(rttToleranceUs: 0))
+        #expect(strict.pick(region: "", rtts: players, nowMs: 200)?.relayId == "a", "no tolerance: the nearest, however loaded")
+    }
+
+    @Test func aRelayOverTheLoadCapIsTakenOnlyWhenAllAre() {
+        let policy = RelayChoicePolicy(rttToleranceUs: 0, loadCapPercent: 80)
+        let players = [us(["near": 10, "far": 60])]
+        let busy = registry([("near", 8, 10, ""), ("far", 1, 10, "")], policy: policy)
+        #expect(busy.pick(region: "", rtts: players, nowMs: 200)?.relayId == "far", "near holds 80 % of its capacity")
+        let allBusy = registry([("near", 9, 10, ""), ("far", 8, 10, "")], policy: policy)
+        #expect(allBusy.pick(region: "", rtts: players, nowMs: 200)?.relayId == "near", "every relay is over the cap: nearness decides")
+        let full = registry([("near", 10, 10, ""), ("far", 9, 10, "")], policy: policy)
+        #expect(full.pick(region: "", rtts: players, nowMs: 200)?.relayId == "far", "a full relay is never taken")
+    }
+
+    @Test func aSessionStartsOnTheRelayNearestItsHost() throws {
+        let h = try Harness(relays: ["sync-a", "sync-b"])
+        let host = try h.create(rtts: ["sync-a": 80, "sync-b": 20])
+        #expect(host.session.relayId == "sync-b")
+        #expect(host.ticket?.relayEndpoint == Harness.endpoint(of: "sync-b"))
+        let unmeasured = try h.create()
+        #expect(unmeasured.session.relayId == "sync-a", "no figures: load, then id")
+    }
+
+    @Test func aJoinersFiguresMoveTheLobbyToANearerRelayAndTheOldOneIsTold() throws {
+        let h = try Harness(relays: ["sync-a", "sync-b"])
+        let host = try h.create()  // an old client: no figures, sync-a
+        let id = host.session.sessionId
+        #expect(h.session(id).relayId == "sync-a")
+        let (bob, outcome) = try h.joinOutcome(id, name: "bob", rtts: ["sync-a": 90, "sync-b": 25])
+        #expect(h.session(id).relayId == "sync-b")
+        #expect(bob.ticket?.relayEndpoint == Harness.endpoint(of: "sync-b"), "the joiner's ticket names the new relay")
+        #expect(outcome.events.contains { $0.kind == .relayAssigned && $0.reason.contains("nearer") })
+        #expect(outcome.detach == [RelayNotice(endpoint: Harness.endpoint(of: "sync-a"), body: .closeRelaySessionRequest(
+            CloseRelaySessionRequest(sessionId: id, reason: .sessionMoved, message: "moved to relay sync-b, nearer to its players")))])
+        let closes = h.core.relays.takeCloses(for: "sync-a")
+        #expect(closes.close == [id] && closes.moved == [id], "repeated in sync-a's next refresh reply, as moved")
+        #expect(h.core.relays.assigned["sync-a", default: 0] == 0 && h.core.relays.assigned["sync-b"] == 1)
+        // The host renews and is sent to the new relay.
+        let renewed = try h.core.renew(RenewTicketRequest(sessionId: id, participantId: host.participantId,
+                                                          participantToken: host.participantToken), at: h.time)
+        guard case .sessionResponse(let response) = renewed.reply else { throw HarnessFailure("no renew reply") }
+        #expect(response.ticket?.relayEndpoint == Harness.endpoint(of: "sync-b"))
+    }
+
+    @Test func smallGainsAndRunningMatchesDoNotMove() throws {
+        let h = try Harness(relays: ["sync-a", "sync-b"])
+        let id = try h.create(maxPlayers: 3, rtts: ["sync-a": 30, "sync-b": 35]).session.sessionId
+        let (_, small) = try h.joinOutcome(id, name: "bob", rtts: ["sync-a": 40, "sync-b": 32])
+        #expect(h.session(id).relayId == "sync-a" && small.detach.isEmpty, "8 ms better: within the tolerance")
+        _ = try h.core.refreshRelay(RefreshRelayRequest(relayId: "sync-a", load: RelayLoad(), startedSessionIds: [id]), at: h.time)
+        #expect(h.session(id).state == .running)
+        let (_, late) = try h.joinOutcome(id, name: "carol", rtts: ["sync-a": 200, "sync-b": 20])
+        #expect(h.session(id).relayId == "sync-a" && late.detach.isEmpty, "a running match stays where it is")
+    }
+
+    @Test func sessionsOfARelayThatStoppedRefreshingFailOverToTheNearestLiveOne() throws {
+        let h = try Harness(relays: ["sync-a", "sync-b", "sync-c"])
+        let id = try h.create(rtts: ["sync-a": 20, "sync-b": 90, "sync-c": 40]).session.sessionId
+        _ = try h.join(id, name: "bob", rtts: ["sync-a": 25, "sync-b": 95, "sync-c": 45])
+        _ = try h.core.refreshRelay(RefreshRelayRequest(relayId: "sync-a", load: RelayLoad(), startedSessionIds: [id]), at: h.time)
+        #expect(h.session(id).relayId == "sync-a" && h.session(id).state == .running)
+        // sync-b and sync-c keep refreshing; sync-a falls silent past its TTL.
+        h.now += 2_000
+        for relay in ["sync-b", "sync-c"] { _ = try h.core.refreshRelay(RefreshRelayRequest(relayId: relay, load: RelayLoad()), at: h.time) }
+        h.now += 1_500
+        let swept = h.core.maintain(at: h.time)
+        #expect(swept.relayEvents.map(\.kind) == [.dropped])
+        #expect(h.session(id).relayId == "sync-c", "the nearest live relay for both players")
+        #expect(h.session(id).state == .running, "the match goes on")
+        #expect(swept.events.contains { $0.kind == .relayAssigned && $0.reason.contains("failover") } && swept.touched == [id])
+        #expect(h.core.relays.assigned["sync-a", default: 0] == 0 && h.core.relays.assigned["sync-c"] == 1)
+        // It is stored: a restarted coordinator has the session on sync-c.
+        try h.restart()
+        #expect(h.session(id).relayId == "sync-c")
+    }
+
+    @Test func aDrainingRelaysSessionsMoveWhenTheirPeersAskAgain() throws {
+        let h = try Harness(relays: ["sync-a", "sync-b"])
+        let host = try h.create()
+        let id = host.session.sessionId
+        #expect(h.session(id).relayId == "sync-a")
+        _ = try h.core.refreshRelay(RefreshRelayRequest(relayId: "sync-a", load: RelayLoad(), draining: true), at: h.time)
+        let renewed = try h.core.renew(RenewTicketRequest(sessionId: id, participantId: host.participantId,
+                                                          participantToken: host.participantToken), at: h.time)
+        guard case .sessionResponse(let response) = renewed.reply else { throw HarnessFailure("no renew reply") }
+        #expect(response.ticket?.relayEndpoint == Harness.endpoint(of: "sync-b"), "the draining relay ends what it serves")
+        #expect(h.core.relays.takeCloses(for: "sync-a").moved == [id])
+    }
+}
