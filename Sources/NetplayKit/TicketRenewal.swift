@@ -20,15 +20,14 @@ final class TicketRenewal: Sendable {
     /// Starts renewing `admission`'s ticket, or returns nil when it cannot be renewed (no
     /// coordinator, or no participant token: a LAN room).
     static func start(for admission: Admission, serverKey: [UInt8]?, timeoutSeconds: Double = 1) -> TicketRenewal? {
-        guard let coordinator = admission.coordinatorEndpoint, !admission.participantToken.isEmpty else { return nil }
-        let request = RenewTicketRequest(sessionId: admission.sessionId, participantId: admission.ticket.participantId,
-                                         participantToken: admission.participantToken)
         let renewal = TicketRenewal()
-        Thread.detachNewThread {
-            // The client lives and dies on this thread (its socket is confined to it).
-            renewal.finish(Self.request(request, at: coordinator, serverKey: serverKey, timeoutSeconds: timeoutSeconds))
-        }
-        return renewal
+        let sent = admission.requestAtCoordinator(serverKey: serverKey, timeoutSeconds: timeoutSeconds, {
+            .renewTicketRequest(RenewTicketRequest(sessionId: $0, participantId: $1, participantToken: $2))
+        }, done: { reply in
+            guard case .sessionResponse(let response)? = reply, let ticket = response.ticket else { return renewal.finish(.failed) }
+            renewal.finish(.renewed(ticket))
+        })
+        return sent ? renewal : nil
     }
 
     /// The outcome, once the renewal finished; nil while it is in flight.
@@ -36,13 +35,5 @@ final class TicketRenewal: Sendable {
 
     private func finish(_ outcome: Outcome) {
         result.withLock { $0 = outcome }
-    }
-
-    private static func request(_ request: RenewTicketRequest, at coordinator: String, serverKey: [UInt8]?,
-                                timeoutSeconds: Double) -> Outcome {
-        guard let client = try? BlockingClient(endpoint: coordinator, timeout: timeoutSeconds, serverKey: serverKey),
-              case .sessionResponse(let response)? = try? client.request(.renewTicketRequest(request)),
-              let ticket = response.ticket else { return .failed }
-        return .renewed(ticket)
     }
 }
