@@ -1,4 +1,5 @@
 import Foundation
+import WANHarness
 
 /// A process a benchmark started (a relay, a C baseline), with the scratch directory it owns:
 /// its CPU time so far, and a stop that cannot hang the benchmark.
@@ -23,13 +24,7 @@ final class BenchChild: @unchecked Sendable {
     /// SIGTERM, then SIGKILL if it still runs 3 s later (a child that inherited a blocked
     /// SIGTERM would otherwise hang the benchmark); removes its directory.
     func stop() {
-        if process.isRunning {
-            process.terminate()
-            let deadline = Date().addingTimeInterval(3)
-            while process.isRunning && Date() < deadline { usleep(10_000) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-        }
+        LoggedProcess.stop([process])
         if let directory { try? FileManager.default.removeItem(at: directory) }
     }
 }

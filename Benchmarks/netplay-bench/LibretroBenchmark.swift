@@ -159,17 +159,7 @@ struct LibretroBenchmark: ParsableCommand {
         let remote = PeerID(1)
         let session = try P2PSession(game: try LibretroGame(core: host, playerCount: 2),
                                      configuration: configuration, players: [.local, .remote(remote)])
-        var now: UInt64 = 0
-        while session.state != .running {
-            session.poll(now: now)
-            for out in session.drainOutgoing() {
-                if case .syncRequest(let request) = out.message {
-                    session.handle(.syncReply(SyncReply(nonce: request.nonce)), from: out.peer, now: now)
-                }
-            }
-            now += 1
-        }
-        _ = session.drainEvents()
+        var now = synchronizeAlone(session)
         // Remote inputs change every frame, so the repeat-last prediction is always wrong.
         let total = late + 1 + frames
         let messages = (0 ..< total).map { frame in

@@ -15,18 +15,15 @@ public struct StateWriter: Sendable {
     public mutating func write(_ value: Int32) { write(UInt32(bitPattern: value)) }
 
     /// Appends an unsigned 32-bit integer.
-    public mutating func write(_ value: UInt32) {
-        var v = value
-        for _ in 0 ..< 4 {
-            bytes.append(UInt8(truncatingIfNeeded: v))
-            v >>= 8
-        }
-    }
+    public mutating func write(_ value: UInt32) { writeLittleEndian(value) }
 
     /// Appends an unsigned 64-bit integer.
-    public mutating func write(_ value: UInt64) {
+    public mutating func write(_ value: UInt64) { writeLittleEndian(value) }
+
+    /// Appends `value` least significant byte first.
+    private mutating func writeLittleEndian<Value: FixedWidthInteger & UnsignedInteger>(_ value: Value) {
         var v = value
-        for _ in 0 ..< 8 {
+        for _ in 0 ..< MemoryLayout<Value>.size {
             bytes.append(UInt8(truncatingIfNeeded: v))
             v >>= 8
         }
@@ -52,23 +49,21 @@ public struct StateReader: Sendable {
     }
 
     /// Reads an unsigned 32-bit integer.
-    public mutating func readUInt32() -> UInt32? {
-        guard offset + 4 <= bytes.count else { return nil }
-        var value: UInt32 = 0
-        for index in 0 ..< 4 { value |= UInt32(bytes[offset + index]) << UInt32(8 * index) }
-        offset += 4
-        return value
-    }
+    public mutating func readUInt32() -> UInt32? { readLittleEndian() }
 
     /// Reads a 32-bit integer.
     public mutating func readInt32() -> Int32? { readUInt32().map { Int32(bitPattern: $0) } }
 
     /// Reads an unsigned 64-bit integer.
-    public mutating func readUInt64() -> UInt64? {
-        guard offset + 8 <= bytes.count else { return nil }
-        var value: UInt64 = 0
-        for index in 0 ..< 8 { value |= UInt64(bytes[offset + index]) << UInt64(8 * index) }
-        offset += 8
+    public mutating func readUInt64() -> UInt64? { readLittleEndian() }
+
+    /// Reads an unsigned integer stored least significant byte first.
+    private mutating func readLittleEndian<Value: FixedWidthInteger & UnsignedInteger>() -> Value? {
+        let size = MemoryLayout<Value>.size
+        guard offset + size <= bytes.count else { return nil }
+        var value: Value = 0
+        for index in 0 ..< size { value |= Value(bytes[offset + index]) << (8 * index) }
+        offset += size
         return value
     }
 }

@@ -1,3 +1,5 @@
+import Foundation
+import NetplayService
 import NetplayWire
 
 /// A seat in a session: the signed ticket the relay admits, and the credentials to renew it.
@@ -25,4 +27,25 @@ public struct Admission: Sendable, Hashable {
     public var slot: Int { Int(ticket.slot) }
     /// Player or spectator.
     public var role: Role { ticket.role }
+}
+
+extension Admission {
+    /// Sends the request `body` makes of this participant's session id, participant id and token
+    /// to the coordinator on a thread of its own (the client's socket lives and dies there), after
+    /// `delay` seconds, so the game loop never waits for the round trip; `done` gets the reply body,
+    /// an Error reply included (nil: no connection, no answer within `timeoutSeconds`). False, and nothing sent, when
+    /// there is nobody to ask (no coordinator, or no participant token: a LAN room). What
+    /// ``CoordinatorLeave`` and ``TicketRenewal`` send.
+    func requestAtCoordinator(serverKey: [UInt8]?, timeoutSeconds: Double, delay: Double = 0,
+                              _ body: (_ sessionId: String, _ participantId: String, _ token: [UInt8]) -> Envelope.Body,
+                              done: @escaping @Sendable (Envelope.Body?) -> Void) -> Bool {
+        guard let coordinator = coordinatorEndpoint, !participantToken.isEmpty else { return false }
+        let request = body(sessionId, ticket.participantId, participantToken)
+        Thread.detachNewThread {
+            if delay > 0 { Thread.sleep(forTimeInterval: delay) }
+            let client = try? BlockingClient(endpoint: coordinator, timeout: timeoutSeconds, serverKey: serverKey)
+            done((try? client?.requestEnvelope(request))?.body)
+        }
+        return true
+    }
 }

@@ -21,20 +21,15 @@ final class CoordinatorLeave: Sendable {
     /// Starts leaving `admission`'s session, or returns nil when there is nobody to tell (no
     /// coordinator, or no participant token: a LAN room).
     static func start(for admission: Admission, serverKey: [UInt8]?, timeoutSeconds: Double = 2) -> CoordinatorLeave? {
-        guard let coordinator = admission.coordinatorEndpoint, !admission.participantToken.isEmpty else { return nil }
-        let request = LeaveSessionRequest(sessionId: admission.sessionId, participantId: admission.ticket.participantId,
-                                          participantToken: admission.participantToken)
         let leave = CoordinatorLeave()
-        Thread.detachNewThread {
-            Thread.sleep(forTimeInterval: headStartSeconds)
-            // The client lives and dies on this thread (its socket is confined to it).
-            if let client = try? BlockingClient(endpoint: coordinator, timeout: timeoutSeconds, serverKey: serverKey) {
-                _ = try? client.request(.leaveSessionRequest(request))
-            }
+        let sent = admission.requestAtCoordinator(serverKey: serverKey, timeoutSeconds: timeoutSeconds,
+                                                  delay: headStartSeconds, {
+            .leaveSessionRequest(LeaveSessionRequest(sessionId: $0, participantId: $1, participantToken: $2))
+        }, done: { _ in
             leave.done.withLock { $0 = true }
             leave.finished.signal()
-        }
-        return leave
+        })
+        return sent ? leave : nil
     }
 
     /// Whether the coordinator answered (or the attempt gave up).

@@ -24,15 +24,17 @@ final class TicketRenewal: Sendable {
     /// Starts renewing `admission`'s ticket, or returns nil when it cannot be renewed (no
     /// coordinator, or no participant token: a LAN room).
     static func start(for admission: Admission, serverKey: [UInt8]?, timeoutSeconds: Double = 1) -> TicketRenewal? {
-        guard let coordinator = admission.coordinatorEndpoint, !admission.participantToken.isEmpty else { return nil }
-        let request = RenewTicketRequest(sessionId: admission.sessionId, participantId: admission.ticket.participantId,
-                                         participantToken: admission.participantToken)
         let renewal = TicketRenewal()
-        Thread.detachNewThread {
-            // The client lives and dies on this thread (its socket is confined to it).
-            renewal.finish(Self.request(request, at: coordinator, serverKey: serverKey, timeoutSeconds: timeoutSeconds))
-        }
-        return renewal
+        let sent = admission.requestAtCoordinator(serverKey: serverKey, timeoutSeconds: timeoutSeconds, {
+            .renewTicketRequest(RenewTicketRequest(sessionId: $0, participantId: $1, participantToken: $2))
+        }, done: { reply in
+            switch reply {
+            case .sessionResponse(let response)?: renewal.finish(response.ticket.map(Outcome.renewed) ?? .failed)
+            case .error(let error)?: renewal.finish(.refused(error.code, error.message))
+            default: renewal.finish(.failed)
+            }
+        })
+        return sent ? renewal : nil
     }
 
     /// The outcome, once the renewal finished; nil while it is in flight.
@@ -40,16 +42,5 @@ final class TicketRenewal: Sendable {
 
     private func finish(_ outcome: Outcome) {
         result.withLock { $0 = outcome }
-    }
-
-    private static func request(_ request: RenewTicketRequest, at coordinator: String, serverKey: [UInt8]?,
-                                timeoutSeconds: Double) -> Outcome {
-        guard let client = try? BlockingClient(endpoint: coordinator, timeout: timeoutSeconds, serverKey: serverKey),
-              let reply = try? client.requestEnvelope(.renewTicketRequest(request)) else { return .failed }
-        switch reply.body {
-        case .sessionResponse(let response): return response.ticket.map(Outcome.renewed) ?? .failed
-        case .error(let error): return .refused(error.code, error.message)
-        default: return .failed
-        }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import NetplayWire
 
 /// A JSON document built in Swift: what services return from introspection.
 ///
@@ -38,7 +39,7 @@ public indirect enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral,
         case .bool(let value): out += value ? "true" : "false"
         case .int(let value): out += String(value)
         case .double(let value): out += value.isFinite ? String(value) : "null"
-        case .string(let value): JSONValue.escape(value, into: &out)
+        case .string(let value): JSONText.appendQuoted(value, to: &out)
         case .array(let values):
             out += "["
             for (index, value) in values.enumerated() {
@@ -50,27 +51,11 @@ public indirect enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral,
             out += "{"
             for (index, key) in members.keys.sorted().enumerated() {
                 if index > 0 { out += "," }
-                JSONValue.escape(key, into: &out)
+                JSONText.appendQuoted(key, to: &out)
                 out += ":"
                 members[key]!.write(into: &out)
             }
             out += "}"
         }
-    }
-
-    static func escape(_ text: String, into out: inout String) {
-        out += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
     }
 }

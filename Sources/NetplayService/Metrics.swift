@@ -21,20 +21,22 @@ public final class MetricsRegistry {
 
     /// The counter `name` with `labels`, created on first use.
     public func counter(_ name: String, help: String, labels: [String: String] = [:]) -> Counter {
-        let key = Self.key(name, labels)
-        if let existing = counters[key] { return existing }
-        let counter = Counter(name: name, help: help, labels: labels)
-        counters[key] = counter
-        return counter
+        Self.instrument(in: &counters, name, labels) { Counter(name: name, help: help, labels: labels) }
     }
 
     /// The gauge `name` with `labels`, created on first use.
     public func gauge(_ name: String, help: String, labels: [String: String] = [:]) -> Gauge {
+        Self.instrument(in: &gauges, name, labels) { Gauge(name: name, help: help, labels: labels) }
+    }
+
+    /// The instrument `name` with `labels` in `table`, made by `make` and kept on first use.
+    private static func instrument<Instrument>(in table: inout [String: Instrument], _ name: String,
+                                               _ labels: [String: String], make: () -> Instrument) -> Instrument {
         let key = Self.key(name, labels)
-        if let existing = gauges[key] { return existing }
-        let gauge = Gauge(name: name, help: help, labels: labels)
-        gauges[key] = gauge
-        return gauge
+        if let existing = table[key] { return existing }
+        let instrument = make()
+        table[key] = instrument
+        return instrument
     }
 
     /// A gauge whose value is read from `value` at each snapshot.
@@ -58,11 +60,7 @@ public final class MetricsRegistry {
 
     /// The histogram `name` with `labels` and upper `buckets` (ascending), created on first use.
     public func histogram(_ name: String, help: String, buckets: [Double], labels: [String: String] = [:]) -> Histogram {
-        let key = Self.key(name, labels)
-        if let existing = histograms[key] { return existing }
-        let histogram = Histogram(name: name, help: help, buckets: buckets, labels: labels)
-        histograms[key] = histogram
-        return histogram
+        Self.instrument(in: &histograms, name, labels) { Histogram(name: name, help: help, buckets: buckets, labels: labels) }
     }
 
     /// Every metric, sorted by name and labels.

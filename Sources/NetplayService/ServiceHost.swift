@@ -138,10 +138,14 @@ public protocol OneLineExitError: Error, CustomStringConvertible {
 }
 
 /// Entry-point helper for the toolkit's executables: parses arguments, and on bad input prints
-/// one line (`netplay-discovery: --endpoint must look like ...`) and exits non-zero.
+/// one line (`netplay-discovery: --endpoint must look like ...`) and exits non-zero. An `@main`
+/// type conforming to it gets that as its `main()`.
 public protocol NetplayCommand: ParsableCommand {}
 
 extension NetplayCommand {
+    /// The entry point: ``mainReportingOneLine(_:)`` over the process's arguments.
+    public static func main() { mainReportingOneLine() }
+
     /// Parses the command line and runs the command with one-line error reporting.
     public static func mainReportingOneLine(_ arguments: [String]? = nil) {
         let name = configuration.commandName ?? "netplay"

@@ -122,23 +122,7 @@ struct _JSONWriter {
 
     mutating func string(_ value: String) {
         separate()
-        output += "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": output += "\\\""
-            case "\\": output += "\\\\"
-            case "\n": output += "\\n"
-            case "\r": output += "\\r"
-            case "\t": output += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                output += "\\u00"
-                output += Self.hexDigits[Int(scalar.value >> 4)]
-                output += Self.hexDigits[Int(scalar.value & 0xF)]
-            default:
-                output.unicodeScalars.append(scalar)
-            }
-        }
-        output += "\""
+        JSONText.appendQuoted(value, to: &output)
         needsComma = true
     }
 
@@ -177,5 +161,33 @@ struct _JSONWriter {
         }
         output += "\""
         needsComma = true
+    }
+}
+
+/// JSON string literals, written one way for the generated `_json` methods and every hand-written
+/// JSON renderer that depends on this module.
+public enum JSONText {
+    private static let hexDigits = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "a", "b", "c", "d", "e", "f"]
+
+    /// Appends `text` to `output` as a quoted JSON string: quote, backslash and control
+    /// characters (and DEL) escaped, everything else as it is.
+    public static func appendQuoted(_ text: String, to output: inout String) {
+        output += "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": output += "\\\""
+            case "\\": output += "\\\\"
+            case "\n": output += "\\n"
+            case "\r": output += "\\r"
+            case "\t": output += "\\t"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+                output += "\\u00"
+                output += hexDigits[Int(scalar.value >> 4)]
+                output += hexDigits[Int(scalar.value & 0xF)]
+            default:
+                output.unicodeScalars.append(scalar)
+            }
+        }
+        output += "\""
     }
 }

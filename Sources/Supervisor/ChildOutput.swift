@@ -28,14 +28,7 @@ final class RotatingLogFile {
     func append(_ bytes: [UInt8]) {
         if size > 0 && size + bytes.count > maxBytes { rotate() }
         guard descriptor >= 0 else { return }
-        bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                if written <= 0 { break }
-                offset += written
-            }
-        }
+        writeAll(bytes, to: descriptor)
         size += bytes.count
     }
 
@@ -128,15 +121,18 @@ final class ChildOutput {
     private func emit(_ lines: [UInt8], _ consoleText: [UInt8]) {
         guard !lines.isEmpty else { return }
         log?.append(lines)
-        if let console {
-            consoleText.withUnsafeBytes { buffer in
-                var offset = 0
-                while offset < buffer.count {
-                    let written = write(console, buffer.baseAddress! + offset, buffer.count - offset)
-                    if written <= 0 { break }
-                    offset += written
-                }
-            }
+        if let console { writeAll(consoleText, to: console) }
+    }
+}
+
+/// Writes all of `bytes` to `descriptor`, stopping early only when a write fails.
+private func writeAll(_ bytes: [UInt8], to descriptor: Int32) {
+    bytes.withUnsafeBytes { buffer in
+        var offset = 0
+        while offset < buffer.count {
+            let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+            if written <= 0 { break }
+            offset += written
         }
     }
 }

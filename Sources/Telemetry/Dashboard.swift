@@ -12,18 +12,10 @@ public enum Dashboard {
     /// (which JSON text only holds inside strings) become `\u003c`, `\u003e` and `\u0026`,
     /// so no `</script` or `<!--` can appear.
     public static func embeddable(_ json: String) -> String {
-        var out = ""
-        out.reserveCapacity(json.utf8.count)
-        for scalar in json.unicodeScalars {
-            switch scalar {
-            case "<": out += "\\u003c"
-            case ">": out += "\\u003e"
-            case "&": out += "\\u0026"
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
+        json.replacingScalars(scriptEscapes)
     }
+
+    private static let scriptEscapes: [Unicode.Scalar: String] = ["<": "\\u003c", ">": "\\u003e", "&": "\\u0026"]
 
     static let template = #"""
 <!doctype html>

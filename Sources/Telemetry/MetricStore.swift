@@ -336,17 +336,11 @@ public struct PrometheusRenderer {
     }
 
     static func escapeLabel(_ value: String) -> String {
-        var out = ""
-        for character in value.unicodeScalars {
-            switch character {
-            case "\\": out += "\\\\"
-            case "\"": out += "\\\""
-            case "\n": out += "\\n"
-            default: out.unicodeScalars.append(character)
-            }
-        }
-        return out
+        value.replacingScalars(labelEscapes)
     }
+
+    /// Prometheus' escapes in label values.
+    private static let labelEscapes: [Unicode.Scalar: String] = ["\\": "\\\\", "\"": "\\\"", "\n": "\\n"]
 
     static func escapeHelp(_ value: String) -> String {
         value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\n", with: "\\n")

@@ -35,11 +35,12 @@ public enum LoggedProcess {
         try launch(ip, ["netns", "exec", namespace, executable] + arguments, environment: environment, log: log)
     }
 
-    /// Asks every process of `processes` still running to terminate, waits up to 3 s, then
-    /// kills (SIGKILL) and reaps whichever still runs.
-    public static func stop(_ processes: [Process]) {
+    /// Asks every process of `processes` still running to terminate, waits up to `grace`
+    /// seconds, then kills (SIGKILL) and reaps whichever still runs. Also the test support's and
+    /// the benchmarks' stop for their children.
+    public static func stop(_ processes: [Process], grace: Double = 3) {
         for process in processes where process.isRunning { process.terminate() }
-        let deadline = Date().addingTimeInterval(3)
+        let deadline = Date().addingTimeInterval(grace)
         while processes.contains(where: \.isRunning), Date() < deadline { usleep(10_000) }
         for process in processes where process.isRunning {
             kill(process.processIdentifier, SIGKILL)

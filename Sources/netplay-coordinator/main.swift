@@ -14,8 +14,6 @@ struct CoordinatorCommand: NetplayCommand {
     @OptionGroup var common: ServiceOptions
     @OptionGroup var coordinator: CoordinatorOptions
 
-    static func main() { mainReportingOneLine() }
-
     func run() throws {
         let service = try common.resolve(defaults: .coordinator)
         let settings = try coordinator.resolve()

@@ -14,8 +14,6 @@ struct DiscoveryCommand: NetplayCommand {
     @OptionGroup var common: ServiceOptions
     @OptionGroup var discovery: DiscoveryOptions
 
-    static func main() { mainReportingOneLine() }
-
     func run() throws {
         let service = try common.resolve(defaults: .discovery)
         let settings = try discovery.resolve()

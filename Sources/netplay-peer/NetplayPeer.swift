@@ -26,8 +26,6 @@ struct NetplayPeer: NetplayCommand {
             all start from the same state (RESULT's initial=).
             """,
         subcommands: [Host.self, Join.self, Spectate.self, Replay.self, Demo.self])
-
-    static func main() { mainReportingOneLine() }
 }
 
 /// Options every playing subcommand takes.

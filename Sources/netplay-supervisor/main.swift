@@ -23,8 +23,6 @@ struct SupervisorCommand: NetplayCommand {
     @OptionGroup(title: "Service options (the supervisor's own control endpoint, telemetry, logging)")
     var common: ServiceOptions
 
-    static func main() { mainReportingOneLine() }
-
     func run() throws {
         try SupervisorLauncher.run(supervisor.settings(common: common))
     }

@@ -12,8 +12,6 @@ struct NetplaySync: NetplayCommand {
     @OptionGroup var common: ServiceOptions
     @OptionGroup var sync: SyncOptions
 
-    static func main() { mainReportingOneLine() }
-
     func run() throws {
         let resolved = try sync.resolve(common: common)
         try ServiceHost.runMain(configuration: resolved.service) {

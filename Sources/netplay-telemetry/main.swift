@@ -22,8 +22,6 @@ struct TelemetryCommand: NetplayCommand {
 
     @OptionGroup var telemetry: TelemetryOptions
 
-    static func main() { mainReportingOneLine() }
-
     func run() throws {
         var configuration = try common.resolve(defaults: .telemetry)
         configuration.telemetry = nil  // it does not push to itself: its own metrics are served directly

@@ -18,8 +18,6 @@ struct Netplayctl: NetplayCommand {
         version: NetplayVersion.current,
         subcommands: [Health.self, Introspect.self, Ping.self, Tap.self, Keygen.self, Cluster.self, Events.self, Rooms.self, Sessions.self, Relays.self]
     )
-
-    static func main() { mainReportingOneLine() }
 }
 
 /// Connection flags shared by every verb.

@@ -44,16 +44,8 @@ struct RoomFilterOptions: ParsableArguments {
     func filter() throws -> RoomFilter {
         var filter = RoomFilter(gameName: game ?? "", coreId: core ?? "", hasFreeSlot: freeSlot, noPassword: noPassword,
                                 region: region ?? "", system: system ?? "", includeInProgress: inProgress)
-        if let crc {
-            guard let value = UInt32(crc.hasPrefix("0x") ? String(crc.dropFirst(2)) : crc, radix: 16) else {
-                throw ValidationError("--crc must be a CRC32 in hexadecimal, got '\(crc)'")
-            }
-            filter.crc32 = value
-        }
-        if let md5 {
-            guard let bytes = HexBytes.decode(md5), bytes.count == 16 else { throw ValidationError("--md5 must be 32 hex digits") }
-            filter.md5 = bytes
-        }
+        if let crc { filter.crc32 = try ContentOptions.crc32(crc) }
+        if let md5 { filter.md5 = try ContentOptions.md5(md5) }
         switch transport?.lowercased() {
         case nil: break
         case "lan": filter.transport = .lan

@@ -31,17 +31,23 @@ struct ContentOptions: ParsableArguments {
 
     func content() throws -> ContentInfo {
         var content = ContentInfo(gameName: game, coreId: core, coreVersion: coreVersion, system: system)
-        if let crc {
-            guard let value = UInt32(crc.hasPrefix("0x") ? String(crc.dropFirst(2)) : crc, radix: 16) else {
-                throw ValidationError("--crc must be a CRC32 in hexadecimal, got '\(crc)'")
-            }
-            content.crc32 = value
-        }
-        if let md5 {
-            guard let bytes = HexBytes.decode(md5), bytes.count == 16 else { throw ValidationError("--md5 must be 32 hex digits") }
-            content.md5 = bytes
-        }
+        if let crc { content.crc32 = try Self.crc32(crc) }
+        if let md5 { content.md5 = try Self.md5(md5) }
         return content
+    }
+
+    /// A `--crc` value: a CRC32 in hexadecimal, `0x` allowed.
+    static func crc32(_ text: String) throws -> UInt32 {
+        guard let value = UInt32(text.hasPrefix("0x") ? String(text.dropFirst(2)) : text, radix: 16) else {
+            throw ValidationError("--crc must be a CRC32 in hexadecimal, got '\(text)'")
+        }
+        return value
+    }
+
+    /// A `--md5` value: 32 hex digits.
+    static func md5(_ text: String) throws -> [UInt8] {
+        guard let bytes = HexBytes.decode(text), bytes.count == 16 else { throw ValidationError("--md5 must be 32 hex digits") }
+        return bytes
     }
 }
 
@@ -55,6 +61,22 @@ struct ParticipantOptions: ParsableArguments {
             throw ValidationError("--token must be the hexadecimal participant token")
         }
         return bytes
+    }
+}
+
+/// What a participant's request about one session takes: the session id, the coordinator and
+/// their credentials (leave, kick, start, end).
+struct SessionAction: ParsableArguments {
+    @Argument(help: "Session id.") var session: String
+    @OptionGroup var target: CoordinatorTarget
+    @OptionGroup var me: ParticipantOptions
+
+    /// Sends the request `body` makes of the session id, participant id and token; prints the
+    /// session the coordinator answers with.
+    func send(over connection: ConnectionOptions,
+              _ body: (_ sessionId: String, _ participantId: String, _ token: [UInt8]) -> Envelope.Body) throws {
+        let answer = try target.session(body(session, me.participant, try me.tokenBytes()), over: connection)
+        describe(answer).forEach(emit)
     }
 }
 
@@ -206,65 +228,52 @@ extension Netplayctl {
         /// `netplayctl sessions leave ID`.
         struct Leave: ParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Leave a session (the host leaving ends it).")
-            @Argument(help: "Session id.") var session: String
-            @OptionGroup var target: CoordinatorTarget
-            @OptionGroup var me: ParticipantOptions
+            @OptionGroup var action: SessionAction
             @OptionGroup var connection: ConnectionOptions
 
             func run() throws {
-                let answer = try target.session(.leaveSessionRequest(LeaveSessionRequest(
-                    sessionId: session, participantId: me.participant, participantToken: try me.tokenBytes())), over: connection)
-                describe(answer).forEach(emit)
+                try action.send(over: connection) { .leaveSessionRequest(LeaveSessionRequest(
+                    sessionId: $0, participantId: $1, participantToken: $2)) }
             }
         }
 
         /// `netplayctl sessions kick ID`.
         struct Kick: ParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Host only: remove a participant.")
-            @Argument(help: "Session id.") var session: String
-            @OptionGroup var target: CoordinatorTarget
-            @OptionGroup var me: ParticipantOptions
+            @OptionGroup var action: SessionAction
             @Option(help: "Participant id to remove.") var kick: String
             @Option(help: "Reason shown to them.") var reason = ""
             @Flag(help: "Refuse their name if they come back.") var ban = false
             @OptionGroup var connection: ConnectionOptions
 
             func run() throws {
-                let answer = try target.session(.kickParticipantRequest(KickParticipantRequest(
-                    sessionId: session, participantId: me.participant, participantToken: try me.tokenBytes(),
-                    targetParticipantId: kick, reason: reason, ban: ban)), over: connection)
-                describe(answer).forEach(emit)
+                try action.send(over: connection) { .kickParticipantRequest(KickParticipantRequest(
+                    sessionId: $0, participantId: $1, participantToken: $2, targetParticipantId: kick, reason: reason, ban: ban)) }
             }
         }
 
         /// `netplayctl sessions start ID`.
         struct Start: ParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Host only: start the match.")
-            @Argument(help: "Session id.") var session: String
-            @OptionGroup var target: CoordinatorTarget
-            @OptionGroup var me: ParticipantOptions
+            @OptionGroup var action: SessionAction
             @OptionGroup var connection: ConnectionOptions
 
             func run() throws {
-                let answer = try target.session(.startSessionRequest(StartSessionRequest(
-                    sessionId: session, participantId: me.participant, participantToken: try me.tokenBytes())), over: connection)
-                describe(answer).forEach(emit)
+                try action.send(over: connection) { .startSessionRequest(StartSessionRequest(
+                    sessionId: $0, participantId: $1, participantToken: $2)) }
             }
         }
 
         /// `netplayctl sessions end ID`.
         struct End: ParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Host only: end the session for everyone.")
-            @Argument(help: "Session id.") var session: String
-            @OptionGroup var target: CoordinatorTarget
-            @OptionGroup var me: ParticipantOptions
+            @OptionGroup var action: SessionAction
             @Option(help: "Reason shown to everyone.") var reason = ""
             @OptionGroup var connection: ConnectionOptions
 
             func run() throws {
-                let answer = try target.session(.endSessionRequest(EndSessionRequest(
-                    sessionId: session, participantId: me.participant, participantToken: try me.tokenBytes(), reason: reason)), over: connection)
-                describe(answer).forEach(emit)
+                try action.send(over: connection) { .endSessionRequest(EndSessionRequest(
+                    sessionId: $0, participantId: $1, participantToken: $2, reason: reason)) }
             }
         }
     }

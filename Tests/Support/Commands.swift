@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import WANHarness
 
 /// The binary of a Debian tool, or nil when it is not installed.
 public func tool(_ name: String) -> String? {
@@ -28,12 +29,7 @@ public func run(_ executable: String, _ arguments: [String], timeout: Double = 6
     try process.run()
     let deadline = Date().addingTimeInterval(timeout)
     while process.isRunning && Date() < deadline { usleep(20_000) }
-    if process.isRunning {
-        process.terminate()
-        let grace = Date().addingTimeInterval(5)
-        while process.isRunning && Date() < grace { usleep(20_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    }
+    LoggedProcess.stop([process], grace: 5)
     process.waitUntilExit()
     pipe.fileHandleForReading.readabilityHandler = nil
     output.append(pipe.fileHandleForReading.readDataToEndOfFile())

@@ -237,6 +237,16 @@ public final class SessionCoordinator {
         return participant
     }
 
+    /// The active session `id`, when `participantId` is its host: ``activeSession(_:field:)`` then
+    /// ``authenticateHost(_:_:_:what:field:)``, their error fields named after `request`, the
+    /// message's name (`StartSessionRequest.session_id`, `StartSessionRequest.participant_token`).
+    func hostedSession(_ id: String, _ participantId: String, _ token: [UInt8], what: String,
+                       request: String) throws(ServiceError) -> SessionRecord {
+        let session = try activeSession(id, field: "\(request).session_id")
+        _ = try authenticateHost(session, participantId, token, what: what, field: "\(request).participant_token")
+        return session
+    }
+
     func session(_ id: String, field: String) throws(ServiceError) -> SessionRecord {
         guard let session = sessions[id] else {
             throw ServiceError(.notFound, "No session '\(id)'.", field: field)

@@ -218,9 +218,8 @@ extension SessionCoordinator {
 
     /// The host removes a participant, optionally banning their name.
     public func kick(_ request: KickParticipantRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
-        var session = try activeSession(request.sessionId, field: "KickParticipantRequest.session_id")
-        _ = try authenticateHost(session, request.participantId, request.participantToken, what: "kick participants",
-                                 field: "KickParticipantRequest.participant_token")
+        var session = try hostedSession(request.sessionId, request.participantId, request.participantToken,
+                                        what: "kick participants", request: "KickParticipantRequest")
         guard let target = session.participant(request.targetParticipantId) else {
             throw ServiceError(.notFound, "No participant '\(request.targetParticipantId)' in this session.",
                                field: "KickParticipantRequest.target_participant_id")
@@ -256,9 +255,8 @@ extension SessionCoordinator {
 
     /// The host exchanges two slots (either may be free).
     public func swapSlots(_ request: SwapSlotsRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
-        var session = try activeSession(request.sessionId, field: "SwapSlotsRequest.session_id")
-        _ = try authenticateHost(session, request.participantId, request.participantToken, what: "swap slots",
-                                 field: "SwapSlotsRequest.participant_token")
+        var session = try hostedSession(request.sessionId, request.participantId, request.participantToken,
+                                        what: "swap slots", request: "SwapSlotsRequest")
         let max = session.settings.maxPlayers
         for (slot, field) in [(request.slotA, "slot_a"), (request.slotB, "slot_b")] where slot < 1 || slot > max {
             throw ServiceError(.badRequest, "Slot \(slot) does not exist in a \(max)-player session.", field: "SwapSlotsRequest.\(field)")
@@ -345,9 +343,8 @@ extension SessionCoordinator {
 
     /// The host starts the match (LOBBY → RUNNING).
     public func start(_ request: StartSessionRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
-        var session = try activeSession(request.sessionId, field: "StartSessionRequest.session_id")
-        _ = try authenticateHost(session, request.participantId, request.participantToken, what: "start the session",
-                                 field: "StartSessionRequest.participant_token")
+        var session = try hostedSession(request.sessionId, request.participantId, request.participantToken,
+                                        what: "start the session", request: "StartSessionRequest")
         guard session.state == .lobby else {
             throw ServiceError(.invalidState, "Session \(session.sessionId) is already running.")
         }
@@ -365,9 +362,8 @@ extension SessionCoordinator {
 
     /// The host ends the session for everyone.
     public func end(_ request: EndSessionRequest, at time: CoordinatorTime) throws(ServiceError) -> Outcome {
-        var session = try activeSession(request.sessionId, field: "EndSessionRequest.session_id")
-        _ = try authenticateHost(session, request.participantId, request.participantToken, what: "end the session",
-                                 field: "EndSessionRequest.participant_token")
+        var session = try hostedSession(request.sessionId, request.participantId, request.participantToken,
+                                        what: "end the session", request: "EndSessionRequest")
         return try end(&session, reason: request.reason.isEmpty ? "Ended by the host." : request.reason,
                        by: request.participantId, at: time)
     }

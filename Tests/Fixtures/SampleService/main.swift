@@ -69,8 +69,6 @@ struct SampleServiceCommand: NetplayCommand {
     @Option(help: "Room ids the toy registry starts with.") var room: [String] = []
     @Option(help: "Milliseconds the service keeps draining after a stop signal.") var drainMs = 0
 
-    static func main() { mainReportingOneLine() }
-
     func run() throws {
         let configuration = try common.resolve(defaults: ServiceDefaults(kind: "sample", endpoint: "tcp://127.0.0.1:7900", events: "tcp://127.0.0.1:7901"))
         try ServiceHost.runMain(configuration: configuration) {
