@@ -145,7 +145,7 @@ let package = Package(
         .executableTarget(
             name: "netplay-bench",
             dependencies: [
-                "ZeroMQ", "NetplayWire", "Rollback", "Games", "Libretro", "Discovery", "Coordinator", "NetplayService",
+                "ZeroMQ", "NetplayWire", "Rollback", "Games", "Libretro", "SystemTools", "Discovery", "Coordinator", "NetplayService",
                 "NetplayAuth", "InputSync", "WANHarness",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -155,7 +155,9 @@ let package = Package(
         // MARK: The real-path WAN harness: a TUN-joining delay forwarder (C) and the lab that drives it
         // (network namespaces, TUN devices, iptables loss) for tests and benchmarks.
         .executableTarget(name: "netplay-wanlink", path: "Sources/netplay-wanlink"),
-        .target(name: "WANHarness"),
+        .target(name: "WANHarness", dependencies: ["SystemTools"]),
+        // Short system commands and the cc65 build of the test ROM (tests, benchmarks, the WAN harness).
+        .target(name: "SystemTools"),
 
         // MARK: Test support: real processes, clusters, keys; a sample service for the runtime's tests
         .target(name: "NetplayTestSupport", dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "WANHarness"], path: "Tests/Support"),
@@ -178,13 +180,13 @@ let package = Package(
         .testTarget(name: "NetplayAuthTests", dependencies: ["NetplayAuth", "NetplayWire"]),
         .testTarget(name: "RollbackTests", dependencies: ["Rollback", "Games"]),
         .testTarget(name: "GamesTests", dependencies: ["Games", "Rollback"]),
-        .testTarget(name: "WANHarnessTests", dependencies: ["WANHarness", "netplay-wanlink"]),
+        .testTarget(name: "WANHarnessTests", dependencies: ["WANHarness", "SystemTools", "netplay-wanlink"]),
         .testTarget(
             name: "WANPlayTests",
-            dependencies: ["WANHarness", "Libretro", "NetplayService", "NetplayWire", "netplay-wanlink", "netplay-peer", "netplay-sync",
+            dependencies: ["WANHarness", "Libretro", "SystemTools", "NetplayService", "NetplayWire", "netplay-wanlink", "netplay-peer", "netplay-sync",
                            "netplay-coordinator", "netplay-discovery"]
         ),
-        .testTarget(name: "LibretroTests", dependencies: ["Libretro", "Rollback", "NetplayTestSupport"]),
+        .testTarget(name: "LibretroTests", dependencies: ["Libretro", "SystemTools", "Rollback", "NetplayTestSupport"]),
         .testTarget(
             name: "DiscoveryTests",
             dependencies: ["Discovery", "NetplayLAN", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-discovery",
@@ -230,7 +232,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LibretroE2ETests",
-            dependencies: ["Libretro", "NetplayService", "NetplayWire", "NetplayTestSupport",
+            dependencies: ["Libretro", "SystemTools", "NetplayService", "NetplayWire", "NetplayTestSupport",
                            "netplay-sync", "netplay-peer", "netplay-discovery", "netplay-coordinator"]
         ),
         .testTarget(

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Libretro
 import Rollback
+import SystemTools
 
 /// `netplay-bench libretro`: a real emulator core under the rollback engine. Prints the core's
 /// own frame, save and load cost through our host, and the cost per frame of an 8-frame

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Libretro
 import WANHarness
+import SystemTools
 
 /// `netplay-bench wan`: real matches on the real-path harness (network namespaces, TUN devices
 /// joined by netplay-wanlink, iptables loss) across a grid of one-way delays, losses and player

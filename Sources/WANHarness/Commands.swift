@@ -1,4 +1,5 @@
 import Foundation
+import SystemTools
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,34 +12,7 @@ public struct WANHarnessError: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// Short system commands (`ip`, `iptables`) run to completion, and the tools' paths.
-enum SystemCommand {
-    /// The path of `name` in the usual system directories, or nil.
-    static func which(_ name: String) -> String? {
-        for directory in ["/usr/sbin", "/sbin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/local/bin"] {
-            let path = "\(directory)/\(name)"
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        return nil
-    }
-
-    /// Runs `executable` with `arguments` to its end; exit status and combined output
-    /// (-1 and the reason when it cannot start).
-    @discardableResult
-    static func run(_ executable: String, _ arguments: [String]) -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        process.standardInput = FileHandle.nullDevice
-        do { try process.run() } catch { return (-1, "\(error)") }
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
-
+extension SystemCommand {
     /// Runs a command that must succeed; throws with its output otherwise.
     static func require(_ executable: String, _ arguments: [String]) throws {
         let result = run(executable, arguments)

@@ -1,4 +1,5 @@
 import Foundation
+import SystemTools
 import Synchronization
 #if canImport(Glibc)
 import Glibc

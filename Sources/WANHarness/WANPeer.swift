@@ -1,4 +1,5 @@
 import Foundation
+import SystemTools
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -4,6 +4,7 @@ import NetplayService
 import NetplayTestSupport
 import NetplayWire
 import Synchronization
+import SystemTools
 
 /// Discovery, coordinator and one relay as real processes on free loopback ports sharing a
 /// cluster secret, plus netplay-peer processes against them; all killed with the cluster.

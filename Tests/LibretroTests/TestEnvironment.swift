@@ -2,6 +2,7 @@ import Foundation
 import Libretro
 import NetplayTestSupport
 import Synchronization
+import SystemTools
 
 /// What the libretro tests need from the machine: the nestopia core (Debian package
 /// `libretro-nestopia`), cc65 (`cc65`) to build the NES test program, and `cc` for the fake

@@ -3,6 +3,7 @@ import Testing
 @testable import WANHarness
 #if canImport(Glibc)
 import Glibc
+import SystemTools
 #endif
 
 /// Sockets for the tests: a listener on the lab's service address and a socket made inside a peer.

@@ -2,6 +2,7 @@ import Foundation
 import Libretro
 import Testing
 import WANHarness
+import SystemTools
 
 /// Play on a real kernel network path (issue 15): every player a `netplay-peer` process in its
 /// own network namespace, 50 ms ± 5 ms one way to the relay through TUN devices and our

@@ -22,11 +22,7 @@ public enum CC65 {
     }
 
     /// The path of `tool` on `PATH`, or nil.
-    public static func find(_ tool: String) -> String? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        return path.split(separator: ":").map { "\($0)/\(tool)" }
-            .first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
+    public static func find(_ tool: String) -> String? { SystemCommand.onPath(tool) }
 
     /// Whether both `ca65` and `ld65` are installed.
     public static var isAvailable: Bool { find("ca65") != nil && find("ld65") != nil }
@@ -42,18 +38,9 @@ public enum CC65 {
 
     private static func run(_ tool: String, _ arguments: [String]) throws {
         guard let executable = find(tool) else { throw BuildError.toolNotFound(tool) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw BuildError.toolFailed(tool: tool, status: process.terminationStatus,
-                                        output: String(decoding: output, as: UTF8.self))
+        let result = SystemCommand.run(executable, arguments)
+        guard result.status == 0 else {
+            throw BuildError.toolFailed(tool: tool, status: result.status, output: result.output)
         }
     }
 }
