@@ -8,6 +8,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "Rollback", targets: ["Rollback"]),
+        .library(name: "Games", targets: ["Games"]),
+        .library(name: "Libretro", targets: ["Libretro"]),
         .library(name: "NetplayWire", targets: ["NetplayWire"]),
         .library(name: "NetplayService", targets: ["NetplayService"]),
         .library(name: "Telemetry", targets: ["Telemetry"]),
@@ -103,7 +105,7 @@ let package = Package(
         // MARK: The client SDK
         .target(
             name: "NetplayKit",
-            dependencies: ["InputSync", "NetplayAuth", "NetplayLAN", "NetplayService", "NetplayWire", "Rollback", "Games",
+            dependencies: ["InputSync", "NetplayAuth", "NetplayLAN", "NetplayService", "NetplayWire", "Rollback",
                            "ZeroMQ", .product(name: "Logging", package: "swift-log")]
         ),
 

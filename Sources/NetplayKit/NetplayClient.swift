@@ -1,5 +1,5 @@
 import Foundation
-import Games
+import Rollback
 import NetplayWire
 
 /// The SDK's front door for a frontend: browse rooms, host (LAN or relay), join, spectate.

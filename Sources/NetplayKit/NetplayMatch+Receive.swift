@@ -1,5 +1,4 @@
 import Foundation
-import Games
 import NetplayService
 import NetplayWire
 import Rollback

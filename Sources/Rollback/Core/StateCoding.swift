@@ -1,5 +1,3 @@
-import Rollback
-
 /// Writes a game state as little-endian integers, for state transfer and replays.
 public struct StateWriter: Sendable {
     /// The bytes written so far.
