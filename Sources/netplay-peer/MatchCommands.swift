@@ -46,7 +46,7 @@ struct Host: ParsableCommand {
         let sample = SampleGame(rawValue: options.game)!
         let name = options.name ?? "host"
         let loaded = options.core != nil ? try options.loadCore(players: players) : nil
-        let content = loaded?.content ?? sample.content()
+        let content = loaded.map { ContentInfo($0.content) } ?? sample.content()
         let inputSize = loaded != nil ? LibretroGame.inputSize : sample.inputSize
         let frameRate = self.frameRate ?? loaded?.core.avInfo.framesPerSecond ?? 60
         var settings = NetplaySettings(roomName: options.room)
@@ -107,7 +107,7 @@ func joinAndPlay(_ options: PeerOptions, role: Role, password: String, label: St
         var lastError: Error?
         for _ in 0 ..< 20 {
             do {
-                let admission = try lobby.join(room, name: options.name ?? label, role: role, password: password, content: loaded.content)
+                let admission = try lobby.join(room, name: options.name ?? label, role: role, password: password, content: ContentInfo(loaded.content))
                 try playCore(loaded, players: room.maxPlayers, admission: admission, options: options, host: false,
                              label: options.name ?? label)
             } catch let error as NetplayError where error.code == .unavailable || error.code == .noRelay {

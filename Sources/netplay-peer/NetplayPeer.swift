@@ -109,10 +109,22 @@ struct PeerOptions: ParsableArguments {
         }
     }
 
+    /// ``LoadedCore/load(corePath:contentPath:players:buttons:)`` with its failures as one-line
+    /// validation errors (`--buttons` named as the flag).
+    static func load(core: String, content: String, players: Int, buttons: String?) throws -> LoadedCore {
+        do {
+            return try LoadedCore.load(corePath: core, contentPath: content, players: players, buttons: buttons)
+        } catch .invalidOptions(let problem) {
+            throw ValidationError("--\(problem)")
+        } catch {
+            throw ValidationError("\(error)")
+        }
+    }
+
     /// Loads `--core` with `--content` for `players` players.
     func loadCore(players: Int) throws -> LoadedCore {
         guard let core, let content else { throw ValidationError("--core and --content are required") }
-        let loaded = try LoadedCore.load(corePath: core, contentPath: content, players: players, buttons: buttons)
+        let loaded = try Self.load(core: core, content: content, players: players, buttons: buttons)
         FileHandle.standardError.write(Data("netplay-peer: \(loaded.summary)\n".utf8))
         return loaded
     }

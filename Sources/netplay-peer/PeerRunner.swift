@@ -182,10 +182,10 @@ func play(sample: SampleGame, players: Int, seed: UInt64, admission: Admission, 
 /// Plays a loaded libretro core in a match for `admission`.
 func playCore(_ loaded: LoadedCore, players: Int, admission: Admission, options: PeerOptions, host: Bool, label: String,
               onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0) throws -> Never {
-    let game = CoreGame(game: try LibretroGame(core: loaded.core, playerCount: players, buttonMask: loaded.buttonMask))
+    let game = SerializableCoreGame(game: try LibretroGame(core: loaded.core, playerCount: players, buttonMask: loaded.buttonMask))
     let kind = InputScript.Kind(rawValue: options.inputs) ?? .random
     let script = { (slot: Int, frame: Int) in CoreInputScript(kind: kind, seed: options.inputSeed, slot: slot).input(frame: frame) }
-    try play(game, script: script, admission: admission, options: options, content: host ? loaded.content : nil,
+    try play(game, script: script, admission: admission, options: options, content: host ? ContentInfo(loaded.content) : nil,
              gameOptions: loaded.gameOptions(players: players), label: label,
              resultSuffix: " initial=0x\(String(loaded.initialChecksum, radix: 16))", onRunning: onRunning, lingerSeconds: lingerSeconds)
 }

@@ -46,7 +46,7 @@ struct Replay: ParsableCommand {
             throw ValidationError("the replay's game options do not describe a libretro match")
         }
         guard replay.startFrame == 0 else { throw ValidationError("the replay starts at frame \(replay.startFrame), not 0") }
-        let loaded = try LoadedCore.load(corePath: core, contentPath: content, players: players, buttons: String(buttons, radix: 16))
+        let loaded = try PeerOptions.load(core: core, content: content, players: players, buttons: String(buttons, radix: 16))
         let recorded = replay.header.content
         guard loaded.content.crc32 == recorded.crc32, loaded.content.coreId == recorded.coreId,
               loaded.content.coreVersion == recorded.coreVersion else {

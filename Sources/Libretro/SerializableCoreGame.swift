@@ -1,0 +1,46 @@
+import Rollback
+import Synchronization
+
+/// A libretro core as a netplay game: a ``LibretroGame`` plus the state coding that state
+/// transfers (desync healing, late join, spectators) and replays need. A state is the core's
+/// serialization; one from the network decodes only when it has this core's state size (a
+/// process runs one core: the size is kept process-wide, since decoding happens without the core).
+public struct SerializableCoreGame: SerializableGame {
+    /// A serialized core state.
+    public struct State: Sendable, Hashable {
+        /// The core's serialization.
+        public let bytes: [UInt8]
+    }
+
+    /// The state size of the one core this process runs (decoding happens without the core).
+    private static let expectedStateSize = Mutex<Int?>(nil)
+
+    /// The core as a rollback game.
+    public var game: LibretroGame
+
+    /// Wraps `game` (and records its core's state size for decoding).
+    public init(game: LibretroGame) {
+        self.game = game
+        Self.expectedStateSize.withLock { $0 = game.core.stateSize }
+    }
+
+    public func saveState() -> State { State(bytes: game.saveState().bytes) }
+
+    public mutating func loadState(_ state: State) {
+        do {
+            try game.core.loadState(game.core.state(from: state.bytes))
+        } catch {
+            fatalError("libretro host: cannot load a state: \(error)")
+        }
+    }
+
+    public mutating func advanceFrame(_ inputs: FrameInputs) { game.advanceFrame(inputs) }
+    public func checksum() -> UInt64 { game.checksum() }
+
+    public static func encode(_ state: State) -> [UInt8] { state.bytes }
+
+    public static func decode(_ bytes: [UInt8]) -> State? {
+        guard let size = expectedStateSize.withLock({ $0 }), bytes.count == size else { return nil }
+        return State(bytes: bytes)
+    }
+}

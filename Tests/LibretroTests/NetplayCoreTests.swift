@@ -1,0 +1,56 @@
+import Foundation
+import Libretro
+import Rollback
+import Testing
+
+/// What a frontend takes from the Libretro library to put a core on the network: content
+/// identity (CRC32 as RetroArch computes it, MD5), a core loaded in a deterministic heap with its
+/// starting checksum, and the core as a `SerializableGame` for state transfers. In the one
+/// serialized libretro suite (cores share process-wide callback slots).
+extension LibretroHostTests {
+    @Suite("Libretro for netplay: content identity, loading, state coding")
+    struct NetplayCoreTests {
+        @Test func contentDigestsMatchTheReferenceVectors() {
+            #expect(ContentDigest.crc32(Array("123456789".utf8)) == 0xCBF4_3926)
+            #expect(ContentDigest.crc32([]) == 0)
+            let hex = { (bytes: [UInt8]) in bytes.map { String(format: "%02x", $0) }.joined() }
+            #expect(hex(ContentDigest.md5([])) == "d41d8cd98f00b204e9800998ecf8427e")
+            #expect(hex(ContentDigest.md5(Array("The quick brown fox jumps over the lazy dog".utf8))) == "9e107d9d372bb6826bd81d3542a419d6")
+            let identity = ContentIdentity(contentOf: Array("123456789".utf8), path: "/roms/Test Game.NES", coreId: "libretro.x", coreVersion: "1")
+            #expect(identity.gameName == "Test Game" && identity.system == "nes" && identity.size == 9 && identity.crc32 == 0xCBF4_3926)
+        }
+
+        @Test func aCoreLoadsWithItsIdentityAndEveryLoadStartsFromTheSameState() throws {
+            let core = try TestEnvironment.nestopiaCore(), rom = try TestEnvironment.testROM()
+            let first = try LoadedCore.load(corePath: core, contentPath: rom, players: 2, buttons: nil)
+            let identity = first.content, initial = first.initialChecksum, mask = first.buttonMask
+            first.core.close()
+            let bytes = [UInt8](FileManager.default.contents(atPath: rom)!)
+            #expect(identity.crc32 == ContentDigest.crc32(bytes) && identity.md5 == ContentDigest.md5(bytes) && identity.size == UInt64(bytes.count))
+            #expect(identity.coreId == "libretro.nestopia" && mask == .nes, "nestopia gets the NES buttons by default")
+            let second = try LoadedCore.load(corePath: core, contentPath: rom, players: 2, buttons: "all")
+            defer { second.core.close() }
+            #expect(second.initialChecksum == initial && second.buttonMask == .all)
+            #expect(LoadedCore.parse(options: second.gameOptions(players: 2))?.initial == initial)
+
+            // As a serializable game: a state round-trips; one of another size is refused.
+            var game = SerializableCoreGame(game: try LibretroGame(core: second.core, playerCount: 2, buttonMask: second.buttonMask))
+            let start = game.saveState()
+            game.advanceFrame(FrameInputs(frame: 0, inputs: [GameInput(low: 1), .zero], statuses: [.confirmed, .confirmed]))
+            #expect(SerializableCoreGame.decode(SerializableCoreGame.encode(start)) == start)
+            #expect(SerializableCoreGame.decode([1, 2, 3]) == nil)
+            game.loadState(start)
+            #expect(game.checksum() == initial)
+        }
+
+        @Test func badContentAndButtonsAreClearErrors() throws {
+            let core = try TestEnvironment.nestopiaCore()
+            #expect(throws: LibretroError.contentNotFound(path: "/nonexistent/x.nes")) {
+                try LoadedCore.load(corePath: core, contentPath: "/nonexistent/x.nes", players: 2, buttons: nil)
+            }
+            #expect(throws: LibretroError.invalidOptions("buttons must be nes, all or a 16-bit hexadecimal mask, got 'zz'")) {
+                try LoadedCore.load(corePath: core, contentPath: try TestEnvironment.testROM(), players: 2, buttons: "zz")
+            }
+        }
+    }
+}
