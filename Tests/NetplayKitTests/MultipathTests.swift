@@ -32,6 +32,8 @@ extension NetplayKitTests {
         defer { host.stop() }
         var options = NetplayMatchOptions()
         options.paths = 2
+        // Two paths throughout: a copy held back on a busy machine must not widen the match to more.
+        options.pathsOnLoss = 2
         let (hostMatch, joinMatch) = try startedPair(host, port: port, options: options, seed: 1)
         #expect(drive([hostMatch, joinMatch], seconds: 20, until: {
             hostMatch.currentFrame >= 300 && hostMatch.attachedPaths == 2 && joinMatch.attachedPaths == 2
