@@ -132,4 +132,23 @@ struct RelayPlacementTests {
         #expect(response.ticket?.relayEndpoint == Harness.endpoint(of: "sync-b"), "the draining relay ends what it serves")
         #expect(h.core.relays.takeCloses(for: "sync-a").moved == [id])
     }
+
+    @Test func figuresAreTheReportersOwnBusinessAndBadOnesAreRefused() throws {
+        let h = try Harness(relays: ["sync-a", "sync-b"])
+        let other = try h.create(rtts: ["sync-a": 20, "sync-b": 90]).session.sessionId
+        let id = try h.create(maxPlayers: 2, rtts: ["sync-a": 20, "sync-b": 90]).session.sessionId
+        // A spectator's figures do not count; a lying player moves only its own lobby.
+        let (_, watching) = try h.joinOutcome(id, name: "watcher", role: .spectator, rtts: ["sync-a": 900, "sync-b": 1])
+        #expect(h.session(id).relayId == "sync-a" && watching.detach.isEmpty)
+        _ = try h.join(id, name: "liar", rtts: ["sync-a": 60_000, "sync-b": 1])
+        #expect(h.session(id).relayId == "sync-b")
+        #expect(h.session(other).relayId == "sync-a", "another session never moves for it")
+        // Out-of-range figures and too many of them are refused before the coordinator sees them.
+        for rtts in [[RelayRtt(relayId: "sync-a", rttUs: 0)],
+                     (0 ..< 33).map { RelayRtt(relayId: "r\($0)", rttUs: 1_000) }] {
+            let request = JoinSessionRequest(sessionId: other, role: .player, name: "x", content: smb, relayRtts: rtts)
+            #expect(throws: WireError.self) { try Envelope(requestId: 1, body: .joinSessionRequest(request)).encoded() }
+        }
+    }
 }
+
