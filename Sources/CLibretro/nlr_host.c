@@ -16,6 +16,9 @@ int nlr_slot_acquire(void) {
             slot->environment = NULL;
             slot->log = NULL;
             memset(slot->joypad, 0, sizeof slot->joypad);
+            memset(slot->analog, 0, sizeof slot->analog);
+            slot->av_enable = 3;
+            slot->hidden_video_frames = 0;
             slot->video_frames = 0;
             slot->video_width = 0;
             slot->video_height = 0;
@@ -67,6 +70,7 @@ static void log_impl(nlr_slot *slot, enum retro_log_level level, const char *fmt
 static void video_refresh_impl(nlr_slot *slot, const void *data, unsigned width, unsigned height, size_t pitch) {
     (void)data;
     slot->video_frames++;
+    if (!(slot->av_enable & 1)) slot->hidden_video_frames++;
     slot->video_width = width;
     slot->video_height = height;
     slot->video_pitch = pitch;
@@ -95,7 +99,7 @@ static void video_refresh_impl(nlr_slot *slot, const void *data, unsigned width,
     }                                                                                                    \
     static void input_poll_##N(void) { slots[N].input_polls++; }                                         \
     static int16_t input_state_##N(unsigned port, unsigned device, unsigned index, unsigned id) {        \
-        return nlr_joypad_state(&slots[N], port, device, index, id);                                     \
+        return nlr_input_state(&slots[N], port, device, index, id);                                      \
     }
 
 NLR_SLOT_CALLBACKS(0)

@@ -170,6 +170,11 @@ final class HostEnvironment {
             return true
         case RETRO_ENVIRONMENT_GET_INPUT_DEVICE_CAPABILITIES:
             data?.assumingMemoryBound(to: UInt64.self).pointee = 1 << UInt64(RETRO_DEVICE_JOYPAD)
+                | 1 << UInt64(RETRO_DEVICE_ANALOG)
+            return data != nil
+        case RETRO_ENVIRONMENT_GET_AUDIO_VIDEO_ENABLE:
+            // Bit 0 video, bit 1 audio: off while a rollback re-simulates frames shown already.
+            data?.assumingMemoryBound(to: Int32.self).pointee = Int32(nlr_slot_at(slot).pointee.av_enable)
             return data != nil
         case RETRO_ENVIRONMENT_GET_INPUT_MAX_USERS:
             data?.assumingMemoryBound(to: UInt32.self).pointee = UInt32(portCount)

@@ -56,6 +56,9 @@ public final class LibretroCore {
         public var variables: [String: String]
         /// Receives every line the core logs (the core's thread, during its calls).
         public var logHandler: (@Sendable (LibretroLogLevel, String) -> Void)?
+        /// The device plugged into every port: a joypad, or a joypad with two analog sticks
+        /// (``LibretroInputLayout/joypadAnalog``).
+        public var inputLayout: LibretroInputLayout = .joypad
 
         /// Options with defaults: two joypads, private directories, the core's default options.
         public init(portCount: Int = 2, systemDirectory: String? = nil, saveDirectory: String? = nil,
@@ -195,7 +198,7 @@ public final class LibretroCore {
         var avInfo = retro_system_av_info()
         entry.getSystemAVInfo(&avInfo)
         for port in 0 ..< options.portCount {
-            entry.setControllerPortDevice(UInt32(port), RETRO_DEVICE_JOYPAD)
+            entry.setControllerPortDevice(UInt32(port), options.inputLayout.device)
         }
 
         // A core that needs a frame before it can save states gets one here, identically on
@@ -262,6 +265,40 @@ public final class LibretroCore {
     @usableFromInline
     func setJoypadUnchecked(_ mask: UInt16, port: Int) {
         nlr_slot_set_joypad(slotState, UInt32(truncatingIfNeeded: port), mask)
+    }
+
+    /// Sets the analog sticks on `port` from the next ``run()`` on.
+    public func setAnalog(_ sticks: AnalogSticks, port: Int) throws {
+        guard port >= 0 && port < portCount else { throw LibretroError.invalidPort(port, portCount: portCount) }
+        setAnalogUnchecked(sticks, port: port)
+    }
+
+    /// Sets a port's sticks without the range check (`port` must be in `0 ..< portCount`).
+    @usableFromInline
+    func setAnalogUnchecked(_ sticks: AnalogSticks, port: Int) {
+        nlr_slot_set_analog(slotState, UInt32(truncatingIfNeeded: port), sticks.leftX, sticks.leftY,
+                            sticks.rightX, sticks.rightY)
+    }
+
+    /// The analog sticks on `port`, as the core reads them (`RETRO_DEVICE_ANALOG`).
+    public func analog(port: Int) -> AnalogSticks {
+        guard port >= 0 && port < portCount else { return AnalogSticks() }
+        func axis(_ index: UInt32, _ id: UInt32) -> Int16 {
+            nlr_input_state(slotState, UInt32(port), RETRO_DEVICE_ANALOG, index, id)
+        }
+        return AnalogSticks(leftX: axis(RETRO_DEVICE_INDEX_ANALOG_LEFT, RETRO_DEVICE_ID_ANALOG_X),
+                            leftY: axis(RETRO_DEVICE_INDEX_ANALOG_LEFT, RETRO_DEVICE_ID_ANALOG_Y),
+                            rightX: axis(RETRO_DEVICE_INDEX_ANALOG_RIGHT, RETRO_DEVICE_ID_ANALOG_X),
+                            rightY: axis(RETRO_DEVICE_INDEX_ANALOG_RIGHT, RETRO_DEVICE_ID_ANALOG_Y))
+    }
+
+    /// Whether the frontend presents the next frames' video and audio; the core learns it through
+    /// `RETRO_ENVIRONMENT_GET_AUDIO_VIDEO_ENABLE` and may skip work it need not do. Cleared while
+    /// a rollback re-simulates frames that were shown already (``LibretroGame`` does it from
+    /// `FrameInputs.isResimulating`). A core's state must not depend on it.
+    public var presentsOutput: Bool {
+        get { slotState.pointee.av_enable != 0 }
+        set { slotState.pointee.av_enable = newValue ? 3 : 0 }
     }
 
     /// The buttons currently held on `port`.
@@ -411,6 +448,10 @@ public final class LibretroCore {
 
     /// Video frames the core delivered (duplicates included).
     public var videoFrameCount: Int { Int(slotState.pointee.video_frames) }
+
+    /// Video frames the core delivered while ``presentsOutput`` was off (re-simulated frames a
+    /// frontend does not show).
+    public var hiddenVideoFrameCount: Int { Int(slotState.pointee.hidden_video_frames) }
 
     /// The size of the last video frame, in pixels.
     public var lastVideoSize: (width: Int, height: Int) {

@@ -3,11 +3,19 @@ import Rollback
 /// A libretro core as a rollback ``Game``: the engine's sessions (sync test, P2P, spectator)
 /// run it like any other game.
 ///
-/// **Inputs.** Each player sends ``inputSize`` (2) bytes per frame: the 16 bits of a
+/// **Inputs.** Each player sends ``inputLayout``'s size of bytes per frame. With
+/// ``LibretroInputLayout/joypad`` (2 bytes, ``inputSize``) that is the 16 bits of a
 /// ``JoypadButtons`` mask, little-endian, so bit `i` of the input is libretro joypad button id
-/// `i` (byte 0: B, Y, Select, Start, Up, Down, Left, Right; byte 1: A, X, L, R, L2, R2, L3, R3).
-/// Player `p` drives controller port `p`; a disconnected player's input is all zero (nothing
-/// pressed). Configure sessions with `SessionConfiguration(playerCount:inputSize: LibretroGame.inputSize)`.
+/// `i` (byte 0: B, Y, Select, Start, Up, Down, Left, Right; byte 1: A, X, L, R, L2, R2, L3, R3);
+/// ``LibretroInputLayout/joypadAnalog`` (10 bytes) adds the two analog sticks (see
+/// ``LibretroPadInput``). Player `p` drives controller port `p`; a disconnected player's input is
+/// all zero (nothing pressed, sticks centred). Configure sessions with
+/// `SessionConfiguration(playerCount:inputSize: game.inputLayout.inputSize)`.
+///
+/// **Re-simulated frames.** While the engine re-simulates a frame during a rollback
+/// (`FrameInputs.isResimulating`), ``LibretroCore/presentsOutput`` is off: the core learns
+/// through `RETRO_ENVIRONMENT_GET_AUDIO_VIDEO_ENABLE` that its video and audio will not be shown
+/// and ``LibretroCore/hiddenVideoFrameCount`` counts the frames a frontend would skip.
 ///
 /// **States.** A state is the core's `retro_serialize` output (``LibretroState``); the
 /// checksum is a 64-bit hash of it. Saving and checksumming the same frame serialize once.
@@ -38,16 +46,20 @@ public struct LibretroGame: Game {
     public let playerCount: Int
     /// The buttons passed on to the core; the others are dropped from every input.
     public let buttonMask: JoypadButtons
+    /// What each input carries: buttons, or buttons and sticks.
+    public let inputLayout: LibretroInputLayout
 
     /// Wraps a started core for `playerCount` players (at most `core.portCount`), passing on
-    /// only the buttons in `buttonMask`.
-    public init(core: LibretroCore, playerCount: Int, buttonMask: JoypadButtons = .all) throws {
+    /// only the buttons in `buttonMask`, with inputs in `inputLayout`.
+    public init(core: LibretroCore, playerCount: Int, buttonMask: JoypadButtons = .all,
+                inputLayout: LibretroInputLayout = .joypad) throws {
         guard playerCount >= 1 && playerCount <= core.portCount else {
             throw LibretroError.invalidPort(playerCount - 1, portCount: core.portCount)
         }
         self.core = core
         self.playerCount = playerCount
         self.buttonMask = buttonMask
+        self.inputLayout = inputLayout
     }
 
     public func saveState() -> LibretroState {
@@ -69,10 +81,16 @@ public struct LibretroGame: Game {
     public mutating func advanceFrame(_ inputs: FrameInputs) {
         let players = min(inputs.count, playerCount)
         let mask = buttonMask.rawValue
+        let analog = inputLayout == .joypadAnalog
         for player in 0 ..< players {
-            core.setJoypadUnchecked(UInt16(truncatingIfNeeded: inputs[player].low) & mask, port: player)
+            let input = inputs[player]
+            core.setJoypadUnchecked(UInt16(truncatingIfNeeded: input.low) & mask, port: player)
+            if analog { core.setAnalogUnchecked(LibretroPadInput(input).sticks, port: player) }
         }
+        let resimulating = inputs.isResimulating
+        if resimulating { core.presentsOutput = false }
         core.run()
+        if resimulating { core.presentsOutput = true }
     }
 
     public func checksum() -> UInt64 {

@@ -13,6 +13,8 @@ public struct LoadedCore {
     public let initialChecksum: UInt64
     /// The buttons passed to the core.
     public let buttonMask: JoypadButtons
+    /// What each player's input carries (buttons, or buttons and sticks), and so its size.
+    public let inputLayout: LibretroInputLayout
 
     /// The core id announced for a libretro core: `libretro.<library name>`.
     public static func coreId(libraryName: String) -> String {
@@ -21,17 +23,21 @@ public struct LoadedCore {
 
     /// Loads `corePath` with `contentPath` for `players` ports, in a deterministic heap (see
     /// ``DeterministicHeap``), so that every peer's fresh core starts in the same state.
-    /// `buttons`: `nes`, `all` or a 16-bit hexadecimal mask (nil: `nes` for nestopia, else `all`).
-    public static func load(corePath: String, contentPath: String, players: Int, buttons: String?) throws(LibretroError) -> LoadedCore {
+    /// `buttons`: `nes`, `all` or a 16-bit hexadecimal mask (nil: `nes` for nestopia, else `all`);
+    /// `inputLayout`: the device on every port.
+    public static func load(corePath: String, contentPath: String, players: Int, buttons: String?,
+                            inputLayout: LibretroInputLayout = .joypad) throws(LibretroError) -> LoadedCore {
         guard FileManager.default.fileExists(atPath: contentPath) else { throw .contentNotFound(path: contentPath) }
         guard let data = FileManager.default.contents(atPath: contentPath) else {
             throw .contentUnreadable(path: contentPath, reason: "cannot read the file")
         }
+        var options = LibretroCore.Options(portCount: max(2, players))
+        options.inputLayout = inputLayout
         let core: LibretroCore
         do {
             core = try DeterministicHeap.run {
                 try LibretroCore(corePath: corePath, contentPath: contentPath,
-                                 options: .init(portCount: max(2, players)))
+                                 options: options)
             }
         } catch let error as LibretroError {
             throw error
@@ -56,7 +62,8 @@ public struct LoadedCore {
             core.close()
             throw error as? LibretroError ?? .serializationUnsupported(core: core.systemInfo.libraryName, reason: "\(error)")
         }
-        return LoadedCore(core: core, content: content, initialChecksum: initial, buttonMask: mask)
+        return LoadedCore(core: core, content: content, initialChecksum: initial, buttonMask: mask,
+                          inputLayout: inputLayout)
     }
 
     /// `libretro;players=N;buttons=XXXX;initial=XXXXXXXXXXXXXXXX`, stored in the replay header.

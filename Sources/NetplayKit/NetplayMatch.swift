@@ -177,7 +177,7 @@ public final class NetplayMatch<G: SerializableGame> {
     public init(game: G, admission: Admission, options: Options = Options()) throws {
         let ticketParams = admission.ticket.params
         guard ticketParams.inputSize >= 1, ticketParams.inputSize <= UInt32(GameInput.maxSize) else {
-            throw NetplayError(.settingsMismatch, "NetplayKit games use 1 to 16 input bytes; the session uses \(ticketParams.inputSize).")
+            throw NetplayError(.settingsMismatch, "NetplayKit games use 1 to 64 input bytes; the session uses \(ticketParams.inputSize).")
         }
         self.admission = admission
         self.options = options

@@ -52,7 +52,7 @@ public struct NetplaySettings: Sendable, Hashable {
         if !(0 ... 3600).contains(spectatorDelay) { return "The spectator delay must be 0 to 3600 frames." }
         if !(0 ... 3600).contains(checksumInterval) { return "The checksum interval must be 0 to 3600 frames." }
         if !(1000 ... 1_000_000).contains(frameRateMilliHertz) { return "The frame rate must be 1 to 1000 Hz." }
-        if !(1 ... 16).contains(inputSize) { return "Inputs must be 1 to 16 bytes." }
+        if !(1 ... 64).contains(inputSize) { return "Inputs must be 1 to 64 bytes." }
         return nil
     }
 

@@ -17,10 +17,12 @@ struct CoreInputScript {
     let kind: InputScript.Kind
     let seed: UInt64
     let slot: Int
+    var layout: LibretroInputLayout = .joypad
 
     func input(frame: Int) -> GameInput {
         guard kind == .random else { return .zero }
         let value = SeededRandom.hash(seed, UInt64(slot), UInt64(max(frame, 0) / 8))
-        return GameInput(low: value & 0xFFFF)
+        // The joypad layout keeps its 16 bits; the analog one adds the sticks from the rest.
+        return GameInput(low: value, high: value >> 48).masked(toSize: layout.inputSize)
     }
 }

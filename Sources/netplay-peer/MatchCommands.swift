@@ -47,7 +47,7 @@ struct Host: ParsableCommand {
         let name = options.name ?? "host"
         let loaded = options.core != nil ? try options.loadCore(players: players) : nil
         let content = loaded.map { ContentInfo($0.content) } ?? sample.content()
-        let inputSize = loaded != nil ? LibretroGame.inputSize : sample.inputSize
+        let inputSize = loaded?.inputLayout.inputSize ?? sample.inputSize
         let frameRate = self.frameRate ?? loaded?.core.avInfo.framesPerSecond ?? 60
         var settings = NetplaySettings(roomName: options.room)
         settings.maxPlayers = players

@@ -50,6 +50,8 @@ struct PeerOptions: ParsableArguments {
     var content: String?
     @Option(help: "Core buttons passed on: nes (A, B, Select, Start, D-pad; nestopia's default), all, or a hex mask.")
     var buttons: String?
+    @Option(help: ArgumentHelp("What a core's inputs carry: joypad (2 bytes, buttons) or analog (10 bytes: buttons and two analog sticks, ports set to RETRO_DEVICE_ANALOG); every peer of the room must use the same (env NETPLAY_CORE_INPUT, default joypad).", valueName: "joypad|analog"))
+    var coreInput: String?
     @Option(help: "Stop after this many frames (players: a multiple of the checksum interval).") var frames = 3000
     @Option(help: "Inputs: random, idle, cooperate or defect.") var inputs = "random"
     @Option(help: "Seed of the random inputs.") var inputSeed: UInt64 = 7
@@ -111,9 +113,11 @@ struct PeerOptions: ParsableArguments {
 
     /// ``LoadedCore/load(corePath:contentPath:players:buttons:)`` with its failures as one-line
     /// validation errors (`--buttons` named as the flag).
-    static func load(core: String, content: String, players: Int, buttons: String?) throws -> LoadedCore {
+    static func load(core: String, content: String, players: Int, buttons: String?,
+                     inputLayout: LibretroInputLayout = .joypad) throws -> LoadedCore {
         do {
-            return try LoadedCore.load(corePath: core, contentPath: content, players: players, buttons: buttons)
+            return try LoadedCore.load(corePath: core, contentPath: content, players: players, buttons: buttons,
+                                       inputLayout: inputLayout)
         } catch .invalidOptions(let problem) {
             throw ValidationError("--\(problem)")
         } catch {
@@ -124,7 +128,10 @@ struct PeerOptions: ParsableArguments {
     /// Loads `--core` with `--content` for `players` players.
     func loadCore(players: Int) throws -> LoadedCore {
         guard let core, let content else { throw ValidationError("--core and --content are required") }
-        let loaded = try Self.load(core: core, content: content, players: players, buttons: buttons)
+        let layout = try SettingResolver().choice(coreInput, "NETPLAY_CORE_INPUT", name: "--core-input", default: "joypad",
+                                                  choices: LibretroInputLayout.allCases.map(\.rawValue))
+        let loaded = try Self.load(core: core, content: content, players: players, buttons: buttons,
+                                   inputLayout: LibretroInputLayout(rawValue: layout)!)
         FileHandle.standardError.write(Data("netplay-peer: \(loaded.summary)\n".utf8))
         return loaded
     }

@@ -182,9 +182,18 @@ func play(sample: SampleGame, players: Int, seed: UInt64, admission: Admission, 
 /// Plays a loaded libretro core in a match for `admission`.
 func playCore(_ loaded: LoadedCore, players: Int, admission: Admission, options: PeerOptions, host: Bool, label: String,
               onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0) throws -> Never {
-    let game = SerializableCoreGame(game: try LibretroGame(core: loaded.core, playerCount: players, buttonMask: loaded.buttonMask))
+    let sessionInputSize = Int(admission.ticket.params.inputSize)
+    guard sessionInputSize == loaded.inputLayout.inputSize else {
+        let hostLayout = LibretroInputLayout(inputSize: sessionInputSize)?.rawValue ?? "\(sessionInputSize)-byte"
+        throw ValidationError("the room's core inputs are \(hostLayout) (\(sessionInputSize) bytes), not "
+                              + "\(loaded.inputLayout.rawValue): pass --core-input \(hostLayout)")
+    }
+    let game = SerializableCoreGame(game: try LibretroGame(core: loaded.core, playerCount: players, buttonMask: loaded.buttonMask,
+                                                           inputLayout: loaded.inputLayout))
     let kind = InputScript.Kind(rawValue: options.inputs) ?? .random
-    let script = { (slot: Int, frame: Int) in CoreInputScript(kind: kind, seed: options.inputSeed, slot: slot).input(frame: frame) }
+    let script = { (slot: Int, frame: Int) in
+        CoreInputScript(kind: kind, seed: options.inputSeed, slot: slot, layout: loaded.inputLayout).input(frame: frame)
+    }
     try play(game, script: script, admission: admission, options: options, content: host ? ContentInfo(loaded.content) : nil,
              gameOptions: loaded.gameOptions(players: players), label: label,
              resultSuffix: " initial=0x\(String(loaded.initialChecksum, radix: 16))", onRunning: onRunning, lingerSeconds: lingerSeconds)

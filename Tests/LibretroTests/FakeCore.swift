@@ -32,6 +32,14 @@ enum FakeCore {
         static let pathLength = 16     // UInt32, length of the content path
         static let mode = 20           // UInt8, 1 when the option fake_mode is "beta"
         static let perButtonAgrees = 21 // UInt8, 1 while per-button queries match the bitmask
+        static let sticks0 = 24        // 4 x Int16, port 0's analog sticks (lx, ly, rx, ry) last read
+        static let sticks1 = 32        // 4 x Int16, port 1's
+    }
+
+    /// Offsets in the fake core's side record, outside its state (served as save RAM).
+    enum Side {
+        static let lastAVEnable = 0    // UInt32, GET_AUDIO_VIDEO_ENABLE's last answer (0xFF: refused)
+        static let hiddenRuns = 4      // UInt32, runs told video is not presented
     }
 
     static let source = #"""
@@ -55,6 +63,7 @@ enum FakeCore {
     static env_t env; static video_t video; static batch_t batch; static poll_t poll; static input_t input;
     static log_t logf_cb;
     static unsigned char state[64];
+    static unsigned char side[8];
     static uint32_t frames, hash = 2166136261u;
 
     static void put16(int at, uint16_t v) { memcpy(state + at, &v, 2); }
@@ -75,8 +84,10 @@ enum FakeCore {
         struct { log_t log; } log_interface = { 0 };
         if (env(27, &log_interface)) logf_cb = log_interface.log;
         memset(state, 0, sizeof state);
+        memset(side, 0, sizeof side);
         frames = 0;
         hash = 2166136261u;
+        put32(8, hash);
     }
     void retro_deinit(void) { if (logf_cb) logf_cb(1, "fake core: deinit after %u frames", frames); }
     void retro_get_system_info(struct sys_info *info) {
@@ -99,6 +110,22 @@ enum FakeCore {
         static const uint32_t pixels[16];
         poll();
         uint16_t m0 = (uint16_t)input(0, 1, 0, 256), m1 = (uint16_t)input(1, 1, 0, 256);
+        for (unsigned port = 0; port < 2; port++) {
+            for (unsigned axis = 0; axis < 4; axis++) {
+                int16_t value = input(port, 5, axis / 2, axis % 2);
+                memcpy(state + 24 + port * 8 + axis * 2, &value, 2);
+                hash = (hash ^ (uint16_t)value) * 16777619u;
+            }
+        }
+        int av = 0;
+        uint32_t answer = env(47 | 0x10000, &av) ? (uint32_t)av : 0xFFu;
+        memcpy(side, &answer, 4);
+        if (answer != 0xFFu && !(answer & 1)) {
+            uint32_t hidden;
+            memcpy(&hidden, side + 4, 4);
+            hidden++;
+            memcpy(side + 4, &hidden, 4);
+        }
         unsigned agree = 1;
         for (unsigned id = 0; id < 16; id++) {
             if ((unsigned)input(0, 1, 0, id) != ((m0 >> id) & 1u)) agree = 0;
@@ -139,8 +166,8 @@ enum FakeCore {
         return true;
     }
     void retro_unload_game(void) {}
-    void *retro_get_memory_data(unsigned id) { return id == 2 ? state : NULL; }
-    size_t retro_get_memory_size(unsigned id) { return id == 2 ? sizeof state : 0; }
+    void *retro_get_memory_data(unsigned id) { return id == 2 ? state : id == 0 ? side : NULL; }
+    size_t retro_get_memory_size(unsigned id) { return id == 2 ? sizeof state : id == 0 ? sizeof side : 0; }
     """#
 
     /// Builds (once per variant and process) and returns the core's path.

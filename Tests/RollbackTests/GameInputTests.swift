@@ -65,3 +65,47 @@ struct SeededRandomTests {
         #expect(never == 0)
     }
 }
+
+@Suite("GameInput up to 64 bytes")
+struct WideGameInputTests {
+    @Test("all 64 bytes read back in order, word by word")
+    func wideBytes() {
+        let input = GameInput(bytes: Array(1 ... 64))
+        #expect((0 ..< 64).map { input[byte: $0] } == Array(1 ... 64))
+        #expect(input.words[7] == 0x403F_3E3D_3C3B_3A39)
+        var copy = input
+        copy[byte: 63] = 0
+        #expect(copy != input && copy[byte: 62] == 63)
+        #expect(GameInput(bytes: Array(repeating: UInt8(1), count: 80)).words[7] == 0x0101_0101_0101_0101)
+    }
+
+    @Test("masking clears bytes at and beyond sizes past 16", arguments: [17, 24, 31, 40, 63, 64])
+    func wideMasking(size: Int) {
+        let input = GameInput(words: SIMD8(repeating: .max)).masked(toSize: size)
+        for index in 0 ..< 64 { #expect(input[byte: index] == (index < size ? 0xFF : 0)) }
+    }
+
+    @Test("pack and unpack round-trip 64-byte inputs")
+    func widePacking() {
+        let inputs = (0 ..< 10).map { n in GameInput(bytes: (0 ..< 64).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ n) }) }
+        let bytes = GameInput.pack(inputs, size: 64)
+        #expect(bytes.count == 640)
+        #expect(GameInput.unpack(bytes, size: 64) == inputs)
+        #expect(GameInput.unpack(Array(bytes.dropLast()), size: 64) == nil)
+    }
+
+    @Test("bits past 128 and the description name the high words")
+    func wideBits() {
+        var input = GameInput.zero
+        input[byte: 63] = 0x80
+        #expect(input.isSet(511) && !input.isSet(510))
+        #expect(input.description.hasPrefix("GameInput(0x8000000000000000:"))
+        #expect(Set([input, .zero]).count == 2)
+    }
+
+    @Test("a session takes inputs of 1 ... 64 bytes and refuses more")
+    func sessionSizes() {
+        #expect(SessionConfiguration(playerCount: 2, inputSize: 64).validationError() == nil)
+        #expect(SessionConfiguration(playerCount: 2, inputSize: 65).validationError() != nil)
+    }
+}

@@ -39,6 +39,13 @@ typedef struct nlr_slot {
     nlr_log_handler log;
     /* Buttons held on each port: bit i is RETRO_DEVICE_ID_JOYPAD id i. */
     uint16_t joypad[NLR_MAX_PORTS];
+    /* Analog sticks on each port: left x, left y, right x, right y (RETRO_DEVICE_ANALOG). */
+    int16_t analog[NLR_MAX_PORTS][4];
+    /* What the frontend presents (RETRO_ENVIRONMENT_GET_AUDIO_VIDEO_ENABLE): bit 0 video, bit 1
+     * audio. Cleared while a frame is re-simulated during a rollback: it was shown already. */
+    int av_enable;
+    /* Video frames delivered while video was not presented (re-simulated frames). */
+    uint64_t hidden_video_frames;
     /* Video frames the core delivered (including duplicates) and the last frame's size. */
     uint64_t video_frames;
     unsigned video_width;
@@ -74,13 +81,42 @@ static inline void nlr_slot_set_joypad(nlr_slot *slot, unsigned port, uint16_t b
     if (port < NLR_MAX_PORTS) slot->joypad[port] = buttons;
 }
 
-/* Answers an input-state query from a slot's joypad masks (exposed for tests). */
+/* Sets the analog sticks on `port` (left x, left y, right x, right y) for the next retro_run. */
+static inline void nlr_slot_set_analog(nlr_slot *slot, unsigned port, int16_t lx, int16_t ly, int16_t rx, int16_t ry) {
+    if (port >= NLR_MAX_PORTS) return;
+    slot->analog[port][0] = lx;
+    slot->analog[port][1] = ly;
+    slot->analog[port][2] = rx;
+    slot->analog[port][3] = ry;
+}
+
+/* Answers an input-state query from a slot's joypad masks and sticks (exposed for tests):
+ * RETRO_DEVICE_JOYPAD per button or as a mask; RETRO_DEVICE_ANALOG's two sticks (index 0 left,
+ * 1 right; id 0 x, 1 y) and its analog buttons (index 2: full scale while the button is held). */
+static inline int16_t nlr_input_state(const nlr_slot *slot, unsigned port, unsigned device, unsigned index,
+                                      unsigned id) {
+    if (port >= NLR_MAX_PORTS) return 0;
+    uint16_t buttons = slot->joypad[port];
+    switch (device & RETRO_DEVICE_MASK) {
+    case RETRO_DEVICE_JOYPAD:
+        if (index != 0) return 0;
+        if (id == RETRO_DEVICE_ID_JOYPAD_MASK) return (int16_t)buttons;
+        return id < 16 ? (int16_t)((buttons >> id) & 1u) : 0;
+    case RETRO_DEVICE_ANALOG:
+        if (index <= RETRO_DEVICE_INDEX_ANALOG_RIGHT && id <= RETRO_DEVICE_ID_ANALOG_Y)
+            return slot->analog[port][index * 2 + id];
+        if (index == RETRO_DEVICE_INDEX_ANALOG_BUTTON && id < 16) return ((buttons >> id) & 1u) ? 0x7fff : 0;
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* The joypad part of nlr_input_state (kept for callers that ask only for buttons). */
 static inline int16_t nlr_joypad_state(const nlr_slot *slot, unsigned port, unsigned device, unsigned index,
                                        unsigned id) {
-    if (port >= NLR_MAX_PORTS || (device & RETRO_DEVICE_MASK) != RETRO_DEVICE_JOYPAD || index != 0) return 0;
-    uint16_t buttons = slot->joypad[port];
-    if (id == RETRO_DEVICE_ID_JOYPAD_MASK) return (int16_t)buttons;
-    return id < 16 ? (int16_t)((buttons >> id) & 1u) : 0;
+    if ((device & RETRO_DEVICE_MASK) != RETRO_DEVICE_JOYPAD) return 0;
+    return nlr_input_state(slot, port, device, index, id);
 }
 
 /*

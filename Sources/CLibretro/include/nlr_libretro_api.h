@@ -23,6 +23,13 @@ extern "C" {
 #define RETRO_DEVICE_MASK ((1u << RETRO_DEVICE_TYPE_SHIFT) - 1u)
 #define RETRO_DEVICE_NONE 0u
 #define RETRO_DEVICE_JOYPAD 1u
+/* A joypad with two analog sticks (and analog buttons). */
+#define RETRO_DEVICE_ANALOG 5u
+#define RETRO_DEVICE_INDEX_ANALOG_LEFT 0u
+#define RETRO_DEVICE_INDEX_ANALOG_RIGHT 1u
+#define RETRO_DEVICE_INDEX_ANALOG_BUTTON 2u
+#define RETRO_DEVICE_ID_ANALOG_X 0u
+#define RETRO_DEVICE_ID_ANALOG_Y 1u
 
 /* Joypad buttons: the id passed to the input-state callback, and the bit in a button mask. */
 #define RETRO_DEVICE_ID_JOYPAD_B 0u

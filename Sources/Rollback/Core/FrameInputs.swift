@@ -25,6 +25,13 @@ public struct FrameInputs: Sendable {
     @usableFromInline var entries: [Entry]
     @usableFromInline var base: Int
     @usableFromInline var playerCount: Int
+    @usableFromInline var resimulating = false
+
+    /// Whether the engine is re-simulating this frame during a rollback (or a state transfer,
+    /// or a sync test's second pass): the frame was shown once already and will be shown again
+    /// as it ends up. A frontend mutes audio and skips video output for such frames; the game's
+    /// state must not depend on it.
+    @inlinable public var isResimulating: Bool { resimulating }
 
     /// Creates inputs for one frame; `inputs` and `statuses` must have one entry per player.
     public init(frame: Frame, inputs: [GameInput], statuses: [InputStatus]) {

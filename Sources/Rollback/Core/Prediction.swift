@@ -56,6 +56,6 @@ public struct MaskedRepeatPrediction: InputPredictor {
 
     @inlinable
     public func predict(_ context: PredictionContext) -> GameInput {
-        GameInput(low: context.lastKnownInput.low & heldMask.low, high: context.lastKnownInput.high & heldMask.high)
+        context.lastKnownInput & heldMask
     }
 }

@@ -3,7 +3,7 @@
 public struct SessionConfiguration: Sendable {
     /// Players in the match, 1 ... 8 (2 ... 8 for a P2P session).
     public var playerCount: Int
-    /// Bytes of input per player and frame, 1 ... 16.
+    /// Bytes of input per player and frame, 1 ... 64.
     public var inputSize: Int
     /// How many frames may be simulated on predicted inputs; 0 means lockstep.
     public var predictionWindow: Int = 8
@@ -62,7 +62,7 @@ public struct SessionConfiguration: Sendable {
     /// Checks the values; returns a description of the first problem, or nil.
     public func validationError() -> String? {
         if playerCount < 1 || playerCount > 8 { return "playerCount must be 1 ... 8" }
-        if inputSize < 1 || inputSize > GameInput.maxSize { return "inputSize must be 1 ... 16" }
+        if inputSize < 1 || inputSize > GameInput.maxSize { return "inputSize must be 1 ... 64" }
         if predictionWindow < 0 { return "predictionWindow must be >= 0" }
         if inputDelay < 0 || inputDelay > 32 { return "inputDelay must be 0 ... 32" }
         if stateRingCapacity < predictionWindow + 2 { return "stateRingCapacity must be >= predictionWindow + 2" }

@@ -32,7 +32,7 @@ struct GameRunner<G: Game> {
     /// Simulates the current frame (saving its starting state first if asked) and moves on.
     /// `filled`: its input row is filled already (see ``InputSet/fillRows(from:through:)``).
     @inlinable @inline(__always)
-    mutating func simulate(save: Bool, inputs: inout InputSet, filled: Bool = false) {
+    mutating func simulate(save: Bool, inputs: inout InputSet, filled: Bool = false, resimulating: Bool = false) {
         let frame = currentFrame
         if save {
             let slot = ring.claim(frame)
@@ -44,6 +44,7 @@ struct GameRunner<G: Game> {
         } else {
             inputs.gather(frame: frame)
         }
+        inputs.current.resimulating = resimulating
         game.advanceFrame(inputs.current)
         currentFrame = frame + 1
         if inputs.checksums.due(atReaching: frame + 1) {
@@ -112,10 +113,10 @@ struct GameRunner<G: Game> {
         }
         if sparseSaving { ring.discard(after: loadFrame) }
         let known = inputs.knownFrame
-        simulate(save: false, inputs: &inputs, filled: filled)
+        simulate(save: false, inputs: &inputs, filled: filled, resimulating: true)
         while currentFrame < end {
             let save = !sparseSaving || sparseSaves(currentFrame, known: known, resimulatingTo: end)
-            simulate(save: save, inputs: &inputs, filled: filled)
+            simulate(save: save, inputs: &inputs, filled: filled, resimulating: true)
         }
         advance(inputs: &inputs, filled: filled)
         return length
@@ -135,6 +136,7 @@ struct GameRunner<G: Game> {
         var frame = start
         while true {
             inputs.select(frame: frame)
+            inputs.current.resimulating = frame != end
             game.advanceFrame(inputs.current)
             frame &+= 1
             if frame == nextChecksum {
@@ -168,7 +170,9 @@ struct GameRunner<G: Game> {
             inputs.checksums.record(frame: frame, checksum: game.checksum())
         }
         inputs.clearIncorrect()
-        while currentFrame < end { simulate(save: !sparseSaving || currentFrame == end - 1, inputs: &inputs) }
+        while currentFrame < end {
+            simulate(save: !sparseSaving || currentFrame == end - 1, inputs: &inputs, resimulating: true)
+        }
     }
 
     /// Loads the saved state at exactly `frame` (sync test).
@@ -184,7 +188,7 @@ struct GameRunner<G: Game> {
     /// Re-simulates one frame, saving first (sync test).
     @inlinable
     mutating func resimulateOne(inputs: inout InputSet) {
-        simulate(save: true, inputs: &inputs)
+        simulate(save: true, inputs: &inputs, resimulating: true)
         stats.framesResimulated += 1
     }
 

@@ -81,6 +81,8 @@ struct HashGame: Game, Sendable {
             let input = inputs[player]
             h = (h ^ input.low) &* 0x100_0000_01B3
             h = (h ^ input.high) &* 0x100_0000_01B3
+            // Words 2 ... 7 (inputs over 16 bytes) only when set, so shorter inputs hash as they always did.
+            for word in 2 ..< 8 where input.words[word] != 0 { h = (h ^ input.words[word]) &* 0x100_0000_01B3 }
             if inputs.status(of: player) == .disconnected { state.disconnectedMask |= 1 << UInt8(player) }
         }
         state.hash = h
@@ -124,6 +126,8 @@ struct InputScript: Sendable {
         let split = Int(segmentSeed % UInt64(window))
         let part = frame % window < split ? 0 : 1
         let value = SeededRandom.hash(segmentSeed, UInt64(part))
-        return GameInput(low: value, high: value >> 7).masked(toSize: size)
+        let rest = SeededRandom.hash(value, 2)
+        return GameInput(words: SIMD8(value, value >> 7, rest, rest >> 3, rest >> 11, ~rest, rest &* 3, value ^ rest))
+            .masked(toSize: size)
     }
 }
