@@ -31,6 +31,9 @@ public struct NetplayInvite: Sendable, Hashable {
     /// The cluster's CurveZMQ public key (32 bytes) when it encrypts; nil for a plain cluster.
     public var serverKey: [UInt8]?
 
+    /// ``serverKey`` in Z85, as `--curve-server-key` takes it (nil for a plain cluster).
+    public var serverKeyZ85: String? { serverKey.flatMap { Z85.encode($0) } }
+
     /// A lobby room's invite.
     public init(sessionId: String, roomName: String = "", discovery: String?, coordinator: String, serverKey: [UInt8]? = nil) {
         self.sessionId = sessionId
@@ -77,8 +80,10 @@ public struct NetplayInvite: Sendable, Hashable {
         case missing(String)
         /// A parameter's value is malformed (bad percent-encoding, too long, not an endpoint...).
         case badValue(parameter: String, reason: String)
-        /// The key is not Z85, or decodes to other than 32 bytes.
+        /// The key is not 40 characters long (a Z85 CurveZMQ public key is).
         case badKeyLength(Int)
+        /// The key is 40 characters but not Z85.
+        case badKeyEncoding
         /// The link names a password: invites never carry one.
         case passwordInLink
         /// The same parameter twice, or one this version does not know.
@@ -92,6 +97,7 @@ public struct NetplayInvite: Sendable, Hashable {
             case .badValue(let name, let reason): "The invite's \(name) is not valid: \(reason)."
             case .badKeyLength(let count):
                 "The invite's key must be a 40-character Z85 CurveZMQ public key (32 bytes), got \(count) characters."
+            case .badKeyEncoding: "The invite's key is not Z85 (ZeroMQ's key encoding)."
             case .passwordInLink: "Invite links never carry a password; leave it out and give it when joining."
             case .badParameter(let name): "The invite has an unknown or repeated parameter '\(name)'."
             }
@@ -108,7 +114,7 @@ public struct NetplayInvite: Sendable, Hashable {
         } else {
             if let coordinatorEndpoint { items.append(("coordinator", coordinatorEndpoint)) }
             if let discoveryEndpoint { items.append(("discovery", discoveryEndpoint)) }
-            if let serverKey { items.append(("key", Z85.encode(serverKey) ?? "")) }
+            if let serverKeyZ85 { items.append(("key", serverKeyZ85)) }
         }
         if !roomName.isEmpty { items.append(("room", roomName)) }
         return "\(Self.scheme)://join?" + items.map { "\($0)=\(Self.percentEncode($1))" }.joined(separator: "&")
@@ -148,7 +154,8 @@ public struct NetplayInvite: Sendable, Hashable {
         coordinatorEndpoint = values["coordinator"]
         endpoint = values["endpoint"]
         if let key = values["key"] {
-            guard key.count == 40, let bytes = Z85.decode(key), bytes.count == 32 else { throw .badKeyLength(key.count) }
+            guard key.count == 40 else { throw .badKeyLength(key.count) }
+            guard let bytes = Z85.decode(key), bytes.count == 32 else { throw .badKeyEncoding }
             serverKey = bytes
         } else {
             serverKey = nil

@@ -102,10 +102,14 @@ func markStartedInBackground(_ lobby: NetplayLobby, _ admission: Admission) {
 /// Finds the room (by `--room`, or the invite `link` names) and joins it in `role`; learns the
 /// game from the room.
 func joinAndPlay(_ options: PeerOptions, role: Role, password: String, label: String, link: String?) throws -> Never {
+    var options = options
     let deadline = Date().addingTimeInterval(min(options.timeout, 60))
     let lobby: NetplayLobby, room: NetplayRoom
     if let link {
-        (lobby, room) = try options.findRoom(link: link, deadline: deadline)
+        let invite: NetplayInvite
+        (invite, lobby, room) = try options.findRoom(link: link, deadline: deadline)
+        // The match encrypts like the invite's cluster.
+        if let key = invite.serverKeyZ85 { options.curve.curveServerKey = key }
     } else {
         lobby = try options.lobby()
         room = try options.findRoom(lobby, deadline: deadline)

@@ -134,7 +134,7 @@ struct PeerOptions: ParsableArguments {
     /// The lobby and room an invite `link` names: its cluster (encrypted with its key, else with
     /// `--curve-server-key`'s), the room looked up in its discovery (or heard on the LAN), waiting
     /// for it to be listed until the deadline.
-    func findRoom(link: String, deadline: Date) throws -> (NetplayLobby, NetplayRoom) {
+    func findRoom(link: String, deadline: Date) throws -> (NetplayInvite, NetplayLobby, NetplayRoom) {
         let invite: NetplayInvite
         do { invite = try NetplayInvite(url: link) } catch { throw ValidationError("--link: \(error)") }
         var lobby = invite.lobby()
@@ -145,7 +145,7 @@ struct PeerOptions: ParsableArguments {
         var lastError: Error?
         while Date() < deadline {
             do {
-                return (lobby, try invite.room(through: lobby))
+                return (invite, lobby, try invite.room(through: lobby))
             } catch {
                 lastError = error
             }

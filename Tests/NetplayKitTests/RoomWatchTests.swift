@@ -1,4 +1,5 @@
 import Foundation
+import Games
 import NetplayService
 import NetplayTestSupport
 import NetplayWire
@@ -46,6 +47,7 @@ struct RoomWatchTests {
         var options = TestCluster.Options(secret: String(repeating: "5e", count: 32))
         options.events = true
         options.name = "kit-watch"
+        options.coordinatorArguments = ["--relay-refresh-interval", "0.5"]
         return try TestCluster(options)
     }
 
@@ -96,8 +98,22 @@ struct RoomWatchTests {
         }
         #expect(full.slots.map(\.holder) == [.player(name: "alice"), .player(name: "bob")])
         #expect(full.slots.allSatisfy { !$0.isFree } && !full.hasFreeSlot)
+        #expect(full.slots.allSatisfy { $0.connected == false }, "nobody attached to the relay yet")
 
-        try lobby.leave(host)
+        // The host attaches to the relay: its slot shows connected once the relay reports it.
+        var options = NetplayMatchOptions()
+        options.serverKey = cluster.serverKey
+        let hostMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: host, options: options)
+        hostMatch.start()
+        let connected = drive([hostMatch], seconds: 15) {
+            log.changes.contains { change in
+                if case .updated(let room) = change { room.slots.first?.connected == true } else { false }
+            }
+        }
+        #expect(connected, "slot 1 never showed connected: \(log.changes)")
+
+        // The host leaving (relay and coordinator) ends the session: its room is withdrawn.
+        hostMatch.leave()
         let removed = log.first(within: 10) { if case .removed = $0 { true } else { false } }
         #expect(removed == .removed(id: host.sessionId, reason: .withdrawn), "\(log.changes)")
 
