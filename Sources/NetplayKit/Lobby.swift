@@ -15,6 +15,9 @@ import Synchronization
 public struct NetplayLobby: Sendable {
     /// The discovery service (room list), or nil for LAN-only use.
     public var discoveryEndpoint: String?
+    /// Discovery's events (PUB) endpoint a room watch subscribes to; nil: the default cluster's
+    /// for the default discovery endpoint, else the discovery port + 1.
+    public var discoveryEventsEndpoint: String?
     /// The coordinator (sessions, tickets), or nil for LAN-only use.
     public var coordinatorEndpoint: String?
     /// UDP port LAN beacons are heard on.
@@ -32,8 +35,10 @@ public struct NetplayLobby: Sendable {
     /// A lobby over the cluster at these endpoints (defaults: the local cluster, unencrypted).
     public init(discovery: String? = ServiceDefaults.discoveryEndpoint,
                 coordinator: String? = ServiceDefaults.coordinatorEndpoint,
-                lanBeaconPort: UInt16 = LanBeacon.defaultPort, timeout: Double = 2, serverKey: [UInt8]? = nil) {
+                lanBeaconPort: UInt16 = LanBeacon.defaultPort, timeout: Double = 2, serverKey: [UInt8]? = nil,
+                discoveryEvents: String? = nil) {
         discoveryEndpoint = discovery
+        discoveryEventsEndpoint = discoveryEvents
         coordinatorEndpoint = coordinator
         self.lanBeaconPort = lanBeaconPort
         self.timeout = timeout
@@ -84,6 +89,16 @@ public struct NetplayLobby: Sendable {
             token = page.nextPageToken
         } while !token.isEmpty && rooms.count < limit
         return Array(rooms.prefix(limit))
+    }
+
+    /// One lobby room by id (a session id, e.g. from an invite link); NOT_FOUND when discovery
+    /// does not list it.
+    public func lobbyRoom(id: String) throws -> NetplayRoom {
+        let body = try call(discoveryEndpoint, "discovery service", .getRoomRequest(GetRoomRequest(roomId: id)))
+        guard case .getRoomResponse(let found) = body else {
+            throw NetplayError(.internal, "The discovery service answered \(body.name) to a room lookup.")
+        }
+        return NetplayRoom(found.room)
     }
 
     /// Rooms heard on the LAN within `milliseconds`.
@@ -194,7 +209,8 @@ public struct NetplayLobby: Sendable {
                          coordinatorEndpoint: room.isLAN ? nil : coordinatorEndpoint)
     }
 
-    /// Joins the session `sessionId` (e.g. from a shared link) without browsing.
+    /// Joins the session `sessionId` without browsing (for a shared link, see
+    /// ``NetplayInvite/join(name:role:password:content:preferredSlot:timeout:)``).
     public func join(sessionId: String, name: String, role: Role = .player, password: String = "",
                      content: ContentInfo = ContentInfo(), preferredSlot: Int = 0) throws -> Admission {
         var room = NetplayRoom(Room(roomId: sessionId, sessionId: sessionId))

@@ -73,9 +73,14 @@ struct Host: ParsableCommand {
             lanHost = host
             admission = host.admission
             FileHandle.standardError.write(Data("netplay-peer[host]: LAN room '\(options.room)' on \(host.endpoint)\n".utf8))
+            emit("LINK " + NetplayInvite(lanSessionId: admission.sessionId, roomName: options.room, endpoint: host.endpoint).url)
         } else {
             admission = try lobby.host(settings: settings, content: content, inputSize: inputSize, hostName: name)
             FileHandle.standardError.write(Data("netplay-peer[host]: room '\(options.room)' session \(admission.sessionId) on relay \(admission.relayEndpoint)\n".utf8))
+            if let coordinator = lobby.coordinatorEndpoint {
+                emit("LINK " + NetplayInvite(sessionId: admission.sessionId, roomName: options.room, discovery: lobby.discoveryEndpoint,
+                                             coordinator: coordinator, serverKey: lobby.serverKey).url)
+            }
         }
         _ = lanHost
         if let loaded {
@@ -94,21 +99,34 @@ func markStartedInBackground(_ lobby: NetplayLobby, _ admission: Admission) {
     Thread.detachNewThread { try? lobby.markStarted(admission) }
 }
 
-/// Finds the room and joins it in `role`; learns the game from the room.
-func joinAndPlay(_ options: PeerOptions, role: Role, password: String, label: String) throws -> Never {
-    let lobby = try options.lobby()
-    let room = try options.findRoom(lobby, deadline: Date().addingTimeInterval(min(options.timeout, 60)))
-    if room.content.coreId.hasPrefix("libretro.") {
+/// Finds the room (by `--room`, or the invite `link` names) and joins it in `role`; learns the
+/// game from the room.
+func joinAndPlay(_ options: PeerOptions, role: Role, password: String, label: String, link: String?) throws -> Never {
+    var options = options
+    let deadline = Date().addingTimeInterval(min(options.timeout, 60))
+    let lobby: NetplayLobby, room: NetplayRoom
+    if let link {
+        let invite: NetplayInvite
+        (invite, lobby, room) = try options.findRoom(link: link, deadline: deadline)
+        // The match encrypts like the invite's cluster.
+        if let key = invite.serverKeyZ85 { options.curve.curveServerKey = key }
+    } else {
+        lobby = try options.lobby()
+        room = try options.findRoom(lobby, deadline: deadline)
+    }
+    // A room known only from a LAN link (no beacon heard) does not say its size: the ticket does.
+    func players(_ admission: Admission) -> Int { room.maxPlayers > 0 ? room.maxPlayers : Int(admission.ticket.params.maxPlayers) }
+    if room.content.coreId.hasPrefix("libretro.") || (room.content.coreId.isEmpty && options.core != nil) {
         guard options.core != nil else {
             throw ValidationError("room '\(room.roomName)' plays \(room.content.gameName) on the libretro core "
                                   + "\(room.content.coreId.dropFirst("libretro.".count)) \(room.content.coreVersion): pass --core and --content")
         }
-        let loaded = try options.loadCore(players: room.maxPlayers)
+        let loaded = try options.loadCore(players: max(room.maxPlayers, 2))
         var lastError: Error?
         for _ in 0 ..< 20 {
             do {
                 let admission = try lobby.join(room, name: options.name ?? label, role: role, password: password, content: ContentInfo(loaded.content))
-                try playCore(loaded, players: room.maxPlayers, admission: admission, options: options, host: false,
+                try playCore(loaded, players: players(admission), admission: admission, options: options, host: false,
                              label: options.name ?? label)
             } catch let error as NetplayError where error.code == .unavailable || error.code == .noRelay {
                 lastError = error
@@ -125,7 +143,7 @@ func joinAndPlay(_ options: PeerOptions, role: Role, password: String, label: St
         do {
             let admission = try lobby.join(room, name: options.name ?? label, role: role, password: password,
                                            content: sample.content())
-            try play(sample: sample, players: room.maxPlayers, seed: 1, admission: admission, options: options,
+            try play(sample: sample, players: players(admission), seed: 1, admission: admission, options: options,
                      host: false, label: options.name ?? label)
         } catch let error as NetplayError where error.code == .unavailable || error.code == .noRelay {
             lastError = error
@@ -135,20 +153,43 @@ func joinAndPlay(_ options: PeerOptions, role: Role, password: String, label: St
     throw lastError ?? ValidationError("could not join")
 }
 
+/// `--link`: join through an invite instead of looking a room up by name.
+struct InviteOption: ParsableArguments {
+    @Option(help: ArgumentHelp("An invite link (netplay://join?..., as `host` prints on its LINK line) naming the room and its cluster; overrides --room, --discovery, --coordinator and --lan-listen-ms (env NETPLAY_JOIN_LINK).", valueName: "url"))
+    var link: String?
+
+    /// `--link`, else NETPLAY_JOIN_LINK, else nil (checked: a malformed link is a usage error).
+    func resolved(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String? {
+        guard let text = link ?? environment["NETPLAY_JOIN_LINK"] else { return nil }
+        do { _ = try NetplayInvite(url: text) } catch {
+            throw ValidationError("\(link == nil ? "NETPLAY_JOIN_LINK" : "--link"): \(error)")
+        }
+        return text
+    }
+}
+
 struct Join: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Join a room as a player.")
+    static let configuration = CommandConfiguration(abstract: "Join a room as a player (found by --room, or through an invite --link).")
     @OptionGroup var options: PeerOptions
+    @OptionGroup var invite: InviteOption
     @Option(help: "Play password.") var password = ""
 
-    func validate() throws { try options.validate(player: true) }
-    func run() throws { try joinAndPlay(options, role: .player, password: password, label: "join") }
+    func validate() throws {
+        try options.validate(player: true)
+        _ = try invite.resolved()
+    }
+    func run() throws { try joinAndPlay(options, role: .player, password: password, label: "join", link: try invite.resolved()) }
 }
 
 struct Spectate: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Watch a room (mid-match joins start from a state snapshot).")
+    static let configuration = CommandConfiguration(abstract: "Watch a room (mid-match joins start from a state snapshot); found by --room, or through an invite --link.")
     @OptionGroup var options: PeerOptions
+    @OptionGroup var invite: InviteOption
     @Option(help: "Spectate password.") var password = ""
 
-    func validate() throws { try options.validate(player: false) }
-    func run() throws { try joinAndPlay(options, role: .spectator, password: password, label: "spectate") }
+    func validate() throws {
+        try options.validate(player: false)
+        _ = try invite.resolved()
+    }
+    func run() throws { try joinAndPlay(options, role: .spectator, password: password, label: "spectate", link: try invite.resolved()) }
 }

@@ -138,6 +138,29 @@ struct PeerOptions: ParsableArguments {
 
     var conditions: NetworkConditions { NetworkConditions(rttMs: rtt, jitterMs: jitter, loss: loss, seed: inputSeed &+ 99) }
 
+    /// The lobby and room an invite `link` names: its cluster (encrypted with its key, else with
+    /// `--curve-server-key`'s), the room looked up in its discovery (or heard on the LAN), waiting
+    /// for it to be listed until the deadline.
+    func findRoom(link: String, deadline: Date) throws -> (NetplayInvite, NetplayLobby, NetplayRoom) {
+        let invite: NetplayInvite
+        do { invite = try NetplayInvite(url: link) } catch { throw ValidationError("--link: \(error)") }
+        var lobby = invite.lobby()
+        lobby.lanBeaconPort = lanPort
+        let flagKey = invite.isLAN ? nil : try curve.serverKey()
+        lobby.serverKey = invite.serverKey ?? flagKey
+        lobby.measuresRelays = try self.lobby().measuresRelays
+        var lastError: Error?
+        while Date() < deadline {
+            do {
+                return (invite, lobby, try invite.room(through: lobby))
+            } catch {
+                lastError = error
+            }
+            usleep(200_000)
+        }
+        throw ValidationError("the invite's room \(invite.sessionId) was not found before the timeout" + (lastError.map { ": \($0)" } ?? ""))
+    }
+
     /// Finds `room` in the lobby (or on the LAN), waiting for it to appear. Gives up at the
     /// deadline, saying why the last look failed when it did (e.g. an encrypted discovery
     /// service that does not answer without the cluster's key).

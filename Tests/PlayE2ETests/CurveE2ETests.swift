@@ -43,13 +43,7 @@ struct CurveE2ETests {
                     "expected one line saying '\(reason)': \(process.log)")
         }
 
-        let results = [host, join, spectator].map { $0.result(within: 90) }
-        for (process, result) in zip([host, join, spectator], results) {
-            #expect(result != nil, "\(process.name) failed:\n\(process.log.suffix(3000))")
-        }
-        let checksums = Set(results.compactMap { $0?.checksum })
-        #expect(checksums.count == 1, "checksums differ: \(results.map { $0?.description ?? "none" })")
-        #expect(results.allSatisfy { $0?.frames == frames })
+        expectSameResults([host, join, spectator], frames: frames)
     }
 
     @Test func aMalformedKeyIsRefusedAtOnceAndHelpListsTheFlag() throws {

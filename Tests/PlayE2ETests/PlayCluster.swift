@@ -83,3 +83,15 @@ enum Match {
         ["--room", room, "--frames", "\(frames)", "--timeout", "150", "--input-seed", "\(seed)"] + network
     }
 }
+
+/// Expects every process to exit with a result of `frames` frames and the same checksum.
+func expectSameResults(_ processes: [ServiceProcess], frames: Int, within seconds: Double = 90,
+                       sourceLocation: SourceLocation = #_sourceLocation) {
+    let results = processes.map { $0.result(within: seconds) }
+    for (process, result) in zip(processes, results) {
+        #expect(result != nil, "\(process.name) failed:\n\(process.log.suffix(3000))", sourceLocation: sourceLocation)
+    }
+    let checksums = Set(results.compactMap { $0?.checksum })
+    #expect(checksums.count == 1, "checksums differ: \(results.map { $0?.description ?? "none" })", sourceLocation: sourceLocation)
+    #expect(results.allSatisfy { $0?.frames == frames }, sourceLocation: sourceLocation)
+}

@@ -141,7 +141,7 @@ public struct SessionRecord: Sendable, Equatable {
                            startedAtUnixMs: startedAtUnixMs, endedAtUnixMs: endedAtUnixMs, version: version)
     }
 
-    /// The lobby room for this session (nil when it should not be listed).
+    /// The lobby room for this session (nil when it should not be listed), slots included.
     public func room(hostVersion: String) -> Room? {
         guard isListed, isActive else { return nil }
         return Room(roomId: sessionId, sessionId: sessionId, hostName: host?.name ?? "", roomName: settings.roomName,
@@ -152,6 +152,15 @@ public struct SessionRecord: Sendable, Equatable {
                     frameDelay: settings.frameDelay, transport: settings.transport == .lan ? .lan : .relay,
                     hostEndpoint: settings.transport == .lan ? settings.lanEndpoint : "",
                     relayEndpoint: settings.transport == .lan ? "" : relayEndpoint, region: settings.region,
-                    source: .lobby, hostVersion: hostVersion)
+                    source: .lobby, hostVersion: hostVersion, slots: roomSlots)
+    }
+
+    /// Every player slot with its holder's name and presence (what a browser's "join as player
+    /// 2?" prompt shows).
+    var roomSlots: [RoomSlot] {
+        (1...max(1, settings.maxPlayers)).map { slot in
+            let holder = holder(of: slot)
+            return RoomSlot(slot: slot, occupied: holder != nil, playerName: holder?.name ?? "", connected: holder?.connected ?? false)
+        }
     }
 }

@@ -32,6 +32,7 @@ extension SessionCoordinator {
         let attachChanged = notePresence(on: request.relayId, attached: Dictionary(
             request.presence.map { ($0.sessionId, Set($0.connectedParticipantIds)) }, uniquingKeysWith: { first, _ in first }), nowMs: time.monotonicMs)
         var outcome = applyRelayFacts(request, at: time)
+        outcome.touched += attachChanged  // the lobby room shows who is connected in each slot
         let closes = relays.takeCloses(for: request.relayId)
         outcome.reply = .refreshRelayResponse(RefreshRelayResponse(closeSessionIds: closes.close, movedSessionIds: closes.moved))
         // Who is attached shows in the session's events too, not only in requests for it.

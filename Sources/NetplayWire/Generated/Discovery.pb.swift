@@ -123,6 +123,9 @@ public struct Room: Sendable, Hashable {
     public var expiresAtUnixMs: UInt64
     /// Registry sequence of the room's last change (see the watch protocol above).
     public var revision: UInt64
+    /// The player slots, 1 ... max_players, for a "join as player 2?" prompt (empty when the
+    /// announcer does not say: LAN beacons and RetroArch rooms give only the counts).
+    public var slots: [RoomSlot]
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -150,7 +153,8 @@ public struct Room: Sendable, Hashable {
         createdAtUnixMs: UInt64 = 0,
         updatedAtUnixMs: UInt64 = 0,
         expiresAtUnixMs: UInt64 = 0,
-        revision: UInt64 = 0
+        revision: UInt64 = 0,
+        slots: [RoomSlot] = []
     ) {
         self.roomId = roomId
         self.sessionId = sessionId
@@ -177,6 +181,32 @@ public struct Room: Sendable, Hashable {
         self.updatedAtUnixMs = updatedAtUnixMs
         self.expiresAtUnixMs = expiresAtUnixMs
         self.revision = revision
+        self.slots = slots
+    }
+}
+
+/// One player slot of a room as a browser shows it.
+public struct RoomSlot: Sendable, Hashable {
+    /// Slot number, 1-based.
+    public var slot: UInt32
+    /// Someone holds it.
+    public var occupied: Bool
+    /// The holder's display name ("" when free).
+    public var playerName: String
+    /// The holder is attached to the relay right now, as the relay last reported (false when free).
+    public var connected: Bool
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(
+        slot: UInt32 = 0,
+        occupied: Bool = false,
+        playerName: String = "",
+        connected: Bool = false
+    ) {
+        self.slot = slot
+        self.occupied = occupied
+        self.playerName = playerName
+        self.connected = connected
     }
 }
 
@@ -697,6 +727,20 @@ extension Room: WireMessage, _CMessage {
         c.pointee.updated_at_unix_ms = self.updatedAtUnixMs
         c.pointee.expires_at_unix_ms = self.expiresAtUnixMs
         c.pointee.revision = self.revision
+        if !self.slots.isEmpty {
+            let values = self.slots
+            if validate {
+                try _wireCheckCount(values.count, 8, "Room.slots")
+            }
+            c.pointee.n_slots = values.count
+            let array = arena.allocate(UnsafeMutablePointer<Netplay__V1__RoomSlot>?.self, count: values.count)
+            for i in 0..<values.count {
+                let p = arena.allocate(Netplay__V1__RoomSlot.self)
+                try values[i]._fill(p, arena, validate)
+                array[i] = p
+            }
+            c.pointee.slots = array
+        }
     }
 
     init(_c c: UnsafePointer<Netplay__V1__Room>) throws(WireError) {
@@ -725,6 +769,20 @@ extension Room: WireMessage, _CMessage {
         self.updatedAtUnixMs = c.pointee.updated_at_unix_ms
         self.expiresAtUnixMs = c.pointee.expires_at_unix_ms
         self.revision = c.pointee.revision
+        do {
+            let n = c.pointee.n_slots
+            try _wireCheckCount(n, 8, "Room.slots")
+            var values: [RoomSlot] = []
+            if n > 0 {
+                guard let array = c.pointee.slots else { throw .missingField("Room.slots") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    guard let p = array[i] else { throw .missingField("Room.slots") }
+                    values.append(try RoomSlot(_c: p))
+                }
+            }
+            self.slots = values
+        }
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -754,6 +812,73 @@ extension Room: WireMessage, _CMessage {
         w.key("updatedAtUnixMs"); w.integer(self.updatedAtUnixMs)
         w.key("expiresAtUnixMs"); w.integer(self.expiresAtUnixMs)
         w.key("revision"); w.integer(self.revision)
+        w.key("slots"); w.openArray()
+        for e in self.slots { e._json(&w) }
+        w.closeArray()
+        w.close()
+    }
+}
+
+extension RoomSlot: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "RoomSlot" }
+
+    typealias CStruct = Netplay__V1__RoomSlot
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__RoomSlot>? {
+        netplay__v1__room_slot__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__RoomSlot>) { netplay__v1__room_slot__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__RoomSlot>) -> Int { netplay__v1__room_slot__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__RoomSlot>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__room_slot__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `RoomSlot` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `RoomSlot` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__RoomSlot>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__room_slot__init(c)
+        if validate {
+            try _wireCheckRange(self.slot, 1...8, "RoomSlot.slot")
+        }
+        c.pointee.slot = self.slot
+        c.pointee.occupied = self.occupied ? 1 : 0
+        if validate {
+            try _wireCheckString(self.playerName, "RoomSlot.player_name", maxLen: 64, required: false)
+        }
+        if !self.playerName.isEmpty { c.pointee.player_name = arena.cString(self.playerName) }
+        c.pointee.connected = self.connected ? 1 : 0
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__RoomSlot>) throws(WireError) {
+        self.slot = try _wireCheckedRange(c.pointee.slot, 1...8, "RoomSlot.slot")
+        self.occupied = c.pointee.occupied != 0
+        self.playerName = try _wireReadString(c.pointee.player_name, "RoomSlot.player_name", maxLen: 64, required: false)
+        self.connected = c.pointee.connected != 0
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("slot"); w.integer(self.slot)
+        w.key("occupied"); w.bool(self.occupied)
+        w.key("playerName"); w.string(self.playerName)
+        w.key("connected"); w.bool(self.connected)
         w.close()
     }
 }

@@ -610,7 +610,20 @@ extension Room {
             createdAtUnixMs: 1099511627806,
             updatedAtUnixMs: 1099511627807,
             expiresAtUnixMs: 1099511627808,
-            revision: 1099511627809
+            revision: 1099511627809,
+            slots: [RoomSlot.sample, RoomSlot.sample]
+        )
+    }
+}
+
+extension RoomSlot {
+    /// A `RoomSlot` with every field set to a non-default, valid value.
+    static var sample: RoomSlot {
+        RoomSlot(
+            slot: 8,
+            occupied: true,
+            playerName: "player_name-3",
+            connected: true
         )
     }
 }
@@ -1517,6 +1530,7 @@ let allMessageSamples: [any WireMessage] = [
     ListRetroArchSessionsRequest.sample,
     ListRetroArchSessionsResponse.sample,
     Room.sample,
+    RoomSlot.sample,
     AnnounceRoomRequest.sample,
     AnnounceRoomResponse.sample,
     RefreshRoomRequest.sample,
@@ -1580,7 +1594,7 @@ let allMessageSamples: [any WireMessage] = [
 ]
 
 /// The number of messages in the schema (Envelope excluded).
-let schemaMessageCount = 105
+let schemaMessageCount = 106
 
 /// The number of members of the `Envelope.body` oneof in the schema.
 let schemaBodyMemberCount = 83
@@ -2694,6 +2708,26 @@ let wireViolations: [WireViolation] = [
         expected: .tooLong(field: "Room.retroarch_join", limit: 300)
     ),
     WireViolation(
+        label: "Room.slots @max_count 8",
+        body: { var m = AnnounceRoomRequest.sample; m.room.slots = Array(repeating: RoomSlot.sample, count: 9); return .announceRoomRequest(m) }(),
+        expected: .tooLong(field: "Room.slots", limit: 8)
+    ),
+    WireViolation(
+        label: "RoomSlot.slot @range 1..8 (9)",
+        body: { var m = AnnounceRoomRequest.sample; m.room.slots[0].slot = 9; return .announceRoomRequest(m) }(),
+        expected: .outOfRange(field: "RoomSlot.slot", detail: "9 is outside 1...8")
+    ),
+    WireViolation(
+        label: "RoomSlot.slot @range 1..8 (0)",
+        body: { var m = AnnounceRoomRequest.sample; m.room.slots[0].slot = 0; return .announceRoomRequest(m) }(),
+        expected: .outOfRange(field: "RoomSlot.slot", detail: "0 is outside 1...8")
+    ),
+    WireViolation(
+        label: "RoomSlot.player_name @max_len 64",
+        body: { var m = AnnounceRoomRequest.sample; m.room.slots[0].playerName = String(repeating: "x", count: 65); return .announceRoomRequest(m) }(),
+        expected: .tooLong(field: "RoomSlot.player_name", limit: 64)
+    ),
+    WireViolation(
         label: "AnnounceRoomRequest.ttl_ms @range 0..600000 (600001)",
         body: { var m = AnnounceRoomRequest.sample; m.ttlMs = 600001; return .announceRoomRequest(m) }(),
         expected: .outOfRange(field: "AnnounceRoomRequest.ttl_ms", detail: "600001 is outside 0...600000")
@@ -3491,4 +3525,4 @@ let wireViolations: [WireViolation] = [
 ]
 
 /// The number of validation rules in the schema reachable from an Envelope body.
-let schemaViolationCount = 378
+let schemaViolationCount = 382

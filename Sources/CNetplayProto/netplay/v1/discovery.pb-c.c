@@ -52,6 +52,51 @@ void   netplay__v1__room__free_unpacked
   assert(message->base.descriptor == &netplay__v1__room__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   netplay__v1__room_slot__init
+                     (Netplay__V1__RoomSlot         *message)
+{
+  static const Netplay__V1__RoomSlot init_value = NETPLAY__V1__ROOM_SLOT__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__room_slot__get_packed_size
+                     (const Netplay__V1__RoomSlot *message)
+{
+  assert(message->base.descriptor == &netplay__v1__room_slot__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__room_slot__pack
+                     (const Netplay__V1__RoomSlot *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__room_slot__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__room_slot__pack_to_buffer
+                     (const Netplay__V1__RoomSlot *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__room_slot__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__RoomSlot *
+       netplay__v1__room_slot__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__RoomSlot *)
+     protobuf_c_message_unpack (&netplay__v1__room_slot__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__room_slot__free_unpacked
+                     (Netplay__V1__RoomSlot *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__room_slot__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   netplay__v1__announce_room_request__init
                      (Netplay__V1__AnnounceRoomRequest         *message)
 {
@@ -862,7 +907,7 @@ void   netplay__v1__rooms_sync__free_unpacked
   assert(message->base.descriptor == &netplay__v1__rooms_sync__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor netplay__v1__room__field_descriptors[25] =
+static const ProtobufCFieldDescriptor netplay__v1__room__field_descriptors[26] =
 {
   {
     "room_id",
@@ -1164,6 +1209,18 @@ static const ProtobufCFieldDescriptor netplay__v1__room__field_descriptors[25] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "slots",
+    34,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Room, n_slots),
+    offsetof(Netplay__V1__Room, slots),
+    &netplay__v1__room_slot__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__room__field_indices_by_name[] = {
   4,   /* field[4] = content */
@@ -1187,6 +1244,7 @@ static const unsigned netplay__v1__room__field_indices_by_name[] = {
   0,   /* field[0] = room_id */
   3,   /* field[3] = room_name */
   1,   /* field[1] = session_id */
+  25,   /* field[25] = slots */
   18,   /* field[18] = source */
   7,   /* field[7] = spectators_allowed */
   14,   /* field[14] = transport */
@@ -1198,7 +1256,7 @@ static const ProtobufCIntRange netplay__v1__room__number_ranges[4 + 1] =
   { 10, 5 },
   { 20, 14 },
   { 30, 21 },
-  { 0, 25 }
+  { 0, 26 }
 };
 const ProtobufCMessageDescriptor netplay__v1__room__descriptor =
 {
@@ -1208,11 +1266,88 @@ const ProtobufCMessageDescriptor netplay__v1__room__descriptor =
   "Netplay__V1__Room",
   "netplay.v1",
   sizeof(Netplay__V1__Room),
-  25,
+  26,
   netplay__v1__room__field_descriptors,
   netplay__v1__room__field_indices_by_name,
   4,  netplay__v1__room__number_ranges,
   (ProtobufCMessageInit) netplay__v1__room__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__room_slot__field_descriptors[4] =
+{
+  {
+    "slot",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RoomSlot, slot),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "occupied",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RoomSlot, occupied),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "player_name",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RoomSlot, player_name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "connected",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__RoomSlot, connected),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__room_slot__field_indices_by_name[] = {
+  3,   /* field[3] = connected */
+  1,   /* field[1] = occupied */
+  2,   /* field[2] = player_name */
+  0,   /* field[0] = slot */
+};
+static const ProtobufCIntRange netplay__v1__room_slot__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor netplay__v1__room_slot__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.RoomSlot",
+  "RoomSlot",
+  "Netplay__V1__RoomSlot",
+  "netplay.v1",
+  sizeof(Netplay__V1__RoomSlot),
+  4,
+  netplay__v1__room_slot__field_descriptors,
+  netplay__v1__room_slot__field_indices_by_name,
+  1,  netplay__v1__room_slot__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__room_slot__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor netplay__v1__announce_room_request__field_descriptors[3] =

@@ -17,6 +17,7 @@ PROTOBUF_C__BEGIN_DECLS
 #include "netplay/v1/common.pb-c.h"
 
 typedef struct Netplay__V1__Room Netplay__V1__Room;
+typedef struct Netplay__V1__RoomSlot Netplay__V1__RoomSlot;
 typedef struct Netplay__V1__AnnounceRoomRequest Netplay__V1__AnnounceRoomRequest;
 typedef struct Netplay__V1__AnnounceRoomResponse Netplay__V1__AnnounceRoomResponse;
 typedef struct Netplay__V1__RefreshRoomRequest Netplay__V1__RefreshRoomRequest;
@@ -202,10 +203,44 @@ struct  Netplay__V1__Room
    * Registry sequence of the room's last change (see the watch protocol above).
    */
   uint64_t revision;
+  /*
+   * The player slots, 1 ... max_players, for a "join as player 2?" prompt (empty when the
+   * announcer does not say: LAN beacons and RetroArch rooms give only the counts). @max_count 8
+   */
+  size_t n_slots;
+  Netplay__V1__RoomSlot **slots;
 };
 #define NETPLAY__V1__ROOM__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__room__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, NETPLAY__V1__TRANSPORT__TRANSPORT_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NETPLAY__V1__ROOM_SOURCE__ROOM_SOURCE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, NETPLAY__V1__TRANSPORT__TRANSPORT_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NETPLAY__V1__ROOM_SOURCE__ROOM_SOURCE_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0,NULL }
+
+
+/*
+ * One player slot of a room as a browser shows it.
+ */
+struct  Netplay__V1__RoomSlot
+{
+  ProtobufCMessage base;
+  /*
+   * Slot number, 1-based. @range 1..8
+   */
+  uint32_t slot;
+  /*
+   * Someone holds it.
+   */
+  protobuf_c_boolean occupied;
+  /*
+   * The holder's display name ("" when free). @max_len 64
+   */
+  char *player_name;
+  /*
+   * The holder is attached to the relay right now, as the relay last reported (false when free).
+   */
+  protobuf_c_boolean connected;
+};
+#define NETPLAY__V1__ROOM_SLOT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__room_slot__descriptor) \
+    , 0, 0, (char *)protobuf_c_empty_string, 0 }
 
 
 /*
@@ -713,6 +748,25 @@ Netplay__V1__Room *
 void   netplay__v1__room__free_unpacked
                      (Netplay__V1__Room *message,
                       ProtobufCAllocator *allocator);
+/* Netplay__V1__RoomSlot methods */
+void   netplay__v1__room_slot__init
+                     (Netplay__V1__RoomSlot         *message);
+size_t netplay__v1__room_slot__get_packed_size
+                     (const Netplay__V1__RoomSlot   *message);
+size_t netplay__v1__room_slot__pack
+                     (const Netplay__V1__RoomSlot   *message,
+                      uint8_t             *out);
+size_t netplay__v1__room_slot__pack_to_buffer
+                     (const Netplay__V1__RoomSlot   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__RoomSlot *
+       netplay__v1__room_slot__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__room_slot__free_unpacked
+                     (Netplay__V1__RoomSlot *message,
+                      ProtobufCAllocator *allocator);
 /* Netplay__V1__AnnounceRoomRequest methods */
 void   netplay__v1__announce_room_request__init
                      (Netplay__V1__AnnounceRoomRequest         *message);
@@ -1060,6 +1114,9 @@ void   netplay__v1__rooms_sync__free_unpacked
 typedef void (*Netplay__V1__Room_Closure)
                  (const Netplay__V1__Room *message,
                   void *closure_data);
+typedef void (*Netplay__V1__RoomSlot_Closure)
+                 (const Netplay__V1__RoomSlot *message,
+                  void *closure_data);
 typedef void (*Netplay__V1__AnnounceRoomRequest_Closure)
                  (const Netplay__V1__AnnounceRoomRequest *message,
                   void *closure_data);
@@ -1123,6 +1180,7 @@ typedef void (*Netplay__V1__RoomsSync_Closure)
 extern const ProtobufCEnumDescriptor    netplay__v1__room_source__descriptor;
 extern const ProtobufCEnumDescriptor    netplay__v1__room_removal_reason__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__room__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__room_slot__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__announce_room_request__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__announce_room_response__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__refresh_room_request__descriptor;

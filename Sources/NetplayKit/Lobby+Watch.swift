@@ -1,0 +1,207 @@
+import Foundation
+import NetplayService
+import NetplayWire
+import Synchronization
+
+/// One change a room watch reports (``NetplayLobby/watchRooms(filter:giveUpAfter:)``).
+public enum NetplayRoomChange: Sendable, Hashable {
+    /// The rooms matching the filter when the watch began (always the first element, possibly
+    /// empty: the watch is live from here on).
+    case snapshot([NetplayRoom])
+    /// A room appeared (or started matching the filter).
+    case added(NetplayRoom)
+    /// A room changed: players or spectators joined or left, the match started, a slot moved.
+    case updated(NetplayRoom)
+    /// A room went away (or stopped matching the filter); `reason` is discovery's when it said.
+    case removed(id: String, reason: RoomRemovalReason)
+}
+
+extension NetplayLobby {
+    /// Rooms in the lobby matching `filter`, live: first a ``NetplayRoomChange/snapshot(_:)``,
+    /// then every change as it happens, over discovery's watch protocol (its `rooms.` events,
+    /// ``discoveryEventsEndpoint``, and `WatchRoomsRequest` snapshots).
+    ///
+    /// Any `rooms.` event newer than the view, or a `rooms.sync` whose sequence differs from it
+    /// (lost events, or a restarted discovery), makes the watch take a fresh filtered snapshot and
+    /// report the difference, so it never misses a change and discovery does the filtering.
+    /// When discovery stops answering, the watch keeps trying and reports what changed once it is
+    /// back; after `giveUpAfter` seconds without an answer the stream ends with an `.unavailable`
+    /// ``NetplayError``. The first snapshot failing ends it at once. Cancelling the consuming
+    /// task (or dropping the stream) stops the watch and closes its sockets.
+    public func watchRooms(filter: RoomFilter = RoomFilter(includeInProgress: true),
+                           giveUpAfter: Double = 30) -> AsyncThrowingStream<NetplayRoomChange, any Error> {
+        let (stream, continuation) = AsyncThrowingStream<NetplayRoomChange, any Error>.makeStream(bufferingPolicy: .unbounded)
+        let watch = RoomWatch(lobby: self, filter: filter, giveUpAfter: giveUpAfter)
+        continuation.onTermination = { _ in watch.stop() }
+        let thread = Thread { watch.run(continuation) }
+        thread.name = "netplay-room-watch"
+        thread.start()
+        return stream
+    }
+
+    /// Discovery's events endpoint: ``discoveryEventsEndpoint`` when set, else the default
+    /// cluster's (for the default discovery endpoint), else the request endpoint's port + 1.
+    var resolvedDiscoveryEvents: String? {
+        if let discoveryEventsEndpoint { return discoveryEventsEndpoint }
+        guard let requests = discoveryEndpoint else { return nil }
+        if requests == ServiceDefaults.discovery.endpoint { return ServiceDefaults.discovery.events }
+        guard requests.hasPrefix("tcp://"), let colon = requests.lastIndex(of: ":"),
+              let port = Int(requests[requests.index(after: colon)...]), port < 65535 else { return nil }
+        return String(requests[..<colon]) + ":\(port + 1)"
+    }
+}
+
+/// One running room watch: a thread of its own owns the events subscription and the request
+/// client (both thread-confined); the stream's termination stops it.
+final class RoomWatch: Sendable {
+    /// Watches whose thread still runs (their sockets open), for tests.
+    static let running = Atomic<Int>(0)
+
+    private let lobby: NetplayLobby
+    private let filter: RoomFilter
+    private let giveUpAfter: Double
+    private let stopped = Atomic<Bool>(false)
+    /// Without any event for this long, the watch asks discovery for a snapshot to see whether
+    /// it is still there (it publishes `rooms.sync` every second by default).
+    private let silenceLimit: Double = 3
+
+    init(lobby: NetplayLobby, filter: RoomFilter, giveUpAfter: Double) {
+        self.lobby = lobby
+        self.filter = filter
+        self.giveUpAfter = giveUpAfter
+    }
+
+    func stop() { stopped.store(true, ordering: .relaxed) }
+
+    private var isStopped: Bool { stopped.load(ordering: .relaxed) }
+
+    func run(_ continuation: AsyncThrowingStream<NetplayRoomChange, any Error>.Continuation) {
+        Self.running.add(1, ordering: .relaxed)
+        defer { Self.running.subtract(1, ordering: .relaxed) }
+        do {
+            try watch(continuation)
+            continuation.finish()
+        } catch {
+            continuation.finish(throwing: error)
+        }
+    }
+
+    private func watch(_ continuation: AsyncThrowingStream<NetplayRoomChange, any Error>.Continuation) throws {
+        guard let requests = lobby.discoveryEndpoint else { throw NetplayError(.unavailable, "No discovery service is configured.") }
+        guard let events = lobby.resolvedDiscoveryEvents else {
+            throw NetplayError(.unavailable, "Cannot tell discovery's events endpoint from \(requests): set discoveryEventsEndpoint.")
+        }
+        let subscriber: EventSubscriber
+        do {
+            subscriber = try EventSubscriber(endpoint: events, prefixes: ["rooms."], serverKey: lobby.serverKey)
+        } catch {
+            throw NetplayError(.unavailable, "Cannot subscribe to discovery's events at \(events): \(error)")
+        }
+        var rooms: [String: Room] = [:]
+        var held: UInt64 = 0
+        var removals: [String: RoomRemovalReason] = [:]
+        var due = true
+        var first = true
+        var lastHeard = Date()
+        var failingSince: Date?
+        while !isStopped {
+            if due {
+                do {
+                    let (fresh, sequence) = try snapshot(requests)
+                    if first {
+                        continuation.yield(.snapshot(fresh.keys.sorted().map { NetplayRoom(fresh[$0]!) }))
+                        first = false
+                    } else {
+                        for change in Self.changes(from: rooms, to: fresh, removals: removals) { continuation.yield(change) }
+                    }
+                    rooms = fresh
+                    held = sequence
+                    removals.removeAll()
+                    due = false
+                    failingSince = nil
+                    lastHeard = Date()
+                } catch {
+                    if first { throw error }
+                    let since = failingSince ?? Date()
+                    failingSince = since
+                    if Date().timeIntervalSince(since) >= giveUpAfter {
+                        throw NetplayError(.unavailable, "Discovery at \(requests) stopped answering for \(Int(giveUpAfter)) s; "
+                                                         + "the room watch ended (\(error)).")
+                    }
+                    for _ in 0 ..< 5 where !isStopped { usleep(100_000) }
+                    continue
+                }
+            }
+            // Wait for an event (short, to notice a stop), then take every one already queued,
+            // so a burst of changes costs one snapshot.
+            var wait = 200
+            while let event = try? subscriber.next(timeout: wait) {
+                wait = 0
+                lastHeard = Date()
+                guard case .success(let envelope) = event.envelope else { continue }
+                switch envelope.body {
+                case .roomAdded(let added): due = due || added.sequence > held
+                case .roomUpdated(let updated): due = due || updated.sequence > held
+                case .roomRemoved(let removed) where removed.sequence > held:
+                    due = true
+                    removals[removed.roomId] = removed.reason
+                case .roomsSync(let sync): due = due || sync.sequence != held
+                default: break
+                }
+            }
+            if Date().timeIntervalSince(lastHeard) > silenceLimit { due = true }
+        }
+    }
+
+    /// The filtered rooms now, by id, and the registry sequence the first page was taken at (a
+    /// change during paging is newer, so it brings another snapshot).
+    private func snapshot(_ requests: String) throws -> ([String: Room], UInt64) {
+        let client: BlockingClient
+        do { client = try BlockingClient(endpoint: requests, timeout: lobby.timeout, serverKey: lobby.serverKey) } catch {
+            throw NetplayError(.unavailable, "Cannot reach the discovery service at \(requests): \(error)")
+        }
+        var rooms: [String: Room] = [:]
+        var sequence: UInt64?
+        var token = ""
+        repeat {
+            let reply: Envelope.Body
+            do {
+                reply = try client.request(.watchRoomsRequest(WatchRoomsRequest(filter: filter, pageSize: 500, pageToken: token)))
+            } catch .remote(let error) {
+                throw NetplayError(error.code, error.message)
+            } catch {
+                throw NetplayError(.unavailable, "The discovery service at \(requests) did not answer: \(error)")
+            }
+            guard case .watchRoomsSnapshot(let page) = reply else {
+                throw NetplayError(.internal, "The discovery service answered \(reply.name) to a room watch.")
+            }
+            sequence = sequence ?? page.sequence
+            for room in page.rooms { rooms[room.roomId] = room }
+            token = page.nextPageToken
+        } while !token.isEmpty && !isStopped
+        return (rooms, sequence ?? 0)
+    }
+
+    /// What changed between two views, in room id order: timestamps and revision alone (a
+    /// refresh, an identical re-announce) are no change.
+    static func changes(from old: [String: Room], to new: [String: Room], removals: [String: RoomRemovalReason]) -> [NetplayRoomChange] {
+        var changes: [NetplayRoomChange] = []
+        for id in Set(old.keys).union(new.keys).sorted() {
+            switch (old[id], new[id]) {
+            case (nil, let room?): changes.append(.added(NetplayRoom(room)))
+            case (let before?, let room?) where unstamped(before) != unstamped(room): changes.append(.updated(NetplayRoom(room)))
+            case (_?, nil): changes.append(.removed(id: id, reason: removals[id] ?? .unspecified))
+            default: break
+            }
+        }
+        return changes
+    }
+
+    private static func unstamped(_ room: Room) -> Room {
+        var room = room
+        room.updatedAtUnixMs = 0
+        room.expiresAtUnixMs = 0
+        room.revision = 0
+        return room
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import Games
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import Synchronization
+import Testing
+@testable import NetplayKit
+
+/// What a watch reported so far, filled by the task consuming the stream.
+final class WatchLog: Sendable {
+    private let state = Mutex<(changes: [NetplayRoomChange], ended: Bool, error: String?)>(([], false, nil))
+
+    /// Consumes `stream` in a task of its own.
+    func consume(_ stream: AsyncThrowingStream<NetplayRoomChange, any Error>) -> Task<Void, Never> {
+        Task {
+            do {
+                for try await change in stream { state.withLock { $0.changes.append(change) } }
+                state.withLock { $0.ended = true }
+            } catch {
+                state.withLock { $0.ended = true; $0.error = "\(error)" }
+            }
+        }
+    }
+
+    var changes: [NetplayRoomChange] { state.withLock { $0.changes } }
+    var ended: Bool { state.withLock { $0.ended } }
+    var error: String? { state.withLock { $0.error } }
+
+    /// The first change after the snapshot that `matches`, waiting up to `seconds`.
+    func first(within seconds: Double, _ matches: (NetplayRoomChange) -> Bool) -> NetplayRoomChange? {
+        var found: NetplayRoomChange?
+        _ = eventually(within: seconds) {
+            found = changes.dropFirst().first(where: matches)
+            return found != nil
+        }
+        return found
+    }
+}
+
+/// A live room watch against a real discovery and coordinator.
+@Suite("NetplayKit: the live room watch", .serialized)
+struct RoomWatchTests {
+    let content = ContentInfo(gameName: "Arena", crc32: 0xA7E7_A001, coreId: "netplay.games.arena", coreVersion: "1")
+
+    func cluster() throws -> TestCluster {
+        var options = TestCluster.Options(secret: String(repeating: "5e", count: 32))
+        options.events = true
+        options.name = "kit-watch"
+        options.coordinatorArguments = ["--relay-refresh-interval", "0.5"]
+        return try TestCluster(options)
+    }
+
+    func lobby(_ cluster: TestCluster) -> NetplayLobby {
+        var lobby = NetplayLobby(discovery: cluster.discoveryEndpoint, coordinator: cluster.coordinatorEndpoint,
+                                 serverKey: cluster.serverKey, discoveryEvents: cluster.discoveryEvents)
+        lobby.measuresRelays = false
+        return lobby
+    }
+
+    func settings(_ name: String) -> NetplaySettings {
+        var settings = NetplaySettings(roomName: name)
+        settings.frameRateMilliHertz = 120_000
+        settings.automaticFrameDelay = false
+        settings.region = "eu-west"
+        settings.maxSpectators = 3
+        return settings
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func theWatchSeesARoomAppearFillASlotAndGoAwayAndStopsWhenCancelled() throws {
+        let cluster = try cluster()
+        let lobby = lobby(cluster)
+        let log = WatchLog()
+        let task = log.consume(lobby.watchRooms())
+        #expect(eventually(within: 10) { log.changes.first != nil }, "no snapshot: \(log.error ?? "")")
+        #expect(log.changes.first == .snapshot([]))
+
+        let host = try lobby.host(settings: settings("watched"), content: content, inputSize: 1, hostName: "alice")
+        let added = log.first(within: 10) { if case .added = $0 { true } else { false } }
+        guard case .added(let room)? = added else {
+            Issue.record("no room appeared: \(log.changes) \(log.error ?? "")")
+            return
+        }
+        #expect(room.id == host.sessionId && room.roomName == "watched" && room.region == "eu-west" && room.maxSpectators == 3)
+        #expect(room.source == .lobby && !room.hostVersion.isEmpty)
+        #expect(room.slots.map(\.holder) == [.player(name: "alice"), .free])
+        #expect(room.contentMatch(for: content) == .same)
+
+        let bob = try lobby.join(room, name: "bob", content: content)
+        #expect(bob.slot == 2)
+        let joined = log.first(within: 10) {
+            if case .updated(let room) = $0 { room.currentPlayers == 2 } else { false }
+        }
+        guard case .updated(let full)? = joined else {
+            Issue.record("the join was not seen: \(log.changes)")
+            return
+        }
+        #expect(full.slots.map(\.holder) == [.player(name: "alice"), .player(name: "bob")])
+        #expect(full.slots.allSatisfy { !$0.isFree } && !full.hasFreeSlot)
+        #expect(full.slots.allSatisfy { $0.connected == false }, "nobody attached to the relay yet")
+
+        // The host attaches to the relay: its slot shows connected once the relay reports it.
+        var options = NetplayMatchOptions()
+        options.serverKey = cluster.serverKey
+        let hostMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: host, options: options)
+        hostMatch.start()
+        let connected = drive([hostMatch], seconds: 15) {
+            log.changes.contains { change in
+                if case .updated(let room) = change { room.slots.first?.connected == true } else { false }
+            }
+        }
+        #expect(connected, "slot 1 never showed connected: \(log.changes)")
+
+        // The host leaving (relay and coordinator) ends the session: its room is withdrawn.
+        hostMatch.leave()
+        let removed = log.first(within: 10) { if case .removed = $0 { true } else { false } }
+        #expect(removed == .removed(id: host.sessionId, reason: .withdrawn), "\(log.changes)")
+
+        // Cancelling the consumer ends the stream, its thread and its sockets.
+        #expect(RoomWatch.running.load(ordering: .relaxed) >= 1)
+        task.cancel()
+        #expect(eventually(within: 5) { RoomWatch.running.load(ordering: .relaxed) == 0 && log.ended })
+        #expect(log.error == nil)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func theWatchEndsWithAClearErrorWhenDiscoveryIsGone() throws {
+        let cluster = try cluster()
+        let log = WatchLog()
+        _ = log.consume(lobby(cluster).watchRooms(giveUpAfter: 2))
+        #expect(eventually(within: 10) { log.changes.first == .snapshot([]) }, "no snapshot: \(log.error ?? "")")
+        cluster.discovery?.kill9()
+        #expect(eventually(within: 20) { log.ended }, "the watch did not end without discovery")
+        #expect(log.error?.contains("stopped answering") == true, "\(log.error ?? "no error")")
+        #expect(eventually(within: 5) { RoomWatch.running.load(ordering: .relaxed) == 0 })
+
+        // No discovery at all: the first snapshot fails at once.
+        let nowhere = NetplayLobby(discovery: "tcp://127.0.0.1:\(TestPorts.free())", coordinator: nil, timeout: 0.5)
+        let refused = WatchLog()
+        _ = refused.consume(nowhere.watchRooms())
+        #expect(eventually(within: 10) { refused.ended })
+        #expect(refused.changes.isEmpty && refused.error?.contains("did not answer") == true, "\(refused.error ?? "no error")")
+    }
+}
