@@ -187,9 +187,12 @@ public final class HostControls: Sendable {
         return response.pending
     }
 
-    /// Runs a blocking coordinator request off the caller's executor.
+    /// Runs a blocking coordinator request on a thread of its own, off the caller's executor
+    /// (not on the shared concurrency pool, which a few blocked waits would starve).
     private static func off(_ work: @escaping @Sendable () throws -> Envelope.Body) async throws -> Envelope.Body {
-        try await Task.detached { try work() }.value
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+        }
     }
 
     private static func rethrow(_ work: () throws(ServiceError) -> Void) throws {
