@@ -14,7 +14,7 @@ import Synchronization
 ///
 /// Thread-safe: the host's thread issues its own ticket while the relay's reactor admits joiners.
 public final class LanAdmission: Sendable {
-    private struct State {
+    struct State {
         var players: [Int: (participantId: String, name: String)] = [:]
         var spectators: [String: String] = [:]
         var nextParticipant = 1
@@ -25,6 +25,14 @@ public final class LanAdmission: Sendable {
         var policy: AdmissionPolicy
         var pending: PendingJoins
         var bans = AdmissionBans()
+        /// Where each participant joined from (what a ban binds to).
+        var sources: [String: String] = [:]
+        /// Joins waiting for the host's decision (``SessionSettings/approveJoiners``).
+        var approvals = HostApprovals()
+        /// The host's commands for the relay, run on its next tick (``takeHostCommands()``).
+        var commands: [Envelope.Body] = []
+        /// The host ended the room: every join is refused.
+        var ended = false
     }
 
     /// The session id the room announces.
@@ -37,8 +45,8 @@ public final class LanAdmission: Sendable {
     public let limits: AdmissionPolicy.Limits
     private let signer: JoinTicketSigner
     private let ticketTtlMs: UInt64
-    private let clock: @Sendable () -> UInt64
-    private let state: Mutex<State>
+    let clock: @Sendable () -> UInt64
+    let state: Mutex<State>
 
     /// Creates the admission for a LAN room hosted with `settings`, signing with `keyRing`. The
     /// host's own ticket lives `ticketTtlMs`; a joiner's lives the pending-join timeout (it must
@@ -106,18 +114,21 @@ public final class LanAdmission: Sendable {
         }
     }
 
-    /// The host's own ticket for slot 1.
-    public func hostTicket(name: String) throws(ServiceError) -> JoinTicket {
+    /// The host's own ticket, for `slot` (1 by default).
+    public func hostTicket(name: String, slot: Int = 1) throws(ServiceError) -> JoinTicket {
+        guard (1 ... Int(settings.maxPlayers)).contains(slot) else {
+            throw ServiceError(.badRequest, "Slot \(slot) does not exist in a \(settings.maxPlayers)-player room.")
+        }
         let participantId = state.withLock { state -> String? in
-            guard state.players[1] == nil else { return nil }
+            guard state.players[slot] == nil else { return nil }
             // The host's id carries the host mark, so the relay trusts its state in checksum ties.
             let id = "\(JoinTicket.hostParticipantIdPrefix)lan-\(state.nextParticipant)"
             state.nextParticipant += 1
-            state.players[1] = (id, name)
+            state.players[slot] = (id, name)
             return id
         }
-        guard let participantId else { throw ServiceError(.slotTaken, "Slot 1 is taken.") }
-        return try sign(participantId: participantId, role: .player, slot: 1, name: name, ttlMs: ticketTtlMs)
+        guard let participantId else { throw ServiceError(.slotTaken, "Slot \(slot) is taken.") }
+        return try sign(participantId: participantId, role: .player, slot: UInt32(slot), name: name, ttlMs: ticketTtlMs)
     }
 
     /// Handles the requests a LAN relay answers for the coordinator; nil for anything else.
@@ -170,6 +181,11 @@ public final class LanAdmission: Sendable {
                     }
                 }
                 try state.policy.settle(plan, match: match, now: Double(now) / 1000)
+                if state.ended { throw AdmissionDenial(.sessionEnded, "The host ended this room.") }
+                if settings.approveJoiners {
+                    try state.approvals.ask(request, nowMs: now, unixMs: wallClockMs())
+                    state.approvals.admitted(key: request.idempotencyKey)
+                }
                 let id = "lan-\(state.nextParticipant)"
                 state.nextParticipant += 1
                 var slot: UInt32 = 0
@@ -180,6 +196,7 @@ public final class LanAdmission: Sendable {
                     state.players[Int(slot)] = (id, request.name)
                 }
                 state.pending.issued(id, nowMs: now)
+                state.sources[id] = source
                 return .success((id, plan.role, slot))
             } catch {
                 return .failure(error)
@@ -210,13 +227,14 @@ public final class LanAdmission: Sendable {
         let slots = (1 ... Int(settings.maxPlayers)).map { slot in
             Slot(slot: UInt32(slot), participant: players[slot].map {
                 Participant(participantId: $0.participantId, name: $0.name, role: .player, slot: UInt32(slot),
-                            isHost: slot == 1)
+                            isHost: $0.participantId.hasPrefix(JoinTicket.hostParticipantIdPrefix))
             })
         }
         return SessionInfo(sessionId: sessionId, state: started ? .running : .lobby, settings: blanked,
                            hasPassword: !settings.playPassword.isEmpty,
                            hasSpectatePassword: !settings.spectatePassword.isEmpty, slots: slots,
                            spectators: spectators.map { Participant(participantId: $0.key, name: $0.value, role: .spectator) },
-                           hostParticipantId: players[1]?.participantId ?? "", relayEndpoint: relayEndpoint)
+                           hostParticipantId: players.values.first { $0.participantId.hasPrefix(JoinTicket.hostParticipantIdPrefix) }?
+                               .participantId ?? "", relayEndpoint: relayEndpoint)
     }
 }

@@ -8,7 +8,7 @@ extension RelayCore {
     // MARK: - Coordinator control
 
     /// Handles a control request of the coordinator (CloseRelaySessionRequest,
-    /// DisconnectPeerRequest); returns its reply.
+    /// DisconnectPeerRequest, AssignSlotsRequest) or of a LAN host; returns its reply.
     func control(_ body: Envelope.Body, now: UInt64) throws(ServiceError) -> Envelope.Body {
         switch body {
         case .closeRelaySessionRequest(let request):
@@ -27,6 +27,12 @@ extension RelayCore {
             session.remove(participant, reason: request.reason == .unspecified ? .kicked : request.reason,
                            detail: request.message.isEmpty ? "disconnected by the coordinator" : request.message, now: now)
             return .ack(Ack(detail: "disconnected"))
+        case .assignSlotsRequest(let request):
+            guard let session = sessions[request.sessionId] else {
+                throw ServiceError(.notFound, "This relay serves no session '\(request.sessionId)'.")
+            }
+            try session.assign(request, routes: peers, now: now)
+            return .ack(Ack(detail: "assigned"))
         default:
             throw ServiceError(.unknownRequest, "\(body.name) is no control request.")
         }

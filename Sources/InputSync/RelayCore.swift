@@ -172,7 +172,7 @@ public final class RelayCore {
         switch envelope.body {
         case .attachRequest(let request):
             return .attachResponse(try attach(request, from: peer, now: now))
-        case .closeRelaySessionRequest, .disconnectPeerRequest:
+        case .closeRelaySessionRequest, .disconnectPeerRequest, .assignSlotsRequest:
             return try control(envelope.body, now: now)
         default:
             break
@@ -225,7 +225,7 @@ public final class RelayCore {
         case .startSessionRequest:
             // The host, known from its ticket; in a session whose host holds no place (or whose
             // tickets mark none, as a LAN host's), the player in slot 1.
-            guard participant.isHost || (participant.slot == 1 && session.hostSlot == nil) else {
+            guard session.mayStart(participant) else {
                 throw ServiceError(.permissionDenied, "Only the host may start the match.")
             }
             session.requestStart(now: now, forced: true)

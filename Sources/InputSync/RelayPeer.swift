@@ -7,8 +7,8 @@ final class RelayPeer {
     let participantId: String
     var name: String
     let role: Role
-    /// 1-based slot (0 for spectators).
-    let slot: Int
+    /// 1-based slot (0 for spectators); moved only before the match starts (``RelaySession/assign(_:routes:now:)``).
+    var slot: Int
     /// Whether its ticket admits the session's host (``NetplayWire/JoinTicket/admitsHost``): in a
     /// checksum tie the host's group wins, and only the host starts the match early.
     let isHost: Bool

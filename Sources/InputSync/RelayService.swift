@@ -119,7 +119,7 @@ public final class RelayService: RawFrameService, RelayTransport {
     public func handle(_ request: Request, runtime: ServiceRuntime) throws(ServiceError) -> HandlerOutcome {
         guard let core else { throw ServiceError(.unavailable, "The relay is starting.") }
         switch request.body {
-        case .closeRelaySessionRequest, .disconnectPeerRequest:
+        case .closeRelaySessionRequest, .disconnectPeerRequest, .assignSlotsRequest:
             // Commands to a relay come from the coordinator alone (the runtime already admits
             // only cluster keys to them; another relay is a cluster member too).
             guard case .cluster(let kind, _) = request.caller, kind == "coordinator" else {
@@ -243,6 +243,7 @@ public final class RelayService: RawFrameService, RelayTransport {
     private func tick(_ runtime: ServiceRuntime) {
         guard let core else { return }
         let now = runtime.uptimeMs
+        if let lanAdmission { runHostCommands(lanAdmission.takeHostCommands(), core: core, now: now, runtime: runtime) }
         core.tick(now: now, slice: nextSlice, of: tickSlices)
         nextSlice = (nextSlice + 1) % tickSlices
         if nextSlice == 0, Self.tickSlices(forSessions: core.sessionCount) != tickSlices {
@@ -260,6 +261,19 @@ public final class RelayService: RawFrameService, RelayTransport {
                 lanAdmission.sessionChanged(running: presence.running, present: presence.participants)
             }
             lastLoadMs = now
+        }
+    }
+
+    /// Runs a LAN host's commands (kick, slots, end) as the coordinator's would run.
+    private func runHostCommands(_ commands: [Envelope.Body], core: RelayCore, now: UInt64, runtime: ServiceRuntime) {
+        for command in commands {
+            if case .disconnectPeerRequest(let kick) = command {
+                core.revoke(sessionId: kick.sessionId, participantId: kick.participantId)
+            }
+            do { _ = try core.control(command, now: now) } catch {
+                // NOT_FOUND: not attached (yet); the revocation above still refuses its ticket.
+                runtime.logger.debug("LAN host command not applied", metadata: ["command": "\(command.name)", "error": "\(error)"])
+            }
         }
     }
 

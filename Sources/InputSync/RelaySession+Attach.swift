@@ -68,7 +68,7 @@ extension RelaySession {
     /// spectator its place among the spectators).
     private func place(of ticket: JoinTicket) -> RelayPeer? {
         if ticket.role == .player {
-            guard let holder = players[Int(ticket.slot) - 1], holder.participantId == ticket.participantId else { return nil }
+            guard let holder = players[slot(of: ticket) - 1], holder.participantId == ticket.participantId else { return nil }
             return holder
         }
         return spectators.first { $0.participantId == ticket.participantId }
@@ -79,7 +79,7 @@ extension RelaySession {
     private func seat(_ ticket: JoinTicket, from peer: PeerAddress, routes: PeerRoutes,
                       now: UInt64) throws(ServiceError) -> RelayPeer {
         if ticket.role == .player {
-            let index = Int(ticket.slot) - 1
+            let index = slot(of: ticket) - 1
             if let holder = players[index] {
                 routes.forget(holder)
                 remove(holder, reason: .replaced, detail: "slot \(ticket.slot) was given to another participant", now: now)

@@ -91,6 +91,11 @@ final class RelaySession {
 
     var content: ContentInfo?
     var gameOptions: [UInt8] = []
+    /// Slots the coordinator (or a LAN host) assigned after its tickets were issued, by
+    /// participant id: a ticket naming another slot attaches in this one.
+    var assignedSlots: [String: Int] = [:]
+    /// The host, when the coordinator (or a LAN host) named it: the only participant that may start the match.
+    var hostParticipantId: String?
     @exclusivity(unchecked) var replay: ReplayWriter?
     /// Inputs accepted since the last load report.
     @exclusivity(unchecked) var inputsAccepted = 0

@@ -53,14 +53,14 @@ public enum LanBeacon {
 /// interface), admits joiners itself (content, password, slots; tickets signed with a secret
 /// generated for this room) and is announced by the LAN beacon. No cluster is needed.
 public final class LanHost: Sendable {
-    /// The host's own admission (slot 1).
+    /// The host's own admission (in ``NetplaySettings/hostSlot``).
     public let admission: Admission
     /// The room as announced.
     public let room: NetplayWire.Room
     /// Where joiners attach.
     public let endpoint: String
     private let relay: RunningService
-    private let lanAdmission: LanAdmission
+    let lanAdmission: LanAdmission
     private let stopBeacon = StopFlag()
     private let beaconDone = DispatchSemaphore(value: 0)
 
@@ -106,7 +106,7 @@ public final class LanHost: Sendable {
             RelayService(configuration: relayConfig, keyRing: keyRing, lanAdmission: lanAdmission)
         }
         do {
-            let ticket = try lanAdmission.hostTicket(name: hostName)
+            let ticket = try lanAdmission.hostTicket(name: hostName, slot: settings.hostSlot)
             admission = Admission(ticket: ticket, relayEndpoint: endpoint)
         } catch {
             relay.stop()

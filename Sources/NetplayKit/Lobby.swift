@@ -31,6 +31,9 @@ public struct NetplayLobby: Sendable {
     /// the round trip to each of the cluster's relays (``measureRelays(timeoutMs:)``) and report
     /// it, so the coordinator runs the session on the relay nearest its players.
     public var measuresRelays = true
+    /// How long a join to a room whose host approves joiners waits for the host's decision
+    /// before it gives up (TIMEOUT); see ``NetplaySettings/approveJoiners``.
+    public var approvalWaitSeconds: Double = 60
 
     /// A lobby over the cluster at these endpoints (defaults: the local cluster, unencrypted).
     public init(discovery: String? = ServiceDefaults.discoveryEndpoint,
@@ -46,7 +49,7 @@ public struct NetplayLobby: Sendable {
     }
 
     /// One request to a cluster service (`encrypted`: with ``serverKey``) or a LAN host.
-    private func call(_ endpoint: String?, _ what: String, _ body: Envelope.Body, encrypted: Bool = true) throws -> Envelope.Body {
+    func call(_ endpoint: String?, _ what: String, _ body: Envelope.Body, encrypted: Bool = true) throws -> Envelope.Body {
         guard let endpoint else { throw NetplayError(.unavailable, "No \(what) is configured.") }
         let key = encrypted ? serverKey : nil
         let client: BlockingClient
@@ -177,11 +180,11 @@ public struct NetplayLobby: Sendable {
 
     // MARK: Sessions
 
-    /// Hosts a relay room through the coordinator; the host takes slot 1.
+    /// Hosts a relay room through the coordinator; the host takes ``NetplaySettings/hostSlot``.
     public func host(settings: NetplaySettings, content: ContentInfo, inputSize: Int, hostName: String) throws -> Admission {
         if let problem = settings.validationError(inputSize: inputSize) { throw NetplayError(.badRequest, problem) }
         let request = CreateSessionRequest(settings: settings.sessionSettings(content: content, inputSize: inputSize),
-                                           hostName: String(hostName.prefix(64)), preferredSlot: 1,
+                                           hostName: String(hostName.prefix(64)), preferredSlot: UInt32(settings.hostSlot),
                                            idempotencyKey: UUID().uuidString, relayRtts: measuresRelays ? measureRelays() : [])
         let body = try call(coordinatorEndpoint, "coordinator", .createSessionRequest(request))
         guard case .createSessionResponse(let response) = body, let ticket = response.ticket else {
@@ -200,7 +203,7 @@ public struct NetplayLobby: Sendable {
                                          password: password, content: content, preferredSlot: UInt32(preferredSlot),
                                          idempotencyKey: UUID().uuidString, relayRtts: measure ? measureRelays() : [])
         let endpoint = room.isLAN ? room.endpoint : coordinatorEndpoint
-        let body = try call(endpoint, room.isLAN ? "LAN host" : "coordinator", .joinSessionRequest(request), encrypted: !room.isLAN)
+        let body = try askUntilDecided { try call(endpoint, room.isLAN ? "LAN host" : "coordinator", .joinSessionRequest(request), encrypted: !room.isLAN) }
         guard case .joinSessionResponse(let response) = body, let ticket = response.ticket else {
             throw NetplayError(.internal, "The join was answered with \(body.name) without a ticket.")
         }

@@ -41,7 +41,9 @@ public final class NetplayClient: Sendable {
                                    advertiseAddress: lanAdvertiseAddress, beaconHost: lanBeaconHost,
                                    beaconPort: lobby.lanBeaconPort)
             do {
-                return (try NetplayMatch(game: game, admission: host.admission, options: options), host)
+                let match = try NetplayMatch(game: game, admission: host.admission, options: options)
+                match.lanHostControls = HostControls(lan: host)
+                return (match, host)
             } catch {
                 host.stop()
                 throw error

@@ -116,7 +116,7 @@ extension NetplayMatch {
 
     func updateLobbyState() {
         let players = peers.filter { $0.role == .player && $0.connected }.count
-        if slot == 1 && role == .player {
+        if isHost {
             state = .hosting(roomName: admission.sessionId, players: players, maxPlayers: Int(params.maxPlayers))
         } else {
             state = .connected(slot: slot, players: players)

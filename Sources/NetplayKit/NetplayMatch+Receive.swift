@@ -41,6 +41,9 @@ extension NetplayMatch {
             note(.desync(frame: Int(notice.frame), diverged: notice.divergedSlots.map(Int.init), resyncStarted: notice.resyncStarted))
         case .peerEvent(let event):
             note(.peer(event.kind, slot: Int(event.peer.slot), name: event.peer.name, frame: Int(event.frame), detail: event.detail))
+            if event.kind == .slotChanged, event.peer.participantId == admission.ticket.participantId, role == .player {
+                slot = Int(event.peer.slot)  // the host moved us before the start: our inputs go to this slot
+            }
             if let index = peers.firstIndex(where: { $0.participantId == event.peer.participantId }) {
                 peers[index] = event.peer
             } else {

@@ -78,8 +78,10 @@ public final class NetplayMatch<G: SerializableGame> {
     // Session facts from the relay.
     /// The sync parameters the relay runs (authoritative over the ticket's).
     public internal(set) var params: SyncParams
-    /// 1-based slot (0 for spectators).
+    /// 1-based slot (0 for spectators); before the start the host may move it (``HostControls``).
     public internal(set) var slot: Int
+    /// A LAN host's controls over its room (set by ``NetplayClient`` for the match it hosts).
+    var lanHostControls: HostControls?
     /// Player or spectator.
     public var role: Role { admission.role }
     var offset = 0
@@ -283,7 +285,7 @@ public final class NetplayMatch<G: SerializableGame> {
 
     /// Host only: starts the match now, without waiting for every slot to fill.
     public func startNow() {
-        guard slot == 1, relayKnowsUs else { return }
+        guard isHost, relayKnowsUs else { return }
         link.send(.startSessionRequest(StartSessionRequest(sessionId: admission.sessionId,
                                                            participantId: admission.ticket.participantId,
                                                            participantToken: admission.participantToken)),

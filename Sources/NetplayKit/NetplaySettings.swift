@@ -37,6 +37,11 @@ public struct NetplaySettings: Sendable, Hashable {
     public var frameRateMilliHertz: Int = 60_000
     /// Not listed in the lobby.
     public var unlisted: Bool = false
+    /// The host admits or refuses each joiner (``HostControls/pendingJoins()``); a join waits
+    /// for the decision (``NetplayLobby/approvalWaitSeconds``) and fails REFUSED_BY_HOST when refused.
+    public var approveJoiners: Bool = false
+    /// The slot the host plays in, 1 ... ``maxPlayers`` (the host stays the host in any slot).
+    public var hostSlot: Int = 1
 
     /// Settings for a room called `roomName`; every other value has the default above.
     public init(roomName: String) { self.roomName = roomName }
@@ -45,6 +50,7 @@ public struct NetplaySettings: Sendable, Hashable {
     public func validationError(inputSize: Int) -> String? {
         if roomName.isEmpty || roomName.utf8.count > 128 { return "The room name must be 1 to 128 bytes." }
         if !(1 ... 8).contains(maxPlayers) { return "Max players must be 1 to 8." }
+        if !(1 ... maxPlayers).contains(hostSlot) { return "The host's slot must be 1 to \(maxPlayers)." }
         if !(0 ... 15).contains(frameDelay) { return "Frame delay must be 0 to 15." }
         if !(0 ... 64).contains(maxSpectators) { return "Max spectators must be 0 to 64." }
         if !(1 ... 32).contains(predictionWindow) { return "The prediction window must be 1 to 32 frames." }
@@ -58,7 +64,7 @@ public struct NetplaySettings: Sendable, Hashable {
 
     /// The coordinator's form of these settings for a game with `content` and `inputSize`-byte inputs.
     public func sessionSettings(content: ContentInfo, inputSize: Int, lanEndpoint: String = "") -> SessionSettings {
-        SessionSettings(roomName: roomName, content: content, region: region,
+        var settings = SessionSettings(roomName: roomName, content: content, region: region,
                         transport: network == .lan ? .lan : .relay, lanEndpoint: lanEndpoint, unlisted: unlisted,
                         maxPlayers: UInt32(maxPlayers), frameDelay: UInt32(frameDelay), spectatorsAllowed: allowSpectators,
                         maxSpectators: UInt32(allowSpectators ? maxSpectators : 0), playPassword: password ?? "",
@@ -66,5 +72,7 @@ public struct NetplaySettings: Sendable, Hashable {
                         frameRateMhz: UInt32(frameRateMilliHertz), predictionWindow: UInt32(predictionWindow),
                         lagToleranceFrames: UInt32(lagTolerance), spectatorDelayFrames: UInt32(spectatorDelay),
                         checksumIntervalFrames: UInt32(checksumInterval), frameDelayAuto: automaticFrameDelay)
+        settings.approveJoiners = approveJoiners
+        return settings
     }
 }

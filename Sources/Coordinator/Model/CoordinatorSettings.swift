@@ -34,6 +34,11 @@ public struct CoordinatorSettings: Sendable {
     public var hashingWorkers = 2
     /// Cost of hashing room passwords.
     public var passwordHasher: PasswordHasher = .interactive
+    /// A join waiting for its host's decision that its joiner stopped asking about for this long
+    /// is dropped.
+    public var pendingJoinAskTimeoutMs: UInt64 = 15_000
+    /// A join waits for its host's decision this long at most.
+    public var pendingJoinMaxWaitMs: UInt64 = 180_000
     /// The version reported in lobby rooms.
     public var hostVersion = NetplayVersion.current
 

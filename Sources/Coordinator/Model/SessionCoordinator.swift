@@ -65,6 +65,9 @@ public final class SessionCoordinator {
     /// reported at create and join. Soft state: a restarted coordinator picks by load until
     /// players report again.
     var measuredRtts: [String: [String: [String: UInt32]]] = [:]
+    /// Joins waiting for their host's decision, per session (rooms whose host approves joiners).
+    /// Soft state: after a restart the joiners file their joins again.
+    var approvals: [String: HostApprovals] = [:]
     private var eventSequence: UInt64
     private var relayEventSequence: UInt64
 

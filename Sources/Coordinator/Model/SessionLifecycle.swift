@@ -96,7 +96,9 @@ extension SessionCoordinator {
     /// when the session's password attempts are spent. When a password is needed, one attempt is
     /// reserved here, before any hash is computed; ``settleJoin(_:source:plan:match:at:)`` settles it.
     public func planJoin(_ request: JoinSessionRequest, source: String = "", at time: CoordinatorTime) throws(ServiceError) -> JoinPlan {
-        if !source.isEmpty, case .limited(let retry) = joinLimiter.take(source, now: Double(time.monotonicMs) / 1000) {
+        // Asking again about a join waiting for its host costs nothing more.
+        if !source.isEmpty, !isFiledJoin(request),
+           case .limited(let retry) = joinLimiter.take(source, now: Double(time.monotonicMs) / 1000) {
             throw ServiceError(.rateLimited, "Too many joins from your address; retry in \(retry) ms.", retryAfterMs: retry)
         }
         return try checkJoin(request, source: source, reserve: true, at: time)
@@ -151,10 +153,12 @@ extension SessionCoordinator {
         }
         var session = sessions[request.sessionId]!
         let role = plan.admission.role
+        let replayed = replayedParticipant(session, request)
+        if replayed == nil { try awaitHost(request, session: session, at: time) }
         var changes: [StoreChange] = []
         var outcome = Outcome(reply: .ack(Ack()))
         let participant: ParticipantRecord
-        if let replay = replayedParticipant(session, request) {
+        if let replay = replayed {
             participant = replay
         } else {
             let slot: UInt32 = role == .player ? (request.preferredSlot != 0 ? request.preferredSlot : session.firstFreeSlot!) : 0
@@ -181,6 +185,7 @@ extension SessionCoordinator {
         let ticket = try ticket(session, participant, at: time)
         if let ticket { changes.append(.saveTicket(ticket)) }
         try commit(session, changes, at: time)
+        if replayed == nil { admittedAfterApproval(session.sessionId, key: request.idempotencyKey) }
         if let movedFrom { outcome.detach += closeMoved(session, from: movedFrom) }
         outcome.reply = .joinSessionResponse(JoinSessionResponse(
             session: session.info, participantId: participant.participantId,
@@ -261,6 +266,10 @@ extension SessionCoordinator {
         for (slot, field) in [(request.slotA, "slot_a"), (request.slotB, "slot_b")] where slot < 1 || slot > max {
             throw ServiceError(.badRequest, "Slot \(slot) does not exist in a \(max)-player session.", field: "SwapSlotsRequest.\(field)")
         }
+        guard session.state == .lobby else {
+            // A running match's rollback engines hold each player's slot: slots move before the start.
+            throw ServiceError(.invalidState, "Slots can be swapped only before the match starts.", field: "SwapSlotsRequest.slot_a")
+        }
         guard request.slotA != request.slotB else { return Outcome(reply: .sessionResponse(SessionResponse(session: session.info))) }
         let a = session.holder(of: request.slotA), b = session.holder(of: request.slotB)
         var changes: [StoreChange] = []
@@ -284,6 +293,7 @@ extension SessionCoordinator {
         var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
         outcome.events = [event(.slotsChanged, session, participant: request.participantId, at: time)]
         outcome.touched = [session.sessionId]
+        outcome.detach = slotNotice(session)
         return outcome
     }
 
@@ -336,6 +346,7 @@ extension SessionCoordinator {
         try commit(session, changes, at: time)
         outcome.reply = .sessionResponse(SessionResponse(session: session.info, ticket: ticket))
         outcome.touched = [session.sessionId]
+        if session.state == .lobby, session.participants[index] != participant { outcome.detach = slotNotice(session) }
         return outcome
     }
 

@@ -161,6 +161,8 @@ public final class CoordinatorService: Service {
         case .endSessionRequest(let end): return .reply(finish(try core.end(end, at: time), runtime))
         case .renewTicketRequest(let renew): return .reply(finish(try core.renew(renew, at: time), runtime))
         case .getSessionRequest(let get): return .reply(try core.get(get).reply)
+        case .listPendingJoinsRequest(let list): return .reply(try core.pendingJoins(list, at: time).reply)
+        case .decideJoinRequest(let decide): return .reply(try core.decideJoin(decide, at: time).reply)
         case .listSessionsRequest(let list):
             if list.includeUnlisted && request.caller == .anonymous {
                 throw ServiceError(.permissionDenied, "Unlisted sessions are shown to operators only (the control endpoint).",
@@ -326,6 +328,7 @@ public final class CoordinatorService: Service {
             notifier.prune(keeping: Set(core.relays.relays.map(\.info.endpoint)))
         }
         guard housekeeping else { return }
+        core.expireWaitingJoins(at: now)
         let expired = core.expireIdleLobbies(at: now)
         if !expired.events.isEmpty {
             runtime.logger.info("idle lobby sessions ended", metadata: ["sessions": "\(expired.events.count)",

@@ -17,7 +17,7 @@ public enum RequestPlane: String, Sendable, CaseIterable {
     public static func of(_ body: Envelope.Body) -> RequestPlane {
         switch body {
         case .registerRelayRequest, .refreshRelayRequest, .announceRoomRequest, .refreshRoomRequest,
-             .withdrawRoomRequest, .closeRelaySessionRequest, .disconnectPeerRequest, .serviceHeartbeat,
+             .withdrawRoomRequest, .closeRelaySessionRequest, .disconnectPeerRequest, .assignSlotsRequest, .serviceHeartbeat,
              .metricsSnapshot, .eventRecord, .retroarchSession:
             return .cluster
         case .introspectRequest, .clusterStatusRequest, .recentEventsRequest:

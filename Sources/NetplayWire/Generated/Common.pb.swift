@@ -43,6 +43,8 @@ public enum ErrorCode: Int32, Sendable, Hashable, CaseIterable, CustomStringConv
     case rateLimited = 25
     /// The caller was kicked with a ban from this session.
     case banned = 26
+    /// The host refused the join (a room whose host approves joiners).
+    case refusedByHost = 27
     /// The named room, session, participant, relay or service does not exist.
     case notFound = 40
     /// Something with this identity already exists.
@@ -59,6 +61,9 @@ public enum ErrorCode: Int32, Sendable, Hashable, CaseIterable, CustomStringConv
     case sessionEnded = 46
     /// No live relay can take the session.
     case noRelay = 47
+    /// The join waits for the host's decision (a room whose host approves joiners): ask again
+    /// with the same idempotency key after Error.retry_after_ms.
+    case awaitingHost = 48
     /// The joiner's content (CRC32/MD5) differs from the host's: the same ROM is required.
     case contentMismatch = 60
     /// The joiner runs a different core than the host.
@@ -97,6 +102,7 @@ public enum ErrorCode: Int32, Sendable, Hashable, CaseIterable, CustomStringConv
         case .ticketExpired: "ERROR_CODE_TICKET_EXPIRED"
         case .rateLimited: "ERROR_CODE_RATE_LIMITED"
         case .banned: "ERROR_CODE_BANNED"
+        case .refusedByHost: "ERROR_CODE_REFUSED_BY_HOST"
         case .notFound: "ERROR_CODE_NOT_FOUND"
         case .alreadyExists: "ERROR_CODE_ALREADY_EXISTS"
         case .roomFull: "ERROR_CODE_ROOM_FULL"
@@ -105,6 +111,7 @@ public enum ErrorCode: Int32, Sendable, Hashable, CaseIterable, CustomStringConv
         case .slotTaken: "ERROR_CODE_SLOT_TAKEN"
         case .sessionEnded: "ERROR_CODE_SESSION_ENDED"
         case .noRelay: "ERROR_CODE_NO_RELAY"
+        case .awaitingHost: "ERROR_CODE_AWAITING_HOST"
         case .contentMismatch: "ERROR_CODE_CONTENT_MISMATCH"
         case .coreMismatch: "ERROR_CODE_CORE_MISMATCH"
         case .coreVersionMismatch: "ERROR_CODE_CORE_VERSION_MISMATCH"

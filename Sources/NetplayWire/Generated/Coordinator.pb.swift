@@ -147,6 +147,9 @@ public struct SessionSettings: Sendable, Hashable {
     public var checksumIntervalFrames: UInt32
     /// The relay chooses the input delay from measured round trips (frame_delay is the first value).
     public var frameDelayAuto: Bool
+    /// The host approves each joiner: a join waits (Error AWAITING_HOST, asked again with the same
+    /// idempotency key) until the host decides (DecideJoinRequest), or fails REFUSED_BY_HOST.
+    public var approveJoiners: Bool
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -168,7 +171,8 @@ public struct SessionSettings: Sendable, Hashable {
         lagToleranceFrames: UInt32 = 12,
         spectatorDelayFrames: UInt32 = 0,
         checksumIntervalFrames: UInt32 = 60,
-        frameDelayAuto: Bool = false
+        frameDelayAuto: Bool = false,
+        approveJoiners: Bool = false
     ) {
         self.roomName = roomName
         self.content = content
@@ -189,6 +193,7 @@ public struct SessionSettings: Sendable, Hashable {
         self.spectatorDelayFrames = spectatorDelayFrames
         self.checksumIntervalFrames = checksumIntervalFrames
         self.frameDelayAuto = frameDelayAuto
+        self.approveJoiners = approveJoiners
     }
 }
 
@@ -755,6 +760,101 @@ public struct RenewTicketRequest: Sendable, Hashable {
         self.sessionId = sessionId
         self.participantId = participantId
         self.participantToken = participantToken
+    }
+}
+
+/// A join waiting for the host's decision (SessionSettings.approve_joiners).
+public struct PendingJoin: Sendable, Hashable {
+    /// Handle the host decides on.
+    public var pendingId: String
+    /// The joiner's display name.
+    public var name: String
+    /// Player or spectator.
+    public var role: Role
+    /// The slot asked for (0 = first free).
+    public var requestedSlot: UInt32
+    /// When the join was first asked.
+    public var requestedAtUnixMs: UInt64
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(
+        pendingId: String = "",
+        name: String = "",
+        role: Role = .unspecified,
+        requestedSlot: UInt32 = 0,
+        requestedAtUnixMs: UInt64 = 0
+    ) {
+        self.pendingId = pendingId
+        self.name = name
+        self.role = role
+        self.requestedSlot = requestedSlot
+        self.requestedAtUnixMs = requestedAtUnixMs
+    }
+}
+
+/// Host only: the joins waiting for the host's decision. Replied with ListPendingJoinsResponse.
+public struct ListPendingJoinsRequest: Sendable, Hashable {
+    /// The session.
+    public var sessionId: String
+    /// The host.
+    public var participantId: String
+    /// The host's token.
+    public var participantToken: [UInt8]
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(
+        sessionId: String = "",
+        participantId: String = "",
+        participantToken: [UInt8] = []
+    ) {
+        self.sessionId = sessionId
+        self.participantId = participantId
+        self.participantToken = participantToken
+    }
+}
+
+/// Reply to ListPendingJoinsRequest and DecideJoinRequest: the joins still waiting.
+public struct ListPendingJoinsResponse: Sendable, Hashable {
+    /// Oldest first.
+    public var pending: [PendingJoin]
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(pending: [PendingJoin] = []) {
+        self.pending = pending
+    }
+}
+
+/// Host only: admits or refuses a waiting join (the joiner's next ask gets its ticket, or
+/// REFUSED_BY_HOST). Replied with ListPendingJoinsResponse.
+public struct DecideJoinRequest: Sendable, Hashable {
+    /// The session.
+    public var sessionId: String
+    /// The host.
+    public var participantId: String
+    /// The host's token.
+    public var participantToken: [UInt8]
+    /// The waiting join (PendingJoin.pending_id).
+    public var pendingId: String
+    /// True admits, false refuses.
+    public var approve: Bool
+    /// Told to a refused joiner.
+    public var reason: String
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(
+        sessionId: String = "",
+        participantId: String = "",
+        participantToken: [UInt8] = [],
+        pendingId: String = "",
+        approve: Bool = false,
+        reason: String = ""
+    ) {
+        self.sessionId = sessionId
+        self.participantId = participantId
+        self.participantToken = participantToken
+        self.pendingId = pendingId
+        self.approve = approve
+        self.reason = reason
     }
 }
 
@@ -1373,6 +1473,7 @@ extension SessionSettings: WireMessage, _CMessage {
         }
         c.pointee.checksum_interval_frames = self.checksumIntervalFrames
         c.pointee.frame_delay_auto = self.frameDelayAuto ? 1 : 0
+        c.pointee.approve_joiners = self.approveJoiners ? 1 : 0
     }
 
     init(_c c: UnsafePointer<Netplay__V1__SessionSettings>) throws(WireError) {
@@ -1396,6 +1497,7 @@ extension SessionSettings: WireMessage, _CMessage {
         self.spectatorDelayFrames = try _wireCheckedRange(c.pointee.spectator_delay_frames, 0...3600, "SessionSettings.spectator_delay_frames")
         self.checksumIntervalFrames = try _wireCheckedRange(c.pointee.checksum_interval_frames, 0...3600, "SessionSettings.checksum_interval_frames")
         self.frameDelayAuto = c.pointee.frame_delay_auto != 0
+        self.approveJoiners = c.pointee.approve_joiners != 0
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -1419,6 +1521,7 @@ extension SessionSettings: WireMessage, _CMessage {
         w.key("spectatorDelayFrames"); w.integer(self.spectatorDelayFrames)
         w.key("checksumIntervalFrames"); w.integer(self.checksumIntervalFrames)
         w.key("frameDelayAuto"); w.bool(self.frameDelayAuto)
+        w.key("approveJoiners"); w.bool(self.approveJoiners)
         w.close()
     }
 }
@@ -2907,6 +3010,296 @@ extension RenewTicketRequest: WireMessage, _CMessage {
         w.key("sessionId"); w.string(self.sessionId)
         w.key("participantId"); w.string(self.participantId)
         w.key("participantToken"); w.bytes(self.participantToken)
+        w.close()
+    }
+}
+
+extension PendingJoin: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "PendingJoin" }
+
+    typealias CStruct = Netplay__V1__PendingJoin
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__PendingJoin>? {
+        netplay__v1__pending_join__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__PendingJoin>) { netplay__v1__pending_join__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__PendingJoin>) -> Int { netplay__v1__pending_join__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__PendingJoin>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__pending_join__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `PendingJoin` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `PendingJoin` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__PendingJoin>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__pending_join__init(c)
+        if validate {
+            try _wireCheckString(self.pendingId, "PendingJoin.pending_id", maxLen: 64, required: true)
+        }
+        if !self.pendingId.isEmpty { c.pointee.pending_id = arena.cString(self.pendingId) }
+        if validate {
+            try _wireCheckString(self.name, "PendingJoin.name", maxLen: 64, required: false)
+        }
+        if !self.name.isEmpty { c.pointee.name = arena.cString(self.name) }
+        c.pointee.role = .init(rawValue: .init(truncatingIfNeeded: self.role.rawValue))
+        if validate {
+            try _wireCheckRange(self.requestedSlot, 0...8, "PendingJoin.requested_slot")
+        }
+        c.pointee.requested_slot = self.requestedSlot
+        c.pointee.requested_at_unix_ms = self.requestedAtUnixMs
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__PendingJoin>) throws(WireError) {
+        self.pendingId = try _wireReadString(c.pointee.pending_id, "PendingJoin.pending_id", maxLen: 64, required: true)
+        self.name = try _wireReadString(c.pointee.name, "PendingJoin.name", maxLen: 64, required: false)
+        self.role = try _wireReadEnum(Role.self, c.pointee.role.rawValue, "PendingJoin.role")
+        self.requestedSlot = try _wireCheckedRange(c.pointee.requested_slot, 0...8, "PendingJoin.requested_slot")
+        self.requestedAtUnixMs = c.pointee.requested_at_unix_ms
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("pendingId"); w.string(self.pendingId)
+        w.key("name"); w.string(self.name)
+        w.key("role"); w.string(self.role.protoName)
+        w.key("requestedSlot"); w.integer(self.requestedSlot)
+        w.key("requestedAtUnixMs"); w.integer(self.requestedAtUnixMs)
+        w.close()
+    }
+}
+
+extension ListPendingJoinsRequest: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "ListPendingJoinsRequest" }
+
+    typealias CStruct = Netplay__V1__ListPendingJoinsRequest
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__ListPendingJoinsRequest>? {
+        netplay__v1__list_pending_joins_request__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__ListPendingJoinsRequest>) { netplay__v1__list_pending_joins_request__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__ListPendingJoinsRequest>) -> Int { netplay__v1__list_pending_joins_request__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__ListPendingJoinsRequest>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__list_pending_joins_request__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `ListPendingJoinsRequest` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `ListPendingJoinsRequest` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__ListPendingJoinsRequest>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__list_pending_joins_request__init(c)
+        if validate {
+            try _wireCheckString(self.sessionId, "ListPendingJoinsRequest.session_id", maxLen: 64, required: true)
+        }
+        if !self.sessionId.isEmpty { c.pointee.session_id = arena.cString(self.sessionId) }
+        if validate {
+            try _wireCheckString(self.participantId, "ListPendingJoinsRequest.participant_id", maxLen: 64, required: true)
+        }
+        if !self.participantId.isEmpty { c.pointee.participant_id = arena.cString(self.participantId) }
+        if validate {
+            try _wireCheckBytes(self.participantToken, "ListPendingJoinsRequest.participant_token", maxLen: 64, required: true)
+        }
+        if !self.participantToken.isEmpty { c.pointee.participant_token = arena.binary(self.participantToken) }
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__ListPendingJoinsRequest>) throws(WireError) {
+        self.sessionId = try _wireReadString(c.pointee.session_id, "ListPendingJoinsRequest.session_id", maxLen: 64, required: true)
+        self.participantId = try _wireReadString(c.pointee.participant_id, "ListPendingJoinsRequest.participant_id", maxLen: 64, required: true)
+        self.participantToken = try _wireReadBytes(c.pointee.participant_token, "ListPendingJoinsRequest.participant_token", maxLen: 64, required: true)
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("sessionId"); w.string(self.sessionId)
+        w.key("participantId"); w.string(self.participantId)
+        w.key("participantToken"); w.bytes(self.participantToken)
+        w.close()
+    }
+}
+
+extension ListPendingJoinsResponse: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "ListPendingJoinsResponse" }
+
+    typealias CStruct = Netplay__V1__ListPendingJoinsResponse
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__ListPendingJoinsResponse>? {
+        netplay__v1__list_pending_joins_response__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__ListPendingJoinsResponse>) { netplay__v1__list_pending_joins_response__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__ListPendingJoinsResponse>) -> Int { netplay__v1__list_pending_joins_response__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__ListPendingJoinsResponse>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__list_pending_joins_response__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `ListPendingJoinsResponse` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `ListPendingJoinsResponse` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__ListPendingJoinsResponse>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__list_pending_joins_response__init(c)
+        if !self.pending.isEmpty {
+            let values = self.pending
+            if validate {
+                try _wireCheckCount(values.count, 64, "ListPendingJoinsResponse.pending")
+            }
+            c.pointee.n_pending = values.count
+            let array = arena.allocate(UnsafeMutablePointer<Netplay__V1__PendingJoin>?.self, count: values.count)
+            for i in 0..<values.count {
+                let p = arena.allocate(Netplay__V1__PendingJoin.self)
+                try values[i]._fill(p, arena, validate)
+                array[i] = p
+            }
+            c.pointee.pending = array
+        }
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__ListPendingJoinsResponse>) throws(WireError) {
+        do {
+            let n = c.pointee.n_pending
+            try _wireCheckCount(n, 64, "ListPendingJoinsResponse.pending")
+            var values: [PendingJoin] = []
+            if n > 0 {
+                guard let array = c.pointee.pending else { throw .missingField("ListPendingJoinsResponse.pending") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    guard let p = array[i] else { throw .missingField("ListPendingJoinsResponse.pending") }
+                    values.append(try PendingJoin(_c: p))
+                }
+            }
+            self.pending = values
+        }
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("pending"); w.openArray()
+        for e in self.pending { e._json(&w) }
+        w.closeArray()
+        w.close()
+    }
+}
+
+extension DecideJoinRequest: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "DecideJoinRequest" }
+
+    typealias CStruct = Netplay__V1__DecideJoinRequest
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__DecideJoinRequest>? {
+        netplay__v1__decide_join_request__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__DecideJoinRequest>) { netplay__v1__decide_join_request__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__DecideJoinRequest>) -> Int { netplay__v1__decide_join_request__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__DecideJoinRequest>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__decide_join_request__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `DecideJoinRequest` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `DecideJoinRequest` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__DecideJoinRequest>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__decide_join_request__init(c)
+        if validate {
+            try _wireCheckString(self.sessionId, "DecideJoinRequest.session_id", maxLen: 64, required: true)
+        }
+        if !self.sessionId.isEmpty { c.pointee.session_id = arena.cString(self.sessionId) }
+        if validate {
+            try _wireCheckString(self.participantId, "DecideJoinRequest.participant_id", maxLen: 64, required: true)
+        }
+        if !self.participantId.isEmpty { c.pointee.participant_id = arena.cString(self.participantId) }
+        if validate {
+            try _wireCheckBytes(self.participantToken, "DecideJoinRequest.participant_token", maxLen: 64, required: true)
+        }
+        if !self.participantToken.isEmpty { c.pointee.participant_token = arena.binary(self.participantToken) }
+        if validate {
+            try _wireCheckString(self.pendingId, "DecideJoinRequest.pending_id", maxLen: 64, required: true)
+        }
+        if !self.pendingId.isEmpty { c.pointee.pending_id = arena.cString(self.pendingId) }
+        c.pointee.approve = self.approve ? 1 : 0
+        if validate {
+            try _wireCheckString(self.reason, "DecideJoinRequest.reason", maxLen: 256, required: false)
+        }
+        if !self.reason.isEmpty { c.pointee.reason = arena.cString(self.reason) }
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__DecideJoinRequest>) throws(WireError) {
+        self.sessionId = try _wireReadString(c.pointee.session_id, "DecideJoinRequest.session_id", maxLen: 64, required: true)
+        self.participantId = try _wireReadString(c.pointee.participant_id, "DecideJoinRequest.participant_id", maxLen: 64, required: true)
+        self.participantToken = try _wireReadBytes(c.pointee.participant_token, "DecideJoinRequest.participant_token", maxLen: 64, required: true)
+        self.pendingId = try _wireReadString(c.pointee.pending_id, "DecideJoinRequest.pending_id", maxLen: 64, required: true)
+        self.approve = c.pointee.approve != 0
+        self.reason = try _wireReadString(c.pointee.reason, "DecideJoinRequest.reason", maxLen: 256, required: false)
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("sessionId"); w.string(self.sessionId)
+        w.key("participantId"); w.string(self.participantId)
+        w.key("participantToken"); w.bytes(self.participantToken)
+        w.key("pendingId"); w.string(self.pendingId)
+        w.key("approve"); w.bool(self.approve)
+        w.key("reason"); w.string(self.reason)
         w.close()
     }
 }

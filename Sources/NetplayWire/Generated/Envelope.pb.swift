@@ -152,6 +152,12 @@ public struct Envelope: Sendable, Hashable {
         case listSessionsResponse(ListSessionsResponse)
         /// Event `sessions.<kind>`.
         case sessionEvent(SessionEvent)
+        /// Host: the joins waiting for its decision.
+        case listPendingJoinsRequest(ListPendingJoinsRequest)
+        /// Reply to ListPendingJoinsRequest and DecideJoinRequest.
+        case listPendingJoinsResponse(ListPendingJoinsResponse)
+        /// Host: admit or refuse a waiting join.
+        case decideJoinRequest(DecideJoinRequest)
         /// Relay joins the registry.
         case registerRelayRequest(RegisterRelayRequest)
         /// Reply to RegisterRelayRequest.
@@ -197,6 +203,8 @@ public struct Envelope: Sendable, Hashable {
         case closeRelaySessionRequest(CloseRelaySessionRequest)
         /// Coordinator -> relay: detach a participant.
         case disconnectPeerRequest(DisconnectPeerRequest)
+        /// Coordinator -> relay: the session's slots and host after a swap.
+        case assignSlotsRequest(AssignSlotsRequest)
         /// Replay file: first record.
         case replayHeader(ReplayHeader)
         /// Replay file: confirmed frames.
@@ -265,6 +273,9 @@ public struct Envelope: Sendable, Hashable {
             case .listSessionsRequest: "ListSessionsRequest"
             case .listSessionsResponse: "ListSessionsResponse"
             case .sessionEvent: "SessionEvent"
+            case .listPendingJoinsRequest: "ListPendingJoinsRequest"
+            case .listPendingJoinsResponse: "ListPendingJoinsResponse"
+            case .decideJoinRequest: "DecideJoinRequest"
             case .registerRelayRequest: "RegisterRelayRequest"
             case .registerRelayResponse: "RegisterRelayResponse"
             case .refreshRelayRequest: "RefreshRelayRequest"
@@ -287,6 +298,7 @@ public struct Envelope: Sendable, Hashable {
             case .peerEvent: "PeerEvent"
             case .closeRelaySessionRequest: "CloseRelaySessionRequest"
             case .disconnectPeerRequest: "DisconnectPeerRequest"
+            case .assignSlotsRequest: "AssignSlotsRequest"
             case .replayHeader: "ReplayHeader"
             case .replayRecord: "ReplayRecord"
             case .replayFooter: "ReplayFooter"
@@ -354,6 +366,9 @@ public struct Envelope: Sendable, Hashable {
             case .listSessionsRequest: 113
             case .listSessionsResponse: 114
             case .sessionEvent: 115
+            case .listPendingJoinsRequest: 116
+            case .listPendingJoinsResponse: 117
+            case .decideJoinRequest: 118
             case .registerRelayRequest: 120
             case .registerRelayResponse: 121
             case .refreshRelayRequest: 122
@@ -376,6 +391,7 @@ public struct Envelope: Sendable, Hashable {
             case .peerEvent: 159
             case .closeRelaySessionRequest: 160
             case .disconnectPeerRequest: 161
+            case .assignSlotsRequest: 162
             case .replayHeader: 170
             case .replayRecord: 171
             case .replayFooter: 172
@@ -827,6 +843,27 @@ extension Envelope: WireMessage, _CMessage {
                 try v._fill(p, arena, validate)
                 c.pointee.session_event = p
             }
+        case .listPendingJoinsRequest(let v):
+            c.pointee.body_case = .init(rawValue: 116)
+            do {
+                let p = arena.allocate(Netplay__V1__ListPendingJoinsRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.list_pending_joins_request = p
+            }
+        case .listPendingJoinsResponse(let v):
+            c.pointee.body_case = .init(rawValue: 117)
+            do {
+                let p = arena.allocate(Netplay__V1__ListPendingJoinsResponse.self)
+                try v._fill(p, arena, validate)
+                c.pointee.list_pending_joins_response = p
+            }
+        case .decideJoinRequest(let v):
+            c.pointee.body_case = .init(rawValue: 118)
+            do {
+                let p = arena.allocate(Netplay__V1__DecideJoinRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.decide_join_request = p
+            }
         case .registerRelayRequest(let v):
             c.pointee.body_case = .init(rawValue: 120)
             do {
@@ -980,6 +1017,13 @@ extension Envelope: WireMessage, _CMessage {
                 let p = arena.allocate(Netplay__V1__DisconnectPeerRequest.self)
                 try v._fill(p, arena, validate)
                 c.pointee.disconnect_peer_request = p
+            }
+        case .assignSlotsRequest(let v):
+            c.pointee.body_case = .init(rawValue: 162)
+            do {
+                let p = arena.allocate(Netplay__V1__AssignSlotsRequest.self)
+                try v._fill(p, arena, validate)
+                c.pointee.assign_slots_request = p
             }
         case .replayHeader(let v):
             c.pointee.body_case = .init(rawValue: 170)
@@ -1240,6 +1284,18 @@ extension Envelope: WireMessage, _CMessage {
             guard let p_session_event = c.pointee.session_event else { throw .missingField("Envelope.session_event") }
             let v = try SessionEvent(_c: p_session_event)
             self.body = .sessionEvent(v)
+        case 116:
+            guard let p_list_pending_joins_request = c.pointee.list_pending_joins_request else { throw .missingField("Envelope.list_pending_joins_request") }
+            let v = try ListPendingJoinsRequest(_c: p_list_pending_joins_request)
+            self.body = .listPendingJoinsRequest(v)
+        case 117:
+            guard let p_list_pending_joins_response = c.pointee.list_pending_joins_response else { throw .missingField("Envelope.list_pending_joins_response") }
+            let v = try ListPendingJoinsResponse(_c: p_list_pending_joins_response)
+            self.body = .listPendingJoinsResponse(v)
+        case 118:
+            guard let p_decide_join_request = c.pointee.decide_join_request else { throw .missingField("Envelope.decide_join_request") }
+            let v = try DecideJoinRequest(_c: p_decide_join_request)
+            self.body = .decideJoinRequest(v)
         case 120:
             guard let p_register_relay_request = c.pointee.register_relay_request else { throw .missingField("Envelope.register_relay_request") }
             let v = try RegisterRelayRequest(_c: p_register_relay_request)
@@ -1328,6 +1384,10 @@ extension Envelope: WireMessage, _CMessage {
             guard let p_disconnect_peer_request = c.pointee.disconnect_peer_request else { throw .missingField("Envelope.disconnect_peer_request") }
             let v = try DisconnectPeerRequest(_c: p_disconnect_peer_request)
             self.body = .disconnectPeerRequest(v)
+        case 162:
+            guard let p_assign_slots_request = c.pointee.assign_slots_request else { throw .missingField("Envelope.assign_slots_request") }
+            let v = try AssignSlotsRequest(_c: p_assign_slots_request)
+            self.body = .assignSlotsRequest(v)
         case 170:
             guard let p_replay_header = c.pointee.replay_header else { throw .missingField("Envelope.replay_header") }
             let v = try ReplayHeader(_c: p_replay_header)
@@ -1410,6 +1470,9 @@ extension Envelope: WireMessage, _CMessage {
         case .listSessionsRequest(let v): w.key("listSessionsRequest"); v._json(&w)
         case .listSessionsResponse(let v): w.key("listSessionsResponse"); v._json(&w)
         case .sessionEvent(let v): w.key("sessionEvent"); v._json(&w)
+        case .listPendingJoinsRequest(let v): w.key("listPendingJoinsRequest"); v._json(&w)
+        case .listPendingJoinsResponse(let v): w.key("listPendingJoinsResponse"); v._json(&w)
+        case .decideJoinRequest(let v): w.key("decideJoinRequest"); v._json(&w)
         case .registerRelayRequest(let v): w.key("registerRelayRequest"); v._json(&w)
         case .registerRelayResponse(let v): w.key("registerRelayResponse"); v._json(&w)
         case .refreshRelayRequest(let v): w.key("refreshRelayRequest"); v._json(&w)
@@ -1432,6 +1495,7 @@ extension Envelope: WireMessage, _CMessage {
         case .peerEvent(let v): w.key("peerEvent"); v._json(&w)
         case .closeRelaySessionRequest(let v): w.key("closeRelaySessionRequest"); v._json(&w)
         case .disconnectPeerRequest(let v): w.key("disconnectPeerRequest"); v._json(&w)
+        case .assignSlotsRequest(let v): w.key("assignSlotsRequest"); v._json(&w)
         case .replayHeader(let v): w.key("replayHeader"); v._json(&w)
         case .replayRecord(let v): w.key("replayRecord"); v._json(&w)
         case .replayFooter(let v): w.key("replayFooter"); v._json(&w)

@@ -136,8 +136,10 @@ public enum PeerEventKind: Int32, Sendable, Hashable, CaseIterable, CustomString
     case substituting = 5
     /// The player caught up; its own inputs count again.
     case caughtUp = 6
+    /// The host moved the player to another slot (PeerEvent.peer has the new one).
+    case slotChanged = 7
 
-    /// The value's name in the schema, e.g. `PEER_EVENT_KIND_CAUGHT_UP`.
+    /// The value's name in the schema, e.g. `PEER_EVENT_KIND_SLOT_CHANGED`.
     public var protoName: String {
         switch self {
         case .unspecified: "PEER_EVENT_KIND_UNSPECIFIED"
@@ -147,6 +149,7 @@ public enum PeerEventKind: Int32, Sendable, Hashable, CaseIterable, CustomString
         case .reconnected: "PEER_EVENT_KIND_RECONNECTED"
         case .substituting: "PEER_EVENT_KIND_SUBSTITUTING"
         case .caughtUp: "PEER_EVENT_KIND_CAUGHT_UP"
+        case .slotChanged: "PEER_EVENT_KIND_SLOT_CHANGED"
         }
     }
 
@@ -816,6 +819,43 @@ public struct DisconnectPeerRequest: Sendable, Hashable {
         self.participantId = participantId
         self.reason = reason
         self.message = message
+    }
+}
+
+/// One participant's slot in AssignSlotsRequest.
+public struct SlotAssignment: Sendable, Hashable {
+    /// The participant.
+    public var participantId: String
+    /// Its slot, 1-based.
+    public var slot: UInt32
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(participantId: String = "", slot: UInt32 = 0) {
+        self.participantId = participantId
+        self.slot = slot
+    }
+}
+
+/// Coordinator -> relay: the session's slots after a swap or move (before the match starts), and
+/// its host (the only participant that may start it). Players move at once; a ticket still naming
+/// the old slot attaches in the new one. Replied with Ack, or Error INVALID_STATE once running.
+public struct AssignSlotsRequest: Sendable, Hashable {
+    /// The session.
+    public var sessionId: String
+    /// Every player's slot.
+    public var assignments: [SlotAssignment]
+    /// The host's participant id.
+    public var hostParticipantId: String
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(
+        sessionId: String = "",
+        assignments: [SlotAssignment] = [],
+        hostParticipantId: String = ""
+    ) {
+        self.sessionId = sessionId
+        self.assignments = assignments
+        self.hostParticipantId = hostParticipantId
     }
 }
 
@@ -2578,6 +2618,153 @@ extension DisconnectPeerRequest: WireMessage, _CMessage {
         w.key("participantId"); w.string(self.participantId)
         w.key("reason"); w.string(self.reason.protoName)
         w.key("message"); w.string(self.message)
+        w.close()
+    }
+}
+
+extension SlotAssignment: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "SlotAssignment" }
+
+    typealias CStruct = Netplay__V1__SlotAssignment
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__SlotAssignment>? {
+        netplay__v1__slot_assignment__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__SlotAssignment>) { netplay__v1__slot_assignment__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__SlotAssignment>) -> Int { netplay__v1__slot_assignment__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__SlotAssignment>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__slot_assignment__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `SlotAssignment` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `SlotAssignment` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__SlotAssignment>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__slot_assignment__init(c)
+        if validate {
+            try _wireCheckString(self.participantId, "SlotAssignment.participant_id", maxLen: 64, required: true)
+        }
+        if !self.participantId.isEmpty { c.pointee.participant_id = arena.cString(self.participantId) }
+        if validate {
+            try _wireCheckRange(self.slot, 1...8, "SlotAssignment.slot")
+        }
+        c.pointee.slot = self.slot
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__SlotAssignment>) throws(WireError) {
+        self.participantId = try _wireReadString(c.pointee.participant_id, "SlotAssignment.participant_id", maxLen: 64, required: true)
+        self.slot = try _wireCheckedRange(c.pointee.slot, 1...8, "SlotAssignment.slot")
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("participantId"); w.string(self.participantId)
+        w.key("slot"); w.integer(self.slot)
+        w.close()
+    }
+}
+
+extension AssignSlotsRequest: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "AssignSlotsRequest" }
+
+    typealias CStruct = Netplay__V1__AssignSlotsRequest
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__AssignSlotsRequest>? {
+        netplay__v1__assign_slots_request__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__AssignSlotsRequest>) { netplay__v1__assign_slots_request__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__AssignSlotsRequest>) -> Int { netplay__v1__assign_slots_request__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__AssignSlotsRequest>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__assign_slots_request__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `AssignSlotsRequest` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `AssignSlotsRequest` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__AssignSlotsRequest>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__assign_slots_request__init(c)
+        if validate {
+            try _wireCheckString(self.sessionId, "AssignSlotsRequest.session_id", maxLen: 64, required: true)
+        }
+        if !self.sessionId.isEmpty { c.pointee.session_id = arena.cString(self.sessionId) }
+        if !self.assignments.isEmpty {
+            let values = self.assignments
+            if validate {
+                try _wireCheckCount(values.count, 8, "AssignSlotsRequest.assignments")
+            }
+            c.pointee.n_assignments = values.count
+            let array = arena.allocate(UnsafeMutablePointer<Netplay__V1__SlotAssignment>?.self, count: values.count)
+            for i in 0..<values.count {
+                let p = arena.allocate(Netplay__V1__SlotAssignment.self)
+                try values[i]._fill(p, arena, validate)
+                array[i] = p
+            }
+            c.pointee.assignments = array
+        }
+        if validate {
+            try _wireCheckString(self.hostParticipantId, "AssignSlotsRequest.host_participant_id", maxLen: 64, required: false)
+        }
+        if !self.hostParticipantId.isEmpty { c.pointee.host_participant_id = arena.cString(self.hostParticipantId) }
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__AssignSlotsRequest>) throws(WireError) {
+        self.sessionId = try _wireReadString(c.pointee.session_id, "AssignSlotsRequest.session_id", maxLen: 64, required: true)
+        do {
+            let n = c.pointee.n_assignments
+            try _wireCheckCount(n, 8, "AssignSlotsRequest.assignments")
+            var values: [SlotAssignment] = []
+            if n > 0 {
+                guard let array = c.pointee.assignments else { throw .missingField("AssignSlotsRequest.assignments") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    guard let p = array[i] else { throw .missingField("AssignSlotsRequest.assignments") }
+                    values.append(try SlotAssignment(_c: p))
+                }
+            }
+            self.assignments = values
+        }
+        self.hostParticipantId = try _wireReadString(c.pointee.host_participant_id, "AssignSlotsRequest.host_participant_id", maxLen: 64, required: false)
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("sessionId"); w.string(self.sessionId)
+        w.key("assignments"); w.openArray()
+        for e in self.assignments { e._json(&w) }
+        w.closeArray()
+        w.key("hostParticipantId"); w.string(self.hostParticipantId)
         w.close()
     }
 }

@@ -93,7 +93,8 @@ extension SessionSettings {
             lagToleranceFrames: 600,
             spectatorDelayFrames: 3600,
             checksumIntervalFrames: 3600,
-            frameDelayAuto: true
+            frameDelayAuto: true,
+            approveJoiners: true
         )
     }
 }
@@ -338,6 +339,53 @@ extension RenewTicketRequest {
             sessionId: "session_id-1",
             participantId: "participant_id-2",
             participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03]
+        )
+    }
+}
+
+extension PendingJoin {
+    /// A `PendingJoin` with every field set to a non-default, valid value.
+    static var sample: PendingJoin {
+        PendingJoin(
+            pendingId: "pending_id-1",
+            name: "name-2",
+            role: .spectator,
+            requestedSlot: 8,
+            requestedAtUnixMs: 1099511627781
+        )
+    }
+}
+
+extension ListPendingJoinsRequest {
+    /// A `ListPendingJoinsRequest` with every field set to a non-default, valid value.
+    static var sample: ListPendingJoinsRequest {
+        ListPendingJoinsRequest(
+            sessionId: "session_id-1",
+            participantId: "participant_id-2",
+            participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03]
+        )
+    }
+}
+
+extension ListPendingJoinsResponse {
+    /// A `ListPendingJoinsResponse` with every field set to a non-default, valid value.
+    static var sample: ListPendingJoinsResponse {
+        ListPendingJoinsResponse(
+            pending: [PendingJoin.sample, PendingJoin.sample]
+        )
+    }
+}
+
+extension DecideJoinRequest {
+    /// A `DecideJoinRequest` with every field set to a non-default, valid value.
+    static var sample: DecideJoinRequest {
+        DecideJoinRequest(
+            sessionId: "session_id-1",
+            participantId: "participant_id-2",
+            participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03],
+            pendingId: "pending_id-4",
+            approve: true,
+            reason: "reason-6"
         )
     }
 }
@@ -1245,7 +1293,7 @@ extension PeerEvent {
     /// A `PeerEvent` with every field set to a non-default, valid value.
     static var sample: PeerEvent {
         PeerEvent(
-            kind: .caughtUp,
+            kind: .slotChanged,
             peer: PeerInfo.sample,
             frame: 4000000003,
             detail: "detail-4"
@@ -1282,6 +1330,27 @@ extension DisconnectPeerRequest {
             participantId: "participant_id-2",
             reason: .sessionMoved,
             message: "message-4"
+        )
+    }
+}
+
+extension SlotAssignment {
+    /// A `SlotAssignment` with every field set to a non-default, valid value.
+    static var sample: SlotAssignment {
+        SlotAssignment(
+            participantId: "participant_id-1",
+            slot: 8
+        )
+    }
+}
+
+extension AssignSlotsRequest {
+    /// A `AssignSlotsRequest` with every field set to a non-default, valid value.
+    static var sample: AssignSlotsRequest {
+        AssignSlotsRequest(
+            sessionId: "session_id-1",
+            assignments: [SlotAssignment.sample, SlotAssignment.sample],
+            hostParticipantId: "host_participant_id-3"
         )
     }
 }
@@ -1456,6 +1525,9 @@ let allBodySamples: [Envelope.Body] = [
     .listSessionsRequest(ListSessionsRequest.sample),
     .listSessionsResponse(ListSessionsResponse.sample),
     .sessionEvent(SessionEvent.sample),
+    .listPendingJoinsRequest(ListPendingJoinsRequest.sample),
+    .listPendingJoinsResponse(ListPendingJoinsResponse.sample),
+    .decideJoinRequest(DecideJoinRequest.sample),
     .registerRelayRequest(RegisterRelayRequest.sample),
     .registerRelayResponse(RegisterRelayResponse.sample),
     .refreshRelayRequest(RefreshRelayRequest.sample),
@@ -1478,6 +1550,7 @@ let allBodySamples: [Envelope.Body] = [
     .peerEvent(PeerEvent.sample),
     .closeRelaySessionRequest(CloseRelaySessionRequest.sample),
     .disconnectPeerRequest(DisconnectPeerRequest.sample),
+    .assignSlotsRequest(AssignSlotsRequest.sample),
     .replayHeader(ReplayHeader.sample),
     .replayRecord(ReplayRecord.sample),
     .replayFooter(ReplayFooter.sample),
@@ -1510,6 +1583,10 @@ let allMessageSamples: [any WireMessage] = [
     EndSessionRequest.sample,
     GetSessionRequest.sample,
     RenewTicketRequest.sample,
+    PendingJoin.sample,
+    ListPendingJoinsRequest.sample,
+    ListPendingJoinsResponse.sample,
+    DecideJoinRequest.sample,
     SessionResponse.sample,
     ListSessionsRequest.sample,
     ListSessionsResponse.sample,
@@ -1583,6 +1660,8 @@ let allMessageSamples: [any WireMessage] = [
     Detach.sample,
     CloseRelaySessionRequest.sample,
     DisconnectPeerRequest.sample,
+    SlotAssignment.sample,
+    AssignSlotsRequest.sample,
     ReplayHeader.sample,
     ReplayRecord.sample,
     ReplayFooter.sample,
@@ -1594,10 +1673,10 @@ let allMessageSamples: [any WireMessage] = [
 ]
 
 /// The number of messages in the schema (Envelope excluded).
-let schemaMessageCount = 106
+let schemaMessageCount = 112
 
 /// The number of members of the `Envelope.body` oneof in the schema.
-let schemaBodyMemberCount = 83
+let schemaBodyMemberCount = 87
 
 /// A validation rule broken on purpose.
 struct WireViolation: Sendable {
@@ -2331,6 +2410,106 @@ let wireViolations: [WireViolation] = [
         label: "RenewTicketRequest.participant_token @required",
         body: { var m = RenewTicketRequest.sample; m.participantToken = []; return .renewTicketRequest(m) }(),
         expected: .missingField("RenewTicketRequest.participant_token")
+    ),
+    WireViolation(
+        label: "PendingJoin.pending_id @max_len 64",
+        body: { var m = ListPendingJoinsResponse.sample; m.pending[0].pendingId = String(repeating: "x", count: 65); return .listPendingJoinsResponse(m) }(),
+        expected: .tooLong(field: "PendingJoin.pending_id", limit: 64)
+    ),
+    WireViolation(
+        label: "PendingJoin.pending_id @required",
+        body: { var m = ListPendingJoinsResponse.sample; m.pending[0].pendingId = ""; return .listPendingJoinsResponse(m) }(),
+        expected: .missingField("PendingJoin.pending_id")
+    ),
+    WireViolation(
+        label: "PendingJoin.name @max_len 64",
+        body: { var m = ListPendingJoinsResponse.sample; m.pending[0].name = String(repeating: "x", count: 65); return .listPendingJoinsResponse(m) }(),
+        expected: .tooLong(field: "PendingJoin.name", limit: 64)
+    ),
+    WireViolation(
+        label: "PendingJoin.requested_slot @range 0..8 (9)",
+        body: { var m = ListPendingJoinsResponse.sample; m.pending[0].requestedSlot = 9; return .listPendingJoinsResponse(m) }(),
+        expected: .outOfRange(field: "PendingJoin.requested_slot", detail: "9 is outside 0...8")
+    ),
+    WireViolation(
+        label: "ListPendingJoinsRequest.session_id @max_len 64",
+        body: { var m = ListPendingJoinsRequest.sample; m.sessionId = String(repeating: "x", count: 65); return .listPendingJoinsRequest(m) }(),
+        expected: .tooLong(field: "ListPendingJoinsRequest.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "ListPendingJoinsRequest.session_id @required",
+        body: { var m = ListPendingJoinsRequest.sample; m.sessionId = ""; return .listPendingJoinsRequest(m) }(),
+        expected: .missingField("ListPendingJoinsRequest.session_id")
+    ),
+    WireViolation(
+        label: "ListPendingJoinsRequest.participant_id @max_len 64",
+        body: { var m = ListPendingJoinsRequest.sample; m.participantId = String(repeating: "x", count: 65); return .listPendingJoinsRequest(m) }(),
+        expected: .tooLong(field: "ListPendingJoinsRequest.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "ListPendingJoinsRequest.participant_id @required",
+        body: { var m = ListPendingJoinsRequest.sample; m.participantId = ""; return .listPendingJoinsRequest(m) }(),
+        expected: .missingField("ListPendingJoinsRequest.participant_id")
+    ),
+    WireViolation(
+        label: "ListPendingJoinsRequest.participant_token @max_len 64",
+        body: { var m = ListPendingJoinsRequest.sample; m.participantToken = [UInt8](repeating: 7, count: 65); return .listPendingJoinsRequest(m) }(),
+        expected: .tooLong(field: "ListPendingJoinsRequest.participant_token", limit: 64)
+    ),
+    WireViolation(
+        label: "ListPendingJoinsRequest.participant_token @required",
+        body: { var m = ListPendingJoinsRequest.sample; m.participantToken = []; return .listPendingJoinsRequest(m) }(),
+        expected: .missingField("ListPendingJoinsRequest.participant_token")
+    ),
+    WireViolation(
+        label: "ListPendingJoinsResponse.pending @max_count 64",
+        body: { var m = ListPendingJoinsResponse.sample; m.pending = Array(repeating: PendingJoin.sample, count: 65); return .listPendingJoinsResponse(m) }(),
+        expected: .tooLong(field: "ListPendingJoinsResponse.pending", limit: 64)
+    ),
+    WireViolation(
+        label: "DecideJoinRequest.session_id @max_len 64",
+        body: { var m = DecideJoinRequest.sample; m.sessionId = String(repeating: "x", count: 65); return .decideJoinRequest(m) }(),
+        expected: .tooLong(field: "DecideJoinRequest.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "DecideJoinRequest.session_id @required",
+        body: { var m = DecideJoinRequest.sample; m.sessionId = ""; return .decideJoinRequest(m) }(),
+        expected: .missingField("DecideJoinRequest.session_id")
+    ),
+    WireViolation(
+        label: "DecideJoinRequest.participant_id @max_len 64",
+        body: { var m = DecideJoinRequest.sample; m.participantId = String(repeating: "x", count: 65); return .decideJoinRequest(m) }(),
+        expected: .tooLong(field: "DecideJoinRequest.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "DecideJoinRequest.participant_id @required",
+        body: { var m = DecideJoinRequest.sample; m.participantId = ""; return .decideJoinRequest(m) }(),
+        expected: .missingField("DecideJoinRequest.participant_id")
+    ),
+    WireViolation(
+        label: "DecideJoinRequest.participant_token @max_len 64",
+        body: { var m = DecideJoinRequest.sample; m.participantToken = [UInt8](repeating: 7, count: 65); return .decideJoinRequest(m) }(),
+        expected: .tooLong(field: "DecideJoinRequest.participant_token", limit: 64)
+    ),
+    WireViolation(
+        label: "DecideJoinRequest.participant_token @required",
+        body: { var m = DecideJoinRequest.sample; m.participantToken = []; return .decideJoinRequest(m) }(),
+        expected: .missingField("DecideJoinRequest.participant_token")
+    ),
+    WireViolation(
+        label: "DecideJoinRequest.pending_id @max_len 64",
+        body: { var m = DecideJoinRequest.sample; m.pendingId = String(repeating: "x", count: 65); return .decideJoinRequest(m) }(),
+        expected: .tooLong(field: "DecideJoinRequest.pending_id", limit: 64)
+    ),
+    WireViolation(
+        label: "DecideJoinRequest.pending_id @required",
+        body: { var m = DecideJoinRequest.sample; m.pendingId = ""; return .decideJoinRequest(m) }(),
+        expected: .missingField("DecideJoinRequest.pending_id")
+    ),
+    WireViolation(
+        label: "DecideJoinRequest.reason @max_len 256",
+        body: { var m = DecideJoinRequest.sample; m.reason = String(repeating: "x", count: 257); return .decideJoinRequest(m) }(),
+        expected: .tooLong(field: "DecideJoinRequest.reason", limit: 256)
     ),
     WireViolation(
         label: "ListSessionsRequest.game_name @max_len 128",
@@ -3368,6 +3547,46 @@ let wireViolations: [WireViolation] = [
         expected: .tooLong(field: "DisconnectPeerRequest.message", limit: 256)
     ),
     WireViolation(
+        label: "SlotAssignment.participant_id @max_len 64",
+        body: { var m = AssignSlotsRequest.sample; m.assignments[0].participantId = String(repeating: "x", count: 65); return .assignSlotsRequest(m) }(),
+        expected: .tooLong(field: "SlotAssignment.participant_id", limit: 64)
+    ),
+    WireViolation(
+        label: "SlotAssignment.participant_id @required",
+        body: { var m = AssignSlotsRequest.sample; m.assignments[0].participantId = ""; return .assignSlotsRequest(m) }(),
+        expected: .missingField("SlotAssignment.participant_id")
+    ),
+    WireViolation(
+        label: "SlotAssignment.slot @range 1..8 (9)",
+        body: { var m = AssignSlotsRequest.sample; m.assignments[0].slot = 9; return .assignSlotsRequest(m) }(),
+        expected: .outOfRange(field: "SlotAssignment.slot", detail: "9 is outside 1...8")
+    ),
+    WireViolation(
+        label: "SlotAssignment.slot @range 1..8 (0)",
+        body: { var m = AssignSlotsRequest.sample; m.assignments[0].slot = 0; return .assignSlotsRequest(m) }(),
+        expected: .outOfRange(field: "SlotAssignment.slot", detail: "0 is outside 1...8")
+    ),
+    WireViolation(
+        label: "AssignSlotsRequest.session_id @max_len 64",
+        body: { var m = AssignSlotsRequest.sample; m.sessionId = String(repeating: "x", count: 65); return .assignSlotsRequest(m) }(),
+        expected: .tooLong(field: "AssignSlotsRequest.session_id", limit: 64)
+    ),
+    WireViolation(
+        label: "AssignSlotsRequest.session_id @required",
+        body: { var m = AssignSlotsRequest.sample; m.sessionId = ""; return .assignSlotsRequest(m) }(),
+        expected: .missingField("AssignSlotsRequest.session_id")
+    ),
+    WireViolation(
+        label: "AssignSlotsRequest.assignments @max_count 8",
+        body: { var m = AssignSlotsRequest.sample; m.assignments = Array(repeating: SlotAssignment.sample, count: 9); return .assignSlotsRequest(m) }(),
+        expected: .tooLong(field: "AssignSlotsRequest.assignments", limit: 8)
+    ),
+    WireViolation(
+        label: "AssignSlotsRequest.host_participant_id @max_len 64",
+        body: { var m = AssignSlotsRequest.sample; m.hostParticipantId = String(repeating: "x", count: 65); return .assignSlotsRequest(m) }(),
+        expected: .tooLong(field: "AssignSlotsRequest.host_participant_id", limit: 64)
+    ),
+    WireViolation(
         label: "ReplayHeader.session_id @max_len 64",
         body: { var m = ReplayHeader.sample; m.sessionId = String(repeating: "x", count: 65); return .replayHeader(m) }(),
         expected: .tooLong(field: "ReplayHeader.session_id", limit: 64)
@@ -3525,4 +3744,4 @@ let wireViolations: [WireViolation] = [
 ]
 
 /// The number of validation rules in the schema reachable from an Envelope body.
-let schemaViolationCount = 382
+let schemaViolationCount = 410

@@ -862,6 +862,186 @@ void   netplay__v1__renew_ticket_request__free_unpacked
   assert(message->base.descriptor == &netplay__v1__renew_ticket_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   netplay__v1__pending_join__init
+                     (Netplay__V1__PendingJoin         *message)
+{
+  static const Netplay__V1__PendingJoin init_value = NETPLAY__V1__PENDING_JOIN__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__pending_join__get_packed_size
+                     (const Netplay__V1__PendingJoin *message)
+{
+  assert(message->base.descriptor == &netplay__v1__pending_join__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__pending_join__pack
+                     (const Netplay__V1__PendingJoin *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__pending_join__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__pending_join__pack_to_buffer
+                     (const Netplay__V1__PendingJoin *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__pending_join__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__PendingJoin *
+       netplay__v1__pending_join__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__PendingJoin *)
+     protobuf_c_message_unpack (&netplay__v1__pending_join__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__pending_join__free_unpacked
+                     (Netplay__V1__PendingJoin *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__pending_join__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   netplay__v1__list_pending_joins_request__init
+                     (Netplay__V1__ListPendingJoinsRequest         *message)
+{
+  static const Netplay__V1__ListPendingJoinsRequest init_value = NETPLAY__V1__LIST_PENDING_JOINS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__list_pending_joins_request__get_packed_size
+                     (const Netplay__V1__ListPendingJoinsRequest *message)
+{
+  assert(message->base.descriptor == &netplay__v1__list_pending_joins_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__list_pending_joins_request__pack
+                     (const Netplay__V1__ListPendingJoinsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__list_pending_joins_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__list_pending_joins_request__pack_to_buffer
+                     (const Netplay__V1__ListPendingJoinsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__list_pending_joins_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__ListPendingJoinsRequest *
+       netplay__v1__list_pending_joins_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__ListPendingJoinsRequest *)
+     protobuf_c_message_unpack (&netplay__v1__list_pending_joins_request__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__list_pending_joins_request__free_unpacked
+                     (Netplay__V1__ListPendingJoinsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__list_pending_joins_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   netplay__v1__list_pending_joins_response__init
+                     (Netplay__V1__ListPendingJoinsResponse         *message)
+{
+  static const Netplay__V1__ListPendingJoinsResponse init_value = NETPLAY__V1__LIST_PENDING_JOINS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__list_pending_joins_response__get_packed_size
+                     (const Netplay__V1__ListPendingJoinsResponse *message)
+{
+  assert(message->base.descriptor == &netplay__v1__list_pending_joins_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__list_pending_joins_response__pack
+                     (const Netplay__V1__ListPendingJoinsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__list_pending_joins_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__list_pending_joins_response__pack_to_buffer
+                     (const Netplay__V1__ListPendingJoinsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__list_pending_joins_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__ListPendingJoinsResponse *
+       netplay__v1__list_pending_joins_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__ListPendingJoinsResponse *)
+     protobuf_c_message_unpack (&netplay__v1__list_pending_joins_response__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__list_pending_joins_response__free_unpacked
+                     (Netplay__V1__ListPendingJoinsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__list_pending_joins_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   netplay__v1__decide_join_request__init
+                     (Netplay__V1__DecideJoinRequest         *message)
+{
+  static const Netplay__V1__DecideJoinRequest init_value = NETPLAY__V1__DECIDE_JOIN_REQUEST__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__decide_join_request__get_packed_size
+                     (const Netplay__V1__DecideJoinRequest *message)
+{
+  assert(message->base.descriptor == &netplay__v1__decide_join_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__decide_join_request__pack
+                     (const Netplay__V1__DecideJoinRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__decide_join_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__decide_join_request__pack_to_buffer
+                     (const Netplay__V1__DecideJoinRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__decide_join_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__DecideJoinRequest *
+       netplay__v1__decide_join_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__DecideJoinRequest *)
+     protobuf_c_message_unpack (&netplay__v1__decide_join_request__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__decide_join_request__free_unpacked
+                     (Netplay__V1__DecideJoinRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__decide_join_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   netplay__v1__session_response__init
                      (Netplay__V1__SessionResponse         *message)
 {
@@ -1717,7 +1897,7 @@ void   netplay__v1__list_retro_arch_sessions_response__free_unpacked
   assert(message->base.descriptor == &netplay__v1__list_retro_arch_sessions_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor netplay__v1__session_settings__field_descriptors[19] =
+static const ProtobufCFieldDescriptor netplay__v1__session_settings__field_descriptors[20] =
 {
   {
     "room_name",
@@ -1947,8 +2127,21 @@ static const ProtobufCFieldDescriptor netplay__v1__session_settings__field_descr
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "approve_joiners",
+    27,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__SessionSettings, approve_joiners),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__session_settings__field_indices_by_name[] = {
+  19,   /* field[19] = approve_joiners */
   17,   /* field[17] = checksum_interval_frames */
   1,   /* field[1] = content */
   7,   /* field[7] = frame_delay */
@@ -1974,7 +2167,7 @@ static const ProtobufCIntRange netplay__v1__session_settings__number_ranges[3 + 
   { 1, 0 },
   { 10, 6 },
   { 20, 12 },
-  { 0, 19 }
+  { 0, 20 }
 };
 const ProtobufCMessageDescriptor netplay__v1__session_settings__descriptor =
 {
@@ -1984,7 +2177,7 @@ const ProtobufCMessageDescriptor netplay__v1__session_settings__descriptor =
   "Netplay__V1__SessionSettings",
   "netplay.v1",
   sizeof(Netplay__V1__SessionSettings),
-  19,
+  20,
   netplay__v1__session_settings__field_descriptors,
   netplay__v1__session_settings__field_indices_by_name,
   3,  netplay__v1__session_settings__number_ranges,
@@ -3740,6 +3933,301 @@ const ProtobufCMessageDescriptor netplay__v1__renew_ticket_request__descriptor =
   netplay__v1__renew_ticket_request__field_indices_by_name,
   1,  netplay__v1__renew_ticket_request__number_ranges,
   (ProtobufCMessageInit) netplay__v1__renew_ticket_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__pending_join__field_descriptors[5] =
+{
+  {
+    "pending_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__PendingJoin, pending_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "name",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__PendingJoin, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "role",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__PendingJoin, role),
+    &netplay__v1__role__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "requested_slot",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__PendingJoin, requested_slot),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "requested_at_unix_ms",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__PendingJoin, requested_at_unix_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__pending_join__field_indices_by_name[] = {
+  1,   /* field[1] = name */
+  0,   /* field[0] = pending_id */
+  4,   /* field[4] = requested_at_unix_ms */
+  3,   /* field[3] = requested_slot */
+  2,   /* field[2] = role */
+};
+static const ProtobufCIntRange netplay__v1__pending_join__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor netplay__v1__pending_join__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.PendingJoin",
+  "PendingJoin",
+  "Netplay__V1__PendingJoin",
+  "netplay.v1",
+  sizeof(Netplay__V1__PendingJoin),
+  5,
+  netplay__v1__pending_join__field_descriptors,
+  netplay__v1__pending_join__field_indices_by_name,
+  1,  netplay__v1__pending_join__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__pending_join__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__list_pending_joins_request__field_descriptors[3] =
+{
+  {
+    "session_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__ListPendingJoinsRequest, session_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "participant_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__ListPendingJoinsRequest, participant_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "participant_token",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__ListPendingJoinsRequest, participant_token),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__list_pending_joins_request__field_indices_by_name[] = {
+  1,   /* field[1] = participant_id */
+  2,   /* field[2] = participant_token */
+  0,   /* field[0] = session_id */
+};
+static const ProtobufCIntRange netplay__v1__list_pending_joins_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor netplay__v1__list_pending_joins_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.ListPendingJoinsRequest",
+  "ListPendingJoinsRequest",
+  "Netplay__V1__ListPendingJoinsRequest",
+  "netplay.v1",
+  sizeof(Netplay__V1__ListPendingJoinsRequest),
+  3,
+  netplay__v1__list_pending_joins_request__field_descriptors,
+  netplay__v1__list_pending_joins_request__field_indices_by_name,
+  1,  netplay__v1__list_pending_joins_request__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__list_pending_joins_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__list_pending_joins_response__field_descriptors[1] =
+{
+  {
+    "pending",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__ListPendingJoinsResponse, n_pending),
+    offsetof(Netplay__V1__ListPendingJoinsResponse, pending),
+    &netplay__v1__pending_join__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__list_pending_joins_response__field_indices_by_name[] = {
+  0,   /* field[0] = pending */
+};
+static const ProtobufCIntRange netplay__v1__list_pending_joins_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor netplay__v1__list_pending_joins_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.ListPendingJoinsResponse",
+  "ListPendingJoinsResponse",
+  "Netplay__V1__ListPendingJoinsResponse",
+  "netplay.v1",
+  sizeof(Netplay__V1__ListPendingJoinsResponse),
+  1,
+  netplay__v1__list_pending_joins_response__field_descriptors,
+  netplay__v1__list_pending_joins_response__field_indices_by_name,
+  1,  netplay__v1__list_pending_joins_response__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__list_pending_joins_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__decide_join_request__field_descriptors[6] =
+{
+  {
+    "session_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__DecideJoinRequest, session_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "participant_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__DecideJoinRequest, participant_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "participant_token",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__DecideJoinRequest, participant_token),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pending_id",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__DecideJoinRequest, pending_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "approve",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__DecideJoinRequest, approve),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reason",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__DecideJoinRequest, reason),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__decide_join_request__field_indices_by_name[] = {
+  4,   /* field[4] = approve */
+  1,   /* field[1] = participant_id */
+  2,   /* field[2] = participant_token */
+  3,   /* field[3] = pending_id */
+  5,   /* field[5] = reason */
+  0,   /* field[0] = session_id */
+};
+static const ProtobufCIntRange netplay__v1__decide_join_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor netplay__v1__decide_join_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.DecideJoinRequest",
+  "DecideJoinRequest",
+  "Netplay__V1__DecideJoinRequest",
+  "netplay.v1",
+  sizeof(Netplay__V1__DecideJoinRequest),
+  6,
+  netplay__v1__decide_join_request__field_descriptors,
+  netplay__v1__decide_join_request__field_indices_by_name,
+  1,  netplay__v1__decide_join_request__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__decide_join_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor netplay__v1__session_response__field_descriptors[2] =

@@ -52,7 +52,7 @@ void   netplay__v1__envelope__free_unpacked
   assert(message->base.descriptor == &netplay__v1__envelope__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor netplay__v1__envelope__field_descriptors[84] =
+static const ProtobufCFieldDescriptor netplay__v1__envelope__field_descriptors[88] =
 {
   {
     "request_id",
@@ -763,6 +763,42 @@ static const ProtobufCFieldDescriptor netplay__v1__envelope__field_descriptors[8
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "list_pending_joins_request",
+    116,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, list_pending_joins_request),
+    &netplay__v1__list_pending_joins_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_pending_joins_response",
+    117,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, list_pending_joins_response),
+    &netplay__v1__list_pending_joins_response__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "decide_join_request",
+    118,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, decide_join_request),
+    &netplay__v1__decide_join_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "register_relay_request",
     120,
     PROTOBUF_C_LABEL_NONE,
@@ -1027,6 +1063,18 @@ static const ProtobufCFieldDescriptor netplay__v1__envelope__field_descriptors[8
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "assign_slots_request",
+    162,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__Envelope, body_case),
+    offsetof(Netplay__V1__Envelope, assign_slots_request),
+    &netplay__v1__assign_slots_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "replay_header",
     170,
     PROTOBUF_C_LABEL_NONE,
@@ -1067,19 +1115,21 @@ static const unsigned netplay__v1__envelope__field_indices_by_name[] = {
   9,   /* field[9] = ack */
   26,   /* field[26] = announce_room_request */
   27,   /* field[27] = announce_room_response */
-  69,   /* field[69] = attach_request */
-  70,   /* field[70] = attach_response */
-  77,   /* field[77] = chat_message */
+  84,   /* field[84] = assign_slots_request */
+  72,   /* field[72] = attach_request */
+  73,   /* field[73] = attach_response */
+  80,   /* field[80] = chat_message */
   6,   /* field[6] = checksum_report */
   50,   /* field[50] = choose_slot_request */
-  79,   /* field[79] = close_relay_session_request */
+  82,   /* field[82] = close_relay_session_request */
   19,   /* field[19] = cluster_status_request */
   20,   /* field[20] = cluster_status_response */
   43,   /* field[43] = create_session_request */
   44,   /* field[44] = create_session_response */
-  74,   /* field[74] = desync_notice */
-  71,   /* field[71] = detach */
-  80,   /* field[80] = disconnect_peer_request */
+  61,   /* field[61] = decide_join_request */
+  77,   /* field[77] = desync_notice */
+  74,   /* field[74] = detach */
+  83,   /* field[83] = disconnect_peer_request */
   52,   /* field[52] = end_session_request */
   1,   /* field[1] = error */
   16,   /* field[16] = event_record */
@@ -1097,36 +1147,38 @@ static const unsigned netplay__v1__envelope__field_indices_by_name[] = {
   48,   /* field[48] = kick_participant_request */
   41,   /* field[41] = lan_beacon */
   47,   /* field[47] = leave_session_request */
-  63,   /* field[63] = list_relays_request */
-  64,   /* field[64] = list_relays_response */
-  66,   /* field[66] = list_retroarch_sessions_request */
-  67,   /* field[67] = list_retroarch_sessions_response */
+  59,   /* field[59] = list_pending_joins_request */
+  60,   /* field[60] = list_pending_joins_response */
+  66,   /* field[66] = list_relays_request */
+  67,   /* field[67] = list_relays_response */
+  69,   /* field[69] = list_retroarch_sessions_request */
+  70,   /* field[70] = list_retroarch_sessions_response */
   34,   /* field[34] = list_rooms_request */
   35,   /* field[35] = list_rooms_response */
   56,   /* field[56] = list_sessions_request */
   57,   /* field[57] = list_sessions_response */
   15,   /* field[15] = metrics_snapshot */
-  78,   /* field[78] = peer_event */
-  75,   /* field[75] = peer_stats */
+  81,   /* field[81] = peer_event */
+  78,   /* field[78] = peer_stats */
   2,   /* field[2] = ping */
   3,   /* field[3] = pong */
   17,   /* field[17] = recent_events_request */
   18,   /* field[18] = recent_events_response */
-  61,   /* field[61] = refresh_relay_request */
-  62,   /* field[62] = refresh_relay_response */
+  64,   /* field[64] = refresh_relay_request */
+  65,   /* field[65] = refresh_relay_response */
   28,   /* field[28] = refresh_room_request */
   29,   /* field[29] = refresh_room_response */
-  59,   /* field[59] = register_relay_request */
-  60,   /* field[60] = register_relay_response */
-  65,   /* field[65] = relay_event */
+  62,   /* field[62] = register_relay_request */
+  63,   /* field[63] = register_relay_response */
+  68,   /* field[68] = relay_event */
   54,   /* field[54] = renew_ticket_request */
-  83,   /* field[83] = replay_footer */
-  81,   /* field[81] = replay_header */
-  82,   /* field[82] = replay_record */
+  87,   /* field[87] = replay_footer */
+  85,   /* field[85] = replay_header */
+  86,   /* field[86] = replay_record */
   0,   /* field[0] = request_id */
   21,   /* field[21] = restart_service_request */
   22,   /* field[22] = restart_service_response */
-  68,   /* field[68] = retroarch_session */
+  71,   /* field[71] = retroarch_session */
   38,   /* field[38] = room_added */
   40,   /* field[40] = room_removed */
   39,   /* field[39] = room_updated */
@@ -1136,11 +1188,11 @@ static const unsigned netplay__v1__envelope__field_indices_by_name[] = {
   14,   /* field[14] = service_heartbeat */
   58,   /* field[58] = session_event */
   55,   /* field[55] = session_response */
-  76,   /* field[76] = session_stats */
+  79,   /* field[79] = session_stats */
   51,   /* field[51] = start_session_request */
   8,   /* field[8] = state_chunk */
-  72,   /* field[72] = state_request */
-  73,   /* field[73] = state_transfer_ack */
+  75,   /* field[75] = state_request */
+  76,   /* field[76] = state_transfer_ack */
   25,   /* field[25] = stop_cluster_request */
   49,   /* field[49] = swap_slots_request */
   7,   /* field[7] = time_sync_hint */
@@ -1157,10 +1209,10 @@ static const ProtobufCIntRange netplay__v1__envelope__number_ranges[9 + 1] =
   { 40, 19 },
   { 60, 26 },
   { 100, 43 },
-  { 120, 59 },
-  { 150, 69 },
-  { 170, 81 },
-  { 0, 84 }
+  { 120, 62 },
+  { 150, 72 },
+  { 170, 85 },
+  { 0, 88 }
 };
 const ProtobufCMessageDescriptor netplay__v1__envelope__descriptor =
 {
@@ -1170,7 +1222,7 @@ const ProtobufCMessageDescriptor netplay__v1__envelope__descriptor =
   "Netplay__V1__Envelope",
   "netplay.v1",
   sizeof(Netplay__V1__Envelope),
-  84,
+  88,
   netplay__v1__envelope__field_descriptors,
   netplay__v1__envelope__field_indices_by_name,
   9,  netplay__v1__envelope__number_ranges,

@@ -952,6 +952,96 @@ void   netplay__v1__disconnect_peer_request__free_unpacked
   assert(message->base.descriptor == &netplay__v1__disconnect_peer_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   netplay__v1__slot_assignment__init
+                     (Netplay__V1__SlotAssignment         *message)
+{
+  static const Netplay__V1__SlotAssignment init_value = NETPLAY__V1__SLOT_ASSIGNMENT__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__slot_assignment__get_packed_size
+                     (const Netplay__V1__SlotAssignment *message)
+{
+  assert(message->base.descriptor == &netplay__v1__slot_assignment__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__slot_assignment__pack
+                     (const Netplay__V1__SlotAssignment *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__slot_assignment__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__slot_assignment__pack_to_buffer
+                     (const Netplay__V1__SlotAssignment *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__slot_assignment__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__SlotAssignment *
+       netplay__v1__slot_assignment__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__SlotAssignment *)
+     protobuf_c_message_unpack (&netplay__v1__slot_assignment__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__slot_assignment__free_unpacked
+                     (Netplay__V1__SlotAssignment *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__slot_assignment__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   netplay__v1__assign_slots_request__init
+                     (Netplay__V1__AssignSlotsRequest         *message)
+{
+  static const Netplay__V1__AssignSlotsRequest init_value = NETPLAY__V1__ASSIGN_SLOTS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__assign_slots_request__get_packed_size
+                     (const Netplay__V1__AssignSlotsRequest *message)
+{
+  assert(message->base.descriptor == &netplay__v1__assign_slots_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__assign_slots_request__pack
+                     (const Netplay__V1__AssignSlotsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__assign_slots_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__assign_slots_request__pack_to_buffer
+                     (const Netplay__V1__AssignSlotsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__assign_slots_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__AssignSlotsRequest *
+       netplay__v1__assign_slots_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__AssignSlotsRequest *)
+     protobuf_c_message_unpack (&netplay__v1__assign_slots_request__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__assign_slots_request__free_unpacked
+                     (Netplay__V1__AssignSlotsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__assign_slots_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   netplay__v1__replay_header__init
                      (Netplay__V1__ReplayHeader         *message)
 {
@@ -3133,6 +3223,121 @@ const ProtobufCMessageDescriptor netplay__v1__disconnect_peer_request__descripto
   (ProtobufCMessageInit) netplay__v1__disconnect_peer_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor netplay__v1__slot_assignment__field_descriptors[2] =
+{
+  {
+    "participant_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__SlotAssignment, participant_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "slot",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__SlotAssignment, slot),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__slot_assignment__field_indices_by_name[] = {
+  0,   /* field[0] = participant_id */
+  1,   /* field[1] = slot */
+};
+static const ProtobufCIntRange netplay__v1__slot_assignment__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor netplay__v1__slot_assignment__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.SlotAssignment",
+  "SlotAssignment",
+  "Netplay__V1__SlotAssignment",
+  "netplay.v1",
+  sizeof(Netplay__V1__SlotAssignment),
+  2,
+  netplay__v1__slot_assignment__field_descriptors,
+  netplay__v1__slot_assignment__field_indices_by_name,
+  1,  netplay__v1__slot_assignment__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__slot_assignment__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__assign_slots_request__field_descriptors[3] =
+{
+  {
+    "session_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__AssignSlotsRequest, session_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "assignments",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__AssignSlotsRequest, n_assignments),
+    offsetof(Netplay__V1__AssignSlotsRequest, assignments),
+    &netplay__v1__slot_assignment__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "host_participant_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__AssignSlotsRequest, host_participant_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__assign_slots_request__field_indices_by_name[] = {
+  1,   /* field[1] = assignments */
+  2,   /* field[2] = host_participant_id */
+  0,   /* field[0] = session_id */
+};
+static const ProtobufCIntRange netplay__v1__assign_slots_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor netplay__v1__assign_slots_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.AssignSlotsRequest",
+  "AssignSlotsRequest",
+  "Netplay__V1__AssignSlotsRequest",
+  "netplay.v1",
+  sizeof(Netplay__V1__AssignSlotsRequest),
+  3,
+  netplay__v1__assign_slots_request__field_descriptors,
+  netplay__v1__assign_slots_request__field_indices_by_name,
+  1,  netplay__v1__assign_slots_request__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__assign_slots_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor netplay__v1__replay_header__field_descriptors[8] =
 {
   {
@@ -3548,7 +3753,7 @@ const ProtobufCEnumDescriptor netplay__v1__state_transfer_reason__descriptor =
   netplay__v1__state_transfer_reason__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue netplay__v1__peer_event_kind__enum_values_by_number[7] =
+static const ProtobufCEnumValue netplay__v1__peer_event_kind__enum_values_by_number[8] =
 {
   { "PEER_EVENT_KIND_UNSPECIFIED", "NETPLAY__V1__PEER_EVENT_KIND__PEER_EVENT_KIND_UNSPECIFIED", 0 },
   { "PEER_EVENT_KIND_JOINED", "NETPLAY__V1__PEER_EVENT_KIND__PEER_EVENT_KIND_JOINED", 1 },
@@ -3557,17 +3762,19 @@ static const ProtobufCEnumValue netplay__v1__peer_event_kind__enum_values_by_num
   { "PEER_EVENT_KIND_RECONNECTED", "NETPLAY__V1__PEER_EVENT_KIND__PEER_EVENT_KIND_RECONNECTED", 4 },
   { "PEER_EVENT_KIND_SUBSTITUTING", "NETPLAY__V1__PEER_EVENT_KIND__PEER_EVENT_KIND_SUBSTITUTING", 5 },
   { "PEER_EVENT_KIND_CAUGHT_UP", "NETPLAY__V1__PEER_EVENT_KIND__PEER_EVENT_KIND_CAUGHT_UP", 6 },
+  { "PEER_EVENT_KIND_SLOT_CHANGED", "NETPLAY__V1__PEER_EVENT_KIND__PEER_EVENT_KIND_SLOT_CHANGED", 7 },
 };
 static const ProtobufCIntRange netplay__v1__peer_event_kind__value_ranges[] = {
-{0, 0},{0, 7}
+{0, 0},{0, 8}
 };
-static const ProtobufCEnumValueIndex netplay__v1__peer_event_kind__enum_values_by_name[7] =
+static const ProtobufCEnumValueIndex netplay__v1__peer_event_kind__enum_values_by_name[8] =
 {
   { "PEER_EVENT_KIND_CAUGHT_UP", 6 },
   { "PEER_EVENT_KIND_DISCONNECTED", 3 },
   { "PEER_EVENT_KIND_JOINED", 1 },
   { "PEER_EVENT_KIND_LEFT", 2 },
   { "PEER_EVENT_KIND_RECONNECTED", 4 },
+  { "PEER_EVENT_KIND_SLOT_CHANGED", 7 },
   { "PEER_EVENT_KIND_SUBSTITUTING", 5 },
   { "PEER_EVENT_KIND_UNSPECIFIED", 0 },
 };
@@ -3578,9 +3785,9 @@ const ProtobufCEnumDescriptor netplay__v1__peer_event_kind__descriptor =
   "PeerEventKind",
   "Netplay__V1__PeerEventKind",
   "netplay.v1",
-  7,
+  8,
   netplay__v1__peer_event_kind__enum_values_by_number,
-  7,
+  8,
   netplay__v1__peer_event_kind__enum_values_by_name,
   1,
   netplay__v1__peer_event_kind__value_ranges,

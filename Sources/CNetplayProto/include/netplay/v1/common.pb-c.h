@@ -87,6 +87,10 @@ typedef enum _Netplay__V1__ErrorCode {
    */
   NETPLAY__V1__ERROR_CODE__ERROR_CODE_BANNED = 26,
   /*
+   * The host refused the join (a room whose host approves joiners).
+   */
+  NETPLAY__V1__ERROR_CODE__ERROR_CODE_REFUSED_BY_HOST = 27,
+  /*
    * The named room, session, participant, relay or service does not exist.
    */
   NETPLAY__V1__ERROR_CODE__ERROR_CODE_NOT_FOUND = 40,
@@ -118,6 +122,11 @@ typedef enum _Netplay__V1__ErrorCode {
    * No live relay can take the session.
    */
   NETPLAY__V1__ERROR_CODE__ERROR_CODE_NO_RELAY = 47,
+  /*
+   * The join waits for the host's decision (a room whose host approves joiners): ask again
+   * with the same idempotency key after Error.retry_after_ms.
+   */
+  NETPLAY__V1__ERROR_CODE__ERROR_CODE_AWAITING_HOST = 48,
   /*
    * The joiner's content (CRC32/MD5) differs from the host's: the same ROM is required.
    */

@@ -35,6 +35,10 @@ typedef struct Netplay__V1__StartSessionRequest Netplay__V1__StartSessionRequest
 typedef struct Netplay__V1__EndSessionRequest Netplay__V1__EndSessionRequest;
 typedef struct Netplay__V1__GetSessionRequest Netplay__V1__GetSessionRequest;
 typedef struct Netplay__V1__RenewTicketRequest Netplay__V1__RenewTicketRequest;
+typedef struct Netplay__V1__PendingJoin Netplay__V1__PendingJoin;
+typedef struct Netplay__V1__ListPendingJoinsRequest Netplay__V1__ListPendingJoinsRequest;
+typedef struct Netplay__V1__ListPendingJoinsResponse Netplay__V1__ListPendingJoinsResponse;
+typedef struct Netplay__V1__DecideJoinRequest Netplay__V1__DecideJoinRequest;
 typedef struct Netplay__V1__SessionResponse Netplay__V1__SessionResponse;
 typedef struct Netplay__V1__ListSessionsRequest Netplay__V1__ListSessionsRequest;
 typedef struct Netplay__V1__ListSessionsResponse Netplay__V1__ListSessionsResponse;
@@ -234,10 +238,15 @@ struct  Netplay__V1__SessionSettings
    * The relay chooses the input delay from measured round trips (frame_delay is the first value).
    */
   protobuf_c_boolean frame_delay_auto;
+  /*
+   * The host approves each joiner: a join waits (Error AWAITING_HOST, asked again with the same
+   * idempotency key) until the host decides (DecideJoinRequest), or fails REFUSED_BY_HOST.
+   */
+  protobuf_c_boolean approve_joiners;
 };
 #define NETPLAY__V1__SESSION_SETTINGS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__session_settings__descriptor) \
-    , (char *)protobuf_c_empty_string, NULL, (char *)protobuf_c_empty_string, NETPLAY__V1__TRANSPORT__TRANSPORT_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, NULL, (char *)protobuf_c_empty_string, NETPLAY__V1__TRANSPORT__TRANSPORT_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 
 /*
@@ -872,6 +881,116 @@ struct  Netplay__V1__RenewTicketRequest
 #define NETPLAY__V1__RENEW_TICKET_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__renew_ticket_request__descriptor) \
     , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL} }
+
+
+/*
+ * A join waiting for the host's decision (SessionSettings.approve_joiners).
+ */
+struct  Netplay__V1__PendingJoin
+{
+  ProtobufCMessage base;
+  /*
+   * Handle the host decides on. @max_len 64 @required
+   */
+  char *pending_id;
+  /*
+   * The joiner's display name. @max_len 64
+   */
+  char *name;
+  /*
+   * Player or spectator.
+   */
+  Netplay__V1__Role role;
+  /*
+   * The slot asked for (0 = first free). @range 0..8
+   */
+  uint32_t requested_slot;
+  /*
+   * When the join was first asked.
+   */
+  uint64_t requested_at_unix_ms;
+};
+#define NETPLAY__V1__PENDING_JOIN__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__pending_join__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NETPLAY__V1__ROLE__ROLE_UNSPECIFIED, 0, 0 }
+
+
+/*
+ * Host only: the joins waiting for the host's decision. Replied with ListPendingJoinsResponse.
+ */
+struct  Netplay__V1__ListPendingJoinsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The session. @max_len 64 @required
+   */
+  char *session_id;
+  /*
+   * The host. @max_len 64 @required
+   */
+  char *participant_id;
+  /*
+   * The host's token. @max_len 64 @required
+   */
+  ProtobufCBinaryData participant_token;
+};
+#define NETPLAY__V1__LIST_PENDING_JOINS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__list_pending_joins_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL} }
+
+
+/*
+ * Reply to ListPendingJoinsRequest and DecideJoinRequest: the joins still waiting.
+ */
+struct  Netplay__V1__ListPendingJoinsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * Oldest first. @max_count 64
+   */
+  size_t n_pending;
+  Netplay__V1__PendingJoin **pending;
+};
+#define NETPLAY__V1__LIST_PENDING_JOINS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__list_pending_joins_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * Host only: admits or refuses a waiting join (the joiner's next ask gets its ticket, or
+ * REFUSED_BY_HOST). Replied with ListPendingJoinsResponse.
+ */
+struct  Netplay__V1__DecideJoinRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The session. @max_len 64 @required
+   */
+  char *session_id;
+  /*
+   * The host. @max_len 64 @required
+   */
+  char *participant_id;
+  /*
+   * The host's token. @max_len 64 @required
+   */
+  ProtobufCBinaryData participant_token;
+  /*
+   * The waiting join (PendingJoin.pending_id). @max_len 64 @required
+   */
+  char *pending_id;
+  /*
+   * True admits, false refuses.
+   */
+  protobuf_c_boolean approve;
+  /*
+   * Told to a refused joiner. @max_len 256
+   */
+  char *reason;
+};
+#define NETPLAY__V1__DECIDE_JOIN_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__decide_join_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -1864,6 +1983,82 @@ Netplay__V1__RenewTicketRequest *
 void   netplay__v1__renew_ticket_request__free_unpacked
                      (Netplay__V1__RenewTicketRequest *message,
                       ProtobufCAllocator *allocator);
+/* Netplay__V1__PendingJoin methods */
+void   netplay__v1__pending_join__init
+                     (Netplay__V1__PendingJoin         *message);
+size_t netplay__v1__pending_join__get_packed_size
+                     (const Netplay__V1__PendingJoin   *message);
+size_t netplay__v1__pending_join__pack
+                     (const Netplay__V1__PendingJoin   *message,
+                      uint8_t             *out);
+size_t netplay__v1__pending_join__pack_to_buffer
+                     (const Netplay__V1__PendingJoin   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__PendingJoin *
+       netplay__v1__pending_join__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__pending_join__free_unpacked
+                     (Netplay__V1__PendingJoin *message,
+                      ProtobufCAllocator *allocator);
+/* Netplay__V1__ListPendingJoinsRequest methods */
+void   netplay__v1__list_pending_joins_request__init
+                     (Netplay__V1__ListPendingJoinsRequest         *message);
+size_t netplay__v1__list_pending_joins_request__get_packed_size
+                     (const Netplay__V1__ListPendingJoinsRequest   *message);
+size_t netplay__v1__list_pending_joins_request__pack
+                     (const Netplay__V1__ListPendingJoinsRequest   *message,
+                      uint8_t             *out);
+size_t netplay__v1__list_pending_joins_request__pack_to_buffer
+                     (const Netplay__V1__ListPendingJoinsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__ListPendingJoinsRequest *
+       netplay__v1__list_pending_joins_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__list_pending_joins_request__free_unpacked
+                     (Netplay__V1__ListPendingJoinsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Netplay__V1__ListPendingJoinsResponse methods */
+void   netplay__v1__list_pending_joins_response__init
+                     (Netplay__V1__ListPendingJoinsResponse         *message);
+size_t netplay__v1__list_pending_joins_response__get_packed_size
+                     (const Netplay__V1__ListPendingJoinsResponse   *message);
+size_t netplay__v1__list_pending_joins_response__pack
+                     (const Netplay__V1__ListPendingJoinsResponse   *message,
+                      uint8_t             *out);
+size_t netplay__v1__list_pending_joins_response__pack_to_buffer
+                     (const Netplay__V1__ListPendingJoinsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__ListPendingJoinsResponse *
+       netplay__v1__list_pending_joins_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__list_pending_joins_response__free_unpacked
+                     (Netplay__V1__ListPendingJoinsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Netplay__V1__DecideJoinRequest methods */
+void   netplay__v1__decide_join_request__init
+                     (Netplay__V1__DecideJoinRequest         *message);
+size_t netplay__v1__decide_join_request__get_packed_size
+                     (const Netplay__V1__DecideJoinRequest   *message);
+size_t netplay__v1__decide_join_request__pack
+                     (const Netplay__V1__DecideJoinRequest   *message,
+                      uint8_t             *out);
+size_t netplay__v1__decide_join_request__pack_to_buffer
+                     (const Netplay__V1__DecideJoinRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__DecideJoinRequest *
+       netplay__v1__decide_join_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__decide_join_request__free_unpacked
+                     (Netplay__V1__DecideJoinRequest *message,
+                      ProtobufCAllocator *allocator);
 /* Netplay__V1__SessionResponse methods */
 void   netplay__v1__session_response__init
                      (Netplay__V1__SessionResponse         *message);
@@ -2284,6 +2479,18 @@ typedef void (*Netplay__V1__GetSessionRequest_Closure)
 typedef void (*Netplay__V1__RenewTicketRequest_Closure)
                  (const Netplay__V1__RenewTicketRequest *message,
                   void *closure_data);
+typedef void (*Netplay__V1__PendingJoin_Closure)
+                 (const Netplay__V1__PendingJoin *message,
+                  void *closure_data);
+typedef void (*Netplay__V1__ListPendingJoinsRequest_Closure)
+                 (const Netplay__V1__ListPendingJoinsRequest *message,
+                  void *closure_data);
+typedef void (*Netplay__V1__ListPendingJoinsResponse_Closure)
+                 (const Netplay__V1__ListPendingJoinsResponse *message,
+                  void *closure_data);
+typedef void (*Netplay__V1__DecideJoinRequest_Closure)
+                 (const Netplay__V1__DecideJoinRequest *message,
+                  void *closure_data);
 typedef void (*Netplay__V1__SessionResponse_Closure)
                  (const Netplay__V1__SessionResponse *message,
                   void *closure_data);
@@ -2369,6 +2576,10 @@ extern const ProtobufCMessageDescriptor netplay__v1__start_session_request__desc
 extern const ProtobufCMessageDescriptor netplay__v1__end_session_request__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__get_session_request__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__renew_ticket_request__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__pending_join__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__list_pending_joins_request__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__list_pending_joins_response__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__decide_join_request__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__session_response__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__list_sessions_request__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__list_sessions_response__descriptor;

@@ -90,6 +90,9 @@ typedef enum {
   NETPLAY__V1__ENVELOPE__BODY_LIST_SESSIONS_REQUEST = 113,
   NETPLAY__V1__ENVELOPE__BODY_LIST_SESSIONS_RESPONSE = 114,
   NETPLAY__V1__ENVELOPE__BODY_SESSION_EVENT = 115,
+  NETPLAY__V1__ENVELOPE__BODY_LIST_PENDING_JOINS_REQUEST = 116,
+  NETPLAY__V1__ENVELOPE__BODY_LIST_PENDING_JOINS_RESPONSE = 117,
+  NETPLAY__V1__ENVELOPE__BODY_DECIDE_JOIN_REQUEST = 118,
   NETPLAY__V1__ENVELOPE__BODY_REGISTER_RELAY_REQUEST = 120,
   NETPLAY__V1__ENVELOPE__BODY_REGISTER_RELAY_RESPONSE = 121,
   NETPLAY__V1__ENVELOPE__BODY_REFRESH_RELAY_REQUEST = 122,
@@ -112,6 +115,7 @@ typedef enum {
   NETPLAY__V1__ENVELOPE__BODY_PEER_EVENT = 159,
   NETPLAY__V1__ENVELOPE__BODY_CLOSE_RELAY_SESSION_REQUEST = 160,
   NETPLAY__V1__ENVELOPE__BODY_DISCONNECT_PEER_REQUEST = 161,
+  NETPLAY__V1__ENVELOPE__BODY_ASSIGN_SLOTS_REQUEST = 162,
   NETPLAY__V1__ENVELOPE__BODY_REPLAY_HEADER = 170,
   NETPLAY__V1__ENVELOPE__BODY_REPLAY_RECORD = 171,
   NETPLAY__V1__ENVELOPE__BODY_REPLAY_FOOTER = 172
@@ -370,6 +374,18 @@ struct  Netplay__V1__Envelope
      */
     Netplay__V1__SessionEvent *session_event;
     /*
+     * Host: the joins waiting for its decision.
+     */
+    Netplay__V1__ListPendingJoinsRequest *list_pending_joins_request;
+    /*
+     * Reply to ListPendingJoinsRequest and DecideJoinRequest.
+     */
+    Netplay__V1__ListPendingJoinsResponse *list_pending_joins_response;
+    /*
+     * Host: admit or refuse a waiting join.
+     */
+    Netplay__V1__DecideJoinRequest *decide_join_request;
+    /*
      * Relay joins the registry.
      */
     Netplay__V1__RegisterRelayRequest *register_relay_request;
@@ -458,6 +474,10 @@ struct  Netplay__V1__Envelope
      * Coordinator -> relay: detach a participant.
      */
     Netplay__V1__DisconnectPeerRequest *disconnect_peer_request;
+    /*
+     * Coordinator -> relay: the session's slots and host after a swap.
+     */
+    Netplay__V1__AssignSlotsRequest *assign_slots_request;
     /*
      * Replay file: first record.
      */

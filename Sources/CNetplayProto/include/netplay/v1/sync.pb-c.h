@@ -38,6 +38,8 @@ typedef struct Netplay__V1__PeerEvent Netplay__V1__PeerEvent;
 typedef struct Netplay__V1__Detach Netplay__V1__Detach;
 typedef struct Netplay__V1__CloseRelaySessionRequest Netplay__V1__CloseRelaySessionRequest;
 typedef struct Netplay__V1__DisconnectPeerRequest Netplay__V1__DisconnectPeerRequest;
+typedef struct Netplay__V1__SlotAssignment Netplay__V1__SlotAssignment;
+typedef struct Netplay__V1__AssignSlotsRequest Netplay__V1__AssignSlotsRequest;
 typedef struct Netplay__V1__ReplayHeader Netplay__V1__ReplayHeader;
 typedef struct Netplay__V1__ReplayRecord Netplay__V1__ReplayRecord;
 typedef struct Netplay__V1__ReplayFooter Netplay__V1__ReplayFooter;
@@ -163,7 +165,11 @@ typedef enum _Netplay__V1__PeerEventKind {
   /*
    * The player caught up; its own inputs count again.
    */
-  NETPLAY__V1__PEER_EVENT_KIND__PEER_EVENT_KIND_CAUGHT_UP = 6
+  NETPLAY__V1__PEER_EVENT_KIND__PEER_EVENT_KIND_CAUGHT_UP = 6,
+  /*
+   * The host moved the player to another slot (PeerEvent.peer has the new one).
+   */
+  NETPLAY__V1__PEER_EVENT_KIND__PEER_EVENT_KIND_SLOT_CHANGED = 7
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(NETPLAY__V1__PEER_EVENT_KIND)
 } Netplay__V1__PeerEventKind;
 
@@ -920,6 +926,53 @@ struct  Netplay__V1__DisconnectPeerRequest
 
 
 /*
+ * One participant's slot in AssignSlotsRequest.
+ */
+struct  Netplay__V1__SlotAssignment
+{
+  ProtobufCMessage base;
+  /*
+   * The participant. @max_len 64 @required
+   */
+  char *participant_id;
+  /*
+   * Its slot, 1-based. @range 1..8
+   */
+  uint32_t slot;
+};
+#define NETPLAY__V1__SLOT_ASSIGNMENT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__slot_assignment__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * Coordinator -> relay: the session's slots after a swap or move (before the match starts), and
+ * its host (the only participant that may start it). Players move at once; a ticket still naming
+ * the old slot attaches in the new one. Replied with Ack, or Error INVALID_STATE once running.
+ */
+struct  Netplay__V1__AssignSlotsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The session. @max_len 64 @required
+   */
+  char *session_id;
+  /*
+   * Every player's slot. @max_count 8
+   */
+  size_t n_assignments;
+  Netplay__V1__SlotAssignment **assignments;
+  /*
+   * The host's participant id. @max_len 64
+   */
+  char *host_participant_id;
+};
+#define NETPLAY__V1__ASSIGN_SLOTS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__assign_slots_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string }
+
+
+/*
  * First record of a replay file. A replay file is a sequence of length-prefixed frames
  * (4-byte big-endian length, then an Envelope): ReplayHeader, ReplayRecord..., ReplayFooter.
  */
@@ -1431,6 +1484,44 @@ Netplay__V1__DisconnectPeerRequest *
 void   netplay__v1__disconnect_peer_request__free_unpacked
                      (Netplay__V1__DisconnectPeerRequest *message,
                       ProtobufCAllocator *allocator);
+/* Netplay__V1__SlotAssignment methods */
+void   netplay__v1__slot_assignment__init
+                     (Netplay__V1__SlotAssignment         *message);
+size_t netplay__v1__slot_assignment__get_packed_size
+                     (const Netplay__V1__SlotAssignment   *message);
+size_t netplay__v1__slot_assignment__pack
+                     (const Netplay__V1__SlotAssignment   *message,
+                      uint8_t             *out);
+size_t netplay__v1__slot_assignment__pack_to_buffer
+                     (const Netplay__V1__SlotAssignment   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__SlotAssignment *
+       netplay__v1__slot_assignment__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__slot_assignment__free_unpacked
+                     (Netplay__V1__SlotAssignment *message,
+                      ProtobufCAllocator *allocator);
+/* Netplay__V1__AssignSlotsRequest methods */
+void   netplay__v1__assign_slots_request__init
+                     (Netplay__V1__AssignSlotsRequest         *message);
+size_t netplay__v1__assign_slots_request__get_packed_size
+                     (const Netplay__V1__AssignSlotsRequest   *message);
+size_t netplay__v1__assign_slots_request__pack
+                     (const Netplay__V1__AssignSlotsRequest   *message,
+                      uint8_t             *out);
+size_t netplay__v1__assign_slots_request__pack_to_buffer
+                     (const Netplay__V1__AssignSlotsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__AssignSlotsRequest *
+       netplay__v1__assign_slots_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__assign_slots_request__free_unpacked
+                     (Netplay__V1__AssignSlotsRequest *message,
+                      ProtobufCAllocator *allocator);
 /* Netplay__V1__ReplayHeader methods */
 void   netplay__v1__replay_header__init
                      (Netplay__V1__ReplayHeader         *message);
@@ -1553,6 +1644,12 @@ typedef void (*Netplay__V1__CloseRelaySessionRequest_Closure)
 typedef void (*Netplay__V1__DisconnectPeerRequest_Closure)
                  (const Netplay__V1__DisconnectPeerRequest *message,
                   void *closure_data);
+typedef void (*Netplay__V1__SlotAssignment_Closure)
+                 (const Netplay__V1__SlotAssignment *message,
+                  void *closure_data);
+typedef void (*Netplay__V1__AssignSlotsRequest_Closure)
+                 (const Netplay__V1__AssignSlotsRequest *message,
+                  void *closure_data);
 typedef void (*Netplay__V1__ReplayHeader_Closure)
                  (const Netplay__V1__ReplayHeader *message,
                   void *closure_data);
@@ -1593,6 +1690,8 @@ extern const ProtobufCMessageDescriptor netplay__v1__peer_event__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__detach__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__close_relay_session_request__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__disconnect_peer_request__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__slot_assignment__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__assign_slots_request__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__replay_header__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__replay_record__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__replay_footer__descriptor;

@@ -1,0 +1,62 @@
+import NetplayAuth
+import NetplayService
+import NetplayWire
+
+// RelaySession: slots assigned after the tickets were issued (the host swapped or moved
+// players before the start), and who may start the match.
+extension RelaySession {
+    /// The slot a player `ticket` attaches in: the one assigned since, or the ticket's.
+    func slot(of ticket: JoinTicket) -> Int {
+        let assigned = assignedSlots[ticket.participantId] ?? Int(ticket.slot)
+        return (1 ... params.maxPlayers).contains(UInt32(assigned)) ? assigned : Int(ticket.slot)
+    }
+
+    /// Whether `participant` may start the match: the host the coordinator named; before it named
+    /// one, the participant whose ticket admits the host, or in a session whose tickets mark no
+    /// host attached (an old LAN host), the player in slot 1.
+    func mayStart(_ participant: RelayPeer) -> Bool {
+        if let hostParticipantId { return participant.participantId == hostParticipantId }
+        return participant.isHost || (participant.slot == 1 && hostSlot == nil)
+    }
+
+    /// Takes the coordinator's (or LAN host's) slot map: every listed player moves to its slot
+    /// now, told by a `SLOT_CHANGED` peer event; an unlisted player in a slot given to another is
+    /// removed (replaced); later attaches follow the map, whatever their tickets say. Refused
+    /// (INVALID_STATE) once the match runs: the players' rollback engines hold their slots.
+    func assign(_ request: AssignSlotsRequest, routes: PeerRoutes, now: UInt64) throws(ServiceError) {
+        guard !running else {
+            throw ServiceError(.invalidState, "Slots can be assigned only before the match starts.")
+        }
+        var map: [String: Int] = [:]
+        for assignment in request.assignments {
+            guard (1 ... params.maxPlayers).contains(assignment.slot), !assignment.participantId.isEmpty else {
+                throw ServiceError(.badRequest, "Slot \(assignment.slot) does not exist in a \(params.maxPlayers)-player session.",
+                                   field: "AssignSlotsRequest.assignments")
+            }
+            guard !map.values.contains(Int(assignment.slot)) else {
+                throw ServiceError(.badRequest, "Slot \(assignment.slot) is assigned twice.", field: "AssignSlotsRequest.assignments")
+            }
+            map[assignment.participantId] = Int(assignment.slot)
+        }
+        let current = players.compactMap { $0 }
+        let taken = Set(map.values)
+        for player in current where map[player.participantId] == nil && taken.contains(player.slot) {
+            routes.forget(player)
+            remove(player, reason: .replaced, detail: "slot \(player.slot) was given to another participant", now: now)
+        }
+        var next = [RelayPeer?](repeating: nil, count: players.count)
+        var moved: [RelayPeer] = []
+        for player in players.compactMap({ $0 }) {
+            let slot = map[player.participantId] ?? player.slot
+            if slot != player.slot { moved.append(player) }
+            player.slot = slot
+            next[slot - 1] = player
+        }
+        players = next
+        assignedSlots = map
+        if !request.hostParticipantId.isEmpty { hostParticipantId = request.hostParticipantId }
+        for player in moved {
+            peerEvent(.slotChanged, player, frame: 0, detail: "moved to slot \(player.slot) by the host", now: now)
+        }
+    }
+}

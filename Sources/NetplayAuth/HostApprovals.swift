@@ -1,0 +1,128 @@
+import NetplayService
+import NetplayWire
+
+/// Joins waiting for their host's decision in one room whose host approves joiners
+/// (`SessionSettings.approve_joiners`): the coordinator keeps one per session, a LAN host one
+/// for its room. Soft state: a restart forgets it, and the joiners simply ask again.
+///
+/// A join is known by the joiner's idempotency key (random, chosen by the joiner, sent only
+/// over its own link): the first ask files it and answers AWAITING_HOST; each ask with the same
+/// key keeps it alive and gets the decision once there is one. The host sees the waiting joins
+/// by a `pending_id` that is not the key, so nobody can answer for the joiner. A join nobody
+/// asked about for ``askTimeoutMs`` (the joiner gave up), or waiting longer than ``maxWaitMs``, is
+/// dropped; so is a decision not picked up within ``askTimeoutMs``.
+public struct HostApprovals: Sendable {
+    /// Where a join stands.
+    public enum Decision: Sendable, Equatable {
+        /// The host has not decided.
+        case waiting
+        /// The host admitted it: the join goes ahead.
+        case approved
+        /// The host refused it, with its reason.
+        case refused(String)
+    }
+
+    private struct Entry: Sendable {
+        var pendingId: String
+        var key: String
+        var name: String
+        var role: Role
+        var requestedSlot: UInt32
+        var requestedAtUnixMs: UInt64
+        var firstAskedMs: UInt64
+        var lastAskedMs: UInt64
+        var decision: Decision
+    }
+
+    /// A join nobody asked about for this long is dropped (milliseconds).
+    public let askTimeoutMs: UInt64
+    /// A join waits this long at most (milliseconds).
+    public let maxWaitMs: UInt64
+    /// Joins waiting at most (beyond: RATE_LIMITED).
+    public let capacity: Int
+    private var entries: [Entry] = []
+    private var nextId = 1
+
+    /// An empty book with these limits.
+    public init(askTimeoutMs: UInt64 = 15_000, maxWaitMs: UInt64 = 180_000, capacity: Int = 64) {
+        self.askTimeoutMs = askTimeoutMs
+        self.maxWaitMs = maxWaitMs
+        self.capacity = capacity
+    }
+
+    /// The join `request` asks about (known by its idempotency key; `nowMs` monotonic, `unixMs`
+    /// the wall clock): filed on its first ask. Returns normally when the host approved it (the
+    /// caller admits it and calls ``admitted(key:)``); otherwise throws AWAITING_HOST (retry after
+    /// a moment), REFUSED_BY_HOST (a refusal is told once, then forgotten), RATE_LIMITED (too
+    /// many waiting) or BAD_REQUEST (no idempotency key to know it by).
+    public mutating func ask(_ request: JoinSessionRequest, nowMs: UInt64, unixMs: UInt64) throws(ServiceError) {
+        expire(nowMs: nowMs)
+        let key = request.idempotencyKey
+        guard !key.isEmpty else {
+            throw ServiceError(.badRequest, "This room's host approves each joiner: the join needs an idempotency key to ask again with.",
+                               field: "JoinSessionRequest.idempotency_key")
+        }
+        if let index = entries.firstIndex(where: { $0.key == key }) {
+            entries[index].lastAskedMs = nowMs
+            switch entries[index].decision {
+            case .approved: return
+            case .refused(let reason):
+                entries.remove(at: index)
+                throw ServiceError(.refusedByHost, reason.isEmpty ? "The host refused your join." : "The host refused your join: \(reason)")
+            case .waiting: throw Self.awaiting
+            }
+        }
+        guard entries.count < capacity else {
+            throw ServiceError(.rateLimited, "Too many joins wait for this host's decision; retry later.", retryAfterMs: 5_000)
+        }
+        let pendingId = "j-\(nextId)-" + Sodium.hex(Sodium.randomBytes(4))
+        nextId += 1
+        entries.append(Entry(pendingId: pendingId, key: key, name: String(request.name.prefix(64)),
+                             role: request.role == .spectator ? .spectator : .player, requestedSlot: request.preferredSlot,
+                             requestedAtUnixMs: unixMs, firstAskedMs: nowMs, lastAskedMs: nowMs, decision: .waiting))
+        throw Self.awaiting
+    }
+
+    private static let awaiting = ServiceError(.awaitingHost, "The host has not decided on your join yet; ask again shortly.",
+                                               retryAfterMs: 500)
+
+    /// Whether a join with this idempotency key is filed (its asks cost no join budget).
+    public func isFiled(key: String) -> Bool {
+        !key.isEmpty && entries.contains { $0.key == key }
+    }
+
+    /// The approved join with this key went through: forgotten.
+    public mutating func admitted(key: String) {
+        entries.removeAll { $0.key == key && $0.decision == .approved }
+    }
+
+    /// The host's decision on `pendingId`: NOT_FOUND when no such join waits (dropped, or
+    /// already decided).
+    public mutating func decide(_ pendingId: String, approve: Bool, reason: String, nowMs: UInt64) throws(ServiceError) {
+        expire(nowMs: nowMs)
+        guard let index = entries.firstIndex(where: { $0.pendingId == pendingId && $0.decision == .waiting }) else {
+            throw ServiceError(.notFound, "No join '\(pendingId)' waits for a decision (the joiner gave up, or it was decided).",
+                               field: "DecideJoinRequest.pending_id")
+        }
+        entries[index].decision = approve ? .approved : .refused(String(reason.prefix(256)))
+        // The decision waits for the joiner's next ask, as long as a join waits for one.
+        entries[index].lastAskedMs = nowMs
+    }
+
+    /// The joins waiting for a decision, oldest first.
+    public mutating func waiting(nowMs: UInt64) -> [PendingJoin] {
+        expire(nowMs: nowMs)
+        return entries.filter { $0.decision == .waiting }.map {
+            PendingJoin(pendingId: $0.pendingId, name: $0.name, role: $0.role, requestedSlot: $0.requestedSlot,
+                        requestedAtUnixMs: $0.requestedAtUnixMs)
+        }
+    }
+
+    /// Whether nothing is filed.
+    public var isEmpty: Bool { entries.isEmpty }
+
+    /// Drops joins nobody asked about for ``askTimeoutMs`` or filed more than ``maxWaitMs`` ago.
+    public mutating func expire(nowMs: UInt64) {
+        entries.removeAll { nowMs &- $0.lastAskedMs > askTimeoutMs || nowMs &- $0.firstAskedMs > maxWaitMs }
+    }
+}

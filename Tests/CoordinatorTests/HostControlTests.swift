@@ -1,0 +1,140 @@
+@testable import Coordinator
+import NetplayAuth
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import Testing
+
+@Suite("Host controls at the coordinator")
+struct HostControlTests {
+    private func list(_ h: Harness, _ id: String, as who: (id: String, token: [UInt8])) throws(ServiceError) -> [PendingJoin] {
+        let outcome = try h.core.pendingJoins(ListPendingJoinsRequest(sessionId: id, participantId: who.id, participantToken: who.token),
+                                              at: h.time)
+        guard case .listPendingJoinsResponse(let response) = outcome.reply else { return [] }
+        return response.pending
+    }
+
+    private func decide(_ h: Harness, _ id: String, as who: (id: String, token: [UInt8]), _ pendingId: String,
+                        approve: Bool, reason: String = "") throws(ServiceError) {
+        _ = try h.core.decideJoin(DecideJoinRequest(sessionId: id, participantId: who.id, participantToken: who.token,
+                                                    pendingId: pendingId, approve: approve, reason: reason), at: h.time)
+    }
+
+    @Test func aJoinWaitsForTheHostsApproval() throws {
+        let h = try Harness()
+        let created = try h.create(maxPlayers: 3, approveJoiners: true)
+        let id = created.session.sessionId
+        let host = (id: created.participantId, token: created.participantToken)
+        #expect(code { try h.join(id, name: "bob", slot: 3, key: "bob-key") } == .awaitingHost)
+        #expect(code { try h.join(id, name: "bob", slot: 3, key: "bob-key") } == .awaitingHost, "asking again files nothing new")
+        let waiting = try list(h, id, as: host)
+        #expect(waiting.count == 1 && waiting.first?.name == "bob" && waiting.first?.requestedSlot == 3 && waiting.first?.role == .player)
+        #expect(h.session(id).participants.count == 1, "nobody joins before the host decides")
+        try decide(h, id, as: host, waiting[0].pendingId, approve: true)
+        let bob = try h.join(id, name: "bob", slot: 3, key: "bob-key")
+        #expect(bob.slot == 3 && bob.ticket?.slot == 3)
+        #expect(try list(h, id, as: host).isEmpty)
+        // The same key again is the same join (idempotent), not a new one to approve.
+        #expect(try h.join(id, name: "bob", slot: 3, key: "bob-key").participantId == bob.participantId)
+        // A room without approval admits at once.
+        let open = try h.create(maxPlayers: 2).session.sessionId
+        #expect(try h.join(open, name: "carol").slot == 2)
+    }
+
+    @Test func aRefusalReachesTheJoinerOnce() throws {
+        let h = try Harness()
+        let created = try h.create(approveJoiners: true)
+        let id = created.session.sessionId
+        let host = (id: created.participantId, token: created.participantToken)
+        #expect(code { try h.join(id, name: "mallory", key: "m") } == .awaitingHost)
+        try decide(h, id, as: host, try list(h, id, as: host)[0].pendingId, approve: false, reason: "not tonight")
+        do {
+            _ = try h.join(id, name: "mallory", key: "m")
+            Issue.record("a refused join went through")
+        } catch {
+            #expect(error.code == .refusedByHost && error.message.contains("not tonight"))
+        }
+        #expect(h.session(id).participants.count == 1)
+        // Asking again files a new join for the host to decide on.
+        #expect(code { try h.join(id, name: "mallory", key: "m") } == .awaitingHost)
+        #expect(try list(h, id, as: host).count == 1)
+        // A join without an idempotency key cannot be asked about again: refused outright.
+        #expect(code { try h.join(id, name: "nokey") } == .badRequest)
+    }
+
+    @Test func onlyTheHostDecidesAndForgedTokensAreRefused() throws {
+        let h = try Harness()
+        let created = try h.create(maxPlayers: 3, approveJoiners: true)
+        let id = created.session.sessionId
+        let host = (id: created.participantId, token: created.participantToken)
+        #expect(code { try h.join(id, name: "bob", key: "b") } == .awaitingHost)
+        try decide(h, id, as: host, try list(h, id, as: host)[0].pendingId, approve: true)
+        let bob = try h.join(id, name: "bob", key: "b")
+        #expect(code { try h.join(id, name: "carol", key: "c") } == .awaitingHost)
+        let pendingId = try list(h, id, as: host)[0].pendingId
+        let asBob = (id: bob.participantId, token: bob.participantToken)
+        #expect(code { _ = try list(h, id, as: asBob) } == .permissionDenied)
+        #expect(code { try decide(h, id, as: asBob, pendingId, approve: true) } == .permissionDenied)
+        var forged = host.token
+        forged[0] ^= 1
+        #expect(code { try decide(h, id, as: (host.id, forged), pendingId, approve: true) } == .unauthenticated)
+        #expect(code { _ = try list(h, id, as: (host.id, forged)) } == .unauthenticated)
+        #expect(code { try decide(h, id, as: host, "j-999-00000000", approve: true) } == .notFound)
+        // Carol still waits: nothing above decided for her.
+        #expect(code { try h.join(id, name: "carol", key: "c") } == .awaitingHost)
+    }
+
+    @Test func joinsNobodyAsksAboutExpire() throws {
+        let h = try Harness()
+        let created = try h.create(approveJoiners: true)
+        let id = created.session.sessionId
+        let host = (id: created.participantId, token: created.participantToken)
+        #expect(code { try h.join(id, name: "bob", key: "b") } == .awaitingHost)
+        let pendingId = try list(h, id, as: host)[0].pendingId
+        h.now += h.core.settings.pendingJoinAskTimeoutMs + 1
+        #expect(try list(h, id, as: host).isEmpty, "the joiner gave up")
+        #expect(code { try decide(h, id, as: host, pendingId, approve: true) } == .notFound)
+        // A joiner that keeps asking still waits at most the longest wait: then its join is filed anew.
+        #expect(code { try h.join(id, name: "carol", key: "c") } == .awaitingHost)
+        let first = try list(h, id, as: host)[0].pendingId
+        var waited: UInt64 = 0
+        while waited <= h.core.settings.pendingJoinMaxWaitMs {
+            h.now += 5_000
+            waited += 5_000
+            #expect(code { try h.join(id, name: "carol", key: "c") } == .awaitingHost)
+        }
+        let again = try list(h, id, as: host)
+        #expect(again.count == 1 && again[0].pendingId != first)
+        // Housekeeping forgets the waiting joins of a session once nobody asks.
+        h.now += h.core.settings.pendingJoinAskTimeoutMs + 1
+        h.core.expireWaitingJoins(at: h.time)
+        #expect(h.core.approvals[id] == nil)
+    }
+
+    @Test func aSwapIsPushedToTheRelayBeforeTheStartOnly() throws {
+        let h = try Harness()
+        let created = try h.create(maxPlayers: 3)
+        let id = created.session.sessionId
+        let bob = try h.join(id, name: "bob")
+        let swapped = try h.core.swapSlots(SwapSlotsRequest(sessionId: id, participantId: created.participantId,
+                                                            participantToken: created.participantToken, slotA: 1, slotB: 2), at: h.time)
+        let pushes = swapped.detach.compactMap { notice -> AssignSlotsRequest? in
+            guard case .assignSlotsRequest(let request) = notice.body else { return nil }
+            return request
+        }
+        #expect(swapped.detach.first?.endpoint == Harness.endpoint(of: "sync-0"))
+        let push = try #require(pushes.first)
+        #expect(push.sessionId == id && push.hostParticipantId == created.participantId)
+        #expect(Set(push.assignments.map { "\($0.participantId)=\($0.slot)" })
+                == ["\(created.participantId)=2", "\(bob.participantId)=1"])
+        // A participant moving to a free slot is pushed too.
+        let moved = try h.core.chooseSlot(ChooseSlotRequest(sessionId: id, participantId: bob.participantId,
+                                                            participantToken: bob.participantToken, slot: 3), at: h.time)
+        #expect(moved.detach.contains { if case .assignSlotsRequest = $0.body { true } else { false } })
+        _ = try h.core.start(StartSessionRequest(sessionId: id, participantId: created.participantId,
+                                                 participantToken: created.participantToken), at: h.time)
+        #expect(code { try h.core.swapSlots(SwapSlotsRequest(sessionId: id, participantId: created.participantId,
+                                                             participantToken: created.participantToken, slotA: 2, slotB: 3), at: h.time) }
+                == .invalidState)
+    }
+}
