@@ -1,4 +1,39 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The spellings that differ between glibc and Darwin's libc, in one place.
+enum SocketPlatform {
+    /// `SOCK_DGRAM` as `socket()` takes it (an enum on glibc, an `Int32` on Darwin).
+    static var datagram: Int32 {
+        #if os(Linux)
+        Int32(SOCK_DGRAM.rawValue)
+        #else
+        SOCK_DGRAM
+        #endif
+    }
+
+    /// Closes a file descriptor.
+    static func close(_ descriptor: Int32) {
+        #if canImport(Glibc)
+        _ = Glibc.close(descriptor)
+        #else
+        _ = Darwin.close(descriptor)
+        #endif
+    }
+
+    /// An interface's broadcast address (`ifa_broadaddr`: a union member on glibc).
+    static func broadcastAddress(_ entry: ifaddrs) -> UnsafeMutablePointer<sockaddr>? {
+        #if os(Linux)
+        entry.ifa_ifu.ifu_broadaddr
+        #else
+        entry.ifa_dstaddr
+        #endif
+    }
+}
 
 /// An IPv4 address and port (host byte order), as UDP datagrams are sent to and come from.
 public struct UDPAddress: Hashable, Sendable, CustomStringConvertible {
@@ -59,6 +94,9 @@ public struct UDPAddress: Hashable, Sendable, CustomStringConvertible {
 
     fileprivate var sockaddr: sockaddr_in {
         var address = sockaddr_in()
+        #if !os(Linux)
+        address.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
+        #endif
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = ip.bigEndian
@@ -88,7 +126,7 @@ public final class UDPSocket {
     /// reason.
     public init(host: String = "0.0.0.0", port: UInt16, broadcast: Bool = false, shared: Bool = false) throws(UDPError) {
         guard let ip = UDPAddress.parseIP(host) else { throw UDPError("'\(host)' is not an IPv4 address") }
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        let fd = socket(AF_INET, SocketPlatform.datagram, 0)
         guard fd >= 0 else { throw UDPError("cannot create a UDP socket: \(String(cString: strerror(errno)))") }
         var on: Int32 = 1
         if broadcast {
@@ -106,7 +144,7 @@ public final class UDPSocket {
         }
         guard bound == 0 else {
             let reason = String(cString: strerror(errno))
-            Glibc.close(fd)
+            SocketPlatform.close(fd)
             throw UDPError("cannot bind UDP \(host):\(port): \(reason)")
         }
         var actual = sockaddr_in()
@@ -124,7 +162,7 @@ public final class UDPSocket {
     public func close() {
         guard !closed else { return }
         closed = true
-        Glibc.close(fileDescriptor)
+        SocketPlatform.close(fileDescriptor)
     }
 
     /// Sends one datagram; false when the kernel refused it (no route, buffer full).
@@ -221,7 +259,7 @@ public final class UDPSocket {
             guard flags & Int32(IFF_UP) != 0, flags & Int32(IFF_BROADCAST) != 0,
                   flags & Int32(IFF_LOOPBACK) == 0,
                   let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET),
-                  let broadcast = entry.pointee.ifa_ifu.ifu_broadaddr else { continue }
+                  let broadcast = SocketPlatform.broadcastAddress(entry.pointee) else { continue }
             let value = broadcast.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UDPAddress($0.pointee) }
             let target = UDPAddress(ip: value.ip, port: port)
             if !result.contains(target) { result.append(target) }

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// This process's CPU use (user + system, every thread) as a percentage of one core, over the
 /// time between two readings: what a service reports as its load.
@@ -16,7 +20,11 @@ public struct ProcessCPUMeter: Sendable {
         /// The process's reading now (`getrusage` and `CLOCK_MONOTONIC`).
         public static func now() -> Reading {
             var usage = rusage()
+            #if os(Linux)
             getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+            #else
+            getrusage(RUSAGE_SELF, &usage)
+            #endif
             let cpu = microseconds(usage.ru_utime) + microseconds(usage.ru_stime)
             var clock = timespec()
             clock_gettime(CLOCK_MONOTONIC, &clock)

@@ -3,6 +3,8 @@ import Foundation
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// What the service's reactor reads of the tunnel: the sessions' reports and the counters, as the
@@ -48,6 +50,7 @@ public final class TunnelServer: Sendable {
     public init(configuration: TunnelConfiguration, wallClockMs: @escaping @Sendable () -> UInt64 = TunnelServer.unixMs,
                 onEvent: @escaping @Sendable (TunnelEvent) -> Void) throws {
         self.configuration = configuration
+        #if os(Linux)
         let (fd, port) = try TunnelSockets.listen(host: configuration.bindHost, port: configuration.port)
         boundPort = port
         var pipeFds: [Int32] = [0, 0]
@@ -62,6 +65,10 @@ public final class TunnelServer: Sendable {
         let thread = Thread { box.run() }
         thread.name = "retroarch-tunnel"
         thread.start()
+        #else
+        // The tunnel's event loop is Linux's epoll; a relay runs on Linux.
+        throw TunnelServerError("the RetroArch tunnel needs Linux (epoll); this system has none")
+        #endif
     }
 
     /// Wall-clock Unix milliseconds.
@@ -107,6 +114,7 @@ public struct TunnelServerError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
+#if os(Linux)
 /// Listening sockets.
 enum TunnelSockets {
     /// A non-blocking IPv4 listening socket on `host:port` (port 0: any), and the port bound.
@@ -482,3 +490,4 @@ final class TunnelLoop: TunnelTransport {
         onEvent(event)
     }
 }
+#endif

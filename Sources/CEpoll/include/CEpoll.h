@@ -2,6 +2,7 @@
 // tunnel thread (TunnelServer.swift).
 #ifndef CEPOLL_H
 #define CEPOLL_H
+#ifdef __linux__
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -13,4 +14,5 @@ int cepoll_pipe(int fds[2]);
 /// The token stored with a watched descriptor (epoll_data_t is a union Swift reads awkwardly).
 static inline unsigned long long cepoll_token(const struct epoll_event *event) { return event->data.u64; }
 static inline void cepoll_set_token(struct epoll_event *event, unsigned long long token) { event->data.u64 = token; }
+#endif /* __linux__ */
 #endif
