@@ -80,6 +80,8 @@ extension RelaySession {
         guard let transfer else { return }
         self.transfer = nil
         for target in transfer.targets where target.awaitingTransfer != nil { target.awaitingTransfer = 0 }
+        if transfer.reason == .matchStart { startTransferEnded(transfer, completed: false) }
+        if transfer.reason == .restart { restartTransferEnded(transfer, frame: nil) }
         transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()), severity: .error,
                           message: "state transfer \(transfer.id) of \(sessionId) abandoned: \(reason)",
                           sessionId: sessionId)
@@ -137,8 +139,12 @@ extension RelaySession {
                 target.rttProbe = nil
                 target.lastAuthoritativeSendMs = now
             }
-            if target.slot > 0 { resyncedAt[target.slot - 1] = max(resyncedAt[target.slot - 1], frame + 1) }
+            // The state of a match's start is frame 0's: its checksums count (from every peer).
+            if target.slot > 0, transfer.reason != .matchStart {
+                resyncedAt[target.slot - 1] = max(resyncedAt[target.slot - 1], frame + 1)
+            }
         }
+        if transfer.reason == .restart { restartTransferEnded(transfer, frame: frame) }
         deliverConfirmed(now: now)
     }
 
@@ -147,6 +153,7 @@ extension RelaySession {
 
     /// A target reports the outcome of a transfer.
     func receive(_ ack: StateTransferAck, from participant: RelayPeer, now: UInt64) {
+        if receiveStartStateAck(ack, from: participant, now: now) { return }
         if ack.loaded {
             participant.failedLoads = 0
             if transferReasons.removeValue(forKey: ack.transferId) == .desync { resyncs += 1 }

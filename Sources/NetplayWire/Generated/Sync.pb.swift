@@ -105,14 +105,21 @@ public enum StateTransferReason: Int32, Sendable, Hashable, CaseIterable, Custom
     case lateJoin = 2
     /// A player reconnects and cannot catch up from inputs alone.
     case reconnect = 3
+    /// The match starts from the host's state: every other participant loads it before frame 0.
+    case matchStart = 4
+    /// The host restarted the match from its state (StartSessionRequest.restart): everyone else
+    /// loads it at its frame.
+    case restart = 5
 
-    /// The value's name in the schema, e.g. `STATE_TRANSFER_REASON_RECONNECT`.
+    /// The value's name in the schema, e.g. `STATE_TRANSFER_REASON_RESTART`.
     public var protoName: String {
         switch self {
         case .unspecified: "STATE_TRANSFER_REASON_UNSPECIFIED"
         case .desync: "STATE_TRANSFER_REASON_DESYNC"
         case .lateJoin: "STATE_TRANSFER_REASON_LATE_JOIN"
         case .reconnect: "STATE_TRANSFER_REASON_RECONNECT"
+        case .matchStart: "STATE_TRANSFER_REASON_MATCH_START"
+        case .restart: "STATE_TRANSFER_REASON_RESTART"
         }
     }
 
@@ -182,6 +189,12 @@ public struct AttachRequest: Sendable, Hashable {
     /// replacement): the relay sends every input broadcast on each of the participant's paths and
     /// takes its inputs from any, so one lost TCP segment does not hold back later inputs.
     public var additionalPath: Bool
+    /// Host only (ignored from anyone else): the match starts from the host's game as it is now
+    /// (mid-game), not from every peer's fresh boot. Before frame 0 the relay sends the host's
+    /// state to every other participant (StateRequest with reason MATCH_START, frame 0) and starts
+    /// once each loaded it; a checksum vote then goes to the host's group. Sent with every attach
+    /// of that host (a relay rebuilding the session after a restart learns it again).
+    public var startFromHostState: Bool
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -194,7 +207,8 @@ public struct AttachRequest: Sendable, Hashable {
         content: ContentInfo? = nil,
         gameOptions: [UInt8] = [],
         historyFromFrame: UInt32 = 0,
-        additionalPath: Bool = false
+        additionalPath: Bool = false,
+        startFromHostState: Bool = false
     ) {
         self.ticket = ticket
         self.protocolVersion = protocolVersion
@@ -206,6 +220,7 @@ public struct AttachRequest: Sendable, Hashable {
         self.gameOptions = gameOptions
         self.historyFromFrame = historyFromFrame
         self.additionalPath = additionalPath
+        self.startFromHostState = startFromHostState
     }
 }
 
@@ -978,6 +993,7 @@ extension AttachRequest: WireMessage, _CMessage {
         if !self.gameOptions.isEmpty { c.pointee.game_options = arena.binary(self.gameOptions) }
         c.pointee.history_from_frame = self.historyFromFrame
         c.pointee.additional_path = self.additionalPath ? 1 : 0
+        c.pointee.start_from_host_state = self.startFromHostState ? 1 : 0
     }
 
     init(_c c: UnsafePointer<Netplay__V1__AttachRequest>) throws(WireError) {
@@ -992,6 +1008,7 @@ extension AttachRequest: WireMessage, _CMessage {
         self.gameOptions = try _wireReadBytes(c.pointee.game_options, "AttachRequest.game_options", maxLen: 4096, required: false)
         self.historyFromFrame = c.pointee.history_from_frame
         self.additionalPath = c.pointee.additional_path != 0
+        self.startFromHostState = c.pointee.start_from_host_state != 0
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -1006,6 +1023,7 @@ extension AttachRequest: WireMessage, _CMessage {
         w.key("gameOptions"); w.bytes(self.gameOptions)
         w.key("historyFromFrame"); w.integer(self.historyFromFrame)
         w.key("additionalPath"); w.bool(self.additionalPath)
+        w.key("startFromHostState"); w.bool(self.startFromHostState)
         w.close()
     }
 }

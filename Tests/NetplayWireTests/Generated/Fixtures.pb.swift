@@ -305,7 +305,9 @@ extension StartSessionRequest {
         StartSessionRequest(
             sessionId: "session_id-1",
             participantId: "participant_id-2",
-            participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03]
+            participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03],
+            restart: true,
+            restartFrame: 4000000005
         )
     }
 }
@@ -1001,7 +1003,8 @@ extension AttachRequest {
             content: ContentInfo.sample,
             gameOptions: [0x01, 0xAB, 0x00, 0xFF, 0x08],
             historyFromFrame: 4000000009,
-            additionalPath: true
+            additionalPath: true,
+            startFromHostState: true
         )
     }
 }
@@ -1131,7 +1134,7 @@ extension StateRequest {
         StateRequest(
             transferId: 4000000001,
             frame: 4000000002,
-            reason: .reconnect,
+            reason: .restart,
             maxChunkBytes: 262144
         )
     }
@@ -1148,7 +1151,7 @@ extension StateChunk {
             data: [0x01, 0xAB, 0x00, 0xFF, 0x05],
             checksum: 1099511627782,
             last: true,
-            reason: .reconnect
+            reason: .restart
         )
     }
 }
