@@ -29,7 +29,7 @@ struct StartStateE2ETests {
         #expect(checksums.count == 1, "checksums differ: \(results.map { $0?.description ?? "none" })")
         // Everyone's simulation began at frame 0 from the host's warmed state, not its own boot.
         let starts = Set(results.compactMap { $0?.fields["start_checksum"] })
-        #expect(starts.count == 1, "start states differ: \(results.map { $0?.description ?? "none" })")
+        #expect(starts.count == 1 && !starts.contains("0"), "start states differ: \(results.map { $0?.description ?? "none" })")
         for result in results.dropFirst().compactMap({ $0 }) {
             #expect(result.int("start") == 0 && result.int("states_loaded") >= 1, "did not load the host's state: \(result)")
         }
@@ -58,6 +58,26 @@ struct StartStateE2ETests {
         #expect(host.log.contains("restarted the match"), "the host did not restart: \(host.log.suffix(2000))")
         for result in results.dropFirst().compactMap({ $0 }) {
             #expect(result.int("states_loaded") >= 2, "the start state and the restart's should both load: \(result)")
+        }
+    }
+
+    /// The host's start options come with --help text and NETPLAY_* fallbacks; bad values are
+    /// one line and a non-zero exit.
+    @Test func theStartOptionsHaveHelpAndEnvironmentFallbacksAndRefuseBadValues() throws {
+        let path = try BuildProducts.url(of: "netplay-peer").path
+        let help = try run(path, ["host", "--help"], timeout: 30)
+        for text in ["--warmup-frames", "--start-state", "--restart-at", "NETPLAY_WARMUP_FRAMES", "NETPLAY_START_STATE",
+                     "NETPLAY_RESTART_AT"] {
+            #expect(help.output.contains(text), "host --help lacks \(text)")
+        }
+        let refusals = [try run(path, ["host", "--warmup-frames=-1"], timeout: 30),
+                        try run(path, ["host", "--start-state", "mid"], timeout: 30),
+                        try run(path, ["host", "--restart-at", "0"], timeout: 30),
+                        try run("/usr/bin/env", ["NETPLAY_START_STATE=mid", path, "host"], timeout: 30),
+                        try run("/usr/bin/env", ["NETPLAY_WARMUP_FRAMES=lots", path, "host"], timeout: 30)]
+        for (result, flag) in zip(refusals, ["--warmup-frames", "--start-state", "--restart-at", "--start-state", "--warmup-frames"]) {
+            #expect(result.status != 0)
+            #expect(result.output.split(separator: "\n").count == 1 && result.output.contains(flag), "\(result.output)")
         }
     }
 }
