@@ -16,6 +16,10 @@ enum StartStateProgress: Equatable {
 extension RelaySession {
     // MARK: - Starting from the host's state
 
+    /// The largest start state the replay header records (the replay reader takes frames of at
+    /// most 1 MiB); a larger one leaves the header without it.
+    static let maxRecordedStartState = 1_000_000
+
     /// The host whose state the match starts from, while it holds its slot.
     var startStateHost: RelayPeer? { startStateSlot.flatMap { players[$0] } }
 
@@ -116,6 +120,12 @@ extension RelaySession {
         guard beginTransfer(reason: .restart, reference: host, targets: targets, now: now, atLeastFrame: frame) else { return }
         // Their checksums from the old state are no evidence until they load the new one.
         for target in targets where target.slot > 0 { resyncedAt[target.slot - 1] = .max }
+        // The replay holds no states: it ends here, a faithful record of the match so far.
+        if let replay {
+            replay.finish(footerReason: "the host restarted the match from its state at frame \(frame) or later; not recorded beyond",
+                          finalChecksum: 0)
+            self.replay = nil
+        }
         transport.publish(topic: "sync.restart", .eventRecord(EventRecord()), severity: .notice,
                           message: "session \(sessionId): the host restarted the match from its state at frame \(frame) or later",
                           sessionId: sessionId)

@@ -74,6 +74,8 @@ final class RelaySession {
     /// attach asked (`AttachRequest.start_from_host_state`) or it restarted the match: every
     /// other participant loads its state before frame 0, and its state wins checksum votes.
     var startStateSlot: Int?
+    /// The host's start state as its transfer carried it, for the replay header (empty: none).
+    var startStateBytes: [UInt8] = []
     /// With `frameDelayAuto`: an input delay the round trips call for, and since when.
     var proposedFrameDelay: (frames: Int, sinceMs: UInt64)?
     var recovering = false

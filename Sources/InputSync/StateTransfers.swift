@@ -12,6 +12,8 @@ final class ActiveTransfer {
     var totalSize: UInt64 = 0
     var nextOffset: UInt64 = 0
     var lastProgressMs: UInt64
+    /// The host's start state, kept for the replay header (a start transfer before frame 0).
+    var collected: [UInt8] = []
 
     init(id: UInt32, reason: StateTransferReason, reference: RelayPeer, targets: [RelayPeer], now: UInt64) {
         self.id = id
@@ -127,6 +129,10 @@ extension RelaySession {
         }
         transfer.nextOffset = end
         transfer.lastProgressMs = now
+        if transfer.reason == .matchStart, !running, transfer.totalSize <= UInt64(Self.maxRecordedStartState) {
+            transfer.collected += chunk.data
+            if chunk.last { startStateBytes = transfer.collected }
+        }
         for target in transfer.targets where target.isConnected { send(.stateChunk(chunk), to: target, now: now) }
         guard chunk.last else { return }
         self.transfer = nil

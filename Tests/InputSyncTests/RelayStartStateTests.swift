@@ -36,6 +36,13 @@ struct RelayStartStateTests {
         bodies.compactMap { $0.attachResponse }.filter(\.running)
     }
 
+    /// The session's one replay file, read back.
+    func replayFile(_ rig: RelayRig) throws -> ReplayFile {
+        let names = try FileManager.default.contentsOfDirectory(atPath: rig.replayDirectory.path)
+        #expect(names.count == 1, "replays: \(names)")
+        return try ReplayFile(contentsOf: rig.replayDirectory.appendingPathComponent(try #require(names.first)))
+    }
+
     func notices(_ rig: RelayRig) -> [DesyncNotice] {
         rig.transport.sent.compactMap { if case .desyncNotice(let notice) = $0.body { notice } else { nil } }
     }
@@ -84,6 +91,8 @@ struct RelayStartStateTests {
         #expect(hostStart.startFrame == 0 && !hostStart.stateFollows)
         #expect(joinerStart.startFrame == 0 && !joinerStart.stateFollows)
         #expect(spectatorStart.startFrame == 0 && !spectatorStart.stateFollows)
+        // The replay starts from the host's state, not from a boot.
+        #expect(try replayFile(rig).header.startState == [7, 7, 7])
     }
 
     @Test func aJoinerThatNeverLoadsTheStateStartsFromATransferNotItsBoot() throws {
@@ -192,6 +201,10 @@ struct RelayStartStateTests {
         try rig.send(.startSessionRequest(restart), from: host)
         let request = try #require(stateRequests(rig.transport.take(host)).first)
         #expect(request.reason == .restart && request.frame == 20)
+        #expect(rig.transport.published.contains { $0.topic == "sync.restart" })
+        // The replay (it holds no states) ends at the restart, saying so.
+        #expect(try replayFile(rig).footer?.reason.contains("restarted") == true)
+        #expect(try replayFile(rig).header.startState.isEmpty)
         do {
             try rig.send(.startSessionRequest(restart), from: host)
             Issue.record("a second restart during the transfer was accepted")

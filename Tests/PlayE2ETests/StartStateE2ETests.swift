@@ -7,7 +7,8 @@ import Testing
 @Suite("Start a match from the host's state")
 struct StartStateE2ETests {
     /// A host warmed up 500 frames, two joiners and a spectator from their boot: all load the
-    /// host's state before frame 0 and finish with the same checksum.
+    /// host's state before frame 0 and finish with the same checksum, which the relay's replay
+    /// (from the host's state it recorded) reproduces.
     @Test(.timeLimit(.minutes(4)))
     func joinersAndASpectatorStartFromTheWarmedHostsState() throws {
         let cluster = try PlayCluster()
@@ -34,6 +35,10 @@ struct StartStateE2ETests {
             #expect(result.int("start") == 0 && result.int("states_loaded") >= 1, "did not load the host's state: \(result)")
         }
         #expect(results[0]?.int("states_loaded") == 0)
+        // The relay's replay records the host's state: replayed from it, it ends where the match did.
+        let replayed = try cluster.replayTheMatch(frames: frames)
+        #expect(replayed?.checksum == results[0]?.checksum, "replay: \(replayed?.description ?? "none")")
+        #expect((replayed?.int("checked_checksums") ?? 0) >= frames / 60 - 2)
     }
 
     /// The host restarts the match mid-way from the state it began from: the joiner and the

@@ -853,6 +853,10 @@ public struct ReplayHeader: Sendable, Hashable {
     public var startFrame: UInt32
     /// Game-defined seed or options needed to reproduce the match.
     public var gameOptions: [UInt8]
+    /// The state frame 0 starts from when the match started from the host's state (the host's
+    /// game state as its MATCH_START transfer carried it); empty: every peer's fresh boot (or a
+    /// state too large to record here).
+    public var startState: [UInt8]
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -863,7 +867,8 @@ public struct ReplayHeader: Sendable, Hashable {
         players: [PeerInfo] = [],
         startedAtUnixMs: UInt64 = 0,
         startFrame: UInt32 = 0,
-        gameOptions: [UInt8] = []
+        gameOptions: [UInt8] = [],
+        startState: [UInt8] = []
     ) {
         self.formatVersion = formatVersion
         self.sessionId = sessionId
@@ -873,6 +878,7 @@ public struct ReplayHeader: Sendable, Hashable {
         self.startedAtUnixMs = startedAtUnixMs
         self.startFrame = startFrame
         self.gameOptions = gameOptions
+        self.startState = startState
     }
 }
 
@@ -2670,6 +2676,10 @@ extension ReplayHeader: WireMessage, _CMessage {
             try _wireCheckBytes(self.gameOptions, "ReplayHeader.game_options", maxLen: 4096, required: false)
         }
         if !self.gameOptions.isEmpty { c.pointee.game_options = arena.binary(self.gameOptions) }
+        if validate {
+            try _wireCheckBytes(self.startState, "ReplayHeader.start_state", maxLen: 1000000, required: false)
+        }
+        if !self.startState.isEmpty { c.pointee.start_state = arena.binary(self.startState) }
     }
 
     init(_c c: UnsafePointer<Netplay__V1__ReplayHeader>) throws(WireError) {
@@ -2696,6 +2706,7 @@ extension ReplayHeader: WireMessage, _CMessage {
         self.startedAtUnixMs = c.pointee.started_at_unix_ms
         self.startFrame = c.pointee.start_frame
         self.gameOptions = try _wireReadBytes(c.pointee.game_options, "ReplayHeader.game_options", maxLen: 4096, required: false)
+        self.startState = try _wireReadBytes(c.pointee.start_state, "ReplayHeader.start_state", maxLen: 1000000, required: false)
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -2710,6 +2721,7 @@ extension ReplayHeader: WireMessage, _CMessage {
         w.key("startedAtUnixMs"); w.integer(self.startedAtUnixMs)
         w.key("startFrame"); w.integer(self.startFrame)
         w.key("gameOptions"); w.bytes(self.gameOptions)
+        w.key("startState"); w.bytes(self.startState)
         w.close()
     }
 }

@@ -1287,7 +1287,8 @@ extension ReplayHeader {
             players: [PeerInfo.sample, PeerInfo.sample],
             startedAtUnixMs: 1099511627782,
             startFrame: 4000000007,
-            gameOptions: [0x01, 0xAB, 0x00, 0xFF, 0x08]
+            gameOptions: [0x01, 0xAB, 0x00, 0xFF, 0x08],
+            startState: [0x01, 0xAB, 0x00, 0xFF, 0x09]
         )
     }
 }
@@ -3352,6 +3353,11 @@ let wireViolations: [WireViolation] = [
         expected: .tooLong(field: "ReplayHeader.game_options", limit: 4096)
     ),
     WireViolation(
+        label: "ReplayHeader.start_state @max_len 1000000",
+        body: { var m = ReplayHeader.sample; m.startState = [UInt8](repeating: 7, count: 1000001); return .replayHeader(m) }(),
+        expected: .tooLong(field: "ReplayHeader.start_state", limit: 1000000)
+    ),
+    WireViolation(
         label: "ReplayRecord.frame_count @range 0..1024 (1025)",
         body: { var m = ReplayRecord.sample; m.frameCount = 1025; return .replayRecord(m) }(),
         expected: .outOfRange(field: "ReplayRecord.frame_count", detail: "1025 is outside 0...1024")
@@ -3494,4 +3500,4 @@ let wireViolations: [WireViolation] = [
 ]
 
 /// The number of validation rules in the schema reachable from an Envelope body.
-let schemaViolationCount = 378
+let schemaViolationCount = 379

@@ -3146,7 +3146,7 @@ const ProtobufCMessageDescriptor netplay__v1__disconnect_peer_request__descripto
   (ProtobufCMessageInit) netplay__v1__disconnect_peer_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__replay_header__field_descriptors[8] =
+static const ProtobufCFieldDescriptor netplay__v1__replay_header__field_descriptors[9] =
 {
   {
     "format_version",
@@ -3244,6 +3244,18 @@ static const ProtobufCFieldDescriptor netplay__v1__replay_header__field_descript
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "start_state",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__ReplayHeader, start_state),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__replay_header__field_indices_by_name[] = {
   2,   /* field[2] = content */
@@ -3253,12 +3265,13 @@ static const unsigned netplay__v1__replay_header__field_indices_by_name[] = {
   4,   /* field[4] = players */
   1,   /* field[1] = session_id */
   6,   /* field[6] = start_frame */
+  8,   /* field[8] = start_state */
   5,   /* field[5] = started_at_unix_ms */
 };
 static const ProtobufCIntRange netplay__v1__replay_header__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor netplay__v1__replay_header__descriptor =
 {
@@ -3268,7 +3281,7 @@ const ProtobufCMessageDescriptor netplay__v1__replay_header__descriptor =
   "Netplay__V1__ReplayHeader",
   "netplay.v1",
   sizeof(Netplay__V1__ReplayHeader),
-  8,
+  9,
   netplay__v1__replay_header__field_descriptors,
   netplay__v1__replay_header__field_indices_by_name,
   1,  netplay__v1__replay_header__number_ranges,

@@ -976,10 +976,16 @@ struct  Netplay__V1__ReplayHeader
    * Game-defined seed or options needed to reproduce the match. @max_len 4096
    */
   ProtobufCBinaryData game_options;
+  /*
+   * The state frame 0 starts from when the match started from the host's state (the host's
+   * game state as its MATCH_START transfer carried it); empty: every peer's fresh boot (or a
+   * state too large to record here). @max_len 1000000
+   */
+  ProtobufCBinaryData start_state;
 };
 #define NETPLAY__V1__REPLAY_HEADER__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__replay_header__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, NULL, NULL, 0,NULL, 0, 0, {0,NULL} }
+    , 0, (char *)protobuf_c_empty_string, NULL, NULL, 0,NULL, 0, 0, {0,NULL}, {0,NULL} }
 
 
 /*
