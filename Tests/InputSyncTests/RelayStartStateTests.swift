@@ -24,14 +24,6 @@ struct RelayStartStateTests {
         return response
     }
 
-    func stateRequests(_ bodies: [Envelope.Body]) -> [StateRequest] {
-        bodies.compactMap { if case .stateRequest(let request) = $0 { request } else { nil } }
-    }
-
-    func chunks(_ bodies: [Envelope.Body]) -> [StateChunk] {
-        bodies.compactMap { if case .stateChunk(let chunk) = $0 { chunk } else { nil } }
-    }
-
     func starts(_ bodies: [Envelope.Body]) -> [AttachResponse] {
         bodies.compactMap { $0.attachResponse }.filter(\.running)
     }
@@ -43,10 +35,6 @@ struct RelayStartStateTests {
         return try ReplayFile(contentsOf: rig.replayDirectory.appendingPathComponent(try #require(names.first)))
     }
 
-    func notices(_ rig: RelayRig) -> [DesyncNotice] {
-        rig.transport.sent.compactMap { if case .desyncNotice(let notice) = $0.body { notice } else { nil } }
-    }
-
     /// The host's state goes out and is acknowledged: returns the transfer's id.
     func deliverStartState(_ rig: RelayRig, to targets: [PeerAddress]) throws -> UInt32 {
         rig.advance(ms: 8)
@@ -56,7 +44,7 @@ struct RelayStartStateTests {
                                             last: true, reason: .matchStart)), from: host)
         for target in targets {
             let got = rig.transport.take(target)
-            #expect(chunks(got).map(\.data) == [[7, 7, 7]], "the host's state reaches every other participant")
+            #expect(stateChunks(got).map(\.data) == [[7, 7, 7]], "the host's state reaches every other participant")
             #expect(starts(got).isEmpty, "nobody starts before everyone loaded the host's state")
         }
         for target in targets {
@@ -217,7 +205,7 @@ struct RelayStartStateTests {
         #expect(notices(rig).isEmpty)
         try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 20, totalSize: 2, data: [4, 2], last: true,
                                             reason: .restart)), from: host)
-        #expect(chunks(rig.transport.take(b)).map(\.frame) == [20])
+        #expect(stateChunks(rig.transport.take(b)).map(\.frame) == [20])
         // Loaded: its checksums count again, and the host's state wins from now on.
         try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, loaded: true)), from: b)
         for frame in 30 ..< 32 {
