@@ -87,8 +87,13 @@ extension RelaySession {
     /// host (known from its ticket, not from its slot: slots can be swapped); a tie without the
     /// host decides nothing. So a lone dissenter never outvotes the host, and in a two-player
     /// match a player reporting made-up checksums cannot have its own state loaded into the
-    /// host's game as a "resync".
-    static func winner(of groups: [UInt64: [Int]], hostSlot: Int?) -> UInt64? {
+    /// host's game as a "resync". `hostStateWins` (the match started, or restarted, from the
+    /// host's state): the host's group wins whatever the count, so peers that booted fresh
+    /// never outvote the state the match runs from.
+    static func winner(of groups: [UInt64: [Int]], hostSlot: Int?, hostStateWins: Bool = false) -> UInt64? {
+        if hostStateWins, let hostSlot, let hosts = groups.first(where: { $0.value.contains(hostSlot) }) {
+            return hosts.key
+        }
         guard let most = groups.values.map(\.count).max() else { return nil }
         let leading = groups.filter { $0.value.count == most }
         if leading.count == 1 { return leading.first!.key }
@@ -108,9 +113,9 @@ extension RelaySession {
             return
         }
         desyncs += 1
-        let host = hostSlot
+        let host = hostSlot ?? startStateSlot
         let checksumsBySlot = reports.keys.sorted().map { SlotChecksum(slot: UInt32($0 + 1), checksum: reports[$0]!) }
-        guard let winning = Self.winner(of: groups, hostSlot: host) else {
+        guard let winning = Self.winner(of: groups, hostSlot: host, hostStateWins: startStateSlot != nil) else {
             // No majority and no host among them: the relay cannot tell who is right, so no
             // state moves (the players stay diverged, and are told so).
             let slots = reports.keys.sorted()

@@ -71,6 +71,10 @@ public struct RelayConfiguration: Sendable {
     /// A start waits at most this long for those round trips (a peer that does not answer pings
     /// starts with no measurement).
     public var startSyncTimeoutMs: Int = 2_000
+    /// A match from the host's state waits at most this long for every other participant to
+    /// load it before frame 0; one that has not by then starts from a state transfer, as a
+    /// late joiner does.
+    public var startStateTimeoutMs: Int = 10_000
     /// Players waiting for the start are pinged this often (their round trip is known by then).
     public var lobbyPingIntervalMs: Int = 500
     /// With `SyncParams.frame_delay_auto`: a different input delay is adopted once the round
@@ -101,7 +105,7 @@ public struct RelayConfiguration: Sendable {
         if maxCountedRttMs < 0 { return "the counted round trip cap must be >= 0 ms" }
         if maxRevocations < 1 { return "the revocation capacity must be >= 1" }
         if startSyncSamples < 0 || startSyncSamples > 16 { return "start sync samples must be 0 ... 16" }
-        if startSyncTimeoutMs < 0 || lobbyPingIntervalMs < 1 || frameDelayHoldMs < 0 { return "start sync timings must be >= 0 ms" }
+        if startSyncTimeoutMs < 0 || startStateTimeoutMs < 0 || lobbyPingIntervalMs < 1 || frameDelayHoldMs < 0 { return "start sync timings must be >= 0 ms" }
         if maxPathsPerParticipant < 1 || maxPathsPerParticipant > 16 { return "the paths per participant must be 1 ... 16" }
         return nil
     }

@@ -222,11 +222,15 @@ public final class RelayCore {
         case .inputBroadcast(let history):
             try session.adoptHistory(history, from: participant, now: now)
             return nil
-        case .startSessionRequest:
+        case .startSessionRequest(let request):
             // The host, known from its ticket; in a session whose host holds no place (or whose
             // tickets mark none, as a LAN host's), the player in slot 1.
-            guard session.mayStart(participant) else {
+            guard session.actsAsHost(participant) else {
                 throw ServiceError(.permissionDenied, "Only the host may start the match.")
+            }
+            if request.restart {
+                try session.restart(by: participant, from: Int(request.restartFrame), now: now)
+                return .ack(Ack(detail: "restarting from the host's state"))
             }
             session.requestStart(now: now, forced: true)
             return .ack(Ack(detail: session.running ? "running" : "starting"))

@@ -61,6 +61,9 @@ final class RelayPeer {
     var awaitingReason: StateTransferReason = .lateJoin
     /// Transferred states it reported it could not load since its last successful load.
     var failedLoads = 0
+    /// In a match that starts from the host's state: whether it holds that state (see
+    /// ``RelaySession/startStateReady(now:)``).
+    var startState: StartStateProgress = .missing
     /// The awaited input frame last told to it (to send an acknowledgement when it moved).
     var toldAwaitedInput = -1
 

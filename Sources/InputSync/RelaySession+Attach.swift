@@ -52,6 +52,8 @@ extension RelaySession {
         participant.ticketExpiresAtUnixMs = max(participant.ticketExpiresAtUnixMs, ticket.expiresAtUnixMs)
         participant.clientVersion = String(request.clientVersion.prefix(64))
         routes.set(peer, session: self, participant: participant)
+        noteStartState(of: request, from: participant)
+        if !running, participant.startState != .loaded { participant.startState = .missing }
 
         let holds = request.resume ? Int(request.confirmedFrames) : 0
         let needsTransfer = placeCursor(participant, holds: holds)
@@ -127,8 +129,9 @@ extension RelaySession {
             participant.firstFrame = 0
             return false
         }
+        // A match from the host's state cannot be replayed from a fresh boot: a state it is.
         let replayable = holds >= timeline.oldest && holds >= timeline.origin
-            && (holds > 0 || timeline.confirmed <= configuration.lateJoinReplayLimit)
+            && (holds > 0 || (timeline.confirmed <= configuration.lateJoinReplayLimit && startStateSlot == nil))
         if replayable {
             participant.sentFrames = holds
             participant.awaitedFrame = holds
@@ -174,7 +177,10 @@ extension RelaySession {
             // One ping in flight at a time; one lost (or a peer that does not answer) is replaced.
             if player.pingInFlight == nil || now &- player.lastPingMs >= 500 { ping(player, now: now) }
         }
-        if measured || now &- since >= UInt64(configuration.startSyncTimeoutMs) { start(now: now) }
+        // A match from the host's state also waits for every other participant to load it.
+        let statesIn = startStateReady(now: now)
+        let timeoutMs = statesIn ? configuration.startSyncTimeoutMs : max(configuration.startSyncTimeoutMs, configuration.startStateTimeoutMs)
+        if (measured && statesIn) || now &- since >= UInt64(timeoutMs) { start(now: now) }
     }
 
     /// Sends the relay's own ping (answered with a Pong echoing its nonce).
@@ -198,6 +204,7 @@ extension RelaySession {
     /// all begin at the same moment: the farthest player's half round trip after this send.
     func start(now: UInt64) {
         guard !running else { return }
+        if let transfer, transfer.reason == .matchStart { abortTransfer(reason: "the match starts", now: now) }
         running = true
         startedAtMs = now
         startSyncSinceMs = nil
@@ -222,7 +229,7 @@ extension RelaySession {
         openReplay(now: now)
         for participant in participants where participant.isConnected {
             let delayMs = participant.isPlayer ? farthestHalfTripMs - halfTrip(participant) : 0
-            let start = Envelope.Body.attachResponse(welcome(participant, transferFollows: nil,
+            let start = Envelope.Body.attachResponse(welcome(participant, transferFollows: needsStartState(participant) ? 0 : nil,
                                                              startDelayUs: UInt32(max(delayMs, 0) * 1000)))
             send(start, to: participant, now: now)
             // On every path too: a start held back by a lost segment would start that player late.

@@ -32,7 +32,7 @@ extension RelaySession {
                                   content: content ?? ContentInfo(gameName: "unknown"), params: params,
                                   players: players.compactMap { $0?.info },
                                   startedAtUnixMs: wallClockMs(), startFrame: UInt32(timeline.origin),
-                                  gameOptions: Array(gameOptions.prefix(4096)))
+                                  gameOptions: Array(gameOptions.prefix(4096)), startState: startStateBytes)
         do {
             replay = try ReplayWriter(directory: directory, sessionId: sessionId, header: header,
                                       startFrame: timeline.origin)

@@ -3,7 +3,7 @@ import NetplayService
 import NetplayWire
 
 // RelaySession: slots assigned after the tickets were issued (the host swapped or moved
-// players before the start), and who may start the match.
+// players before the start), and who acts as the host.
 extension RelaySession {
     /// The slot a player `ticket` attaches in: the one assigned since, or the ticket's.
     func slot(of ticket: JoinTicket) -> Int {
@@ -11,12 +11,13 @@ extension RelaySession {
         return (1 ... params.maxPlayers).contains(UInt32(assigned)) ? assigned : Int(ticket.slot)
     }
 
-    /// Whether `participant` may start the match: the host the coordinator named; before it named
-    /// one, the participant whose ticket admits the host, or in a session whose tickets mark no
-    /// host attached (an old LAN host), the player in slot 1.
-    func mayStart(_ participant: RelayPeer) -> Bool {
+    /// Whether `participant` acts as the session's host (starts the match, asks to start or
+    /// restart from its state, wins the vote in such a match): the host the coordinator named;
+    /// before it named one, the participant whose ticket admits the host, or in a session whose
+    /// tickets mark no host attached (an old LAN host), the player in slot 1.
+    func actsAsHost(_ participant: RelayPeer) -> Bool {
         if let hostParticipantId { return participant.participantId == hostParticipantId }
-        return participant.isHost || (participant.slot == 1 && hostSlot == nil)
+        return participant.isHost || (participant.isPlayer && participant.slot == 1 && hostSlot == nil)
     }
 
     /// Takes the coordinator's (or LAN host's) slot map: every listed player moves to its slot

@@ -70,6 +70,12 @@ final class RelaySession {
     var startSyncSinceMs: UInt64?
     /// The host asked for the start (the match starts without waiting for empty slots).
     var startForced = false
+    /// The 0-based slot of the host whose state the match starts (or restarted) from, when its
+    /// attach asked (`AttachRequest.start_from_host_state`) or it restarted the match: every
+    /// other participant loads its state before frame 0, and its state wins checksum votes.
+    var startStateSlot: Int?
+    /// The host's start state as its transfer carried it, for the replay header (empty: none).
+    var startStateBytes: [UInt8] = []
     /// With `frameDelayAuto`: an input delay the round trips call for, and since when.
     var proposedFrameDelay: (frames: Int, sinceMs: UInt64)?
     var recovering = false

@@ -12,6 +12,8 @@ final class ActiveTransfer {
     var totalSize: UInt64 = 0
     var nextOffset: UInt64 = 0
     var lastProgressMs: UInt64
+    /// The host's start state, kept for the replay header (a start transfer before frame 0).
+    var collected: [UInt8] = []
 
     init(id: UInt32, reason: StateTransferReason, reference: RelayPeer, targets: [RelayPeer], now: UInt64) {
         self.id = id
@@ -80,6 +82,8 @@ extension RelaySession {
         guard let transfer else { return }
         self.transfer = nil
         for target in transfer.targets where target.awaitingTransfer != nil { target.awaitingTransfer = 0 }
+        if transfer.reason == .matchStart { startTransferEnded(transfer, completed: false) }
+        if transfer.reason == .restart { restartTransferEnded(transfer, frame: nil) }
         transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()), severity: .error,
                           message: "state transfer \(transfer.id) of \(sessionId) abandoned: \(reason)",
                           sessionId: sessionId)
@@ -125,6 +129,10 @@ extension RelaySession {
         }
         transfer.nextOffset = end
         transfer.lastProgressMs = now
+        if transfer.reason == .matchStart, !running, transfer.totalSize <= UInt64(Self.maxRecordedStartState) {
+            transfer.collected += chunk.data
+            if chunk.last { startStateBytes = transfer.collected }
+        }
         for target in transfer.targets where target.isConnected { send(.stateChunk(chunk), to: target, now: now) }
         guard chunk.last else { return }
         self.transfer = nil
@@ -137,8 +145,12 @@ extension RelaySession {
                 target.rttProbe = nil
                 target.lastAuthoritativeSendMs = now
             }
-            if target.slot > 0 { resyncedAt[target.slot - 1] = max(resyncedAt[target.slot - 1], frame + 1) }
+            // The state of a match's start is frame 0's: its checksums count (from every peer).
+            if target.slot > 0, transfer.reason != .matchStart {
+                resyncedAt[target.slot - 1] = max(resyncedAt[target.slot - 1], frame + 1)
+            }
         }
+        if transfer.reason == .restart { restartTransferEnded(transfer, frame: frame) }
         deliverConfirmed(now: now)
     }
 
@@ -147,6 +159,7 @@ extension RelaySession {
 
     /// A target reports the outcome of a transfer.
     func receive(_ ack: StateTransferAck, from participant: RelayPeer, now: UInt64) {
+        if receiveStartStateAck(ack, from: participant, now: now) { return }
         if ack.loaded {
             participant.failedLoads = 0
             if transferReasons.removeValue(forKey: ack.transferId) == .desync { resyncs += 1 }

@@ -16,6 +16,8 @@ public enum MatchEvent: Sendable, Hashable {
     case reconnected
     /// The match started (frame 0, or the frame this peer joined at).
     case started(frame: Int)
+    /// This host restarted the match from its state at `frame` (``NetplayMatch/restart(from:)``).
+    case restarted(frame: Int)
     /// Additional path `path` (2 ... ``NetplayMatchOptions/paths``) attached: inputs travel on it too.
     case pathAttached(path: Int)
     /// Additional path `path` was given up (the relay refused it for good, or it kept failing);

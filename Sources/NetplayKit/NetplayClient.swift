@@ -30,12 +30,16 @@ public final class NetplayClient: Sendable {
 
     /// Hosts a room for `game` with `settings`. LAN rooms start an in-process relay announced by
     /// the LAN beacon (returned so the caller can stop it); relay rooms go through the coordinator.
+    /// `startFromHostState`: `game` is mid-game and everyone starts from its state (see
+    /// ``NetplayMatchOptions/startFromHostState``); otherwise every peer starts from its own boot.
     public func host<G: SerializableGame>(game: G, inputSize: Int, settings: NetplaySettings, content: ContentInfo,
                                           gameOptions: [UInt8] = [], lanBeaconHost: String = "255.255.255.255",
-                                          lanAdvertiseAddress: String? = nil) throws -> (match: NetplayMatch<G>, lanHost: LanHost?) {
+                                          lanAdvertiseAddress: String? = nil,
+                                          startFromHostState: Bool = false) throws -> (match: NetplayMatch<G>, lanHost: LanHost?) {
         var options = matchOptions.options
         options.content = content
         options.gameOptions = gameOptions
+        options.startFromHostState = startFromHostState
         if settings.network == .lan {
             let host = try LanHost(settings: settings, content: content, inputSize: inputSize, hostName: name,
                                    advertiseAddress: lanAdvertiseAddress, beaconHost: lanBeaconHost,

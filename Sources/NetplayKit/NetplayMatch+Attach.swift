@@ -19,7 +19,8 @@ extension NetplayMatch {
                                     resume: resume, confirmedFrames: UInt32(resume ? confirmedFrames : 0),
                                     firstUnackedFrame: UInt32(max(ownNewest + 1, 0)), content: options.content,
                                     gameOptions: Array(options.gameOptions.prefix(4096)),
-                                    historyFromFrame: UInt32(resume ? resendableHistoryStart : 0))
+                                    historyFromFrame: UInt32(resume ? resendableHistoryStart : 0),
+                                    startFromHostState: options.startFromHostState && role == .player)
         guard link.send(.attachRequest(request), requestId: attachRequestId, now: now) else {
             // The fresh connection is not up yet (its handshakes take round trips on a long path;
             // nothing is queued until then): try again on the next ticks, within the attach timeout.
@@ -151,6 +152,7 @@ extension NetplayMatch {
                                                      catchUpThreshold: 2, catchUpSpeed: 1))
         }
         lastCheckedConfirmed = frame
+        startChecksum = game.checksum()
         note(.started(frame: frame))
     }
 

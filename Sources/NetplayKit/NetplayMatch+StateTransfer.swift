@@ -22,6 +22,11 @@ extension NetplayMatch {
     }
 
     func serveState(_ request: NetplayWire.StateRequest, now: UInt64) {
+        if case .none = engine, request.reason == .matchStart, role == .player {
+            // Before frame 0 of a match from the host's state: the game as it is now.
+            sendState(initialGame.saveState(), frame: 0, checksum: initialGame.checksum(), for: request, now: now)
+            return
+        }
         guard case .player(let session) = engine else {
             link.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 0, totalSize: 0, last: true,
                                              reason: request.reason)), now: now)
@@ -36,15 +41,21 @@ extension NetplayMatch {
             chosen = aligned
         }
         guard let state = chosen else { return }
-        let bytes = G.encode(state.state)
+        sendState(state.state, frame: state.frame + offset, checksum: state.checksum ?? 0, for: request, now: now)
+    }
+
+    /// Sends `state` (of match frame `frame`) in chunks for `request`.
+    private func sendState(_ state: G.State, frame matchFrame: Int, checksum: UInt64, for request: NetplayWire.StateRequest,
+                           now: UInt64) {
+        let bytes = G.encode(state)
         let chunkSize = Int(request.maxChunkBytes == 0 ? 65536 : min(request.maxChunkBytes, 262_144))
-        let frame = UInt32(state.frame + offset)
+        let frame = UInt32(matchFrame)
         var start = 0
         repeat {
             let end = min(bytes.count, start + chunkSize)
             link.send(.stateChunk(StateChunk(transferId: request.transferId, frame: frame, offset: UInt64(start),
                                              totalSize: UInt64(bytes.count), data: Array(bytes[start ..< end]),
-                                             checksum: state.checksum ?? 0, last: end == bytes.count,
+                                             checksum: checksum, last: end == bytes.count,
                                              reason: request.reason)), now: now)
             start = end
         } while start < bytes.count
@@ -65,6 +76,10 @@ extension NetplayMatch {
         guard let state = G.decode(current.bytes) else {
             link.send(.stateTransferAck(StateTransferAck(transferId: current.transferId, receivedBytes: UInt64(current.bytes.count),
                                                          error: "the state did not decode")), now: now)
+            return
+        }
+        if case .none = engine, phase != .awaitingState, current.reason == .matchStart {
+            loadStartState(state, current, now: now)
             return
         }
         if case .none = engine {
@@ -95,6 +110,13 @@ extension NetplayMatch {
 
     func retryPendingLoad(now: UInt64) {
         guard let pending = pendingLoad else { return }
+        if case .spectator = engine {
+            // The host restarted the match: a spectator starts over from its state (the relay
+            // sends it the inputs from the state's frame on).
+            pendingLoad = nil
+            jump(to: pending, now: now)
+            return
+        }
         guard case .player(let session) = engine else {
             pendingLoad = nil
             return
@@ -122,7 +144,24 @@ extension NetplayMatch {
         }
     }
 
-    /// Restarts the rollback session from a transferred state ahead of the current frame.
+    /// Before frame 0 of a match from the host's state: the host's state replaces this peer's
+    /// game, from which its engine starts when the match does.
+    private func loadStartState(_ state: G.State, _ assembled: Assembly, now: UInt64) {
+        var game = initialGame
+        game.loadState(state)
+        guard assembled.checksum == 0 || game.checksum() == assembled.checksum else {
+            link.send(.stateTransferAck(StateTransferAck(transferId: assembled.transferId, receivedBytes: UInt64(assembled.bytes.count),
+                                                         error: "checksum mismatch after loading")), now: now)
+            return
+        }
+        initialGame = game
+        note(.stateLoaded(frame: assembled.frame, reason: assembled.reason))
+        link.send(.stateTransferAck(StateTransferAck(transferId: assembled.transferId, receivedBytes: UInt64(assembled.bytes.count),
+                                                     loaded: true)), now: now)
+    }
+
+    /// Restarts the rollback session from a transferred state (a player: ahead of the current
+    /// frame; a spectator: the host's restart).
     private func jump(to pending: PendingLoad, now: UInt64) {
         var game = initialGame
         game.loadState(pending.state)

@@ -239,6 +239,9 @@ public final class NetplayMatch<G: SerializableGame> {
 
     /// The match frame this peer's simulation started at (0, or the state it joined from).
     public var startFrame: Int { offset }
+    /// The checksum of the game this peer's simulation started from, at ``startFrame`` (in a
+    /// match from the host's state: the host's state, the same at every peer); nil before.
+    public internal(set) var startChecksum: UInt64?
 
     /// The HUD figures.
     public var hud: HUDStats {

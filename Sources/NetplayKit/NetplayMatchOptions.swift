@@ -23,6 +23,11 @@ public struct NetplayMatchOptions: Sendable {
     public var content: ContentInfo?
     /// Game-defined options needed to replay the match.
     public var gameOptions: [UInt8] = []
+    /// Host only: the match starts from the host's game as it is (mid-game: "Network Play" from
+    /// the pause menu), not from every peer's fresh boot. Before frame 0 the relay sends the
+    /// host's state to every other player and spectator, who load it, and the host's state wins
+    /// the relay's checksum votes. Ignored for anyone else.
+    public var startFromHostState = false
     /// Spectators: never simulate past this match frame.
     public var stopAtFrame: Int?
     /// How inputs not received yet are guessed.

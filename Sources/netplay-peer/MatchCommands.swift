@@ -28,6 +28,12 @@ struct Host: ParsableCommand {
     @Flag(help: "Host on the LAN (in-process relay announced by beacon) instead of through the cluster.") var lan = false
     @Option(help: "LAN: where beacons go (HOST or HOST:PORT).") var lanBeacon = "255.255.255.255"
     @Option(help: "LAN: the address joiners reach the relay on (default: this machine's LAN address).") var lanAddress: String?
+    @Option(help: ArgumentHelp("Play this many frames alone with the input script before hosting, so the match starts mid-game (env NETPLAY_WARMUP_FRAMES, default 0).", valueName: "n"))
+    var warmupFrames: String?
+    @Option(help: ArgumentHelp("Where everyone starts: host (the host's game as it is, sent to every joiner and spectator before frame 0; the host's state wins desync votes), boot (each peer's own fresh boot) or auto (host after --warmup-frames, else boot) (env NETPLAY_START_STATE, default auto).", valueName: "auto|host|boot"))
+    var startState: String?
+    @Option(help: ArgumentHelp("At this match frame, restart the match for everyone from the state it started from (env NETPLAY_RESTART_AT; default never).", valueName: "frame"))
+    var restartAt: String?
 
     func validate() throws {
         try options.validate(player: true)
@@ -40,6 +46,11 @@ struct Host: ParsableCommand {
             throw ValidationError("--frames must be a multiple of --checksum-interval (the final checksum is a reported one)")
         }
         if options.game == "pd" && players != 2 { throw ValidationError("the prisoner's dilemma takes exactly 2 players") }
+        _ = try hostStart()
+    }
+
+    func hostStart() throws -> HostStart {
+        try HostStart(warmupFrames: warmupFrames, startState: startState, restartAt: restartAt)
     }
 
     func run() throws {
@@ -85,10 +96,12 @@ struct Host: ParsableCommand {
         _ = lanHost
         if let loaded {
             try playCore(loaded, players: players, admission: admission, options: options, host: true, label: name,
-                         onRunning: { markStartedInBackground(lobby, admission) }, lingerSeconds: lan ? 5 : 0)
+                         onRunning: { markStartedInBackground(lobby, admission) }, lingerSeconds: lan ? 5 : 0,
+                         hostStart: try hostStart())
         }
         try play(sample: sample, players: players, seed: seed, admission: admission, options: options, host: true,
-                 label: name, onRunning: { markStartedInBackground(lobby, admission) }, lingerSeconds: lan ? 5 : 0)
+                 label: name, onRunning: { markStartedInBackground(lobby, admission) }, lingerSeconds: lan ? 5 : 0,
+                 hostStart: try hostStart())
     }
 }
 

@@ -24,11 +24,13 @@ struct PeerRunner<G: SerializableGame> {
     var onRunning: (() -> Void)?
     /// Seconds to keep ticking after finishing (a LAN host serves the others meanwhile).
     var lingerSeconds = 0.0
+    /// The host restarts the match from this state at `HostStart.restartAt`.
+    var restart: (frame: Int, state: G.State)?
 
     func run() throws -> Never {
         let deadline = Date().addingTimeInterval(options.timeout)
         match.start()
-        var lagDone = false, outageDone = false, announced = false
+        var lagDone = false, outageDone = false, announced = false, restartDone = false
         var lastHud = Date()
         var nextTick = ContinuousClock.now
         var reconnects = 0
@@ -50,6 +52,15 @@ struct PeerRunner<G: SerializableGame> {
                 outageDone = true
                 log("cutting the link for \(options.outageMs) ms at frame \(frame)")
                 match.simulateOutage(milliseconds: options.outageMs)
+            }
+            if let restart = self.restart, !restartDone, frame >= restart.frame, match.isRunning {
+                do {
+                    try match.restart(from: restart.state)
+                    restartDone = true
+                    log("restarted the match from its start state at frame \(frame)")
+                } catch {
+                    if frame >= restart.frame + 600 { fail("could not restart: \(error)") }
+                }
             }
             let slot = max(match.slot, 1)
             let result = match.tick(input: script(slot, frame))
@@ -83,6 +94,7 @@ struct PeerRunner<G: SerializableGame> {
                     + "rollback_frames=\(hud.rollbackFrames) max_rollback=\(hud.maxRollbackFrames) stalls_over_2=\(match.stallsOverTwoFrames) "
                     + "own_substituted=\(match.ownInputsSubstituted) frame_delay=\(hud.frameDelay) ping_ms=\(hud.pingMs) "
                     + "relay=\(match.admission.relayEndpoint) relay_moves=\(relayMoves)"
+                    + " start_checksum=0x\(String(match.startChecksum ?? 0, radix: 16))"
                     + resultSuffix
                 if match.role == .player {
                     // A LAN host's process is the relay: give the others time to finish first.
@@ -141,8 +153,10 @@ struct PeerRunner<G: SerializableGame> {
 /// Plays `game` in a match for `admission` with the options' chaos and inputs.
 func play<G: SerializableGame>(_ base: G, script: @escaping (Int, Int) -> GameInput, admission: Admission, options: PeerOptions,
                                content: ContentInfo?, gameOptions: [UInt8], label: String, resultSuffix: String = "",
-                               onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0) throws -> Never {
-    let game = DesyncingGame(base: base, corruptAtFrame: options.desyncAt)
+                               onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0, players: Int,
+                               hostStart: HostStart = HostStart()) throws -> Never {
+    var game = DesyncingGame(base: base, corruptAtFrame: options.desyncAt)
+    hostStart.warmUp(&game, players: players, script: script)
     var matchOptions = NetplayMatchOptions()
     matchOptions.clientVersion = "netplay-peer \(NetplayVersion.current)"
     matchOptions.conditions = options.conditions
@@ -151,6 +165,7 @@ func play<G: SerializableGame>(_ base: G, script: @escaping (Int, Int) -> GameIn
     matchOptions.content = content
     matchOptions.gameOptions = gameOptions
     matchOptions.pacing = options.pacing == "frame-rate" ? .frameRate : .wholeFrames
+    matchOptions.startFromHostState = hostStart.fromHostState
     if admission.role == .spectator { matchOptions.stopAtFrame = options.frames }
     // Cluster rooms encrypt like the cluster; a LAN room's in-process relay is plain.
     if admission.coordinatorEndpoint != nil { matchOptions.serverKey = try options.curve.serverKey() }
@@ -159,12 +174,14 @@ func play<G: SerializableGame>(_ base: G, script: @escaping (Int, Int) -> GameIn
     runner.resultSuffix = resultSuffix
     runner.onRunning = onRunning
     runner.lingerSeconds = lingerSeconds
+    runner.restart = hostStart.restartAt.map { ($0, game.saveState()) }
     try runner.run()
 }
 
 /// Dispatches on the sample game (joiners learn it from the room's core id).
 func play(sample: SampleGame, players: Int, seed: UInt64, admission: Admission, options: PeerOptions,
-          host: Bool, label: String, onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0) throws -> Never {
+          host: Bool, label: String, onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0,
+          hostStart: HostStart = HostStart()) throws -> Never {
     let gameOptions = SampleGame.options(game: sample, players: players, seed: seed)
     let content = host ? sample.content() : nil
     let kind = InputScript.Kind(rawValue: options.inputs) ?? .random
@@ -172,16 +189,18 @@ func play(sample: SampleGame, players: Int, seed: UInt64, admission: Admission, 
     switch sample {
     case .arena:
         try play(Arena(playerCount: max(players, 2), seed: seed), script: script, admission: admission, options: options,
-                 content: content, gameOptions: gameOptions, label: label, onRunning: onRunning, lingerSeconds: lingerSeconds)
+                 content: content, gameOptions: gameOptions, label: label, onRunning: onRunning, lingerSeconds: lingerSeconds,
+                 players: max(players, 2), hostStart: hostStart)
     case .pd:
         try play(PrisonersDilemma(maxRounds: 1_000_000), script: script, admission: admission, options: options,
-                 content: content, gameOptions: gameOptions, label: label, onRunning: onRunning, lingerSeconds: lingerSeconds)
+                 content: content, gameOptions: gameOptions, label: label, onRunning: onRunning, lingerSeconds: lingerSeconds,
+                 players: 2, hostStart: hostStart)
     }
 }
 
 /// Plays a loaded libretro core in a match for `admission`.
 func playCore(_ loaded: LoadedCore, players: Int, admission: Admission, options: PeerOptions, host: Bool, label: String,
-              onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0) throws -> Never {
+              onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0, hostStart: HostStart = HostStart()) throws -> Never {
     let sessionInputSize = Int(admission.ticket.params.inputSize)
     guard sessionInputSize == loaded.inputLayout.inputSize else {
         let hostLayout = LibretroInputLayout(inputSize: sessionInputSize)?.rawValue ?? "\(sessionInputSize)-byte"
@@ -196,5 +215,6 @@ func playCore(_ loaded: LoadedCore, players: Int, admission: Admission, options:
     }
     try play(game, script: script, admission: admission, options: options, content: host ? ContentInfo(loaded.content) : nil,
              gameOptions: loaded.gameOptions(players: players), label: label,
-             resultSuffix: " initial=0x\(String(loaded.initialChecksum, radix: 16))", onRunning: onRunning, lingerSeconds: lingerSeconds)
+             resultSuffix: " initial=0x\(String(loaded.initialChecksum, radix: 16))", onRunning: onRunning, lingerSeconds: lingerSeconds,
+             players: players, hostStart: hostStart)
 }

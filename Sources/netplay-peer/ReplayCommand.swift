@@ -54,16 +54,25 @@ struct Replay: ParsableCommand {
                                   + String(format: "%08X", recorded.crc32) + ", not \(loaded.content.coreId) \(loaded.content.coreVersion) and "
                                   + String(format: "%08X", loaded.content.crc32))
         }
-        guard loaded.initialChecksum == initial else {
+        guard loaded.initialChecksum == initial || !replay.header.startState.isEmpty else {
             throw ValidationError("the core starts in state 0x\(String(loaded.initialChecksum, radix: 16)), the match started in "
                                   + "0x\(String(initial, radix: 16)): another core build or options")
         }
         let end = min(frames ?? replay.frameCount, replay.frameCount)
-        try replayGame(try LibretroGame(core: loaded.core, playerCount: players, buttonMask: JoypadButtons(rawValue: buttons)), replay, end: end)
+        try replayGame(SerializableCoreGame(game: try LibretroGame(core: loaded.core, playerCount: players,
+                                                                   buttonMask: JoypadButtons(rawValue: buttons))), replay, end: end)
     }
 
-    func replayGame<G: Game>(_ start: G, _ replay: ReplayFile, end: Int) throws -> Never {
+    /// Re-simulates `replay` from `start`, or from the host's state the match started from when
+    /// the header records one.
+    func replayGame<G: SerializableGame>(_ start: G, _ replay: ReplayFile, end: Int) throws -> Never {
         var game = start
+        if !replay.header.startState.isEmpty {
+            guard let state = G.decode(replay.header.startState) else {
+                throw ValidationError("the replay's start state (\(replay.header.startState.count) bytes) is not a state of this game")
+            }
+            game.loadState(state)
+        }
         var checked = 0, mismatches: [Int] = []
         let slots = replay.slotCount
         for frame in 0 ..< end {

@@ -13,27 +13,6 @@ struct RelayTrustTests {
     let b = RelayRig.address("peer-b")
     let c = RelayRig.address("peer-c")
 
-    func notices(_ rig: RelayRig) -> [DesyncNotice] {
-        rig.transport.sent.compactMap { entry -> DesyncNotice? in
-            if case .desyncNotice(let notice) = entry.body { return notice }
-            return nil
-        }
-    }
-
-    func stateRequests(_ bodies: [Envelope.Body]) -> [StateRequest] {
-        bodies.compactMap { body -> StateRequest? in
-            if case .stateRequest(let request) = body { return request }
-            return nil
-        }
-    }
-
-    func stateChunks(_ bodies: [Envelope.Body]) -> [StateChunk] {
-        bodies.compactMap { body -> StateChunk? in
-            if case .stateChunk(let chunk) = body { return chunk }
-            return nil
-        }
-    }
-
     /// Two players, `first` in slot 1 (from `a`) and `second` in slot 2 (from `b`), play frames 0 ..< 11.
     func pairAtFrame11(_ rig: RelayRig, first: String, second: String) throws {
         _ = try rig.attach(a, slot: 1, participant: first)

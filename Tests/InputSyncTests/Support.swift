@@ -150,3 +150,18 @@ extension Envelope.Body {
         return nil
     }
 }
+
+/// The state requests among `bodies`.
+func stateRequests(_ bodies: [Envelope.Body]) -> [StateRequest] {
+    bodies.compactMap { if case .stateRequest(let request) = $0 { request } else { nil } }
+}
+
+/// The state chunks among `bodies`.
+func stateChunks(_ bodies: [Envelope.Body]) -> [StateChunk] {
+    bodies.compactMap { if case .stateChunk(let chunk) = $0 { chunk } else { nil } }
+}
+
+/// Every desync notice the relay of `rig` sent, to anyone.
+func notices(_ rig: RelayRig) -> [DesyncNotice] {
+    rig.transport.sent.compactMap { if case .desyncNotice(let notice) = $0.body { notice } else { nil } }
+}

@@ -692,16 +692,27 @@ public struct StartSessionRequest: Sendable, Hashable {
     public var participantId: String
     /// The host's token.
     public var participantToken: [UInt8]
+    /// To the relay, while the match runs: restart it from the host's state. Every other
+    /// participant loads the host's confirmed state at or after restart_frame (reason RESTART),
+    /// and from then on the host's state wins checksum votes. The coordinator ignores it.
+    public var restart: Bool
+    /// With restart: the oldest frame the host's state may be of (the frame the host replaced
+    /// its state at).
+    public var restartFrame: UInt32
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
         sessionId: String = "",
         participantId: String = "",
-        participantToken: [UInt8] = []
+        participantToken: [UInt8] = [],
+        restart: Bool = false,
+        restartFrame: UInt32 = 0
     ) {
         self.sessionId = sessionId
         self.participantId = participantId
         self.participantToken = participantToken
+        self.restart = restart
+        self.restartFrame = restartFrame
     }
 }
 
@@ -2811,12 +2822,16 @@ extension StartSessionRequest: WireMessage, _CMessage {
             try _wireCheckBytes(self.participantToken, "StartSessionRequest.participant_token", maxLen: 64, required: true)
         }
         if !self.participantToken.isEmpty { c.pointee.participant_token = arena.binary(self.participantToken) }
+        c.pointee.restart = self.restart ? 1 : 0
+        c.pointee.restart_frame = self.restartFrame
     }
 
     init(_c c: UnsafePointer<Netplay__V1__StartSessionRequest>) throws(WireError) {
         self.sessionId = try _wireReadString(c.pointee.session_id, "StartSessionRequest.session_id", maxLen: 64, required: true)
         self.participantId = try _wireReadString(c.pointee.participant_id, "StartSessionRequest.participant_id", maxLen: 64, required: true)
         self.participantToken = try _wireReadBytes(c.pointee.participant_token, "StartSessionRequest.participant_token", maxLen: 64, required: true)
+        self.restart = c.pointee.restart != 0
+        self.restartFrame = c.pointee.restart_frame
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -2824,6 +2839,8 @@ extension StartSessionRequest: WireMessage, _CMessage {
         w.key("sessionId"); w.string(self.sessionId)
         w.key("participantId"); w.string(self.participantId)
         w.key("participantToken"); w.bytes(self.participantToken)
+        w.key("restart"); w.bool(self.restart)
+        w.key("restartFrame"); w.integer(self.restartFrame)
         w.close()
     }
 }

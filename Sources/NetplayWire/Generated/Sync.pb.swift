@@ -105,14 +105,21 @@ public enum StateTransferReason: Int32, Sendable, Hashable, CaseIterable, Custom
     case lateJoin = 2
     /// A player reconnects and cannot catch up from inputs alone.
     case reconnect = 3
+    /// The match starts from the host's state: every other participant loads it before frame 0.
+    case matchStart = 4
+    /// The host restarted the match from its state (StartSessionRequest.restart): everyone else
+    /// loads it at its frame.
+    case restart = 5
 
-    /// The value's name in the schema, e.g. `STATE_TRANSFER_REASON_RECONNECT`.
+    /// The value's name in the schema, e.g. `STATE_TRANSFER_REASON_RESTART`.
     public var protoName: String {
         switch self {
         case .unspecified: "STATE_TRANSFER_REASON_UNSPECIFIED"
         case .desync: "STATE_TRANSFER_REASON_DESYNC"
         case .lateJoin: "STATE_TRANSFER_REASON_LATE_JOIN"
         case .reconnect: "STATE_TRANSFER_REASON_RECONNECT"
+        case .matchStart: "STATE_TRANSFER_REASON_MATCH_START"
+        case .restart: "STATE_TRANSFER_REASON_RESTART"
         }
     }
 
@@ -185,6 +192,12 @@ public struct AttachRequest: Sendable, Hashable {
     /// replacement): the relay sends every input broadcast on each of the participant's paths and
     /// takes its inputs from any, so one lost TCP segment does not hold back later inputs.
     public var additionalPath: Bool
+    /// Host only (ignored from anyone else): the match starts from the host's game as it is now
+    /// (mid-game), not from every peer's fresh boot. Before frame 0 the relay sends the host's
+    /// state to every other participant (StateRequest with reason MATCH_START, frame 0) and starts
+    /// once each loaded it; a checksum vote then goes to the host's group. Sent with every attach
+    /// of that host (a relay rebuilding the session after a restart learns it again).
+    public var startFromHostState: Bool
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -197,7 +210,8 @@ public struct AttachRequest: Sendable, Hashable {
         content: ContentInfo? = nil,
         gameOptions: [UInt8] = [],
         historyFromFrame: UInt32 = 0,
-        additionalPath: Bool = false
+        additionalPath: Bool = false,
+        startFromHostState: Bool = false
     ) {
         self.ticket = ticket
         self.protocolVersion = protocolVersion
@@ -209,6 +223,7 @@ public struct AttachRequest: Sendable, Hashable {
         self.gameOptions = gameOptions
         self.historyFromFrame = historyFromFrame
         self.additionalPath = additionalPath
+        self.startFromHostState = startFromHostState
     }
 }
 
@@ -878,6 +893,10 @@ public struct ReplayHeader: Sendable, Hashable {
     public var startFrame: UInt32
     /// Game-defined seed or options needed to reproduce the match.
     public var gameOptions: [UInt8]
+    /// The state frame 0 starts from when the match started from the host's state (the host's
+    /// game state as its MATCH_START transfer carried it); empty: every peer's fresh boot (or a
+    /// state too large to record here).
+    public var startState: [UInt8]
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -888,7 +907,8 @@ public struct ReplayHeader: Sendable, Hashable {
         players: [PeerInfo] = [],
         startedAtUnixMs: UInt64 = 0,
         startFrame: UInt32 = 0,
-        gameOptions: [UInt8] = []
+        gameOptions: [UInt8] = [],
+        startState: [UInt8] = []
     ) {
         self.formatVersion = formatVersion
         self.sessionId = sessionId
@@ -898,6 +918,7 @@ public struct ReplayHeader: Sendable, Hashable {
         self.startedAtUnixMs = startedAtUnixMs
         self.startFrame = startFrame
         self.gameOptions = gameOptions
+        self.startState = startState
     }
 }
 
@@ -1018,6 +1039,7 @@ extension AttachRequest: WireMessage, _CMessage {
         if !self.gameOptions.isEmpty { c.pointee.game_options = arena.binary(self.gameOptions) }
         c.pointee.history_from_frame = self.historyFromFrame
         c.pointee.additional_path = self.additionalPath ? 1 : 0
+        c.pointee.start_from_host_state = self.startFromHostState ? 1 : 0
     }
 
     init(_c c: UnsafePointer<Netplay__V1__AttachRequest>) throws(WireError) {
@@ -1032,6 +1054,7 @@ extension AttachRequest: WireMessage, _CMessage {
         self.gameOptions = try _wireReadBytes(c.pointee.game_options, "AttachRequest.game_options", maxLen: 4096, required: false)
         self.historyFromFrame = c.pointee.history_from_frame
         self.additionalPath = c.pointee.additional_path != 0
+        self.startFromHostState = c.pointee.start_from_host_state != 0
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -1046,6 +1069,7 @@ extension AttachRequest: WireMessage, _CMessage {
         w.key("gameOptions"); w.bytes(self.gameOptions)
         w.key("historyFromFrame"); w.integer(self.historyFromFrame)
         w.key("additionalPath"); w.bool(self.additionalPath)
+        w.key("startFromHostState"); w.bool(self.startFromHostState)
         w.close()
     }
 }
@@ -2839,6 +2863,10 @@ extension ReplayHeader: WireMessage, _CMessage {
             try _wireCheckBytes(self.gameOptions, "ReplayHeader.game_options", maxLen: 4096, required: false)
         }
         if !self.gameOptions.isEmpty { c.pointee.game_options = arena.binary(self.gameOptions) }
+        if validate {
+            try _wireCheckBytes(self.startState, "ReplayHeader.start_state", maxLen: 1000000, required: false)
+        }
+        if !self.startState.isEmpty { c.pointee.start_state = arena.binary(self.startState) }
     }
 
     init(_c c: UnsafePointer<Netplay__V1__ReplayHeader>) throws(WireError) {
@@ -2865,6 +2893,7 @@ extension ReplayHeader: WireMessage, _CMessage {
         self.startedAtUnixMs = c.pointee.started_at_unix_ms
         self.startFrame = c.pointee.start_frame
         self.gameOptions = try _wireReadBytes(c.pointee.game_options, "ReplayHeader.game_options", maxLen: 4096, required: false)
+        self.startState = try _wireReadBytes(c.pointee.start_state, "ReplayHeader.start_state", maxLen: 1000000, required: false)
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -2879,6 +2908,7 @@ extension ReplayHeader: WireMessage, _CMessage {
         w.key("startedAtUnixMs"); w.integer(self.startedAtUnixMs)
         w.key("startFrame"); w.integer(self.startFrame)
         w.key("gameOptions"); w.bytes(self.gameOptions)
+        w.key("startState"); w.bytes(self.startState)
         w.close()
     }
 }

@@ -306,7 +306,9 @@ extension StartSessionRequest {
         StartSessionRequest(
             sessionId: "session_id-1",
             participantId: "participant_id-2",
-            participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03]
+            participantToken: [0x01, 0xAB, 0x00, 0xFF, 0x03],
+            restart: true,
+            restartFrame: 4000000005
         )
     }
 }
@@ -1062,7 +1064,8 @@ extension AttachRequest {
             content: ContentInfo.sample,
             gameOptions: [0x01, 0xAB, 0x00, 0xFF, 0x08],
             historyFromFrame: 4000000009,
-            additionalPath: true
+            additionalPath: true,
+            startFromHostState: true
         )
     }
 }
@@ -1192,7 +1195,7 @@ extension StateRequest {
         StateRequest(
             transferId: 4000000001,
             frame: 4000000002,
-            reason: .reconnect,
+            reason: .restart,
             maxChunkBytes: 262144
         )
     }
@@ -1209,7 +1212,7 @@ extension StateChunk {
             data: [0x01, 0xAB, 0x00, 0xFF, 0x05],
             checksum: 1099511627782,
             last: true,
-            reason: .reconnect
+            reason: .restart
         )
     }
 }
@@ -1366,7 +1369,8 @@ extension ReplayHeader {
             players: [PeerInfo.sample, PeerInfo.sample],
             startedAtUnixMs: 1099511627782,
             startFrame: 4000000007,
-            gameOptions: [0x01, 0xAB, 0x00, 0xFF, 0x08]
+            gameOptions: [0x01, 0xAB, 0x00, 0xFF, 0x08],
+            startState: [0x01, 0xAB, 0x00, 0xFF, 0x09]
         )
     }
 }
@@ -3602,6 +3606,11 @@ let wireViolations: [WireViolation] = [
         expected: .tooLong(field: "ReplayHeader.game_options", limit: 4096)
     ),
     WireViolation(
+        label: "ReplayHeader.start_state @max_len 1000000",
+        body: { var m = ReplayHeader.sample; m.startState = [UInt8](repeating: 7, count: 1000001); return .replayHeader(m) }(),
+        expected: .tooLong(field: "ReplayHeader.start_state", limit: 1000000)
+    ),
+    WireViolation(
         label: "ReplayRecord.frame_count @range 0..1024 (1025)",
         body: { var m = ReplayRecord.sample; m.frameCount = 1025; return .replayRecord(m) }(),
         expected: .outOfRange(field: "ReplayRecord.frame_count", detail: "1025 is outside 0...1024")
@@ -3744,4 +3753,4 @@ let wireViolations: [WireViolation] = [
 ]
 
 /// The number of validation rules in the schema reachable from an Envelope body.
-let schemaViolationCount = 410
+let schemaViolationCount = 411

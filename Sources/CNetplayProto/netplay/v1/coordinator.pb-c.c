@@ -3692,7 +3692,7 @@ const ProtobufCMessageDescriptor netplay__v1__choose_slot_request__descriptor =
   (ProtobufCMessageInit) netplay__v1__choose_slot_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__start_session_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor netplay__v1__start_session_request__field_descriptors[5] =
 {
   {
     "session_id",
@@ -3730,16 +3730,42 @@ static const ProtobufCFieldDescriptor netplay__v1__start_session_request__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "restart",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__StartSessionRequest, restart),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "restart_frame",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__StartSessionRequest, restart_frame),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__start_session_request__field_indices_by_name[] = {
   1,   /* field[1] = participant_id */
   2,   /* field[2] = participant_token */
+  3,   /* field[3] = restart */
+  4,   /* field[4] = restart_frame */
   0,   /* field[0] = session_id */
 };
 static const ProtobufCIntRange netplay__v1__start_session_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor netplay__v1__start_session_request__descriptor =
 {
@@ -3749,7 +3775,7 @@ const ProtobufCMessageDescriptor netplay__v1__start_session_request__descriptor 
   "Netplay__V1__StartSessionRequest",
   "netplay.v1",
   sizeof(Netplay__V1__StartSessionRequest),
-  3,
+  5,
   netplay__v1__start_session_request__field_descriptors,
   netplay__v1__start_session_request__field_indices_by_name,
   1,  netplay__v1__start_session_request__number_ranges,

@@ -1177,7 +1177,7 @@ void   netplay__v1__replay_footer__free_unpacked
   assert(message->base.descriptor == &netplay__v1__replay_footer__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descriptors[10] =
+static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descriptors[11] =
 {
   {
     "ticket",
@@ -1299,6 +1299,18 @@ static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "start_from_host_state",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__AttachRequest, start_from_host_state),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__attach_request__field_indices_by_name[] = {
   9,   /* field[9] = additional_path */
@@ -1310,12 +1322,13 @@ static const unsigned netplay__v1__attach_request__field_indices_by_name[] = {
   8,   /* field[8] = history_from_frame */
   1,   /* field[1] = protocol_version */
   3,   /* field[3] = resume */
+  10,   /* field[10] = start_from_host_state */
   0,   /* field[0] = ticket */
 };
 static const ProtobufCIntRange netplay__v1__attach_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 10 }
+  { 0, 11 }
 };
 const ProtobufCMessageDescriptor netplay__v1__attach_request__descriptor =
 {
@@ -1325,7 +1338,7 @@ const ProtobufCMessageDescriptor netplay__v1__attach_request__descriptor =
   "Netplay__V1__AttachRequest",
   "netplay.v1",
   sizeof(Netplay__V1__AttachRequest),
-  10,
+  11,
   netplay__v1__attach_request__field_descriptors,
   netplay__v1__attach_request__field_indices_by_name,
   1,  netplay__v1__attach_request__number_ranges,
@@ -3338,7 +3351,7 @@ const ProtobufCMessageDescriptor netplay__v1__assign_slots_request__descriptor =
   (ProtobufCMessageInit) netplay__v1__assign_slots_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__replay_header__field_descriptors[8] =
+static const ProtobufCFieldDescriptor netplay__v1__replay_header__field_descriptors[9] =
 {
   {
     "format_version",
@@ -3436,6 +3449,18 @@ static const ProtobufCFieldDescriptor netplay__v1__replay_header__field_descript
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "start_state",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__ReplayHeader, start_state),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__replay_header__field_indices_by_name[] = {
   2,   /* field[2] = content */
@@ -3445,12 +3470,13 @@ static const unsigned netplay__v1__replay_header__field_indices_by_name[] = {
   4,   /* field[4] = players */
   1,   /* field[1] = session_id */
   6,   /* field[6] = start_frame */
+  8,   /* field[8] = start_state */
   5,   /* field[5] = started_at_unix_ms */
 };
 static const ProtobufCIntRange netplay__v1__replay_header__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor netplay__v1__replay_header__descriptor =
 {
@@ -3460,7 +3486,7 @@ const ProtobufCMessageDescriptor netplay__v1__replay_header__descriptor =
   "Netplay__V1__ReplayHeader",
   "netplay.v1",
   sizeof(Netplay__V1__ReplayHeader),
-  8,
+  9,
   netplay__v1__replay_header__field_descriptors,
   netplay__v1__replay_header__field_indices_by_name,
   1,  netplay__v1__replay_header__number_ranges,
@@ -3721,21 +3747,25 @@ const ProtobufCEnumDescriptor netplay__v1__input_status__descriptor =
   netplay__v1__input_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue netplay__v1__state_transfer_reason__enum_values_by_number[4] =
+static const ProtobufCEnumValue netplay__v1__state_transfer_reason__enum_values_by_number[6] =
 {
   { "STATE_TRANSFER_REASON_UNSPECIFIED", "NETPLAY__V1__STATE_TRANSFER_REASON__STATE_TRANSFER_REASON_UNSPECIFIED", 0 },
   { "STATE_TRANSFER_REASON_DESYNC", "NETPLAY__V1__STATE_TRANSFER_REASON__STATE_TRANSFER_REASON_DESYNC", 1 },
   { "STATE_TRANSFER_REASON_LATE_JOIN", "NETPLAY__V1__STATE_TRANSFER_REASON__STATE_TRANSFER_REASON_LATE_JOIN", 2 },
   { "STATE_TRANSFER_REASON_RECONNECT", "NETPLAY__V1__STATE_TRANSFER_REASON__STATE_TRANSFER_REASON_RECONNECT", 3 },
+  { "STATE_TRANSFER_REASON_MATCH_START", "NETPLAY__V1__STATE_TRANSFER_REASON__STATE_TRANSFER_REASON_MATCH_START", 4 },
+  { "STATE_TRANSFER_REASON_RESTART", "NETPLAY__V1__STATE_TRANSFER_REASON__STATE_TRANSFER_REASON_RESTART", 5 },
 };
 static const ProtobufCIntRange netplay__v1__state_transfer_reason__value_ranges[] = {
-{0, 0},{0, 4}
+{0, 0},{0, 6}
 };
-static const ProtobufCEnumValueIndex netplay__v1__state_transfer_reason__enum_values_by_name[4] =
+static const ProtobufCEnumValueIndex netplay__v1__state_transfer_reason__enum_values_by_name[6] =
 {
   { "STATE_TRANSFER_REASON_DESYNC", 1 },
   { "STATE_TRANSFER_REASON_LATE_JOIN", 2 },
+  { "STATE_TRANSFER_REASON_MATCH_START", 4 },
   { "STATE_TRANSFER_REASON_RECONNECT", 3 },
+  { "STATE_TRANSFER_REASON_RESTART", 5 },
   { "STATE_TRANSFER_REASON_UNSPECIFIED", 0 },
 };
 const ProtobufCEnumDescriptor netplay__v1__state_transfer_reason__descriptor =
@@ -3745,9 +3775,9 @@ const ProtobufCEnumDescriptor netplay__v1__state_transfer_reason__descriptor =
   "StateTransferReason",
   "Netplay__V1__StateTransferReason",
   "netplay.v1",
-  4,
+  6,
   netplay__v1__state_transfer_reason__enum_values_by_number,
-  4,
+  6,
   netplay__v1__state_transfer_reason__enum_values_by_name,
   1,
   netplay__v1__state_transfer_reason__value_ranges,

@@ -808,10 +808,21 @@ struct  Netplay__V1__StartSessionRequest
    * The host's token. @max_len 64 @required
    */
   ProtobufCBinaryData participant_token;
+  /*
+   * To the relay, while the match runs: restart it from the host's state. Every other
+   * participant loads the host's confirmed state at or after restart_frame (reason RESTART),
+   * and from then on the host's state wins checksum votes. The coordinator ignores it.
+   */
+  protobuf_c_boolean restart;
+  /*
+   * With restart: the oldest frame the host's state may be of (the frame the host replaced
+   * its state at).
+   */
+  uint32_t restart_frame;
 };
 #define NETPLAY__V1__START_SESSION_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__start_session_request__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL} }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, 0, 0 }
 
 
 /*

@@ -131,7 +131,16 @@ typedef enum _Netplay__V1__StateTransferReason {
   /*
    * A player reconnects and cannot catch up from inputs alone.
    */
-  NETPLAY__V1__STATE_TRANSFER_REASON__STATE_TRANSFER_REASON_RECONNECT = 3
+  NETPLAY__V1__STATE_TRANSFER_REASON__STATE_TRANSFER_REASON_RECONNECT = 3,
+  /*
+   * The match starts from the host's state: every other participant loads it before frame 0.
+   */
+  NETPLAY__V1__STATE_TRANSFER_REASON__STATE_TRANSFER_REASON_MATCH_START = 4,
+  /*
+   * The host restarted the match from its state (StartSessionRequest.restart): everyone else
+   * loads it at its frame.
+   */
+  NETPLAY__V1__STATE_TRANSFER_REASON__STATE_TRANSFER_REASON_RESTART = 5
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(NETPLAY__V1__STATE_TRANSFER_REASON)
 } Netplay__V1__StateTransferReason;
 /*
@@ -227,10 +236,18 @@ struct  Netplay__V1__AttachRequest
    * takes its inputs from any, so one lost TCP segment does not hold back later inputs.
    */
   protobuf_c_boolean additional_path;
+  /*
+   * Host only (ignored from anyone else): the match starts from the host's game as it is now
+   * (mid-game), not from every peer's fresh boot. Before frame 0 the relay sends the host's
+   * state to every other participant (StateRequest with reason MATCH_START, frame 0) and starts
+   * once each loaded it; a checksum vote then goes to the host's group. Sent with every attach
+   * of that host (a relay rebuilding the session after a restart learns it again).
+   */
+  protobuf_c_boolean start_from_host_state;
 };
 #define NETPLAY__V1__ATTACH_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__attach_request__descriptor) \
-    , NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, {0,NULL}, 0, 0 }
+    , NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, {0,NULL}, 0, 0, 0 }
 
 
 /*
@@ -1012,10 +1029,16 @@ struct  Netplay__V1__ReplayHeader
    * Game-defined seed or options needed to reproduce the match. @max_len 4096
    */
   ProtobufCBinaryData game_options;
+  /*
+   * The state frame 0 starts from when the match started from the host's state (the host's
+   * game state as its MATCH_START transfer carried it); empty: every peer's fresh boot (or a
+   * state too large to record here). @max_len 1000000
+   */
+  ProtobufCBinaryData start_state;
 };
 #define NETPLAY__V1__REPLAY_HEADER__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__replay_header__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, NULL, NULL, 0,NULL, 0, 0, {0,NULL} }
+    , 0, (char *)protobuf_c_empty_string, NULL, NULL, 0,NULL, 0, 0, {0,NULL}, {0,NULL} }
 
 
 /*

@@ -1,0 +1,140 @@
+import NetplayService
+import NetplayWire
+
+/// Whether a participant holds the host's state a match starts from.
+enum StartStateProgress: Equatable {
+    /// Not yet (a transfer follows).
+    case missing
+    /// The transfer with this id relayed it; its acknowledgement is awaited.
+    case sent(UInt32)
+    /// It loaded the state (acknowledged).
+    case loaded
+}
+
+// RelaySession: a match that starts from the host's state (`AttachRequest.start_from_host_state`)
+// and the host's restart (`StartSessionRequest.restart`).
+extension RelaySession {
+    // MARK: - Starting from the host's state
+
+    /// The largest start state the replay header records (the replay reader takes frames of at
+    /// most 1 MiB); a larger one leaves the header without it.
+    static let maxRecordedStartState = 1_000_000
+
+    /// The host whose state the match starts from, while it holds its slot.
+    var startStateHost: RelayPeer? { startStateSlot.flatMap { players[$0] } }
+
+    /// The host's attach asks that the match start from its state: remembered (every attach of
+    /// that host says it again, so a relay rebuilding the session learns it too). Anyone
+    /// else's request is ignored.
+    func noteStartState(of request: AttachRequest, from participant: RelayPeer) {
+        guard request.startFromHostState, actsAsHost(participant) else { return }
+        startStateSlot = participant.slot - 1
+    }
+
+    /// Before the start of a match from the host's state: true once every other attached
+    /// participant loaded the host's state (acknowledged it); until then it sends the state
+    /// to those lacking it, one transfer at a time (a participant attaching meanwhile gets the
+    /// next). Always true for a match from every peer's boot.
+    func startStateReady(now: UInt64) -> Bool {
+        guard startStateSlot != nil else { return true }
+        guard let host = startStateHost, host.isConnected else { return false }
+        let lacking = participants.filter { $0 !== host && $0.isConnected && $0.startState == .missing }
+        let waiting = participants.contains { $0 !== host && $0.isConnected && $0.startState != .loaded }
+        guard waiting else { return true }
+        if let transfer {
+            if now &- transfer.lastProgressMs >= UInt64(configuration.transferTimeoutMs) {
+                abortTransfer(reason: "no progress for \(configuration.transferTimeoutMs) ms", now: now)
+            }
+            return false
+        }
+        if !lacking.isEmpty, beginTransfer(reason: .matchStart, reference: host, targets: lacking, now: now) {
+            for target in lacking { target.startState = .sent(transfer!.id) }
+        }
+        return false
+    }
+
+    /// At the start of a match from the host's state: a participant that has not loaded it
+    /// (the start timed out) starts as a late joiner does, from a state transfer (the host
+    /// serves first), never from its own boot. Returns whether `participant` waits for one.
+    func needsStartState(_ participant: RelayPeer) -> Bool {
+        guard let host = startStateHost, participant !== host, participant.startState != .loaded else { return false }
+        participant.awaitingTransfer = 0
+        participant.awaitingReason = .matchStart
+        return true
+    }
+
+    /// A transfer of the start state ended: chunks relayed, so the targets' acknowledgements
+    /// are awaited; on an abort, they lack it again.
+    func startTransferEnded(_ transfer: ActiveTransfer, completed: Bool) {
+        for target in transfer.targets where target.startState == .sent(transfer.id) {
+            if !completed { target.startState = .missing }
+        }
+    }
+
+    /// A target's acknowledgement of a start-state transfer before the match runs. Returns
+    /// false when `ack` is not about one.
+    func receiveStartStateAck(_ ack: StateTransferAck, from participant: RelayPeer, now: UInt64) -> Bool {
+        guard !running, participant.startState == .sent(ack.transferId) else { return false }
+        if ack.loaded {
+            participant.startState = .loaded
+            participant.failedLoads = 0
+        } else {
+            participant.failedLoads += 1
+            participant.startState = .missing  // another transfer follows (the start waits, up to its timeout)
+            transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()), severity: .error,
+                              message: "\(participant.participantId) could not load the host's start state (transfer \(ack.transferId)): \(ack.error)",
+                              sessionId: sessionId)
+        }
+        if startSyncSinceMs != nil { driveStartSync(now: now) }
+        return true
+    }
+
+    // MARK: - The host's restart
+
+    /// The host restarts the match from its state: every other participant loads the host's
+    /// confirmed state at or after `frame` (reason `RESTART`), and from now on the host's state
+    /// wins checksum votes. Before the match runs, it is the start from the host's state, now.
+    /// Refused, changing nothing, while another transfer runs or for a frame this relay does
+    /// not hold confirmed inputs after.
+    func restart(by host: RelayPeer, from frame: Int, now: UInt64) throws(ServiceError) {
+        guard running else {
+            startStateSlot = host.slot - 1
+            requestStart(now: now, forced: true)
+            return
+        }
+        guard transfer == nil else {
+            throw ServiceError(.invalidState, "A state transfer is under way; restart again in a moment.", retryAfterMs: 500)
+        }
+        guard frame >= timeline.oldest, frame <= timeline.confirmed else {
+            throw ServiceError(.badRequest, "A restart is at a confirmed frame this relay still holds inputs after (\(timeline.oldest) ... \(timeline.confirmed)); got \(frame).",
+                               field: "StartSessionRequest.restart_frame")
+        }
+        startStateSlot = host.slot - 1
+        let targets = participants.filter { $0 !== host && $0.isConnected && $0.awaitingTransfer == nil }
+        guard beginTransfer(reason: .restart, reference: host, targets: targets, now: now, atLeastFrame: frame) else { return }
+        // Their checksums from the old state are no evidence until they load the new one.
+        for target in targets where target.slot > 0 { resyncedAt[target.slot - 1] = .max }
+        // The replay holds no states: it ends here, a faithful record of the match so far.
+        if let replay {
+            replay.finish(footerReason: "the host restarted the match from its state at frame \(frame) or later; not recorded beyond",
+                          finalChecksum: 0)
+            self.replay = nil
+        }
+        transport.publish(topic: "sync.restart", .eventRecord(EventRecord()), severity: .notice,
+                          message: "session \(sessionId): the host restarted the match from its state at frame \(frame) or later",
+                          sessionId: sessionId)
+    }
+
+    /// A restart transfer's targets, once its last chunk went (`frame`) or it was abandoned:
+    /// their checksums count again from the state's frame on, and spectators (who replace
+    /// their engine with the state) get the inputs from that frame again.
+    func restartTransferEnded(_ transfer: ActiveTransfer, frame: Int?) {
+        for target in transfer.targets {
+            if target.slot > 0 { resyncedAt[target.slot - 1] = (frame ?? timeline.confirmed) + 1 }
+            if let frame, !target.isPlayer, target.sentFrames > frame {
+                target.sentFrames = frame
+                target.awaitedFrame = min(target.awaitedFrame, frame)
+            }
+        }
+    }
+}

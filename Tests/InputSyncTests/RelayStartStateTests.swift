@@ -1,0 +1,219 @@
+import Foundation
+import NetplayService
+import NetplayWire
+import Testing
+@testable import InputSync
+
+/// A match that starts (or restarts) from the host's state: the relay sends the host's state to
+/// everyone else before frame 0, and the host's state wins the checksum vote.
+@Suite("Relay: starting from the host's state")
+struct RelayStartStateTests {
+    let host = RelayRig.address("host")
+    let b = RelayRig.address("peer-b")
+    let c = RelayRig.address("peer-c")
+
+    /// Attaches `peer`; `fromHostState`: its attach asks for a start from its state.
+    @discardableResult
+    func attach(_ rig: RelayRig, _ peer: PeerAddress, slot: Int, role: Role = .player, participant: String? = nil,
+                fromHostState: Bool = false) throws -> AttachResponse {
+        let request = AttachRequest(ticket: rig.ticket(slot: slot, role: role, participant: participant), protocolVersion: 1,
+                                    startFromHostState: fromHostState)
+        guard case .attachResponse(let response)? = try rig.send(.attachRequest(request), from: peer) else {
+            fatalError("no attach response")
+        }
+        return response
+    }
+
+    func starts(_ bodies: [Envelope.Body]) -> [AttachResponse] {
+        bodies.compactMap { $0.attachResponse }.filter(\.running)
+    }
+
+    /// The session's one replay file, read back.
+    func replayFile(_ rig: RelayRig) throws -> ReplayFile {
+        let names = try FileManager.default.contentsOfDirectory(atPath: rig.replayDirectory.path)
+        #expect(names.count == 1, "replays: \(names)")
+        return try ReplayFile(contentsOf: rig.replayDirectory.appendingPathComponent(try #require(names.first)))
+    }
+
+    /// The host's state goes out and is acknowledged: returns the transfer's id.
+    func deliverStartState(_ rig: RelayRig, to targets: [PeerAddress]) throws -> UInt32 {
+        rig.advance(ms: 8)
+        let request = try #require(stateRequests(rig.transport.take(host)).first)
+        #expect(request.reason == .matchStart && request.frame == 0)
+        try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 0, totalSize: 3, data: [7, 7, 7], checksum: 77,
+                                            last: true, reason: .matchStart)), from: host)
+        for target in targets {
+            let got = rig.transport.take(target)
+            #expect(stateChunks(got).map(\.data) == [[7, 7, 7]], "the host's state reaches every other participant")
+            #expect(starts(got).isEmpty, "nobody starts before everyone loaded the host's state")
+        }
+        for target in targets {
+            try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, receivedBytes: 3, loaded: true)), from: target)
+        }
+        return request.transferId
+    }
+
+    @Test func theHostsStateWinsTheVoteWhenTheMatchStartedFromIt() {
+        // Two freshly booted joiners agree; the host differs.
+        #expect(RelaySession.winner(of: [1: [0], 2: [1, 2]], hostSlot: 0, hostStateWins: true) == 1)
+        #expect(RelaySession.winner(of: [1: [0], 2: [1, 2]], hostSlot: 0) == 2, "a match from boot: the majority")
+        // A tie goes to the host either way; without the host among the reports, the usual rule.
+        #expect(RelaySession.winner(of: [1: [0], 2: [1]], hostSlot: 0, hostStateWins: true) == 1)
+        #expect(RelaySession.winner(of: [1: [1], 2: [2, 3]], hostSlot: 0, hostStateWins: true) == 2)
+        #expect(RelaySession.winner(of: [1: [1], 2: [2]], hostSlot: nil, hostStateWins: true) == nil)
+    }
+
+    @Test func joinersAndSpectatorsLoadTheHostsStateBeforeFrameZero() throws {
+        let rig = RelayRig(players: 2)
+        #expect(!(try attach(rig, host, slot: 1, participant: "h-host", fromHostState: true)).running)
+        let spectator = RelayRig.address("spectator")
+        _ = try attach(rig, spectator, slot: 0, role: .spectator)
+        #expect(!(try attach(rig, b, slot: 2)).running, "every slot is in, but the host's state is not")
+        rig.advance(ms: 8)
+        #expect(starts(rig.transport.take(b)).isEmpty)
+        _ = try deliverStartState(rig, to: [b, spectator])
+        rig.advance(ms: 8)
+        let hostStart = try #require(starts(rig.transport.take(host)).first)
+        let joinerStart = try #require(starts(rig.transport.take(b)).first)
+        let spectatorStart = try #require(starts(rig.transport.take(spectator)).first)
+        #expect(hostStart.startFrame == 0 && !hostStart.stateFollows)
+        #expect(joinerStart.startFrame == 0 && !joinerStart.stateFollows)
+        #expect(spectatorStart.startFrame == 0 && !spectatorStart.stateFollows)
+        // The replay starts from the host's state, not from a boot.
+        #expect(try replayFile(rig).header.startState == [7, 7, 7])
+    }
+
+    @Test func aJoinerThatNeverLoadsTheStateStartsFromATransferNotItsBoot() throws {
+        let rig = RelayRig(players: 2) { $0.startStateTimeoutMs = 3_000 }
+        _ = try attach(rig, host, slot: 1, participant: "h-host", fromHostState: true)
+        _ = try attach(rig, b, slot: 2)
+        rig.advance(ms: 8)
+        #expect(stateRequests(rig.transport.take(host)).first?.reason == .matchStart)
+        // The host never answers: the match waits, then starts without it (both stay in touch).
+        func wait(ms: Int) throws {
+            for _ in 0 ..< ms / 500 {
+                rig.advance(ms: 500)
+                try rig.send(.peerStats(PeerStats()), from: host)
+                try rig.send(.peerStats(PeerStats()), from: b)
+            }
+        }
+        try wait(ms: 2_500)
+        #expect(starts(rig.transport.take(b)).isEmpty)
+        try wait(ms: 3_000)
+        let start = try #require(starts(rig.transport.take(b)).first)
+        #expect(start.stateFollows, "the joiner waits for the host's state instead of running its own boot")
+        #expect(starts(rig.transport.take(host)).first?.stateFollows == false)
+    }
+
+    @Test func aFailedLoadGetsTheStateAgain() throws {
+        let rig = RelayRig(players: 2)
+        _ = try attach(rig, host, slot: 1, participant: "h-host", fromHostState: true)
+        _ = try attach(rig, b, slot: 2)
+        rig.advance(ms: 8)
+        let first = try #require(stateRequests(rig.transport.take(host)).first)
+        try rig.send(.stateChunk(StateChunk(transferId: first.transferId, frame: 0, totalSize: 1, data: [1], last: true)), from: host)
+        try rig.send(.stateTransferAck(StateTransferAck(transferId: first.transferId, error: "checksum mismatch after loading")), from: b)
+        rig.advance(ms: 8)
+        #expect(starts(rig.transport.take(b)).isEmpty)
+        let second = try #require(stateRequests(rig.transport.take(host)).first)
+        #expect(second.transferId != first.transferId && second.reason == .matchStart)
+    }
+
+    @Test func onlyTheHostsAttachAsksForAStartFromItsState() throws {
+        let rig = RelayRig(players: 2)
+        _ = try attach(rig, host, slot: 1, participant: "h-host")
+        #expect(try attach(rig, b, slot: 2, participant: "p-guest", fromHostState: true).running)
+    }
+
+    @Test func aLateJoinerOfAMatchFromTheHostsStateGetsAStateNotAReplay() throws {
+        let rig = RelayRig(players: 2, maxSpectators: 4)
+        _ = try attach(rig, host, slot: 1, participant: "h-host", fromHostState: true)
+        _ = try attach(rig, b, slot: 2)
+        _ = try deliverStartState(rig, to: [b])
+        rig.advance(ms: 8)
+        for frame in 0 ..< 10 {
+            try rig.batch(host, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        // Ten frames in: a match from boot would replay them from the spectator's own boot.
+        let late = try attach(rig, RelayRig.address("late"), slot: 0, role: .spectator)
+        #expect(late.running && late.stateFollows)
+    }
+
+    /// Three players, the match from the host's state: the two joiners agree, the host differs;
+    /// the host's state is loaded into theirs.
+    @Test func aDesyncVoteOfTwoJoinersAgainstTheHostGoesToTheHost() throws {
+        let rig = RelayRig(players: 3, checksumInterval: 10)
+        _ = try attach(rig, host, slot: 1, participant: "h-host", fromHostState: true)
+        _ = try attach(rig, b, slot: 2)
+        _ = try attach(rig, c, slot: 3)
+        _ = try deliverStartState(rig, to: [b, c])
+        rig.advance(ms: 8)
+        for frame in 0 ..< 12 {
+            try rig.batch(host, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+            try rig.batch(c, slot: 3, start: frame, [3])
+        }
+        _ = rig.transport.take(host); _ = rig.transport.take(b); _ = rig.transport.take(c)
+        try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 10, checksum: 111)])), from: host)
+        try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 10, checksum: 222)])), from: b)
+        try rig.send(.checksumReport(ChecksumReport(slot: 3, checksums: [FrameChecksum(frame: 10, checksum: 222)])), from: c)
+        let notice = try #require(notices(rig).first)
+        #expect(notice.referenceSlot == 1 && notice.divergedSlots == [2, 3] && notice.resyncStarted)
+        #expect(stateRequests(rig.transport.take(host)).first?.reason == .desync)
+        #expect(stateRequests(rig.transport.take(b)).isEmpty && stateRequests(rig.transport.take(c)).isEmpty)
+    }
+
+    @Test func theHostRestartsTheMatchFromItsState() throws {
+        let rig = RelayRig(players: 2, checksumInterval: 10)
+        _ = try attach(rig, host, slot: 1, participant: "h-host")
+        #expect(try attach(rig, b, slot: 2).running)
+        for frame in 0 ..< 30 {
+            try rig.batch(host, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        _ = rig.transport.take(host); _ = rig.transport.take(b)
+        let restart = StartSessionRequest(sessionId: rig.sessionId, restart: true, restartFrame: 20)
+        do {
+            try rig.send(.startSessionRequest(restart), from: b)
+            Issue.record("a guest restarted the match")
+        } catch {
+            #expect(error.code == .permissionDenied)
+        }
+        do {
+            try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId, restart: true, restartFrame: 500)), from: host)
+            Issue.record("a restart at an unconfirmed frame was accepted")
+        } catch {
+            #expect(error.code == .badRequest)
+        }
+        try rig.send(.startSessionRequest(restart), from: host)
+        let request = try #require(stateRequests(rig.transport.take(host)).first)
+        #expect(request.reason == .restart && request.frame == 20)
+        #expect(rig.transport.published.contains { $0.topic == "sync.restart" })
+        // The replay (it holds no states) ends at the restart, saying so.
+        #expect(try replayFile(rig).footer?.reason.contains("restarted") == true)
+        #expect(try replayFile(rig).header.startState.isEmpty)
+        do {
+            try rig.send(.startSessionRequest(restart), from: host)
+            Issue.record("a second restart during the transfer was accepted")
+        } catch {
+            #expect(error.code == .invalidState)
+        }
+        // The guest's checksum from its old state is no evidence against the host meanwhile.
+        try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 20, checksum: 222)])), from: b)
+        try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 20, checksum: 111)])), from: host)
+        #expect(notices(rig).isEmpty)
+        try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 20, totalSize: 2, data: [4, 2], last: true,
+                                            reason: .restart)), from: host)
+        #expect(stateChunks(rig.transport.take(b)).map(\.frame) == [20])
+        // Loaded: its checksums count again, and the host's state wins from now on.
+        try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, loaded: true)), from: b)
+        for frame in 30 ..< 32 {
+            try rig.batch(host, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 30, checksum: 5)])), from: host)
+        try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 30, checksum: 6)])), from: b)
+        #expect(notices(rig).first?.referenceSlot == 1 && notices(rig).first?.divergedSlots == [2])
+    }
+}
