@@ -1,4 +1,5 @@
 import CNetplayAPI
+import Foundation
 import NetplayKit
 import NetplayWire
 import Rollback
@@ -6,12 +7,15 @@ import Rollback
 // Opening a match: np_client_host, np_client_join, np_client_spectate.
 
 extension np_content {
-    /// The wire form of the content.
+    /// The wire form of the content. The core's id and version are trimmed of surrounding
+    /// spaces, as the libretro host trims `library_version` (nestopia reports "1.52.0 "), so a C
+    /// frontend passing the core's own strings matches netplay-peer's rooms.
     var contentInfo: ContentInfo {
         var md5Bytes = [UInt8](repeating: 0, count: 16)
         withUnsafeBytes(of: md5) { md5Bytes = Array($0) }
-        return ContentInfo(gameName: string(game_name) ?? "", crc32: crc32, md5: md5Bytes, coreId: string(core_id) ?? "",
-                           coreVersion: string(core_version) ?? "", system: string(system) ?? "", contentSize: size)
+        func trimmed(_ text: UnsafePointer<CChar>?) -> String { (string(text) ?? "").trimmingCharacters(in: .whitespaces) }
+        return ContentInfo(gameName: string(game_name) ?? "", crc32: crc32, md5: md5Bytes, coreId: trimmed(core_id),
+                           coreVersion: trimmed(core_version), system: string(system) ?? "", contentSize: size)
     }
 }
 
@@ -65,6 +69,7 @@ public func np_host_settings_init(_ settings: UnsafeMutablePointer<np_host_setti
 private func open(_ match: NetplayMatch<CallbackGame>, _ callbacks: GameCallbacks, lanHost: LanHost?, client: ClientHandle,
                   out: UnsafeMutablePointer<OpaquePointer?>) {
     callbacks.inputSize = Int(match.params.inputSize)
+    match.start()  // attaches on the first tick
     out.pointee = HandleRegistry.register(MatchHandle(match: match, callbacks: callbacks, lanHost: lanHost, lobby: client.client.lobby))
 }
 

@@ -66,7 +66,7 @@ struct CAPITests {
             return
         }
         #expect(hosted.fields["initial"] == joined.fields["initial"], "initial states differ: \(hosted) / \(joined)")
-        #expect(hosted.checksum == joined.checksum, "checksums differ: C \(hosted) / Swift \(joined)")
+        #expect(hosted.checksum == joined.checksum, "checksums differ: C \(hosted) / Swift \(joined)\n\(host.log)\n\(joiner.log)")
         #expect(hosted.frames == frames && joined.frames == frames)
         #expect(hosted.int("slot") == 1 && joined.int("slot") == 2, "\(hosted) / \(joined)")
         #expect(joined.int("desync_notices") == 0 && joined.int("states_loaded") == 0, "\(joined)")

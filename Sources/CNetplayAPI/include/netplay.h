@@ -85,9 +85,12 @@ np_result np_libretro_core_id(const char *library_name, char *out, size_t capaci
  */
 typedef struct np_game_callbacks {
     void *user;
-    /* Bytes a saved state takes now (retro_serialize_size). Must be > 0. */
+    /* Bytes a saved state takes. Must be > 0, and the same on every peer for the same frame:
+     * for a libretro core, retro_serialize_size once at load (nestopia's answer shrinks after
+     * the first frame), unless the core declares variable sizes. */
     size_t (*state_size)(void *user);
-    /* Writes the current state into buffer (size bytes, state_size's answer). 0 on success. */
+    /* Writes the current state into buffer (size bytes, state_size's answer, zero-filled: a
+     * core that writes less, as nestopia does, leaves zeros). 0 on success. */
     int (*save)(void *user, uint8_t *buffer, size_t size);
     /* Restores a state made by save, here or on another peer. 0 on success; non-zero (a state
      * of the wrong size, say) makes the match leave with NP_ERR_GAME. */
@@ -99,12 +102,15 @@ typedef struct np_game_callbacks {
     void (*advance)(void *user, const uint8_t *inputs, size_t input_size, int player_count,
                     const uint8_t *statuses, int resimulating);
     /* The state's checksum, compared between peers. NULL: np_hash_bytes of a save (what
-     * netplay-peer and the libretro host use for cores). */
+     * netplay-peer and the libretro host use for cores: retro_serialize into a zeroed buffer
+     * of retro_serialize_size bytes). */
     uint64_t (*checksum)(void *user);
 } np_game_callbacks;
 
 /* What identifies the game's content; the coordinator refuses joiners whose crc32, md5 or
- * core_id differ from the host's. Strings may be NULL (empty). */
+ * core_id differ from the host's, or whose core_version does. Strings may be NULL (empty);
+ * core_id and core_version are trimmed of surrounding spaces, as the libretro host trims a
+ * core's library_version (nestopia reports "1.52.0 "). */
 typedef struct np_content {
     const char *game_name;    /* the content's file name without extension */
     uint32_t crc32;

@@ -58,6 +58,8 @@ static struct {
     bool variables_updated;
     uint16_t joypad[PORTS];
     int players;
+    /* retro_serialize_size at load: every state has this size (see load_core). */
+    size_t state_size;
     uint64_t video_frames, skipped_video;
 } core;
 
@@ -248,12 +250,16 @@ static void load_core(const char *core_path, const char *content_path, uint8_t *
     for (unsigned port = 0; port < (unsigned)(core.players > 2 ? core.players : 2); port++)
         core.set_controller_port_device(port, RETRO_DEVICE_JOYPAD);
     if (core.serialize_size() == 0 && (core.quirks & RETRO_SERIALIZATION_QUIRK_MUST_INITIALIZE)) core.run();
+    /* The state size is fixed at load, as the toolkit's libretro host does: nestopia's
+     * retro_serialize_size shrinks by 20 bytes after the first frame, and a peer asking it
+     * every time would save (and hash) states of another size than the others. */
+    core.state_size = core.serialize_size();
     mallopt(M_PERTURB, 0);
 }
 
 /* ---- netplay: the game callbacks ---------------------------------------------------------- */
 
-static size_t game_state_size(void *user) { (void)user; return core.serialize_size(); }
+static size_t game_state_size(void *user) { (void)user; return core.state_size; }
 
 static int game_save(void *user, uint8_t *buffer, size_t size) {
     (void)user;
@@ -262,7 +268,7 @@ static int game_save(void *user, uint8_t *buffer, size_t size) {
 
 static int game_load(void *user, const uint8_t *data, size_t size) {
     (void)user;
-    if (size != core.serialize_size()) return 1;
+    if (size != core.state_size) return 1;
     return core.unserialize(data, size) ? 0 : 1;
 }
 
@@ -279,9 +285,12 @@ static void game_advance(void *user, const uint8_t *inputs, size_t input_size, i
     if (resimulating) core.skipped_video += core.video_frames - before; /* a frontend skips these */
 }
 
+/* np_hash_bytes of the serialized state, as the Swift host computes it: the state size of
+ * load, a zeroed buffer (nestopia writes fewer bytes than the size; the rest must be the same
+ * on every peer, and the buffer `save` gets from the library is zeroed too). */
 static uint64_t state_checksum(void) {
-    size_t size = core.serialize_size();
-    uint8_t *buffer = malloc(size);
+    size_t size = core.state_size;
+    uint8_t *buffer = calloc(1, size);
     uint64_t checksum = core.serialize(buffer, size) ? np_hash_bytes(buffer, size) : 0;
     free(buffer);
     return checksum;
@@ -304,6 +313,19 @@ static void sleep_seconds(double seconds) {
     if (seconds <= 0) return;
     struct timespec delay = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
     nanosleep(&delay, NULL);
+}
+
+/* Paces the game loop: sleeps until `interval` seconds after the previous deadline (absolute
+ * deadlines, so the time a tick takes does not slow the game down). */
+static void wait_for_next_frame(struct timespec *deadline, double interval) {
+    long nanoseconds = deadline->tv_nsec + (long)(interval * 1e9);
+    deadline->tv_sec += nanoseconds / 1000000000L;
+    deadline->tv_nsec = nanoseconds % 1000000000L;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double behind = (double)(now.tv_sec - deadline->tv_sec) + (double)(now.tv_nsec - deadline->tv_nsec) / 1e9;
+    if (behind > 0.1) *deadline = now; /* far behind (a stall): start again from now */
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, deadline, NULL);
 }
 
 static np_room find_room(np_client *client, const char *name) {
@@ -399,6 +421,8 @@ int main(int argc, char **argv) {
     np_match_status status;
     uint64_t checksum = 0;
     int announced = 0;
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
     for (;;) {
         np_match_get_status(match, &status);
         uint16_t buttons = script_input(seed, status.current_frame);
@@ -411,7 +435,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "np_nestopia: running from frame %lld\n", (long long)status.start_frame);
         }
         if (np_match_reported_checksum(match, frames, &checksum) == NP_OK) break;
-        sleep_seconds(tick.frame_interval_scale / (status.frame_rate_hz > 0 ? status.frame_rate_hz : fps));
+        wait_for_next_frame(&deadline, tick.frame_interval_scale / (status.frame_rate_hz > 0 ? status.frame_rate_hz : fps));
     }
     np_match_get_status(match, &status);
     np_hud hud;
@@ -422,7 +446,7 @@ int main(int argc, char **argv) {
         uint16_t buttons = script_input(seed, status.current_frame + i);
         uint8_t input[2] = {(uint8_t)buttons, (uint8_t)(buttons >> 8)};
         np_match_tick(match, input, sizeof input, NULL);
-        sleep_seconds(1.0 / status.frame_rate_hz);
+        wait_for_next_frame(&deadline, 1.0 / status.frame_rate_hz);
     }
     if (np_match_leave(match, 2.0) != NP_OK) fail("np_match_leave");
     np_match_free(match);
