@@ -8,13 +8,14 @@ import Testing
 @Suite(.serialized)
 struct CAPITests {
     /// NULL, freed and wrong-kind handles, wrong sizes, missing callbacks, bad settings and
-    /// unreachable services return their NP_ERR_* with a reason; the helpers give the values
-    /// the Swift side uses (CRC32, MD5, core id, state hash).
+    /// unreachable services return their NP_ERR_* with a reason; a game whose save fails ends
+    /// its (one-player LAN) match with NP_ERR_GAME instead of crashing; the helpers give the
+    /// values the Swift side uses (CRC32, MD5, core id, state hash).
     @Test(.timeLimit(.minutes(2)))
     func errorPathsReturnErrors() throws {
         let program = try CFrontend.compile("np_errors")
         let nowhere = TestPorts.endpoint()
-        let run = try ServiceProcess(program, [nowhere])
+        let run = try ServiceProcess(program, [nowhere, "\(TestPorts.free())"])
         let status = run.waitForExit(seconds: 60)
         #expect(status == 0, "np_errors failed: \(run.log)")
         #expect(run.log.contains("ERRORS OK"), "\(run.log)")

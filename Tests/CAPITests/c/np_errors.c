@@ -4,9 +4,11 @@
  * Tests/CAPITests. Prints "ok <check>" per check, "FAILED <check>: ..." and exits 1 on the
  * first that does not hold, "ERRORS OK" at the end.
  *
- *   np_errors UNREACHABLE_ENDPOINT
+ *   np_errors UNREACHABLE_ENDPOINT LAN_BEACON_PORT
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,13 +37,14 @@ static void expect_error(np_result result, np_result code, const char *check) {
 static size_t state_size(void *user) { (void)user; return 4; }
 static int save(void *user, uint8_t *buffer, size_t size) { (void)user; memset(buffer, 7, size); return 0; }
 static int load(void *user, const uint8_t *data, size_t size) { (void)user, (void)data; return size == 4 ? 0 : 1; }
+static int failing_save(void *user, uint8_t *buffer, size_t size) { (void)user, (void)buffer, (void)size; return 5; }
 static void advance(void *user, const uint8_t *inputs, size_t input_size, int players, const uint8_t *statuses, int resim) {
     (void)user, (void)inputs, (void)input_size, (void)players, (void)statuses, (void)resim;
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s UNREACHABLE_ENDPOINT\n", argv[0]);
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s UNREACHABLE_ENDPOINT LAN_BEACON_PORT\n", argv[0]);
         return 2;
     }
     const char *nowhere = argv[1];
@@ -148,6 +151,41 @@ int main(int argc, char **argv) {
     np_match_free(NULL);
     np_match_free((np_match *)client);
     expect(np_client_browse(client, 0, rooms, 4, &count) == NP_ERR_UNAVAILABLE, "freeing a client as a match does nothing");
+
+    /* A game whose save fails: a one-player LAN room (its relay in this process, its beacon on
+     * a port of its own) starts at once; the first save fails, the match is left and every
+     * tick says NP_ERR_GAME. */
+    np_client_config lan_config;
+    np_client_config_init(&lan_config);
+    lan_config.name = "c-lan";
+    lan_config.discovery = "";
+    lan_config.coordinator = "";
+    lan_config.lan_port = (uint16_t)atoi(argv[2]);
+    np_client *lan_client = NULL;
+    expect(np_client_create(&lan_config, &lan_client) == NP_OK, "LAN client created");
+    np_game_callbacks failing = game;
+    failing.save = failing_save;
+    np_host_settings_init(&settings);
+    settings.room_name = "failing";
+    settings.max_players = 1;
+    settings.lan = 1;
+    expect(np_client_host(lan_client, &settings, &content, 2, &failing, &match) == NP_OK && match != NULL, "LAN room hosted");
+    expect_error(np_match_tick(match, input, 3, &tick), NP_ERR_INVALID_ARGUMENT, "tick with a 3-byte input");
+    np_result result = NP_OK;
+    for (int i = 0; i < 1000 && result == NP_OK; i++) {
+        result = np_match_tick(match, input, 2, &tick);
+        struct timespec pause = {0, 5000000};
+        nanosleep(&pause, NULL);
+    }
+    expect_error(result, NP_ERR_GAME, "a failing save ends the match with NP_ERR_GAME");
+    expect(strstr(np_last_error(), "save returned 5") != NULL, "the reason names the callback");
+    expect(np_match_get_status(match, &status) == NP_OK && status.state == NP_STATE_DISCONNECTED &&
+               status.reason == NP_REASON_LEFT, "the match was left");
+    expect_error(np_match_tick(match, input, 2, &tick), NP_ERR_GAME, "later ticks say so too");
+    np_match_free(match);
+    expect_error(np_match_tick(match, input, 2, &tick), NP_ERR_INVALID_HANDLE, "tick a freed match");
+    np_match_free(match);
+    np_client_free(lan_client);
 
     /* A freed client is refused, and freeing it again does nothing. */
     np_client_free(client);
