@@ -249,8 +249,8 @@ let package = Package(
         // A C frontend (compiled by the test against libNetplayC) hosts nestopia; netplay-peer joins.
         .testTarget(
             name: "CAPITests",
-            dependencies: ["Libretro", "SystemTools", "NetplayTestSupport", "NetplayC", "netplay-sync", "netplay-peer",
-                           "netplay-discovery", "netplay-coordinator"],
+            dependencies: ["CNetplayAPI", "NetplayC", "Rollback", "Libretro", "SystemTools", "NetplayTestSupport", "netplay-sync",
+                           "netplay-peer", "netplay-discovery", "netplay-coordinator"],
             exclude: ["c"]
         ),
         .testTarget(

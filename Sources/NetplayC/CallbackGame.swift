@@ -82,7 +82,7 @@ final class GameCallbacks: @unchecked Sendable {
             for index in 0 ..< inputSize { inputs[player * inputSize + index] = input[byte: index] }
             statuses[player] = frame.status(of: player).rawValue
         }
-        let resimulating: Int32 = 0  // FrameInputs.isResimulating once Rollback has it (#16)
+        let resimulating: Int32 = frame.isResimulating ? 1 : 0
         inputs.withUnsafeBufferPointer { input in
             statuses.withUnsafeBufferPointer { status in
                 advance(raw.user, input.baseAddress, inputSize, Int32(players), status.baseAddress, resimulating)

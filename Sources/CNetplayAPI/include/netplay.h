@@ -200,7 +200,7 @@ void np_host_settings_init(np_host_settings *settings);
 
 typedef struct np_match np_match;
 
-/* Hosts a room (slot 1) for a game whose inputs are input_size bytes (1 ... 16). The match
+/* Hosts a room (slot 1) for a game whose inputs are input_size bytes (1 ... 64). The match
  * connects on its first np_match_tick. Blocks for the coordinator's answer. */
 np_result np_client_host(np_client *client, const np_host_settings *settings, const np_content *content,
                          size_t input_size, const np_game_callbacks *game, np_match **out);

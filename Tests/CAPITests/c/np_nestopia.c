@@ -60,6 +60,8 @@ static struct {
     int players;
     /* retro_serialize_size at load: every state has this size (see load_core). */
     size_t state_size;
+    /* GET_AUDIO_VIDEO_ENABLE's answer: 3 (video and audio), 0 while re-simulating. */
+    int av_enable;
     uint64_t video_frames, skipped_video;
 } core;
 
@@ -146,6 +148,10 @@ static bool environment(unsigned command, void *data) {
         /* States go to other instances of this core on other machines: netplay rollback. */
         if (data) *(int *)data = RETRO_SAVESTATE_CONTEXT_ROLLBACK_NETPLAY;
         return data != NULL;
+    case RETRO_ENVIRONMENT_GET_AUDIO_VIDEO_ENABLE:
+        /* Off while a rollback re-simulates frames already shown (the Swift host answers alike). */
+        if (data) *(int *)data = core.av_enable;
+        return data != NULL;
     case RETRO_ENVIRONMENT_SET_SERIALIZATION_QUIRKS:
         if (data) core.quirks = *(const uint64_t *)data;
         return data != NULL;
@@ -198,6 +204,7 @@ static void *entry_point(const char *name) {
 static void load_core(const char *core_path, const char *content_path, uint8_t **content, size_t *content_size,
                       struct retro_system_info *info, double *fps) {
     core.core_path = core_path;
+    core.av_enable = 3;
     snprintf(core.directory, sizeof core.directory, "/tmp/np-nestopia-XXXXXX");
     if (!mkdtemp(core.directory)) fail("mkdtemp");
     FILE *file = fopen(content_path, "rb");
@@ -281,7 +288,9 @@ static void game_advance(void *user, const uint8_t *inputs, size_t input_size, i
         core.joypad[player] = buttons & NES_BUTTONS;
     }
     uint64_t before = core.video_frames;
+    core.av_enable = resimulating ? 0 : 3;
     core.run();
+    core.av_enable = 3;
     if (resimulating) core.skipped_video += core.video_frames - before; /* a frontend skips these */
 }
 
