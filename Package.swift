@@ -26,6 +26,8 @@ let package = Package(
         .executable(name: "netplay-sync", targets: ["netplay-sync"]),
         .library(name: "NetplayKit", targets: ["NetplayKit"]),
         .executable(name: "netplay-peer", targets: ["netplay-peer"]),
+        // The C API (include/netplay.h) for C and C++ frontends: libNetplayC.so.
+        .library(name: "NetplayC", type: .dynamic, targets: ["NetplayC"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -107,6 +109,13 @@ let package = Package(
             name: "NetplayKit",
             dependencies: ["InputSync", "NetplayAuth", "NetplayLAN", "NetplayService", "NetplayWire", "Rollback",
                            "ZeroMQ", .product(name: "Logging", package: "swift-log")]
+        ),
+
+        // MARK: The C API: the public header (and the state hash, CLibretro's), implemented over NetplayKit
+        .target(name: "CNetplayAPI", dependencies: ["CLibretro"]),
+        .target(
+            name: "NetplayC",
+            dependencies: ["CNetplayAPI", "NetplayKit", "NetplayAuth", "NetplayService", "NetplayWire", "Rollback", "Libretro"]
         ),
 
         // MARK: Executables: thin argument parsing over the libraries
@@ -236,6 +245,13 @@ let package = Package(
             name: "LibretroE2ETests",
             dependencies: ["Libretro", "SystemTools", "NetplayService", "NetplayWire", "NetplayTestSupport",
                            "netplay-sync", "netplay-peer", "netplay-discovery", "netplay-coordinator"]
+        ),
+        // A C frontend (compiled by the test against libNetplayC) hosts nestopia; netplay-peer joins.
+        .testTarget(
+            name: "CAPITests",
+            dependencies: ["CNetplayAPI", "NetplayC", "Rollback", "Libretro", "SystemTools", "NetplayTestSupport", "netplay-sync",
+                           "netplay-peer", "netplay-discovery", "netplay-coordinator"],
+            exclude: ["c"]
         ),
         .testTarget(
             name: "ClusterE2ETests",

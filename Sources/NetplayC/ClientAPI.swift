@@ -1,0 +1,96 @@
+import CNetplayAPI
+import Foundation
+import Libretro
+import NetplayKit
+import NetplayService
+
+// np_client: configuration, creation, freeing; the version and the helpers a frontend needs
+// to agree with other peers (content digests, a libretro core's id).
+
+/// What an np_client handle stands for: a NetplayKit client (thread-safe).
+final class ClientHandle: Sendable {
+    let client: NetplayClient
+
+    init(_ client: NetplayClient) { self.client = client }
+
+    /// The client behind `handle`.
+    static func from(_ handle: OpaquePointer?) throws(CAPIFailure) -> ClientHandle {
+        guard let client = HandleRegistry.lookup(handle, as: ClientHandle.self) else {
+            throw CAPIFailure(NP_ERR_INVALID_HANDLE, handle == nil ? "the np_client is NULL" : "not a live np_client (freed?)")
+        }
+        return client
+    }
+}
+
+/// The size of version 1 of a struct the caller fills (later versions append fields).
+func checkStructSize(_ size: UInt32, _ type: String, minimum: Int) throws(CAPIFailure) {
+    guard Int(size) >= minimum else {
+        throw .invalid("\(type).struct_size is \(size), expected at least \(minimum): fill it with \(type)_init first")
+    }
+}
+
+/// The toolkit's version as a C string, made once (never freed).
+nonisolated(unsafe) private let versionString: UnsafeMutablePointer<CChar> = strdup(NetplayVersion.current)!
+
+@_cdecl("np_api_version")
+public func np_api_version() -> UInt32 { UInt32(NP_API_VERSION) }
+
+@_cdecl("np_version_string")
+public func np_version_string() -> UnsafePointer<CChar> { UnsafePointer(versionString) }
+
+@_cdecl("np_content_digest")
+public func np_content_digest(_ data: UnsafeRawPointer?, _ size: Int, _ crc32: UnsafeMutablePointer<UInt32>?,
+                              _ md5: UnsafeMutablePointer<UInt8>?) -> np_result {
+    entry {
+        guard data != nil || size == 0 else { throw CAPIFailure.invalid("data is NULL with a size of \(size)") }
+        let bytes = data.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
+        crc32?.pointee = ContentDigest.crc32(bytes)
+        if let md5 { md5.update(from: ContentDigest.md5(bytes), count: 16) }
+    }
+}
+
+@_cdecl("np_libretro_core_id")
+public func np_libretro_core_id(_ libraryName: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<CChar>?, _ capacity: Int) -> np_result {
+    entry {
+        guard let name = string(libraryName), !name.isEmpty else { throw CAPIFailure.invalid("library_name is NULL or empty") }
+        guard let out else { throw CAPIFailure.invalid("out is NULL") }
+        try copyCString(LoadedCore.coreId(libraryName: name), to: out, capacity: capacity)
+    }
+}
+
+@_cdecl("np_client_config_init")
+public func np_client_config_init(_ config: UnsafeMutablePointer<np_client_config>?) {
+    guard let config else { return }
+    config.pointee = np_client_config(struct_size: UInt32(MemoryLayout<np_client_config>.size), name: nil, discovery: nil,
+                                      coordinator: nil, lan_port: LanBeacon.defaultPort, timeout_seconds: 2,
+                                      server_key: nil, measure_relays: 1)
+}
+
+@_cdecl("np_client_create")
+public func np_client_create(_ config: UnsafePointer<np_client_config>?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> np_result {
+    entry {
+        guard let config = config?.pointee, let out else { throw CAPIFailure.invalid("config and out must not be NULL") }
+        try checkStructSize(config.struct_size, "np_client_config", minimum: MemoryLayout<np_client_config>.size)
+        guard let name = string(config.name), !name.isEmpty, name.utf8.count <= 64 else {
+            throw CAPIFailure.invalid("config.name must be 1 to 64 bytes")
+        }
+        guard config.timeout_seconds > 0, config.timeout_seconds <= 60 else {
+            throw CAPIFailure.invalid("config.timeout_seconds must be in (0, 60], got \(config.timeout_seconds)")
+        }
+        func endpoint(_ value: UnsafePointer<CChar>?, default fallback: String) -> String? {
+            guard let text = string(value) else { return fallback }
+            return text.isEmpty ? nil : text
+        }
+        var lobby = NetplayLobby(discovery: endpoint(config.discovery, default: ServiceDefaults.discoveryEndpoint),
+                                 coordinator: endpoint(config.coordinator, default: ServiceDefaults.coordinatorEndpoint),
+                                 lanBeaconPort: config.lan_port, timeout: config.timeout_seconds,
+                                 serverKey: config.server_key.map { [UInt8](UnsafeBufferPointer(start: $0, count: 32)) })
+        lobby.measuresRelays = config.measure_relays != 0
+        out.pointee = HandleRegistry.register(ClientHandle(NetplayClient(name: name, lobby: lobby)))
+    }
+}
+
+@_cdecl("np_client_free")
+public func np_client_free(_ client: OpaquePointer?) {
+    _ = HandleRegistry.remove(client, as: ClientHandle.self)
+}

@@ -1,0 +1,199 @@
+/*
+ * The C API's error paths, from C: NULL, freed and wrong-kind handles, wrong sizes, missing
+ * callbacks, bad settings, unreachable services; and the helpers' values. Built and run by
+ * Tests/CAPITests. Prints "ok <check>" per check, "FAILED <check>: ..." and exits 1 on the
+ * first that does not hold, "ERRORS OK" at the end.
+ *
+ *   np_errors UNREACHABLE_ENDPOINT LAN_BEACON_PORT
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <time.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "netplay.h"
+
+static int checks;
+
+static void expect(int condition, const char *check) {
+    if (!condition) {
+        printf("FAILED %s: last error '%s'\n", check, np_last_error());
+        exit(1);
+    }
+    checks++;
+    printf("ok %s\n", check);
+}
+
+/* The call returned `code` and left a reason. */
+static void expect_error(np_result result, np_result code, const char *check) {
+    if (result != code) {
+        printf("FAILED %s: returned %d, expected %d (last error '%s')\n", check, result, code, np_last_error());
+        exit(1);
+    }
+    expect(strlen(np_last_error()) > 0, check);
+}
+
+static size_t state_size(void *user) { (void)user; return 4; }
+static int save(void *user, uint8_t *buffer, size_t size) { (void)user; memset(buffer, 7, size); return 0; }
+static int load(void *user, const uint8_t *data, size_t size) { (void)user, (void)data; return size == 4 ? 0 : 1; }
+static int failing_save(void *user, uint8_t *buffer, size_t size) { (void)user, (void)buffer, (void)size; return 5; }
+static void advance(void *user, const uint8_t *inputs, size_t input_size, int players, const uint8_t *statuses, int resim) {
+    (void)user, (void)inputs, (void)input_size, (void)players, (void)statuses, (void)resim;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s UNREACHABLE_ENDPOINT LAN_BEACON_PORT\n", argv[0]);
+        return 2;
+    }
+    const char *nowhere = argv[1];
+    expect(np_api_version() >> 16 == 1, "api major version 1");
+    expect(strlen(np_version_string()) > 0, "version string");
+
+    /* Helpers: the same values as the Swift side and zlib / RFC 1321. */
+    uint32_t crc = 0;
+    uint8_t md5[16];
+    expect(np_content_digest("abc", 3, &crc, md5) == NP_OK && crc == 0x352441C2u, "crc32 of abc");
+    static const uint8_t abc_md5[16] = {0x90, 0x01, 0x50, 0x98, 0x3c, 0xd2, 0x4f, 0xb0,
+                                        0xd6, 0x96, 0x3f, 0x7d, 0x28, 0xe1, 0x7f, 0x72};
+    expect(memcmp(md5, abc_md5, 16) == 0, "md5 of abc");
+    expect_error(np_content_digest(NULL, 5, &crc, md5), NP_ERR_INVALID_ARGUMENT, "digest of NULL with a size");
+    char id[64];
+    expect(np_libretro_core_id("Nestopia", id, sizeof id) == NP_OK && strcmp(id, "libretro.nestopia") == 0, "core id");
+    expect_error(np_libretro_core_id("Nestopia", id, 4), NP_ERR_BUFFER_TOO_SMALL, "core id into 4 bytes");
+    expect_error(np_libretro_core_id(NULL, id, sizeof id), NP_ERR_INVALID_ARGUMENT, "core id of NULL");
+    expect(np_hash_bytes(NULL, 0) == np_hash_bytes("", 0), "hash of nothing");
+    expect(np_hash_bytes("abcd", 4) != np_hash_bytes("abce", 4), "hash differs");
+
+    /* Clients. */
+    np_client *client = NULL;
+    np_client_config config;
+    memset(&config, 0, sizeof config);
+    config.name = "c";
+    expect_error(np_client_create(&config, &client), NP_ERR_INVALID_ARGUMENT, "config without struct_size");
+    expect_error(np_client_create(NULL, &client), NP_ERR_INVALID_ARGUMENT, "NULL config");
+    np_client_config_init(&config);
+    expect_error(np_client_create(&config, &client), NP_ERR_INVALID_ARGUMENT, "config without a name");
+    config.name = "c";
+    config.timeout_seconds = -1;
+    expect_error(np_client_create(&config, &client), NP_ERR_INVALID_ARGUMENT, "negative timeout");
+    expect(client == NULL, "out untouched on errors");
+    config.timeout_seconds = 0.3;
+    config.discovery = nowhere;
+    config.coordinator = nowhere;
+    config.measure_relays = 0;
+    expect(np_client_create(&config, &client) == NP_OK && client != NULL, "client created");
+
+    size_t count = 99;
+    np_room rooms[4];
+    expect_error(np_client_browse(NULL, 0, rooms, 4, &count), NP_ERR_INVALID_HANDLE, "browse with a NULL client");
+    expect_error(np_client_browse(client, 0, NULL, 4, &count), NP_ERR_INVALID_ARGUMENT, "browse into NULL rooms");
+    expect_error(np_client_browse(client, 0, rooms, 4, NULL), NP_ERR_INVALID_ARGUMENT, "browse without count");
+    expect_error(np_client_browse(client, 0, rooms, 4, &count), NP_ERR_UNAVAILABLE, "browse an unreachable lobby");
+
+    /* Hosting: refused before anything is sent. */
+    np_game_callbacks game = {NULL, state_size, save, load, advance, NULL};
+    np_content content;
+    memset(&content, 0, sizeof content);
+    content.game_name = "g";
+    content.core_id = "c-test";
+    np_host_settings settings;
+    np_host_settings_init(&settings);
+    settings.room_name = "r";
+    np_match *match = NULL;
+    expect_error(np_client_host(client, &settings, &content, 0, &game, &match), NP_ERR_INVALID_ARGUMENT, "input size 0");
+    expect_error(np_client_host(client, &settings, &content, 65, &game, &match), NP_ERR_INVALID_ARGUMENT, "input size 65");
+    expect_error(np_client_host(client, &settings, &content, 2, NULL, &match), NP_ERR_INVALID_ARGUMENT, "NULL callbacks");
+    np_game_callbacks no_advance = game;
+    no_advance.advance = NULL;
+    expect_error(np_client_host(client, &settings, &content, 2, &no_advance, &match), NP_ERR_INVALID_ARGUMENT,
+                 "callbacks without advance");
+    settings.max_players = 9;
+    expect_error(np_client_host(client, &settings, &content, 2, &game, &match), NP_ERR_INVALID_ARGUMENT, "9 players");
+    settings.max_players = 2;
+    settings.frame_delay = 16;
+    expect_error(np_client_host(client, &settings, &content, 2, &game, &match), NP_ERR_INVALID_ARGUMENT, "frame delay 16");
+    settings.frame_delay = -1;
+    settings.struct_size = 8;
+    expect_error(np_client_host(client, &settings, &content, 2, &game, &match), NP_ERR_INVALID_ARGUMENT,
+                 "settings with a short struct_size");
+    np_host_settings_init(&settings);
+    settings.room_name = "r";
+    expect_error(np_client_host(client, &settings, &content, 2, &game, &match), NP_ERR_UNAVAILABLE,
+                 "host with an unreachable coordinator");
+    expect(match == NULL, "no match on errors");
+
+    /* Joining needs a room with a session. */
+    np_room room;
+    memset(&room, 0, sizeof room);
+    expect_error(np_client_join(client, &room, &content, "", 0, &game, &match), NP_ERR_INVALID_ARGUMENT,
+                 "join a room without a session");
+    expect_error(np_client_join(client, NULL, &content, "", 0, &game, &match), NP_ERR_INVALID_ARGUMENT, "join NULL");
+    expect_error(np_client_spectate(client, &room, NULL, &game, &match), NP_ERR_INVALID_ARGUMENT,
+                 "spectate a room without a session");
+
+    /* Matches: NULL, a client passed as a match, made-up handles. */
+    uint8_t input[2] = {0};
+    np_tick_result tick;
+    np_hud hud;
+    np_match_status status;
+    uint64_t checksum;
+    expect_error(np_match_tick(NULL, input, 2, &tick), NP_ERR_INVALID_HANDLE, "tick a NULL match");
+    expect_error(np_match_tick((np_match *)client, input, 2, &tick), NP_ERR_INVALID_HANDLE, "tick a client");
+    expect_error(np_match_tick((np_match *)&room, input, 2, &tick), NP_ERR_INVALID_HANDLE, "tick a made-up handle");
+    expect_error(np_match_get_hud(NULL, &hud), NP_ERR_INVALID_HANDLE, "HUD of NULL");
+    expect_error(np_match_get_status(NULL, &status), NP_ERR_INVALID_HANDLE, "status of NULL");
+    expect_error(np_match_reported_checksum(NULL, 60, &checksum), NP_ERR_INVALID_HANDLE, "checksum of NULL");
+    expect_error(np_match_leave(NULL, 0), NP_ERR_INVALID_HANDLE, "leave NULL");
+    expect_error(np_match_start_now(NULL), NP_ERR_INVALID_HANDLE, "start NULL");
+    expect_error(np_match_send_chat(NULL, "hi"), NP_ERR_INVALID_HANDLE, "chat on NULL");
+    np_match_free(NULL);
+    np_match_free((np_match *)client);
+    expect(np_client_browse(client, 0, rooms, 4, &count) == NP_ERR_UNAVAILABLE, "freeing a client as a match does nothing");
+
+    /* A game whose save fails: a one-player LAN room (its relay in this process, its beacon on
+     * a port of its own) starts at once; the first save fails, the match is left and every
+     * tick says NP_ERR_GAME. */
+    np_client_config lan_config;
+    np_client_config_init(&lan_config);
+    lan_config.name = "c-lan";
+    lan_config.discovery = "";
+    lan_config.coordinator = "";
+    lan_config.lan_port = (uint16_t)atoi(argv[2]);
+    np_client *lan_client = NULL;
+    expect(np_client_create(&lan_config, &lan_client) == NP_OK, "LAN client created");
+    np_game_callbacks failing = game;
+    failing.save = failing_save;
+    np_host_settings_init(&settings);
+    settings.room_name = "failing";
+    settings.max_players = 1;
+    settings.lan = 1;
+    expect(np_client_host(lan_client, &settings, &content, 2, &failing, &match) == NP_OK && match != NULL, "LAN room hosted");
+    expect_error(np_match_tick(match, input, 3, &tick), NP_ERR_INVALID_ARGUMENT, "tick with a 3-byte input");
+    np_result result = NP_OK;
+    for (int i = 0; i < 1000 && result == NP_OK; i++) {
+        result = np_match_tick(match, input, 2, &tick);
+        struct timespec pause = {0, 5000000};
+        nanosleep(&pause, NULL);
+    }
+    expect_error(result, NP_ERR_GAME, "a failing save ends the match with NP_ERR_GAME");
+    expect(strstr(np_last_error(), "save returned 5") != NULL, "the reason names the callback");
+    expect(np_match_get_status(match, &status) == NP_OK && status.state == NP_STATE_DISCONNECTED &&
+               status.reason == NP_REASON_LEFT, "the match was left");
+    expect_error(np_match_tick(match, input, 2, &tick), NP_ERR_GAME, "later ticks say so too");
+    np_match_free(match);
+    expect_error(np_match_tick(match, input, 2, &tick), NP_ERR_INVALID_HANDLE, "tick a freed match");
+    np_match_free(match);
+    np_client_free(lan_client);
+
+    /* A freed client is refused, and freeing it again does nothing. */
+    np_client_free(client);
+    expect_error(np_client_browse(client, 0, rooms, 4, &count), NP_ERR_INVALID_HANDLE, "browse a freed client");
+    np_client_free(client);
+    np_client_free(NULL);
+    np_client_config_init(NULL);
+    np_host_settings_init(NULL);
+    printf("ERRORS OK %d checks\n", checks);
+    return 0;
+}
