@@ -11,9 +11,10 @@ import Testing
 final class WatchLog: Sendable {
     private let state = Mutex<(changes: [NetplayRoomChange], ended: Bool, error: String?)>(([], false, nil))
 
-    /// Consumes `stream` in a task of its own.
+    /// Consumes `stream` in a task of its own, on a thread of its own (not the cooperative pool,
+    /// which the parallel suite's blocking tests can fill).
     func consume(_ stream: AsyncThrowingStream<NetplayRoomChange, any Error>) -> Task<Void, Never> {
-        Task {
+        Task(executorPreference: ThreadTaskExecutor.shared) { [self] in
             do {
                 for try await change in stream { state.withLock { $0.changes.append(change) } }
                 state.withLock { $0.ended = true }
