@@ -33,7 +33,7 @@ final class MatchHandle: @unchecked Sendable {
         return match
     }
 
-    var isHost: Bool { match.admission.ticket.admitsHost }
+    var isHost: Bool { match.isHost }
 
     /// One tick with `input`; the failure when the match is over or a callback failed.
     func tick(_ input: GameInput) throws(CAPIFailure) -> TickResult {

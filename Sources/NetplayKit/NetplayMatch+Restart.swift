@@ -3,10 +3,6 @@ import Rollback
 
 // NetplayMatch: the host restarts the match from its state (its current one, or one it loads).
 extension NetplayMatch {
-    /// Whether this participant is the session's host (its ticket says so; a LAN room's host,
-    /// whose ticket marks none, holds slot 1).
-    var isHostPlayer: Bool { role == .player && (admission.ticket.admitsHost || slot == 1) }
-
     /// Host only: restarts the match for everyone from the host's state: `state` when given (a
     /// save the host loads, "load state" from its pause menu), else its game as the match
     /// confirmed it. The host's state replaces its own at its newest confirmed frame; the relay
@@ -19,7 +15,7 @@ extension NetplayMatch {
     /// Throws (changing nothing) for anyone but the host, before the relay knows this peer,
     /// or when the state cannot be placed in the engine.
     public func restart(from state: G.State? = nil) throws {
-        guard isHostPlayer else { throw NetplayError(.permissionDenied, "Only the host restarts the match.") }
+        guard isHost else { throw NetplayError(.permissionDenied, "Only the host restarts the match.") }
         guard relayKnowsUs else { throw NetplayError(.invalidState, "Not attached to the relay yet.") }
         var frame = 0
         switch engine {

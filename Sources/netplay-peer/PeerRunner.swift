@@ -100,7 +100,7 @@ struct PeerRunner<G: SerializableGame> {
                     // A LAN host's process is the relay: give the others time to finish first.
                     // A cluster room's host leaving ends the session for everyone: it too
                     // lets the others reach the last frame first.
-                    let linger = max(lingerSeconds, match.admission.coordinatorEndpoint != nil && isHost ? 1 : 0)
+                    let linger = max(lingerSeconds, match.admission.coordinatorEndpoint != nil && match.isHost ? 1 : 0)
                     if linger > 0 {
                         // Playing on as before (the script, not a sudden zero input the others
                         // would have mispredicted: a rollback as deep as they run ahead).
@@ -126,9 +126,6 @@ struct PeerRunner<G: SerializableGame> {
             else if now - nextTick > .milliseconds(100) { nextTick = now }
         }
     }
-
-    /// Whether this peer hosts the session (its ticket says so).
-    private var isHost: Bool { match.admission.ticket.admitsHost }
 
     private var framesPerSecond: Double { max(1, Double(match.params.frameRateMhz) / 1000) }
 
