@@ -63,8 +63,8 @@ release: deps
 test: deps-test proto-check
 	@$(MAKE) --no-print-directory k8s-check image-check
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
-	$(SWIFT) test --skip-build --skip WANPlayTests $(SWIFT_FLAGS)
-	$(SWIFT) test --skip-build --filter WANPlayTests $(SWIFT_FLAGS)
+	SWIFT=$(SWIFT) tools/run-tests.sh .build/test-logs/suite.log --skip-build --skip WANPlayTests $(SWIFT_FLAGS)
+	SWIFT=$(SWIFT) tools/run-tests.sh .build/test-logs/wan.log --skip-build --filter WANPlayTests $(SWIFT_FLAGS)
 
 ## image-check: compose/Dockerfile checked without a container engine: its executables are
 ## Package.swift's, its build stage installs APT_PACKAGES, its runtime stage exactly the packages
