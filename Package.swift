@@ -182,19 +182,19 @@ let package = Package(
         ),
 
         // MARK: Unit, property and fuzz tests (plus each library's own process tests)
-        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
-        .testTarget(name: "NetplayWireTests", dependencies: ["NetplayWire", "CNetplayProto"]),
+        .testTarget(name: "ZeroMQTests", dependencies: ["NetplayTestSupport", "ZeroMQ"]),
+        .testTarget(name: "NetplayWireTests", dependencies: ["NetplayTestSupport", "NetplayWire", "CNetplayProto"]),
         .testTarget(
             name: "NetplayServiceTests",
             dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sample-service"]
         ),
-        .testTarget(name: "NetplayAuthTests", dependencies: ["NetplayAuth", "NetplayWire"]),
-        .testTarget(name: "RollbackTests", dependencies: ["Rollback", "Games"]),
-        .testTarget(name: "GamesTests", dependencies: ["Games", "Rollback"]),
-        .testTarget(name: "WANHarnessTests", dependencies: ["WANHarness", "SystemTools", "netplay-wanlink"]),
+        .testTarget(name: "NetplayAuthTests", dependencies: ["NetplayTestSupport", "NetplayAuth", "NetplayWire"]),
+        .testTarget(name: "RollbackTests", dependencies: ["NetplayTestSupport", "Rollback", "Games"]),
+        .testTarget(name: "GamesTests", dependencies: ["NetplayTestSupport", "Games", "Rollback"]),
+        .testTarget(name: "WANHarnessTests", dependencies: ["NetplayTestSupport", "WANHarness", "SystemTools", "netplay-wanlink"]),
         .testTarget(
             name: "WANPlayTests",
-            dependencies: ["WANHarness", "Libretro", "SystemTools", "NetplayService", "NetplayWire", "netplay-wanlink", "netplay-peer", "netplay-sync",
+            dependencies: ["NetplayTestSupport", "WANHarness", "Libretro", "SystemTools", "NetplayService", "NetplayWire", "netplay-wanlink", "netplay-peer", "netplay-sync",
                            "netplay-coordinator", "netplay-discovery"]
         ),
         .testTarget(name: "LibretroTests", dependencies: ["Libretro", "SystemTools", "Rollback", "NetplayTestSupport"]),

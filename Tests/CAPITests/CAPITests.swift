@@ -5,7 +5,7 @@ import Testing
 /// The C API from C: a frontend compiled by the test against libNetplayC (netplay.h only)
 /// plays nestopia through a real cluster against netplay-peer, and every bad argument gets an
 /// error instead of a crash.
-@Suite(.serialized)
+@Suite(.serialized, .ownThread)
 struct CAPITests {
     /// NULL, freed and wrong-kind handles, wrong sizes, missing callbacks, bad settings and
     /// unreachable services return their NP_ERR_* with a reason; a game whose save fails ends

@@ -2,9 +2,11 @@ import CNetplayAPI
 @testable import NetplayC
 import Rollback
 import Testing
+import NetplayTestSupport
 
 /// The bridge between the engine and a frontend's C callbacks, under the engine's own sync
 /// test (every frame rolled back and re-simulated): what `advance` is given.
+@Suite(.ownThread)
 struct CallbackGameTests {
     /// A C game: its state is one word mixing every input byte; it records what it was given.
     final class Recorder {

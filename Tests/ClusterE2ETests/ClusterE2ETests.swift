@@ -7,7 +7,7 @@ import Testing
 /// The real cluster (compose/cluster.yaml) started the way a developer does, `make up`, on
 /// shifted ports (NETPLAY_PORT_OFFSET) so a developer's own `make up` on the default ports is
 /// left alone, with the test's debug binaries (NETPLAY_BIN_DIR) instead of a release build.
-@Suite("make up: the whole cluster", .serialized)
+@Suite("make up: the whole cluster", .serialized, .ownThread)
 struct ClusterE2ETests {
     /// `make up` (or another target) running in its own process group, like a terminal's job.
     final class MakeCluster {
@@ -46,12 +46,19 @@ struct ClusterE2ETests {
             try? FileManager.default.removeItem(at: directory)
         }
 
-        /// The operator's client to the supervisor (the key `make up` generated in the data root).
-        lazy var client: BlockingClient = try! TestKeys(dataRoot: directory.appendingPathComponent("data").path)
-            .operatorClient(instance: "supervisor", timeout: 1)
+        private var madeClient: BlockingClient?
+
+        /// The operator's client to the supervisor (the key `make up` generated in the data root);
+        /// throws while the supervisor has not published its key yet.
+        func client() throws -> BlockingClient {
+            if let madeClient { return madeClient }
+            let made = try TestKeys(dataRoot: directory.appendingPathComponent("data").path).operatorClient(instance: "supervisor", timeout: 1)
+            madeClient = made
+            return made
+        }
 
         func status() -> ClusterStatusResponse? {
-            guard case .clusterStatusResponse(let status)? = try? client.request(.clusterStatusRequest(ClusterStatusRequest())) else { return nil }
+            guard case .clusterStatusResponse(let status)? = try? client().request(.clusterStatusRequest(ClusterStatusRequest())) else { return nil }
             return status
         }
 
@@ -115,12 +122,12 @@ struct ClusterE2ETests {
 
         // The relay scales out and back in while the cluster runs.
         if hasSync {
-            _ = try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "sync", replicas: 3)))
+            _ = try cluster.client().request(.scaleServiceRequest(ScaleServiceRequest(service: "sync", replicas: 3)))
             let three = try #require(cluster.waitRunning(within: 20), "\(cluster.log.suffix(3000))")
             #expect(three.services.filter { $0.service == "sync" }.map(\.instance) == ["sync-0", "sync-1", "sync-2"])
             #expect(three.services.first { $0.instance == "sync-2" }?.endpoint == "tcp://127.0.0.1:\(7320 + cluster.offset)")
             let leaving = three.services.filter { $0.instance != "sync-0" && $0.service == "sync" }.map { Int32($0.pid) }
-            _ = try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "sync", replicas: 1)))
+            _ = try cluster.client().request(.scaleServiceRequest(ScaleServiceRequest(service: "sync", replicas: 1)))
             #expect(eventually(within: 15) {
                 cluster.status()?.services.filter { $0.service == "sync" }.map(\.instance) == ["sync-0"] && leaving.allSatisfy { kill($0, 0) != 0 }
             }, "\(cluster.log.suffix(3000))")
@@ -192,7 +199,7 @@ struct ClusterE2ETests {
 
 /// A match between two netplay-peer processes through the `make up` cluster while the relay
 /// is scaled out to three replicas and back to one.
-@Suite("make up: scaling the relay under a match", .serialized)
+@Suite("make up: scaling the relay under a match", .serialized, .ownThread)
 struct RelayScalingTests {
     /// The `RESULT key=value ...` line a netplay-peer prints last.
     static func result(_ log: String) -> [String: String]? {
@@ -238,7 +245,7 @@ struct RelayScalingTests {
 
         // Scale out: two more relays start, become ready and register with the coordinator.
         let coordinator = try BlockingClient(endpoint: "tcp://127.0.0.1:\(7200 + cluster.offset)", timeout: 1)
-        _ = try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "sync", replicas: 3)))
+        _ = try cluster.client().request(.scaleServiceRequest(ScaleServiceRequest(service: "sync", replicas: 3)))
         let three = try #require(cluster.waitRunning(within: 20), "\(cluster.log.suffix(3000))")
         #expect(three.services.filter { $0.service == "sync" }.map(\.instance) == ["sync-0", "sync-1", "sync-2"])
         #expect(eventually(within: 10) {
@@ -249,7 +256,7 @@ struct RelayScalingTests {
 
         // Scale back in: the extra replicas drain and exit; the match (on sync-0) goes on.
         let leaving = three.services.filter { $0.instance == "sync-1" || $0.instance == "sync-2" }.map { Int32($0.pid) }
-        _ = try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "sync", replicas: 1)))
+        _ = try cluster.client().request(.scaleServiceRequest(ScaleServiceRequest(service: "sync", replicas: 1)))
         #expect(eventually(within: 15) {
             cluster.status()?.services.filter { $0.service == "sync" }.map(\.instance) == ["sync-0"] && leaving.allSatisfy { kill($0, 0) != 0 }
         }, "\(cluster.log.suffix(3000))")

@@ -4,7 +4,7 @@ import Testing
 
 /// Every executable answers `--help` with its usage (exit 0) and a bad flag with one line and a
 /// non-zero exit: the contract operators rely on.
-@Suite("Every executable's --help and bad flags")
+@Suite("Every executable's --help and bad flags", .ownThread)
 struct ExecutableHelpTests {
     static let executables = ["netplay-supervisor", "netplay-discovery", "netplay-coordinator", "netplay-sync",
                               "netplay-telemetry", "netplay-peer", "netplayctl"]

@@ -4,7 +4,7 @@ import NetplayTestSupport
 import NetplayWire
 import Testing
 
-@Suite("netplayctl rooms, sessions and relays", .serialized)
+@Suite("netplayctl rooms, sessions and relays", .serialized, .ownThread)
 struct NetplayctlTests {
     func run(_ arguments: [String], expect status: Int32 = 0) throws -> String {
         let process = try ServiceProcess("netplayctl", arguments)

@@ -4,7 +4,7 @@ import NetplayTestSupport
 import NetplayWire
 import Testing
 
-@Suite("Control plane resilience (real processes)", .serialized)
+@Suite("Control plane resilience (real processes)", .serialized, .ownThread)
 struct ResilienceTests {
     @Test func aStaleRelayIsDroppedAndItsSessionFailsOverToALiveOne() throws {
         let cluster = try ControlPlane(coordinator: ["--relay-ttl", "2", "--relay-refresh-interval", "0.3"])

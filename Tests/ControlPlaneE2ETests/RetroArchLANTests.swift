@@ -6,7 +6,7 @@ import Testing
 /// host (null drivers, nestopia, a generated NES ROM) in one, netplay-discovery scanning for
 /// RetroArch hosts in the other. Traffic never leaves the pair (no routes beyond the /24, DNS
 /// pointed at the namespaces' own loopback). Everything made here is removed in every case.
-@Suite("RetroArch LAN discovery in network namespaces", .serialized)
+@Suite("RetroArch LAN discovery in network namespaces", .serialized, .ownThread)
 struct RetroArchLANTests {
     /// Why the test cannot run here, or nil when it can.
     static let skipReason: String? = {

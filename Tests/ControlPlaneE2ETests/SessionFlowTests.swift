@@ -6,7 +6,7 @@ import NetplayWire
 import Synchronization
 import Testing
 
-@Suite("Control plane end to end (real processes)", .serialized)
+@Suite("Control plane end to end (real processes)", .serialized, .ownThread)
 struct SessionFlowTests {
     @Test func hostListJoinSpectateLeaveAndEnd() throws {
         let cluster = try ControlPlane()

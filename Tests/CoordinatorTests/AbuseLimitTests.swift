@@ -9,7 +9,7 @@ import Testing
 /// Issue 14 (findings 4, 7, 10, 12, 13) on the coordinator's side: password guesses cannot
 /// outrun their budget, sessions cannot be created or joined without bound, idle lobbies end,
 /// bans stick, and the token key is private.
-@Suite("Coordinator abuse limits")
+@Suite("Coordinator abuse limits", .ownThread)
 struct AbuseLimitTests {
     static func settings(_ change: (inout CoordinatorSettings) -> Void = { _ in }) -> CoordinatorSettings {
         var settings = Harness.settings()

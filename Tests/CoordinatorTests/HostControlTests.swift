@@ -5,7 +5,7 @@ import NetplayTestSupport
 import NetplayWire
 import Testing
 
-@Suite("Host controls at the coordinator")
+@Suite("Host controls at the coordinator", .ownThread)
 struct HostControlTests {
     private func list(_ h: Harness, _ id: String, as who: (id: String, token: [UInt8])) throws(ServiceError) -> [PendingJoin] {
         let outcome = try h.core.pendingJoins(ListPendingJoinsRequest(sessionId: id, participantId: who.id, participantToken: who.token),

@@ -6,7 +6,7 @@ import NetplayService
 import NetplayWire
 import Testing
 
-@Suite("Durable state and the relay registry")
+@Suite("Durable state and the relay registry", .ownThread)
 struct PersistenceAndRelayTests {
     @Test func aReopenedStoreServesTheSameSessionsAndTokens() throws {
         let h = try Harness()

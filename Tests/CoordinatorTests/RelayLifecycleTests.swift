@@ -6,7 +6,7 @@ import NetplayService
 import NetplayWire
 import Testing
 
-@Suite("Relays report how sessions live and end")
+@Suite("Relays report how sessions live and end", .ownThread)
 struct RelayLifecycleTests {
     private func refresh(_ h: Harness, relay: String = "sync-0", started: [String] = [], gone: [ParticipantGone] = [],
                          ended: [RelaySessionEnd] = []) throws -> Outcome {

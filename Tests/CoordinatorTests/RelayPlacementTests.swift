@@ -8,7 +8,7 @@ import Testing
 /// Where sessions run: the relay nearest their players by measured round trips (load between
 /// equals, a load cap), a lobby moved when a joiner's figures show a nearer relay, failover when
 /// a relay stops refreshing.
-@Suite("Relay placement: latency, load and failover")
+@Suite("Relay placement: latency, load and failover", .ownThread)
 struct RelayPlacementTests {
     private func registry(_ relays: [(id: String, sessions: UInt32, capacity: UInt32, region: String)],
                           policy: RelayChoicePolicy = RelayChoicePolicy()) -> RelayRegistry {

@@ -1,9 +1,10 @@
 @testable import Coordinator
 import NetplayWire
 import Testing
+import NetplayTestSupport
 
 /// Relayed RetroArch sessions reach the coordinator in relay refreshes and become lobby rooms.
-@Suite("RetroArch sessions at the coordinator")
+@Suite("RetroArch sessions at the coordinator", .ownThread)
 struct RetroArchSessionTests {
     static func session(_ id: String, clients: UInt32 = 0, crcChecks: UInt64 = 0) -> RetroArchSession {
         RetroArchSession(sessionId: id, join: "relay.example|55435|\(id)", directEndpoint: "relay.example:40001", hostNick: "ra-host",

@@ -5,7 +5,7 @@ import NetplayTestSupport
 import NetplayWire
 import Testing
 
-@Suite("Session lifecycle")
+@Suite("Session lifecycle", .ownThread)
 struct SessionLifecycleTests {
     @Test func hostJoinSpectateLeave() throws {
         let h = try Harness()

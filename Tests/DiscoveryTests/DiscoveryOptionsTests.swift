@@ -2,8 +2,9 @@ import ArgumentParser
 @testable import Discovery
 import NetplayLAN
 import Testing
+import NetplayTestSupport
 
-@Suite("netplay-discovery options")
+@Suite("netplay-discovery options", .ownThread)
 struct DiscoveryOptionsTests {
     func resolve(_ arguments: [String], _ environment: [String: String] = [:]) throws -> DiscoveryConfiguration {
         try DiscoveryOptions.parse(arguments).resolve(environment: environment)

@@ -111,7 +111,7 @@ enum RawProto {
     }
 }
 
-@Suite("netplay-discovery as a real process", .serialized)
+@Suite("netplay-discovery as a real process", .serialized, .ownThread)
 struct DiscoveryProcessTests {
     @Test func announceListGetAndWithdraw() throws {
         let discovery = try DiscoveryProcess()

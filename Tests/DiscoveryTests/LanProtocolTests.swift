@@ -3,8 +3,9 @@ import Foundation
 import NetplayLAN
 import NetplayWire
 import Testing
+import NetplayTestSupport
 
-@Suite("LAN protocols: RetroArch RANQ/RANS and our beacon")
+@Suite("LAN protocols: RetroArch RANQ/RANS and our beacon", .ownThread)
 struct LanProtocolTests {
     let advertisement = RetroArchAdvertisement(contentCRC: 0x3337_EC46, port: 55435, hasPassword: true, hasSpectatePassword: false,
                                                nick: "alice", frontend: "linux x86_64", core: "Nestopia", coreVersion: "1.52.0",

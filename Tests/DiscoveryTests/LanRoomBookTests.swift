@@ -1,7 +1,8 @@
 @testable import Discovery
 import Testing
+import NetplayTestSupport
 
-@Suite("LAN room bounds per source address and in total")
+@Suite("LAN room bounds per source address and in total", .ownThread)
 struct LanRoomBookTests {
     @Test func aSourceAtItsBoundEvictsItsOwnOldestRoom() {
         var book = LanRoomBook(maxPerSource: 2, maxTotal: 10)

@@ -2,6 +2,7 @@
 import NetplayService
 import NetplayWire
 import Testing
+import NetplayTestSupport
 
 func makeRoom(_ id: String, game: String = "Super Mario Bros.", crc: UInt32 = 0x3337EC46, core: String = "nestopia",
               max: UInt32 = 2, players: UInt32 = 1, password: Bool = false, transport: Transport = .relay,
@@ -14,7 +15,7 @@ func makeRoom(_ id: String, game: String = "Super Mario Bros.", crc: UInt32 = 0x
 
 func at(_ ms: UInt64) -> RegistryTime { RegistryTime(monotonicMs: ms, unixMs: 1_700_000_000_000 + ms) }
 
-@Suite("Room registry")
+@Suite("Room registry", .ownThread)
 struct RoomRegistryTests {
     @Test func announceSetsRegistryFieldsAndNumbersChanges() throws {
         let registry = RoomRegistry()

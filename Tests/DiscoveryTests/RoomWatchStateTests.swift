@@ -1,8 +1,9 @@
 @testable import Discovery
 import NetplayWire
 import Testing
+import NetplayTestSupport
 
-@Suite("Watch: snapshot then updates")
+@Suite("Watch: snapshot then updates", .ownThread)
 struct RoomWatchStateTests {
     /// Replays a random history against a registry and feeds a watcher the snapshot pages and
     /// the events in a random interleaving; the watcher must end with exactly the registry's rooms.

@@ -1,6 +1,7 @@
 import Games
 import Rollback
 import Testing
+import NetplayTestSupport
 
 /// Scripted arena controls: each player holds a random control set for a few frames.
 func arenaInputs(players: Int, frame: Int, seed: UInt64) -> [GameInput] {
@@ -18,7 +19,7 @@ func play(_ game: inout Arena, frames: Range<Int>, players: Int, seed: UInt64) {
     }
 }
 
-@Suite("Arena")
+@Suite("Arena", .ownThread)
 struct ArenaTests {
     @Test("the same inputs give the same states", arguments: [2, 5, 8])
     func deterministic(players: Int) {

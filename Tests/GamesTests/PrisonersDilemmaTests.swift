@@ -1,6 +1,7 @@
 import Games
 import Rollback
 import Testing
+import NetplayTestSupport
 
 /// Feeds one frame of prisoner's dilemma inputs.
 func step(_ game: inout PrisonersDilemma, _ a: PrisonersDilemma.Choice, _ b: PrisonersDilemma.Choice,
@@ -9,7 +10,7 @@ func step(_ game: inout PrisonersDilemma, _ a: PrisonersDilemma.Choice, _ b: Pri
                                   statuses: statuses))
 }
 
-@Suite("Prisoner's dilemma")
+@Suite("Prisoner's dilemma", .ownThread)
 struct PrisonersDilemmaTests {
     @Test("the classic payoff matrix", arguments: [
         (PrisonersDilemma.Choice.cooperate, PrisonersDilemma.Choice.cooperate, Int32(3), Int32(3)),

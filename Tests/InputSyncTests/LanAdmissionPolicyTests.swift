@@ -8,7 +8,7 @@ import Testing
 
 /// Issue 14 finding 13: a LAN host admits with the coordinator's rules (the same code), so the
 /// shared cases get the same answers, and each weakness it had is gone.
-@Suite("LAN admission follows the shared admission rules")
+@Suite("LAN admission follows the shared admission rules", .ownThread)
 struct LanAdmissionPolicyTests {
     /// A clock the test moves.
     final class TestClock: Sendable {

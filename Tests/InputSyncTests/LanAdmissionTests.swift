@@ -3,10 +3,11 @@ import NetplayService
 import NetplayWire
 import Testing
 @testable import InputSync
+import NetplayTestSupport
 
 /// A LAN host's admission follows its in-process relay's session: the room says when the match
 /// runs, and a place frees up once its holder has been in the match and is gone.
-@Suite("LAN admission follows the relay's session")
+@Suite("LAN admission follows the relay's session", .ownThread)
 struct LanAdmissionTests {
     func admission(players: UInt32 = 2) -> LanAdmission {
         var settings = SessionSettings(roomName: "lan", content: ContentInfo(gameName: "Arena"))

@@ -11,7 +11,7 @@ import ZeroMQ
 /// forwarded to each participant waits for the batch's end, so inputs of the same player read
 /// together reach the others in one message: a relay that fell behind sends fewer, larger
 /// messages and catches up.
-@Suite("Relay forwarding coalesced per read batch")
+@Suite("Relay forwarding coalesced per read batch", .ownThread)
 struct RelayBatchTests {
     let a = RelayRig.address("peer-a")
     let b = RelayRig.address("peer-b")

@@ -4,8 +4,9 @@ import NetplayService
 import NetplayWire
 import Testing
 @testable import InputSync
+import NetplayTestSupport
 
-@Suite("Relay core: admission, forwarding, confirmation")
+@Suite("Relay core: admission, forwarding, confirmation", .ownThread)
 struct RelayCoreTests {
     let a = RelayRig.address("peer-a")
     let b = RelayRig.address("peer-b")

@@ -4,8 +4,9 @@ import NetplayWire
 import Rollback
 import Testing
 @testable import InputSync
+import NetplayTestSupport
 
-@Suite("The relay under hostile input")
+@Suite("The relay under hostile input", .ownThread)
 struct RelayFuzzTests {
     /// Mutated frames (bit flips, truncation, extension) of every message a peer may send, from
     /// attached players, a spectator and strangers, through the hot path and the generic path,

@@ -3,8 +3,9 @@ import NetplayService
 import NetplayWire
 import Testing
 @testable import InputSync
+import NetplayTestSupport
 
-@Suite("The relay's protobuf-c hot path for per-frame traffic")
+@Suite("The relay's protobuf-c hot path for per-frame traffic", .ownThread)
 struct RelayHotPathTests {
     @Test func broadcastsFromTheTimelineAreWhatTheGenericEncoderWrites() throws {
         let timeline = InputTimeline(slotCount: 3, inputSize: 2, capacity: 64)

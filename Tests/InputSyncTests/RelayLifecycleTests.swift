@@ -4,8 +4,9 @@ import NetplayService
 import NetplayWire
 import Testing
 @testable import InputSync
+import NetplayTestSupport
 
-@Suite("Relay lifecycle facts for the coordinator")
+@Suite("Relay lifecycle facts for the coordinator", .ownThread)
 struct RelayLifecycleTests {
     let a = RelayRig.address("peer-a")
     let b = RelayRig.address("peer-b")

@@ -4,10 +4,11 @@ import NetplayService
 import NetplayWire
 import Testing
 @testable import InputSync
+import NetplayTestSupport
 
 /// Additional paths (`AttachRequest.additional_path`): several connections of one participant
 /// carrying the same inputs, so one lost TCP segment does not hold back every later input.
-@Suite("Relay: additional paths of a participant")
+@Suite("Relay: additional paths of a participant", .ownThread)
 struct RelayPathTests {
     let a = RelayRig.address("peer-a")
     let a2 = RelayRig.address("peer-a-path-2")

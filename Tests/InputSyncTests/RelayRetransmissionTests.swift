@@ -2,11 +2,12 @@ import NetplayService
 import NetplayWire
 import Testing
 @testable import InputSync
+import NetplayTestSupport
 
 /// The relay resends confirmed frames a player has not acknowledged, after a wait that learns
 /// how long that player's acknowledgements usually take (a busy relay or link delays them, and a
 /// needless resend only adds work), and that doubles while resends go unanswered.
-@Suite("Relay retransmission")
+@Suite("Relay retransmission", .ownThread)
 struct RelayRetransmissionTests {
     let a = RelayRig.address("peer-a")
     let b = RelayRig.address("peer-b")

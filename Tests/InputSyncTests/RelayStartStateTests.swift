@@ -3,10 +3,11 @@ import NetplayService
 import NetplayWire
 import Testing
 @testable import InputSync
+import NetplayTestSupport
 
 /// A match that starts (or restarts) from the host's state: the relay sends the host's state to
 /// everyone else before frame 0, and the host's state wins the checksum vote.
-@Suite("Relay: starting from the host's state")
+@Suite("Relay: starting from the host's state", .ownThread)
 struct RelayStartStateTests {
     let host = RelayRig.address("host")
     let b = RelayRig.address("peer-b")

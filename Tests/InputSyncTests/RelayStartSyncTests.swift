@@ -3,10 +3,11 @@ import NetplayService
 import NetplayWire
 import Testing
 @testable import InputSync
+import NetplayTestSupport
 
 /// The relay's side of play on real paths (issue 15): round trips measured before the start, a
 /// staggered start, symmetric time-sync hints and the automatic input delay.
-@Suite("Relay: synchronised start, symmetric time sync, automatic delay")
+@Suite("Relay: synchronised start, symmetric time sync, automatic delay", .ownThread)
 struct RelayStartSyncTests {
     let a = RelayRig.address("peer-a")
     let b = RelayRig.address("peer-b")

@@ -9,7 +9,7 @@ import Testing
 /// A relay's periodic per-session work (statistics every second, time-sync hints) is spread
 /// over the interval: sessions that started in the same moment must not all send in one timer
 /// tick (at 1,000 sessions that stalled the reactor for milliseconds once a second).
-@Suite("Relay timer spread")
+@Suite("Relay timer spread", .ownThread)
 struct RelayTimerSpreadTests {
     @Test func sessionsStartedTogetherGetTheirOwnPhase() {
         // 1,000 sessions, 200 ticks of 5 ms in a 1,000 ms interval: 5 per tick on average.
@@ -48,7 +48,7 @@ struct RelayTimerSpreadTests {
 
 /// The relay service runs session timers in slices (one per timer run): each slice takes its
 /// share of the sessions, and a full round of slices runs every session once.
-@Suite("Relay timer slices")
+@Suite("Relay timer slices", .ownThread)
 struct RelayTimerSliceTests {
     @Test func eachSliceRunsItsShareAndARoundRunsEverySessionOnce() throws {
         let rig = RelayRig()
@@ -83,7 +83,7 @@ struct RelayTimerSliceTests {
 /// The relay service runs its session timers in as many slices as its sessions need: a relay
 /// with few sessions (a LAN host's, often on a battery) wakes once per 5 ms period, not once
 /// per millisecond.
-@Suite("Relay timer slices follow the load")
+@Suite("Relay timer slices follow the load", .ownThread)
 struct RelayTimerSlicingTests {
     @Test func slicesGrowWithTheSessionsServed() {
         let counts = [0, 1, 199, 200, 399, 400, 999, 1_000, 5_000]

@@ -4,10 +4,11 @@ import NetplayService
 import NetplayWire
 import Testing
 @testable import InputSync
+import NetplayTestSupport
 
 /// What a player can do to the others through the relay by lying, and what a removed player
 /// can do with the ticket it still holds: checksum ties, kicks, self-reported ping.
-@Suite("Relay: lying players and removed ones")
+@Suite("Relay: lying players and removed ones", .ownThread)
 struct RelayTrustTests {
     let a = RelayRig.address("peer-a")
     let b = RelayRig.address("peer-b")

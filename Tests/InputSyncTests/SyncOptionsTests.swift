@@ -4,10 +4,11 @@ import InputSync
 import NetplayService
 import RetroArchRelay
 import Testing
+import NetplayTestSupport
 
 /// netplay-sync's flags resolve in the library, so the executable is only parsing (like
 /// DiscoveryOptions and CoordinatorOptions).
-@Suite("netplay-sync options")
+@Suite("netplay-sync options", .ownThread)
 struct SyncOptionsTests {
     static let secret = String(repeating: "ab", count: 32)
 

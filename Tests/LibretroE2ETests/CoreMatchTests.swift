@@ -8,7 +8,7 @@ import Testing
 /// A libretro core through the cluster: discovery, coordinator and one relay as real processes,
 /// netplay-peer processes each running their own nestopia with the NES test program (assembled
 /// by ca65 at test time), under simulated latency, jitter and loss.
-@Suite(.serialized)
+@Suite(.serialized, .ownThread)
 struct CoreMatchTests {
     /// Three players and a spectator over 1,200 frames (120 fps) at 100 ms ± 20 RTT and 5 % loss
     /// on every joiner's link: the same initial state everywhere, rollbacks, no desync, identical

@@ -1,10 +1,11 @@
 import Libretro
 import Rollback
 import Testing
+import NetplayTestSupport
 
 /// Every libretro test runs in this suite, one at a time: cores share the process-wide
 /// callback slots, and one test deliberately takes all of them.
-@Suite("libretro host", .serialized)
+@Suite("libretro host", .serialized, .ownThread)
 struct LibretroHostTests {}
 
 /// The NES test program's RAM layout (see Tests/Fixtures/nes/netplay_test.s).

@@ -1,8 +1,9 @@
 import NetplayAuth
 import NetplayWire
 import Testing
+import NetplayTestSupport
 
-@Suite("Admission rules shared by the coordinator and LAN hosts")
+@Suite("Admission rules shared by the coordinator and LAN hosts", .ownThread)
 struct AdmissionPolicyTests {
     let content = ContentInfo(gameName: "Arena", crc32: 0xA7E7_A001, md5: Array(repeating: 7, count: 16), coreId: "arena",
                               coreVersion: "1")

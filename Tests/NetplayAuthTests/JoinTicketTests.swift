@@ -1,8 +1,9 @@
 import NetplayAuth
 import NetplayWire
 import Testing
+import NetplayTestSupport
 
-@Suite("Join tickets")
+@Suite("Join tickets", .ownThread)
 struct JoinTicketTests {
     let ring = try! TicketKeyRing(secret: Array(repeating: 7, count: 32))
     let params = SyncParams(inputSize: 2, maxPlayers: 2)

@@ -1,7 +1,8 @@
 import NetplayAuth
 import Testing
+import NetplayTestSupport
 
-@Suite("Passwords, tokens and rate limits")
+@Suite("Passwords, tokens and rate limits", .ownThread)
 struct PasswordAndTokenTests {
     @Test func passwordsHashSaltedAndVerify() throws {
         let hasher = PasswordHasher.testing

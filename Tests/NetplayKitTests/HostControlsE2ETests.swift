@@ -9,7 +9,7 @@ import Testing
 
 /// Host controls end to end: a real cluster (discovery, coordinator, relay processes) and a LAN
 /// room's in-process relay.
-@Suite("NetplayKit: host controls", .serialized)
+@Suite("NetplayKit: host controls", .serialized, .ownThread)
 struct HostControlsE2ETests {
     let content = ContentInfo(gameName: "Arena", crc32: 0xA7E7_A001, coreId: "netplay.games.arena", coreVersion: "1")
 
@@ -37,13 +37,6 @@ struct HostControlsE2ETests {
     }
 
     @Test func theHostApprovesSwapsAndAloneStartsInAClusterRoom() async throws {
-        // On a thread of its own: the test ticks the host between awaits, and a cooperative pool
-        // full of the parallel suite's blocking tests would leave the host silent long enough for
-        // the relay to drop it.
-        try await withTaskExecutorPreference(ThreadTaskExecutor(name: "theHostApprovesSwaps")) { try await theHostApprovesSwapsAndAloneStartsInAClusterRoomBody() }
-    }
-
-    func theHostApprovesSwapsAndAloneStartsInAClusterRoomBody() async throws {
         var options = TestCluster.Options(secret: String(repeating: "b8", count: 32))
         options.name = "hostctl"
         options.coordinatorArguments = ["--password-cost", "minimum", "--relay-refresh-interval", "0.5"]
@@ -121,13 +114,6 @@ struct HostControlsE2ETests {
     }
 
     @Test func aLanHostKicksBansSwapsAndEnds() async throws {
-        // On a thread of its own: the test ticks the host between awaits, and a cooperative pool
-        // full of the parallel suite's blocking tests would leave the host silent long enough for
-        // the relay to drop it.
-        try await withTaskExecutorPreference(ThreadTaskExecutor(name: "aLanHostKicksBansSwa")) { try await aLanHostKicksBansSwapsAndEndsBody() }
-    }
-
-    func aLanHostKicksBansSwapsAndEndsBody() async throws {
         let port = UInt16(TestPorts.free())
         let alice = NetplayClient(name: "alice", lobby: NetplayLobby(discovery: nil, coordinator: nil, lanBeaconPort: port))
         let (hostMatch, lanHost) = try alice.host(game: Arena(playerCount: 3), inputSize: Arena.inputSize,

@@ -22,7 +22,7 @@ func drive<G: SerializableGame>(_ matches: [NetplayMatch<G>], hz: Double = 120, 
     return false
 }
 
-@Suite("NetplayKit: the client SDK", .serialized)
+@Suite("NetplayKit: the client SDK", .serialized, .ownThread)
 struct NetplayKitTests {
     let content = ContentInfo(gameName: "Arena", crc32: 0xA7E7_A001, coreId: "netplay.games.arena", coreVersion: "1")
 

@@ -1,9 +1,10 @@
 import Testing
 @testable import NetplayKit
+import NetplayTestSupport
 
 /// The pacing half of the time sync: whole-frame corrections (vsync frontends) and stretched
 /// frame intervals.
-@Suite("Pacing: whole frames and frame rate")
+@Suite("Pacing: whole frames and frame rate", .ownThread)
 struct PacingControllerTests {
     /// Ticks `count` times from `start`, one frame apart; the frames each tick simulated.
     func run(_ pacer: inout PacingController, ticks count: Int, from start: UInt64 = 1_000) -> [Int] {

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import NetplayTestSupport
 
 /// The libraries a frontend links (NetplayKit and everything it pulls in, and Libretro) use no
 /// Linux-only spelling outside `#if os(Linux)` (or `#if canImport(Glibc)`), so that a Darwin
 /// build has only missing system packages to solve. A source scan: this machine cannot build for
 /// Darwin, but it can keep Linux-only code fenced.
-@Suite("Portable code in the frontend's libraries")
+@Suite("Portable code in the frontend's libraries", .ownThread)
 struct PortabilityTests {
     /// Every target a frontend's NetplayKit, NetplayC or Libretro build compiles.
     static let frontendTargets = ["Rollback", "NetplayWire", "ZeroMQ", "NetplayKit", "Libretro", "NetplayLAN",

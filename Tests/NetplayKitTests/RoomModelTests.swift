@@ -3,10 +3,11 @@ import NetplayWire
 import Testing
 import ZeroMQ
 @testable import NetplayKit
+import NetplayTestSupport
 
 /// The room browser's model: every wire field a browser shows, the per-slot view, the content
 /// match (the coordinator's rule) and invite links.
-@Suite("NetplayKit: the room model, content match and invite links")
+@Suite("NetplayKit: the room model, content match and invite links", .ownThread)
 struct RoomModelTests {
     let arena = ContentInfo(gameName: "Arena", crc32: 0xA7E7_A001, md5: Array(repeating: 7, count: 16),
                             coreId: "netplay.games.arena", coreVersion: "1")

@@ -11,10 +11,10 @@ import Testing
 final class WatchLog: Sendable {
     private let state = Mutex<(changes: [NetplayRoomChange], ended: Bool, error: String?)>(([], false, nil))
 
-    /// Consumes `stream` in a task of its own, on a thread of its own (not the cooperative pool,
-    /// which the parallel suite's blocking tests can fill).
+    /// Consumes `stream` in a task of its own, in the cooperative pool (the test itself blocks on
+    /// its lane, see `OwnThreadTrait`).
     func consume(_ stream: AsyncThrowingStream<NetplayRoomChange, any Error>) -> Task<Void, Never> {
-        Task(executorPreference: ThreadTaskExecutor.shared) { [self] in
+        Task { [self] in
             do {
                 for try await change in stream { state.withLock { $0.changes.append(change) } }
                 state.withLock { $0.ended = true }
@@ -40,7 +40,7 @@ final class WatchLog: Sendable {
 }
 
 /// A live room watch against a real discovery and coordinator.
-@Suite("NetplayKit: the live room watch", .serialized)
+@Suite("NetplayKit: the live room watch", .serialized, .ownThread)
 struct RoomWatchTests {
     let content = ContentInfo(gameName: "Arena", crc32: 0xA7E7_A001, coreId: "netplay.games.arena", coreVersion: "1")
 

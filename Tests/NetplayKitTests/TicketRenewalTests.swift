@@ -97,7 +97,7 @@ private func tickTimed(_ match: NetplayMatch<Arena>, seconds: Double,
     return (false, longest, whileRenewing)
 }
 
-@Suite("NetplayKit: ticket renewal off the game loop", .serialized)
+@Suite("NetplayKit: ticket renewal off the game loop", .serialized, .ownThread)
 struct TicketRenewalTests {
     @Test func aRenewalAtACoordinatorThatNeverAnswersDoesNotHoldUpTick() throws {
         let rig = try RenewalRig()

@@ -2,8 +2,9 @@ import ArgumentParser
 import Foundation
 import Testing
 @testable import NetplayService
+import NetplayTestSupport
 
-@Suite("Service configuration: flags, NETPLAY_* environment, defaults")
+@Suite("Service configuration: flags, NETPLAY_* environment, defaults", .ownThread)
 struct ConfigurationTests {
     func resolve(_ arguments: [String], environment: [String: String] = [:]) throws -> ServiceConfiguration {
         try ServiceOptions.parse(arguments).resolve(defaults: .discovery, environment: environment)
@@ -66,7 +67,7 @@ struct ConfigurationTests {
     }
 }
 
-@Suite("Metrics registry")
+@Suite("Metrics registry", .ownThread)
 struct MetricsTests {
     @Test func instrumentsAreSharedAndSnapshotted() {
         let registry = MetricsRegistry()
@@ -86,7 +87,7 @@ struct MetricsTests {
     }
 }
 
-@Suite("JSON values")
+@Suite("JSON values", .ownThread)
 struct JSONValueTests {
     @Test func rendersSortedEscapedJSON() throws {
         let value: JSONValue = ["b": [1, 2.5, true, .null], "a": "quote\" tab\t nl\n \u{1}"]

@@ -1,9 +1,10 @@
 import NetplayWire
 import Testing
 @testable import NetplayService
+import NetplayTestSupport
 
 /// What `netplayctl tap` prints for each event without `--json`: one short line.
-@Suite("Event summaries")
+@Suite("Event summaries", .ownThread)
 struct EventSummaryTests {
     static let alice = Participant(participantId: "p-a1", name: "alice", role: .player, slot: 1, connected: true, isHost: true)
     static let bob = Participant(participantId: "p-b2", name: "bob", role: .player, slot: 2, connected: true)

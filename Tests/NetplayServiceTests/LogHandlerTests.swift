@@ -2,8 +2,9 @@ import Foundation
 import Logging
 import Testing
 @testable import NetplayService
+import NetplayTestSupport
 
-@Suite("Log lines: one event is one line, whatever a peer sends")
+@Suite("Log lines: one event is one line, whatever a peer sends", .ownThread)
 struct LogHandlerTests {
     /// What `body` logs through a ``NetplayLogHandler`` writing into a pipe.
     func captured(_ body: (Logger) -> Void) throws -> String {

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 @testable import NetplayService
+import NetplayTestSupport
 
-@Suite("Process CPU meter")
+@Suite("Process CPU meter", .ownThread)
 struct ProcessCPUMeterTests {
     @Test func percentIsCPUTimeOverWallTimeSinceTheLastReading() {
         var meter = ProcessCPUMeter(from: .init(cpuMicroseconds: 1_000_000, wallMicroseconds: 50_000_000))

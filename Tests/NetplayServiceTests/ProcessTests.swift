@@ -4,7 +4,7 @@ import NetplayWire
 import Testing
 @testable import NetplayService
 
-@Suite("A service as a real process", .serialized)
+@Suite("A service as a real process", .serialized, .ownThread)
 struct ProcessTests {
     /// The trust store of the samples this suite starts (one per test run of the suite).
     static let root = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-sample-\(UUID().uuidString)").path

@@ -100,7 +100,7 @@ func probeKeys() -> TestKeys {
     TestKeys(directory: FileManager.default.temporaryDirectory.appendingPathComponent("netplay-keys-\(UUID().uuidString)"))
 }
 
-@Suite("Service runtime over real tcp sockets")
+@Suite("Service runtime over real tcp sockets", .ownThread)
 struct RuntimeTests {
     @Test func answersHealthIntrospectAndPing() throws {
         let keys = probeKeys()

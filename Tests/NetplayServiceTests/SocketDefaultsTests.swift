@@ -2,8 +2,9 @@ import Foundation
 import Testing
 import ZeroMQ
 @testable import NetplayService
+import NetplayTestSupport
 
-@Suite("Socket defaults: heartbeats are the connecting side's, keepalive on both")
+@Suite("Socket defaults: heartbeats are the connecting side's, keepalive on both", .ownThread)
 struct SocketDefaultsTests {
     @Test func aConnectingSocketPingsAndABoundOneDoesNot() throws {
         let client = try SocketDefaults.client(.dealer, curve: nil)

@@ -6,7 +6,7 @@ import Testing
 import ZeroMQ
 @testable import NetplayService
 
-@Suite("Trust store and planes")
+@Suite("Trust store and planes", .ownThread)
 struct TrustStoreTests {
     func store() -> TrustStore {
         TrustStore(directory: FileManager.default.temporaryDirectory.appendingPathComponent("netplay-trust-\(UUID().uuidString)"))

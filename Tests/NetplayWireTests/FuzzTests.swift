@@ -1,9 +1,10 @@
 import NetplayWire
 import Testing
+import NetplayTestSupport
 
 /// Feeds the decoder random and mutated frames: it must never crash, and whatever it accepts must
 /// re-encode and decode to the same frame.
-@Suite("Fuzz")
+@Suite("Fuzz", .ownThread)
 struct FuzzTests {
     static let iterations = 120_000
 

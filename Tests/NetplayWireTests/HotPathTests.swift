@@ -1,9 +1,10 @@
 @_spi(WireTesting) import NetplayWire
 import Testing
+import NetplayTestSupport
 
 /// The zero-allocation hot path (``HotPathDecoder``, ``InputBroadcastPacker``): protobuf-c does
 /// the work, the results must be exactly the generic codec's.
-@Suite("Hot path")
+@Suite("Hot path", .ownThread)
 struct HotPathTests {
     static let batches: [InputBatch] = [
         InputBatch(slot: 1, startFrame: 0, inputSize: 1, inputs: [7], awaitedFrame: 0, currentFrame: 0),

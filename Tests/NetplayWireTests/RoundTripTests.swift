@@ -2,8 +2,9 @@ import CNetplayProto
 import Foundation
 import NetplayWire
 import Testing
+import NetplayTestSupport
 
-@Suite("Round trips")
+@Suite("Round trips", .ownThread)
 struct RoundTripTests {
     @Test("every Envelope body has a sample, and the schema agrees with protoc-c")
     func coverage() {

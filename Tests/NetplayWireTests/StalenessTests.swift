@@ -1,9 +1,10 @@
 import Foundation
 import Testing
+import NetplayTestSupport
 
 /// The committed protoc-c output, Swift types and fixtures must be what tools/gen-proto.sh makes
 /// from proto/ today.
-@Suite("Generated code")
+@Suite("Generated code", .ownThread)
 struct StalenessTests {
     static let generatedPaths = [
         "Sources/CNetplayProto/include/netplay",

@@ -1,7 +1,8 @@
 @_spi(WireTesting) import NetplayWire
 import Testing
+import NetplayTestSupport
 
-@Suite("Validation")
+@Suite("Validation", .ownThread)
 struct ValidationTests {
     @Test("every rule in the schema is enforced on encode", arguments: wireViolations)
     func encodeRejects(violation: WireViolation) {

@@ -8,7 +8,7 @@ import Testing
 /// (each of the three ways: flag, NETPLAY_CURVE_SERVER_KEY, derived from NETPLAY_CURVE_SECRET_KEY)
 /// play and watch a match and agree; peers without the key, with another cluster's key or with a
 /// malformed one fail with one line instead of hanging.
-@Suite("Play through an encrypted cluster")
+@Suite("Play through an encrypted cluster", .ownThread)
 struct CurveE2ETests {
     @Test(.timeLimit(.minutes(3)))
     func peersWithTheServerKeyPlayAndPeersWithoutItFailWithOneLine() throws {

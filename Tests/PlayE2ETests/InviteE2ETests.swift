@@ -7,7 +7,7 @@ import Testing
 /// a joiner given only that link (no room name, no cluster endpoints, no key: the link carries
 /// the encrypted cluster's) plays the match to the same checksum; a spectator takes it from
 /// NETPLAY_JOIN_LINK. A malformed link is refused in one line before anything is contacted.
-@Suite("Invite links")
+@Suite("Invite links", .ownThread)
 struct InviteE2ETests {
     @Test(.timeLimit(.minutes(3)))
     func aJoinerWithOnlyTheHostsLinkPlaysTheMatchToTheSameChecksum() throws {

@@ -6,7 +6,7 @@ import Testing
 
 /// Sessions end: after matches played to their last frame with netplay-peer (each ending with
 /// `leave()`), nothing is left anywhere (docs/coordinator.md, "Lifecycle").
-@Suite("Session lifecycle through the cluster")
+@Suite("Session lifecycle through the cluster", .ownThread)
 struct LifecycleE2ETests {
     @Test(.timeLimit(.minutes(4)))
     func matchesBackToBackLeaveTheCoordinatorDiscoveryAndTheRelayEmpty() throws {

@@ -10,7 +10,7 @@ import Testing
 /// on loopback, each peer behind a simulated 100 ms round trip with jitter and loss. Every match
 /// plays 3,000 frames and must end with identical checksums; each also exercises one of the
 /// relay's promises (substitution, desync healing, late spectators, reconnection, replays).
-@Suite("Play through the cluster")
+@Suite("Play through the cluster", .ownThread)
 struct PlayE2ETests {
     @Test(.timeLimit(.minutes(4)))
     func twoPlayersAndALateSpectatorAgreeAndTheReplayReproducesTheChecksum() throws {

@@ -6,7 +6,7 @@ import Testing
 /// `make bench`: the C load generator and forwarder build from Benchmarks/c without warnings, and
 /// `netplay-bench relay` drives netplay-sync and the forwarder with them and prints figures that
 /// hold together. No figure is compared with a speed target here (benchmarks print those).
-@Suite("Relay benchmark, end to end at 4 sessions")
+@Suite("Relay benchmark, end to end at 4 sessions", .ownThread)
 struct RelayBenchmarkTests {
     @Test func theBenchmarkDrivesTheRelayAndTheForwarderAndReportsConsistentFigures() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-bench-\(UUID().uuidString)")

@@ -4,7 +4,7 @@ import Testing
 
 /// "Network Play from the pause menu": the host is mid-game (it played alone first) and the
 /// others join into its state, before frame 0; the host restarts the match from its state.
-@Suite("Start a match from the host's state")
+@Suite("Start a match from the host's state", .ownThread)
 struct StartStateE2ETests {
     /// A host warmed up 500 frames, two joiners and a spectator from their boot: all load the
     /// host's state before frame 0 and finish with the same checksum, which the relay's replay

@@ -3,7 +3,7 @@ import Rollback
 import Testing
 @testable import RetroArchRelay
 
-@Suite("RetroArch stream meter")
+@Suite("RetroArch stream meter", .ownThread)
 struct NetplayStreamMeterTests {
     static func message(_ command: UInt32, _ payload: [UInt8]) -> [UInt8] {
         func be(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }

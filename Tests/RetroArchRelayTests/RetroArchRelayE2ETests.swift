@@ -8,7 +8,7 @@ import Testing
 /// netplay-sync's RetroArch tunnel listener, in a real cluster (discovery, coordinator, relay) on
 /// loopback: the host points its custom relay at netplay-sync, the client joins with the join
 /// string discovery lists (or with only the session's plain port).
-@Suite("RetroArch through netplay-sync", .serialized)
+@Suite("RetroArch through netplay-sync", .serialized, .ownThread)
 struct RetroArchRelayE2ETests {
     static let skipReason = RetroArchFixture.unavailableReason
 

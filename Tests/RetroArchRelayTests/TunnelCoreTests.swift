@@ -76,7 +76,7 @@ struct TunnelRig {
     }
 }
 
-@Suite("RetroArch tunnel core")
+@Suite("RetroArch tunnel core", .ownThread)
 struct TunnelCoreTests {
     @Test func aHostGetsASessionAClientIsLinkedAndBytesFlowBothWays() throws {
         var rig = TunnelRig()

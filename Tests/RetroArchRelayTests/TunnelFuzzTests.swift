@@ -85,7 +85,7 @@ final class RawTCP {
 /// that trickle, a host that sends garbage, connections reset by the hundred. Every one is closed
 /// with a counted reason (read from the metrics the relay pushes), and afterwards the relay is
 /// healthy and still pipes a real session.
-@Suite("RetroArch tunnel fuzzing", .serialized)
+@Suite("RetroArch tunnel fuzzing", .serialized, .ownThread)
 struct TunnelFuzzTests {
 
     /// A host that opened a session: its control connection and the session id.

@@ -1,7 +1,8 @@
 import Rollback
 import Testing
+import NetplayTestSupport
 
-@Suite("Relay authority")
+@Suite("Relay authority", .ownThread)
 struct AuthorityTests {
     @Test("through a relay that substitutes late inputs, every client matches the relay's final inputs",
           arguments: [UInt64(41), 42, 43])
@@ -97,7 +98,7 @@ struct AuthorityTests {
     }
 }
 
-@Suite("Hostile input")
+@Suite("Hostile input", .ownThread)
 struct HostileInputTests {
     @Test("inputs far beyond the simulation are not accepted (they would overwrite needed history)")
     func farFuture() throws {

@@ -1,7 +1,8 @@
 import Rollback
 import Testing
+import NetplayTestSupport
 
-@Suite("Disconnects")
+@Suite("Disconnects", .ownThread)
 struct DisconnectTests {
     func disconnectFrames(_ node: MeshHarness<HashGame>.Node, player: PlayerHandle) -> [Frame] {
         node.events.compactMap { event -> Frame? in
@@ -83,7 +84,7 @@ struct DisconnectTests {
     }
 }
 
-@Suite("Spectators")
+@Suite("Spectators", .ownThread)
 struct SpectatorTests {
     @Test("a late spectator catches up at its catch-up speed and sees exactly what the players saw")
     func catchUp() throws {

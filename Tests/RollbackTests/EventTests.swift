@@ -1,5 +1,6 @@
 import Rollback
 import Testing
+import NetplayTestSupport
 
 /// Two LAN peers running HashGame, with whatever configuration tweak a test needs.
 func lanPair(seed: UInt64 = 1, conditions: LinkConditions = LinkConditions(latencyMs: 5, jitterMs: 2),
@@ -11,7 +12,7 @@ func lanPair(seed: UInt64 = 1, conditions: LinkConditions = LinkConditions(laten
                                      seed: seed, startOffsetsMs: [0, 40], makeGame: makeGame)
 }
 
-@Suite("Session events")
+@Suite("Session events", .ownThread)
 struct EventTests {
     @Test("synchronizing reports progress, then synchronized, then running")
     func handshake() throws {

@@ -1,5 +1,6 @@
 import Rollback
 import Testing
+import NetplayTestSupport
 
 /// Keeps a copy of every `FrameInputs` it is given, with what it read from it at the time.
 final class InputsKeeper {
@@ -29,7 +30,7 @@ struct KeepingGame: Game {
     func checksum() -> UInt64 { base.checksum() }
 }
 
-@Suite("Frame inputs")
+@Suite("Frame inputs", .ownThread)
 struct FrameInputsTests {
     @Test("a kept copy of a frame's inputs never changes while the session simulates and rolls back")
     func keptCopies() throws {
@@ -78,7 +79,7 @@ struct FrameInputsTests {
     }
 }
 
-@Suite("Outgoing input runs")
+@Suite("Outgoing input runs", .ownThread)
 struct OutgoingRunTests {
     @Test("input messages a caller keeps never change, though drained runs' buffers are reused")
     func keptMessagesStayIntact() throws {

@@ -1,7 +1,8 @@
 import Rollback
 import Testing
+import NetplayTestSupport
 
-@Suite("GameInput")
+@Suite("GameInput", .ownThread)
 struct GameInputTests {
     @Test("bytes read back in order across both words")
     func bytes() {
@@ -37,7 +38,7 @@ struct GameInputTests {
     }
 }
 
-@Suite("SeededRandom")
+@Suite("SeededRandom", .ownThread)
 struct SeededRandomTests {
     @Test("the same seed gives the same sequence, different seeds differ")
     func reproducible() {
@@ -66,7 +67,7 @@ struct SeededRandomTests {
     }
 }
 
-@Suite("GameInput up to 64 bytes")
+@Suite("GameInput up to 64 bytes", .ownThread)
 struct WideGameInputTests {
     @Test("all 64 bytes read back in order, word by word")
     func wideBytes() {

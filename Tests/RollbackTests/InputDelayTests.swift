@@ -1,7 +1,8 @@
 import Rollback
 import Testing
+import NetplayTestSupport
 
-@Suite("Input delay")
+@Suite("Input delay", .ownThread)
 struct InputDelayTests {
     @Test("changing the delay mid-match repeats the last input over the gap, drops overlaps, and peers agree")
     func changeDuringMatch() throws {
@@ -47,7 +48,7 @@ struct InputDelayTests {
     }
 }
 
-@Suite("Prediction barrier")
+@Suite("Prediction barrier", .ownThread)
 struct PredictionBarrierTests {
     @Test("without remote inputs a peer runs exactly `window` frames ahead, then waits", arguments: [0, 3, 8])
     func barrier(window: Int) throws {

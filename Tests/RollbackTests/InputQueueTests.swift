@@ -1,7 +1,8 @@
 @testable import Rollback
 import Testing
+import NetplayTestSupport
 
-@Suite("Input queue")
+@Suite("Input queue", .ownThread)
 struct InputQueueTests {
     func queue(recordsGuesses: Bool = false) -> InputQueue {
         InputQueue(player: 0, history: 64, recordsGuesses: recordsGuesses)
@@ -96,7 +97,7 @@ struct InputQueueTests {
     }
 }
 
-@Suite("State ring and checksum history")
+@Suite("State ring and checksum history", .ownThread)
 struct StateRingTests {
     @Test("finds the newest saved frame at or before a frame, and discards newer ones")
     func ring() {
@@ -205,7 +206,7 @@ struct StateRingTests {
     }
 }
 
-@Suite("Time sync")
+@Suite("Time sync", .ownThread)
 struct TimeSyncTests {
     @Test("no advantage, no wait")
     func balanced() {
@@ -248,7 +249,7 @@ struct TimeSyncTests {
     }
 }
 
-@Suite("Checksums of a session started mid-match")
+@Suite("Checksums of a session started mid-match", .ownThread)
 struct MatchFrameOffsetTests {
     /// One player's session from frame 0, and another started from its state at match frame 21
     /// (not a checksum frame): the second records its checksums at the same match frames, with

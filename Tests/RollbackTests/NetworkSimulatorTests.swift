@@ -1,7 +1,8 @@
 import Rollback
 import Testing
+import NetplayTestSupport
 
-@Suite("Network simulator")
+@Suite("Network simulator", .ownThread)
 struct NetworkSimulatorTests {
     let a = PeerID(1), b = PeerID(2)
 

@@ -1,6 +1,7 @@
 import Games
 import Rollback
 import Testing
+import NetplayTestSupport
 
 /// Network conditions the property tests sweep: 0 ... 250 ms round trip, jitter, loss up to
 /// 10 %, reordering and duplicates.
@@ -60,7 +61,7 @@ func meshConfiguration(players: Int, inputSize: Int, delay: Int = 0, sparse: Boo
     return configuration
 }
 
-@Suite("P2P sessions agree under any network")
+@Suite("P2P sessions agree under any network", .ownThread)
 struct P2PPropertyTests {
     @Test("every peer's state matches on every confirmed frame, and matches a replay of the inputs",
           arguments: meshCases)
@@ -117,7 +118,7 @@ struct P2PPropertyTests {
     }
 }
 
-@Suite("The prisoner's dilemma over the network")
+@Suite("The prisoner's dilemma over the network", .ownThread)
 struct PrisonersDilemmaNetworkTests {
     @Test("both peers see the same rounds and scores", arguments: [NetworkProfile.broadband, .hostile])
     func rounds(profile: NetworkProfile) throws {

@@ -1,5 +1,6 @@
 import Rollback
 import Testing
+import NetplayTestSupport
 
 /// Records every `advanceFrame` call's frame and re-simulation flag, as a frontend's audio and
 /// video output would see them.
@@ -23,7 +24,7 @@ struct RecordingGame: Game {
     func checksum() -> UInt64 { base.checksum() }
 }
 
-@Suite("The re-simulating flag and 64-byte inputs")
+@Suite("The re-simulating flag and 64-byte inputs", .ownThread)
 struct ResimulationTests {
     @Test("a sync test shows each frame once and flags every re-simulated frame", arguments: [1, 4, 8])
     func syncTest(distance: Int) throws {

@@ -1,7 +1,8 @@
 import Rollback
 import Testing
+import NetplayTestSupport
 
-@Suite("Statistics")
+@Suite("Statistics", .ownThread)
 struct StatsTests {
     @Test("per-peer stats report ping, jitter, rollbacks, prediction misses and bytes")
     func peerStats() throws {
@@ -44,7 +45,7 @@ struct StatsTests {
     }
 }
 
-@Suite("Resync by state transfer")
+@Suite("Resync by state transfer", .ownThread)
 struct ResyncTests {
     @Test("a desynced peer loads a confirmed state from another and agrees again")
     func resync() throws {

@@ -1,7 +1,8 @@
 import Rollback
 import Testing
+import NetplayTestSupport
 
-@Suite("Sync-test session")
+@Suite("Sync-test session", .ownThread)
 struct SyncTestSessionTests {
     func drive<G: Game>(_ session: SyncTestSession<G>, frames: Int, players: Int, size: Int) throws {
         let script = InputScript(seed: 5, size: size)

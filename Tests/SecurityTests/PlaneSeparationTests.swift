@@ -83,7 +83,7 @@ private let setns: (@convention(c) (Int32, Int32) -> Int32)? = {
     return unsafeBitCast(symbol, to: (@convention(c) (Int32, Int32) -> Int32).self)
 }()
 
-@Suite("Planes on separate hosts: a match through an authenticated cluster plane", .serialized)
+@Suite("Planes on separate hosts: a match through an authenticated cluster plane", .serialized, .ownThread)
 struct PlaneSeparationTests {
     static let skipReason = NamespacePair.unavailableReason
 

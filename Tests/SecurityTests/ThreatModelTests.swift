@@ -60,7 +60,7 @@ struct AttachedHost {
     var sessionId: String { session.session.sessionId }
 }
 
-@Suite("Threat model: attacks on a running cluster", .serialized)
+@Suite("Threat model: attacks on a running cluster", .serialized, .ownThread)
 struct ThreatModelTests {
     // Finding 1: relay control from strangers.
     @Test func aStrangerCannotEndASessionOrDisconnectAPlayerOnTheRelay() throws {

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 @testable import Supervisor
+import NetplayTestSupport
 
-@Suite("cluster.yaml parsing and validation")
+@Suite("cluster.yaml parsing and validation", .ownThread)
 struct ClusterConfigTests {
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let composeCluster = repositoryRoot.appendingPathComponent("compose/cluster.yaml").path
@@ -170,7 +171,7 @@ struct ClusterConfigTests {
     }
 }
 
-@Suite("Restart backoff and intensity")
+@Suite("Restart backoff and intensity", .ownThread)
 struct RestartPolicyTests {
     @Test func backoffGrowsExponentiallyUpToTheCap() {
         let policy = BackoffPolicy(initial: 0.1, maximum: 2, multiplier: 2, jitter: 0)

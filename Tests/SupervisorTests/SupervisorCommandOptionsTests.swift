@@ -1,9 +1,10 @@
 import NetplayService
 import Supervisor
 import Testing
+import NetplayTestSupport
 
 /// netplay-supervisor's flags resolve in the library, so the executable is only parsing.
-@Suite("netplay-supervisor options")
+@Suite("netplay-supervisor options", .ownThread)
 struct SupervisorCommandOptionsTests {
     @Test func flagsThenEnvironmentThenDefaults() throws {
         let common = try ServiceOptions.parse([])

@@ -4,7 +4,7 @@ import NetplayTestSupport
 import NetplayWire
 import Testing
 
-@Suite("netplay-supervisor as a real process", .serialized)
+@Suite("netplay-supervisor as a real process", .serialized, .ownThread)
 struct SupervisorProcessTests {
     @Test func startsInDependencyOrderAndReachesAllReady() throws {
         let cluster = try SupervisedCluster { sampleCluster(supervisor: $0) }

@@ -1,17 +1,28 @@
 import Foundation
 import Synchronization
 
-/// Runs tasks on a thread of their own instead of the shared cooperative pool. The pool has one
-/// thread per core (two here), and a parallel test run fills it with tests that block (waiting
-/// for processes, sockets, `eventually`): a task consuming a stream in the pool can then wait for
-/// minutes. `Task(executorPreference: executor) { ... }` runs on this thread whatever the pool does.
+/// Runs tasks on a thread of its own instead of the shared cooperative pool, whatever the pool is
+/// doing: `withTaskExecutorPreference(executor) { ... }`. Test lanes (``TestLanes``) are made of
+/// these, so that a test may block its thread without starving the pool.
 public final class ThreadTaskExecutor: TaskExecutor, @unchecked Sendable {
     private let jobs = Mutex<[UnownedJob]>([])
     private let ready = DispatchSemaphore(value: 0)
+    private static let nameKey = "netplay.test.executor"
+    /// The name it was given.
+    public let name: String
 
-    /// Starts the executor's thread, named `name`; it lives as long as the process.
+    /// The name of the executor whose thread this is, or nil on any other thread (the kernel's
+    /// thread names are no guide: they are cut to 15 bytes and inherited).
+    public static var currentName: String? { Thread.current.threadDictionary[nameKey] as? String }
+
+    /// Starts the executor's thread, named `name`. The thread holds the executor: both live as long
+    /// as the process.
     public init(name: String) {
-        let thread = Thread { [unowned self] in self.run() }
+        self.name = name
+        let thread = Thread { [self] in
+            Thread.current.threadDictionary[Self.nameKey] = name
+            self.run()
+        }
         thread.name = name
         thread.start()
     }
@@ -29,7 +40,4 @@ public final class ThreadTaskExecutor: TaskExecutor, @unchecked Sendable {
             job.runSynchronously(on: asUnownedTaskExecutor())
         }
     }
-
-    /// One executor for every test in the process that needs one.
-    public static let shared = ThreadTaskExecutor(name: "test-task-executor")
 }

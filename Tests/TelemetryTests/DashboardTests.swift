@@ -6,7 +6,7 @@ import Testing
 
 /// The dashboard in a real headless Chromium: the DOM must show the services, the session with
 /// its peers and graphs, and the events; the screenshot must not be blank.
-@Suite("Dashboard in headless Chromium", .serialized)
+@Suite("Dashboard in headless Chromium", .serialized, .ownThread)
 struct DashboardTests {
     @Test func theDashboardRendersServicesSessionsAndEvents() throws {
         guard let chromium = DebianTools.require("chromium", package: "chromium") else {

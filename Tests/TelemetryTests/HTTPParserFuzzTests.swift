@@ -10,7 +10,7 @@ typealias FuzzRandom = SeededRandom
 /// The HTTP request parser as a pure function: what a peer may send must never trap it, every
 /// malformed head is refused with 400 (431 when too large), and whatever it accepts is a
 /// well-formed request that survives a round trip.
-@Suite("HTTP request parser")
+@Suite("HTTP request parser", .ownThread)
 struct HTTPParserTests {
     static let iterations = 120_000
 

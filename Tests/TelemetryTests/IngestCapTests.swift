@@ -3,9 +3,10 @@ import NetplayService
 import NetplayWire
 import Testing
 @testable import Telemetry
+import NetplayTestSupport
 
 /// Whatever is pushed, the store, the session board and the event log stay bounded.
-@Suite("Ingest caps")
+@Suite("Ingest caps", .ownThread)
 struct IngestCapTests {
     func snapshot(_ instance: String, _ metrics: [Metric], service: String = "sync") -> MetricsSnapshot {
         MetricsSnapshot(service: service, instance: instance, timestampUnixMs: 1, metrics: metrics, sequence: 1)
@@ -108,7 +109,7 @@ struct IngestCapTests {
 }
 
 /// The JSON embedded in the dashboard stays JSON and cannot leave its script element.
-@Suite("Dashboard embedding")
+@Suite("Dashboard embedding", .ownThread)
 struct DashboardEmbeddingTests {
     @Test func embeddedJSONParsesAndCannotBreakOut() throws {
         let hostile = "</script><script>alert(1)</script><!-- & > </SCRIPT"

@@ -7,7 +7,7 @@ import Testing
 /// Attacks on a real netplay-telemetry process (issue 14): hostile HTTP requests, a slowloris,
 /// and an ingest flood. Each must be refused or absorbed while the process stays up and keeps
 /// serving /metrics.
-@Suite("netplay-telemetry under attack", .serialized)
+@Suite("netplay-telemetry under attack", .serialized, .ownThread)
 struct TelemetryHardeningTests {
     static func connectRaw(_ address: String, timeout: Int = 3) -> Int32 { tcpConnect(address, timeout: timeout) }
 

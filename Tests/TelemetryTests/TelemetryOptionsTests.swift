@@ -2,9 +2,10 @@ import ArgumentParser
 import NetplayService
 import Telemetry
 import Testing
+import NetplayTestSupport
 
 /// netplay-telemetry's flags resolve in the library, so the executable is only parsing.
-@Suite("netplay-telemetry options")
+@Suite("netplay-telemetry options", .ownThread)
 struct TelemetryOptionsTests {
     func message(_ body: () throws -> Any) -> String {
         do { _ = try body(); return "" } catch let error as ValidationError { return error.message } catch { return "\(error)" }

@@ -4,7 +4,7 @@ import NetplayTestSupport
 import NetplayWire
 import Testing
 
-@Suite("netplay-telemetry as a real process", .serialized)
+@Suite("netplay-telemetry as a real process", .serialized, .ownThread)
 struct TelemetryProcessTests {
     static func sampleSession(_ id: String = "session-42", ping: UInt32 = 35, rollbacks: UInt64 = 12) -> SessionStats {
         SessionStats(sessionId: id, relayId: "sync-0", confirmedFrame: 1234, peers: [

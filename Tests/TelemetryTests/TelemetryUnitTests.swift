@@ -2,8 +2,9 @@ import Foundation
 import NetplayWire
 import Testing
 @testable import Telemetry
+import NetplayTestSupport
 
-@Suite("Metric store and Prometheus rendering")
+@Suite("Metric store and Prometheus rendering", .ownThread)
 struct MetricStoreTests {
     func snapshot(_ instance: String, _ metrics: [Metric], sequence: UInt64 = 1) -> MetricsSnapshot {
         MetricsSnapshot(service: "sync", instance: instance, timestampUnixMs: 1, metrics: metrics, sequence: sequence)
@@ -99,7 +100,7 @@ struct MetricStoreTests {
     }
 }
 
-@Suite("Events and session HUD board")
+@Suite("Events and session HUD board", .ownThread)
 struct BoardTests {
     func event(_ topic: String, _ severity: Severity = .info, session: String = "", _ n: UInt64) -> EventRecord {
         EventRecord(service: "sync", instance: "sync-0", topic: topic, timestampUnixMs: n, severity: severity, message: "m\(n)",
@@ -147,7 +148,7 @@ struct BoardTests {
 }
 
 /// Relays' RetroArch session reports: shown while reported, gone when ended or silent.
-@Suite("Telemetry: RetroArch sessions")
+@Suite("Telemetry: RetroArch sessions", .ownThread)
 struct RetroArchBoardTests {
     @Test func reportsBecomeSeriesAndAPIRowsThatLeaveWithTheSession() {
         var board = RetroArchBoard()

@@ -4,6 +4,7 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 import SystemTools
+import NetplayTestSupport
 #endif
 
 /// Sockets for the tests: a listener on the lab's service address and a socket made inside a peer.
@@ -104,7 +105,7 @@ enum TestSockets {
     }
 }
 
-@Suite("WAN harness: real kernel packets through netplay-wanlink", .serialized)
+@Suite("WAN harness: real kernel packets through netplay-wanlink", .serialized, .ownThread)
 struct WANHarnessTests {
     @Test("a TCP echo through a peer at one-way 50 ms ± 5 ms takes about 100-115 ms per round trip",
           .enabled(if: WANLab.unavailableReason == nil, "\(WANLab.unavailableReason ?? "")"))

@@ -1,7 +1,8 @@
 import Testing
 @testable import ZeroMQ
+import NetplayTestSupport
 
-@Suite("CurveZMQ keys and encrypted sockets", .enabled(if: Context.has("curve")))
+@Suite("CurveZMQ keys and encrypted sockets", .enabled(if: Context.has("curve")), .ownThread)
 struct CurveTests {
     @Test func z85RoundTripsAndRejectsGarbage() {
         let bytes: [UInt8] = [0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B]

@@ -1,7 +1,8 @@
 import Testing
 @testable import ZeroMQ
+import NetplayTestSupport
 
-@Suite("Socket monitor")
+@Suite("Socket monitor", .ownThread)
 struct MonitorTests {
     @Test func reportsListeningAcceptedAndDisconnected() throws {
         let server = try Context.shared.socket(.router)

@@ -1,7 +1,8 @@
 import Testing
 @testable import ZeroMQ
+import NetplayTestSupport
 
-@Suite("Socket options")
+@Suite("Socket options", .ownThread)
 struct OptionTests {
     @Test func optionsReadBackAsSet() throws {
         let socket = try Context.shared.socket(.router)

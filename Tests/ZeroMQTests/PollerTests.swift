@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 @testable import ZeroMQ
+import NetplayTestSupport
 
-@Suite("Polling sockets and file descriptors (zmq_poll semantics)")
+@Suite("Polling sockets and file descriptors (zmq_poll semantics)", .ownThread)
 struct PollerTests {
     @Test func pollReportsTheReadySocketOnly() throws {
         let a = try Context.shared.socket(.pull)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import ZeroMQ
+import NetplayTestSupport
 
 /// Binds `socket` on an ephemeral loopback port and returns the resolved endpoint.
 func bindEphemeral(_ socket: Socket) throws -> String {
@@ -8,7 +9,7 @@ func bindEphemeral(_ socket: Socket) throws -> String {
     return try socket.lastEndpoint
 }
 
-@Suite("Socket basics over tcp loopback")
+@Suite("Socket basics over tcp loopback", .ownThread)
 struct SocketTests {
     @Test func requestReplyRoundTrip() throws {
         let server = try Context.shared.socket(.rep)
