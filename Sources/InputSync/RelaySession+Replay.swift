@@ -27,15 +27,20 @@ extension RelaySession {
     }
 
     func openReplay(now: UInt64) {
+        openReplay(from: timeline.origin, state: startStateBytes)
+    }
+
+    /// Opens the session's next replay file: it starts at `frame`, from `state` (empty: the
+    /// players' boot), and records every confirmed input from there.
+    func openReplay(from frame: Int, state: [UInt8]) {
         guard let directory = configuration.replayDirectory, replay == nil else { return }
         let header = ReplayHeader(formatVersion: 1, sessionId: sessionId,
                                   content: content ?? ContentInfo(gameName: "unknown"), params: params,
                                   players: players.compactMap { $0?.info },
-                                  startedAtUnixMs: wallClockMs(), startFrame: UInt32(timeline.origin),
-                                  gameOptions: Array(gameOptions.prefix(4096)), startState: startStateBytes)
+                                  startedAtUnixMs: wallClockMs(), startFrame: UInt32(frame),
+                                  gameOptions: Array(gameOptions.prefix(4096)), startState: state)
         do {
-            replay = try ReplayWriter(directory: directory, sessionId: sessionId, header: header,
-                                      startFrame: timeline.origin)
+            replay = try ReplayWriter(directory: directory, sessionId: sessionId, header: header, startFrame: frame)
         } catch {
             transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()), severity: .error,
                               message: "cannot write the replay of \(sessionId): \(error)", sessionId: sessionId)

@@ -114,10 +114,11 @@ extension RelaySession {
         guard beginTransfer(reason: .restart, reference: host, targets: targets, now: now, atLeastFrame: frame) else { return }
         // Their checksums from the old state are no evidence until they load the new one.
         for target in targets where target.slot > 0 { resyncedAt[target.slot - 1] = .max }
-        // The replay holds no states: it ends here, a faithful record of the match so far.
+        // A replay file starts from one state: this one ends here, and once the transfer is
+        // done the session's next file starts from the restart's state.
         if let replay {
-            replay.finish(footerReason: "the host restarted the match from its state at frame \(frame) or later; not recorded beyond",
-                          finalChecksum: 0)
+            replay.finish(footerReason: "the host restarted the match from its state at frame \(frame) or later; the session's next replay file starts from that state",
+                          finalChecksum: 0, timeline: timeline)
             self.replay = nil
         }
         transport.publish(topic: "sync.restart", .eventRecord(EventRecord()), severity: .notice,
@@ -128,7 +129,9 @@ extension RelaySession {
     /// A restart transfer's targets, once its last chunk went (`frame`) or it was abandoned:
     /// their checksums count again from the state's frame on, and spectators (who replace
     /// their engine with the state) get the inputs from that frame again.
+    /// Then the replay goes on in a new file that starts from the restart's state.
     func restartTransferEnded(_ transfer: ActiveTransfer, frame: Int?) {
+        continueReplayAfterRestart(transfer, frame: frame)
         for target in transfer.targets {
             if target.slot > 0 { resyncedAt[target.slot - 1] = (frame ?? timeline.confirmed) + 1 }
             if let frame, !target.isPlayer, target.sentFrames > frame {
@@ -136,5 +139,24 @@ extension RelaySession {
                 target.awaitedFrame = min(target.awaitedFrame, frame)
             }
         }
+    }
+
+    private func continueReplayAfterRestart(_ transfer: ActiveTransfer, frame: Int?) {
+        guard configuration.replayDirectory != nil, replay == nil else { return }
+        let reason: String
+        if let frame {
+            if transfer.collected.count != Int(transfer.totalSize) {
+                reason = "its state (\(transfer.totalSize) bytes) is larger than a replay records (\(Self.maxRecordedStartState))"
+            } else if frame < timeline.oldest {
+                reason = "this relay no longer holds the inputs from frame \(frame)"
+            } else {
+                openReplay(from: frame, state: transfer.collected)
+                return
+            }
+        } else {
+            reason = "the restart's state never arrived whole"
+        }
+        transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()), severity: .error,
+                          message: "session \(sessionId): the replay stops at the restart: \(reason)", sessionId: sessionId)
     }
 }

@@ -129,9 +129,11 @@ extension RelaySession {
         }
         transfer.nextOffset = end
         transfer.lastProgressMs = now
-        if transfer.reason == .matchStart, !running, transfer.totalSize <= UInt64(Self.maxRecordedStartState) {
+        // The states a replay starts from: the match's start, and a restart's (the next file).
+        if (transfer.reason == .matchStart && !running) || transfer.reason == .restart,
+           transfer.totalSize <= UInt64(Self.maxRecordedStartState) {
             transfer.collected += chunk.data
-            if chunk.last { startStateBytes = transfer.collected }
+            if chunk.last, transfer.reason == .matchStart { startStateBytes = transfer.collected }
         }
         for target in transfer.targets where target.isConnected { send(.stateChunk(chunk), to: target, now: now) }
         guard chunk.last else { return }

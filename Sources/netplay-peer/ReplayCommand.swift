@@ -30,8 +30,8 @@ struct Replay: ParsableCommand {
                                                               coreId: replay.header.content.coreId) else {
             throw ValidationError("the replay's game options do not name a sample game")
         }
-        guard replay.startFrame == 0 else { throw ValidationError("the replay starts at frame \(replay.startFrame), not 0") }
-        let end = min(frames ?? replay.frameCount, replay.frameCount)
+        try Self.checkStart(of: replay)
+        let end = Self.end(of: replay, frames: frames)
         switch sample {
         case .arena: try replayGame(Arena(playerCount: max(players, 2), seed: seed), replay, end: end)
         case .pd: try replayGame(PrisonersDilemma(maxRounds: 1_000_000), replay, end: end)
@@ -45,7 +45,7 @@ struct Replay: ParsableCommand {
         guard let (players, buttons, initial) = LoadedCore.parse(options: replay.header.gameOptions) else {
             throw ValidationError("the replay's game options do not describe a libretro match")
         }
-        guard replay.startFrame == 0 else { throw ValidationError("the replay starts at frame \(replay.startFrame), not 0") }
+        try Self.checkStart(of: replay)
         let loaded = try PeerOptions.load(core: core, content: content, players: players, buttons: String(buttons, radix: 16))
         let recorded = replay.header.content
         guard loaded.content.crc32 == recorded.crc32, loaded.content.coreId == recorded.coreId,
@@ -58,13 +58,27 @@ struct Replay: ParsableCommand {
             throw ValidationError("the core starts in state 0x\(String(loaded.initialChecksum, radix: 16)), the match started in "
                                   + "0x\(String(initial, radix: 16)): another core build or options")
         }
-        let end = min(frames ?? replay.frameCount, replay.frameCount)
+        let end = Self.end(of: replay, frames: frames)
         try replayGame(SerializableCoreGame(game: try LibretroGame(core: loaded.core, playerCount: players,
                                                                    buttonMask: JoypadButtons(rawValue: buttons))), replay, end: end)
     }
 
-    /// Re-simulates `replay` from `start`, or from the host's state the match started from when
-    /// the header records one.
+    /// A replay starts at frame 0, or (the file after a restart) from the state it records.
+    static func checkStart(of replay: ReplayFile) throws {
+        guard replay.startFrame == 0 || !replay.header.startState.isEmpty else {
+            throw ValidationError("the replay starts at frame \(replay.startFrame) without a state to start from")
+        }
+    }
+
+    /// The frame a replay stops at: `--frames` (a frame number: the match's length), or the
+    /// end of what it recorded.
+    static func end(of replay: ReplayFile, frames: Int?) -> Int {
+        let recordedEnd = replay.startFrame + replay.frameCount
+        return max(replay.startFrame, min(frames ?? recordedEnd, recordedEnd))
+    }
+
+    /// Re-simulates `replay` from `start`, or from the state the header records (the host's,
+    /// at the match's start or at its restart).
     func replayGame<G: SerializableGame>(_ start: G, _ replay: ReplayFile, end: Int) throws -> Never {
         var game = start
         if !replay.header.startState.isEmpty {
@@ -75,7 +89,7 @@ struct Replay: ParsableCommand {
         }
         var checked = 0, mismatches: [Int] = []
         let slots = replay.slotCount
-        for frame in 0 ..< end {
+        for frame in replay.startFrame ..< end {
             if let expected = replay.checksums[frame] {
                 checked += 1
                 if game.checksum() != expected { mismatches.append(frame) }
@@ -107,7 +121,7 @@ struct Replay: ParsableCommand {
             emit("FAILED replay checksums differ at frames \(mismatches.prefix(10))")
             Foundation.exit(1)
         }
-        emit("RESULT frames=\(end) checksum=0x\(String(checksum, radix: 16)) role=replay checked_checksums=\(checked) recorded_frames=\(replay.frameCount)")
+        emit("RESULT frames=\(end) start_frame=\(replay.startFrame) checksum=0x\(String(checksum, radix: 16)) role=replay checked_checksums=\(checked) recorded_frames=\(replay.frameCount)")
         Foundation.exit(0)
     }
 }

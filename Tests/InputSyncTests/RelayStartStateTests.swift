@@ -191,9 +191,11 @@ struct RelayStartStateTests {
         let request = try #require(stateRequests(rig.transport.take(host)).first)
         #expect(request.reason == .restart && request.frame == 20)
         #expect(rig.transport.published.contains { $0.topic == "sync.restart" })
-        // The replay (it holds no states) ends at the restart, saying so.
-        #expect(try replayFile(rig).footer?.reason.contains("restarted") == true)
-        #expect(try replayFile(rig).header.startState.isEmpty)
+        // The replay file (one start state each) ends at the restart, saying so, with every
+        // frame confirmed until then.
+        let before = try replayFile(rig)
+        #expect(before.footer?.reason.contains("next replay file starts from that state") == true)
+        #expect(before.header.startState.isEmpty && before.startFrame == 0 && before.frameCount == 30)
         do {
             try rig.send(.startSessionRequest(restart), from: host)
             Issue.record("a second restart during the transfer was accepted")
@@ -207,6 +209,12 @@ struct RelayStartStateTests {
         try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 20, totalSize: 2, data: [4, 2], last: true,
                                             reason: .restart)), from: host)
         #expect(stateChunks(rig.transport.take(b)).map(\.frame) == [20])
+        // The session's next replay file starts from the restart's state, at its frame.
+        let names = try FileManager.default.contentsOfDirectory(atPath: rig.replayDirectory.path)
+        #expect(names.count == 2, "replays: \(names)")
+        let after = try #require(try names.map { try ReplayFile(contentsOf: rig.replayDirectory.appendingPathComponent($0)) }
+            .first { $0.footer == nil })
+        #expect(after.header.startFrame == 20 && after.startFrame == 20 && after.header.startState == [4, 2])
         // Loaded: its checksums count again, and the host's state wins from now on.
         try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, loaded: true)), from: b)
         for frame in 30 ..< 32 {

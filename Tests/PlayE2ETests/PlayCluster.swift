@@ -58,12 +58,14 @@ final class PlayCluster: TestCluster, @unchecked Sendable {
     /// Waits (20 s at most) for the relay to finish the match's one replay file, replays it with
     /// `netplay-peer replay` up to `frames`, and returns the replayer's result (nil, with the
     /// failure recorded, when there is no finished file or no result).
-    func replayTheMatch(frames: Int) throws -> PeerResult? {
+    func replayTheMatch(frames: Int, files: Int = 1) throws -> PeerResult? {
+        // A restart ends a file and starts the next from its state: the last one ends the match.
         let finished = eventually(within: 20) {
-            replayFiles.count == 1 && (try? ReplayFile(contentsOf: URL(fileURLWithPath: replayFiles[0])))?.footer != nil
+            replayFiles.count == files && replayFiles.allSatisfy { (try? ReplayFile(contentsOf: URL(fileURLWithPath: $0)))?.footer != nil }
         }
         #expect(finished, "replays: \(replayFiles)\n\(relay?.log.suffix(2000) ?? "")")
-        let file = try #require(replayFiles.first)
+        let file = try #require(try replayFiles.max { try ReplayFile(contentsOf: URL(fileURLWithPath: $0)).startFrame
+                                                        < ReplayFile(contentsOf: URL(fileURLWithPath: $1)).startFrame })
         let replayer = try ServiceProcess("netplay-peer", ["replay", file, "--frames", "\(frames)"])
         let replayed = replayer.result(within: 60)
         #expect(replayed != nil, "replay (exit status \(replayer.waitForExit(seconds: 0).map(String.init) ?? "none: still running")): \(replayer.log)")

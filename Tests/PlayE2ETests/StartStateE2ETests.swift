@@ -42,7 +42,8 @@ struct StartStateE2ETests {
     }
 
     /// The host restarts the match mid-way from the state it began from: the joiner and the
-    /// spectator load it at the restart's frame, and all three still agree at the end.
+    /// spectator load it at the restart's frame, all three still agree at the end, and the
+    /// relay's replay of the match after the restart reproduces it.
     @Test(.timeLimit(.minutes(4)))
     func theHostRestartsTheMatchFromItsState() throws {
         let cluster = try PlayCluster()
@@ -64,6 +65,11 @@ struct StartStateE2ETests {
         for result in results.dropFirst().compactMap({ $0 }) {
             #expect(result.int("states_loaded") >= 2, "the start state and the restart's should both load: \(result)")
         }
+        // The relay's second replay file starts from the restart's state: replayed from it, it
+        // ends where the match did.
+        let replayed = try cluster.replayTheMatch(frames: frames, files: 2)
+        #expect(replayed?.checksum == results[0]?.checksum, "replay: \(replayed?.description ?? "none")")
+        #expect((replayed?.int("start_frame") ?? 0) >= 600, "replay: \(replayed?.description ?? "none")")
     }
 
     /// The host's start options come with --help text and NETPLAY_* fallbacks; bad values are
