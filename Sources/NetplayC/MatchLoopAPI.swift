@@ -17,7 +17,8 @@ public func np_match_tick(_ match: OpaquePointer?, _ input: UnsafePointer<UInt8>
         handle.callbacks.inputSize = expected
         let result = try handle.tick(GameInput(bytes: UnsafeBufferPointer(start: input, count: inputSize)))
         out?.pointee = np_tick_result(frames_advanced: Int32(result.framesAdvanced), rolled_back_frames: Int32(result.rolledBackFrames),
-                                      running: result.running ? 1 : 0, frame_interval_scale: handle.match.frameIntervalScale)
+                                      running: result.running ? 1 : 0, frame_interval_scale: handle.match.frameIntervalScale,
+                                      first_frame_near: handle.match.firstFrameIsNear ? 1 : 0)
     }
 }
 

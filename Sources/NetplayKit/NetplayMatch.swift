@@ -103,6 +103,10 @@ public final class NetplayMatch<G: SerializableGame> {
     var pacer: PacingController
     /// Until then the match has started but waits, so every player begins at the same moment.
     var startAtMs: UInt64?
+    /// This peer ran a frame (``firstFrameIsNear``).
+    var ranFirstFrame = false
+    /// The host asked the relay to start (``startNow()``).
+    var startRequested = false
     /// With ``NetplayPacing/frameRate``: wait this many nominal frame intervals before the
     /// next ``tick(input:)`` (1 = the nominal rate; 0.92 ... 1.08).
     public var frameIntervalScale: Double { pacer.frameIntervalScale }
@@ -237,6 +241,26 @@ public final class NetplayMatch<G: SerializableGame> {
     /// Whether the match runs (frames are simulated).
     public var isRunning: Bool { phase == .playing }
 
+    /// True while this peer's first frame is near: the lobby is full (the relay starts once it
+    /// has measured every player's round trip), the host asked to start, or the start came and
+    /// names a moment not reached yet. The relay's start names the moment every player's first
+    /// frame runs; a frontend that ticks once a frame notices the start, and then that moment, up
+    /// to a frame late each, and its players begin up to two frames apart (deeper rollbacks until
+    /// time sync evens them out). While this holds, tick about every millisecond; then pace
+    /// frames from the tick that ran the first one. A lobby that is not full ticks at the frame
+    /// rate (a start the host forces there is noticed up to a frame late).
+    public var firstFrameIsNear: Bool {
+        guard !ranFirstFrame else { return false }
+        switch phase {
+        case .playing: return engineIsPlayer
+        case .waitingForStart:
+            return startRequested || peers.filter { $0.role == .player && $0.connected }.count >= Int(params.maxPlayers)
+        default: return false
+        }
+    }
+
+    private var engineIsPlayer: Bool { if case .player = engine { true } else { false } }
+
     /// The match frame this peer's simulation started at (0, or the state it joined from).
     public var startFrame: Int { offset }
     /// The checksum of the game this peer's simulation started from, at ``startFrame`` (in a
@@ -289,6 +313,7 @@ public final class NetplayMatch<G: SerializableGame> {
     /// Host only: starts the match now, without waiting for every slot to fill.
     public func startNow() {
         guard isHost, relayKnowsUs else { return }
+        startRequested = true
         link.send(.startSessionRequest(StartSessionRequest(sessionId: admission.sessionId,
                                                            participantId: admission.ticket.participantId,
                                                            participantToken: admission.participantToken)),
@@ -381,6 +406,7 @@ public final class NetplayMatch<G: SerializableGame> {
             }
         }
         result.running = phase == .playing
+        if result.framesAdvanced > 0 { ranFirstFrame = true }
         let finishedWatching = options.stopAtFrame.map { currentFrame >= $0 } == true
         if result.running, startAtMs == nil, !finishedWatching, currentFrame > startFrame || result.framesAdvanced > 0 {
             if result.framesAdvanced > 0 {

@@ -63,7 +63,11 @@ struct PeerRunner<G: SerializableGame> {
                 }
             }
             let slot = max(match.slot, 1)
+            let firstFrameWasNear = match.firstFrameIsNear
+            let tickStart = ContinuousClock.now
             let result = match.tick(input: script(slot, frame))
+            // Frames are paced from the one that began the match, at the moment the relay named.
+            if firstFrameWasNear && !match.firstFrameIsNear { nextTick = tickStart }
             if result.running && !announced {
                 announced = true
                 log("match running from frame \(match.startFrame) as \(match.role == .player ? "P\(match.slot)" : "spectator")")
@@ -119,6 +123,12 @@ struct PeerRunner<G: SerializableGame> {
                 emit("HUD \(label): \(hud.line)")
                 emit(result)
                 exit(0)
+            }
+            if match.firstFrameIsNear {
+                // The start and its moment are noticed within a millisecond, not a frame.
+                usleep(1_000)
+                nextTick = .now
+                continue
             }
             nextTick = nextTick.advanced(by: .nanoseconds(Int64(1e9 / framesPerSecond * match.frameIntervalScale)))
             let now = ContinuousClock.now

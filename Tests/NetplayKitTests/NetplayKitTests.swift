@@ -131,6 +131,36 @@ struct NetplayKitTests {
         #expect(hostMatch.state == .disconnected(.left))
     }
 
+    @Test func theFirstFrameIsNearOnlyOnceTheLobbyIsFullUntilItRuns() throws {
+        let port = UInt16(TestPorts.free())
+        let host = try lanHost("kit-near", port: port)
+        defer { host.stop() }
+        let hostMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: host.admission)
+        #expect(!hostMatch.firstFrameIsNear, "idle")
+        hostMatch.start()
+        #expect(drive([hostMatch], seconds: 5, until: { if case .hosting = hostMatch.state { true } else { false } }))
+        // A lobby that is not full may wait for minutes: frame-rate ticks are enough there.
+        _ = drive([hostMatch], seconds: 0.3, until: { false })
+        #expect(!hostMatch.firstFrameIsNear && hostMatch.currentFrame == 0)
+        // Bob fills it: the relay measures his round trip (a few pings), then starts; meanwhile
+        // both are near their first frame, and neither once it ran.
+        let lobby = NetplayLobby(discovery: nil, coordinator: nil, lanBeaconPort: port)
+        let room = try #require(try lobby.lanRooms(listeningFor: 1_000).first { $0.roomName == "kit-near" })
+        let joinMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: try lobby.join(room, name: "bob", content: content))
+        joinMatch.start()
+        var nearBeforeFirstFrame = false, nearAfterIt = false
+        let matches = [hostMatch, joinMatch]
+        #expect(drive(matches, hz: 1_000, seconds: 10, each: {
+            for match in matches where match.firstFrameIsNear {
+                if match.currentFrame == 0 { nearBeforeFirstFrame = true } else { nearAfterIt = true }
+            }
+        }, until: { matches.allSatisfy { $0.currentFrame >= 30 } }), "host at \(hostMatch.currentFrame), bob at \(joinMatch.currentFrame)")
+        #expect(nearBeforeFirstFrame && !nearAfterIt)
+        #expect(!hostMatch.firstFrameIsNear && !joinMatch.firstFrameIsNear)
+        hostMatch.leave()
+        joinMatch.leave()
+    }
+
     @Test func theRoomBrowserMeasuresEachRoomsPing() throws {
         let port = UInt16(TestPorts.free())
         let host = try lanHost("kit-browse", port: port)

@@ -69,7 +69,7 @@ struct StartStateE2ETests {
         // ends where the match did.
         let replayed = try cluster.replayTheMatch(frames: frames, files: 2)
         #expect(replayed?.checksum == results[0]?.checksum, "replay: \(replayed?.description ?? "none")")
-        #expect((replayed?.int("start_frame") ?? 0) >= 600, "replay: \(replayed?.description ?? "none")")
+        #expect((replayed?.int("start_frame") ?? 0) > 0, "replay: \(replayed?.description ?? "none")")
     }
 
     /// The host's start options come with --help text and NETPLAY_* fallbacks; bad values are

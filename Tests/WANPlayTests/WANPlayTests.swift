@@ -66,9 +66,10 @@ struct WANPlayTests {
 
     @Test func fourPlayersArena() throws {
         // Four players each wait for three partners: the longest of three jittered paths sets
-        // each rollback, so the tail is longer than with two (measured: maxima 4-5, a 6 in about
-        // one of four runs for one of the four players, means at the floor).
-        try play(WANScenario(delayMs: 50, jitterMs: 5, players: 4, frames: 480), slack: 3)
+        // each rollback. Their tail was at the start, when players began up to two frames apart
+        // (each noticed the start, and the moment it named, on a once-a-frame tick); ticking every
+        // millisecond while the first frame is near removed it (`NetplayMatch.firstFrameIsNear`).
+        try play(WANScenario(delayMs: 50, jitterMs: 5, players: 4, frames: 480), slack: 2)
     }
 
     @Test func twoPlayersArenaWithWholeFramePacing() throws {
@@ -84,11 +85,9 @@ struct WANPlayTests {
     }
 
     @Test func fourPlayersNestopia() throws {
-        // The same tail as fourPlayersArena: the network, not the game, sets it (seen: a 6 for
-        // one of four players in both attempts of one run, means at the floor).
         var scenario = WANScenario(delayMs: 50, jitterMs: 5, players: 4, frames: 480)
         scenario.core = try Self.nestopia()
-        try play(scenario, slack: 3)
+        try play(scenario, slack: 2)
     }
 
     @Test func twoPlayersArenaAtTwoPercentLoss() throws {

@@ -219,6 +219,11 @@ typedef struct np_tick_result {
     int rolled_back_frames;       /* frames re-simulated by rollbacks */
     int running;                  /* the match runs */
     double frame_interval_scale;  /* wait this many nominal frame intervals before the next tick */
+    int first_frame_near;         /* the first frame is near (the lobby is full, the host asked to
+                                     start, or the start came): tick again in about a millisecond,
+                                     since the start names the moment every player begins and a
+                                     tick once a frame notices it up to a frame late; then pace
+                                     frames from the tick that ran the first one */
 } np_tick_result;
 
 /* Runs one displayed frame: receives, (re)connects, simulates with input (input_size bytes, the

@@ -429,7 +429,7 @@ int main(int argc, char **argv) {
     /* 4. The game loop: one tick per displayed frame, paced as the match asks. */
     np_match_status status;
     uint64_t checksum = 0;
-    int announced = 0;
+    int announced = 0, first_frame_ran = 0;
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
     for (;;) {
@@ -437,8 +437,20 @@ int main(int argc, char **argv) {
         uint16_t buttons = script_input(seed, status.current_frame);
         uint8_t input[2] = {(uint8_t)buttons, (uint8_t)(buttons >> 8)};
         np_tick_result tick = {0};
+        struct timespec tick_start;
+        clock_gettime(CLOCK_MONOTONIC, &tick_start);
         np_result result = np_match_tick(match, input, sizeof input, &tick);
         if (result != NP_OK) fail("np_match_tick");
+        if (tick.first_frame_near) {
+            /* The start names the moment every player begins: notice it within a millisecond. */
+            struct timespec pause = {0, 1000000L};
+            nanosleep(&pause, NULL);
+            continue;
+        }
+        if (!first_frame_ran) {
+            first_frame_ran = 1;
+            deadline = tick_start; /* frames are paced from the one that began the match */
+        }
         if (tick.running && !announced) {
             announced = 1;
             fprintf(stderr, "np_nestopia: running from frame %lld\n", (long long)status.start_frame);
