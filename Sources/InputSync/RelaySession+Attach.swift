@@ -226,7 +226,7 @@ extension RelaySession {
                 slotModes[index] = .vacant(.empty)
             }
         }
-        openReplay(now: now)
+        openReplay(from: timeline.origin, state: startStateBytes)
         for participant in participants where participant.isConnected {
             let delayMs = participant.isPlayer ? farthestHalfTripMs - halfTrip(participant) : 0
             let start = Envelope.Body.attachResponse(welcome(participant, transferFollows: needsStartState(participant) ? 0 : nil,

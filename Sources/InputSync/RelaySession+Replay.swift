@@ -26,10 +26,6 @@ extension RelaySession {
         }
     }
 
-    func openReplay(now: UInt64) {
-        openReplay(from: timeline.origin, state: startStateBytes)
-    }
-
     /// Opens the session's next replay file: it starts at `frame`, from `state` (empty: the
     /// players' boot), and records every confirmed input from there.
     func openReplay(from frame: Int, state: [UInt8]) {

@@ -89,11 +89,20 @@ enum Match {
 /// Expects every process to exit with a result of `frames` frames and the same checksum.
 func expectSameResults(_ processes: [ServiceProcess], frames: Int, within seconds: Double = 90,
                        sourceLocation: SourceLocation = #_sourceLocation) {
+    let results = expectSameChecksums(processes, within: seconds, sourceLocation: sourceLocation)
+    #expect(results.allSatisfy { $0?.frames == frames }, sourceLocation: sourceLocation)
+}
+
+/// Expects every process to exit with a result and all results to carry the same checksum;
+/// returns the results (nil for a process that gave none), in the order of `processes`.
+@discardableResult
+func expectSameChecksums(_ processes: [ServiceProcess], within seconds: Double,
+                         sourceLocation: SourceLocation = #_sourceLocation) -> [PeerResult?] {
     let results = processes.map { $0.result(within: seconds) }
     for (process, result) in zip(processes, results) {
         #expect(result != nil, "\(process.name) failed:\n\(process.log.suffix(3000))", sourceLocation: sourceLocation)
     }
     let checksums = Set(results.compactMap { $0?.checksum })
     #expect(checksums.count == 1, "checksums differ: \(results.map { $0?.description ?? "none" })", sourceLocation: sourceLocation)
-    #expect(results.allSatisfy { $0?.frames == frames }, sourceLocation: sourceLocation)
+    return results
 }

@@ -99,12 +99,7 @@ struct PlayE2ETests {
         // Player 3's state is corrupted at frame 1500: the relay detects it and resyncs it.
         let corrupt = try cluster.peer("join", Match.common(room: room, seed: 13) + ["--desync-at", "1500"])
         let processes = [host, laggard, corrupt]
-        let results = processes.map { $0.result(within: 150) }
-        for (process, result) in zip(processes, results) {
-            #expect(result != nil, "\(process.name) failed:\n\(process.log.suffix(3000))")
-        }
-        let checksums = Set(results.compactMap { $0?.checksum })
-        #expect(checksums.count == 1, "checksums differ: \(results.map { $0?.description ?? "none" })")
+        let results = expectSameChecksums(processes, within: 150)
         let hostResult = try #require(results[0])
         let corruptResult = try #require(results[2])
         #expect(hostResult.int("substituted_seen") > 30, "the laggard's inputs were not substituted: \(hostResult)")
@@ -124,12 +119,7 @@ struct PlayE2ETests {
         // Player 4 loses its link for 2.5 s: it notices the silence, reconnects and resumes.
         let fourth = try cluster.peer("join", Match.common(room: room, seed: 24) + ["--outage-at", "1000", "--outage-ms", "2500"])
         let processes = [host, second, third, fourth]
-        let results = processes.map { $0.result(within: 150) }
-        for (process, result) in zip(processes, results) {
-            #expect(result != nil, "\(process.name) failed:\n\(process.log.suffix(3000))")
-        }
-        let checksums = Set(results.compactMap { $0?.checksum })
-        #expect(checksums.count == 1, "checksums differ: \(results.map { $0?.description ?? "none" })")
+        let results = expectSameChecksums(processes, within: 150)
         #expect((results[3]?.int("reconnects") ?? 0) >= 1, "player 4 did not reconnect: \(results[3]?.description ?? "none")")
     }
 

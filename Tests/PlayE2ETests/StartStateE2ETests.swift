@@ -22,12 +22,7 @@ struct StartStateE2ETests {
         #expect(!host.log.contains("match running"))
         let joiners = try [52, 53].map { try cluster.peer("join", Match.common(room: room, frames: frames, seed: $0)) }
         let processes = [host] + joiners + [spectator]
-        let results = processes.map { $0.result(within: 150) }
-        for (process, result) in zip(processes, results) {
-            #expect(result != nil, "\(process.name) failed:\n\(process.log.suffix(3000))")
-        }
-        let checksums = Set(results.compactMap { $0?.checksum })
-        #expect(checksums.count == 1, "checksums differ: \(results.map { $0?.description ?? "none" })")
+        let results = expectSameChecksums(processes, within: 150)
         // Everyone's simulation began at frame 0 from the host's warmed state, not its own boot.
         let starts = Set(results.compactMap { $0?.fields["start_checksum"] })
         #expect(starts.count == 1 && !starts.contains("0"), "start states differ: \(results.map { $0?.description ?? "none" })")
@@ -55,12 +50,7 @@ struct StartStateE2ETests {
         Thread.sleep(forTimeInterval: 2)
         let join = try cluster.peer("join", Match.common(room: room, frames: frames, seed: 62))
         let processes = [host, join, spectator]
-        let results = processes.map { $0.result(within: 150) }
-        for (process, result) in zip(processes, results) {
-            #expect(result != nil, "\(process.name) failed:\n\(process.log.suffix(3000))")
-        }
-        let checksums = Set(results.compactMap { $0?.checksum })
-        #expect(checksums.count == 1, "checksums differ: \(results.map { $0?.description ?? "none" })")
+        let results = expectSameChecksums(processes, within: 150)
         #expect(host.log.contains("restarted the match"), "the host did not restart: \(host.log.suffix(2000))")
         for result in results.dropFirst().compactMap({ $0 }) {
             #expect(result.int("states_loaded") >= 2, "the start state and the restart's should both load: \(result)")

@@ -8,8 +8,6 @@ public final class ThreadTaskExecutor: TaskExecutor, @unchecked Sendable {
     private let jobs = Mutex<[UnownedJob]>([])
     private let ready = DispatchSemaphore(value: 0)
     private static let nameKey = "netplay.test.executor"
-    /// The name it was given.
-    public let name: String
 
     /// The name of the executor whose thread this is, or nil on any other thread (the kernel's
     /// thread names are no guide: they are cut to 15 bytes and inherited).
@@ -18,7 +16,6 @@ public final class ThreadTaskExecutor: TaskExecutor, @unchecked Sendable {
     /// Starts the executor's thread, named `name`. The thread holds the executor: both live as long
     /// as the process.
     public init(name: String) {
-        self.name = name
         let thread = Thread { [self] in
             Thread.current.threadDictionary[Self.nameKey] = name
             self.run()
