@@ -85,6 +85,9 @@ final class RelayPeer {
     /// checks on the per-input path.)
     @exclusivity(unchecked) var forwardQueued = false
     @exclusivity(unchecked) var queuedRuns: [RelayWire.Run] = []
+    /// Since when its queued forwarding waits for the rest of a frame's partners
+    /// (``RelayConfiguration/partnerHoldMs``), nil when it does not wait.
+    @exclusivity(unchecked) var heldSinceMs: UInt64?
     /// Its round trip to the relay as the relay measures it (smoothed, capped at the
     /// configuration's `maxCountedRttMs`): from an authoritative send carrying new frames to the
     /// acknowledgement that covers them, on the relay's clock. 0 until the first sample. Never
@@ -104,6 +107,9 @@ final class RelayPeer {
     /// Round trips measured with the relay's pings, and the shortest (the path itself: a sample
     /// held back by a lost segment is only longer).
     var pingSamples = 0
+    /// The connections it said it opens, primary included (``NetplayWire/AttachRequest/paths``,
+    /// at most the relay's limit): the start waits for them (``RelaySession/driveStartSync(now:)``).
+    var announcedPaths = 1
     var shortestPingMs = Int.max
     var framesAhead = 0
 

@@ -51,6 +51,7 @@ extension RelaySession {
         participant.name = ticket.name
         participant.ticketExpiresAtUnixMs = max(participant.ticketExpiresAtUnixMs, ticket.expiresAtUnixMs)
         participant.clientVersion = String(request.clientVersion.prefix(64))
+        participant.announcedPaths = min(max(Int(request.paths), 1), configuration.maxPathsPerParticipant)
         routes.set(peer, session: self, participant: participant)
         noteStartState(of: request, from: participant)
         if !running, participant.startState != .loaded { participant.startState = .missing }
@@ -163,24 +164,27 @@ extension RelaySession {
         driveStartSync(now: now)
     }
 
-    /// Pings players whose round trip is not measured yet; starts when all are (or on timeout).
+    /// Pings players whose round trip is not measured yet; starts when all are, and every player's
+    /// announced paths are attached (so the start rides each), or on timeout.
     func driveStartSync(now: UInt64) {
         guard !running, let since = startSyncSinceMs else { return }
         if !startForced, players.contains(where: { $0?.isConnected != true }) {
             startSyncSinceMs = nil  // someone left meanwhile: wait for every slot again
             return
         }
-        var measured = true
+        var ready = true
         for player in players {
-            guard let player, player.isConnected, player.pingSamples < configuration.startSyncSamples else { continue }
-            measured = false
+            guard let player, player.isConnected else { continue }
+            if player.pathCount < player.announcedPaths { ready = false }
+            guard player.pingSamples < configuration.startSyncSamples else { continue }
+            ready = false
             // One ping in flight at a time; one lost (or a peer that does not answer) is replaced.
             if player.pingInFlight == nil || now &- player.lastPingMs >= 500 { ping(player, now: now) }
         }
         // A match from the host's state also waits for every other participant to load it.
         let statesIn = startStateReady(now: now)
         let timeoutMs = statesIn ? configuration.startSyncTimeoutMs : max(configuration.startSyncTimeoutMs, configuration.startStateTimeoutMs)
-        if (measured && statesIn) || now &- since >= UInt64(timeoutMs) { start(now: now) }
+        if (ready && statesIn) || now &- since >= UInt64(timeoutMs) { start(now: now) }
     }
 
     /// Sends the relay's own ping (answered with a Pong echoing its nonce).

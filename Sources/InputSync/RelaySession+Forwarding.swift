@@ -49,12 +49,48 @@ extension RelaySession {
             Unmanaged.passUnretained(list[index])._withUnsafeGuaranteedRef { other in
                 other.forwardQueued = false
                 guard !ended, other.isConnected, other.awaitingTransfer == nil else {
+                    other.heldSinceMs = nil
                     other.queuedRuns.removeAll(keepingCapacity: true)
                     return
                 }
+                if waitsForPartners(other, now: now) {
+                    // Its runs stay queued: the partners' next inputs extend them (and queue it
+                    // again), and the timers send them when the wait is over.
+                    if other.heldSinceMs == nil { other.heldSinceMs = now }
+                    if !heldForwards.contains(where: { $0 === other }) { heldForwards.append(other) }
+                    return
+                }
+                other.heldSinceMs = nil
                 sendQueued(to: other, now: now)
             }
         }
+    }
+
+    /// Sends the held forwarding whose wait is over (the timers; see ``waitsForPartners(_:now:)``).
+    func releaseHeldForwards(now: UInt64) {
+        let list = heldForwards
+        heldForwards.removeAll(keepingCapacity: true)
+        for other in list where other.heldSinceMs != nil { queueForward(to: other, run: nil, now: now) }
+        flushForwards(now: now)
+    }
+
+    /// Whether forwarding to `other` waits for more partners' inputs of the frame it would carry:
+    /// `other` is on several paths (a message is a segment on each, and a segment lost stalls its
+    /// connection for a round trip), it waits for at least two partners, one of them has not
+    /// sent the newest frame queued, and the wait began less than ``RelayConfiguration/partnerHoldMs``
+    /// ago.
+    private func waitsForPartners(_ other: RelayPeer, now: UInt64) -> Bool {
+        let hold = configuration.partnerHoldMs
+        guard hold > 0, other.hasExtraPaths, other.isPlayer, !other.queuedRuns.isEmpty else { return false }
+        if let since = other.heldSinceMs, now &- since >= UInt64(hold) { return false }
+        var newest = 0
+        for run in other.queuedRuns { newest = max(newest, run.to) }
+        var partners = 0, missing = false
+        for slot in 0 ..< slotCount where slot != other.slot - 1 && slotModes[slot] == .active {
+            partners += 1
+            if !substituting[slot], timeline.stored(slot) < newest { missing = true }
+        }
+        return partners >= 2 && missing
     }
 
     /// Sends `other` the confirmed frames it lacks and its queued runs (what of them is still

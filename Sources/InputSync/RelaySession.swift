@@ -107,6 +107,9 @@ final class RelaySession {
     @exclusivity(unchecked) var inputsAccepted = 0
     /// Participants with forwarding queued since the last ``flushForwards(now:)``, in order.
     @exclusivity(unchecked) var queuedForwards: [RelayPeer] = []
+    /// Participants whose queued forwarding waits for the rest of a frame's partners (see
+    /// ``RelayConfiguration/partnerHoldMs``); the timers send it when the wait is over.
+    @exclusivity(unchecked) var heldForwards: [RelayPeer] = []
     /// Whether the core holds this session for the end of its read batch.
     var listedForFlush = false
 

@@ -20,7 +20,8 @@ extension NetplayMatch {
                                     firstUnackedFrame: UInt32(max(ownNewest + 1, 0)), content: options.content,
                                     gameOptions: Array(options.gameOptions.prefix(4096)),
                                     historyFromFrame: UInt32(resume ? resendableHistoryStart : 0),
-                                    startFromHostState: options.startFromHostState && role == .player)
+                                    startFromHostState: options.startFromHostState && role == .player,
+                                    paths: UInt32(pathTarget))
         guard link.send(.attachRequest(request), requestId: attachRequestId, now: now) else {
             // The fresh connection is not up yet (its handshakes take round trips on a long path;
             // nothing is queued until then): try again on the next ticks, within the attach timeout.

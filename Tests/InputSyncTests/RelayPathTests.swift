@@ -37,6 +37,53 @@ struct RelayPathTests {
 
     func kinds(_ bodies: [Envelope.Body]) -> [String] { bodies.map(\.name) }
 
+    /// Three players, a on two paths; b and c on one.
+    func threePlayers(holdMs: Int = 8) throws -> (RelayRig, c: PeerAddress) {
+        let c = RelayRig.address("peer-c")
+        let rig = RelayRig(players: 3, lagTolerance: 600) { $0.partnerHoldMs = holdMs }
+        for (peer, slot) in [(a, 1), (b, 2), (c, 3)] { _ = try rig.attach(peer, slot: slot) }
+        _ = try #require(try attachPath(rig, a2, slot: 1))
+        for peer in [a, a2, b, c] { _ = rig.transport.take(peer) }
+        return (rig, c)
+    }
+
+    /// The slots whose inputs `broadcast` carries (confirmed or forwarded).
+    func slots(_ broadcast: InputBroadcast?) -> Set<UInt32> {
+        Set((broadcast?.players ?? []).map(\.slot) + (broadcast?.forwarded ?? []).map(\.slot))
+    }
+
+    @Test func aPlayerOnSeveralPathsGetsAFramesPartnerInputsInOneMessage() throws {
+        let (rig, c) = try threePlayers()
+        try rig.batch(b, slot: 2, start: 0, [7])
+        #expect(rig.transport.broadcasts(a).isEmpty, "b's input waits for c's of the same frame")
+        #expect(rig.transport.broadcasts(c).count == 1, "a player on one path gets it at once")
+        try rig.batch(c, slot: 3, start: 0, [9])
+        let toA = rig.transport.broadcasts(a), toA2 = rig.transport.broadcasts(a2)
+        #expect(toA.count == 1 && toA == toA2)
+        #expect(slots(toA.first) == [2, 3])
+
+        // c is late with frame 1: b's input goes after the hold (8 ms, checked by the timers).
+        try rig.batch(b, slot: 2, start: 1, [7])
+        rig.advance(ms: 4)
+        #expect(rig.transport.broadcasts(a).isEmpty)
+        rig.advance(ms: 8)
+        let late = rig.transport.broadcasts(a)
+        #expect(late.count == 1 && slots(late.first) == [2])
+        // c's frame 1 then goes alone, at once.
+        try rig.batch(c, slot: 3, start: 1, [9])
+        #expect(slots(rig.transport.broadcasts(a).first) == [3])
+    }
+
+    @Test func withoutAHoldOrWithOnePartnerEveryInputIsForwardedAsItComes() throws {
+        let (rig, _) = try threePlayers(holdMs: 0)
+        try rig.batch(b, slot: 2, start: 0, [7])
+        #expect(rig.transport.broadcasts(a).count == 1)
+        let two = try running()
+        _ = try #require(try attachPath(two, a2, slot: 1))
+        try two.batch(b, slot: 2, start: 0, [7])
+        #expect(two.transport.broadcasts(a).count == 1, "one partner: nothing to wait for")
+    }
+
     @Test func anAdditionalPathJoinsTheParticipantAndGetsEveryInputBroadcastButNothingElse() throws {
         let rig = try running()
         let response = try #require(try attachPath(rig, a2, slot: 1))

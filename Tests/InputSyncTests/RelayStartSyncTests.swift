@@ -23,11 +23,12 @@ struct RelayStartSyncTests {
         return rig
     }
 
-    /// Answers every ping of `a` after `rttA` ms and of `b` after `rttB` ms, until the match runs.
-    func answerPings(_ rig: RelayRig, rttA: UInt64, rttB: UInt64) throws -> (a: [Envelope.Body], b: [Envelope.Body]) {
+    /// Answers every ping of `a` after `rttA` ms and of `b` after `rttB` ms, until the match runs
+    /// (at most `forMs`).
+    func answerPings(_ rig: RelayRig, rttA: UInt64, rttB: UInt64, forMs: Int = 2_000) throws -> (a: [Envelope.Body], b: [Envelope.Body]) {
         var seenA: [Envelope.Body] = [], seenB: [Envelope.Body] = []
         var due: [(at: UInt64, peer: PeerAddress, ping: Ping)] = []
-        for _ in 0 ..< 2_000 {
+        for _ in 0 ..< forMs {
             for (peer, rtt) in [(a, rttA), (b, rttB)] {
                 for body in rig.transport.take(peer) {
                     if case .ping(let ping) = body { due.append((rig.now + rtt, peer, ping)) } else if peer == a { seenA.append(body) } else { seenB.append(body) }
@@ -57,6 +58,31 @@ struct RelayStartSyncTests {
         // a is 40 ms closer one way (50 - 10): it waits that long, b not at all.
         #expect((38_000 ... 42_000).contains(startA.startDelayUs), "a waits \(startA.startDelayUs) µs")
         #expect(startB.startDelayUs == 0)
+    }
+
+    @Test func theStartWaitsForEveryPathAPlayerAnnouncedAndTakesEachOfThem() throws {
+        let rig = syncedRig()
+        let a2 = RelayRig.address("peer-a-path-2")
+        _ = try rig.attach(a, slot: 1, paths: 2)
+        _ = try rig.attach(b, slot: 2)
+        // Every round trip is measured within ~100 ms, but a's second connection is not attached.
+        let early = try answerPings(rig, rttA: 20, rttB: 20, forMs: 600)
+        #expect(!early.a.contains { $0.attachResponse?.running == true }, "the start waits for a's second path")
+        let path = try rig.send(.attachRequest(AttachRequest(ticket: rig.ticket(slot: 1), protocolVersion: 1, additionalPath: true)), from: a2)
+        #expect(path?.attachResponse?.running == false)
+        rig.advance(ms: 8)
+        #expect(rig.transport.take(a).contains { $0.attachResponse?.running == true })
+        #expect(rig.transport.take(a2).contains { $0.attachResponse?.running == true }, "the start goes on the new path too")
+    }
+
+    @Test func aPathThatNeverComesDelaysTheStartOnlyUntilTheStartSyncTimeout() throws {
+        let rig = syncedRig()
+        _ = try rig.attach(a, slot: 1, paths: 3)
+        _ = try rig.attach(b, slot: 2, paths: 99)  // more than the relay allows: counted as its limit
+        let startedAt = rig.now
+        let (seenA, _) = try answerPings(rig, rttA: 20, rttB: 20, forMs: 2_100)
+        #expect(seenA.contains { $0.attachResponse?.running == true })
+        #expect(rig.now - startedAt >= 1_990, "started after \(rig.now - startedAt) ms, before the timeout")
     }
 
     @Test func aPongThatEchoesNoPingInFlightCountsForNothing() throws {

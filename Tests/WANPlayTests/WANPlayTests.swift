@@ -94,11 +94,10 @@ struct WANPlayTests {
         try play(WANScenario(delayMs: 50, jitterMs: 5, lossPercent: 2, players: 2, frames: 480), slack: 4, maxStallMs: 100)
     }
 
-    /// Four players at 2 % loss: the floor + 4 is met in most matches, not all (see
-    /// docs/wan-harness.md); this guards floor + 6 so that a regression to one connection (8-12
-    /// frames) fails.
+    /// Four players at 2 % loss: the paths attached before the start and a frame's partners in
+    /// one message keep every player within the floor + 4 (see docs/wan-harness.md).
     @Test func fourPlayersArenaAtTwoPercentLoss() throws {
-        try play(WANScenario(delayMs: 50, jitterMs: 5, lossPercent: 2, players: 4, frames: 480), slack: 6, maxStallMs: 100)
+        try play(WANScenario(delayMs: 50, jitterMs: 5, lossPercent: 2, players: 4, frames: 480), slack: 4, maxStallMs: 100)
     }
 
     /// The installed nestopia and the NES test program, assembled with cc65.

@@ -198,6 +198,11 @@ public struct AttachRequest: Sendable, Hashable {
     /// once each loaded it; a checksum vote then goes to the host's group. Sent with every attach
     /// of that host (a relay rebuilding the session after a restart learns it again).
     public var startFromHostState: Bool
+    /// The connections this participant opens to this relay, the primary included (0 means 1). A
+    /// relay about to start the match waits, within its start-sync time, until every player's
+    /// paths are attached, so that the start and the first inputs ride all of them (a lost segment
+    /// on the one path a start took would start that player a retransmission late).
+    public var paths: UInt32
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -211,7 +216,8 @@ public struct AttachRequest: Sendable, Hashable {
         gameOptions: [UInt8] = [],
         historyFromFrame: UInt32 = 0,
         additionalPath: Bool = false,
-        startFromHostState: Bool = false
+        startFromHostState: Bool = false,
+        paths: UInt32 = 0
     ) {
         self.ticket = ticket
         self.protocolVersion = protocolVersion
@@ -224,6 +230,7 @@ public struct AttachRequest: Sendable, Hashable {
         self.historyFromFrame = historyFromFrame
         self.additionalPath = additionalPath
         self.startFromHostState = startFromHostState
+        self.paths = paths
     }
 }
 
@@ -1040,6 +1047,7 @@ extension AttachRequest: WireMessage, _CMessage {
         c.pointee.history_from_frame = self.historyFromFrame
         c.pointee.additional_path = self.additionalPath ? 1 : 0
         c.pointee.start_from_host_state = self.startFromHostState ? 1 : 0
+        c.pointee.paths = self.paths
     }
 
     init(_c c: UnsafePointer<Netplay__V1__AttachRequest>) throws(WireError) {
@@ -1055,6 +1063,7 @@ extension AttachRequest: WireMessage, _CMessage {
         self.historyFromFrame = c.pointee.history_from_frame
         self.additionalPath = c.pointee.additional_path != 0
         self.startFromHostState = c.pointee.start_from_host_state != 0
+        self.paths = c.pointee.paths
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -1070,6 +1079,7 @@ extension AttachRequest: WireMessage, _CMessage {
         w.key("historyFromFrame"); w.integer(self.historyFromFrame)
         w.key("additionalPath"); w.bool(self.additionalPath)
         w.key("startFromHostState"); w.bool(self.startFromHostState)
+        w.key("paths"); w.integer(self.paths)
         w.close()
     }
 }

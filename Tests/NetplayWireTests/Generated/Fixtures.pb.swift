@@ -1065,7 +1065,8 @@ extension AttachRequest {
             gameOptions: [0x01, 0xAB, 0x00, 0xFF, 0x08],
             historyFromFrame: 4000000009,
             additionalPath: true,
-            startFromHostState: true
+            startFromHostState: true,
+            paths: 4000000012
         )
     }
 }

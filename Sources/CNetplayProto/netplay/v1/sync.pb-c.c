@@ -1177,7 +1177,7 @@ void   netplay__v1__replay_footer__free_unpacked
   assert(message->base.descriptor == &netplay__v1__replay_footer__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descriptors[11] =
+static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descriptors[12] =
 {
   {
     "ticket",
@@ -1311,6 +1311,18 @@ static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "paths",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__AttachRequest, paths),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__attach_request__field_indices_by_name[] = {
   9,   /* field[9] = additional_path */
@@ -1320,6 +1332,7 @@ static const unsigned netplay__v1__attach_request__field_indices_by_name[] = {
   5,   /* field[5] = first_unacked_frame */
   7,   /* field[7] = game_options */
   8,   /* field[8] = history_from_frame */
+  11,   /* field[11] = paths */
   1,   /* field[1] = protocol_version */
   3,   /* field[3] = resume */
   10,   /* field[10] = start_from_host_state */
@@ -1328,7 +1341,7 @@ static const unsigned netplay__v1__attach_request__field_indices_by_name[] = {
 static const ProtobufCIntRange netplay__v1__attach_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 11 }
+  { 0, 12 }
 };
 const ProtobufCMessageDescriptor netplay__v1__attach_request__descriptor =
 {
@@ -1338,7 +1351,7 @@ const ProtobufCMessageDescriptor netplay__v1__attach_request__descriptor =
   "Netplay__V1__AttachRequest",
   "netplay.v1",
   sizeof(Netplay__V1__AttachRequest),
-  11,
+  12,
   netplay__v1__attach_request__field_descriptors,
   netplay__v1__attach_request__field_indices_by_name,
   1,  netplay__v1__attach_request__number_ranges,

@@ -244,10 +244,17 @@ struct  Netplay__V1__AttachRequest
    * of that host (a relay rebuilding the session after a restart learns it again).
    */
   protobuf_c_boolean start_from_host_state;
+  /*
+   * The connections this participant opens to this relay, the primary included (0 means 1). A
+   * relay about to start the match waits, within its start-sync time, until every player's
+   * paths are attached, so that the start and the first inputs ride all of them (a lost segment
+   * on the one path a start took would start that player a retransmission late).
+   */
+  uint32_t paths;
 };
 #define NETPLAY__V1__ATTACH_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__attach_request__descriptor) \
-    , NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, {0,NULL}, 0, 0, 0 }
+    , NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, {0,NULL}, 0, 0, 0, 0 }
 
 
 /*
