@@ -90,27 +90,23 @@ struct _JSONWriter {
         if needsComma { output += "," }
     }
 
-    mutating func open() {
+    /// An object or array starts: its first member needs no comma.
+    private mutating func begin(_ bracket: String) {
         separate()
-        output += "{"
+        output += bracket
         needsComma = false
     }
 
-    mutating func close() {
-        output += "}"
+    /// An object or array ends: whatever follows it is its container's next member.
+    private mutating func end(_ bracket: String) {
+        output += bracket
         needsComma = true
     }
 
-    mutating func openArray() {
-        separate()
-        output += "["
-        needsComma = false
-    }
-
-    mutating func closeArray() {
-        output += "]"
-        needsComma = true
-    }
+    mutating func open() { begin("{") }
+    mutating func close() { end("}") }
+    mutating func openArray() { begin("[") }
+    mutating func closeArray() { end("]") }
 
     mutating func key(_ key: String) {
         separate()

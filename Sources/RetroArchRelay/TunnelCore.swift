@@ -311,26 +311,19 @@ public final class TunnelCore {
     /// Feeds the stream meter and times netplay's own pings across the relay.
     @inline(__always)
     private func observe(_ bytes: UnsafeRawBufferPointer, link: TunnelSession.Link, session: TunnelSession, fromHost: Bool, nowMs: UInt64) {
-        if fromHost {
-            let before = link.fromHost.observation
-            link.fromHost.consume(bytes)
-            let after = link.fromHost.observation
-            if after.pingRequests != before.pingRequests { link.hostPingAtMs = nowMs }
-            if after.pingResponses != before.pingResponses, let at = link.clientPingAtMs {
-                link.rttMs = UInt32(clamping: nowMs &- at)
-                link.clientPingAtMs = nil
-            }
-        } else {
-            let before = link.toHost.observation
-            link.toHost.consume(bytes)
-            let after = link.toHost.observation
-            if after.pingRequests != before.pingRequests { link.clientPingAtMs = nowMs }
-            if after.pingResponses != before.pingResponses, let at = link.hostPingAtMs {
-                link.rttMs = UInt32(clamping: nowMs &- at)
-                link.hostPingAtMs = nil
-            }
-            if after.resyncRequests != before.resyncRequests { session.lastResyncUnixMs = wallClockMs() }
+        let before = fromHost ? link.fromHost.observation : link.toHost.observation
+        if fromHost { link.fromHost.consume(bytes) } else { link.toHost.consume(bytes) }
+        let after = fromHost ? link.fromHost.observation : link.toHost.observation
+        // A ping one side sends is answered from the other side: its round trip runs from the
+        // request in this direction to the response in the opposite one.
+        if after.pingRequests != before.pingRequests {
+            if fromHost { link.hostPingAtMs = nowMs } else { link.clientPingAtMs = nowMs }
         }
+        if after.pingResponses != before.pingResponses, let at = fromHost ? link.clientPingAtMs : link.hostPingAtMs {
+            link.rttMs = UInt32(clamping: nowMs &- at)
+            if fromHost { link.clientPingAtMs = nil } else { link.hostPingAtMs = nil }
+        }
+        if !fromHost && after.resyncRequests != before.resyncRequests { session.lastResyncUnixMs = wallClockMs() }
     }
 
     private func send(_ bytes: [UInt8], to connection: TunnelConnection) -> Bool {

@@ -339,40 +339,41 @@ public final class TelemetryService: Service {
     }
 
     private func pollCluster() {
-        guard let client = clusterClient, !clusterInFlight else { return }
-        clusterInFlight = true
-        client.request(.clusterStatusRequest(ClusterStatusRequest()), timeout: 0.9) { [weak self] result in
-            guard let self else { return }
-            self.clusterInFlight = false
-            switch result {
-            case .success(.clusterStatusResponse(let status)):
-                self.cluster = status
-                self.clusterUpdatedAt = self.now
-                self.clusterError = nil
-            case .success(let other):
-                self.clusterError = "unexpected reply \(other.name)"
-            case .failure(let error):
-                self.clusterError = "\(error)"
-            }
+        poll(clusterClient, .clusterStatusRequest(ClusterStatusRequest()), timeout: 0.9,
+             inFlight: \.clusterInFlight, error: \.clusterError) { service, reply in
+            guard case .clusterStatusResponse(let status) = reply else { return false }
+            service.cluster = status
+            service.clusterUpdatedAt = service.now
+            return true
         }
     }
 
     private func pollRooms() {
-        guard let client = roomsClient, !roomsInFlight else { return }
-        roomsInFlight = true
         let request = ListRoomsRequest(filter: RoomFilter(includeInProgress: true), pageSize: 100)
-        client.request(.listRoomsRequest(request), timeout: 1.5) { [weak self] result in
+        poll(roomsClient, .listRoomsRequest(request), timeout: 1.5, inFlight: \.roomsInFlight, error: \.roomsError) { service, reply in
+            guard case .listRoomsResponse(let page) = reply else { return false }
+            service.rooms = page.rooms
+            service.roomsTotal = page.totalMatching
+            return true
+        }
+    }
+
+    /// Asks `client` for what the dashboard shows, never twice at a time (`inFlight`). `accept`
+    /// takes the reply it expects (and returns false for any other); `error` keeps why the last
+    /// ask brought nothing, nil after a good reply.
+    private func poll(_ client: ServiceClient?, _ request: Envelope.Body, timeout: Double,
+                      inFlight: ReferenceWritableKeyPath<TelemetryService, Bool>,
+                      error: ReferenceWritableKeyPath<TelemetryService, String?>,
+                      accept: @escaping (TelemetryService, Envelope.Body) -> Bool) {
+        guard let client, !self[keyPath: inFlight] else { return }
+        self[keyPath: inFlight] = true
+        client.request(request, timeout: timeout) { [weak self] result in
             guard let self else { return }
-            self.roomsInFlight = false
+            self[keyPath: inFlight] = false
             switch result {
-            case .success(.listRoomsResponse(let page)):
-                self.rooms = page.rooms
-                self.roomsTotal = page.totalMatching
-                self.roomsError = nil
-            case .success(let other):
-                self.roomsError = "unexpected reply \(other.name)"
-            case .failure(let error):
-                self.roomsError = "\(error)"
+            case .success(let reply) where accept(self, reply): self[keyPath: error] = nil
+            case .success(let other): self[keyPath: error] = "unexpected reply \(other.name)"
+            case .failure(let failure): self[keyPath: error] = "\(failure)"
             }
         }
     }

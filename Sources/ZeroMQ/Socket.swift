@@ -101,12 +101,7 @@ public final class Socket {
     @discardableResult
     public func send(_ bytes: UnsafeRawBufferPointer, flags: MessageFlags = []) throws(ZMQError) -> Int {
         let socket = try raw
-        while true {
-            let sent = zmq_send(socket, bytes.baseAddress, bytes.count, flags.rawValue)
-            if sent >= 0 { return Int(sent) }
-            let error = ZMQError.last
-            if error != .interrupted { throw error }
-        }
+        return Int(try retryingInterrupted { zmq_send(socket, bytes.baseAddress, bytes.count, flags.rawValue) })
     }
 
     /// Sends `[routingId, payload]` (or `[routingId, "", payload]` when `delimited`) on a ROUTER
@@ -122,10 +117,7 @@ public final class Socket {
 
     @inline(__always)
     private func sendFrame(_ socket: UnsafeMutableRawPointer, _ bytes: UnsafeRawBufferPointer, _ flags: Int32) throws(ZMQError) {
-        while zmq_send(socket, bytes.baseAddress, bytes.count, flags) < 0 {
-            let error = ZMQError.last
-            if error != .interrupted { throw error }
-        }
+        _ = try retryingInterrupted { zmq_send(socket, bytes.baseAddress, bytes.count, flags) }
     }
 
     /// Sends one frame.
@@ -156,6 +148,12 @@ public final class Socket {
 
     // MARK: Receiving
 
+    /// Receives the next frame into the reusable message `scratch`.
+    @inline(__always)
+    private func receiveIntoScratch(_ socket: UnsafeMutableRawPointer, _ flags: MessageFlags) throws(ZMQError) {
+        _ = try retryingInterrupted { zmq_msg_recv(scratch, socket, flags.rawValue) }
+    }
+
     /// Receives one frame and hands its bytes to `body` without copying; the bytes are valid only
     /// inside `body`. `more` tells whether further frames of the same message follow.
     public func receive<Result>(
@@ -163,10 +161,7 @@ public final class Socket {
         _ body: (_ bytes: UnsafeRawBufferPointer, _ more: Bool) throws -> Result
     ) throws -> Result {
         let socket = try raw
-        while zmq_msg_recv(scratch, socket, flags.rawValue) == -1 {
-            let error = ZMQError.last
-            if error != .interrupted { throw error }
-        }
+        try receiveIntoScratch(socket, flags)
         let bytes = UnsafeRawBufferPointer(start: zmq_msg_data(scratch), count: zmq_msg_size(scratch))
         let more = zmq_msg_more(scratch) == 1
         return try body(bytes, more)
@@ -178,10 +173,7 @@ public final class Socket {
     /// message itself (no `ZMQ_RCVMORE` option call).
     public func receiveBorrowed(flags: MessageFlags = []) throws(ZMQError) -> (bytes: UnsafeRawBufferPointer, more: Bool) {
         let socket = try raw
-        while zmq_msg_recv(scratch, socket, flags.rawValue) == -1 {
-            let error = ZMQError.last
-            if error != .interrupted { throw error }
-        }
+        try receiveIntoScratch(socket, flags)
         return (UnsafeRawBufferPointer(start: zmq_msg_data(scratch), count: zmq_msg_size(scratch)), zmq_msg_more(scratch) == 1)
     }
 
@@ -201,10 +193,7 @@ public final class Socket {
     /// Receives one frame as a byte array and whether more frames follow.
     public func receiveFrame(flags: MessageFlags = []) throws(ZMQError) -> (bytes: [UInt8], more: Bool) {
         let socket = try raw
-        while zmq_msg_recv(scratch, socket, flags.rawValue) == -1 {
-            let error = ZMQError.last
-            if error != .interrupted { throw error }
-        }
+        try receiveIntoScratch(socket, flags)
         let count = zmq_msg_size(scratch)
         let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
             if count > 0 { buffer.baseAddress!.update(from: zmq_msg_data(scratch).assumingMemoryBound(to: UInt8.self), count: count) }
@@ -217,12 +206,7 @@ public final class Socket {
     /// larger than `buffer.count` when the frame was truncated.
     public func receive(into buffer: UnsafeMutableRawBufferPointer, flags: MessageFlags = []) throws(ZMQError) -> Int {
         let socket = try raw
-        while true {
-            let received = zmq_recv(socket, buffer.baseAddress, buffer.count, flags.rawValue)
-            if received >= 0 { return Int(received) }
-            let error = ZMQError.last
-            if error != .interrupted { throw error }
-        }
+        return Int(try retryingInterrupted { zmq_recv(socket, buffer.baseAddress, buffer.count, flags.rawValue) })
     }
 
     /// Receives every frame of the next message.
@@ -254,5 +238,17 @@ public final class Socket {
             let events = try intOption(ZMQ_EVENTS)
             return (events & Int32(ZMQ_POLLIN) != 0, events & Int32(ZMQ_POLLOUT) != 0)
         }
+    }
+}
+
+/// Calls `call` (a libzmq send or receive) again while a signal interrupts it (`EINTR`), and
+/// throws any other failure: libzmq calls return -1 and leave the cause in `zmq_errno`.
+@inline(__always)
+func retryingInterrupted(_ call: () -> Int32) throws(ZMQError) -> Int32 {
+    while true {
+        let result = call()
+        if result >= 0 { return result }
+        let error = ZMQError.last
+        if error != .interrupted { throw error }
     }
 }

@@ -181,28 +181,43 @@ struct InviteOption: ParsableArguments {
     }
 }
 
-struct Join: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Join a room as a player (found by --room, or through an invite --link).")
+/// The room `join` and `spectate` enter: the peer's options and, instead of `--room`, an invite.
+struct RoomEntryOptions: ParsableArguments {
     @OptionGroup var options: PeerOptions
     @OptionGroup var invite: InviteOption
-    @Option(help: "Play password.") var password = ""
-
-    func validate() throws {
-        try options.validate(player: true)
-        _ = try invite.resolved()
-    }
-    func run() throws { try joinAndPlay(options, role: .player, password: password, label: "join", link: try invite.resolved()) }
 }
 
-struct Spectate: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Watch a room (mid-match joins start from a state snapshot); found by --room, or through an invite --link.")
-    @OptionGroup var options: PeerOptions
-    @OptionGroup var invite: InviteOption
-    @Option(help: "Spectate password.") var password = ""
+/// What `join` and `spectate` share: a room found by `--room` or an invite link, its password,
+/// and the same checks and loop; they differ in the role asked for.
+protocol RoomEntryCommand: ParsableCommand {
+    /// The role asked for.
+    static var role: Role { get }
+    var entry: RoomEntryOptions { get }
+    var password: String { get }
+}
 
+extension RoomEntryCommand {
     func validate() throws {
-        try options.validate(player: false)
-        _ = try invite.resolved()
+        try entry.options.validate(player: Self.role == .player)
+        _ = try entry.invite.resolved()
     }
-    func run() throws { try joinAndPlay(options, role: .spectator, password: password, label: "spectate", link: try invite.resolved()) }
+
+    func run() throws {
+        try joinAndPlay(entry.options, role: Self.role, password: password, label: Self.role == .player ? "join" : "spectate",
+                        link: try entry.invite.resolved())
+    }
+}
+
+struct Join: RoomEntryCommand {
+    static let configuration = CommandConfiguration(abstract: "Join a room as a player (found by --room, or through an invite --link).")
+    static let role = Role.player
+    @OptionGroup var entry: RoomEntryOptions
+    @Option(help: "Play password.") var password = ""
+}
+
+struct Spectate: RoomEntryCommand {
+    static let configuration = CommandConfiguration(abstract: "Watch a room (mid-match joins start from a state snapshot); found by --room, or through an invite --link.")
+    static let role = Role.spectator
+    @OptionGroup var entry: RoomEntryOptions
+    @Option(help: "Spectate password.") var password = ""
 }

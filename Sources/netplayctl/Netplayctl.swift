@@ -230,22 +230,16 @@ extension Netplayctl {
 
         @Argument(help: "Events (PUB) endpoint or service name.") var endpoint: String
         @Option(name: .customLong("topic"), help: "Only topics starting with this prefix (repeatable).") var topics: [String] = []
-        @Option(help: "Stop after this many events (0: never).") var count = 0
-        @Option(help: "Stop after this many seconds (0: never).") var duration: Double = 0
+        @OptionGroup var limits: StreamLimits
         @Flag(help: "Print one JSON object per event: {\"topic\":...,\"envelope\":{...}}.") var json = false
         @OptionGroup var connection: ConnectionOptions
 
         func run() throws {
-            guard count >= 0, duration >= 0 else { throw ValidationError("--count and --duration must not be negative") }
             let subscriber = try connection.subscriber(for: endpoint, prefixes: topics.isEmpty ? [""] : topics)
-            let deadline = duration > 0 ? DispatchTime.now().uptimeNanoseconds + UInt64(duration * 1e9) : UInt64.max
-            var seen = 0
-            while count == 0 || seen < count {
-                let now = DispatchTime.now().uptimeNanoseconds
-                if now >= deadline { break }
-                let wait = deadline == .max ? 1000 : Int(min(1000, (deadline - now) / 1_000_000))
-                guard let event = try subscriber.next(timeout: wait) else { continue }
-                seen += 1
+            var stop = limits.start()
+            while stop.goesOn {
+                guard let event = try subscriber.next(timeout: stop.waitMs(cap: 1000)) else { continue }
+                stop.seen += 1
                 emit(Self.render(event, json: json))
             }
         }

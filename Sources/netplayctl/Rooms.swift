@@ -152,25 +152,21 @@ extension Netplayctl {
 
             @OptionGroup var target: DiscoveryTarget
             @OptionGroup var filters: RoomFilterOptions
-            @Option(help: "Stop after this many changes after the snapshot (0: never).") var count = 0
-            @Option(help: "Stop after this many seconds (0: never).") var duration: Double = 0
+            @OptionGroup var limits: StreamLimits
             @Flag(help: "Print one JSON object per change: {\"change\":...,\"room\":{...}}.") var json = false
             @OptionGroup var connection: ConnectionOptions
 
             func run() throws {
-                guard count >= 0, duration >= 0 else { throw ValidationError("--count and --duration must not be negative") }
                 let watcher = try RoomWatchClient(requests: try target.requests, events: try target.eventsEndpoint,
                                                   filter: try filters.filter(), timeout: try connection.resolvedTimeout(),
                                                   serverKey: try connection.serverKey())
-                let deadline = duration > 0 ? Date().addingTimeInterval(duration) : Date.distantFuture
+                var stop = limits.start()
                 for update in try watcher.start() { emit(render(update, snapshot: true)) }
                 if !json { emit("-- \(watcher.state.rooms.count) rooms; watching for changes") }
-                var seen = 0
-                while (count == 0 || seen < count) && Date() < deadline {
-                    let wait = Int(min(500, max(1, deadline.timeIntervalSinceNow * 1000)))
-                    for update in try watcher.next(timeout: wait) {
+                while stop.goesOn {
+                    for update in try watcher.next(timeout: stop.waitMs(cap: 500)) {
                         emit(render(update, snapshot: false))
-                        seen += 1
+                        stop.seen += 1
                     }
                 }
             }

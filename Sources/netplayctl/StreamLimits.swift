@@ -1,0 +1,34 @@
+import ArgumentParser
+import Foundation
+
+/// `--count` and `--duration`: when a command that prints a stream (`tap`, `rooms watch`) stops.
+struct StreamLimits: ParsableArguments {
+    @Option(help: "Stop after this many events (tap) or changes after the snapshot (rooms watch); 0: never.") var count = 0
+    @Option(help: "Stop after this many seconds (0: never).") var duration: Double = 0
+
+    func validate() throws {
+        guard count >= 0, duration >= 0 else { throw ValidationError("--count and --duration must not be negative") }
+    }
+
+    /// The limits' clock, started now.
+    func start() -> StreamStop {
+        StreamStop(count: count, deadline: duration > 0 ? Date().addingTimeInterval(duration) : nil)
+    }
+}
+
+/// One run of a stream against its ``StreamLimits``: how many items it printed and when it ends.
+struct StreamStop {
+    let count: Int
+    let deadline: Date?
+    /// Items printed so far.
+    var seen = 0
+
+    /// Whether the stream goes on: fewer items than `--count` and `--duration` not over.
+    var goesOn: Bool { (count == 0 || seen < count) && (deadline.map { Date() < $0 } ?? true) }
+
+    /// How long to wait for the next item: at most `cap` milliseconds, and not past the deadline.
+    func waitMs(cap: Int) -> Int {
+        guard let deadline else { return cap }
+        return Int(min(Double(cap), max(1, deadline.timeIntervalSinceNow * 1000)))
+    }
+}
