@@ -167,7 +167,7 @@ run-%: deps
 deps-ops:
 	@$(MAKE) -s apt-install PACKAGES="$(OPS_APT_PACKAGES)"
 
-# ---- Data plane (issue 5): the relay demo and its C baselines ----
+# ---- Data plane: the relay demo and its C baselines ----
 .PHONY: demo bench-relay
 
 ## demo: a visible two-player match through the local cluster (`make up` if it runs; otherwise
@@ -189,7 +189,7 @@ bench-relay: deps Benchmarks/bin/relay_forwarder Benchmarks/bin/relay_load
 	$(SWIFT) build -c release --product netplay-bench $(SWIFT_FLAGS)
 	$(RELEASE_BIN)/netplay-bench relay --c-forwarder Benchmarks/bin/relay_forwarder --load Benchmarks/bin/relay_load
 
-# ---- RetroArch relay (issue 17): the tunnel beside a plain C TCP forwarder ----
+# ---- RetroArch relay: the tunnel beside a plain C TCP forwarder ----
 .PHONY: bench-retroarch
 
 Benchmarks/bin/tcp_forwarder: Benchmarks/c/tcp_forwarder.c

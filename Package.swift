@@ -166,7 +166,7 @@ let package = Package(
         // MARK: The real-path WAN harness: a TUN-joining delay forwarder (C) and the lab that drives it
         // (network namespaces, TUN devices, iptables loss) for tests and benchmarks.
         .executableTarget(name: "netplay-wanlink", path: "Sources/netplay-wanlink"),
-        .target(name: "WANHarness", dependencies: ["SystemTools"]),
+        .target(name: "WANHarness", dependencies: ["SystemTools", "NetplayService", "NetplayAuth"]),
         // Short system commands and the cc65 build of the test ROM (tests, benchmarks, the WAN harness).
         .target(name: "SystemTools"),
 

@@ -1,9 +1,11 @@
 import Foundation
+import NetplayAuth
+import NetplayService
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A cluster spread over hosts on a ``WANLab`` (issue 18's multi-host layout): discovery and a
+/// A cluster spread over hosts on a ``WANLab`` (the multi-host layout): discovery and a
 /// coordinator on the lab's service address (one host), each relay on a host of its own (a lab
 /// peer: its own namespace, address, delay and region), and every player on its own. Packets
 /// between a player and a relay cross the root namespace, meeting both hosts' delays. A relay's
@@ -52,30 +54,27 @@ public final class WANDeployment {
         try lab.routeBetweenPeers()
         directory = "\(lab.directory)/deployment"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        secret = (0 ..< 32).map { _ in String(format: "%02x", UInt8.random(in: 0 ... 255)) }.joined()
+        secret = TicketKeyRing.generate().text
         let address = lab.serviceAddress
         discovery = "tcp://\(address):\(try WANMatch.freePort(on: address))"
         coordinator = "tcp://\(address):\(try WANMatch.freePort(on: address))"
-        let base = ["--telemetry", "none", "--events", "none", "--log-level", "info"]
-        services.append(try LoggedProcess.launch("\(binDirectory)/netplay-discovery", base + [
-            "--endpoint", discovery, "--control-endpoint", "tcp://\(address):\(try WANMatch.freePort(on: address))",
-            "--instance", "discovery", "--data-dir", "\(directory)/discovery", "--beacon-port", "0", "--retroarch-port", "0",
-        ], log: "\(directory)/discovery.log"))
-        services.append(try LoggedProcess.launch("\(binDirectory)/netplay-coordinator", base + [
-            "--endpoint", coordinator, "--control-endpoint", "tcp://\(address):\(try WANMatch.freePort(on: address))",
-            "--instance", "coordinator", "--data-dir", "\(directory)/coordinator", "--discovery", discovery,
-            "--cluster-secret", secret, "--relay-ttl", String(relayTTLSeconds),
-            "--relay-refresh-interval", String(max(0.1, relayTTLSeconds / 4)),
-        ], log: "\(directory)/coordinator.log"))
+        let plan = ClusterLaunchPlan(discovery: discovery, coordinator: coordinator, dataRoot: directory, secret: secret,
+                                     common: ["--telemetry", "none", "--log-level", "info"])
+        services.append(try LoggedProcess.launch("\(binDirectory)/netplay-discovery", plan.discoveryArguments(
+            instance: "discovery", extra: ["--control-endpoint", "tcp://\(address):\(try WANMatch.freePort(on: address))"]),
+            log: "\(directory)/discovery.log"))
+        services.append(try LoggedProcess.launch("\(binDirectory)/netplay-coordinator", plan.coordinatorArguments(
+            instance: "coordinator", extra: ["--control-endpoint", "tcp://\(address):\(try WANMatch.freePort(on: address))",
+                                             "--relay-ttl", String(relayTTLSeconds),
+                                             "--relay-refresh-interval", String(max(0.1, relayTTLSeconds / 4))]),
+            log: "\(directory)/coordinator.log"))
         for spec in relaySpecs {
             let host = try lab.addPeer(delayMs: spec.delayMs)
             let endpoint = "tcp://\(host.address):7300"
             let log = "\(directory)/\(spec.id).log"
-            let process = try host.launch("\(binDirectory)/netplay-sync", base + [
-                "--endpoint", endpoint, "--control-endpoint", "tcp://\(host.address):7305", "--instance", spec.id,
-                "--region", spec.region, "--data-dir", "\(directory)/\(spec.id)", "--coordinator", coordinator,
-                "--cluster-secret", secret, "--no-replays",
-            ], log: log)
+            let process = try host.launch("\(binDirectory)/netplay-sync", plan.relayArguments(
+                endpoint: endpoint, instance: spec.id,
+                extra: ["--control-endpoint", "tcp://\(host.address):7305", "--region", spec.region, "--no-replays"]), log: log)
             relays.append(RelayHost(id: spec.id, region: spec.region, host: host, endpoint: endpoint, log: log, process: process))
         }
         for relay in relays {

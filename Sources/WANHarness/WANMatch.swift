@@ -1,4 +1,6 @@
 import Foundation
+import NetplayAuth
+import NetplayService
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -98,7 +100,7 @@ public struct WANMatchResult: Sendable, CustomStringConvertible {
     public var frameMs: Double
 
     /// The rollback a perfectly synchronised player cannot avoid: an input travels player ->
-    /// relay -> player, 2 × (delay + jitter) ms, less the input delay (the definition).
+    /// relay -> player, 2 × (delay + jitter) ms, less the input delay.
     public var floorFrames: Double {
         let delay = Double(players.map(\.frameDelay).max() ?? 0)
         return max(0, 2 * (scenario.delayMs + scenario.jitterMs) / frameMs - delay)
@@ -149,19 +151,14 @@ public enum WANMatch {
         let discovery = "tcp://\(address):\(try freePort(on: address))"
         let coordinator = "tcp://\(address):\(try freePort(on: address))"
         let relay = "tcp://\(address):\(try freePort(on: address))"
-        var secret = [UInt8](repeating: 0, count: 32)
-        for index in secret.indices { secret[index] = UInt8.random(in: 0 ... 255) }
-        let secretText = secret.map { String(format: "%02x", $0) }.joined()
-        let base = ["--telemetry", "none", "--events", "none", "--log-level", "notice"]
+        let plan = ClusterLaunchPlan(discovery: discovery, coordinator: coordinator, dataRoot: root, secret: TicketKeyRing.generate().text,
+                                     common: ["--telemetry", "none", "--log-level", "notice"])
         func launch(_ name: String, _ arguments: [String]) throws {
-            services.append(try LoggedProcess.launch("\(binDirectory)/\(name)", base + arguments, log: "\(root)/\(name).log"))
+            services.append(try LoggedProcess.launch("\(binDirectory)/\(name)", arguments, log: "\(root)/\(name).log"))
         }
-        try launch("netplay-discovery", ["--endpoint", discovery, "--instance", "wan-discovery", "--data-dir", "\(root)/discovery",
-                                         "--beacon-port", "0", "--retroarch-port", "0"])
-        try launch("netplay-coordinator", ["--endpoint", coordinator, "--instance", "wan-coordinator", "--data-dir", "\(root)/coordinator",
-                                           "--discovery", discovery, "--cluster-secret", secretText])
-        try launch("netplay-sync", ["--log-level", "info", "--endpoint", relay, "--instance", "wan-sync", "--data-dir", "\(root)/sync",
-                                    "--coordinator", coordinator, "--cluster-secret", secretText, "--no-replays"])
+        try launch("netplay-discovery", plan.discoveryArguments(instance: "wan-discovery"))
+        try launch("netplay-coordinator", plan.coordinatorArguments(instance: "wan-coordinator"))
+        try launch("netplay-sync", plan.relayArguments(endpoint: relay, instance: "wan-sync", extra: ["--log-level", "info", "--no-replays"]))
         // Ready once the relay registered (the coordinator then has a relay to give the host).
         try waitFor(log: "\(root)/netplay-sync.log", containing: "registered", seconds: 20, services: services)
 

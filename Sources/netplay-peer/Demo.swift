@@ -148,13 +148,7 @@ final class DemoCluster {
     private let directory: URL
 
     static func isUp(discovery: String, coordinator: String, serverKey: [UInt8]? = nil) -> Bool {
-        guard let discoveryClient = try? BlockingClient(endpoint: discovery, timeout: 0.5, serverKey: serverKey),
-              (try? discoveryClient.request(.healthRequest(HealthRequest()))) != nil,
-              let coordinatorClient = try? BlockingClient(endpoint: coordinator, timeout: 0.5, serverKey: serverKey),
-              case .listRelaysResponse(let relays)? = try? coordinatorClient.request(.listRelaysRequest(ListRelaysRequest())) else {
-            return false
-        }
-        return !relays.relays.isEmpty
+        ClusterLaunchPlan.answersHealth(discovery, serverKey: serverKey) && ClusterLaunchPlan.listsRelay(coordinator, serverKey: serverKey)
     }
 
     private init(discovery: String, coordinator: String, directory: URL) {
@@ -173,19 +167,12 @@ final class DemoCluster {
         func endpoint() -> String { FreePort.loopbackEndpoint() }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-demo-\(UUID().uuidString.prefix(8))")
         let cluster = DemoCluster(discovery: endpoint(), coordinator: endpoint(), directory: directory)
-        let relay = endpoint()
-        let secret = TicketKeyRing.generate().text
-        let base = ["--telemetry", "none", "--events", "none", "--log-level", "warning"]
+        let plan = ClusterLaunchPlan(discovery: cluster.discovery, coordinator: cluster.coordinator, dataRoot: directory.path,
+                                     secret: TicketKeyRing.generate().text, common: ["--telemetry", "none", "--log-level", "warning"])
         do {
-            try cluster.launch(binaries, "netplay-discovery", base + ["--endpoint", cluster.discovery, "--instance", "demo-discovery",
-                                                                      "--data-dir", directory.appendingPathComponent("discovery").path,
-                                                                      "--beacon-port", "0", "--retroarch-port", "0"])
-            try cluster.launch(binaries, "netplay-coordinator", base + ["--endpoint", cluster.coordinator, "--instance", "demo-coordinator",
-                                                                        "--data-dir", directory.appendingPathComponent("coordinator").path,
-                                                                        "--discovery", cluster.discovery, "--cluster-secret", secret])
-            try cluster.launch(binaries, "netplay-sync", base + ["--endpoint", relay, "--instance", "demo-sync",
-                                                                 "--data-dir", directory.appendingPathComponent("sync").path,
-                                                                 "--coordinator", cluster.coordinator, "--cluster-secret", secret])
+            try cluster.launch(binaries, "netplay-discovery", plan.discoveryArguments(instance: "demo-discovery"))
+            try cluster.launch(binaries, "netplay-coordinator", plan.coordinatorArguments(instance: "demo-coordinator"))
+            try cluster.launch(binaries, "netplay-sync", plan.relayArguments(endpoint: endpoint(), instance: "demo-sync"))
             for _ in 0 ..< 100 where !isUp(discovery: cluster.discovery, coordinator: cluster.coordinator) { usleep(100_000) }
             guard isUp(discovery: cluster.discovery, coordinator: cluster.coordinator) else {
                 throw ValidationError("the demo cluster did not come up")

@@ -6,7 +6,7 @@ import NetplayService
 import NetplayWire
 import Testing
 
-/// Issue 14 (findings 4, 7, 10, 12, 13) on the coordinator's side: password guesses cannot
+/// The abuse limits on the coordinator's side: password guesses cannot
 /// outrun their budget, sessions cannot be created or joined without bound, idle lobbies end,
 /// bans stick, and the token key is private.
 @Suite("Coordinator abuse limits", .ownThread)
@@ -30,7 +30,7 @@ struct AbuseLimitTests {
         return response
     }
 
-    // MARK: Shared admission (finding 13): the same cases as the LAN host
+    // MARK: Shared admission: the same cases as the LAN host
 
     @Test(arguments: AdmissionCases.all)
     func theSharedAdmissionCases(_ admissionCase: AdmissionCase) throws {
@@ -53,7 +53,7 @@ struct AbuseLimitTests {
                 "once the budget is out the right password is refused like the others")
     }
 
-    // MARK: Password budget under concurrency (finding 4)
+    // MARK: Password budget under concurrency
 
     @Test func reservedAttemptsBoundConcurrentGuessesInTheCore() throws {
         let h = try Harness()  // 3 attempts a minute
@@ -170,7 +170,7 @@ struct AbuseLimitTests {
         #expect(order == [1, 2, nil])
     }
 
-    // MARK: Creates, joins, lobbies (finding 10)
+    // MARK: Creates, joins, lobbies
 
     @Test func createsArePerSourceRateLimited() throws {
         let h = try Harness(settings: Self.settings { $0.createsPerMinutePerSource = 3; $0.relayTTLMs = 600_000 })
@@ -243,7 +243,7 @@ struct AbuseLimitTests {
         #expect(h.core.expireIdleLobbies(at: h.time).events.isEmpty)
     }
 
-    // MARK: Bans and revoked tickets (finding 7)
+    // MARK: Bans and revoked tickets
 
     @Test func aBanBindsToTheAddressAndTheParticipant() throws {
         let h = try Harness()
@@ -284,7 +284,7 @@ struct AbuseLimitTests {
         _ = try h.join(id, name: "bob", source: "10.0.0.5")  // a kick without ban lets them join again
     }
 
-    // MARK: The token key (finding 12)
+    // MARK: The token key
 
     static func mode(_ path: String) -> Int {
         var info = stat()

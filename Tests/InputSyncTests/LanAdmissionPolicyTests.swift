@@ -6,7 +6,7 @@ import Synchronization
 import Testing
 @testable import InputSync
 
-/// Issue 14 finding 13: a LAN host admits with the coordinator's rules (the same code), so the
+/// A LAN host admits with the coordinator's rules (the same code), so the
 /// shared cases get the same answers, and each weakness it had is gone.
 @Suite("LAN admission follows the shared admission rules", .ownThread)
 struct LanAdmissionPolicyTests {

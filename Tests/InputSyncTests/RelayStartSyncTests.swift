@@ -5,7 +5,7 @@ import Testing
 @testable import InputSync
 import NetplayTestSupport
 
-/// The relay's side of play on real paths (issue 15): round trips measured before the start, a
+/// The relay's side of play on real paths: round trips measured before the start, a
 /// staggered start, symmetric time-sync hints and the automatic input delay.
 @Suite("Relay: synchronised start, symmetric time sync, automatic delay", .ownThread)
 struct RelayStartSyncTests {

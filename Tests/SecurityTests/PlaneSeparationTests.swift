@@ -5,7 +5,7 @@ import NetplayWire
 import Testing
 import ZeroMQ
 
-// Issue 14's "Done when": a cluster whose services run with their planes on separate addresses
+// A cluster whose services run with their planes on separate addresses
 // plays a match end to end with every cluster-plane connection authenticated. Two network
 // namespaces stand in for two hosts: the server host `a` (10.77.0.1) runs discovery, the
 // coordinator and a relay with their public endpoints on the host's address and their control

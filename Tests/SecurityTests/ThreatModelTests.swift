@@ -62,7 +62,7 @@ struct AttachedHost {
 
 @Suite("Threat model: attacks on a running cluster", .serialized, .ownThread)
 struct ThreatModelTests {
-    // Finding 1: relay control from strangers.
+    // Relay control from strangers.
     @Test func aStrangerCannotEndASessionOrDisconnectAPlayerOnTheRelay() throws {
         let cluster = try SupervisedCluster()
         defer { cluster.stop() }
@@ -107,7 +107,7 @@ struct ThreatModelTests {
         #expect(cluster.log(of: "sync-0").contains("peer=127.0.0.1"))
     }
 
-    // Finding 2: relay hijack and ticket theft; draining a relay from outside.
+    // Relay hijack and ticket theft; draining a relay from outside.
     @Test func onlyARelayRegistersAndOnlyForItself() throws {
         let cluster = try SupervisedCluster()
         defer { cluster.stop() }
@@ -138,7 +138,7 @@ struct ThreatModelTests {
         #expect(next.session.ticket?.relayEndpoint == cluster.relay)
     }
 
-    // Finding 5: supervisor control verbs and forged heartbeats.
+    // Supervisor control verbs and forged heartbeats.
     @Test func theSupervisorTakesOrdersOnlyFromTheOperator() throws {
         let cluster = try SupervisedCluster()
         defer { cluster.stop() }
@@ -169,7 +169,7 @@ struct ThreatModelTests {
         #expect(cluster.pids() == before)
     }
 
-    // Finding 6: announcer ids were self-asserted.
+    // Announcer ids were self-asserted.
     @Test func roomsAreAnnouncedOnlyByClusterMembersUnderTheirOwnName() throws {
         let cluster = try SupervisedCluster()
         defer { cluster.stop() }
@@ -203,7 +203,7 @@ struct ThreatModelTests {
         #expect(after.room.roomName == original.roomName && after.room.hostEndpoint == original.hostEndpoint)
     }
 
-    // Finding 8 (who may push) and spoofed instances.
+    // Who may push, and spoofed instances.
     @Test func telemetryIngestsOnlyWhatMembersSayOfThemselves() throws {
         let cluster = try SupervisedCluster()
         defer { cluster.stop() }
@@ -233,7 +233,7 @@ struct ThreatModelTests {
         #expect(spoofed.map { !$0.hasSuffix(" 0") } ?? false, "\(spoofed ?? "no spoofed counter")")
     }
 
-    // Finding 3: one HTTP request crashed telemetry, eleven stopped the cluster.
+    // One HTTP request crashed telemetry, eleven stopped the cluster.
     @Test func hostileHTTPRequestsStopNothing() throws {
         let cluster = try SupervisedCluster()
         defer { cluster.stop() }
@@ -246,7 +246,7 @@ struct ThreatModelTests {
         #expect(cluster.pids() == before, "a service was restarted")
     }
 
-    // Finding 4: 40 parallel guesses got 39 WRONG_PASSWORD (limit 10 a minute) and singled out
+    // 40 parallel guesses got 39 WRONG_PASSWORD (limit 10 a minute) and singled out
     // the right one.
     @Test func parallelPasswordGuessesStayWithinTheBudgetAndRevealNothing() throws {
         let cluster = try SupervisedCluster()
@@ -281,7 +281,7 @@ struct ThreatModelTests {
         #expect(!all.contains("no reply"), "\(all)")
     }
 
-    // Finding 7: a kicked and banned player re-attached with its old ticket, and renaming passed
+    // A kicked and banned player re-attached with its old ticket, and renaming passed
     // the ban.
     @Test func aKickedAndBannedPlayerStaysOut() throws {
         let cluster = try SupervisedCluster()
@@ -313,7 +313,7 @@ struct ThreatModelTests {
             sessionId: host.sessionId, role: .player, name: "not-mallory", content: nes))) == .banned)
     }
 
-    // Finding 10: anonymous creates at ~4,500/s filled the 100,000-session cap in half a minute.
+    // Anonymous creates at ~4,500/s filled the 100,000-session cap in half a minute.
     @Test func sessionCreationIsLimitedPerAddress() throws {
         let cluster = try SupervisedCluster()
         defer { cluster.stop() }
@@ -332,7 +332,7 @@ struct ThreatModelTests {
         #expect(created <= 20 && limited >= 20, "created \(created), limited \(limited)")
     }
 
-    // Finding 12: the participant-token key sat in coordinator.sqlite, mode 644.
+    // The participant-token key sat in coordinator.sqlite, mode 644.
     @Test func theCoordinatorsSecretsAreItsAlone() throws {
         let cluster = try SupervisedCluster()
         defer { cluster.stop() }

@@ -70,37 +70,35 @@ open class TestCluster: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: dataRoot)
     }
 
+    /// The flags the services start with (the plan `netplay-peer demo` and the WAN lab share).
+    public var plan: ClusterLaunchPlan {
+        ClusterLaunchPlan(discovery: discoveryEndpoint, coordinator: coordinatorEndpoint, dataRoot: dataRoot, secret: options.secret)
+    }
+
     /// Starts discovery (again) on its endpoint.
     public func startDiscovery(_ extra: [String] = []) throws {
-        discovery = try ServiceProcess("netplay-discovery", [
-            "--endpoint", discoveryEndpoint, "--events", options.events ? discoveryEvents : "none",
-            "--data-dir", dataRoot + "/discovery", "--instance", "discovery-1", "--beacon-port", "0", "--retroarch-port", "0",
-            "--sync-interval", "0.2",
-        ] + options.discoveryArguments + extra, environment: serviceEnvironment)
+        discovery = try ServiceProcess("netplay-discovery", plan.discoveryArguments(
+            instance: "discovery-1", events: options.events ? discoveryEvents : "none",
+            extra: ["--sync-interval", "0.2"] + options.discoveryArguments + extra), environment: serviceEnvironment)
         try waitHealthy(discoveryEndpoint, discovery!)
     }
 
     /// Starts the coordinator (again) on its endpoint and data directory.
     public func startCoordinator(instance: String = "coordinator-1") throws {
-        coordinator = try ServiceProcess("netplay-coordinator", [
-            "--endpoint", coordinatorEndpoint, "--events", options.events ? coordinatorEvents : "none",
-            "--data-dir", dataRoot + "/coordinator", "--instance", instance, "--discovery", discoveryEndpoint,
-            "--cluster-secret", options.secret,
-        ] + options.coordinatorArguments, environment: serviceEnvironment)
+        coordinator = try ServiceProcess("netplay-coordinator", plan.coordinatorArguments(
+            instance: instance, events: options.events ? coordinatorEvents : "none", extra: options.coordinatorArguments),
+            environment: serviceEnvironment)
         try waitHealthy(coordinatorEndpoint, coordinator!)
     }
 
     /// Starts (or restarts) relay `sync-0` and waits until the coordinator lists it.
     public func startRelay() throws {
-        relay = try ServiceProcess("netplay-sync", [
-            "--endpoint", relayEndpoint, "--events", relayEvents, "--data-dir", dataRoot + "/sync-0",
-            "--instance", "sync-0", "--coordinator", coordinatorEndpoint, "--cluster-secret", options.secret,
-        ] + options.relayArguments, environment: serviceEnvironment)
+        relay = try ServiceProcess("netplay-sync", plan.relayArguments(
+            endpoint: relayEndpoint, instance: "sync-0", events: relayEvents, extra: options.relayArguments),
+            environment: serviceEnvironment)
         try waitHealthy(relayEndpoint, relay!)
-        let client = try BlockingClient(endpoint: coordinatorEndpoint, timeout: 1, serverKey: serverKey)
         let listed = eventually(within: 10) {
-            guard case .listRelaysResponse(let list)? = try? client.request(.listRelaysRequest(ListRelaysRequest())) else { return false }
-            return list.relays.contains { $0.relayId == "sync-0" }
+            ClusterLaunchPlan.listsRelay(coordinatorEndpoint, relayId: "sync-0", timeout: 1, serverKey: serverKey)
         }
         guard listed else { throw HarnessError("the relay did not register: \(relay!.log)") }
     }
@@ -114,8 +112,7 @@ open class TestCluster: @unchecked Sendable {
 
     /// Waits until `endpoint` answers Health (30 s at most).
     public func waitHealthy(_ endpoint: String, _ process: ServiceProcess) throws {
-        let probe = try BlockingClient(endpoint: endpoint, timeout: 0.2, serverKey: serverKey)
-        guard eventually(within: 30, { (try? probe.request(.healthRequest(HealthRequest()))) != nil }) else {
+        guard eventually(within: 30, { ClusterLaunchPlan.answersHealth(endpoint, timeout: 0.2, serverKey: serverKey) }) else {
             throw HarnessError("\(process.name) did not start: \(process.log)")
         }
     }
@@ -130,7 +127,7 @@ open class TestCluster: @unchecked Sendable {
 
     /// The replay files relay sync-0 wrote, in name order.
     public var replayFiles: [String] {
-        let directory = dataRoot + "/sync-0/replays"
+        let directory = plan.dataDirectory("sync-0") + "/replays"
         return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted().map { directory + "/" + $0 }
     }
 }

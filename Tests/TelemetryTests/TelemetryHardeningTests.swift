@@ -4,7 +4,7 @@ import NetplayTestSupport
 import NetplayWire
 import Testing
 
-/// Attacks on a real netplay-telemetry process (issue 14): hostile HTTP requests, a slowloris,
+/// Attacks on a real netplay-telemetry process: hostile HTTP requests, a slowloris,
 /// and an ingest flood. Each must be refused or absorbed while the process stays up and keeps
 /// serving /metrics.
 @Suite("netplay-telemetry under attack", .serialized, .ownThread)

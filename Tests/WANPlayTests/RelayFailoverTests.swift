@@ -4,7 +4,7 @@ import NetplayWire
 import Testing
 import WANHarness
 
-/// Relays on hosts of their own (issue 18): network namespaces stand in for machines. The
+/// Relays on hosts of their own: network namespaces stand in for machines. The
 /// coordinator picks the relay nearest the players from the round trips they measured, and when
 /// that relay's host dies mid-match the session fails over to the other relay, where the players
 /// rebuild the match from what they hold and finish it with one checksum.

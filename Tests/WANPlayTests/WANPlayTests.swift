@@ -5,7 +5,7 @@ import WANHarness
 import SystemTools
 import NetplayTestSupport
 
-/// Play on a real kernel network path (issue 15): every player a `netplay-peer` process in its
+/// Play on a real kernel network path: every player a `netplay-peer` process in its
 /// own network namespace, 50 ms ± 5 ms one way to the relay through TUN devices and our
 /// forwarder, loss from iptables. What a player must never feel: its own inputs substituted
 /// while connected, rollbacks longer than the path makes necessary (the floor) or uneven
@@ -19,7 +19,7 @@ struct WANPlayTests {
         get throws { URL(fileURLWithPath: try WANLab.locateWanlink()).deletingLastPathComponent().path }
     }
 
-    /// Plays `scenario` and checks the issue's bar: no substitution, mean rollbacks within one
+    /// Plays `scenario` and checks the bar of play on real paths: no substitution, mean rollbacks within one
     /// frame of each other, max rollback at most floor + `slack`, no stall longer than two frames
     /// (or, with loss, none over `maxStallMs`), equal checksums. A real-time match on a shared
     /// 2-core machine can meet a scheduling hiccup: a match that misses the bar is played once
@@ -109,7 +109,7 @@ struct WANPlayTests {
     }
 
     /// Four players at 2 % loss: the paths attached before the start and a frame's partners in
-    /// one message keep every player within the issue's floor + 4 (see docs/wan-harness.md).
+    /// one message keep every player within the floor + 4 (see docs/wan-harness.md).
     @Test func fourPlayersArenaAtTwoPercentLoss() throws {
         try play(WANScenario(delayMs: 50, jitterMs: 5, lossPercent: 2, players: 4, frames: 480), slack: 4, maxStallMs: 100)
     }
