@@ -56,6 +56,17 @@ struct ArenaTests {
         #expect(Arena.decode(bytes + [0]) == nil)
     }
 
+    @Test("the checksum is the FNV-1a hash of the encoded state, and stays what it was")
+    func checksumOfTheEncoding() {
+        var game = Arena(playerCount: 6, seed: 2)
+        play(&game, frames: 0 ..< 300, players: 6, seed: 3)
+        var hasher = StateHasher()
+        hasher.combine(bytes: Arena.encode(game.state))
+        #expect(game.checksum() == hasher.value)
+        // Peers compare this checksum and replays record it: the value older builds computed.
+        #expect(game.checksum() == 4_800_885_683_080_717_911)
+    }
+
     @Test("ships stay inside the walls and players score", arguments: [2, 8])
     func boundsAndScoring(players: Int) {
         var game = Arena(playerCount: players, seed: 5)

@@ -193,41 +193,39 @@ public struct Arena: SerializableGame, Sendable {
 
     public func checksum() -> UInt64 {
         var hasher = StateHasher()
-        hasher.combine(state.frame)
-        hasher.combine(state.playerCount)
-        hasher.combine(state.random)
-        for slot in 0 ..< 8 {
-            let ship = state.ships[slot]
-            hasher.combine(UInt64(UInt32(bitPattern: ship.x)) | UInt64(UInt32(bitPattern: ship.y)) << 32)
-            hasher.combine(UInt64(UInt32(bitPattern: ship.vx)) | UInt64(UInt32(bitPattern: ship.vy)) << 32)
-            hasher.combine(UInt64(UInt32(bitPattern: ship.score)) | UInt64(UInt32(bitPattern: ship.stun)) << 32)
-            hasher.combine(UInt64(UInt32(bitPattern: ship.dash)) | UInt64(UInt32(bitPattern: ship.cooldown)) << 32)
-            hasher.combine(byte: ship.active ? 1 : 0)
-        }
-        for index in 0 ..< 8 {
-            let pellet = state.pellets[index]
-            hasher.combine(UInt64(UInt32(bitPattern: pellet.x)) | UInt64(UInt32(bitPattern: pellet.y)) << 32)
-        }
+        Self.write(state, to: &hasher)
         return hasher.value
     }
 
     public static func encode(_ state: ArenaState) -> [UInt8] {
         var writer = StateWriter()
-        writer.write(state.frame)
-        writer.write(state.playerCount)
-        writer.write(state.random)
+        write(state, to: &writer)
+        return writer.bytes
+    }
+
+    /// The state field by field, in the one order its checksum and its encoding share
+    /// (``decode(_:)`` reads it back).
+    @inline(__always)
+    static func write<Sink: StateSink>(_ state: ArenaState, to sink: inout Sink) {
+        sink.write(state.frame)
+        sink.write(state.playerCount)
+        sink.write(state.random)
         for slot in 0 ..< 8 {
             let ship = state.ships[slot]
-            for value in [ship.x, ship.y, ship.vx, ship.vy, ship.score, ship.stun, ship.dash, ship.cooldown] {
-                writer.write(value)
-            }
-            writer.write(ship.active ? 1 as UInt8 : 0)
+            sink.write(ship.x)
+            sink.write(ship.y)
+            sink.write(ship.vx)
+            sink.write(ship.vy)
+            sink.write(ship.score)
+            sink.write(ship.stun)
+            sink.write(ship.dash)
+            sink.write(ship.cooldown)
+            sink.write(ship.active ? 1 as UInt8 : 0)
         }
         for index in 0 ..< 8 {
-            writer.write(state.pellets[index].x)
-            writer.write(state.pellets[index].y)
+            sink.write(state.pellets[index].x)
+            sink.write(state.pellets[index].y)
         }
-        return writer.bytes
     }
 
     public static func decode(_ bytes: [UInt8]) -> ArenaState? {

@@ -74,3 +74,27 @@ public protocol SerializableGame: Game {
     /// The state from bytes, or nil if they are not a valid state.
     static func decode(_ bytes: [UInt8]) -> State?
 }
+
+/// Where a game writes its state field by field, least significant byte first. A ``StateWriter``
+/// keeps the bytes (state transfer, replays); a ``StateHasher`` hashes them (``Game/checksum()``).
+/// A game that writes its state once, generic over the sink, gets both from one field order, and
+/// its checksum is the FNV-1a hash of its encoding.
+public protocol StateSink {
+    /// Writes one byte.
+    mutating func write(_ value: UInt8)
+    /// Writes a 32-bit integer.
+    mutating func write(_ value: Int32)
+    /// Writes a 64-bit unsigned integer.
+    mutating func write(_ value: UInt64)
+}
+
+extension StateWriter: StateSink {}
+
+extension StateHasher: StateSink {
+    /// Mixes one byte.
+    @inlinable public mutating func write(_ value: UInt8) { combine(byte: value) }
+    /// Mixes a 32-bit integer's 4 bytes.
+    @inlinable public mutating func write(_ value: Int32) { combine(value) }
+    /// Mixes a 64-bit integer's 8 bytes.
+    @inlinable public mutating func write(_ value: UInt64) { combine(value) }
+}
