@@ -89,7 +89,8 @@ proto: deps
 proto-check: deps
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; tools/gen-proto.sh --out $$tmp >/dev/null && \
 	  diff -r -q $$tmp/Sources/CNetplayProto Sources/CNetplayProto >/dev/null && \
-	  diff -r -q $$tmp/Sources/NetplayWire/Generated Sources/NetplayWire/Generated >/dev/null || \
+	  diff -r -q $$tmp/Sources/NetplayWire/Generated Sources/NetplayWire/Generated >/dev/null && \
+	  diff -r -q $$tmp/Tests/NetplayWireTests/Generated Tests/NetplayWireTests/Generated >/dev/null || \
 	  { echo "proto-check: generated code is stale: run 'make proto' and commit the result" >&2; exit 1; }
 
 Benchmarks/bin/zmq_bench: Benchmarks/c/zmq_bench.c

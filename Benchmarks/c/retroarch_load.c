@@ -3,6 +3,8 @@
  * forwarder, or straight to each other (the floor), measuring throughput and round trips. Written
  * in C with epoll so the generator costs little next to what it measures; the same program drives
  * every target.
+ * (Over 500 lines as one file on purpose: a self-contained C baseline built with one cc call,
+ * sharing no code with what it measures.)
  *
  *   retroarch_load tunnel HOST PORT [options]   relay protocol: per session a fake host (control
  *                                              connection, RATS/RATL/RATA, RATP echoed all run
