@@ -84,8 +84,10 @@ extension NetplayMatch {
         if !response.running {
             phase = .waitingForStart
             updateLobbyState()
+            if startAwaitsAttach { startNow() }
             return
         }
+        startAwaitsAttach = false
         if response.stateFollows {
             if case .none = engine {
                 phase = .awaitingState

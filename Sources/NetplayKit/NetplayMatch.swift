@@ -107,6 +107,8 @@ public final class NetplayMatch<G: SerializableGame> {
     var ranFirstFrame = false
     /// The host asked the relay to start (``startNow()``).
     var startRequested = false
+    /// ``startNow()`` came before the relay knew this peer: the request goes out once it does.
+    var startAwaitsAttach = false
     /// With ``NetplayPacing/frameRate``: wait this many nominal frame intervals before the
     /// next ``tick(input:)`` (1 = the nominal rate; 0.92 ... 1.08).
     public var frameIntervalScale: Double { pacer.frameIntervalScale }
@@ -196,6 +198,9 @@ public final class NetplayMatch<G: SerializableGame> {
         (states, stateContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(64))
         (chat, chatContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
         stateContinuation.yield(.idle)
+        link.onUnsendable = { [weak self] error in
+            self?.note(.error(error.errorCode, "not sent to the relay: \(error.description)"))
+        }
     }
 
     deinit {
@@ -310,10 +315,17 @@ public final class NetplayMatch<G: SerializableGame> {
         state = .connecting(to: admission.relayEndpoint, attempt: 0)
     }
 
-    /// Host only: starts the match now, without waiting for every slot to fill.
+    /// Host only: starts the match now, without waiting for every slot to fill (a host alone
+    /// plays alone; joiners come in late). Called before the relay answered the attach, the
+    /// request goes out as soon as it has.
     public func startNow() {
-        guard isHost, relayKnowsUs else { return }
+        guard isHost else { return }
         startRequested = true
+        guard relayKnowsUs else {
+            startAwaitsAttach = true
+            return
+        }
+        startAwaitsAttach = false
         link.send(.startSessionRequest(StartSessionRequest(sessionId: admission.sessionId,
                                                            participantId: admission.ticket.participantId,
                                                            participantToken: admission.participantToken)),

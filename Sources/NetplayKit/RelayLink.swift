@@ -62,6 +62,9 @@ final class RelayLink {
     private var pathsGeneration = -1
     /// Told of every path event (the match records them).
     var onNews: ((PathNews) -> Void)?
+    /// Told of a message that could not be encoded (it breaks the wire contract's limits) and
+    /// was not sent, with the reason: the match records it as an error, so nothing vanishes.
+    var onUnsendable: ((WireError) -> Void)?
     /// Input broadcasts whose copy came on one path 40 ms or more after another path brought it
     /// (a segment held back by a TCP loss on the slower path).
     private(set) var heldBackCopies = 0
@@ -344,7 +347,12 @@ final class RelayLink {
 
     @discardableResult
     private func transmit(_ envelope: Envelope, on index: Int) -> Bool {
-        guard let socket = paths[index].socket, let bytes = try? envelope.encoded() else { return false }
+        guard let socket = paths[index].socket else { return false }
+        let bytes: [UInt8]
+        do { bytes = try envelope.encoded() } catch {
+            onUnsendable?(error)
+            return false
+        }
         guard (try? socket.send(bytes, flags: .dontWait)) != nil else { return false }
         sentMessages += 1
         return true

@@ -75,6 +75,15 @@ struct RelayStartSyncTests {
         #expect(rig.transport.take(a2).contains { $0.attachResponse?.running == true }, "the start goes on the new path too")
     }
 
+    @Test func theHostAloneStartsWhenItAsks() throws {
+        let rig = syncedRig()
+        _ = try rig.attach(a, slot: 1)
+        let reply = try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId)), from: a)
+        #expect(reply.map { if case .ack = $0 { true } else { false } } == true, "\(String(describing: reply))")
+        let (seenA, _) = try answerPings(rig, rttA: 20, rttB: 20, forMs: 2_100)
+        #expect(seenA.contains { $0.attachResponse?.running == true })
+    }
+
     @Test func aPathThatNeverComesDelaysTheStartOnlyUntilTheStartSyncTimeout() throws {
         let rig = syncedRig()
         _ = try rig.attach(a, slot: 1, paths: 3)

@@ -93,9 +93,12 @@ struct HostControlsE2ETests {
         #expect(drive([hostMatch, bobMatch], seconds: 10, until: { hostMatch.slot == 2 && bobMatch.slot == 1 }),
                 "host in \(hostMatch.slot), bob in \(bobMatch.slot)")
         // Bob, now in slot 1, may not start the match; the host, in slot 2, may.
-        bobMatch.link.send(.startSessionRequest(StartSessionRequest(sessionId: sessionId)), requestId: bobMatch.takeRequestId(),
-                           now: bobMatch.nowMs)
-        _ = drive([hostMatch, bobMatch], seconds: 1, until: { false })
+        bobMatch.link.send(.startSessionRequest(StartSessionRequest(sessionId: sessionId, participantId: bobAdmission.ticket.participantId,
+                                                                    participantToken: bobAdmission.participantToken)),
+                           requestId: bobMatch.takeRequestId(), now: bobMatch.nowMs)
+        #expect(drive([hostMatch, bobMatch], seconds: 5, until: {
+            bobMatch.events.contains { if case .error(.permissionDenied, _) = $0 { true } else { false } }
+        }), "the relay refuses bob's start: \(bobMatch.events)")
         #expect(!hostMatch.isRunning && !bobMatch.isRunning)
         hostMatch.startNow()
         // Inputs follow the swap: each plays its new slot, and the two simulations agree.

@@ -161,6 +161,23 @@ struct NetplayKitTests {
         joinMatch.leave()
     }
 
+    @Test func aHostAloneStartsWithStartNowEvenBeforeTheRelayKnowsIt() throws {
+        let port = UInt16(TestPorts.free())
+        let host = try lanHost("kit-alone", port: port)
+        defer { host.stop() }
+        let hostMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: host.admission)
+        hostMatch.start()
+        // Asked at once, before the attach is answered: the start goes out once it is.
+        hostMatch.startNow()
+        #expect(drive([hostMatch], hz: 1_000, seconds: 10, until: { hostMatch.currentFrame >= 30 }),
+                "the host alone stayed at frame \(hostMatch.currentFrame), state \(hostMatch.state), events \(hostMatch.events)")
+        // A LAN host holds no participant token; its restart reaches the relay all the same.
+        try hostMatch.restart()
+        _ = drive([hostMatch], hz: 1_000, seconds: 1, until: { false })
+        #expect(!hostMatch.events.contains { if case .error = $0 { true } else { false } }, "\(hostMatch.events)")
+        hostMatch.leave()
+    }
+
     @Test func theRoomBrowserMeasuresEachRoomsPing() throws {
         let port = UInt16(TestPorts.free())
         let host = try lanHost("kit-browse", port: port)

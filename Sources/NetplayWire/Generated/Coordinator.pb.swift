@@ -690,7 +690,9 @@ public struct StartSessionRequest: Sendable, Hashable {
     public var sessionId: String
     /// The host.
     public var participantId: String
-    /// The host's token.
+    /// The host's token: the coordinator refuses the request without the right one
+    /// (UNAUTHENTICATED). A relay identifies the host by its attached connection and ignores it,
+    /// so a LAN host, whose participants hold no token, sends none.
     public var participantToken: [UInt8]
     /// To the relay, while the match runs: restart it from the host's state. Every other
     /// participant loads the host's confirmed state at or after restart_frame (reason RESTART),
@@ -2819,7 +2821,7 @@ extension StartSessionRequest: WireMessage, _CMessage {
         }
         if !self.participantId.isEmpty { c.pointee.participant_id = arena.cString(self.participantId) }
         if validate {
-            try _wireCheckBytes(self.participantToken, "StartSessionRequest.participant_token", maxLen: 64, required: true)
+            try _wireCheckBytes(self.participantToken, "StartSessionRequest.participant_token", maxLen: 64, required: false)
         }
         if !self.participantToken.isEmpty { c.pointee.participant_token = arena.binary(self.participantToken) }
         c.pointee.restart = self.restart ? 1 : 0
@@ -2829,7 +2831,7 @@ extension StartSessionRequest: WireMessage, _CMessage {
     init(_c c: UnsafePointer<Netplay__V1__StartSessionRequest>) throws(WireError) {
         self.sessionId = try _wireReadString(c.pointee.session_id, "StartSessionRequest.session_id", maxLen: 64, required: true)
         self.participantId = try _wireReadString(c.pointee.participant_id, "StartSessionRequest.participant_id", maxLen: 64, required: true)
-        self.participantToken = try _wireReadBytes(c.pointee.participant_token, "StartSessionRequest.participant_token", maxLen: 64, required: true)
+        self.participantToken = try _wireReadBytes(c.pointee.participant_token, "StartSessionRequest.participant_token", maxLen: 64, required: false)
         self.restart = c.pointee.restart != 0
         self.restartFrame = c.pointee.restart_frame
     }

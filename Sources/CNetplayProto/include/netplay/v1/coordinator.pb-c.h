@@ -805,7 +805,9 @@ struct  Netplay__V1__StartSessionRequest
    */
   char *participant_id;
   /*
-   * The host's token. @max_len 64 @required
+   * The host's token: the coordinator refuses the request without the right one
+   * (UNAUTHENTICATED). A relay identifies the host by its attached connection and ignores it,
+   * so a LAN host, whose participants hold no token, sends none. @max_len 64
    */
   ProtobufCBinaryData participant_token;
   /*
