@@ -116,6 +116,10 @@ struct SessionLifecycleTests {
         #expect(code { try h.core.kick(forged, at: h.time) } == .unauthenticated)
         let unknown = StartSessionRequest(sessionId: id, participantId: "p-nobody", participantToken: host.participantToken)
         #expect(code { try h.core.start(unknown, at: h.time) } == .unauthenticated)
+        // The wire lets a start carry no token (a relay does not read it); the coordinator does.
+        let tokenless = StartSessionRequest(sessionId: id, participantId: host.participantId)
+        #expect(throws: Never.self) { _ = try Envelope(body: .startSessionRequest(tokenless)).encoded() }
+        #expect(code { try h.core.start(tokenless, at: h.time) } == .unauthenticated)
         let selfKick = KickParticipantRequest(sessionId: id, participantId: host.participantId, participantToken: host.participantToken,
                                               targetParticipantId: host.participantId)
         #expect(code { try h.core.kick(selfKick, at: h.time) } == .invalidState)
