@@ -305,7 +305,8 @@ np_result np_match_get_hud(np_match *match, np_hud *out);
  * every peer compares). NP_ERR_NOT_FOUND when none (yet): only checksum frames are reported. */
 np_result np_match_reported_checksum(np_match *match, int64_t frame, uint64_t *out);
 
-/* Host: starts the match now, without waiting for every slot to fill. */
+/* Host: starts the match now with whoever is there, without waiting for every slot to fill;
+ * called before the relay answered the attach, the start goes out once it has. */
 np_result np_match_start_now(np_match *match);
 /* Sends a chat line to everyone (at most 512 bytes are sent). */
 np_result np_match_send_chat(np_match *match, const char *text);
