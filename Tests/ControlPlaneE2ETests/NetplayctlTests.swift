@@ -18,6 +18,13 @@ struct NetplayctlTests {
         text.split(separator: "\n").first { $0.hasPrefix(key + ": ") }.map { String($0.dropFirst(key.count + 2).split(separator: " ")[0]) } ?? ""
     }
 
+    @Test func streamsRefuseNegativeLimitsWithOneLine() throws {
+        for arguments in [["tap", "tcp://127.0.0.1:1", "--count=-1"], ["rooms", "watch", "--duration=-2"]] {
+            let output = try run(arguments, expect: 2)
+            #expect(output.contains("--count and --duration must not be negative"), "\(output)")
+        }
+    }
+
     @Test func everyVerbAgainstRealServices() throws {
         let cluster = try ControlPlane()
         let relay = try FakeRelay("sync-0", cluster: cluster)
