@@ -322,7 +322,8 @@ public final class NetplayMatch<G: SerializableGame> {
         guard isHost else { return }
         startRequested = true
         guard relayKnowsUs else {
-            startAwaitsAttach = true
+            // Remembered only before the match runs: a reconnect mid-match must not start one.
+            if case .none = engine { startAwaitsAttach = true }
             return
         }
         startAwaitsAttach = false

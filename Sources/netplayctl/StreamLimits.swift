@@ -12,23 +12,26 @@ struct StreamLimits: ParsableArguments {
 
     /// The limits' clock, started now.
     func start() -> StreamStop {
-        StreamStop(count: count, deadline: duration > 0 ? Date().addingTimeInterval(duration) : nil)
+        StreamStop(count: count, deadline: duration > 0 ? ContinuousClock.now + .milliseconds(Int64(duration * 1000)) : nil)
     }
 }
 
 /// One run of a stream against its ``StreamLimits``: how many items it printed and when it ends.
 struct StreamStop {
     let count: Int
-    let deadline: Date?
+    /// When `--duration` is over, on the monotonic clock (nil: never).
+    let deadline: ContinuousClock.Instant?
     /// Items printed so far.
     var seen = 0
 
     /// Whether the stream goes on: fewer items than `--count` and `--duration` not over.
-    var goesOn: Bool { (count == 0 || seen < count) && (deadline.map { Date() < $0 } ?? true) }
+    var goesOn: Bool { (count == 0 || seen < count) && (deadline.map { ContinuousClock.now < $0 } ?? true) }
 
     /// How long to wait for the next item: at most `cap` milliseconds, and not past the deadline.
     func waitMs(cap: Int) -> Int {
         guard let deadline else { return cap }
-        return Int(min(Double(cap), max(1, deadline.timeIntervalSinceNow * 1000)))
+        let left = ContinuousClock.now.duration(to: deadline).components
+        let leftMs = Double(left.seconds) * 1000 + Double(left.attoseconds) / 1e15
+        return Int(min(Double(cap), max(1, leftMs)))
     }
 }

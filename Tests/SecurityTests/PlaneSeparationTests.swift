@@ -106,22 +106,19 @@ struct PlaneSeparationTests {
         }
 
         // The server host: each service's public plane on 10.77.0.1, its cluster plane on 127.0.0.1.
-        let discovery = try hosts.launch(in: hosts.a, binaries + "/netplay-discovery", [
-            "--endpoint", publicEndpoint(Ports.discovery.public), "--control-endpoint", controlEndpoint(Ports.discovery.control),
-            "--events", "none", "--data-dir", root + "/discovery-1", "--instance", "discovery-1",
-            "--beacon-port", "0", "--retroarch-port", "0", "--sync-interval", "0.2",
-        ], environment: quiet, log: root + "/discovery.log")
-        let coordinator = try hosts.launch(in: hosts.a, binaries + "/netplay-coordinator", [
-            "--endpoint", publicEndpoint(Ports.coordinator.public), "--control-endpoint", controlEndpoint(Ports.coordinator.control),
-            "--events", "none", "--data-dir", root + "/coordinator-1", "--instance", "coordinator-1",
-            "--discovery", publicEndpoint(Ports.discovery.public), "--cluster-secret", clusterSecret,
-            "--password-cost", "minimum", "--relay-refresh-interval", "0.5",
-        ], environment: quiet, log: root + "/coordinator.log")
-        let relay = try hosts.launch(in: hosts.a, binaries + "/netplay-sync", [
-            "--endpoint", publicEndpoint(Ports.relay.public), "--control-endpoint", controlEndpoint(Ports.relay.control),
-            "--events", "none", "--data-dir", root + "/sync-0", "--instance", "sync-0",
-            "--coordinator", publicEndpoint(Ports.coordinator.public), "--cluster-secret", clusterSecret,
-        ], environment: quiet, log: root + "/sync.log")
+        let plan = ClusterLaunchPlan(discovery: publicEndpoint(Ports.discovery.public), coordinator: publicEndpoint(Ports.coordinator.public),
+                                     dataRoot: root, secret: clusterSecret)
+        let discovery = try hosts.launch(in: hosts.a, binaries + "/netplay-discovery", plan.discoveryArguments(
+            instance: "discovery-1", extra: ["--control-endpoint", controlEndpoint(Ports.discovery.control), "--sync-interval", "0.2"]),
+            environment: quiet, log: root + "/discovery.log")
+        let coordinator = try hosts.launch(in: hosts.a, binaries + "/netplay-coordinator", plan.coordinatorArguments(
+            instance: "coordinator-1", extra: ["--control-endpoint", controlEndpoint(Ports.coordinator.control),
+                                               "--password-cost", "minimum", "--relay-refresh-interval", "0.5"]),
+            environment: quiet, log: root + "/coordinator.log")
+        let relay = try hosts.launch(in: hosts.a, binaries + "/netplay-sync", plan.relayArguments(
+            endpoint: publicEndpoint(Ports.relay.public), instance: "sync-0",
+            extra: ["--control-endpoint", controlEndpoint(Ports.relay.control)]),
+            environment: quiet, log: root + "/sync.log")
         let services = [discovery, coordinator, relay]
 
         // The relay finds the coordinator's key and control endpoint in the trust store and registers there.
