@@ -16,6 +16,8 @@ final class MatchHandle: @unchecked Sendable {
     let lobby: NetplayLobby
     /// The host tells the coordinator once its match runs (the room shows "in progress").
     private var markedStarted = false
+    /// Chat lines the frontend read (``NetplayMatch/chatReceived`` numbering).
+    var chatRead = 0
     private var freed = false
 
     init(match: NetplayMatch<CallbackGame>, callbacks: GameCallbacks, lanHost: LanHost?, lobby: NetplayLobby) {

@@ -2,7 +2,7 @@ import CNetplayAPI
 import NetplayKit
 import Rollback
 
-// The game loop's calls on an np_match: tick, status, HUD, checksums, start, chat, leave, free.
+// The game loop's calls on an np_match: tick, status, HUD, checksums, start, chat (send and read), leave, free.
 
 @_cdecl("np_match_tick")
 public func np_match_tick(_ match: OpaquePointer?, _ input: UnsafePointer<UInt8>?, _ inputSize: Int,
@@ -147,6 +147,29 @@ public func np_match_send_chat(_ match: OpaquePointer?, _ text: UnsafePointer<CC
         let handle = try MatchHandle.from(match)
         guard let text = string(text), !text.isEmpty else { throw CAPIFailure.invalid("text is NULL or empty") }
         handle.match.sendChat(text)
+    }
+}
+
+@_cdecl("np_match_next_chat")
+public func np_match_next_chat(_ match: OpaquePointer?, _ out: UnsafeMutablePointer<np_chat_line>?) -> np_result {
+    entry {
+        let handle = try MatchHandle.from(match)
+        guard let out else { throw CAPIFailure.invalid("out is NULL") }
+        let lines = handle.match.chatLines
+        let firstKept = handle.match.chatReceived - lines.count
+        // Lines the match no longer keeps are skipped: the oldest kept is the next one.
+        handle.chatRead = max(handle.chatRead, firstKept)
+        guard handle.chatRead < handle.match.chatReceived else {
+            throw CAPIFailure(NP_ERR_NOT_FOUND, "no chat line left to read")
+        }
+        let line = lines[handle.chatRead - firstKept]
+        handle.chatRead += 1
+        var row = np_chat_line()
+        row.slot = Int32(line.slot)
+        copyCString(line.from, into: &row.from)
+        copyCString(line.text, into: &row.text)
+        row.sent_at_unix_ms = Int64(clamping: line.sentAtUnixMs)
+        out.pointee = row
     }
 }
 

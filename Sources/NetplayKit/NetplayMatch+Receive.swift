@@ -56,6 +56,7 @@ extension NetplayMatch {
             let line = ChatLine(from: message.fromName, slot: Int(message.fromSlot), text: message.text,
                                 sentAtUnixMs: message.sentAtUnixMs)
             chatLines.append(line)
+            chatReceived += 1
             if chatLines.count > 200 { chatLines.removeFirst() }
             chatContinuation.yield(line)
         case .detach(let detach):

@@ -179,6 +179,9 @@ public final class NetplayMatch<G: SerializableGame> {
     }
     /// Chat lines received (the last 200).
     public internal(set) var chatLines: [ChatLine] = []
+    /// Chat lines received since the match began, the ones ``chatLines`` no longer keeps
+    /// included: line `n` (0-based) is `chatLines[n - (chatReceived - chatLines.count)]` while kept.
+    public internal(set) var chatReceived = 0
 
     /// A match for `admission`, starting from `game` at frame 0 (a late joiner's game is replaced
     /// by the transferred state). Connects nothing until ``start()``.

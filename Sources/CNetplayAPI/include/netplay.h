@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 /* The API version this header describes: major << 16 | minor. Minor versions only add. */
-#define NP_API_VERSION 0x00010000u
+#define NP_API_VERSION 0x00010001u
 
 /* ---- Results and errors ---------------------------------------------------------------- */
 
@@ -310,6 +310,19 @@ np_result np_match_reported_checksum(np_match *match, int64_t frame, uint64_t *o
 np_result np_match_start_now(np_match *match);
 /* Sends a chat line to everyone (at most 512 bytes are sent). */
 np_result np_match_send_chat(np_match *match, const char *text);
+
+/* A chat line the match received (its own lines come back too: the relay sends each to all). */
+typedef struct np_chat_line {
+    int slot;                     /* the sender's slot; 0 for a spectator */
+    char from[72];                /* the sender's name */
+    char text[516];               /* at most 512 bytes of UTF-8, NUL-terminated */
+    int64_t sent_at_unix_ms;      /* when the relay passed it on */
+} np_chat_line;
+
+/* The oldest chat line not read yet: NP_OK with *out filled, NP_ERR_NOT_FOUND when every line
+ * was read. Lines arrive during np_match_tick; the match keeps the newest 200, so a frontend that
+ * falls further behind skips the oldest. */
+np_result np_match_next_chat(np_match *match, np_chat_line *out);
 
 /* Leaves for good: detaches from the relay and tells the coordinator (the host leaving ends the
  * session), then waits at most wait_seconds (0: not at all) for the coordinator to take it.

@@ -148,6 +148,8 @@ int main(int argc, char **argv) {
     expect_error(np_match_leave(NULL, 0), NP_ERR_INVALID_HANDLE, "leave NULL");
     expect_error(np_match_start_now(NULL), NP_ERR_INVALID_HANDLE, "start NULL");
     expect_error(np_match_send_chat(NULL, "hi"), NP_ERR_INVALID_HANDLE, "chat on NULL");
+    np_chat_line line;
+    expect_error(np_match_next_chat(NULL, &line), NP_ERR_INVALID_HANDLE, "read chat on NULL");
     np_match_free(NULL);
     np_match_free((np_match *)client);
     expect(np_client_browse(client, 0, rooms, 4, &count) == NP_ERR_UNAVAILABLE, "freeing a client as a match does nothing");
@@ -163,6 +165,32 @@ int main(int argc, char **argv) {
     lan_config.lan_port = (uint16_t)atoi(argv[2]);
     np_client *lan_client = NULL;
     expect(np_client_create(&lan_config, &lan_client) == NP_OK, "LAN client created");
+
+    /* Chat: a one-player LAN room's line comes back from its relay (it sends each to everyone);
+     * it is read once, then there is none. */
+    np_host_settings_init(&settings);
+    settings.room_name = "chatty";
+    settings.max_players = 1;
+    settings.lan = 1;
+    expect(np_client_host(lan_client, &settings, &content, 2, &game, &match) == NP_OK && match != NULL, "chat room hosted");
+    expect_error(np_match_next_chat(match, NULL), NP_ERR_INVALID_ARGUMENT, "read chat into NULL");
+    expect_error(np_match_next_chat(match, &line), NP_ERR_NOT_FOUND, "no chat line yet");
+    int sent = 0, heard = 0;
+    for (int i = 0; i < 600 && !heard; i++) {
+        expect(np_match_tick(match, input, 2, &tick) == NP_OK, "the chat room ticks");
+        if (!sent && np_match_get_status(match, &status) == NP_OK && status.running) {
+            expect(np_match_send_chat(match, "hello from C") == NP_OK, "chat sent");
+            sent = 1;
+        }
+        heard = np_match_next_chat(match, &line) == NP_OK;
+        struct timespec pause = {0, 5000000};
+        nanosleep(&pause, NULL);
+    }
+    expect(heard && strcmp(line.text, "hello from C") == 0 && strcmp(line.from, "c-lan") == 0 && line.slot == 1 &&
+               line.sent_at_unix_ms > 0, "the chat line came back with its sender");
+    expect_error(np_match_next_chat(match, &line), NP_ERR_NOT_FOUND, "a line is read once");
+    np_match_free(match);
+
     np_game_callbacks failing = game;
     failing.save = failing_save;
     np_host_settings_init(&settings);
