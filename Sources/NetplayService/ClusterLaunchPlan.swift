@@ -57,18 +57,29 @@ public struct ClusterLaunchPlan: Sendable {
         common + ["--endpoint", endpoint, "--events", events, "--instance", instance, "--data-dir", dataDirectory(directory)]
     }
 
-    /// Whether `endpoint` answers Health within `timeout` seconds.
+    /// Whether `endpoint` answers Health within `timeout` seconds (a one-off check; to poll, keep
+    /// one client and ask ``answersHealth(_:)-(BlockingClient)``).
     public static func answersHealth(_ endpoint: String, timeout: Double = 0.5, serverKey: [UInt8]? = nil) -> Bool {
         guard let client = try? BlockingClient(endpoint: endpoint, timeout: timeout, serverKey: serverKey) else { return false }
-        return (try? client.request(.healthRequest(HealthRequest()))) != nil
+        return answersHealth(client)
+    }
+
+    /// Whether the service behind `client` answers Health within the client's timeout.
+    public static func answersHealth(_ client: BlockingClient) -> Bool {
+        (try? client.request(.healthRequest(HealthRequest()))) != nil
     }
 
     /// Whether the coordinator at `coordinator` lists a live relay (`relayId`, or any when nil):
-    /// a cluster whose relay registered can seat a match.
+    /// a cluster whose relay registered can seat a match. A one-off check, like the one above.
     public static func listsRelay(_ coordinator: String, relayId: String? = nil, timeout: Double = 0.5,
                                   serverKey: [UInt8]? = nil) -> Bool {
-        guard let client = try? BlockingClient(endpoint: coordinator, timeout: timeout, serverKey: serverKey),
-              case .listRelaysResponse(let list)? = try? client.request(.listRelaysRequest(ListRelaysRequest())) else { return false }
+        guard let client = try? BlockingClient(endpoint: coordinator, timeout: timeout, serverKey: serverKey) else { return false }
+        return listsRelay(client, relayId: relayId)
+    }
+
+    /// Whether the coordinator behind `client` lists a live relay (`relayId`, or any when nil).
+    public static func listsRelay(_ client: BlockingClient, relayId: String? = nil) -> Bool {
+        guard case .listRelaysResponse(let list)? = try? client.request(.listRelaysRequest(ListRelaysRequest())) else { return false }
         return list.relays.contains { relayId == nil || $0.relayId == relayId }
     }
 }

@@ -173,8 +173,11 @@ final class DemoCluster {
             try cluster.launch(binaries, "netplay-discovery", plan.discoveryArguments(instance: "demo-discovery"))
             try cluster.launch(binaries, "netplay-coordinator", plan.coordinatorArguments(instance: "demo-coordinator"))
             try cluster.launch(binaries, "netplay-sync", plan.relayArguments(endpoint: endpoint(), instance: "demo-sync"))
-            for _ in 0 ..< 100 where !isUp(discovery: cluster.discovery, coordinator: cluster.coordinator) { usleep(100_000) }
-            guard isUp(discovery: cluster.discovery, coordinator: cluster.coordinator) else {
+            let discoveryProbe = try BlockingClient(endpoint: cluster.discovery, timeout: 0.5)
+            let coordinatorProbe = try BlockingClient(endpoint: cluster.coordinator, timeout: 0.5)
+            func up() -> Bool { ClusterLaunchPlan.answersHealth(discoveryProbe) && ClusterLaunchPlan.listsRelay(coordinatorProbe) }
+            for _ in 0 ..< 100 where !up() { usleep(100_000) }
+            guard up() else {
                 throw ValidationError("the demo cluster did not come up")
             }
         } catch {

@@ -97,9 +97,8 @@ open class TestCluster: @unchecked Sendable {
             endpoint: relayEndpoint, instance: "sync-0", events: relayEvents, extra: options.relayArguments),
             environment: serviceEnvironment)
         try waitHealthy(relayEndpoint, relay!)
-        let listed = eventually(within: 10) {
-            ClusterLaunchPlan.listsRelay(coordinatorEndpoint, relayId: "sync-0", timeout: 1, serverKey: serverKey)
-        }
+        let client = try BlockingClient(endpoint: coordinatorEndpoint, timeout: 1, serverKey: serverKey)
+        let listed = eventually(within: 10) { ClusterLaunchPlan.listsRelay(client, relayId: "sync-0") }
         guard listed else { throw HarnessError("the relay did not register: \(relay!.log)") }
     }
 
@@ -112,7 +111,8 @@ open class TestCluster: @unchecked Sendable {
 
     /// Waits until `endpoint` answers Health (30 s at most).
     public func waitHealthy(_ endpoint: String, _ process: ServiceProcess) throws {
-        guard eventually(within: 30, { ClusterLaunchPlan.answersHealth(endpoint, timeout: 0.2, serverKey: serverKey) }) else {
+        let probe = try BlockingClient(endpoint: endpoint, timeout: 0.2, serverKey: serverKey)
+        guard eventually(within: 30, { ClusterLaunchPlan.answersHealth(probe) }) else {
             throw HarnessError("\(process.name) did not start: \(process.log)")
         }
     }
