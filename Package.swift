@@ -1,6 +1,7 @@
 // swift-tools-version: 6.1
 // The Netplay toolkit: separate services over ZeroMQ + protobuf-c, a rollback engine,
 // and the client SDK. Targets are listed by layer, lowest first. See README.md and docs/.
+import CompilerPluginSupport
 import PackageDescription
 
 let package = Package(
@@ -33,6 +34,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/swiftlang/swift-syntax", from: "603.0.1"),
     ],
     targets: [
         // MARK: C libraries: libzmq, protoc-c output, libsodium, SQLite, the libretro API, process helpers
@@ -50,36 +52,47 @@ let package = Package(
         // Linux's epoll, accept4 and pipe2 (Glibc's module map leaves them out): RetroArchRelay's server.
         .target(name: "CEpoll"),
 
+        // MARK: The public memberwise initialiser Swift writes only inside a module: one macro for every
+        // public value type (MemberwiseInit declares it; MemberwiseInitMacros is the compiler plugin).
+        .macro(
+            name: "MemberwiseInitMacros",
+            dependencies: [
+                .product(name: "SwiftSyntaxMacros", package: "swift-syntax"),
+                .product(name: "SwiftCompilerPlugin", package: "swift-syntax"),
+            ]
+        ),
+        .target(name: "MemberwiseInit", dependencies: ["MemberwiseInitMacros"]),
+
         // MARK: Foundation: the ZeroMQ binding, wire types, the service runtime (trust planes included), auth, the LAN beacon
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
-        .target(name: "NetplayWire", dependencies: ["CNetplayProto"]),
+        .target(name: "NetplayWire", dependencies: ["CNetplayProto", "MemberwiseInit"]),
         .target(
             name: "NetplayService",
             dependencies: [
-                "ZeroMQ", "NetplayWire",
+                "MemberwiseInit", "ZeroMQ", "NetplayWire",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .target(name: "NetplayAuth", dependencies: ["CSodium", "NetplayService", "NetplayWire"]),
+        .target(name: "NetplayAuth", dependencies: ["CSodium", "MemberwiseInit", "NetplayService", "NetplayWire"]),
         // The LAN beacon (port, size limit, codec, sender, listener) and its UDP sockets: one
         // implementation for LAN hosts and browsers (NetplayKit) and netplay-discovery.
-        .target(name: "NetplayLAN", dependencies: ["NetplayWire"]),
+        .target(name: "NetplayLAN", dependencies: ["MemberwiseInit", "NetplayWire"]),
 
         // MARK: The engine: rollback (pure Swift), sample games, the libretro core host
-        .target(name: "Rollback"),
-        .target(name: "Games", dependencies: ["Rollback"]),
-        .target(name: "Libretro", dependencies: ["Rollback", "CLibretro"], linkerSettings: [.linkedLibrary("dl")]),
+        .target(name: "Rollback", dependencies: ["MemberwiseInit"]),
+        .target(name: "Games", dependencies: ["MemberwiseInit", "Rollback"]),
+        .target(name: "Libretro", dependencies: ["CLibretro", "MemberwiseInit", "Rollback"], linkerSettings: [.linkedLibrary("dl")]),
 
         // MARK: Services: one library each, no service library depends on another
         .target(
             name: "Discovery",
-            dependencies: ["NetplayAuth", "NetplayLAN", "NetplayService", "NetplayWire",
+            dependencies: ["MemberwiseInit", "NetplayAuth", "NetplayLAN", "NetplayService", "NetplayWire",
                            .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "Coordinator",
-            dependencies: ["CSQLite", "NetplayAuth", "NetplayService", "NetplayWire",
+            dependencies: ["CSQLite", "MemberwiseInit", "NetplayAuth", "NetplayService", "NetplayWire",
                            .product(name: "Logging", package: "swift-log")]
         ),
         .target(
@@ -89,16 +102,16 @@ let package = Package(
         // RetroArch's relay (tunnel) protocol: the pure core and its epoll server thread.
         .target(
             name: "RetroArchRelay",
-            dependencies: ["CEpoll", "NetplayWire"]
+            dependencies: ["CEpoll", "MemberwiseInit", "NetplayWire"]
         ),
         .target(
             name: "Telemetry",
-            dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["MemberwiseInit", "NetplayService", "NetplayWire", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "Supervisor",
             dependencies: [
-                "NetplayService", "NetplayWire", "ZeroMQ", "CSupervisor",
+                "CSupervisor", "MemberwiseInit", "NetplayService", "NetplayWire", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Yams", package: "Yams"),
             ]
@@ -107,7 +120,7 @@ let package = Package(
         // MARK: The client SDK
         .target(
             name: "NetplayKit",
-            dependencies: ["InputSync", "NetplayAuth", "NetplayLAN", "NetplayService", "NetplayWire", "Rollback",
+            dependencies: ["InputSync", "MemberwiseInit", "NetplayAuth", "NetplayLAN", "NetplayService", "NetplayWire", "Rollback",
                            "ZeroMQ", .product(name: "Logging", package: "swift-log")]
         ),
 
@@ -182,6 +195,12 @@ let package = Package(
         ),
 
         // MARK: Unit, property and fuzz tests (plus each library's own process tests)
+        .testTarget(
+            name: "MemberwiseInitTests",
+            dependencies: ["MemberwiseInit", "MemberwiseInitMacros", "NetplayTestSupport",
+                           .product(name: "SwiftSyntaxMacroExpansion", package: "swift-syntax"),
+                           .product(name: "SwiftSyntaxMacrosGenericTestSupport", package: "swift-syntax")]
+        ),
         .testTarget(name: "ZeroMQTests", dependencies: ["NetplayTestSupport", "ZeroMQ"]),
         .testTarget(name: "NetplayWireTests", dependencies: ["NetplayTestSupport", "NetplayWire", "CNetplayProto"]),
         .testTarget(

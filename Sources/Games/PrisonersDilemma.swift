@@ -1,3 +1,4 @@
+import MemberwiseInit
 import Rollback
 
 /// The iterated prisoner's dilemma for two players, turn-based on top of the frame-based
@@ -23,6 +24,7 @@ public struct PrisonersDilemma: SerializableGame, Sendable {
     }
 
     /// Points per outcome. The defaults are the classic values (T=5, R=3, P=1, S=0).
+    @PublicMemberwiseInit
     public struct Payoffs: Sendable, Hashable {
         /// Both cooperate (R).
         public var reward: Int32 = 3
@@ -34,13 +36,6 @@ public struct PrisonersDilemma: SerializableGame, Sendable {
         public var punishment: Int32 = 1
         /// The classic matrix.
         public init() {}
-        /// A custom matrix.
-        public init(reward: Int32, temptation: Int32, sucker: Int32, punishment: Int32) {
-            self.reward = reward
-            self.temptation = temptation
-            self.sucker = sucker
-            self.punishment = punishment
-        }
     }
 
     /// Everything that changes during a match.

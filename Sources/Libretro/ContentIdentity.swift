@@ -1,7 +1,9 @@
 import Foundation
+import MemberwiseInit
 
 /// What identifies a game's content for netplay: what a room announces and what joiners must
 /// match (the coordinator compares CRC32, MD5 and the core; RetroArch compares the CRC32).
+@PublicMemberwiseInit
 public struct ContentIdentity: Sendable, Hashable {
     /// The content's name (its file name without extension).
     public var gameName: String
@@ -17,17 +19,6 @@ public struct ContentIdentity: Sendable, Hashable {
     public var system: String
     /// The content's size in bytes.
     public var size: UInt64
-
-    /// An identity from its parts.
-    public init(gameName: String, crc32: UInt32, md5: [UInt8], coreId: String, coreVersion: String, system: String, size: UInt64) {
-        self.gameName = gameName
-        self.crc32 = crc32
-        self.md5 = md5
-        self.coreId = coreId
-        self.coreVersion = coreVersion
-        self.system = system
-        self.size = size
-    }
 
     /// The identity of `bytes`, content of file `path` (its name and extension give the game
     /// name and system), run by the core `coreId` at `coreVersion`.

@@ -1,25 +1,19 @@
 import CLibretro
+import MemberwiseInit
 import Rollback
 
 /// A port's two analog sticks, each axis -32768 ... 32767 as libretro's `RETRO_DEVICE_ANALOG`
 /// reports them (x to the right, y down).
+@PublicMemberwiseInit
 public struct AnalogSticks: Sendable, Hashable {
     /// The left stick's x axis.
-    public var leftX: Int16
+    public var leftX: Int16 = 0
     /// The left stick's y axis.
-    public var leftY: Int16
+    public var leftY: Int16 = 0
     /// The right stick's x axis.
-    public var rightX: Int16
+    public var rightX: Int16 = 0
     /// The right stick's y axis.
-    public var rightY: Int16
-
-    /// Sticks at the given positions (centred by default).
-    public init(leftX: Int16 = 0, leftY: Int16 = 0, rightX: Int16 = 0, rightY: Int16 = 0) {
-        self.leftX = leftX
-        self.leftY = leftY
-        self.rightX = rightX
-        self.rightY = rightY
-    }
+    public var rightY: Int16 = 0
 }
 
 /// What one player's rollback input carries for a core, and so its size on the wire.
@@ -49,17 +43,12 @@ public enum LibretroInputLayout: String, Sendable, CaseIterable {
 }
 
 /// One player's input for a core: buttons and, with ``LibretroInputLayout/joypadAnalog``, sticks.
+@PublicMemberwiseInit
 public struct LibretroPadInput: Sendable, Hashable {
     /// The buttons held.
-    public var buttons: JoypadButtons
+    public var buttons: JoypadButtons = []
     /// The sticks (ignored by the ``LibretroInputLayout/joypad`` layout).
-    public var sticks: AnalogSticks
-
-    /// An input with these buttons and sticks.
-    public init(buttons: JoypadButtons = [], sticks: AnalogSticks = AnalogSticks()) {
-        self.buttons = buttons
-        self.sticks = sticks
-    }
+    public var sticks: AnalogSticks = AnalogSticks()
 
     /// Reads what ``gameInput`` wrote.
     public init(_ input: GameInput) {

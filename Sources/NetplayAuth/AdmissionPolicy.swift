@@ -1,3 +1,4 @@
+import MemberwiseInit
 import NetplayService
 import NetplayWire
 
@@ -18,6 +19,7 @@ public enum PasswordMatch: Sendable, Equatable {
 }
 
 /// A room as admission sees it: content, places, which passwords exist, who is banned.
+@PublicMemberwiseInit
 public struct AdmissionRoom: Sendable, Equatable {
     /// The session id.
     public var sessionId: String
@@ -38,23 +40,7 @@ public struct AdmissionRoom: Sendable, Equatable {
     /// A spectate password is set.
     public var hasSpectatePassword: Bool
     /// Who may not join.
-    public var bans: AdmissionBans
-
-    /// Creates a room description.
-    public init(sessionId: String, content: ContentInfo, maxPlayers: UInt32, takenSlots: Set<UInt32>, spectatorsAllowed: Bool,
-                maxSpectators: UInt32, spectators: Int, hasPlayPassword: Bool, hasSpectatePassword: Bool,
-                bans: AdmissionBans = AdmissionBans()) {
-        self.sessionId = sessionId
-        self.content = content
-        self.maxPlayers = maxPlayers
-        self.takenSlots = takenSlots
-        self.spectatorsAllowed = spectatorsAllowed
-        self.maxSpectators = maxSpectators
-        self.spectators = spectators
-        self.hasPlayPassword = hasPlayPassword
-        self.hasSpectatePassword = hasSpectatePassword
-        self.bans = bans
-    }
+    public var bans: AdmissionBans = AdmissionBans()
 
     /// The lowest free slot, if any.
     public var firstFreeSlot: UInt32? { (1...max(1, maxPlayers)).first { !takenSlots.contains($0) } }
@@ -62,20 +48,14 @@ public struct AdmissionRoom: Sendable, Equatable {
 
 /// Who a host banned from a session. A ban binds to what a player cannot change by renaming: the
 /// network address they joined from (when known) and their participant id, plus the name.
+@PublicMemberwiseInit
 public struct AdmissionBans: Sendable, Equatable {
     /// Banned display names.
-    public var names: Set<String>
+    public var names: Set<String> = []
     /// Banned source addresses (`Request.source`).
-    public var sources: Set<String>
+    public var sources: Set<String> = []
     /// Banned participant ids (their tokens and tickets are revoked).
-    public var participantIds: Set<String>
-
-    /// Creates a ban list.
-    public init(names: Set<String> = [], sources: Set<String> = [], participantIds: Set<String> = []) {
-        self.names = names
-        self.sources = sources
-        self.participantIds = participantIds
-    }
+    public var participantIds: Set<String> = []
 
     /// Bans a participant: their name, their source address (unless unknown, "") and their id.
     public mutating func ban(name: String, source: String, participantId: String) {
@@ -122,18 +102,13 @@ public struct AdmissionPlan: Sendable, Equatable {
 /// under a lock.
 public struct AdmissionPolicy: Sendable {
     /// Tunables.
+    @PublicMemberwiseInit
     public struct Limits: Sendable, Equatable {
         /// Password attempts per session per minute (and as a burst); correct ones are given back.
-        public var passwordAttemptsPerMinute: Double
+        public var passwordAttemptsPerMinute: Double = 10
         /// A place handed out to a joiner that never attaches is freed after this long (LAN host;
         /// its ticket expires at the same time).
-        public var pendingJoinTimeoutMs: UInt64
-
-        /// Creates limits.
-        public init(passwordAttemptsPerMinute: Double = 10, pendingJoinTimeoutMs: UInt64 = 60_000) {
-            self.passwordAttemptsPerMinute = passwordAttemptsPerMinute
-            self.pendingJoinTimeoutMs = pendingJoinTimeoutMs
-        }
+        public var pendingJoinTimeoutMs: UInt64 = 60_000
     }
 
     /// The limits in force.
@@ -273,15 +248,11 @@ public struct AdmissionPolicy: Sendable {
 
 /// Places handed to joiners that have not attached yet, so a join that never attaches does not
 /// hold its place forever: ``expire(nowMs:)`` names the ones older than the timeout.
+@PublicMemberwiseInit
 public struct PendingJoins: Sendable, Equatable {
     /// How long a place waits for its holder to attach.
     public let timeoutMs: UInt64
     private var since: [String: UInt64] = [:]
-
-    /// Creates an empty list.
-    public init(timeoutMs: UInt64) {
-        self.timeoutMs = timeoutMs
-    }
 
     /// Participants waiting to attach.
     public var waiting: Set<String> { Set(since.keys) }

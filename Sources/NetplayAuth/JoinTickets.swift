@@ -1,4 +1,5 @@
 import Foundation
+import MemberwiseInit
 import NetplayWire
 
 /// Signs join tickets with the cluster secret (the coordinator's side).
@@ -6,14 +7,10 @@ import NetplayWire
 /// `signature = HMAC-SHA256(keys[key_id], JoinTicket.encoded() with an empty signature)`; the
 /// encoding is NetplayWire's deterministic protobuf-c encoding, so any holder of the secret
 /// recomputes the same bytes.
+@PublicMemberwiseInit
 public struct JoinTicketSigner: Sendable {
     /// The secrets; new tickets use ``TicketKeyRing/signingKeyId``.
     public let keyRing: TicketKeyRing
-
-    /// Creates a signer.
-    public init(keyRing: TicketKeyRing) {
-        self.keyRing = keyRing
-    }
 
     /// Returns `ticket` with `keyId`, a fresh 16-byte `nonce` (when it has none) and `signature`
     /// set. Throws when the ticket does not validate (a field too long, a required field missing).
@@ -39,17 +36,12 @@ public struct JoinTicketSigner: Sendable {
 
 /// Checks join tickets (the relay's side): signature under a known key, expiry, and the relay
 /// it names. The relay admits nobody without a ticket that passes.
+@PublicMemberwiseInit
 public struct JoinTicketVerifier: Sendable {
     /// The secrets (the same cluster secret as the coordinator's).
     public let keyRing: TicketKeyRing
     /// Tolerated clock difference between coordinator and relay for `issued_at` in the future.
-    public var clockSkewMs: UInt64
-
-    /// Creates a verifier.
-    public init(keyRing: TicketKeyRing, clockSkewMs: UInt64 = 30_000) {
-        self.keyRing = keyRing
-        self.clockSkewMs = clockSkewMs
-    }
+    public var clockSkewMs: UInt64 = 30_000
 
     /// Verifies `ticket`. With `relayId`, a ticket naming another relay is refused (a ticket for
     /// relay "" — a LAN host's in-process relay — is accepted by any relay only when `relayId`

@@ -1,4 +1,5 @@
 import CSodium
+import MemberwiseInit
 
 /// Salted password hashing for room passwords at rest: Argon2id through libsodium's
 /// `crypto_pwhash_str`, whose output string carries the algorithm, cost, salt and hash; checking
@@ -6,6 +7,7 @@ import CSodium
 ///
 /// Hashing is deliberately slow (tens of milliseconds at the default cost): run it off the
 /// service's reactor thread, and rate-limit attempts.
+@PublicMemberwiseInit
 public struct PasswordHasher: Sendable {
     /// Argon2id passes.
     public let opsLimit: UInt64
@@ -20,12 +22,6 @@ public struct PasswordHasher: Sendable {
                                                 memLimit: crypto_pwhash_memlimit_moderate())
     /// The cheapest cost libsodium accepts: for tests only.
     public static let testing = PasswordHasher(opsLimit: UInt64(crypto_pwhash_opslimit_min()), memLimit: 8192)
-
-    /// Creates a hasher with an explicit cost.
-    public init(opsLimit: UInt64, memLimit: Int) {
-        self.opsLimit = opsLimit
-        self.memLimit = memLimit
-    }
 
     /// The encoded hash of `password` (an ASCII string starting `$argon2id$`), with a fresh salt.
     /// Returns nil only when the system cannot allocate the memory the cost needs.

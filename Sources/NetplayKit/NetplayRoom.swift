@@ -1,3 +1,4 @@
+import MemberwiseInit
 import NetplayWire
 
 /// A joinable room, from the lobby or heard on the LAN (the frontend's room browser row): every
@@ -49,6 +50,7 @@ public struct NetplayRoom: Identifiable, Sendable, Hashable {
     public var pingMs: Int?
 
     /// One player slot, for a "join as player 2?" prompt.
+    @PublicMemberwiseInit
     public struct Slot: Sendable, Hashable {
         /// Who holds a slot.
         public enum Holder: Sendable, Hashable {
@@ -66,14 +68,7 @@ public struct NetplayRoom: Identifiable, Sendable, Hashable {
         public var holder: Holder
         /// Whether the holder is attached to the relay now; nil when unknown (free slots, rooms
         /// that do not say).
-        public var connected: Bool?
-
-        /// A slot.
-        public init(number: Int, holder: Holder, connected: Bool? = nil) {
-            self.number = number
-            self.holder = holder
-            self.connected = connected
-        }
+        public var connected: Bool? = nil
 
         /// Whether a player may take this slot (false when it is held or unknown).
         public var isFree: Bool { holder == .free }

@@ -1,5 +1,8 @@
+import MemberwiseInit
+
 /// Simulated network conditions on this peer's link to the relay (tests, demos, chaos runs):
 /// applied to what it sends and what it receives.
+@PublicMemberwiseInit
 public struct NetworkConditions: Sendable, Hashable {
     /// Round trip added to the link, milliseconds (half on each direction).
     public var rttMs: Int = 0
@@ -9,14 +12,6 @@ public struct NetworkConditions: Sendable, Hashable {
     public var loss: Double = 0
     /// Seeds the loss and jitter draws.
     public var seed: UInt64 = 1
-
-    /// A perfect link.
-    public init(rttMs: Int = 0, jitterMs: Int = 0, loss: Double = 0, seed: UInt64 = 1) {
-        self.rttMs = rttMs
-        self.jitterMs = jitterMs
-        self.loss = loss
-        self.seed = seed
-    }
 
     /// Whether anything is simulated.
     public var isPerfect: Bool { rttMs == 0 && jitterMs == 0 && loss == 0 }

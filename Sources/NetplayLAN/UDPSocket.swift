@@ -4,6 +4,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import MemberwiseInit
 
 /// The spellings that differ between glibc and Darwin's libc, in one place.
 enum SocketPlatform {
@@ -36,17 +37,12 @@ enum SocketPlatform {
 }
 
 /// An IPv4 address and port (host byte order), as UDP datagrams are sent to and come from.
+@PublicMemberwiseInit
 public struct UDPAddress: Hashable, Sendable, CustomStringConvertible {
     /// The IPv4 address, host byte order (10.0.0.1 is 0x0A000001).
     public var ip: UInt32
     /// The port.
     public var port: UInt16
-
-    /// Creates an address.
-    public init(ip: UInt32, port: UInt16) {
-        self.ip = ip
-        self.port = port
-    }
 
     /// Parses `a.b.c.d:port` (or `a.b.c.d` with `defaultPort`).
     public init?(_ text: String, defaultPort: UInt16? = nil) {

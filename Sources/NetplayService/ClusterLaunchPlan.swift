@@ -1,3 +1,4 @@
+import MemberwiseInit
 import NetplayWire
 
 /// What to start a small cluster of real processes with: discovery, a coordinator and relays,
@@ -9,6 +10,7 @@ import NetplayWire
 /// inside a network namespace) and adds its own flags, and this plan is the one place that says
 /// how the three services are wired together. Discovery never beacons on the LAN and never
 /// answers RetroArch's LAN scan: a harness's cluster stays out of the machine's LAN.
+@PublicMemberwiseInit
 public struct ClusterLaunchPlan: Sendable {
     /// Discovery's request endpoint.
     public var discovery: String
@@ -20,16 +22,7 @@ public struct ClusterLaunchPlan: Sendable {
     /// The cluster secret (hex, or `ID:HEX,...`) the coordinator and the relays share.
     public var secret: String
     /// Flags every service gets before its own (e.g. `--telemetry none --log-level warning`).
-    public var common: [String]
-
-    /// A plan for services on `discovery` and `coordinator` under `dataRoot`.
-    public init(discovery: String, coordinator: String, dataRoot: String, secret: String, common: [String] = []) {
-        self.discovery = discovery
-        self.coordinator = coordinator
-        self.dataRoot = dataRoot
-        self.secret = secret
-        self.common = common
-    }
+    public var common: [String] = []
 
     /// netplay-discovery's arguments; `extra` comes last (a repeated flag's last value wins).
     public func discoveryArguments(instance: String, events: String = "none", extra: [String] = []) -> [String] {

@@ -3,19 +3,16 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import MemberwiseInit
 
 /// This process's CPU use (user + system, every thread) as a percentage of one core, over the
 /// time between two readings: what a service reports as its load.
 public struct ProcessCPUMeter: Sendable {
     /// A reading: CPU time used so far and a monotonic wall clock, both in microseconds.
+    @PublicMemberwiseInit
     public struct Reading: Sendable, Equatable {
         public var cpuMicroseconds: UInt64
         public var wallMicroseconds: UInt64
-
-        public init(cpuMicroseconds: UInt64, wallMicroseconds: UInt64) {
-            self.cpuMicroseconds = cpuMicroseconds
-            self.wallMicroseconds = wallMicroseconds
-        }
 
         /// The process's reading now (`getrusage` and `CLOCK_MONOTONIC`).
         public static func now() -> Reading {

@@ -1,7 +1,10 @@
+import MemberwiseInit
+
 /// The default endpoints of one service kind, from the design's endpoint table.
 ///
 /// Every flag can override them; a service started alone with no flags binds these and connects
 /// to the others' defaults, running without the ones it cannot reach.
+@PublicMemberwiseInit
 public struct ServiceDefaults: Sendable, Equatable {
     /// Service kind, e.g. `"discovery"`; also the default instance name's prefix.
     public var kind: String
@@ -11,18 +14,9 @@ public struct ServiceDefaults: Sendable, Equatable {
     public var events: String?
 
     /// The ROUTER endpoint of the cluster and operator planes.
-    public var control: String?
+    public var control: String? = nil
     /// Whether the events are for anyone (discovery's rooms) or for trust-store keys only.
-    public var publicEvents: Bool
-
-    /// Creates defaults for a service kind.
-    public init(kind: String, endpoint: String, events: String?, control: String? = nil, publicEvents: Bool = false) {
-        self.kind = kind
-        self.endpoint = endpoint
-        self.events = events
-        self.control = control
-        self.publicEvents = publicEvents
-    }
+    public var publicEvents: Bool = false
 
     /// Telemetry's PULL endpoint that every service pushes metrics and events to.
     public static let telemetryIngest = "tcp://127.0.0.1:7400"

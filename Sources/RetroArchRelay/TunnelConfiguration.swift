@@ -1,60 +1,40 @@
 import Foundation
+import MemberwiseInit
 
 /// How a relay's RetroArch tunnel listener runs: where it listens, what it tells clients, and its
 /// limits. Every limit is configurable; the defaults are at least the official tunnel server's.
+@PublicMemberwiseInit
 public struct TunnelConfiguration: Sendable, Equatable {
     /// The TCP port RetroArch hosts and clients connect to (RetroArch's default relay port is 55435).
-    public var port: UInt16
+    public var port: UInt16 = 55435
     /// The address the listener binds ("0.0.0.0": every interface).
-    public var bindHost: String
+    public var bindHost: String = "0.0.0.0"
     /// The host name or address written into join strings ("HOST|PORT|SESSIONID"): what clients
     /// can reach.
-    public var advertiseHost: String
+    public var advertiseHost: String = "127.0.0.1"
     /// The port written into join strings (0: `port`), for a relay behind a port mapping.
-    public var advertisePort: UInt16
+    public var advertisePort: UInt16 = 0
     /// Plain per-session ports: each new session gets a free port of this range, where a client
     /// joins with only an address and a port. Nil: none.
-    public var sessionPorts: ClosedRange<UInt16>?
+    public var sessionPorts: ClosedRange<UInt16>? = nil
     /// Sessions at most (a host asking for one more is closed).
-    public var maxSessions: Int
+    public var maxSessions: Int = 1_000
     /// Clients linked or waiting in one session at most.
-    public var maxClientsPerSession: Int
+    public var maxClientsPerSession: Int = 32
     /// Clients waiting for their link in one session at most (RetroArch's host keeps 8).
-    public var maxPendingLinks: Int
+    public var maxPendingLinks: Int = 8
     /// Connections of every kind at most.
-    public var maxConnections: Int
+    public var maxConnections: Int = 8_192
     /// Seconds a new connection has to send its 16-byte prefix.
-    public var prefixTimeoutSeconds: Double
+    public var prefixTimeoutSeconds: Double = 10
     /// Seconds a client waits for the host to open its link (RetroArch's host gives up after 15).
-    public var linkTimeoutSeconds: Double
+    public var linkTimeoutSeconds: Double = 30
     /// Seconds between the relay's RATP pings to a host.
-    public var pingIntervalSeconds: Double
+    public var pingIntervalSeconds: Double = 10
     /// Seconds a host's control connection may stay silent (no ping echo) before its session ends.
-    public var hostTimeoutSeconds: Double
+    public var hostTimeoutSeconds: Double = 240
     /// Bytes a waiting client may send before its link exists.
-    public var maxBufferedBytes: Int
-
-    /// A configuration listening on `port` with the default limits.
-    public init(port: UInt16 = 55435, bindHost: String = "0.0.0.0", advertiseHost: String = "127.0.0.1", advertisePort: UInt16 = 0,
-                sessionPorts: ClosedRange<UInt16>? = nil, maxSessions: Int = 1_000, maxClientsPerSession: Int = 32,
-                maxPendingLinks: Int = 8, maxConnections: Int = 8_192, prefixTimeoutSeconds: Double = 10,
-                linkTimeoutSeconds: Double = 30, pingIntervalSeconds: Double = 10, hostTimeoutSeconds: Double = 240,
-                maxBufferedBytes: Int = 1 << 20) {
-        self.port = port
-        self.bindHost = bindHost
-        self.advertiseHost = advertiseHost
-        self.advertisePort = advertisePort
-        self.sessionPorts = sessionPorts
-        self.maxSessions = maxSessions
-        self.maxClientsPerSession = maxClientsPerSession
-        self.maxPendingLinks = maxPendingLinks
-        self.maxConnections = maxConnections
-        self.prefixTimeoutSeconds = prefixTimeoutSeconds
-        self.linkTimeoutSeconds = linkTimeoutSeconds
-        self.pingIntervalSeconds = pingIntervalSeconds
-        self.hostTimeoutSeconds = hostTimeoutSeconds
-        self.maxBufferedBytes = maxBufferedBytes
-    }
+    public var maxBufferedBytes: Int = 1 << 20
 
     /// The port join strings name.
     public var joinPort: UInt16 { advertisePort == 0 ? port : advertisePort }

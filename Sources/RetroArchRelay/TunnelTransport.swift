@@ -1,16 +1,13 @@
+import MemberwiseInit
+
 /// One TCP connection of the tunnel listener: which listening socket took it (0: the main port;
 /// others: a session's plain port) and the socket's routing id for it.
+@PublicMemberwiseInit
 public struct TunnelConnection: Hashable, Sendable, CustomStringConvertible {
     /// The listening socket (as the transport numbers them).
     public let listener: Int
     /// The connection's routing id on that socket.
     public let id: UInt64
-
-    /// A connection.
-    public init(listener: Int, id: UInt64) {
-        self.listener = listener
-        self.id = id
-    }
 
     public var description: String { "\(listener)/\(id)" }
 }

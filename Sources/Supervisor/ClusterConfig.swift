@@ -1,33 +1,24 @@
 import Foundation
+import MemberwiseInit
 
 /// A cluster as described by `compose/cluster.yaml`, after `${VAR}` interpolation and
 /// validation: what the supervisor starts, in which order, and how it restarts and stops it.
 ///
 /// Load one with ``ClusterConfigLoader``; see docs/supervisor.md for the file format.
+@PublicMemberwiseInit
 public struct ClusterConfig: Sendable, Equatable {
     /// The cluster's name (shown in status and logs).
     public var name: String
     /// Added to every TCP port in the file (run a second cluster beside the first).
-    public var portOffset: Int
+    public var portOffset: Int = 0
     /// The supervisor's own settings.
-    public var supervisor: SupervisorSettings
+    public var supervisor: SupervisorSettings = SupervisorSettings()
     /// Environment for every child (templates allowed; service entries win).
-    public var environment: [(String, String)]
+    public var environment: [(String, String)] = []
     /// Root under which each instance gets `<data_dir>/<instance>` (NETPLAY_DATA_DIR).
-    public var dataDirectory: String
+    public var dataDirectory: String = "data"
     /// Services in start order (dependencies first; file order among independent ones).
     public var services: [ServiceSpec]
-
-    /// Creates a configuration (tests; files go through ``ClusterConfigLoader``).
-    public init(name: String, portOffset: Int = 0, supervisor: SupervisorSettings = SupervisorSettings(),
-                environment: [(String, String)] = [], dataDirectory: String = "data", services: [ServiceSpec]) {
-        self.name = name
-        self.portOffset = portOffset
-        self.supervisor = supervisor
-        self.environment = environment
-        self.dataDirectory = dataDirectory
-        self.services = services
-    }
 
     /// The service named `name`.
     public func service(_ name: String) -> ServiceSpec? { services.first { $0.name == name } }
@@ -73,6 +64,7 @@ public struct SupervisorSettings: Sendable, Equatable {
 /// Exponential restart backoff with jitter: `initial * multiplier^(failures-1)`, capped at
 /// `maximum`, times a random factor in `1 ± jitter`. A process that stayed up `resetAfter`
 /// seconds starts again from `initial`.
+@PublicMemberwiseInit
 public struct BackoffPolicy: Sendable, Equatable {
     /// First delay, seconds.
     public var initial: Double = 0.1
@@ -84,16 +76,6 @@ public struct BackoffPolicy: Sendable, Equatable {
     public var jitter: Double = 0.2
     /// Seconds of uptime after which the failure count resets.
     public var resetAfter: Double = 30
-
-    /// Creates a policy.
-    public init(initial: Double = 0.1, maximum: Double = 10, multiplier: Double = 2, jitter: Double = 0.2,
-                resetAfter: Double = 30) {
-        self.initial = initial
-        self.maximum = maximum
-        self.multiplier = multiplier
-        self.jitter = jitter
-        self.resetAfter = resetAfter
-    }
 
     /// The delay before restart number `failures` (1 = first), with jitter from `random`
     /// (a value in 0..<1).
@@ -107,17 +89,12 @@ public struct BackoffPolicy: Sendable, Equatable {
 
 /// At most `maxRestarts` restarts within `period` seconds; one more stops the cluster (or, for a
 /// non-critical service's own limit, gives up on that service) (Erlang/OTP's supervisor intensity).
+@PublicMemberwiseInit
 public struct IntensityLimit: Sendable, Equatable {
     /// Restarts allowed within the period.
     public var maxRestarts: Int = 10
     /// The sliding window, seconds.
     public var period: Double = 60
-
-    /// Creates a limit.
-    public init(maxRestarts: Int = 10, period: Double = 60) {
-        self.maxRestarts = maxRestarts
-        self.period = period
-    }
 }
 
 /// When a process that exited is started again.

@@ -1,28 +1,21 @@
 import CSupervisor
 import Foundation
 import Logging
+import MemberwiseInit
 import NetplayService
 import NetplayWire
 
 /// How a ``ClusterSupervisor`` runs its children: where commands are found, where logs go.
+@PublicMemberwiseInit
 public struct SupervisorOptions: Sendable {
     /// Finds each service's executable.
     public var resolver: CommandResolver
     /// Directory for per-instance log files (nil: no files).
-    public var logDirectory: String?
+    public var logDirectory: String? = nil
     /// File descriptor that receives every child line with its instance prefix (nil: none).
-    public var console: Int32?
+    public var console: Int32? = 1
     /// The environment children start from (NETPLAY_* variables are dropped).
-    public var baseEnvironment: [String: String]
-
-    /// Creates options.
-    public init(resolver: CommandResolver, logDirectory: String? = nil, console: Int32? = 1,
-                baseEnvironment: [String: String] = ProcessInfo.processInfo.environment) {
-        self.resolver = resolver
-        self.logDirectory = logDirectory
-        self.console = console
-        self.baseEnvironment = baseEnvironment
-    }
+    public var baseEnvironment: [String: String] = ProcessInfo.processInfo.environment
 }
 
 /// The result of checking a cluster against the executables that are built.

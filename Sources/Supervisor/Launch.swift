@@ -1,19 +1,15 @@
 import CSupervisor
 import Foundation
+import MemberwiseInit
 
 /// Finds a service's executable: a path is used as it is; a bare name is looked up in the
 /// bin directories (the `--bin-dir` flag, then the supervisor's own directory), then in PATH.
+@PublicMemberwiseInit
 public struct CommandResolver: Sendable {
     /// Directories searched before PATH.
     public var directories: [String]
     /// The PATH value.
-    public var path: String
-
-    /// Creates a resolver.
-    public init(directories: [String], path: String = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin") {
-        self.directories = directories
-        self.path = path
-    }
+    public var path: String = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
 
     /// The executable's absolute path, or nil when it cannot be found.
     public func resolve(_ command: String) -> String? {

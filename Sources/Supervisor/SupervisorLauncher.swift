@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import MemberwiseInit
 import NetplayService
 import NetplayWire
 
@@ -8,6 +9,7 @@ import NetplayWire
 /// ended. The executable only parses flags into ``SupervisorLauncher/Settings``.
 public enum SupervisorLauncher {
     /// What the command line resolved to.
+    @PublicMemberwiseInit
     public struct Settings: Sendable {
         /// The cluster file.
         public var configPath: String
@@ -21,17 +23,6 @@ public enum SupervisorLauncher {
         public var checkOnly: Bool
         /// The common service flags, unresolved.
         public var common: ServiceOptions
-
-        /// Creates settings.
-        public init(configPath: String, runDirectory: String, binDirectories: [String], console: Bool, checkOnly: Bool,
-                    common: ServiceOptions) {
-            self.configPath = configPath
-            self.runDirectory = runDirectory
-            self.binDirectories = binDirectories
-            self.console = console
-            self.checkOnly = checkOnly
-            self.common = common
-        }
     }
 
     /// Runs until the cluster stops. Throws ``RuntimeStartError`` with a one-line reason for

@@ -1,25 +1,19 @@
 import Foundation
 import Logging
+import MemberwiseInit
 import NetplayService
 
 /// An HTTP response.
+@PublicMemberwiseInit
 public struct HTTPResponse: Sendable {
     /// Status code.
-    public var status: Int
+    public var status: Int = 200
     /// Content-Type.
     public var contentType: String
     /// Body bytes.
     public var body: [UInt8]
     /// Extra header lines (`Name: value`).
     public var headers: [String] = []
-
-    /// Creates a response.
-    public init(status: Int = 200, contentType: String, body: [UInt8], headers: [String] = []) {
-        self.status = status
-        self.contentType = contentType
-        self.body = body
-        self.headers = headers
-    }
 
     /// A text response.
     public static func text(_ text: String, status: Int = 200, contentType: String = "text/plain; charset=utf-8") -> HTTPResponse {

@@ -1,4 +1,5 @@
 import Foundation
+import MemberwiseInit
 import NetplayWire
 
 /// The latest metric snapshot of every reporting instance, keyed by service and instance, and
@@ -13,33 +14,22 @@ import NetplayWire
 /// dropped and counted by ``Drop`` reason; what was already stored stays.
 public struct MetricStore {
     /// Caps on what the store keeps.
+    @PublicMemberwiseInit
     public struct Limits: Sendable, Equatable {
         /// Most instances tracked; a snapshot from a new instance beyond it is dropped.
-        public var maxInstances: Int
+        public var maxInstances: Int = 256
         /// Most series kept per instance (a histogram counts its buckets, `+Inf`, sum and count).
-        public var maxSeriesPerInstance: Int
+        public var maxSeriesPerInstance: Int = 2_000
         /// Most series kept in total.
-        public var maxSeries: Int
+        public var maxSeries: Int = 50_000
         /// Most labels on one metric.
-        public var maxLabels: Int
+        public var maxLabels: Int = 16
         /// Longest label value, in bytes.
-        public var maxLabelValueBytes: Int
+        public var maxLabelValueBytes: Int = 256
         /// Longest metric or label name, service or instance name, in bytes.
-        public var maxNameBytes: Int
+        public var maxNameBytes: Int = 128
         /// Longest help text, in bytes.
-        public var maxHelpBytes: Int
-
-        /// Creates limits.
-        public init(maxInstances: Int = 256, maxSeriesPerInstance: Int = 2_000, maxSeries: Int = 50_000, maxLabels: Int = 16,
-                    maxLabelValueBytes: Int = 256, maxNameBytes: Int = 128, maxHelpBytes: Int = 512) {
-            self.maxInstances = maxInstances
-            self.maxSeriesPerInstance = maxSeriesPerInstance
-            self.maxSeries = maxSeries
-            self.maxLabels = maxLabels
-            self.maxLabelValueBytes = maxLabelValueBytes
-            self.maxNameBytes = maxNameBytes
-            self.maxHelpBytes = maxHelpBytes
-        }
+        public var maxHelpBytes: Int = 512
     }
 
     /// Why pushed data was dropped for exceeding a cap (whole snapshots for the first two,
@@ -249,16 +239,12 @@ extension Unicode.Scalar {
 /// metric's own label of the same name becomes `exported_service` / `exported_instance`).
 public struct PrometheusRenderer {
     /// One sample source: the metric and the labels its reporter adds.
+    @PublicMemberwiseInit
     public struct Entry {
         /// The metric.
         public var metric: Metric
         /// Labels added by telemetry (service, instance).
         public var extraLabels: [(String, String)]
-        /// Creates an entry.
-        public init(metric: Metric, extraLabels: [(String, String)]) {
-            self.metric = metric
-            self.extraLabels = extraLabels
-        }
     }
 
     /// The content type Prometheus expects.

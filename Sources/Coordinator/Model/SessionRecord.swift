@@ -1,7 +1,9 @@
+import MemberwiseInit
 import NetplayAuth
 import NetplayWire
 
 /// Someone in a session, as the coordinator stores them.
+@PublicMemberwiseInit
 public struct ParticipantRecord: Sendable, Equatable {
     /// Opaque id, unique in the session.
     public var participantId: String
@@ -12,32 +14,17 @@ public struct ParticipantRecord: Sendable, Equatable {
     /// Controller slot, 1-based (0 for spectators).
     public var slot: UInt32
     /// The host.
-    public var isHost: Bool
+    public var isHost: Bool = false
     /// May take a controller slot (joined with the play password, or none is set).
-    public var mayPlay: Bool
+    public var mayPlay: Bool = true
     /// Attached to the relay (as last reported).
-    public var connected: Bool
+    public var connected: Bool = false
     /// When they joined.
     public var joinedAtUnixMs: UInt64
     /// The join's idempotency key ("" = none).
-    public var idempotencyKey: String
+    public var idempotencyKey: String = ""
     /// The network address they joined from (`Request.source`; "" = unknown): what a ban binds to.
-    public var source: String
-
-    /// Creates a record.
-    public init(participantId: String, name: String, role: Role, slot: UInt32, isHost: Bool = false, mayPlay: Bool = true,
-                connected: Bool = false, joinedAtUnixMs: UInt64, idempotencyKey: String = "", source: String = "") {
-        self.participantId = participantId
-        self.name = name
-        self.role = role
-        self.slot = slot
-        self.isHost = isHost
-        self.mayPlay = mayPlay
-        self.connected = connected
-        self.joinedAtUnixMs = joinedAtUnixMs
-        self.idempotencyKey = idempotencyKey
-        self.source = source
-    }
+    public var source: String = ""
 
     /// The wire form.
     public var info: Participant {

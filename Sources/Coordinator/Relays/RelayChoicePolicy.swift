@@ -1,4 +1,7 @@
+import MemberwiseInit
+
 /// How the coordinator weighs players' round trips against relay load when it picks a relay.
+@PublicMemberwiseInit
 public struct RelayChoicePolicy: Sendable, Equatable {
     /// Relays whose worst round trip is within this of the nearest count as equally near (load
     /// decides between them), microseconds.
@@ -6,10 +9,4 @@ public struct RelayChoicePolicy: Sendable, Equatable {
     /// A relay holding this share of its capacity (percent) or more is chosen only when every
     /// candidate does (nearness then decides among them).
     public var loadCapPercent: UInt32 = 80
-
-    /// The defaults: 10 ms tolerance, 80 % load cap.
-    public init(rttToleranceUs: UInt32 = 10_000, loadCapPercent: UInt32 = 80) {
-        self.rttToleranceUs = rttToleranceUs
-        self.loadCapPercent = loadCapPercent
-    }
 }

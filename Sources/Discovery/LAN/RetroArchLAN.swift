@@ -1,3 +1,4 @@
+import MemberwiseInit
 import NetplayLAN
 import NetplayWire
 
@@ -32,15 +33,16 @@ public enum RetroArchLAN {
 /// Layout (688 bytes): magic, content CRC32, TCP port, password flags (bit 0 play, bit 1
 /// spectate), each a big-endian 32-bit word; then NUL-padded strings: nick (32), frontend (32),
 /// core name (32), core version (32), RetroArch version (32), content (256), subsystem (256).
+@PublicMemberwiseInit
 public struct RetroArchAdvertisement: Sendable, Equatable {
     /// CRC32 of the loaded content (0 with a subsystem).
     public var contentCRC: UInt32
     /// The host's netplay TCP port.
     public var port: UInt32
     /// A play password is set.
-    public var hasPassword: Bool
+    public var hasPassword: Bool = false
     /// A spectate password is set.
-    public var hasSpectatePassword: Bool
+    public var hasSpectatePassword: Bool = false
     /// The host's nickname.
     public var nick: String
     /// Frontend identification, e.g. "linux x86_64".
@@ -54,26 +56,9 @@ public struct RetroArchAdvertisement: Sendable, Equatable {
     /// Content file name (or "a|b" for subsystems).
     public var content: String
     /// Subsystem name, "N/A" without one.
-    public var subsystemName: String
+    public var subsystemName: String = "N/A"
 
     static let stringFields = [32, 32, 32, 32, 32, 256, 256]
-
-    /// Creates an advertisement.
-    public init(contentCRC: UInt32, port: UInt32, hasPassword: Bool = false, hasSpectatePassword: Bool = false,
-                nick: String, frontend: String, core: String, coreVersion: String, retroarchVersion: String,
-                content: String, subsystemName: String = "N/A") {
-        self.contentCRC = contentCRC
-        self.port = port
-        self.hasPassword = hasPassword
-        self.hasSpectatePassword = hasSpectatePassword
-        self.nick = nick
-        self.frontend = frontend
-        self.core = core
-        self.coreVersion = coreVersion
-        self.retroarchVersion = retroarchVersion
-        self.content = content
-        self.subsystemName = subsystemName
-    }
 
     /// Decodes a RANS datagram; nil unless it is exactly 688 bytes with the RANS magic.
     public init?(decoding bytes: [UInt8]) {

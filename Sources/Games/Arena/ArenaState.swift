@@ -1,3 +1,5 @@
+import MemberwiseInit
+
 /// One player's ship. Positions and velocities are 16.16 fixed point, in arena units.
 public struct Ship: Sendable, Hashable, BitwiseCopyable {
     /// Position.
@@ -34,16 +36,12 @@ public struct Ship: Sendable, Hashable, BitwiseCopyable {
 }
 
 /// A collectible worth one point; it respawns elsewhere when collected.
+@PublicMemberwiseInit
 public struct Pellet: Sendable, Hashable, BitwiseCopyable {
     /// Position.
     public var x: Int32
     /// Position.
     public var y: Int32
-    /// A pellet at (`x`, `y`).
-    public init(x: Int32, y: Int32) {
-        self.x = x
-        self.y = y
-    }
 }
 
 /// The whole arena: a few hundred bytes held inline, so saving and loading is a memory copy.

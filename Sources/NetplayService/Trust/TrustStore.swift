@@ -1,4 +1,5 @@
 import Foundation
+import MemberwiseInit
 import Synchronization
 import ZeroMQ
 
@@ -15,6 +16,7 @@ import ZeroMQ
 /// it generated (`netplayctl keygen --trust-store`). Files are re-read when they change.
 public final class TrustStore: Sendable {
     /// A cluster member: a service instance and its control endpoints.
+    @PublicMemberwiseInit
     public struct Member: Sendable, Equatable {
         /// Service kind ("coordinator", "sync", ...).
         public var kind: String
@@ -23,36 +25,20 @@ public final class TrustStore: Sendable {
         /// CurveZMQ public key (32 bytes): its identity as a client and its key as a server.
         public var publicKey: [UInt8]
         /// Its public requests endpoint, if it has one.
-        public var endpoint: String?
+        public var endpoint: String? = nil
         /// Its control endpoint (cluster and operator planes).
-        public var control: String?
+        public var control: String? = nil
         /// Its events endpoint, if any.
-        public var events: String?
-
-        /// Creates a member record.
-        public init(kind: String, instance: String, publicKey: [UInt8], endpoint: String? = nil,
-                    control: String? = nil, events: String? = nil) {
-            self.kind = kind
-            self.instance = instance
-            self.publicKey = publicKey
-            self.endpoint = endpoint
-            self.control = control
-            self.events = events
-        }
+        public var events: String? = nil
     }
 
     /// An operator: someone allowed to run netplayctl's operator verbs.
+    @PublicMemberwiseInit
     public struct Operator: Sendable, Equatable {
         /// The operator's name (appears in logs).
         public var name: String
         /// CurveZMQ public key (32 bytes).
         public var publicKey: [UInt8]
-
-        /// Creates an operator record.
-        public init(name: String, publicKey: [UInt8]) {
-            self.name = name
-            self.publicKey = publicKey
-        }
     }
 
     private struct Snapshot: Sendable {

@@ -1,3 +1,5 @@
+import MemberwiseInit
+
 /// Something the caller should know about. Sessions queue events; drain them every tick
 /// with `drainEvents()`.
 public enum SessionEvent: Sendable, Hashable {
@@ -26,6 +28,7 @@ public enum SessionEvent: Sendable, Hashable {
 }
 
 /// The details of a detected desync.
+@PublicMemberwiseInit
 public struct DesyncReport: Sendable, Hashable {
     /// The frame whose starting state differs.
     public var frame: Frame
@@ -35,12 +38,4 @@ public struct DesyncReport: Sendable, Hashable {
     public var remoteChecksum: UInt64
     /// Who reported the other checksum.
     public var peer: PeerID
-
-    /// Creates a report.
-    public init(frame: Frame, localChecksum: UInt64, remoteChecksum: UInt64, peer: PeerID) {
-        self.frame = frame
-        self.localChecksum = localChecksum
-        self.remoteChecksum = remoteChecksum
-        self.peer = peer
-    }
 }

@@ -1,4 +1,7 @@
+import MemberwiseInit
+
 /// What a predictor knows when it guesses a player's input for a frame not received yet.
+@PublicMemberwiseInit
 public struct PredictionContext: Sendable {
     /// The player whose input is guessed.
     public var player: PlayerHandle
@@ -8,14 +11,6 @@ public struct PredictionContext: Sendable {
     public var lastKnownFrame: Frame
     /// The input at ``lastKnownFrame`` (``GameInput/zero`` if none).
     public var lastKnownInput: GameInput
-
-    /// Creates a context.
-    public init(player: PlayerHandle, frame: Frame, lastKnownFrame: Frame, lastKnownInput: GameInput) {
-        self.player = player
-        self.frame = frame
-        self.lastKnownFrame = lastKnownFrame
-        self.lastKnownInput = lastKnownInput
-    }
 }
 
 /// Guesses inputs that have not arrived yet. Pluggable through ``SessionConfiguration/prediction``.

@@ -1,3 +1,5 @@
+import MemberwiseInit
+
 /// A message between two rollback endpoints. The engine does no I/O: sessions put these in
 /// an outbox (``P2PSession/drainOutgoing()``) and accept them through `handle(_:from:now:)`;
 /// the caller's transport carries them. Every payload is a small struct of integers and
@@ -74,11 +76,12 @@ public enum InputOrigin: UInt8, Sendable, Hashable {
 ///
 /// Senders repeat every input the receiver has not acknowledged yet, so a lost message costs
 /// nothing but a little delay. Receivers accept a run only if it continues what they have.
+@PublicMemberwiseInit
 public struct InputMessage: Sendable, Hashable {
     /// The player these inputs belong to.
     public var player: PlayerHandle
     /// How far to trust them. Only a session's configured relay may send anything but ``InputOrigin/peer``.
-    public var origin: InputOrigin
+    public var origin: InputOrigin = .peer
     /// The frame of `inputs[0]`.
     public var startFrame: Frame
     /// Consecutive inputs from ``startFrame`` on.
@@ -90,23 +93,12 @@ public struct InputMessage: Sendable, Hashable {
     /// The sender's current frame (for time sync).
     public var senderFrame: Frame
 
-    /// Creates an input run.
-    public init(player: PlayerHandle, origin: InputOrigin = .peer, startFrame: Frame, inputs: [GameInput],
-                ackFrame: Frame, confirmedFrame: Frame, senderFrame: Frame) {
-        self.player = player
-        self.origin = origin
-        self.startFrame = startFrame
-        self.inputs = inputs
-        self.ackFrame = ackFrame
-        self.confirmedFrame = confirmedFrame
-        self.senderFrame = senderFrame
-    }
-
     /// The frame of the last input, or `startFrame - 1` when empty.
     public var endFrame: Frame { startFrame + inputs.count - 1 }
 }
 
 /// Acknowledgement and frame status without inputs (spectators, stalled peers).
+@PublicMemberwiseInit
 public struct InputAck: Sendable, Hashable {
     /// The newest frame of the receiver's inputs the sender holds without gaps.
     public var ackFrame: Frame
@@ -114,15 +106,10 @@ public struct InputAck: Sendable, Hashable {
     public var confirmedFrame: Frame
     /// The sender's current frame.
     public var senderFrame: Frame
-    /// Creates an acknowledgement.
-    public init(ackFrame: Frame, confirmedFrame: Frame, senderFrame: Frame) {
-        self.ackFrame = ackFrame
-        self.confirmedFrame = confirmedFrame
-        self.senderFrame = senderFrame
-    }
 }
 
 /// Ping with the figures time sync needs.
+@PublicMemberwiseInit
 public struct QualityReport: Sendable, Hashable {
     /// The sender's clock (milliseconds) when sent; echoed back in ``QualityReply``.
     public var sentAtMs: UInt64
@@ -130,12 +117,6 @@ public struct QualityReport: Sendable, Hashable {
     public var frame: Frame
     /// The sender's local frame advantage: how many frames the receiver is estimated to be ahead of the sender.
     public var frameAdvantage: Int
-    /// Creates a report.
-    public init(sentAtMs: UInt64, frame: Frame, frameAdvantage: Int) {
-        self.sentAtMs = sentAtMs
-        self.frame = frame
-        self.frameAdvantage = frameAdvantage
-    }
 }
 
 /// Pong.
@@ -147,16 +128,12 @@ public struct QualityReply: Sendable, Hashable {
 }
 
 /// The checksum of the game state at the start of a confirmed frame.
+@PublicMemberwiseInit
 public struct ChecksumReport: Sendable, Hashable {
     /// The frame whose starting state was hashed.
     public var frame: Frame
     /// ``Game/checksum()`` of that state.
     public var checksum: UInt64
-    /// Creates a report.
-    public init(frame: Frame, checksum: UInt64) {
-        self.frame = frame
-        self.checksum = checksum
-    }
 }
 
 /// Keeps a quiet link alive.
@@ -169,16 +146,12 @@ public struct KeepAlive: Sendable, Hashable {
 ///
 /// Between peers this is the sender's proposal (every peer proposes the frame after the last
 /// input it holds; all agree on the smallest); from the relay it is final.
+@PublicMemberwiseInit
 public struct DisconnectNotice: Sendable, Hashable {
     /// The player who left.
     public var player: PlayerHandle
     /// The first frame whose input is "disconnected".
     public var frame: Frame
-    /// Creates a notice.
-    public init(player: PlayerHandle, frame: Frame) {
-        self.player = player
-        self.frame = frame
-    }
 }
 
 /// Asks for a confirmed state.
@@ -190,6 +163,7 @@ public struct StateRequest: Sendable, Hashable {
 }
 
 /// A confirmed state in the game's own serialisation.
+@PublicMemberwiseInit
 public struct StateTransfer: Sendable, Hashable {
     /// The frame the state belongs to (the state before that frame is simulated).
     public var frame: Frame
@@ -197,23 +171,13 @@ public struct StateTransfer: Sendable, Hashable {
     public var checksum: UInt64
     /// The serialised state.
     public var state: [UInt8]
-    /// Creates a transfer.
-    public init(frame: Frame, checksum: UInt64, state: [UInt8]) {
-        self.frame = frame
-        self.checksum = checksum
-        self.state = state
-    }
 }
 
 /// A message paired with the endpoint it goes to.
+@PublicMemberwiseInit
 public struct OutgoingMessage: Sendable, Hashable {
     /// The destination.
     public var peer: PeerID
     /// The message.
     public var message: RollbackMessage
-    /// Creates an outgoing message.
-    public init(peer: PeerID, message: RollbackMessage) {
-        self.peer = peer
-        self.message = message
-    }
 }

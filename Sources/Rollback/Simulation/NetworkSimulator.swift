@@ -1,28 +1,20 @@
+import MemberwiseInit
+
 /// How one direction of a simulated link behaves.
+@PublicMemberwiseInit
 public struct LinkConditions: Sendable, Hashable {
     /// Base one-way latency in milliseconds.
-    public var latencyMs: Int
+    public var latencyMs: Int = 0
     /// Extra latency drawn uniformly from `0 ... jitterMs` per message (which also reorders).
-    public var jitterMs: Int
+    public var jitterMs: Int = 0
     /// Probability that a message is lost.
-    public var lossRate: Double
+    public var lossRate: Double = 0
     /// Probability that a message is delivered twice.
-    public var duplicateRate: Double
+    public var duplicateRate: Double = 0
     /// Probability that a message is held back by `reorderDelayMs` extra, overtaking-style reordering.
-    public var reorderRate: Double
+    public var reorderRate: Double = 0
     /// The hold-back for reordered messages.
-    public var reorderDelayMs: Int
-
-    /// A link; defaults describe a perfect one.
-    public init(latencyMs: Int = 0, jitterMs: Int = 0, lossRate: Double = 0, duplicateRate: Double = 0,
-                reorderRate: Double = 0, reorderDelayMs: Int = 30) {
-        self.latencyMs = latencyMs
-        self.jitterMs = jitterMs
-        self.lossRate = lossRate
-        self.duplicateRate = duplicateRate
-        self.reorderRate = reorderRate
-        self.reorderDelayMs = reorderDelayMs
-    }
+    public var reorderDelayMs: Int = 30
 
     /// No latency, no loss.
     public static let perfect = LinkConditions()
