@@ -184,7 +184,12 @@ let package = Package(
         .target(name: "SystemTools"),
 
         // MARK: Test support: real processes, clusters, keys; a sample service for the runtime's tests
-        .target(name: "NetplayTestSupport", dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "WANHarness"], path: "Tests/Support"),
+        .target(
+            name: "NetplayTestSupport",
+            dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "WANHarness",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Tests/Support"
+        ),
         .executableTarget(
             name: "netplay-sample-service",
             dependencies: [

@@ -74,12 +74,9 @@ public struct SyncOptions: ParsableArguments, Sendable {
     public func resolve(common: ServiceOptions,
                         environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Resolved {
         let setting = SettingResolver(environment: environment)
-        let replicaText = replica.map(String.init) ?? setting.text(nil, "NETPLAY_REPLICA") ?? "0"
-        guard let index = Int(replicaText), (0 ... 99).contains(index) else {
-            throw ValidationError("--replica must be a number from 0 to 99, got '\(replicaText)'")
-        }
+        let index = try setting.integer(replica.map(String.init), "NETPLAY_REPLICA", name: "--replica", default: 0, range: 0 ... 99)
         var options = common
-        if options.instance == nil, environment["NETPLAY_INSTANCE"]?.isEmpty ?? true { options.instance = "sync-\(index)" }
+        if setting.text(options.instance, "NETPLAY_INSTANCE") == nil { options.instance = "sync-\(index)" }
         let service = try options.resolve(defaults: ServiceDefaults.sync(replica: index), environment: environment)
 
         let secretText: String

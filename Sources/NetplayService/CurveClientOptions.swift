@@ -23,13 +23,11 @@ public struct CurveClientOptions: ParsableArguments, Sendable {
 
     /// ``serverKey(environment:)`` for a flag value read elsewhere.
     public static func serverKey(flag: String?, environment: [String: String]) throws -> [UInt8]? {
-        if let flag {
-            return try publicKey(flag, source: "--curve-server-key")
+        let setting = SettingResolver(environment: environment)
+        if let text = setting.text(flag, "NETPLAY_CURVE_SERVER_KEY") {
+            return try publicKey(text, source: flag == nil ? "NETPLAY_CURVE_SERVER_KEY" : "--curve-server-key")
         }
-        if let text = environment["NETPLAY_CURVE_SERVER_KEY"] {
-            return try publicKey(text, source: "NETPLAY_CURVE_SERVER_KEY")
-        }
-        if let secret = environment["NETPLAY_CURVE_SECRET_KEY"] {
+        if let secret = setting.text(nil, "NETPLAY_CURVE_SECRET_KEY") {
             guard let pair = try? CurveKeyPair(secretZ85: secret) else {
                 throw ValidationError("NETPLAY_CURVE_SECRET_KEY must be a 40-character Z85 secret key")
             }

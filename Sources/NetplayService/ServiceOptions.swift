@@ -53,60 +53,53 @@ public struct ServiceOptions: ParsableArguments, Sendable {
         defaults: ServiceDefaults,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> ServiceConfiguration {
-        func pick(_ flag: String?, _ variable: String) -> String? {
-            if let flag { return flag }
-            if let value = environment[variable], !value.isEmpty { return value }
-            return nil
-        }
+        let setting = SettingResolver(environment: environment)
         func optionalEndpoint(_ value: String?, name: String) throws -> String? {
             guard let value, value.lowercased() != "none" else { return nil }
             try EndpointValidator.validate(value, name: name)
             return value
         }
 
-        let endpoint = pick(self.endpoint, "NETPLAY_ENDPOINT") ?? defaults.endpoint
+        let endpoint = setting.text(self.endpoint, "NETPLAY_ENDPOINT") ?? defaults.endpoint
         try EndpointValidator.validate(endpoint, name: "--endpoint")
-        let events = try optionalEndpoint(pick(self.events, "NETPLAY_EVENTS") ?? defaults.events, name: "--events")
-        let telemetry = try optionalEndpoint(pick(self.telemetry, "NETPLAY_TELEMETRY") ?? ServiceDefaults.telemetryIngest,
+        let events = try optionalEndpoint(setting.text(self.events, "NETPLAY_EVENTS") ?? defaults.events, name: "--events")
+        let telemetry = try optionalEndpoint(setting.text(self.telemetry, "NETPLAY_TELEMETRY") ?? ServiceDefaults.telemetryIngest,
                                              name: "--telemetry")
-        let supervisor = try optionalEndpoint(pick(self.supervisor, "NETPLAY_SUPERVISOR"), name: "--supervisor")
+        let supervisor = try optionalEndpoint(setting.text(self.supervisor, "NETPLAY_SUPERVISOR"), name: "--supervisor")
 
-        let instance = pick(self.instance, "NETPLAY_INSTANCE") ?? "\(defaults.kind)-\(getpid())"
+        let instance = setting.text(self.instance, "NETPLAY_INSTANCE") ?? "\(defaults.kind)-\(getpid())"
         guard (1...64).contains(instance.utf8.count),
               instance.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
             throw ValidationError("--instance must be 1 to 64 letters, digits, '-', '_' or '.', got '\(instance)'")
         }
 
-        let levelText = pick(self.logLevel, "NETPLAY_LOG_LEVEL") ?? "info"
-        guard let logLevel = Logger.Level(rawValue: levelText.lowercased()) else {
-            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical; got '\(levelText)'")
-        }
+        let levelText = try setting.choice(logLevel, "NETPLAY_LOG_LEVEL", name: "--log-level", default: "info",
+                                           choices: Logger.Level.allCases.map(\.rawValue))
+        let level = Logger.Level(rawValue: levelText) ?? .info
 
-        let dataDir = pick(self.dataDir, "NETPLAY_DATA_DIR") ?? "data/\(instance)"
+        let dataDir = setting.text(self.dataDir, "NETPLAY_DATA_DIR") ?? "data/\(instance)"
 
-        let intervalText = metricsInterval.map { String($0) } ?? pick(nil, "NETPLAY_METRICS_INTERVAL") ?? "5"
-        guard let interval = Double(intervalText), interval >= 0.05, interval <= 3600 else {
-            throw ValidationError("--metrics-interval must be a number of seconds from 0.05 to 3600, got '\(intervalText)'")
-        }
+        let interval = try setting.number(metricsInterval.map { String($0) }, "NETPLAY_METRICS_INTERVAL",
+                                          name: "--metrics-interval", default: 5, range: 0.05...3600)
 
         var curve: CurveKeyPair?
-        if let secret = pick(curveSecretKey, "NETPLAY_CURVE_SECRET_KEY") {
+        if let secret = setting.text(curveSecretKey, "NETPLAY_CURVE_SECRET_KEY") {
             do { curve = try CurveKeyPair(secretZ85: secret) } catch {
                 throw ValidationError("--curve-secret-key must be a 40-character Z85 CurveZMQ secret key")
             }
         }
 
-        let control = try optionalEndpoint(pick(self.controlEndpoint, "NETPLAY_CONTROL_ENDPOINT")
+        let control = try optionalEndpoint(setting.text(self.controlEndpoint, "NETPLAY_CONTROL_ENDPOINT")
                                                ?? Self.defaultControl(endpoint: endpoint, defaults: defaults),
                                            name: "--control-endpoint")
         let dataDirectory = URL(fileURLWithPath: dataDir)
-        let keys = pick(self.keysDir, "NETPLAY_KEYS_DIR").map { URL(fileURLWithPath: $0) }
+        let keys = setting.text(self.keysDir, "NETPLAY_KEYS_DIR").map { URL(fileURLWithPath: $0) }
             ?? TrustStore.defaultDirectory(forDataDirectory: dataDirectory)
-        let identityFile = pick(self.identityKeyFile, "NETPLAY_IDENTITY_KEY_FILE").map { URL(fileURLWithPath: $0) }
+        let identityFile = setting.text(self.identityKeyFile, "NETPLAY_IDENTITY_KEY_FILE").map { URL(fileURLWithPath: $0) }
 
         var configuration = ServiceConfiguration(
             kind: defaults.kind, instance: instance, endpoint: endpoint, events: events,
-            telemetry: telemetry, supervisor: supervisor, logLevel: logLevel,
+            telemetry: telemetry, supervisor: supervisor, logLevel: level,
             dataDirectory: dataDirectory, metricsInterval: interval, curve: curve)
         configuration.control = control
         configuration.trustStore = keys

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 
 /// Resolves one service setting from its flag, then its `NETPLAY_*` environment variable, then
 /// a default, turning malformed values into a one-line `ValidationError` that names the flag.
@@ -13,11 +14,19 @@ public struct SettingResolver: Sendable {
         self.environment = environment
     }
 
-    /// The flag's text if given, else the variable's if set and non-empty.
+    /// The flag's text if given, else the variable's if set and non-empty. Every other reader
+    /// comes through here, and so does every variable an options type consults.
     public func text(_ flag: String?, _ variable: String) -> String? {
+        Self.consulted?.record(variable)
         if let flag { return flag }
         if let value = environment[variable], !value.isEmpty { return value }
         return nil
+    }
+
+    /// Whether a switch is on: its flag, else the variable set to 1, true or yes (any case).
+    public func isOn(_ flag: Bool, _ variable: String) -> Bool {
+        let text = text(nil, variable)?.lowercased() ?? ""
+        return flag || ["1", "true", "yes"].contains(text)
     }
 
     /// A number within `range`.
@@ -70,7 +79,26 @@ public struct SettingResolver: Sendable {
         return text
     }
 
+    /// Runs `body` and returns, beside its result, every variable a resolver consulted meanwhile
+    /// on this task, whether set or not: what an options type reads, which its `--help` must
+    /// name (each service's tests hold the two equal).
+    public static func variablesConsulted<Result>(during body: () throws -> Result) rethrows -> (Result, Set<String>) {
+        let record = ConsultedVariables()
+        let result = try $consulted.withValue(record) { try body() }
+        return (result, record.names)
+    }
+
+    /// Where ``variablesConsulted(during:)`` collects, for the task that asked.
+    @TaskLocal static var consulted: ConsultedVariables?
+
     static func format(_ value: Double) -> String {
         value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
     }
+}
+
+/// The variable names resolvers consulted while ``SettingResolver/variablesConsulted(during:)`` ran.
+final class ConsultedVariables: Sendable {
+    private let storage = Mutex<Set<String>>([])
+    func record(_ name: String) { _ = storage.withLock { $0.insert(name) } }
+    var names: Set<String> { storage.withLock { $0 } }
 }

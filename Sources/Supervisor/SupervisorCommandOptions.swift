@@ -27,11 +27,10 @@ public struct SupervisorCommandOptions: ParsableArguments, Sendable {
     public func settings(common: ServiceOptions,
                          environment: [String: String] = ProcessInfo.processInfo.environment) -> SupervisorLauncher.Settings {
         let setting = SettingResolver(environment: environment)
-        let quietEnv = ["1", "true", "yes"].contains((environment["NETPLAY_QUIET"] ?? "").lowercased())
         return SupervisorLauncher.Settings(
             configPath: setting.text(config, "NETPLAY_CLUSTER_CONFIG") ?? "compose/cluster.yaml",
             runDirectory: setting.text(runDir, "NETPLAY_RUN_DIR") ?? "run",
             binDirectories: setting.text(binDir, "NETPLAY_BIN_DIR").map { [$0] } ?? [],
-            console: !(quiet || quietEnv), checkOnly: check, common: common)
+            console: !setting.isOn(quiet, "NETPLAY_QUIET"), checkOnly: check, common: common)
     }
 }

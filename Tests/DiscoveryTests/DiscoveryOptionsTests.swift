@@ -41,3 +41,12 @@ struct DiscoveryOptionsTests {
         }
     }
 }
+
+extension DiscoveryOptionsTests {
+    @Test func helpNamesExactlyTheVariablesResolutionReads() {
+        let contract = EnvironmentContract(help: [DiscoveryOptions.self]) { _ = try DiscoveryOptions.parse([]).resolve(environment: $0) }
+        #expect(contract.named.count >= 10)
+        #expect(contract.namedButNotRead.isEmpty, "--help names variables nothing reads")
+        #expect(contract.readButNotNamed.isEmpty, "variables read that --help does not name")
+    }
+}

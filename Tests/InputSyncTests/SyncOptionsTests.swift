@@ -48,7 +48,7 @@ struct SyncOptionsTests {
 
     @Test func badValuesGetOneLine() {
         #expect(message { try resolve(["--replica", "100", "--cluster-secret", Self.secret]) }
-                == "--replica must be a number from 0 to 99, got '100'")
+                == "--replica must be a whole number from 0 to 99, got '100'")
         #expect(message { try resolve(["--cluster-secret", "zz"]) }.hasPrefix("--cluster-secret: "))
         #expect(message { try resolve(["--advertise", "tcp://*:7300", "--cluster-secret", Self.secret]) }
                 .hasPrefix("--advertise must name a reachable host and port"))
@@ -97,4 +97,20 @@ struct SyncOptionsTests {
 /// A fixed tunnel id for the join-string checks.
 enum TunnelIDFixture {
     static let id = TunnelID(Array(1...12))!
+}
+
+extension SyncOptionsTests {
+    @Test func helpNamesExactlyTheVariablesResolutionReads() {
+        // Without a secret the secret file is looked for; with RetroArch's listener on, its own
+        // settings are read too. The common options are resolved inside, so their help counts.
+        let contract = EnvironmentContract(
+            help: [SyncOptions.self, ServiceOptions.self],
+            environments: [[:], ["NETPLAY_CLUSTER_SECRET": Self.secret],
+                           ["NETPLAY_CLUSTER_SECRET": Self.secret, "NETPLAY_RETROARCH_PORT": "55435"]]) {
+            _ = try SyncOptions.parse([]).resolve(common: try ServiceOptions.parse([]), environment: $0)
+        }
+        #expect(contract.named.count >= 25)
+        #expect(contract.namedButNotRead.isEmpty, "--help names variables nothing reads")
+        #expect(contract.readButNotNamed.isEmpty, "variables read that --help does not name")
+    }
 }

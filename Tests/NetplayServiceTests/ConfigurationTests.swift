@@ -96,3 +96,16 @@ struct JSONValueTests {
         #expect(try JSONSerialization.jsonObject(with: Data(text.utf8)) is [String: Any])
     }
 }
+
+extension ConfigurationTests {
+    @Test func helpNamesExactlyTheVariablesResolutionReads() {
+        let common = EnvironmentContract(help: [ServiceOptions.self]) {
+            _ = try ServiceOptions.parse([]).resolve(defaults: .discovery, environment: $0)
+        }
+        #expect(common.named.count >= 12)
+        #expect(common.namedButNotRead.isEmpty, "--help names variables nothing reads")
+        #expect(common.readButNotNamed.isEmpty, "variables read that --help does not name")
+        let curve = EnvironmentContract(help: [CurveClientOptions.self]) { _ = try CurveClientOptions.parse([]).serverKey(environment: $0) }
+        #expect(curve.named == ["NETPLAY_CURVE_SERVER_KEY", "NETPLAY_CURVE_SECRET_KEY"] && curve.read == curve.named)
+    }
+}

@@ -20,3 +20,14 @@ struct SupervisorCommandOptionsTests {
         #expect(flags.configPath == "flag.yaml" && flags.runDirectory == "flagrun" && flags.checkOnly)
     }
 }
+
+extension SupervisorCommandOptionsTests {
+    @Test func helpNamesExactlyTheVariablesResolutionReads() {
+        let contract = EnvironmentContract(help: [SupervisorCommandOptions.self]) {
+            _ = try SupervisorCommandOptions.parse([]).settings(common: try ServiceOptions.parse([]), environment: $0)
+        }
+        #expect(contract.named.count >= 4)
+        #expect(contract.namedButNotRead.isEmpty, "--help names variables nothing reads")
+        #expect(contract.readButNotNamed.isEmpty, "variables read that --help does not name")
+    }
+}

@@ -33,3 +33,12 @@ struct TelemetryOptionsTests {
         #expect(message { try TelemetryOptions.parse(["--ingest", "localhost"]).resolve(environment: [:]) }.hasPrefix("--ingest must look like"))
     }
 }
+
+extension TelemetryOptionsTests {
+    @Test func helpNamesExactlyTheVariablesResolutionReads() {
+        let contract = EnvironmentContract(help: [TelemetryOptions.self]) { _ = try TelemetryOptions.parse([]).resolve(environment: $0) }
+        #expect(contract.named.count >= 8)
+        #expect(contract.namedButNotRead.isEmpty, "--help names variables nothing reads")
+        #expect(contract.readButNotNamed.isEmpty, "variables read that --help does not name")
+    }
+}

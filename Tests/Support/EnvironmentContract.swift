@@ -1,0 +1,37 @@
+import ArgumentParser
+import Foundation
+import NetplayService
+
+/// Holds an options type's `--help` to what its resolution reads: every `NETPLAY_*` variable the
+/// help names is consulted, and every variable consulted is named. Each service's tests run it on
+/// their own options, so a renamed variable or a help text left behind fails there.
+public struct EnvironmentContract {
+    /// The variables the help screens name.
+    public let named: Set<String>
+    /// The variables the resolution consulted, over every environment tried.
+    public let read: Set<String>
+
+    /// Reads the help of each of `options` (unwrapped, so no name is split across lines) and runs
+    /// `resolve` once per environment, recording what it consults even when it throws (a missing
+    /// secret ends some resolutions early; the environments that follow supply it).
+    public init(help options: [any ParsableArguments.Type], environments: [[String: String]] = [[:]],
+                resolve: ([String: String]) throws -> Void) {
+        var named: Set<String> = []
+        for type in options {
+            let help = type.helpMessage(includeHidden: true, columns: 100_000)
+            for match in help.matches(of: /NETPLAY_[A-Z0-9_]+/) { named.insert(String(match.output)) }
+        }
+        var read: Set<String> = []
+        for environment in environments {
+            let (_, consulted) = SettingResolver.variablesConsulted { try? resolve(environment) }
+            read.formUnion(consulted)
+        }
+        self.named = named
+        self.read = read
+    }
+
+    /// Named in the help but never consulted (the help promises what the code ignores).
+    public var namedButNotRead: Set<String> { named.subtracting(read) }
+    /// Consulted but named nowhere in the help (a variable an operator cannot discover).
+    public var readButNotNamed: Set<String> { read.subtracting(named) }
+}
