@@ -183,7 +183,7 @@ public final class LanAdmission: Sendable {
                 try state.policy.settle(plan, match: match, now: Double(now) / 1000)
                 if state.ended { throw AdmissionDenial(.sessionEnded, "The host ended this room.") }
                 if settings.approveJoiners {
-                    try state.approvals.ask(request, nowMs: now, unixMs: wallClockMs())
+                    try state.approvals.ask(request, nowMs: now, unixMs: UnixTime.nowMs())
                     state.approvals.admitted(key: request.idempotencyKey)
                 }
                 let id = "lan-\(state.nextParticipant)"

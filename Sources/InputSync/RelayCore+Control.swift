@@ -59,7 +59,7 @@ extension RelayCore {
     /// of a participant in a session does this by itself; this is for one the relay has not seen.
     /// Call it only for a request proven to come from the coordinator.
     public func revoke(sessionId: String, participantId: String) {
-        let wallNow = wallClockMs()
+        let wallNow = UnixTime.nowMs()
         let seen = sessions[sessionId]?.participants.first { $0.participantId == participantId }?.ticketExpiresAtUnixMs ?? 0
         revocations.revoke(sessionId: sessionId, participantId: participantId,
                            untilUnixMs: Self.revocationEnd(ticketExpiresAtUnixMs: seen, nowUnixMs: wallNow,

@@ -254,7 +254,7 @@ public final class RelayCore {
             throw ServiceError(.unsupportedVersion, "This relay speaks sync protocol 1, not \(request.protocolVersion).")
         }
         let ticket = request.ticket
-        let wallNow = wallClockMs()
+        let wallNow = UnixTime.nowMs()
         do {
             try verifier.verify(ticket, relayId: configuration.relayId, nowUnixMs: wallNow)
         } catch let error {
@@ -397,7 +397,7 @@ public final class RelayCore {
         // Routes left by peers that went away: counted against all participants once a second.
         if now &- lastPruneCheckMs >= 1000 {
             lastPruneCheckMs = now
-            if revocations.count > 0 { revocations.purge(nowUnixMs: wallClockMs()) }
+            if revocations.count > 0 { revocations.purge(nowUnixMs: UnixTime.nowMs()) }
             if peers.count > 0 && peers.count > 2 * max(1, sessions.values.reduce(0) { $0 + $1.pathCount }) {
                 peers.pruneStale()
             }

@@ -18,7 +18,7 @@ extension RelaySession {
         }
         let line = ChatMessage(text: message.text, fromName: String(participant.name.prefix(64)),
                                fromSlot: UInt32(participant.slot), fromRole: participant.role,
-                               sentAtUnixMs: wallClockMs())
+                               sentAtUnixMs: UnixTime.nowMs())
         sendToAll(.chatMessage(line), now: now)
     }
 
@@ -51,7 +51,7 @@ extension RelaySession {
     /// it) is also refused at attach until its tickets are of no use (see ``RevocationBook``).
     func remove(_ participant: RelayPeer, reason: DetachReason, detail: String, now: UInt64) {
         if reason == .kicked {
-            let wallNow = wallClockMs()
+            let wallNow = UnixTime.nowMs()
             revocations.revoke(sessionId: sessionId, participantId: participant.participantId,
                                untilUnixMs: RelayCore.revocationEnd(ticketExpiresAtUnixMs: participant.ticketExpiresAtUnixMs,
                                                                     nowUnixMs: wallNow, configuration: configuration),

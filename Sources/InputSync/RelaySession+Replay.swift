@@ -33,7 +33,7 @@ extension RelaySession {
         let header = ReplayHeader(formatVersion: 1, sessionId: sessionId,
                                   content: content ?? ContentInfo(gameName: "unknown"), params: params,
                                   players: players.compactMap { $0?.info },
-                                  startedAtUnixMs: wallClockMs(), startFrame: UInt32(frame),
+                                  startedAtUnixMs: UnixTime.nowMs(), startFrame: UInt32(frame),
                                   gameOptions: Array(gameOptions.prefix(4096)), startState: state)
         do {
             replay = try ReplayWriter(directory: directory, sessionId: sessionId, header: header, startFrame: frame)

@@ -272,7 +272,7 @@ extension RelaySession {
         }
         return SessionStats(sessionId: sessionId, relayId: configuration.relayId,
                             confirmedFrame: UInt32(clamping: max(timeline.confirmed - 1, 0)), peers: peers,
-                            timestampUnixMs: wallClockMs(), desyncs: UInt32(clamping: desyncs),
+                            timestampUnixMs: UnixTime.nowMs(), desyncs: UInt32(clamping: desyncs),
                             resyncs: UInt32(clamping: resyncs))
     }
 

@@ -15,18 +15,3 @@ public protocol RelayTransport: AnyObject {
     /// Pushes a session's HUD statistics to telemetry.
     func pushStats(_ stats: SessionStats)
 }
-
-/// Milliseconds since the Unix epoch (tickets, chat and replay timestamps).
-func wallClockMs() -> UInt64 { UInt64((Double(clockRealtimeNanoseconds()) / 1e6).rounded(.down)) }
-
-private func clockRealtimeNanoseconds() -> UInt64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_REALTIME, &spec)
-    return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
-}
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif

@@ -109,7 +109,7 @@ final class ReplayWriter {
         }
         write(.replayFooter(ReplayFooter(frameCount: UInt32(recordedFrames - startFrame),
                                          finalFrame: UInt32(max(recordedFrames - 1, 0)), finalChecksum: finalChecksum,
-                                         endedAtUnixMs: wallClockMs(), reason: String(footerReason.prefix(256)))))
+                                         endedAtUnixMs: UnixTime.nowMs(), reason: String(footerReason.prefix(256)))))
         try? handle.synchronize()
         try? handle.close()
     }

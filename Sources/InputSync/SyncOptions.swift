@@ -98,9 +98,8 @@ public struct SyncOptions: ParsableArguments, Sendable {
             throw ValidationError("--cluster-secret: \(error.description)")
         }
 
-        let coordinatorValue = setting.text(coordinator, "NETPLAY_COORDINATOR") ?? ServiceDefaults.coordinatorEndpoint
-        let coordinatorEndpoint: String? = coordinatorValue.lowercased() == "none" ? nil : coordinatorValue
-        if let coordinatorEndpoint { try EndpointValidator.validate(coordinatorEndpoint, name: "--coordinator") }
+        let coordinatorEndpoint = try setting.endpoint(coordinator, "NETPLAY_COORDINATOR", name: "--coordinator",
+                                                       default: ServiceDefaults.coordinatorEndpoint)
         let advertised = setting.text(advertise, "NETPLAY_ADVERTISE") ?? ""
         if !advertised.isEmpty { try EndpointValidator.validate(advertised, name: "--advertise") }
         guard !advertised.contains("*") else {

@@ -75,7 +75,7 @@ public struct HostApprovals: Sendable {
         guard entries.count < capacity else {
             throw ServiceError(.rateLimited, "Too many joins wait for this host's decision; retry later.", retryAfterMs: 5_000)
         }
-        let pendingId = "j-\(nextId)-" + Sodium.hex(Sodium.randomBytes(4))
+        let pendingId = "j-\(nextId)-" + Hex.encode(Sodium.randomBytes(4))
         nextId += 1
         entries.append(Entry(pendingId: pendingId, key: key, name: String(request.name.prefix(64)),
                              role: request.role == .spectator ? .spectator : .player, requestedSlot: request.preferredSlot,

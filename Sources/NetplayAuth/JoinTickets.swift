@@ -27,7 +27,7 @@ public struct JoinTicketSigner: Sendable {
     /// Builds and signs a ticket valid from `nowUnixMs` for `ttlMs`.
     public func issue(sessionId: String, participantId: String, role: Role, slot: UInt32, relayId: String,
                       relayEndpoint: String, params: SyncParams, name: String, ttlMs: UInt64,
-                      nowUnixMs: UInt64 = JoinTicketVerifier.wallClockMs()) throws(WireError) -> JoinTicket {
+                      nowUnixMs: UInt64 = UnixTime.nowMs()) throws(WireError) -> JoinTicket {
         try sign(JoinTicket(sessionId: sessionId, participantId: participantId, role: role, slot: slot,
                             relayId: relayId, relayEndpoint: relayEndpoint, issuedAtUnixMs: nowUnixMs,
                             expiresAtUnixMs: nowUnixMs + ttlMs, params: params, name: name))
@@ -48,7 +48,7 @@ public struct JoinTicketVerifier: Sendable {
     /// is nil). Returns the ticket unchanged when it passes.
     @discardableResult
     public func verify(_ ticket: JoinTicket, relayId: String? = nil,
-                       nowUnixMs: UInt64 = JoinTicketVerifier.wallClockMs()) throws(TicketError) -> JoinTicket {
+                       nowUnixMs: UInt64 = UnixTime.nowMs()) throws(TicketError) -> JoinTicket {
         guard let key = keyRing.keys[ticket.keyId] else { throw .unknownKey(ticket.keyId) }
         guard ticket.signature.count == 32 else { throw .badSignature }
         var unsigned = ticket
@@ -65,11 +65,6 @@ public struct JoinTicketVerifier: Sendable {
         if ticket.role == .spectator, ticket.slot != 0 { throw .malformed("a spectator ticket has slot 0") }
         if ticket.role == .unspecified { throw .malformed("the ticket names no role") }
         return ticket
-    }
-
-    /// Milliseconds since the Unix epoch, now.
-    public static func wallClockMs() -> UInt64 {
-        UInt64(Date().timeIntervalSince1970 * 1000)
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import NetplayWire
 
 /// The cluster secrets that sign join tickets, by key id (rotation: sign with the newest, accept
 /// every listed one).
@@ -57,7 +58,7 @@ public struct TicketKeyRing: Sendable, Equatable {
             } else {
                 throw KeyRingError("a cluster secret list needs ID:HEX entries")
             }
-            guard let key = Sodium.bytes(hex: hex) else {
+            guard let key = Hex.decode(hex) else {
                 throw KeyRingError("cluster secret key \(id) is not hexadecimal")
             }
             guard keys[id] == nil else { throw KeyRingError("cluster secret key id \(id) appears twice") }
@@ -77,7 +78,7 @@ public struct TicketKeyRing: Sendable, Equatable {
 
     /// The text form (for writing a generated secret to a file).
     public var text: String {
-        keys.keys.sorted().map { "\($0):\(Sodium.hex(keys[$0]!))" }.joined(separator: ",")
+        keys.keys.sorted().map { "\($0):\(Hex.encode(keys[$0]!))" }.joined(separator: ",")
     }
 
     /// The secret that signs new tickets.

@@ -39,15 +39,10 @@ extension NetplayLobby {
         return stream
     }
 
-    /// Discovery's events endpoint: ``discoveryEventsEndpoint`` when set, else the default
-    /// cluster's (for the default discovery endpoint), else the request endpoint's port + 1.
+    /// Discovery's events endpoint: ``discoveryEventsEndpoint`` when set, else the one beside the
+    /// request endpoint (``ServiceDefaults/events(besideRequests:)``: the request port + 1).
     var resolvedDiscoveryEvents: String? {
-        if let discoveryEventsEndpoint { return discoveryEventsEndpoint }
-        guard let requests = discoveryEndpoint else { return nil }
-        if requests == ServiceDefaults.discovery.endpoint { return ServiceDefaults.discovery.events }
-        guard requests.hasPrefix("tcp://"), let colon = requests.lastIndex(of: ":"),
-              let port = Int(requests[requests.index(after: colon)...]), port < 65535 else { return nil }
-        return String(requests[..<colon]) + ":\(port + 1)"
+        discoveryEventsEndpoint ?? discoveryEndpoint.flatMap(ServiceDefaults.events(besideRequests:))
     }
 }
 

@@ -43,11 +43,6 @@ public final class LanBeaconSender {
 
     /// A random 16-hex-digit id.
     public static func randomId() -> String {
-        (0..<8).map { _ in String(format2(UInt8.random(in: 0...255))) }.joined()
-    }
-
-    private static func format2(_ byte: UInt8) -> String {
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
+        Hex.encode((0..<8).map { _ in UInt8.random(in: 0...255) })
     }
 }

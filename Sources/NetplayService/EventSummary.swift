@@ -16,12 +16,12 @@ public enum EventSummary {
         case .roomAdded(let added): return room(topic, added.room)
         case .roomUpdated(let updated): return room(topic, updated.room)
         case .roomRemoved(let removed):
-            return "\(topic) \(plain(removed.roomId)) \(name(removed.reason.protoName, dropping: "ROOM_REMOVAL_REASON_"))"
+            return "\(topic) \(plain(removed.roomId)) \(removed.reason.shortName)"
         case .roomsSync(let sync):
             return "\(topic) \(sync.roomCount) rooms sequence \(sync.sequence)"
         case .peerEvent(let event):
             let peer = event.peer
-            return "\(topic) \(name(event.kind.protoName, dropping: "PEER_EVENT_KIND_")) \(quoted(peer.name)) "
+            return "\(topic) \(event.kind.shortName) \(quoted(peer.name)) "
                 + "\(peer.role == .spectator ? "spectator" : "P\(peer.slot)") frame \(event.frame)"
                 + (event.detail.isEmpty ? "" : " \(plain(event.detail))")
         case .desyncNotice(let notice):
@@ -78,7 +78,7 @@ public enum EventSummary {
         var line = topic
         switch record.severity {
         case .unspecified, .debug, .info: break
-        default: line += " [\(name(record.severity.protoName, dropping: "SEVERITY_"))]"
+        default: line += " [\(record.severity.shortName)]"
         }
         if !record.message.isEmpty { line += " " + plain(record.message) }
         if !record.sessionId.isEmpty, !record.message.contains(record.sessionId) { line += " session \(plain(record.sessionId))" }
@@ -97,11 +97,6 @@ public enum EventSummary {
     }
 
     static func dash(_ text: String) -> String { text.isEmpty ? "-" : plain(text) }
-
-    /// `SESSION_EVENT_KIND_PLAYER_JOINED` without `prefix`, lower-cased: `player_joined`.
-    static func name(_ protoName: String, dropping prefix: String) -> String {
-        (protoName.hasPrefix(prefix) ? String(protoName.dropFirst(prefix.count)) : protoName).lowercased()
-    }
 
     private static func escaped(_ text: String, quote: Bool) -> String {
         var out = ""
@@ -129,7 +124,7 @@ public enum EventSummary {
 public enum AgeText {
     /// The age of `unixMs` at `nowUnixMs`; "never" for 0, "just now" for a time in the future
     /// (clocks of two machines disagree).
-    public static func ago(_ unixMs: UInt64, now nowUnixMs: UInt64 = UInt64(Date().timeIntervalSince1970 * 1000)) -> String {
+    public static func ago(_ unixMs: UInt64, now nowUnixMs: UInt64 = UnixTime.nowMs()) -> String {
         guard unixMs > 0 else { return "never" }
         guard nowUnixMs >= unixMs else { return "just now" }
         let seconds = Double(nowUnixMs - unixMs) / 1000

@@ -75,7 +75,7 @@ public final class MetricsRegistry {
 
     /// A snapshot ready to push to telemetry.
     public func snapshot(service: String, instance: String, sequence: UInt64) -> MetricsSnapshot {
-        MetricsSnapshot(service: service, instance: instance, timestampUnixMs: UInt64(Date().timeIntervalSince1970 * 1000),
+        MetricsSnapshot(service: service, instance: instance, timestampUnixMs: UnixTime.nowMs(),
                         metrics: metrics(), sequence: sequence)
     }
 }

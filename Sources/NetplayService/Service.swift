@@ -96,7 +96,7 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
         if isLong, let heap { hasher.combine(heap) }
     }
 
-    public var description: String { routingId.map { String(format: "%02x", $0) }.joined() }
+    public var description: String { Hex.encode(routingId) }
 }
 
 /// Who sent a request, as its credential proves it: never what the message itself claims.

@@ -54,23 +54,17 @@ public struct ServiceOptions: ParsableArguments, Sendable {
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> ServiceConfiguration {
         let setting = SettingResolver(environment: environment)
-        func optionalEndpoint(_ value: String?, name: String) throws -> String? {
-            guard let value, value.lowercased() != "none" else { return nil }
-            try EndpointValidator.validate(value, name: name)
-            return value
-        }
 
         let endpoint = setting.text(self.endpoint, "NETPLAY_ENDPOINT") ?? defaults.endpoint
         try EndpointValidator.validate(endpoint, name: "--endpoint")
-        let events = try optionalEndpoint(setting.text(self.events, "NETPLAY_EVENTS") ?? defaults.events, name: "--events")
-        let telemetry = try optionalEndpoint(setting.text(self.telemetry, "NETPLAY_TELEMETRY") ?? ServiceDefaults.telemetryIngest,
-                                             name: "--telemetry")
-        let supervisor = try optionalEndpoint(setting.text(self.supervisor, "NETPLAY_SUPERVISOR"), name: "--supervisor")
+        let events = try setting.endpoint(self.events, "NETPLAY_EVENTS", name: "--events", default: defaults.events)
+        let telemetry = try setting.endpoint(self.telemetry, "NETPLAY_TELEMETRY", name: "--telemetry",
+                                             default: ServiceDefaults.telemetryIngest)
+        let supervisor = try setting.endpoint(self.supervisor, "NETPLAY_SUPERVISOR", name: "--supervisor", default: nil)
 
         let instance = setting.text(self.instance, "NETPLAY_INSTANCE") ?? "\(defaults.kind)-\(getpid())"
-        guard (1...64).contains(instance.utf8.count),
-              instance.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
-            throw ValidationError("--instance must be 1 to 64 letters, digits, '-', '_' or '.', got '\(instance)'")
+        guard TrustStore.isName(instance) else {
+            throw ValidationError("--instance must be 1 to 64 ASCII letters, digits, '-', '_' or '.', got '\(instance)'")
         }
 
         let levelText = try setting.choice(logLevel, "NETPLAY_LOG_LEVEL", name: "--log-level", default: "info",
@@ -89,9 +83,8 @@ public struct ServiceOptions: ParsableArguments, Sendable {
             }
         }
 
-        let control = try optionalEndpoint(setting.text(self.controlEndpoint, "NETPLAY_CONTROL_ENDPOINT")
-                                               ?? Self.defaultControl(endpoint: endpoint, defaults: defaults),
-                                           name: "--control-endpoint")
+        let control = try setting.endpoint(self.controlEndpoint, "NETPLAY_CONTROL_ENDPOINT", name: "--control-endpoint",
+                                           default: Self.defaultControl(endpoint: endpoint, defaults: defaults))
         let dataDirectory = URL(fileURLWithPath: dataDir)
         let keys = setting.text(self.keysDir, "NETPLAY_KEYS_DIR").map { URL(fileURLWithPath: $0) }
             ?? TrustStore.defaultDirectory(forDataDirectory: dataDirectory)

@@ -198,7 +198,7 @@ extension ServiceRuntime {
                 json: document.rendered(), service: configuration.kind, instance: configuration.instance)))
         case .ping(let ping):
             reply(to: request, with: .pong(Pong(nonce: ping.nonce, echoSentAtUs: ping.sentAtUs,
-                                                responderUnixMs: UInt64(Date().timeIntervalSince1970 * 1000))))
+                                                responderUnixMs: UnixTime.nowMs())))
         case .pong where service.receivesPongs:
             // The service's own pings answered: never replied to, whatever the service says.
             _ = try? service.handle(request, runtime: self)

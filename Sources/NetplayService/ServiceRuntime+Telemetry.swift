@@ -25,7 +25,7 @@ extension ServiceRuntime {
                      sessionId: String = "", attributes: [String: String] = [:]) {
         eventSequence += 1
         let record = EventRecord(service: configuration.kind, instance: configuration.instance,
-                                 topic: String(topic.prefix(128)), timestampUnixMs: UInt64(Date().timeIntervalSince1970 * 1000),
+                                 topic: String(topic.prefix(128)), timestampUnixMs: UnixTime.nowMs(),
                                  severity: severity, message: String(message.prefix(2048)),
                                  attributes: Array(attributes.keyValues.prefix(32)), sessionId: String(sessionId.prefix(64)),
                                  sequence: eventSequence)

@@ -43,7 +43,7 @@ public final class ServiceRuntime {
     let controlDomain: String?
 
     let startedAt = ContinuousClock.now
-    let startedAtUnixMs = UInt64(Date().timeIntervalSince1970 * 1000)
+    let startedAtUnixMs = UnixTime.nowMs()
     var timers = TimerQueue()
     var watchers: [Watcher] = []
     var pollerDirty = true

@@ -69,6 +69,14 @@ public struct SettingResolver: Sendable {
         return text
     }
 
+    /// An endpoint `none` switches off (nil); any other text must be a valid endpoint
+    /// (``EndpointValidator``). A nil default leaves it off unless set.
+    public func endpoint(_ flag: String?, _ variable: String, name: String, default value: String?) throws -> String? {
+        guard let text = text(flag, variable) ?? value, text.lowercased() != "none" else { return nil }
+        try EndpointValidator.validate(text, name: name)
+        return text
+    }
+
     /// One of `choices`.
     public func choice(_ flag: String?, _ variable: String, name: String, default value: String,
                        choices: [String]) throws -> String {

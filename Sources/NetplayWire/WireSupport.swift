@@ -146,15 +146,10 @@ struct _JSONWriter {
         needsComma = true
     }
 
-    private static let hexDigits = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "a", "b", "c", "d", "e", "f"]
-
     mutating func bytes(_ value: [UInt8]) {
         separate()
         output += "\""
-        for byte in value {
-            output += Self.hexDigits[Int(byte >> 4)]
-            output += Self.hexDigits[Int(byte & 0xF)]
-        }
+        output += Hex.encode(value)
         output += "\""
         needsComma = true
     }

@@ -1,5 +1,6 @@
 import CEpoll
 import Foundation
+import NetplayWire
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -47,7 +48,7 @@ public final class TunnelServer: Sendable {
 
     /// Binds the main port (throwing with a one-line reason, e.g. when it is taken) and starts the
     /// tunnel's thread. `onEvent` hears what the tunnel did, on that thread.
-    public init(configuration: TunnelConfiguration, wallClockMs: @escaping @Sendable () -> UInt64 = TunnelServer.unixMs,
+    public init(configuration: TunnelConfiguration, wallClockMs: @escaping @Sendable () -> UInt64 = UnixTime.nowMs,
                 onEvent: @escaping @Sendable (TunnelEvent) -> Void) throws {
         self.configuration = configuration
         #if os(Linux)
@@ -70,9 +71,6 @@ public final class TunnelServer: Sendable {
         throw TunnelServerError("the RetroArch tunnel needs Linux (epoll); this system has none")
         #endif
     }
-
-    /// Wall-clock Unix milliseconds.
-    @Sendable public static func unixMs() -> UInt64 { UInt64(Date().timeIntervalSince1970 * 1000) }
 
     /// What the tunnel's thread last published.
     public var snapshot: TunnelSnapshot { published.state.withLock { $0 } }

@@ -1,4 +1,5 @@
 import Foundation
+import NetplayService
 import Yams
 
 /// A problem in the cluster file, as one line: `cluster.yaml: services.sync.replicas must be ...`.
@@ -104,7 +105,7 @@ private struct Parser {
         }
         let environment = try stringMap(lookup(top, "environment"), path: "environment")
         // Without data_dir: NETPLAY_DATA_ROOT, as compose/cluster.yaml spells it, else ./data.
-        let dataDirectory = try string(top, "data_dir", path: "") ?? self.environment["NETPLAY_DATA_ROOT"].flatMap { $0.isEmpty ? nil : $0 } ?? "data"
+        let dataDirectory = try string(top, "data_dir", path: "") ?? SettingResolver(environment: self.environment).text(nil, "NETPLAY_DATA_ROOT") ?? "data"
 
         guard let servicesValue = lookup(top, "services") else { throw fail("", "missing services: section") }
         guard case .map(let serviceEntries, _) = servicesValue, !serviceEntries.isEmpty else {
@@ -160,8 +161,8 @@ private struct Parser {
             throw fail("\(path).instance", "a replicated service's instance name must contain {replica}")
         }
         let sample = spec.instanceName(replica: 0)
-        guard (1...64).contains(sample.utf8.count), sample.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
-            throw fail("\(path).instance", "instance names are 1 to 64 letters, digits, '-', '_' or '.'; got '\(sample)'")
+        guard TrustStore.isName(sample) else {
+            throw fail("\(path).instance", "instance names are 1 to 64 ASCII letters, digits, '-', '_' or '.'; got '\(sample)'")
         }
         if let text = try string(entries, "restart", path: path) {
             guard let policy = RestartPolicy(rawValue: text) else {

@@ -180,7 +180,7 @@ extension ClusterSupervisor {
         }
         if beat.pid != 0 && pid_t(beat.pid) != instance.pid { return .none }  // a stale process
         instance.lastHeartbeat = .now
-        instance.lastHeartbeatUnixMs = UInt64(Date().timeIntervalSince1970 * 1000)
+        instance.lastHeartbeatUnixMs = UnixTime.nowMs()
         instance.heartbeatSequence = beat.sequence
         if instance.spec.readiness == .heartbeat { instance.ready = beat.ready && !beat.draining }
         if instance.state == .starting && instance.ready && !stopping { markReady(instance) }

@@ -153,13 +153,13 @@ public final class ClusterSupervisor: Service {
     public var status: String {
         let wanted = instances.filter(\.wanted)
         let ready = wanted.filter { $0.state == .ready }.count
-        return "\(Self.name(of: clusterState)): \(ready)/\(wanted.count) ready"
+        return "\(clusterState.shortName): \(ready)/\(wanted.count) ready"
     }
 
     public func introspect(section: String) -> JSONValue {
         [
             "cluster": .string(config.name),
-            "state": .string(Self.name(of: clusterState)),
+            "state": .string(clusterState.shortName),
             "port_offset": .number(config.portOffset),
             "skipped": .array(skipped.sorted().map(JSONValue.string)),
             "failure": failure.map(JSONValue.string) ?? .null,
@@ -176,7 +176,7 @@ public final class ClusterSupervisor: Service {
             "instances": .array(instances.map { instance in
                 [
                     "service": .string(instance.spec.name), "instance": .string(instance.name),
-                    "state": .string(Self.name(of: instance.state)), "pid": .number(instance.pid),
+                    "state": .string(instance.state.shortName), "pid": .number(instance.pid),
                     "ready": .bool(instance.ready), "restarts": .number(instance.restarts), "critical": .bool(instance.spec.critical),
                     "uptime_ms": .number(instance.uptimeMs), "last_reason": .string(instance.lastReason),
                     "command": .string(instance.plan.commandLine),
@@ -249,15 +249,5 @@ public final class ClusterSupervisor: Service {
         case SIGPIPE: return "SIGPIPE"
         default: return "signal \(signal)"
         }
-    }
-
-    /// The lower-case name of a service state ("ready").
-    public static func name(of state: ServiceState) -> String {
-        state.protoName.replacingOccurrences(of: "SERVICE_STATE_", with: "").lowercased()
-    }
-
-    /// The lower-case name of a cluster state ("running").
-    public static func name(of state: ClusterState) -> String {
-        state.protoName.replacingOccurrences(of: "CLUSTER_STATE_", with: "").lowercased()
     }
 }

@@ -44,18 +44,19 @@ public enum SupervisorLauncher {
             throw RuntimeStartError(error.description)
         }
 
+        let setting = SettingResolver(environment: environment)
         var common = settings.common
-        if common.instance == nil && (environment["NETPLAY_INSTANCE"] ?? "").isEmpty { common.instance = "supervisor" }
+        if setting.text(common.instance, "NETPLAY_INSTANCE") == nil { common.instance = "supervisor" }
         // The cluster file's endpoint is the control endpoint (heartbeats, operator verbs); the
         // public one beside it (port + 5) answers only Health and Ping.
         let defaults = ServiceDefaults(kind: "supervisor", endpoint: publicEndpoint(besides: config.supervisor.endpoint), events: nil,
                                        control: config.supervisor.endpoint)
         var configuration = try common.resolve(defaults: defaults, environment: environment)
-        if common.controlEndpoint == nil && (environment["NETPLAY_CONTROL_ENDPOINT"] ?? "").isEmpty {
+        if setting.text(common.controlEndpoint, "NETPLAY_CONTROL_ENDPOINT") == nil {
             configuration.control = config.supervisor.endpoint  // even beside a public endpoint given by flag
         }
         configuration.supervisor = nil  // it does not heartbeat to itself
-        if common.keysDir == nil && (environment["NETPLAY_KEYS_DIR"] ?? "").isEmpty {
+        if setting.text(common.keysDir, "NETPLAY_KEYS_DIR") == nil {
             // One trust store for the whole cluster, beside the instances' data directories.
             configuration.trustStore = URL(fileURLWithPath: config.dataDirectory).appendingPathComponent("keys").standardizedFileURL
         }
@@ -63,12 +64,12 @@ public enum SupervisorLauncher {
             configuration.trustStore = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(store.relativePath)
         }
         let controlEndpoint = configuration.control ?? configuration.endpoint
-        if settings.common.telemetry == nil, (environment["NETPLAY_TELEMETRY"] ?? "").isEmpty, let telemetry = config.supervisor.telemetry {
+        if setting.text(settings.common.telemetry, "NETPLAY_TELEMETRY") == nil, let telemetry = config.supervisor.telemetry {
             let expanded = (try? TemplateContext(config: config, supervisorEndpoint: controlEndpoint)
                 .expand(telemetry, service: nil, replica: 0)) ?? telemetry
             configuration.telemetry = expanded.lowercased() == "none" ? nil : expanded
         }
-        if common.dataDir == nil && (environment["NETPLAY_DATA_DIR"] ?? "").isEmpty {
+        if setting.text(common.dataDir, "NETPLAY_DATA_DIR") == nil {
             configuration.dataDirectory = URL(fileURLWithPath: settings.runDirectory).appendingPathComponent("supervisor")
         }
         let stopBudget = config.services.reduce(0.0) { $0 + $1.stopTimeout + 0.5 }

@@ -81,7 +81,7 @@ public struct EventLog {
         return [
             "service": .string(event.service), "instance": .string(event.instance), "topic": .string(event.topic),
             "timestamp_unix_ms": .number(event.timestampUnixMs),
-            "severity": .string(event.severity.protoName.replacingOccurrences(of: "SEVERITY_", with: "").lowercased()),
+            "severity": .string(event.severity.shortName),
             "message": .string(event.message), "session_id": .string(event.sessionId), "attributes": .object(attributes),
             "sequence": .number(event.sequence),
         ]
@@ -89,13 +89,8 @@ public struct EventLog {
 
     /// Parses a severity name ("warning", "SEVERITY_WARNING") or number.
     public static func severity(named text: String) -> Severity? {
-        let upper = text.uppercased()
-        for candidate in [Severity.unspecified, .debug, .info, .notice, .warning, .error, .critical] {
-            if candidate.protoName == upper || candidate.protoName == "SEVERITY_\(upper)" || String(candidate.rawValue) == text {
-                return candidate
-            }
-        }
-        return nil
+        Severity(shortName: text)
+            ?? Severity.allCases.first { $0.protoName == text.uppercased() || String($0.rawValue) == text }
     }
 }
 
@@ -220,7 +215,7 @@ public struct SessionBoard {
     public static func json(_ peer: PeerStats) -> JSONValue {
         [
             "slot": .number(peer.slot), "name": .string(peer.name),
-            "role": .string(peer.role.protoName.replacingOccurrences(of: "ROLE_", with: "").lowercased()),
+            "role": .string(peer.role.shortName),
             "ping_ms": .number(peer.pingMs), "jitter_ms": .number(peer.jitterMs), "frames_ahead": .number(peer.framesAhead),
             "frame_delay": .number(peer.frameDelay), "rollbacks": .number(peer.rollbacks),
             "rollback_frames": .number(peer.rollbackFrames), "max_rollback_frames": .number(peer.maxRollbackFrames),

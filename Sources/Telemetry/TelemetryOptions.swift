@@ -48,29 +48,23 @@ public struct TelemetryOptions: ParsableArguments, Sendable {
         if httpText.lowercased() != "none" {
             do { _ = try HTTPServer.socketAddress(httpText) } catch { throw ValidationError("\(error)") }
         }
-        let discoveryText = setting.text(discovery, "NETPLAY_DISCOVERY") ?? ServiceDefaults.discoveryEndpoint
-        let discovery = discoveryText.lowercased() == "none" ? nil : discoveryText
-        if let discovery { try EndpointValidator.validate(discovery, name: "--discovery") }
-        let forgetText = forgetAfter.map { String($0) } ?? setting.text(nil, "NETPLAY_FORGET_AFTER") ?? "20"
-        guard let forget = Double(forgetText), forget >= 0.1, forget <= 86_400 else {
-            throw ValidationError("--forget-after must be a number of seconds from 0.1 to 86400, got '\(forgetText)'")
-        }
-        func number<Value: LosslessStringConvertible & Comparable>(_ flag: Value?, _ name: String, _ variable: String,
-                                                                    default fallback: Value, _ range: ClosedRange<Value>) throws -> Value {
-            let text = flag.map { String($0) } ?? setting.text(nil, variable) ?? String(fallback)
-            guard let value = Value(text), range.contains(value) else {
-                throw ValidationError("--\(name) must be a number from \(range.lowerBound) to \(range.upperBound), got '\(text)'")
-            }
-            return value
+        let discovery = try setting.endpoint(discovery, "NETPLAY_DISCOVERY", name: "--discovery",
+                                             default: ServiceDefaults.discoveryEndpoint)
+        let forget = try setting.number(forgetAfter.map { String($0) }, "NETPLAY_FORGET_AFTER", name: "--forget-after",
+                                        default: 20, range: 0.1...86_400)
+        func integer(_ flag: Int?, _ variable: String, _ name: String, default value: Int, _ range: ClosedRange<Int>) throws -> Int {
+            try setting.integer(flag.map { String($0) }, variable, name: name, default: value, range: range)
         }
         let httpLimits = HTTPLimits(
-            maxConnections: try number(httpMaxConnections, "http-max-connections", "NETPLAY_HTTP_MAX_CONNECTIONS", default: 128, 1...10_000),
-            maxPerAddress: try number(httpMaxPerAddress, "http-max-per-address", "NETPLAY_HTTP_MAX_PER_ADDRESS", default: 16, 1...10_000),
-            headTimeout: try number(httpHeadTimeout, "http-head-timeout", "NETPLAY_HTTP_HEAD_TIMEOUT", default: 5, 0.1...300))
+            maxConnections: try integer(httpMaxConnections, "NETPLAY_HTTP_MAX_CONNECTIONS", "--http-max-connections", default: 128, 1...10_000),
+            maxPerAddress: try integer(httpMaxPerAddress, "NETPLAY_HTTP_MAX_PER_ADDRESS", "--http-max-per-address", default: 16, 1...10_000),
+            headTimeout: try setting.number(httpHeadTimeout.map { String($0) }, "NETPLAY_HTTP_HEAD_TIMEOUT", name: "--http-head-timeout",
+                                            default: 5, range: 0.1...300))
         let limits = MetricStore.Limits(
-            maxInstances: try number(maxInstances, "max-instances", "NETPLAY_MAX_INSTANCES", default: 256, 1...100_000),
-            maxSeriesPerInstance: try number(maxSeriesPerInstance, "max-series-per-instance", "NETPLAY_MAX_SERIES_PER_INSTANCE", default: 2_000, 1...1_000_000),
-            maxSeries: try number(maxSeries, "max-series", "NETPLAY_MAX_SERIES", default: 50_000, 1...10_000_000))
+            maxInstances: try integer(maxInstances, "NETPLAY_MAX_INSTANCES", "--max-instances", default: 256, 1...100_000),
+            maxSeriesPerInstance: try integer(maxSeriesPerInstance, "NETPLAY_MAX_SERIES_PER_INSTANCE", "--max-series-per-instance",
+                                              default: 2_000, 1...1_000_000),
+            maxSeries: try integer(maxSeries, "NETPLAY_MAX_SERIES", "--max-series", default: 50_000, 1...10_000_000))
         return TelemetrySettings(ingest: ingest, http: httpText.lowercased() == "none" ? nil : httpText,
                                  forgetAfter: forget, sessionForgetAfter: max(30, forget), discovery: discovery,
                                  limits: limits, httpLimits: httpLimits)

@@ -16,7 +16,7 @@ extension TelemetryService {
                 order.append(key)
                 rows[key] = [
                     "service": .string(status.service), "instance": .string(status.instance),
-                    "state": .string(status.state.protoName.replacingOccurrences(of: "SERVICE_STATE_", with: "").lowercased()),
+                    "state": .string(status.state.shortName),
                     "ready": .bool(status.ready), "pid": .number(status.pid), "restarts": .number(status.restarts),
                     "uptime_s": .double((Double(status.uptimeMs) / 1000).rounded(toPlaces: 1)),
                     "endpoint": .string(status.endpoint), "last_reason": .string(status.lastReason),
@@ -55,7 +55,7 @@ extension TelemetryService {
         if let cluster {
             clusterJSON = [
                 "name": .string(cluster.cluster),
-                "state": .string(cluster.state.protoName.replacingOccurrences(of: "CLUSTER_STATE_", with: "").lowercased()),
+                "state": .string(cluster.state.shortName),
                 "uptime_s": .double((Double(cluster.uptimeMs) / 1000).rounded(toPlaces: 1)),
                 "supervisor_pid": .number(cluster.supervisorPid),
                 "age_s": .double((now - (clusterUpdatedAt ?? now)).rounded(toPlaces: 1)),
@@ -87,7 +87,7 @@ extension TelemetryService {
                     "max_players": .number(room.maxPlayers), "spectators": .number(room.currentSpectators),
                     "max_spectators": .number(room.maxSpectators), "has_password": .bool(room.hasPassword),
                     "in_progress": .bool(room.inProgress), "region": .string(room.region),
-                    "transport": .string(room.transport.protoName.replacingOccurrences(of: "TRANSPORT_", with: "").lowercased()),
+                    "transport": .string(room.transport.shortName),
                 ]
             }),
             "total": .number(roomsTotal),
@@ -114,7 +114,7 @@ extension TelemetryService {
             "telemetry": [
                 "instance": .string(runtime.configuration.instance), "version": .string(runtime.version),
                 "uptime_s": .double((Double(runtime.uptimeMs) / 1000).rounded(toPlaces: 1)),
-                "generated_unix_ms": .number(UInt64(Date().timeIntervalSince1970 * 1000)),
+                "generated_unix_ms": .number(UnixTime.nowMs()),
             ],
             "services": servicesJSON(),
             "sessions": sessionsJSON(history: true),

@@ -26,9 +26,9 @@ struct Demo: ParsableCommand {
     @Flag(help: "Always start a private cluster, even when one is up.") var ownCluster = false
 
     func run() throws {
-        let environment = ProcessInfo.processInfo.environment
-        var discoveryEndpoint = discovery ?? environment["NETPLAY_DISCOVERY"] ?? ServiceDefaults.discoveryEndpoint
-        var coordinatorEndpoint = coordinator ?? environment["NETPLAY_COORDINATOR"] ?? ServiceDefaults.coordinatorEndpoint
+        let setting = SettingResolver()
+        var discoveryEndpoint = setting.text(discovery, "NETPLAY_DISCOVERY") ?? ServiceDefaults.discoveryEndpoint
+        var coordinatorEndpoint = setting.text(coordinator, "NETPLAY_COORDINATOR") ?? ServiceDefaults.coordinatorEndpoint
         let serverKey = try curve.serverKey()
         var cluster: DemoCluster?
         if !ownCluster && DemoCluster.isUp(discovery: discoveryEndpoint, coordinator: coordinatorEndpoint, serverKey: serverKey) {

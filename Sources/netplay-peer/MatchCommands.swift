@@ -173,7 +173,7 @@ struct InviteOption: ParsableArguments {
 
     /// `--link`, else NETPLAY_JOIN_LINK, else nil (checked: a malformed link is a usage error).
     func resolved(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String? {
-        guard let text = link ?? environment["NETPLAY_JOIN_LINK"] else { return nil }
+        guard let text = SettingResolver(environment: environment).text(link, "NETPLAY_JOIN_LINK") else { return nil }
         do { _ = try NetplayInvite(url: text) } catch {
             throw ValidationError("\(link == nil ? "NETPLAY_JOIN_LINK" : "--link"): \(error)")
         }

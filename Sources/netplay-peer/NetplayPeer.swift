@@ -72,9 +72,9 @@ struct PeerOptions: ParsableArguments {
     @Option(help: "UDP port of LAN beacons.") var lanPort: UInt16 = LanBeacon.defaultPort
 
     func lobby() throws -> NetplayLobby {
-        let environment = ProcessInfo.processInfo.environment
-        let discovery = self.discovery ?? environment["NETPLAY_DISCOVERY"] ?? ServiceDefaults.discoveryEndpoint
-        let coordinator = self.coordinator ?? environment["NETPLAY_COORDINATOR"] ?? ServiceDefaults.coordinatorEndpoint
+        let setting = SettingResolver()
+        let discovery = setting.text(self.discovery, "NETPLAY_DISCOVERY") ?? ServiceDefaults.discoveryEndpoint
+        let coordinator = setting.text(self.coordinator, "NETPLAY_COORDINATOR") ?? ServiceDefaults.coordinatorEndpoint
         try EndpointValidator.validate(discovery, name: "--discovery")
         try EndpointValidator.validate(coordinator, name: "--coordinator")
         var lobby = NetplayLobby(discovery: discovery, coordinator: coordinator, lanBeaconPort: lanPort, serverKey: try curve.serverKey())

@@ -132,7 +132,7 @@ struct PeerRunner<G: SerializableGame> {
             }
             nextTick = nextTick.advanced(by: .nanoseconds(Int64(1e9 / framesPerSecond * match.frameIntervalScale)))
             let now = ContinuousClock.now
-            if nextTick > now { Thread.sleep(forTimeInterval: Double((nextTick - now).components.attoseconds) / 1e18) }
+            if nextTick > now { Thread.sleep(forTimeInterval: (nextTick - now) / .seconds(1)) }
             else if now - nextTick > .milliseconds(100) { nextTick = now }
         }
     }

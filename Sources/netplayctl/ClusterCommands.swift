@@ -18,20 +18,15 @@ struct Cluster: ParsableCommand {
         @OptionGroup var connection: ConnectionOptions
 
         func client() throws -> BlockingClient {
-            let environment = ProcessInfo.processInfo.environment
-            let target = endpoint ?? environment["NETPLAY_SUPERVISOR"].flatMap { $0.isEmpty ? nil : $0 } ?? "supervisor"
+            let target = SettingResolver().text(endpoint, "NETPLAY_SUPERVISOR") ?? "supervisor"
             return try connection.client(for: target)
         }
-    }
-
-    static func stateName(_ state: ServiceState) -> String {
-        state.protoName.replacingOccurrences(of: "SERVICE_STATE_", with: "").lowercased()
     }
 
     static func render(_ status: ServiceStatus) -> String {
         let uptime = status.uptimeMs > 0 ? String(format: "%.1fs", Double(status.uptimeMs) / 1000) : "-"
         var line = "  \(status.instance.padding(toLength: max(14, status.instance.count), withPad: " ", startingAt: 0)) "
-        line += "\(stateName(status.state).padding(toLength: 9, withPad: " ", startingAt: 0)) pid=\(status.pid) restarts=\(status.restarts) uptime=\(uptime)"
+        line += "\(status.state.shortName.padding(toLength: 9, withPad: " ", startingAt: 0)) pid=\(status.pid) restarts=\(status.restarts) uptime=\(uptime)"
         if !status.endpoint.isEmpty { line += " \(status.endpoint)" }
         if !status.lastReason.isEmpty && status.state != .ready { line += " last: \(status.lastReason)" }
         return line
@@ -68,7 +63,7 @@ struct Cluster: ParsableCommand {
             if json {
                 emit(status.jsonLine())
             } else {
-                let state = status.state.protoName.replacingOccurrences(of: "CLUSTER_STATE_", with: "").lowercased()
+                let state = status.state.shortName
                 let ready = status.services.filter { $0.state == .ready }.count
                 emit("cluster \(status.cluster) \(state): \(ready)/\(status.services.count) ready, supervisor pid \(status.supervisorPid), up \(String(format: "%.1f", Double(status.uptimeMs) / 1000))s")
                 for service in status.services { emit(Cluster.render(service)) }
@@ -150,8 +145,7 @@ struct Events: ParsableCommand {
         guard (1...500).contains(limit) else { throw ValidationError("--limit must be from 1 to 500") }
         var minimum = Severity.unspecified
         if !severity.isEmpty {
-            guard let parsed = [Severity.debug, .info, .notice, .warning, .error, .critical].first(where: {
-                $0.protoName == "SEVERITY_\(severity.uppercased())" }) else {
+            guard let parsed = Severity(shortName: severity), parsed != .unspecified else {
                 throw ValidationError("--severity must be debug, info, notice, warning, error or critical; got '\(severity)'")
             }
             minimum = parsed
@@ -164,7 +158,7 @@ struct Events: ParsableCommand {
             let time = Date(timeIntervalSince1970: Double(event.timestampUnixMs) / 1000)
             let formatter = ISO8601DateFormatter()
             formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-            let level = event.severity.protoName.replacingOccurrences(of: "SEVERITY_", with: "").lowercased()
+            let level = event.severity.shortName
             emit("\(formatter.string(from: time)) \(level) \(event.topic) \(event.service)/\(event.instance): \(event.message)")
         }
     }

@@ -34,11 +34,8 @@ struct ConnectionOptions: ParsableArguments {
     var publicPlane = false
 
     func resolvedTimeout() throws -> Double {
-        let text = timeout.map { String($0) } ?? ProcessInfo.processInfo.environment["NETPLAY_TIMEOUT"] ?? "2"
-        guard let value = Double(text), value > 0, value <= 3600 else {
-            throw ValidationError("--timeout must be a number of seconds from 0 to 3600, got '\(text)'")
-        }
-        return value
+        try SettingResolver().number(timeout.map { String($0) }, "NETPLAY_TIMEOUT", name: "--timeout", default: 2,
+                                     range: 0.001...3600)
     }
 
     /// The cluster's CurveZMQ public key (flag, NETPLAY_CURVE_SERVER_KEY or derived from
@@ -47,11 +44,11 @@ struct ConnectionOptions: ParsableArguments {
 
     /// The trust store this command reads.
     var trustStore: TrustStore {
-        let environment = ProcessInfo.processInfo.environment
-        if let path = keysDir ?? environment["NETPLAY_KEYS_DIR"].flatMap({ $0.isEmpty ? nil : $0 }) {
+        let setting = SettingResolver()
+        if let path = setting.text(keysDir, "NETPLAY_KEYS_DIR") {
             return TrustStore(directory: URL(fileURLWithPath: path))
         }
-        let root = environment["NETPLAY_DATA_ROOT"].flatMap { $0.isEmpty ? nil : $0 } ?? "data"
+        let root = setting.text(nil, "NETPLAY_DATA_ROOT") ?? "data"
         return TrustStore(directory: URL(fileURLWithPath: root).appendingPathComponent("keys"))
     }
 

@@ -13,14 +13,16 @@ struct DiscoveryTarget: ParsableArguments {
     @Option(help: ArgumentHelp("Discovery's events endpoint (default: the service's, or the request port + 1).", valueName: "endpoint"))
     var events: String?
 
+    /// `--discovery`, else NETPLAY_DISCOVERY, else the service's name.
+    var target: String { SettingResolver().text(discovery, "NETPLAY_DISCOVERY") ?? "discovery" }
+
     var requests: String {
-        get throws { try ServiceAddress.requests(discovery ?? ProcessInfo.processInfo.environment["NETPLAY_DISCOVERY"] ?? "discovery") }
+        get throws { try ServiceAddress.requests(target) }
     }
 
     var eventsEndpoint: String {
         get throws {
             if let events { return try ServiceAddress.events(events) }
-            let target = discovery ?? ProcessInfo.processInfo.environment["NETPLAY_DISCOVERY"] ?? "discovery"
             if ServiceAddress.defaults(target) != nil { return try ServiceAddress.events(target) }
             return try ServiceAddress.nextPort(of: try requests)
         }
@@ -64,34 +66,13 @@ struct RoomFilterOptions: ParsableArguments {
     }
 }
 
-/// Hexadecimal helpers for netplayctl.
-enum HexBytes {
-    static func decode(_ text: String) -> [UInt8]? {
-        let chars = Array(text.utf8)
-        guard chars.count % 2 == 0 else { return nil }
-        var out: [UInt8] = []
-        var index = 0
-        while index < chars.count {
-            guard let byte = UInt8(String(decoding: chars[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
-            out.append(byte)
-            index += 2
-        }
-        return out
-    }
-
-    static func encode(_ bytes: [UInt8]) -> String {
-        bytes.map { String(format: "%02x", $0) }.joined()
-    }
-}
-
 extension ServiceAddress {
     /// `tcp://host:port` → `tcp://host:port+1` (the default layout: events beside requests).
     static func nextPort(of endpoint: String) throws -> String {
-        guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":"),
-              let port = Int(endpoint[endpoint.index(after: colon)...]), port < 65535 else {
+        guard let events = ServiceDefaults.events(besideRequests: endpoint) else {
             throw ValidationError("cannot derive the events endpoint from \(endpoint); pass --events")
         }
-        return String(endpoint[..<colon]) + ":\(port + 1)"
+        return events
     }
 }
 
@@ -105,7 +86,7 @@ func describe(_ room: Room) -> String {
     if room.spectatorsAllowed { flags.append("spectators \(room.currentSpectators)/\(room.maxSpectators)") }
     if !room.retroarchJoin.isEmpty { flags.append("retroarch --connect \"\(room.retroarchJoin)\"") }
     let crc = String(format: "%08X", content.crc32)
-    return "\(room.roomId)  \"\(content.gameName)\"  players \(players)  host \"\(room.hostName)\"  core \(content.coreId) \(content.coreVersion)  crc \(crc)  \(flags.joined(separator: ", "))  [\(room.source.protoName.replacingOccurrences(of: "ROOM_SOURCE_", with: "").lowercased())]"
+    return "\(room.roomId)  \"\(content.gameName)\"  players \(players)  host \"\(room.hostName)\"  core \(content.coreId) \(content.coreVersion)  crc \(crc)  \(flags.joined(separator: ", "))  [\(room.source.shortName)]"
 }
 
 extension Netplayctl {
@@ -179,7 +160,7 @@ extension Netplayctl {
                 case .updated(let room):
                     return json ? "{\"change\":\"updated\",\"room\":\(room.jsonLine())}" : "updated \(describe(room))"
                 case .removed(let id, let reason):
-                    let why = reason.protoName.replacingOccurrences(of: "ROOM_REMOVAL_REASON_", with: "").lowercased()
+                    let why = reason.shortName
                     return json ? "{\"change\":\"removed\",\"roomId\":\(JSONValue.string(id).rendered()),\"reason\":\"\(why)\"}"
                                 : "removed \(id) (\(why))"
                 }

@@ -9,7 +9,7 @@ struct CoordinatorTarget: ParsableArguments {
     var coordinator: String?
 
     var requests: String {
-        get throws { try ServiceAddress.requests(coordinator ?? ProcessInfo.processInfo.environment["NETPLAY_COORDINATOR"] ?? "coordinator") }
+        get throws { try ServiceAddress.requests(SettingResolver().text(coordinator, "NETPLAY_COORDINATOR") ?? "coordinator") }
     }
 
     /// Sends `body` to the coordinator over `connection`; the session it answers with.
@@ -46,7 +46,7 @@ struct ContentOptions: ParsableArguments {
 
     /// A `--md5` value: 32 hex digits.
     static func md5(_ text: String) throws -> [UInt8] {
-        guard let bytes = HexBytes.decode(text), bytes.count == 16 else { throw ValidationError("--md5 must be 32 hex digits") }
+        guard let bytes = Hex.decode(text), bytes.count == 16 else { throw ValidationError("--md5 must be 32 hex digits") }
         return bytes
     }
 }
@@ -57,7 +57,7 @@ struct ParticipantOptions: ParsableArguments {
     @Option(help: "Your participant token, hex (from create or join).") var token: String
 
     func tokenBytes() throws -> [UInt8] {
-        guard let bytes = HexBytes.decode(token), !bytes.isEmpty, bytes.count <= 64 else {
+        guard let bytes = Hex.decode(token), !bytes.isEmpty, bytes.count <= 64 else {
             throw ValidationError("--token must be the hexadecimal participant token")
         }
         return bytes
@@ -84,7 +84,7 @@ struct SessionAction: ParsableArguments {
 func describe(_ session: SessionInfo) -> [String] {
     let settings = session.settings ?? SessionSettings()
     let content = settings.content
-    let state = session.state.protoName.replacingOccurrences(of: "SESSION_STATE_", with: "").lowercased()
+    let state = session.state.shortName
     var lines = ["\(session.sessionId)  \(state)  \"\(settings.roomName)\"  game \"\(content.gameName)\" crc \(String(format: "%08X", content.crc32)) core \(content.coreId) \(content.coreVersion)  relay \(session.relayId.isEmpty ? "-" : "\(session.relayId) \(session.relayEndpoint)")  version \(session.version)"]
     for slot in session.slots {
         if let holder = slot.participant {
@@ -195,7 +195,7 @@ extension Netplayctl {
                 if json { emit(Envelope(body: reply).jsonLine()); return }
                 emit("session: \(created.session.sessionId)")
                 emit("participant: \(created.participantId)")
-                emit("token: \(HexBytes.encode(created.participantToken))")
+                emit("token: \(Hex.encode(created.participantToken))")
                 emit(describe(created.ticket))
             }
         }
@@ -220,7 +220,7 @@ extension Netplayctl {
                 guard case .joinSessionResponse(let joined) = reply else { throw ClientError.unexpectedReply(reply.name) }
                 if json { emit(Envelope(body: reply).jsonLine()); return }
                 emit("participant: \(joined.participantId) \(spectate ? "spectator" : "slot \(joined.slot)")")
-                emit("token: \(HexBytes.encode(joined.participantToken))")
+                emit("token: \(Hex.encode(joined.participantToken))")
                 emit(describe(joined.ticket))
             }
         }

@@ -57,7 +57,7 @@ struct RelayCoreTests {
         } catch {
             #expect(error.code == .ticketInvalid)
         }
-        let expired = rig.ticket(slot: 1, ttlMs: 1, issuedAt: JoinTicketVerifier.wallClockMs() - 10_000)
+        let expired = rig.ticket(slot: 1, ttlMs: 1, issuedAt: UnixTime.nowMs() - 10_000)
         do {
             try rig.send(.attachRequest(AttachRequest(ticket: expired, protocolVersion: 1)), from: a)
             Issue.record("expired ticket admitted")

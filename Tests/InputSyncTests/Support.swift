@@ -101,7 +101,7 @@ final class RelayRig {
     }
 
     func ticket(slot: Int, role: Role = .player, participant: String? = nil, ttlMs: UInt64 = 60_000,
-                relay: String = "sync-test", issuedAt: UInt64 = JoinTicketVerifier.wallClockMs()) -> JoinTicket {
+                relay: String = "sync-test", issuedAt: UInt64 = UnixTime.nowMs()) -> JoinTicket {
         try! JoinTicketSigner(keyRing: keyRing).issue(
             sessionId: sessionId, participantId: participant ?? (role == .player ? "p\(slot)" : "spectator-\(UUID().uuidString.prefix(6))"),
             role: role, slot: UInt32(slot), relayId: relay, relayEndpoint: "tcp://127.0.0.1:1", params: params,

@@ -1,6 +1,7 @@
 import NetplayAuth
-import Testing
 import NetplayTestSupport
+import NetplayWire
+import Testing
 
 @Suite("Passwords, tokens and rate limits", .ownThread)
 struct PasswordAndTokenTests {
@@ -43,17 +44,17 @@ struct PasswordAndTokenTests {
         #expect(!Sodium.constantTimeEquals([1, 2, 3], [1, 2, 4]))
         #expect(!Sodium.constantTimeEquals([1, 2, 3], [1, 2]))
         #expect(Sodium.constantTimeEquals([], []))
-        #expect(Sodium.hex([0x00, 0xAB, 0xFF]) == "00abff")
-        #expect(Sodium.bytes(hex: "00AbfF") == [0x00, 0xAB, 0xFF])
-        #expect(Sodium.bytes(hex: "abc") == nil)
-        #expect(Sodium.bytes(hex: "zz") == nil)
+        #expect(Hex.encode([0x00, 0xAB, 0xFF]) == "00abff")
+        #expect(Hex.decode("00AbfF") == [0x00, 0xAB, 0xFF])
+        #expect(Hex.decode("abc") == nil)
+        #expect(Hex.decode("zz") == nil)
         #expect(Sodium.randomBytes(16) != Sodium.randomBytes(16))
     }
 
     @Test func hmacMatchesRFC4231() {
         // RFC 4231 test case 2.
         let mac = Sodium.hmacSHA256(key: Array("Jefe".utf8), Array("what do ya want ".utf8), Array("for nothing?".utf8))
-        #expect(Sodium.hex(mac) == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+        #expect(Hex.encode(mac) == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
     }
 
     @Test func rateLimiterSpendsAndRefills() {

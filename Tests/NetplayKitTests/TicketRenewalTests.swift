@@ -59,7 +59,7 @@ private final class RenewalRig {
             sessionId: "renewal", participantId: "p-alice", role: .player, slot: 1, relayId: "",
             relayEndpoint: relayEndpoint, params: SyncParams(inputSize: 1, maxPlayers: 2, frameRateMhz: 120_000),
             name: "alice", ttlMs: expired ? 1_000 : 600_000,
-            nowUnixMs: JoinTicketVerifier.wallClockMs() - (expired ? 60_000 : 0))
+            nowUnixMs: UnixTime.nowMs() - (expired ? 60_000 : 0))
     }
 
     /// Starts a stand-in coordinator renewing with `ticket` (nil: never answering); its endpoint.

@@ -46,6 +46,9 @@ struct ConfigurationTests {
         (["--events", "udp://x:1"], "--events must look like"),
         (["--log-level", "loud"], "--log-level must be one of"),
         (["--instance", "has space"], "--instance must be"),
+        // A name the trust store would not keep: its published key would be dropped unnoticed.
+        (["--instance", "sync-é"], "--instance must be 1 to 64 ASCII"),
+        (["--supervisor", "nowhere"], "--supervisor must look like"),
         (["--metrics-interval", "0"], "--metrics-interval must be"),
         (["--curve-secret-key", "nope"], "--curve-secret-key must be"),
     ])
@@ -107,5 +110,16 @@ extension ConfigurationTests {
         #expect(common.readButNotNamed.isEmpty, "variables read that --help does not name")
         let curve = EnvironmentContract(help: [CurveClientOptions.self]) { _ = try CurveClientOptions.parse([]).serverKey(environment: $0) }
         #expect(curve.named == ["NETPLAY_CURVE_SERVER_KEY", "NETPLAY_CURVE_SECRET_KEY"] && curve.read == curve.named)
+    }
+}
+
+extension ConfigurationTests {
+    @Test func theEventsEndpointBesideARequestEndpointIsTheNextPort() {
+        #expect(ServiceDefaults.events(besideRequests: ServiceDefaults.discoveryEndpoint) == ServiceDefaults.discovery.events)
+        #expect(ServiceDefaults.events(besideRequests: ServiceDefaults.coordinatorEndpoint) == ServiceDefaults.coordinator.events)
+        #expect(ServiceDefaults.events(besideRequests: "tcp://10.0.0.2:9000") == "tcp://10.0.0.2:9001")
+        for underivable in ["tcp://h:+7100", "tcp://h:65535", "tcp://h:*", "ipc:///tmp/x", "tcp://h", "tcp://h:٧١٠٠"] {
+            #expect(ServiceDefaults.events(besideRequests: underivable) == nil, "\(underivable)")
+        }
     }
 }

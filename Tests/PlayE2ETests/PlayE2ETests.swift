@@ -224,7 +224,7 @@ struct PlayE2ETests {
         }
         // Expired: properly signed with the cluster secret, but past its expiry.
         let keys = try TicketKeyRing(parsing: PlayCluster.secret)
-        let now = JoinTicketVerifier.wallClockMs()
+        let now = UnixTime.nowMs()
         let expired = try JoinTicketSigner(keyRing: keys).issue(
             sessionId: ticket.sessionId, participantId: ticket.participantId, role: .player, slot: 1,
             relayId: ticket.relayId, relayEndpoint: ticket.relayEndpoint, params: ticket.params, name: "alice",

@@ -338,7 +338,7 @@ struct ThreatModelTests {
         defer { cluster.stop() }
         let data = cluster.directory.appendingPathComponent("data")
         for file in ["coordinator/participant-token.key", "coordinator/coordinator.sqlite", "coordinator/identity.secret",
-                     "keys/operator.secret", "sync-0/identity.secret"] {
+                     "coordinator/cluster-secret", "keys/operator.secret", "sync-0/identity.secret"] {
             let attributes = try FileManager.default.attributesOfItem(atPath: data.appendingPathComponent(file).path)
             let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue ?? 0o777
             #expect(mode & 0o077 == 0, "\(file) has mode \(String(mode, radix: 8))")

@@ -27,9 +27,9 @@ struct TelemetryOptionsTests {
 
     @Test func badValuesGetOneLine() {
         #expect(message { try TelemetryOptions.parse(["--forget-after", "0"]).resolve(environment: [:]) }
-                == "--forget-after must be a number of seconds from 0.1 to 86400, got '0.0'")
+                == "--forget-after must be a number from 0.1 to 86400, got '0.0'")
         #expect(message { try TelemetryOptions.parse([]).resolve(environment: ["NETPLAY_MAX_SERIES": "lots"]) }
-                == "--max-series must be a number from 1 to 10000000, got 'lots'")
+                == "--max-series must be a whole number from 1 to 10000000, got 'lots'")
         #expect(message { try TelemetryOptions.parse(["--ingest", "localhost"]).resolve(environment: [:]) }.hasPrefix("--ingest must look like"))
     }
 }

@@ -217,7 +217,7 @@ struct TelemetryProcessTests {
         for (arguments, expected) in [(["--http", "nowhere"], "--http must look like HOST:PORT"),
                                       (["--ingest", "bogus"], "--ingest must look like"),
                                       (["--forget-after", "0"], "--forget-after must be"),
-                                      (["--http-max-per-address", "0"], "--http-max-per-address must be a number from 1 to 10000"),
+                                      (["--http-max-per-address", "0"], "--http-max-per-address must be a whole number from 1 to 10000"),
                                       (["--http-head-timeout", "0"], "--http-head-timeout must be"),
                                       (["--max-series", "0"], "--max-series must be")] {
             let process = try ServiceProcess("netplay-telemetry", arguments + ["--endpoint", TestPorts.endpoint(), "--events", "none"])

@@ -81,10 +81,19 @@ def doc_lines(doc, indent, fallback=None):
     return "".join(f"{indent}/// {l}".rstrip() + "\n" for l in lines)
 
 
-def enum_case_name(enum, value_name):
+def enum_value_body(enum, value_name):
+    """A value's name without its enumeration's prefix: SERVICE_STATE_READY -> READY."""
     prefix = camel_to_upper_snake(enum.name) + "_"
-    body = value_name[len(prefix):] if value_name.startswith(prefix) else value_name
-    name = lower_camel(body.lower())
+    return value_name[len(prefix):] if value_name.startswith(prefix) else value_name
+
+
+def enum_short_name(enum, value_name):
+    """The lower-case name logs, events and command lines use: SERVICE_STATE_READY -> ready."""
+    return enum_value_body(enum, value_name).lower()
+
+
+def enum_case_name(enum, value_name):
+    name = lower_camel(enum_value_body(enum, value_name).lower())
     if name[:1].isdigit():
         name = "_" + name
     return swift_ident(name)

@@ -266,7 +266,7 @@ public final class SessionCoordinator {
     }
 
     static func randomId(prefix: String, bytes: Int) -> String {
-        prefix + Sodium.hex(Sodium.randomBytes(bytes))
+        prefix + Hex.encode(Sodium.randomBytes(bytes))
     }
 
     // MARK: Tickets and relays

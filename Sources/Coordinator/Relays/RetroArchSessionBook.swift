@@ -16,7 +16,7 @@ public final class RetroArchSessionBook {
     /// The lobby room id of a RetroArch session: its 12-byte id in hex (base64 has '/' and '+').
     public static func roomId(_ sessionId: String) -> String {
         let bytes = Array(Data(base64Encoded: sessionId) ?? Data(sessionId.utf8)).prefix(24)
-        return "retroarch-relay-" + bytes.map { String(format: "%02x", $0) }.joined()
+        return "retroarch-relay-" + Hex.encode(bytes)
     }
 
     /// Replaces what `relayId` pipes with `sessions`; returns the rooms that changed (nil: gone).

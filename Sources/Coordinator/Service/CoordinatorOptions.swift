@@ -69,13 +69,8 @@ public struct CoordinatorOptions: ParsableArguments, Sendable {
     public func resolve(environment: [String: String]? = nil) throws -> CoordinatorConfiguration {
         let resolver = environment.map { SettingResolver(environment: $0) } ?? SettingResolver()
         var configuration = CoordinatorConfiguration()
-        let discoveryText = resolver.text(discovery, "NETPLAY_DISCOVERY") ?? ServiceDefaults.discoveryEndpoint
-        if discoveryText.lowercased() == "none" {
-            configuration.discovery = nil
-        } else {
-            try EndpointValidator.validate(discoveryText, name: "--discovery")
-            configuration.discovery = discoveryText
-        }
+        configuration.discovery = try resolver.endpoint(discovery, "NETPLAY_DISCOVERY", name: "--discovery",
+                                                        default: ServiceDefaults.discoveryEndpoint)
         do {
             if let secret = resolver.text(clusterSecret, "NETPLAY_CLUSTER_SECRET") {
                 configuration.keyRing = try TicketKeyRing(parsing: secret)

@@ -33,11 +33,7 @@ public final class CoordinatorService: Service {
     }
 
     /// Now, for the coordinator.
-    public var now: CoordinatorTime {
-        let elapsed = ContinuousClock.now - origin
-        return CoordinatorTime(monotonicMs: UInt64(elapsed.components.seconds) * 1000 + UInt64(elapsed.components.attoseconds / 1_000_000_000_000_000),
-                               unixMs: UInt64(Date().timeIntervalSince1970 * 1000))
-    }
+    public var now: CoordinatorTime { .now(since: origin) }
 
     // MARK: Service
 
@@ -356,8 +352,9 @@ public final class CoordinatorService: Service {
             return try TicketKeyRing(contentsOf: path)
         }
         let ring = TicketKeyRing.generate()
-        guard FileManager.default.createFile(atPath: path, contents: Data(ring.text.utf8), attributes: [.posixPermissions: 0o600]) else {
-            throw RuntimeStartError("cannot write \(path)")
+        // Created 0600 at open(2) and renamed into place: never readable by others, not even briefly.
+        do { try SecretKeyFile.write(Array(ring.text.utf8), to: path) } catch {
+            throw RuntimeStartError("\(error)")
         }
         secretSource = "generated (\(path))"
         runtime.logger.warning("no cluster secret configured: generated one; give relays the same secret (NETPLAY_CLUSTER_SECRET_FILE)",

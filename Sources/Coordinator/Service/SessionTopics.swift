@@ -5,11 +5,11 @@ import NetplayWire
 public enum SessionTopics {
     /// `sessions.` + the kind's name without its prefix, lower-cased (e.g. `sessions.player_joined`).
     public static func topic(for kind: SessionEventKind) -> String {
-        "sessions." + kind.protoName.replacingOccurrences(of: "SESSION_EVENT_KIND_", with: "").lowercased()
+        "sessions." + kind.shortName
     }
 
     /// `relays.` + the kind's name without its prefix, lower-cased (e.g. `relays.dropped`).
     public static func topic(for kind: RelayEventKind) -> String {
-        "relays." + kind.protoName.replacingOccurrences(of: "RELAY_EVENT_KIND_", with: "").lowercased()
+        "relays." + kind.shortName
     }
 }

@@ -30,11 +30,7 @@ public final class DiscoveryService: Service {
     }
 
     /// Now, for the registry.
-    public var now: RegistryTime {
-        let elapsed = ContinuousClock.now - origin
-        return RegistryTime(monotonicMs: UInt64(elapsed.components.seconds) * 1000 + UInt64(elapsed.components.attoseconds / 1_000_000_000_000_000),
-                            unixMs: UInt64(Date().timeIntervalSince1970 * 1000))
-    }
+    public var now: RegistryTime { .now(since: origin) }
 
     private var nowSeconds: Double { Double(now.monotonicMs) / 1000 }
 

@@ -184,7 +184,9 @@ public final class TrustStore: Sendable {
         return Operator(name: name, publicKey: key)
     }
 
-    /// True for 1 to 64 letters, digits, '-', '_' or '.' (instance and operator names).
+    /// True for 1 to 64 ASCII letters, digits, '-', '_' or '.': the rule for instance and
+    /// operator names wherever they are given (flags, cluster files, key records), so a name a
+    /// service starts with is one its trust-store record keeps.
     public static func isName(_ text: String) -> Bool {
         (1...64).contains(text.utf8.count) && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }
     }

@@ -125,6 +125,54 @@ public enum ErrorCode: Int32, Sendable, Hashable, CaseIterable, CustomStringConv
         }
     }
 
+    /// The value's name without the enumeration's prefix, lower-cased, e.g. `overloaded`:
+    /// the form logs, events, the JSON API and command lines use.
+    public var shortName: String {
+        switch self {
+        case .unspecified: "unspecified"
+        case .badRequest: "bad_request"
+        case .malformed: "malformed"
+        case .unknownRequest: "unknown_request"
+        case .payloadTooLarge: "payload_too_large"
+        case .unsupportedVersion: "unsupported_version"
+        case .invalidState: "invalid_state"
+        case .unauthenticated: "unauthenticated"
+        case .wrongPassword: "wrong_password"
+        case .permissionDenied: "permission_denied"
+        case .ticketInvalid: "ticket_invalid"
+        case .ticketExpired: "ticket_expired"
+        case .rateLimited: "rate_limited"
+        case .banned: "banned"
+        case .refusedByHost: "refused_by_host"
+        case .notFound: "not_found"
+        case .alreadyExists: "already_exists"
+        case .roomFull: "room_full"
+        case .spectatorsFull: "spectators_full"
+        case .spectatorsNotAllowed: "spectators_not_allowed"
+        case .slotTaken: "slot_taken"
+        case .sessionEnded: "session_ended"
+        case .noRelay: "no_relay"
+        case .awaitingHost: "awaiting_host"
+        case .contentMismatch: "content_mismatch"
+        case .coreMismatch: "core_mismatch"
+        case .coreVersionMismatch: "core_version_mismatch"
+        case .settingsMismatch: "settings_mismatch"
+        case .unavailable: "unavailable"
+        case .shuttingDown: "shutting_down"
+        case .timeout: "timeout"
+        case .internal: "internal"
+        case .unimplemented: "unimplemented"
+        case .overloaded: "overloaded"
+        }
+    }
+
+    /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+    public init?(shortName name: String) {
+        let wanted = name.lowercased()
+        guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+        self = value
+    }
+
     /// The schema name of the value.
     public var description: String { protoName }
 }
@@ -147,6 +195,23 @@ public enum Role: Int32, Sendable, Hashable, CaseIterable, CustomStringConvertib
         }
     }
 
+    /// The value's name without the enumeration's prefix, lower-cased, e.g. `spectator`:
+    /// the form logs, events, the JSON API and command lines use.
+    public var shortName: String {
+        switch self {
+        case .unspecified: "unspecified"
+        case .player: "player"
+        case .spectator: "spectator"
+        }
+    }
+
+    /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+    public init?(shortName name: String) {
+        let wanted = name.lowercased()
+        guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+        self = value
+    }
+
     /// The schema name of the value.
     public var description: String { protoName }
 }
@@ -167,6 +232,23 @@ public enum Transport: Int32, Sendable, Hashable, CaseIterable, CustomStringConv
         case .lan: "TRANSPORT_LAN"
         case .relay: "TRANSPORT_RELAY"
         }
+    }
+
+    /// The value's name without the enumeration's prefix, lower-cased, e.g. `relay`:
+    /// the form logs, events, the JSON API and command lines use.
+    public var shortName: String {
+        switch self {
+        case .unspecified: "unspecified"
+        case .lan: "lan"
+        case .relay: "relay"
+        }
+    }
+
+    /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+    public init?(shortName name: String) {
+        let wanted = name.lowercased()
+        guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+        self = value
     }
 
     /// The schema name of the value.

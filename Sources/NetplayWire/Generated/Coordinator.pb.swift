@@ -34,6 +34,24 @@ public enum SessionState: Int32, Sendable, Hashable, CaseIterable, CustomStringC
         }
     }
 
+    /// The value's name without the enumeration's prefix, lower-cased, e.g. `ended`:
+    /// the form logs, events, the JSON API and command lines use.
+    public var shortName: String {
+        switch self {
+        case .unspecified: "unspecified"
+        case .lobby: "lobby"
+        case .running: "running"
+        case .ended: "ended"
+        }
+    }
+
+    /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+    public init?(shortName name: String) {
+        let wanted = name.lowercased()
+        guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+        self = value
+    }
+
     /// The schema name of the value.
     public var description: String { protoName }
 }
@@ -77,6 +95,30 @@ public enum SessionEventKind: Int32, Sendable, Hashable, CaseIterable, CustomStr
         }
     }
 
+    /// The value's name without the enumeration's prefix, lower-cased, e.g. `relay_assigned`:
+    /// the form logs, events, the JSON API and command lines use.
+    public var shortName: String {
+        switch self {
+        case .unspecified: "unspecified"
+        case .created: "created"
+        case .playerJoined: "player_joined"
+        case .spectatorJoined: "spectator_joined"
+        case .left: "left"
+        case .kicked: "kicked"
+        case .slotsChanged: "slots_changed"
+        case .started: "started"
+        case .ended: "ended"
+        case .relayAssigned: "relay_assigned"
+        }
+    }
+
+    /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+    public init?(shortName name: String) {
+        let wanted = name.lowercased()
+        guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+        self = value
+    }
+
     /// The schema name of the value.
     public var description: String { protoName }
 }
@@ -100,6 +142,24 @@ public enum RelayEventKind: Int32, Sendable, Hashable, CaseIterable, CustomStrin
         case .dropped: "RELAY_EVENT_KIND_DROPPED"
         case .draining: "RELAY_EVENT_KIND_DRAINING"
         }
+    }
+
+    /// The value's name without the enumeration's prefix, lower-cased, e.g. `draining`:
+    /// the form logs, events, the JSON API and command lines use.
+    public var shortName: String {
+        switch self {
+        case .unspecified: "unspecified"
+        case .registered: "registered"
+        case .dropped: "dropped"
+        case .draining: "draining"
+        }
+    }
+
+    /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+    public init?(shortName name: String) {
+        let wanted = name.lowercased()
+        guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+        self = value
     }
 
     /// The schema name of the value.

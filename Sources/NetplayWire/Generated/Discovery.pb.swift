@@ -37,6 +37,25 @@ public enum RoomSource: Int32, Sendable, Hashable, CaseIterable, CustomStringCon
         }
     }
 
+    /// The value's name without the enumeration's prefix, lower-cased, e.g. `retroarch_relay`:
+    /// the form logs, events, the JSON API and command lines use.
+    public var shortName: String {
+        switch self {
+        case .unspecified: "unspecified"
+        case .lobby: "lobby"
+        case .lanBeacon: "lan_beacon"
+        case .retroarchLan: "retroarch_lan"
+        case .retroarchRelay: "retroarch_relay"
+        }
+    }
+
+    /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+    public init?(shortName name: String) {
+        let wanted = name.lowercased()
+        guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+        self = value
+    }
+
     /// The schema name of the value.
     public var description: String { protoName }
 }
@@ -63,6 +82,25 @@ public enum RoomRemovalReason: Int32, Sendable, Hashable, CaseIterable, CustomSt
         case .evicted: "ROOM_REMOVAL_REASON_EVICTED"
         case .lanLost: "ROOM_REMOVAL_REASON_LAN_LOST"
         }
+    }
+
+    /// The value's name without the enumeration's prefix, lower-cased, e.g. `lan_lost`:
+    /// the form logs, events, the JSON API and command lines use.
+    public var shortName: String {
+        switch self {
+        case .unspecified: "unspecified"
+        case .withdrawn: "withdrawn"
+        case .expired: "expired"
+        case .evicted: "evicted"
+        case .lanLost: "lan_lost"
+        }
+    }
+
+    /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+    public init?(shortName name: String) {
+        let wanted = name.lowercased()
+        guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+        self = value
     }
 
     /// The schema name of the value.

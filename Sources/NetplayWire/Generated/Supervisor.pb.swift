@@ -42,6 +42,29 @@ public enum ServiceState: Int32, Sendable, Hashable, CaseIterable, CustomStringC
         }
     }
 
+    /// The value's name without the enumeration's prefix, lower-cased, e.g. `failed`:
+    /// the form logs, events, the JSON API and command lines use.
+    public var shortName: String {
+        switch self {
+        case .unspecified: "unspecified"
+        case .waiting: "waiting"
+        case .starting: "starting"
+        case .ready: "ready"
+        case .unhealthy: "unhealthy"
+        case .backoff: "backoff"
+        case .stopping: "stopping"
+        case .stopped: "stopped"
+        case .failed: "failed"
+        }
+    }
+
+    /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+    public init?(shortName name: String) {
+        let wanted = name.lowercased()
+        guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+        self = value
+    }
+
     /// The schema name of the value.
     public var description: String { protoName }
 }
@@ -71,6 +94,26 @@ public enum ClusterState: Int32, Sendable, Hashable, CaseIterable, CustomStringC
         case .stopping: "CLUSTER_STATE_STOPPING"
         case .failed: "CLUSTER_STATE_FAILED"
         }
+    }
+
+    /// The value's name without the enumeration's prefix, lower-cased, e.g. `failed`:
+    /// the form logs, events, the JSON API and command lines use.
+    public var shortName: String {
+        switch self {
+        case .unspecified: "unspecified"
+        case .starting: "starting"
+        case .running: "running"
+        case .degraded: "degraded"
+        case .stopping: "stopping"
+        case .failed: "failed"
+        }
+    }
+
+    /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+    public init?(shortName name: String) {
+        let wanted = name.lowercased()
+        guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+        self = value
     }
 
     /// The schema name of the value.

@@ -66,6 +66,29 @@ public enum DetachReason: Int32, Sendable, Hashable, CaseIterable, CustomStringC
         }
     }
 
+    /// The value's name without the enumeration's prefix, lower-cased, e.g. `session_moved`:
+    /// the form logs, events, the JSON API and command lines use.
+    public var shortName: String {
+        switch self {
+        case .unspecified: "unspecified"
+        case .leaving: "leaving"
+        case .kicked: "kicked"
+        case .sessionEnded: "session_ended"
+        case .replaced: "replaced"
+        case .timeout: "timeout"
+        case .relayShutdown: "relay_shutdown"
+        case .protocolError: "protocol_error"
+        case .sessionMoved: "session_moved"
+        }
+    }
+
+    /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+    public init?(shortName name: String) {
+        let wanted = name.lowercased()
+        guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+        self = value
+    }
+
     /// The schema name of the value.
     public var description: String { protoName }
 }
@@ -89,6 +112,24 @@ public enum InputStatus: Int32, Sendable, Hashable, CaseIterable, CustomStringCo
         case .disconnected: "INPUT_STATUS_DISCONNECTED"
         case .empty: "INPUT_STATUS_EMPTY"
         }
+    }
+
+    /// The value's name without the enumeration's prefix, lower-cased, e.g. `empty`:
+    /// the form logs, events, the JSON API and command lines use.
+    public var shortName: String {
+        switch self {
+        case .received: "received"
+        case .substituted: "substituted"
+        case .disconnected: "disconnected"
+        case .empty: "empty"
+        }
+    }
+
+    /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+    public init?(shortName name: String) {
+        let wanted = name.lowercased()
+        guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+        self = value
     }
 
     /// The schema name of the value.
@@ -121,6 +162,26 @@ public enum StateTransferReason: Int32, Sendable, Hashable, CaseIterable, Custom
         case .matchStart: "STATE_TRANSFER_REASON_MATCH_START"
         case .restart: "STATE_TRANSFER_REASON_RESTART"
         }
+    }
+
+    /// The value's name without the enumeration's prefix, lower-cased, e.g. `restart`:
+    /// the form logs, events, the JSON API and command lines use.
+    public var shortName: String {
+        switch self {
+        case .unspecified: "unspecified"
+        case .desync: "desync"
+        case .lateJoin: "late_join"
+        case .reconnect: "reconnect"
+        case .matchStart: "match_start"
+        case .restart: "restart"
+        }
+    }
+
+    /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+    public init?(shortName name: String) {
+        let wanted = name.lowercased()
+        guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+        self = value
     }
 
     /// The schema name of the value.
@@ -158,6 +219,28 @@ public enum PeerEventKind: Int32, Sendable, Hashable, CaseIterable, CustomString
         case .caughtUp: "PEER_EVENT_KIND_CAUGHT_UP"
         case .slotChanged: "PEER_EVENT_KIND_SLOT_CHANGED"
         }
+    }
+
+    /// The value's name without the enumeration's prefix, lower-cased, e.g. `slot_changed`:
+    /// the form logs, events, the JSON API and command lines use.
+    public var shortName: String {
+        switch self {
+        case .unspecified: "unspecified"
+        case .joined: "joined"
+        case .left: "left"
+        case .disconnected: "disconnected"
+        case .reconnected: "reconnected"
+        case .substituting: "substituting"
+        case .caughtUp: "caught_up"
+        case .slotChanged: "slot_changed"
+        }
+    }
+
+    /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+    public init?(shortName name: String) {
+        let wanted = name.lowercased()
+        guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+        self = value
     }
 
     /// The schema name of the value.

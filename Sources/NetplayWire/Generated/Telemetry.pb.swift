@@ -38,6 +38,27 @@ public enum Severity: Int32, Sendable, Hashable, CaseIterable, CustomStringConve
         }
     }
 
+    /// The value's name without the enumeration's prefix, lower-cased, e.g. `critical`:
+    /// the form logs, events, the JSON API and command lines use.
+    public var shortName: String {
+        switch self {
+        case .unspecified: "unspecified"
+        case .debug: "debug"
+        case .info: "info"
+        case .notice: "notice"
+        case .warning: "warning"
+        case .error: "error"
+        case .critical: "critical"
+        }
+    }
+
+    /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+    public init?(shortName name: String) {
+        let wanted = name.lowercased()
+        guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+        self = value
+    }
+
     /// The schema name of the value.
     public var description: String { protoName }
 }
@@ -106,6 +127,24 @@ public struct Metric: Sendable, Hashable {
             case .gauge: "KIND_GAUGE"
             case .histogram: "KIND_HISTOGRAM"
             }
+        }
+
+        /// The value's name without the enumeration's prefix, lower-cased, e.g. `histogram`:
+        /// the form logs, events, the JSON API and command lines use.
+        public var shortName: String {
+            switch self {
+            case .unspecified: "unspecified"
+            case .counter: "counter"
+            case .gauge: "gauge"
+            case .histogram: "histogram"
+            }
+        }
+
+        /// The value whose ``shortName`` is `name`, in any case; nil for any other text.
+        public init?(shortName name: String) {
+            let wanted = name.lowercased()
+            guard let value = Self.allCases.first(where: { $0.shortName == wanted }) else { return nil }
+            self = value
         }
 
         /// The schema name of the value.
