@@ -74,7 +74,11 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .target(name: "NetplayAuth", dependencies: ["CSodium", "MemberwiseInit", "NetplayService", "NetplayWire"]),
+        .target(
+            name: "NetplayAuth",
+            dependencies: ["CSodium", "MemberwiseInit", "NetplayService", "NetplayWire",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         // The LAN beacon (port, size limit, codec, sender, listener) and its UDP sockets: one
         // implementation for LAN hosts and browsers (NetplayKit) and netplay-discovery.
         .target(name: "NetplayLAN", dependencies: ["MemberwiseInit", "NetplayWire"]),

@@ -79,23 +79,12 @@ public struct SyncOptions: ParsableArguments, Sendable {
         if setting.text(options.instance, "NETPLAY_INSTANCE") == nil { options.instance = "sync-\(index)" }
         let service = try options.resolve(defaults: ServiceDefaults.sync(replica: index), environment: environment)
 
-        let secretText: String
-        if let text = setting.text(clusterSecret, "NETPLAY_CLUSTER_SECRET") {
-            secretText = text
-        } else {
-            // Default: beside the data dir, or the file a development coordinator generates.
-            let root = service.dataDirectory.deletingLastPathComponent()
-            let paths = setting.text(clusterSecretFile, "NETPLAY_CLUSTER_SECRET_FILE").map { [$0] }
-                ?? [root.appendingPathComponent("cluster-secret").path,
-                    root.appendingPathComponent("coordinator/cluster-secret").path]
-            guard let text = paths.lazy.compactMap({ try? String(contentsOfFile: $0, encoding: .utf8) }).first else {
-                throw ValidationError("--cluster-secret (or NETPLAY_CLUSTER_SECRET, or a readable --cluster-secret-file) is required to verify join tickets; no file at \(paths.joined(separator: " or "))")
-            }
-            secretText = text
-        }
-        let keyRing: TicketKeyRing
-        do { keyRing = try TicketKeyRing(parsing: secretText) } catch {
-            throw ValidationError("--cluster-secret: \(error.description)")
+        // Without one given: beside the data directory, or the file a development coordinator generates.
+        let root = service.dataDirectory.deletingLastPathComponent()
+        let fallbacks = [root.appendingPathComponent("cluster-secret").path, root.appendingPathComponent("coordinator/cluster-secret").path]
+        guard let keyRing = try TicketKeyRing.configured(secret: clusterSecret, file: clusterSecretFile, setting: setting,
+                                                         fallbackFiles: fallbacks) else {
+            throw ValidationError("--cluster-secret (or NETPLAY_CLUSTER_SECRET, or a readable --cluster-secret-file) is required to verify join tickets; no file at \(fallbacks.joined(separator: " or "))")
         }
 
         let coordinatorEndpoint = try setting.endpoint(coordinator, "NETPLAY_COORDINATOR", name: "--coordinator",

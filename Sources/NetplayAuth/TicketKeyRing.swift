@@ -1,4 +1,6 @@
+import ArgumentParser
 import Foundation
+import NetplayService
 import NetplayWire
 
 /// The cluster secrets that sign join tickets, by key id (rotation: sign with the newest, accept
@@ -65,6 +67,24 @@ public struct TicketKeyRing: Sendable, Equatable {
             keys[id] = key
         }
         try self.init(keys: keys)
+    }
+
+    /// The cluster secret a service was given: `secret` (`--cluster-secret`, else
+    /// NETPLAY_CLUSTER_SECRET), else the file `file` names (`--cluster-secret-file`, else
+    /// NETPLAY_CLUSTER_SECRET_FILE), else the first of `fallbackFiles` that exists; nil when there
+    /// is none. A malformed or unreadable one is a one-line `ValidationError` naming the flag.
+    public static func configured(secret: String?, file: String?, setting: SettingResolver,
+                                  fallbackFiles: [String] = []) throws -> TicketKeyRing? {
+        do {
+            if let text = setting.text(secret, "NETPLAY_CLUSTER_SECRET") { return try TicketKeyRing(parsing: text) }
+            let named = setting.text(file, "NETPLAY_CLUSTER_SECRET_FILE")
+            guard let path = named ?? fallbackFiles.first(where: { FileManager.default.fileExists(atPath: $0) }) else {
+                return nil
+            }
+            return try TicketKeyRing(contentsOf: path)
+        } catch {
+            throw ValidationError("--cluster-secret: \(error)")
+        }
     }
 
     /// Reads the text form from a file.

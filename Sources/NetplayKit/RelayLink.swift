@@ -107,12 +107,9 @@ final class RelayLink {
     deinit { for path in paths { path.socket?.close() } }
 
     private func makeSocket() throws -> Socket {
-        let dealer = try SocketDefaults.client(.dealer, context: context, curve: nil)
-        if let serverKey { try dealer.makeCurveClient(serverKey: serverKey, keys: try CurveKeyPair.generate()) }
-        try dealer.set(.linger(milliseconds: 0))
-        try dealer.set(.immediate(true))
-        try dealer.connect(endpoint)
-        return dealer
+        try SocketDefaults.connectedClient(.dealer, to: endpoint, serverKey: serverKey, context: context) {
+            try $0.set(.immediate(true))
+        }
     }
 
     /// Opens a fresh primary connection (a new routing identity: the relay sees a new peer). The

@@ -18,11 +18,7 @@ public final class BlockingClient {
         try EndpointValidator.validate(endpoint, name: "endpoint")
         self.endpoint = endpoint
         self.timeout = timeout
-        socket = try context.socket(.dealer)
-        try SocketDefaults.apply(to: socket, end: .connects)
-        try socket.set(.linger(milliseconds: 0))
-        if let serverKey { try socket.makeCurveClient(serverKey: serverKey, keys: try keys ?? .generate()) }
-        try socket.connect(endpoint)
+        socket = try SocketDefaults.connectedClient(.dealer, to: endpoint, serverKey: serverKey, keys: keys, context: context)
     }
 
     /// Sends `body` and returns the reply's body; an `Error` reply throws ``ClientError/remote(_:)``.

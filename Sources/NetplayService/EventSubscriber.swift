@@ -21,12 +21,9 @@ public final class EventSubscriber {
                 context: Context = .shared) throws {
         try EndpointValidator.validate(endpoint, name: "endpoint")
         self.endpoint = endpoint
-        socket = try context.socket(.sub)
-        try SocketDefaults.apply(to: socket, end: .connects)
-        try socket.set(.linger(milliseconds: 0))
-        if let serverKey { try socket.makeCurveClient(serverKey: serverKey, keys: try keys ?? .generate()) }
-        for prefix in prefixes { try socket.set(.subscribe(Array(prefix.utf8))) }
-        try socket.connect(endpoint)
+        socket = try SocketDefaults.connectedClient(.sub, to: endpoint, serverKey: serverKey, keys: keys, context: context) { socket in
+            for prefix in prefixes { try socket.set(.subscribe(Array(prefix.utf8))) }
+        }
     }
 
     /// The next event, or nil when none arrives within `milliseconds` (-1 waits forever).

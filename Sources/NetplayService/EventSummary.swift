@@ -88,36 +88,15 @@ public enum EventSummary {
     // MARK: Text
 
     /// `text` in double quotes, with quotes, backslashes and control characters escaped.
-    static func quoted(_ text: String) -> String { "\"" + escaped(text, quote: true) + "\"" }
+    static func quoted(_ text: String) -> String { "\"" + ControlCharacters.escaped(text.prefix(200), quotes: true) + "\"" }
 
     /// `text` with control characters escaped (no line breaks), at most 200 characters.
     public static func plain(_ text: String) -> String {
-        let line = escaped(text, quote: false)
+        let line = ControlCharacters.escaped(text.prefix(200))
         return line.count > 200 ? String(line.prefix(199)) + "…" : line
     }
 
     static func dash(_ text: String) -> String { text.isEmpty ? "-" : plain(text) }
-
-    private static func escaped(_ text: String, quote: Bool) -> String {
-        var out = ""
-        for scalar in text.prefix(200).unicodeScalars {
-            switch scalar {
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\"" where quote: out += "\\\""
-            case "\\" where quote: out += "\\\\"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F || (0x80...0x9F).contains(scalar.value)
-                    || scalar.value == 0x2028 || scalar.value == 0x2029 {
-                    out += String(format: "\\u{%X}", scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out
-    }
 }
 
 /// How long ago a wall-clock time was, for people: `0.4 s ago`, `12 s ago`, `3 min ago`, `2 h ago`.

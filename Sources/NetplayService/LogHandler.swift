@@ -44,43 +44,14 @@ public struct NetplayLogHandler: LogHandler {
         }
     }
 
-    /// `text` with every control character escaped: `\r`, `\n`, `\t`, and `\u{XX}` for the
-    /// other C0 and C1 controls, DEL and the Unicode line and paragraph separators.
-    static func escaped(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: isControl) else { return text }
-        var out = ""
-        out.reserveCapacity(text.utf8.count + 8)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\r": out += "\\r"
-            case "\n": out += "\\n"
-            case "\t": out += "\\t"
-            case _ where isControl(scalar): out += "\\u{\(String(scalar.value, radix: 16))}"
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
-
-    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
-    }
+    static func escaped(_ text: String) -> String { ControlCharacters.escaped(text) }
 
     static func quoted(_ value: String) -> String {
         value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" }) || value.isEmpty
             ? "\"" + value.replacingOccurrences(of: "\"", with: "\\\"") + "\"" : value
     }
 
-    static func timestamp() -> String {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        var parts = tm()
-        var seconds = now.tv_sec
-        gmtime_r(&seconds, &parts)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-                      parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
-                      parts.tm_hour, parts.tm_min, parts.tm_sec, Int(now.tv_nsec / 1_000_000))
-    }
+    static func timestamp() -> String { Timestamp.now() }
 }
 
 /// Installs ``NetplayLogHandler`` as the process's logging backend (once per process).

@@ -99,7 +99,7 @@ extension ServiceRuntime {
         case .failure(let error):
             malformedTotal.increment()
             logger.debug("malformed request", metadata: ["peer": "\(peer)", "error": "\(error)"])
-            let requestId = Self.salvageRequestId(undecodable)
+            let requestId = EnvelopeHeader.salvageRequestId(undecodable)
             send(Envelope(requestId: requestId, body: .error(ErrorReply(error))), to: peer)
         case nil:
             malformedTotal.increment()
@@ -129,24 +129,10 @@ extension ServiceRuntime {
                 dispatch(Request(envelope: envelope, peer: peer, source: source, caller: caller))
             } catch {
                 malformedTotal.increment()
-                send(Envelope(requestId: Self.salvageRequestId(Array(frames[frames.count - 1].prefix(16))),
+                send(Envelope(requestId: EnvelopeHeader.salvageRequestId(Array(frames[frames.count - 1].prefix(16))),
                               body: .error(ErrorReply(error))), to: peer)
             }
         }
-    }
-
-    /// Reads field 1 (request_id, a varint) from the start of an undecodable frame, so even an
-    /// Error reply to a malformed request carries the request's id when it can be recovered.
-    static func salvageRequestId(_ bytes: [UInt8]) -> UInt64 {
-        guard bytes.first == 0x08 else { return 0 }
-        var value: UInt64 = 0
-        var shift: UInt64 = 0
-        for byte in bytes.dropFirst().prefix(10) {
-            value |= UInt64(byte & 0x7F) << shift
-            if byte & 0x80 == 0 { return value }
-            shift += 7
-        }
-        return 0
     }
 
     func dispatch(_ request: Request) {

@@ -57,8 +57,22 @@ extension ServiceRuntime {
         guard let identity, let controlDomain else {
             return try SocketDefaults.server(type, context: context, curve: configuration.curve)
         }
+        return try Self.controlServer(type, context: context, identity: identity, domain: controlDomain)
+    }
+
+    /// A server socket on the public plane: with the cluster's key, encrypted and let through
+    /// the public ZAP domain (anyone with the key; the plane decides what they may ask).
+    static func publicServer(_ type: SocketType, context: Context, curve: CurveKeyPair?) throws(ZMQError) -> Socket {
+        let socket = try SocketDefaults.server(type, context: context, curve: curve)
+        if curve != nil { try socket.set(.zapDomain(ZAPAuthenticator.publicDomain)) }
+        return socket
+    }
+
+    /// A server socket on the control plane: this member's identity, and only the trust store's
+    /// members and operators through the ZAP domain `domain`.
+    static func controlServer(_ type: SocketType, context: Context, identity: CurveKeyPair, domain: String) throws(ZMQError) -> Socket {
         let socket = try SocketDefaults.server(type, context: context, curve: identity)
-        try socket.set(.zapDomain(controlDomain))
+        try socket.set(.zapDomain(domain))
         return socket
     }
 

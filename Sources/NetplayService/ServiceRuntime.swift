@@ -101,13 +101,11 @@ public final class ServiceRuntime {
             controlDomain = nil
         }
 
-        router = try SocketDefaults.server(.router, context: context, curve: configuration.curve)
-        if configuration.curve != nil { try router.set(.zapDomain(ZAPAuthenticator.publicDomain)) }
+        router = try Self.publicServer(.router, context: context, curve: configuration.curve)
         try router.set(.routerHandover(true))
         boundEndpoint = try bound(router, configuration.endpoint, "requests endpoint")
         if let endpoint = configuration.control, let identity, let controlDomain {
-            let socket = try SocketDefaults.server(.router, context: context, curve: identity)
-            try socket.set(.zapDomain(controlDomain))
+            let socket = try Self.controlServer(.router, context: context, identity: identity, domain: controlDomain)
             try socket.set(.routerHandover(true))
             boundControlEndpoint = try bound(socket, endpoint, "control endpoint")
             control = socket
@@ -117,11 +115,9 @@ public final class ServiceRuntime {
         if let events = configuration.events {
             let socket: Socket
             if !configuration.publicEvents, let identity, let controlDomain {
-                socket = try SocketDefaults.server(.pub, context: context, curve: identity)
-                try socket.set(.zapDomain(controlDomain))
+                socket = try Self.controlServer(.pub, context: context, identity: identity, domain: controlDomain)
             } else {
-                socket = try SocketDefaults.server(.pub, context: context, curve: configuration.curve)
-                if configuration.curve != nil { try socket.set(.zapDomain(ZAPAuthenticator.publicDomain)) }
+                socket = try Self.publicServer(.pub, context: context, curve: configuration.curve)
             }
             boundEventsEndpoint = try bound(socket, events, "events endpoint")
             publisher = socket

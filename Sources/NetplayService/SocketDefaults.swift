@@ -82,6 +82,21 @@ public enum SocketDefaults {
         return socket
     }
 
+    /// A hardened socket connected to `endpoint` from outside the cluster (a tool, a player):
+    /// linger 0, so closing never waits on unsent requests; with `serverKey`, a CurveZMQ client
+    /// under `keys` (a fresh pair when nil). `configure` runs before the connect (subscriptions,
+    /// `immediate`).
+    public static func connectedClient(_ type: SocketType, to endpoint: String, serverKey: [UInt8]?, keys: CurveKeyPair? = nil,
+                                       context: Context = .shared, configure: (Socket) throws -> Void = { _ in }) throws -> Socket {
+        let socket = try context.socket(type)
+        try apply(to: socket, end: .connects)
+        try socket.set(.linger(milliseconds: 0))
+        if let serverKey { try socket.makeCurveClient(serverKey: serverKey, keys: try keys ?? .generate()) }
+        try configure(socket)
+        try socket.connect(endpoint)
+        return socket
+    }
+
     /// A hardened socket that will connect: CURVE client of the cluster key when `curve` is set.
     public static func client(_ type: SocketType, context: Context = .shared, curve: CurveKeyPair?,
                               serverKey: [UInt8]? = nil) throws(ZMQError) -> Socket {

@@ -51,6 +51,17 @@ public enum EnvelopeHeader {
         return start
     }
 
+    /// The `request_id` at the start of a frame that may not decode at all (0 when it does not
+    /// start with one): an Error reply to a malformed request still carries the request's id
+    /// when it can be recovered.
+    public static func salvageRequestId(_ frame: [UInt8]) -> UInt64 {
+        guard frame.first == 0x08 else { return 0 }
+        return frame.withUnsafeBytes { raw in
+            var at = 1
+            return readVarint(raw.baseAddress!, &at, raw.count, maxBytes: 10) ?? 0
+        }
+    }
+
     /// Finds body `field` (1...15) in `frame` when the frame holds nothing but it and an optional
     /// `request_id`, each once; nil for anything else.
     @inlinable

@@ -229,11 +229,7 @@ public final class ClusterSupervisor: Service {
         value < 10 ? String(format: "%.2f s", value) : String(format: "%.0f s", value)
     }
 
-    static func timestamp() -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date())
-    }
+    static func timestamp() -> String { Timestamp.now() }
 
     static func signalName(_ signal: Int32) -> String {
         switch signal {

@@ -155,11 +155,9 @@ struct Events: ParsableCommand {
         guard case .recentEventsResponse(let response) = reply else { throw ClientError.unexpectedReply(reply.name) }
         for event in response.events {
             if json { emit(event.jsonLine()); continue }
-            let time = Date(timeIntervalSince1970: Double(event.timestampUnixMs) / 1000)
-            let formatter = ISO8601DateFormatter()
-            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-            let level = event.severity.shortName
-            emit("\(formatter.string(from: time)) \(level) \(event.topic) \(event.service)/\(event.instance): \(event.message)")
+            // What a peer or a service put in an event reaches the terminal escaped, never as itself.
+            let fields = [event.topic, event.service, event.instance, event.message].map { ControlCharacters.escaped($0) }
+            emit("\(Timestamp.iso8601(unixMs: event.timestampUnixMs)) \(event.severity.shortName) \(fields[0]) \(fields[1])/\(fields[2]): \(fields[3])")
         }
     }
 }

@@ -31,7 +31,7 @@ struct LogHandlerTests {
         let text = try captured { $0.info("\(forged)") }
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
         #expect(lines.count == 2 && lines[1].isEmpty, "one event, one line: \(text.debugDescription)")
-        #expect(!text.dropLast().contains(where: { $0.unicodeScalars.contains(where: NetplayLogHandler.isControl) }))
+        #expect(!text.dropLast().contains(where: { $0.unicodeScalars.contains(where: ControlCharacters.contains) }))
         #expect(text.contains(#"room added\r\n2026-11-21T23:59:00.123Z critical coordinator/coordinator-1: key leaked\u{1b}[2J\u{7}\u{0}\u{85}\u{2028}\tend"#),
                 "\(text.debugDescription)")
     }
@@ -49,5 +49,19 @@ struct LogHandlerTests {
     @Test func ordinaryTextIsUnchanged() throws {
         let text = try captured { $0.info("room 'Zelda – ゼルダ' added", metadata: ["room": "abc", "path": #"C:\games"#]) }
         #expect(text.hasSuffix(#"info discovery/discovery-1: room 'Zelda – ゼルダ' added path=C:\games room=abc"# + "\n"), "\(text)")
+    }
+}
+
+extension LogHandlerTests {
+    @Test func timestampsAreISO8601InUTCWithMilliseconds() {
+        #expect(Timestamp.iso8601(unixMs: 1_795_996_740_123) == "2026-11-29T23:59:00.123Z")
+        #expect(Timestamp.iso8601(unixMs: 7) == "1970-01-01T00:00:00.007Z")
+        #expect(Timestamp.now().count == "2026-11-29T23:59:00.123Z".count)
+    }
+
+    @Test func quotedTextEscapesItsQuotesAndBackslashesToo() {
+        #expect(ControlCharacters.escaped(#"say "hi"\now"#) == #"say "hi"\now"#)
+        #expect(ControlCharacters.escaped(#"say "hi"\now"#, quotes: true) == #"say \"hi\"\\now"#)
+        #expect(ControlCharacters.escaped("a\u{1B}[2Jb\u{9F}") == #"a\u{1b}[2Jb\u{9f}"#)
     }
 }

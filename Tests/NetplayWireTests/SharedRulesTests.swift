@@ -36,3 +36,13 @@ struct SharedRulesTests {
         #expect(Severity(shortName: "SEVERITY_WARNING") == nil && Severity(shortName: "loud") == nil)
     }
 }
+
+extension SharedRulesTests {
+    @Test func aRequestIdIsSalvagedFromTheStartOfAnUndecodableFrame() {
+        #expect(EnvelopeHeader.salvageRequestId([0x08, 0x96, 0x01, 0xFF, 0xFF]) == 150)
+        #expect(EnvelopeHeader.salvageRequestId([0x08, 0x07]) == 7)
+        #expect(EnvelopeHeader.salvageRequestId([0x0A, 0x01]) == 0, "another field first")
+        #expect(EnvelopeHeader.salvageRequestId([0x08]) == 0 && EnvelopeHeader.salvageRequestId([]) == 0)
+        #expect(EnvelopeHeader.salvageRequestId([0x08] + Array(repeating: 0xFF, count: 11)) == 0, "longer than a varint")
+    }
+}

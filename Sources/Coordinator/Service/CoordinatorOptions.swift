@@ -71,15 +71,7 @@ public struct CoordinatorOptions: ParsableArguments, Sendable {
         var configuration = CoordinatorConfiguration()
         configuration.discovery = try resolver.endpoint(discovery, "NETPLAY_DISCOVERY", name: "--discovery",
                                                         default: ServiceDefaults.discoveryEndpoint)
-        do {
-            if let secret = resolver.text(clusterSecret, "NETPLAY_CLUSTER_SECRET") {
-                configuration.keyRing = try TicketKeyRing(parsing: secret)
-            } else if let file = resolver.text(clusterSecretFile, "NETPLAY_CLUSTER_SECRET_FILE") {
-                configuration.keyRing = try TicketKeyRing(contentsOf: file)
-            }
-        } catch {
-            throw ValidationError("--cluster-secret: \(error)")
-        }
+        configuration.keyRing = try TicketKeyRing.configured(secret: clusterSecret, file: clusterSecretFile, setting: resolver)
         var settings = CoordinatorSettings()
         settings.ticketTTLMs = UInt64(try resolver.number(ticketTTL, "NETPLAY_TICKET_TTL", name: "--ticket-ttl", default: 300,
                                                           range: 1...86_400) * 1000)
