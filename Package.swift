@@ -34,7 +34,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
-        .package(url: "https://github.com/swiftlang/swift-syntax", from: "603.0.1"),
+        // The macro plugin only (nothing of it is linked into the libraries); any release from 600 on.
+        .package(url: "https://github.com/swiftlang/swift-syntax", "600.0.0" ..< "700.0.0"),
     ],
     targets: [
         // MARK: C libraries: libzmq, protoc-c output, libsodium, SQLite, the libretro API, process helpers

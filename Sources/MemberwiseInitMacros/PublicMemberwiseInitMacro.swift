@@ -20,6 +20,15 @@ public struct PublicMemberwiseInitMacro: MemberMacro {
         for member in declaration.memberBlock.members {
             guard let variable = member.decl.as(VariableDeclSyntax.self) else { continue }
             for property in StoredProperty.parameters(of: variable) {
+                if property.isHidden {
+                    // A private property with its own value stays out of the public initialiser;
+                    // one without cannot be set by it unless it is exposed, which is refused.
+                    if property.defaultValue == nil {
+                        context.diagnose(Diagnostic(node: property.node, message: MemberwiseInitMessage.hiddenWithoutValue(property.name)))
+                        complete = false
+                    }
+                    continue
+                }
                 if property.type == nil {
                     context.diagnose(Diagnostic(node: property.node, message: MemberwiseInitMessage.missingType(property.name)))
                     complete = false
@@ -46,6 +55,8 @@ struct StoredProperty {
     /// The spelled-out type, nil when the declaration leaves it to inference.
     let type: TypeSyntax?
     let defaultValue: ExprSyntax?
+    /// Declared `private` or `fileprivate` (a `private(set)` setter does not count).
+    let isHidden: Bool
     let node: Syntax
 
     /// `name: Type = default`, with `@escaping` for a function type.
@@ -64,6 +75,7 @@ struct StoredProperty {
         let skipped: Set<String> = ["static", "class", "lazy"]
         if variable.modifiers.contains(where: { skipped.contains($0.name.text) }) { return [] }
         let isLet = variable.bindingSpecifier.tokenKind == .keyword(.let)
+        let isHidden = variable.modifiers.contains { ["private", "fileprivate"].contains($0.name.text) && $0.detail == nil }
         let bindings = Array(variable.bindings)
         var result: [StoredProperty] = []
         for (index, binding) in bindings.enumerated() {
@@ -76,6 +88,7 @@ struct StoredProperty {
                 name: identifier.identifier.trimmedDescription,
                 type: type,
                 defaultValue: isLet ? nil : binding.initializer?.value,
+                isHidden: isHidden,
                 node: Syntax(binding)))
         }
         return result
@@ -103,6 +116,7 @@ struct StoredProperty {
 enum MemberwiseInitMessage: DiagnosticMessage {
     case notAStruct
     case missingType(String)
+    case hiddenWithoutValue(String)
 
     var message: String {
         switch self {
@@ -110,6 +124,8 @@ enum MemberwiseInitMessage: DiagnosticMessage {
             return "@PublicMemberwiseInit applies to a struct"
         case .missingType(let name):
             return "@PublicMemberwiseInit needs the type of '\(name)' spelled out (it cannot read inferred types)"
+        case .hiddenWithoutValue(let name):
+            return "@PublicMemberwiseInit leaves private '\(name)' out of the public initialiser, so it needs an initial value"
         }
     }
 
@@ -117,6 +133,7 @@ enum MemberwiseInitMessage: DiagnosticMessage {
         switch self {
         case .notAStruct: MessageID(domain: "MemberwiseInit", id: "notAStruct")
         case .missingType: MessageID(domain: "MemberwiseInit", id: "missingType")
+        case .hiddenWithoutValue: MessageID(domain: "MemberwiseInit", id: "hiddenWithoutValue")
         }
     }
 

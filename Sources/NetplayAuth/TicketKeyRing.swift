@@ -71,14 +71,14 @@ public struct TicketKeyRing: Sendable, Equatable {
 
     /// The cluster secret a service was given: `secret` (`--cluster-secret`, else
     /// NETPLAY_CLUSTER_SECRET), else the file `file` names (`--cluster-secret-file`, else
-    /// NETPLAY_CLUSTER_SECRET_FILE), else the first of `fallbackFiles` that exists; nil when there
+    /// NETPLAY_CLUSTER_SECRET_FILE), else the first of `fallbackFiles` it can read; nil when there
     /// is none. A malformed or unreadable one is a one-line `ValidationError` naming the flag.
     public static func configured(secret: String?, file: String?, setting: SettingResolver,
                                   fallbackFiles: [String] = []) throws -> TicketKeyRing? {
         do {
             if let text = setting.text(secret, "NETPLAY_CLUSTER_SECRET") { return try TicketKeyRing(parsing: text) }
             let named = setting.text(file, "NETPLAY_CLUSTER_SECRET_FILE")
-            guard let path = named ?? fallbackFiles.first(where: { FileManager.default.fileExists(atPath: $0) }) else {
+            guard let path = named ?? fallbackFiles.first(where: { FileManager.default.isReadableFile(atPath: $0) }) else {
                 return nil
             }
             return try TicketKeyRing(contentsOf: path)

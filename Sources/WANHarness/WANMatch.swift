@@ -180,7 +180,14 @@ public enum WANMatch {
                                       log: peers[index].1)
         }
         let deadline = Date().addingTimeInterval(timeoutSeconds + 10)
-        let figures = try peers.map { peer in try awaitResult(log: peer.1, until: deadline, what: "\(scenario): a player") }
+        let figures: [WANPlayerFigures]
+        do {
+            figures = try peers.map { peer in try awaitResult(log: peer.1, until: deadline, what: "\(scenario): a player") }
+        } catch let error as WANHarnessError {
+            // One player's silence is usually explained by another's log or a service's: show them all.
+            let logs = peers.map(\.1) + ["netplay-discovery", "netplay-coordinator", "netplay-sync"].map { "\(root)/\($0).log" }
+            throw WANHarnessError(error.description + "\n" + logs.map { Self.lastLines(of: $0) }.joined(separator: "\n"))
+        }
         let frameMs = 1000 / (scenario.core == nil ? 60 : 60.0988)
         return WANMatchResult(scenario: scenario, players: figures.sorted { $0.slot < $1.slot }, frameMs: frameMs)
     }
@@ -196,6 +203,13 @@ public enum WANMatch {
             }
             usleep(100_000)
         }
+    }
+
+    /// The last lines of `log` that are not HUD lines, headed by its name.
+    static func lastLines(of log: String, count: Int = 8) -> String {
+        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        let lines = text.split(separator: "\n").filter { !$0.hasPrefix("HUD ") }.suffix(count)
+        return "--- \((log as NSString).lastPathComponent):\n" + lines.map { String($0.prefix(300)) }.joined(separator: "\n")
     }
 
     static func waitFor(log: String, containing text: String, seconds: Double, services: [Process]) throws {

@@ -91,6 +91,30 @@ struct PublicMemberwiseInitExpansionTests {
             """)
     }
 
+    @Test func privatePropertiesKeepTheirValueAndStayOutButAPrivateSetterDoesNot() {
+        expectExpansion(
+            """
+            public var timeoutMs: UInt64
+            private var since: [String: UInt64] = [:]
+            fileprivate let seed: Int = 7
+            public private(set) var count: Int
+            """,
+            gains: """
+            public init(timeoutMs: UInt64, count: Int) {
+                self.timeoutMs = timeoutMs
+                self.count = count
+            }
+            """)
+    }
+
+    @Test func aPrivatePropertyWithoutAValueIsNamedInAnError() {
+        expectExpansion(
+            "private var since: [String: UInt64]", gains: nil,
+            diagnostics: [DiagnosticSpec(
+                message: "@PublicMemberwiseInit leaves private 'since' out of the public initialiser, so it needs an initial value",
+                line: 3, column: 17)])
+    }
+
     @Test func anInferredTypeIsNamedInAnError() {
         expectExpansion(
             "public var histogram = [Int]()", gains: nil,

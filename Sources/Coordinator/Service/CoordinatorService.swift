@@ -352,13 +352,13 @@ public final class CoordinatorService: Service {
             return try TicketKeyRing(contentsOf: path)
         }
         let ring = TicketKeyRing.generate()
-        // Created 0600 at open(2) and renamed into place: never readable by others, not even briefly.
-        do { try SecretKeyFile.write(Array(ring.text.utf8), to: path) } catch {
-            throw RuntimeStartError("\(error)")
-        }
+        // Created 0600 at open(2) and linked into place: never readable by others, not even
+        // briefly; a coordinator starting at the same moment keeps the first one written.
+        try KeyFile.atomicWrite(Data(ring.text.utf8), to: URL(fileURLWithPath: path), mode: 0o600, replacing: false)
+        let kept = try TicketKeyRing(contentsOf: path)
         secretSource = "generated (\(path))"
         runtime.logger.warning("no cluster secret configured: generated one; give relays the same secret (NETPLAY_CLUSTER_SECRET_FILE)",
                                metadata: ["path": "\(path)"])
-        return ring
+        return kept
     }
 }

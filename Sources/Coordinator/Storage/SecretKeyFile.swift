@@ -1,5 +1,6 @@
 import Foundation
 import NetplayAuth
+import NetplayService
 
 #if canImport(Glibc)
 import Glibc
@@ -42,19 +43,10 @@ public enum SecretKeyFile {
         return bytes
     }
 
-    /// Writes `bytes` to `path` atomically with mode 0600.
+    /// Writes `bytes` to `path` atomically with mode 0600 (``KeyFile/atomicWrite(_:to:mode:replacing:)``).
     static func write(_ bytes: [UInt8], to path: String) throws {
-        let temporary = path + ".tmp-\(getpid())"
-        unlink(temporary)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw Failure(description: "cannot create \(temporary): \(String(cString: strerror(errno)))") }
-        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        let synced = fsync(fd) == 0
-        close(fd)
-        guard written == bytes.count, synced, rename(temporary, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temporary)
-            throw Failure(description: "cannot write \(path): \(reason)")
+        do { try KeyFile.atomicWrite(Data(bytes), to: URL(fileURLWithPath: path), mode: 0o600) } catch {
+            throw Failure(description: "\(error)")
         }
     }
 }

@@ -271,16 +271,20 @@ public enum KeyFile {
         try read(url) ?? create(url)
     }
 
-    /// Writes `data` to a temporary file created with `mode`, then renames it over `url` (or,
-    /// when not `replacing`, links it there unless `url` exists already).
-    static func atomicWrite(_ data: Data, to url: URL, mode: Int, replacing: Bool = true) throws {
+    /// Writes `data` to a temporary file created with `mode` (so it is never readable by others,
+    /// not even for an instant), syncs it, then renames it over `url` (or, when not `replacing`,
+    /// links it there unless `url` exists already: the first of several racing writers wins).
+    /// Every private file the services write goes through here: keys, the trust store's lists, the
+    /// coordinator's token key and generated cluster secret.
+    public static func atomicWrite(_ data: Data, to url: URL, mode: Int, replacing: Bool = true) throws {
         let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(getpid()).\(UInt32.random(in: 0 ... .max)).tmp")
         let fd = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_t(mode))
         guard fd >= 0 else { throw RuntimeStartError("cannot write \(temporary.path): \(String(cString: strerror(errno)))") }
         _ = fchmod(fd, mode_t(mode))
         let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        let synced = fsync(fd) == 0
         close(fd)
-        guard written == data.count else {
+        guard written == data.count, synced else {
             unlink(temporary.path)
             throw RuntimeStartError("cannot write \(url.path): \(String(cString: strerror(errno)))")
         }
