@@ -45,10 +45,10 @@ public struct ServiceDefaults: Sendable, Equatable {
     /// on a port, events on the next): `tcp://HOST:7100` gives `tcp://HOST:7101`. Nil when it
     /// cannot be derived (not tcp://, no numeric port, or port 65535).
     public static func events(besideRequests requests: String) -> String? {
-        guard requests.hasPrefix("tcp://"), let colon = requests.lastIndex(of: ":") else { return nil }
-        let digits = requests[requests.index(after: colon)...]
-        guard digits.allSatisfy({ $0.isASCII && $0.isNumber }), let port = UInt16(digits), port < .max else { return nil }
-        return String(requests[..<colon]) + ":\(port + 1)"
+        guard requests.hasPrefix("tcp://"), let port = EndpointPorts.port(of: requests), (1 ..< 65535).contains(port) else {
+            return nil
+        }
+        return EndpointPorts.shift(requests, by: 1)
     }
 
     /// netplay-sync replica `index` (0-based): requests on 7300+10i, events on 7301+10i, control on 7305+10i.

@@ -1,5 +1,6 @@
 import Foundation
 import MemberwiseInit
+import NetplayService
 
 /// A cluster as described by `compose/cluster.yaml`, after `${VAR}` interpolation and
 /// validation: what the supervisor starts, in which order, and how it restarts and stops it.
@@ -215,25 +216,5 @@ public struct ServiceSpec: Sendable, Equatable {
             && lhs.readiness == rhs.readiness && lhs.startTimeout == rhs.startTimeout && lhs.stopTimeout == rhs.stopTimeout
             && lhs.heartbeatTimeout == rhs.heartbeatTimeout && lhs.backoff == rhs.backoff && lhs.optional == rhs.optional
             && lhs.critical == rhs.critical && lhs.intensity == rhs.intensity && lhs.coolDown == rhs.coolDown
-    }
-}
-
-/// Port arithmetic on endpoint strings (`tcp://host:PORT`, `host:PORT`).
-public enum EndpointPorts {
-    /// The trailing port of `endpoint`, if it has a numeric one.
-    public static func port(of endpoint: String) -> Int? {
-        guard let colon = endpoint.lastIndex(of: ":") else { return nil }
-        let digits = endpoint[endpoint.index(after: colon)...]
-        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber) else { return nil }
-        return Int(digits)
-    }
-
-    /// `endpoint` with its port moved by `delta` (unchanged when it has no numeric port or
-    /// the port is 0, which means "any").
-    public static func shift(_ endpoint: String, by delta: Int) -> String {
-        guard delta != 0, let port = port(of: endpoint), port != 0, let colon = endpoint.lastIndex(of: ":") else {
-            return endpoint
-        }
-        return String(endpoint[...colon]) + String(port + delta)
     }
 }

@@ -96,9 +96,10 @@ public enum SupervisorLauncher {
 
     /// The supervisor's public endpoint for a control endpoint: the same host, port + 5.
     static func publicEndpoint(besides control: String) -> String {
-        guard control.hasPrefix("tcp://"), let colon = control.lastIndex(of: ":"),
-              let port = Int(control[control.index(after: colon)...]), port + 5 <= 65535 else { return control + "-public" }
-        return "\(control[..<colon]):\(port + 5)"
+        guard control.hasPrefix("tcp://"), let port = EndpointPorts.port(of: control), port > 0, port + 5 <= 65535 else {
+            return control + "-public"
+        }
+        return EndpointPorts.shift(control, by: 5)
     }
 
     static func printPlan(_ config: ClusterConfig, preparation: ClusterPreparation, resolver: CommandResolver,

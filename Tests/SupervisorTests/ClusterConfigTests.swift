@@ -1,4 +1,5 @@
 import Foundation
+import NetplayService
 import Testing
 @testable import Supervisor
 import NetplayTestSupport

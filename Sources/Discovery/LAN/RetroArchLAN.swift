@@ -1,5 +1,6 @@
 import MemberwiseInit
 import NetplayLAN
+import NetplayService
 import NetplayWire
 
 /// RetroArch's LAN discovery protocol (as of RetroArch 1.14), spoken on UDP port 55435:
@@ -144,7 +145,6 @@ public struct RetroArchAdvertisement: Sendable, Equatable {
 
     /// The port of `tcp://host:port`-like endpoints.
     static func endpointPort(_ endpoint: String) -> UInt16? {
-        guard let colon = endpoint.lastIndex(of: ":") else { return nil }
-        return UInt16(endpoint[endpoint.index(after: colon)...])
+        EndpointPorts.port(of: endpoint).flatMap { UInt16(exactly: $0) }
     }
 }
