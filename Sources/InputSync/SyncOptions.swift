@@ -74,7 +74,7 @@ public struct SyncOptions: ParsableArguments, Sendable {
     public func resolve(common: ServiceOptions,
                         environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Resolved {
         let setting = SettingResolver(environment: environment)
-        let index = try setting.integer(replica.map(String.init), "NETPLAY_REPLICA", name: "--replica", default: 0, range: 0 ... 99)
+        let index = try setting.integer(replica, "NETPLAY_REPLICA", name: "--replica", default: 0, range: 0 ... 99)
         var options = common
         if setting.text(options.instance, "NETPLAY_INSTANCE") == nil { options.instance = "sync-\(index)" }
         let service = try options.resolve(defaults: ServiceDefaults.sync(replica: index), environment: environment)

@@ -34,9 +34,9 @@ public struct NetplayLogHandler: LogHandler {
     public func log(event: LogEvent) {
         var merged = metadata
         if let extra = event.metadata { merged.merge(extra) { _, new in new } }
-        var line = "\(Self.timestamp()) \(event.level) \(Self.escaped(service))/\(Self.escaped(instance)): \(Self.escaped(event.message.description))"
+        var line = "\(Timestamp.now()) \(event.level) \(ControlCharacters.escaped(service))/\(ControlCharacters.escaped(instance)): \(ControlCharacters.escaped(event.message.description))"
         for key in merged.keys.sorted() {
-            line += " \(Self.escaped(key))=\(Self.quoted(Self.escaped(merged[key]!.description)))"
+            line += " \(ControlCharacters.escaped(key))=\(Self.quoted(ControlCharacters.escaped(merged[key]!.description)))"
         }
         line += "\n"
         line.utf8CString.withUnsafeBufferPointer { buffer in
@@ -44,14 +44,11 @@ public struct NetplayLogHandler: LogHandler {
         }
     }
 
-    static func escaped(_ text: String) -> String { ControlCharacters.escaped(text) }
-
     static func quoted(_ value: String) -> String {
         value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" }) || value.isEmpty
             ? "\"" + value.replacingOccurrences(of: "\"", with: "\\\"") + "\"" : value
     }
 
-    static func timestamp() -> String { Timestamp.now() }
 }
 
 /// Installs ``NetplayLogHandler`` as the process's logging backend (once per process).

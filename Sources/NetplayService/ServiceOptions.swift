@@ -73,7 +73,7 @@ public struct ServiceOptions: ParsableArguments, Sendable {
 
         let dataDir = setting.text(self.dataDir, "NETPLAY_DATA_DIR") ?? "data/\(instance)"
 
-        let interval = try setting.number(metricsInterval.map { String($0) }, "NETPLAY_METRICS_INTERVAL",
+        let interval = try setting.number(metricsInterval, "NETPLAY_METRICS_INTERVAL",
                                           name: "--metrics-interval", default: 5, range: 0.05...3600)
 
         var curve: CurveKeyPair?

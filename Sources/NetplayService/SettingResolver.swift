@@ -30,9 +30,10 @@ public struct SettingResolver: Sendable {
     }
 
     /// A number within `range`.
-    public func number(_ flag: String?, _ variable: String, name: String, default value: Double,
+    /// The flag may arrive as text or already parsed (`Double?`); either way it wins over the variable.
+    public func number(_ flag: (some LosslessStringConvertible)?, _ variable: String, name: String, default value: Double,
                        range: ClosedRange<Double>) throws -> Double {
-        guard let text = text(flag, variable) else { return value }
+        guard let text = text(flag.map { String($0) }, variable) else { return value }
         guard let number = Double(text), number.isFinite, range.contains(number) else {
             throw ValidationError("\(name) must be a number from \(Self.format(range.lowerBound)) to \(Self.format(range.upperBound)), got '\(text)'")
         }
@@ -40,9 +41,10 @@ public struct SettingResolver: Sendable {
     }
 
     /// An integer within `range`.
-    public func integer(_ flag: String?, _ variable: String, name: String, default value: Int,
+    /// The flag may arrive as text or already parsed (`Int?`); either way it wins over the variable.
+    public func integer(_ flag: (some LosslessStringConvertible)?, _ variable: String, name: String, default value: Int,
                         range: ClosedRange<Int>) throws -> Int {
-        guard let text = text(flag, variable) else { return value }
+        guard let text = text(flag.map { String($0) }, variable) else { return value }
         guard let number = Int(text), range.contains(number) else {
             throw ValidationError("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), got '\(text)'")
         }

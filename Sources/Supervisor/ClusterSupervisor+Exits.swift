@@ -64,7 +64,7 @@ extension ClusterSupervisor {
         instance.pendingReason = nil
         let lastLine = instance.lastLine
         instance.lastReason = description + (cleanExit || lastLine.isEmpty ? "" : "; last output: \(lastLine)")
-        instance.output.note("--- \(Self.timestamp()) supervisor: pid \(pid) \(description) after \(Self.seconds(uptime))")
+        instance.output.note("--- \(Timestamp.now()) supervisor: pid \(pid) \(description) after \(Self.seconds(uptime))")
 
         if stopping || !instance.wanted {
             instance.state = .stopped

@@ -137,7 +137,7 @@ extension ClusterSupervisor {
         instance.state = .starting
         instance.nextRestart = nil
         runtime.logger.info("\(instance.name) started", metadata: ["pid": "\(child.pid)", "command": "\(instance.plan.commandLine)"])
-        instance.output.note("--- \(Self.timestamp()) supervisor: started pid \(child.pid): \(instance.plan.commandLine)")
+        instance.output.note("--- \(Timestamp.now()) supervisor: started pid \(child.pid): \(instance.plan.commandLine)")
         if instance.ready { markReady(instance) }
     }
 

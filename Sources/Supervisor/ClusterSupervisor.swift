@@ -229,8 +229,6 @@ public final class ClusterSupervisor: Service {
         value < 10 ? String(format: "%.2f s", value) : String(format: "%.0f s", value)
     }
 
-    static func timestamp() -> String { Timestamp.now() }
-
     static func signalName(_ signal: Int32) -> String {
         switch signal {
         case SIGKILL: return "SIGKILL"

@@ -50,21 +50,18 @@ public struct TelemetryOptions: ParsableArguments, Sendable {
         }
         let discovery = try setting.endpoint(discovery, "NETPLAY_DISCOVERY", name: "--discovery",
                                              default: ServiceDefaults.discoveryEndpoint)
-        let forget = try setting.number(forgetAfter.map { String($0) }, "NETPLAY_FORGET_AFTER", name: "--forget-after",
+        let forget = try setting.number(forgetAfter, "NETPLAY_FORGET_AFTER", name: "--forget-after",
                                         default: 20, range: 0.1...86_400)
-        func integer(_ flag: Int?, _ variable: String, _ name: String, default value: Int, _ range: ClosedRange<Int>) throws -> Int {
-            try setting.integer(flag.map { String($0) }, variable, name: name, default: value, range: range)
-        }
         let httpLimits = HTTPLimits(
-            maxConnections: try integer(httpMaxConnections, "NETPLAY_HTTP_MAX_CONNECTIONS", "--http-max-connections", default: 128, 1...10_000),
-            maxPerAddress: try integer(httpMaxPerAddress, "NETPLAY_HTTP_MAX_PER_ADDRESS", "--http-max-per-address", default: 16, 1...10_000),
-            headTimeout: try setting.number(httpHeadTimeout.map { String($0) }, "NETPLAY_HTTP_HEAD_TIMEOUT", name: "--http-head-timeout",
+            maxConnections: try setting.integer(httpMaxConnections, "NETPLAY_HTTP_MAX_CONNECTIONS", name: "--http-max-connections", default: 128, range: 1...10_000),
+            maxPerAddress: try setting.integer(httpMaxPerAddress, "NETPLAY_HTTP_MAX_PER_ADDRESS", name: "--http-max-per-address", default: 16, range: 1...10_000),
+            headTimeout: try setting.number(httpHeadTimeout, "NETPLAY_HTTP_HEAD_TIMEOUT", name: "--http-head-timeout",
                                             default: 5, range: 0.1...300))
         let limits = MetricStore.Limits(
-            maxInstances: try integer(maxInstances, "NETPLAY_MAX_INSTANCES", "--max-instances", default: 256, 1...100_000),
-            maxSeriesPerInstance: try integer(maxSeriesPerInstance, "NETPLAY_MAX_SERIES_PER_INSTANCE", "--max-series-per-instance",
-                                              default: 2_000, 1...1_000_000),
-            maxSeries: try integer(maxSeries, "NETPLAY_MAX_SERIES", "--max-series", default: 50_000, 1...10_000_000))
+            maxInstances: try setting.integer(maxInstances, "NETPLAY_MAX_INSTANCES", name: "--max-instances", default: 256, range: 1...100_000),
+            maxSeriesPerInstance: try setting.integer(maxSeriesPerInstance, "NETPLAY_MAX_SERIES_PER_INSTANCE", name: "--max-series-per-instance",
+                                              default: 2_000, range: 1...1_000_000),
+            maxSeries: try setting.integer(maxSeries, "NETPLAY_MAX_SERIES", name: "--max-series", default: 50_000, range: 1...10_000_000))
         return TelemetrySettings(ingest: ingest, http: httpText.lowercased() == "none" ? nil : httpText,
                                  forgetAfter: forget, sessionForgetAfter: max(30, forget), discovery: discovery,
                                  limits: limits, httpLimits: httpLimits)

@@ -34,7 +34,7 @@ struct ConnectionOptions: ParsableArguments {
     var publicPlane = false
 
     func resolvedTimeout() throws -> Double {
-        try SettingResolver().number(timeout.map { String($0) }, "NETPLAY_TIMEOUT", name: "--timeout", default: 2,
+        try SettingResolver().number(timeout, "NETPLAY_TIMEOUT", name: "--timeout", default: 2,
                                      range: 0.001...3600)
     }
 
