@@ -51,7 +51,8 @@ public final class HostControls: Sendable {
         switch room {
         case .cluster(let lobby, let admission):
             let body = try await Self.off { try lobby.call(lobby.coordinatorEndpoint, "coordinator",
-                                                           .getSessionRequest(GetSessionRequest(sessionId: admission.sessionId))) }
+                                                           .getSessionRequest(GetSessionRequest(sessionId: admission.sessionId)),
+                                                           repeatable: true) }
             guard case .sessionResponse(let response) = body else {
                 throw NetplayError(.internal, "The coordinator answered \(body.name) to a session query.")
             }

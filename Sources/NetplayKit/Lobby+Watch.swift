@@ -151,22 +151,13 @@ final class RoomWatch: Sendable {
     /// The filtered rooms now, by id, and the registry sequence the first page was taken at (a
     /// change during paging is newer, so it brings another snapshot).
     private func snapshot(_ requests: String) throws -> ([String: Room], UInt64) {
-        let client: BlockingClient
-        do { client = try BlockingClient(endpoint: requests, timeout: lobby.timeout, serverKey: lobby.serverKey) } catch {
-            throw NetplayError(.unavailable, "Cannot reach the discovery service at \(requests): \(error)")
-        }
         var rooms: [String: Room] = [:]
         var sequence: UInt64?
         var token = ""
         repeat {
-            let reply: Envelope.Body
-            do {
-                reply = try client.request(.watchRoomsRequest(WatchRoomsRequest(filter: filter, pageSize: 500, pageToken: token)))
-            } catch .remote(let error) {
-                throw NetplayError(error.code, error.message)
-            } catch {
-                throw NetplayError(.unavailable, "The discovery service at \(requests) did not answer: \(error)")
-            }
+            let reply = try lobby.call(requests, "discovery service",
+                                       .watchRoomsRequest(WatchRoomsRequest(filter: filter, pageSize: 500, pageToken: token)),
+                                       repeatable: true)
             guard case .watchRoomsSnapshot(let page) = reply else {
                 throw NetplayError(.internal, "The discovery service answered \(reply.name) to a room watch.")
             }

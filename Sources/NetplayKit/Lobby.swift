@@ -5,8 +5,10 @@ import Synchronization
 
 /// The control plane as a frontend sees it: browse rooms (lobby and LAN), host a relay room
 /// through the coordinator, join or spectate a room, start and leave. Every call is a short
-/// request/reply on a fresh connection, so a `NetplayLobby` can be used from any thread; the
-/// `async` variants run the call off the caller's executor.
+/// request/reply on a connection the lobby keeps open to that service (one per concurrent call),
+/// so a `NetplayLobby` can be used from any thread; the `async` variants run the call off the
+/// caller's executor. A reply is waited for up to ``tries`` timeouts, and a request that is safe
+/// to repeat is sent again after each: a lossy path can hold a request past one.
 ///
 /// In a CurveZMQ-encrypted cluster (services started with `--curve-secret-key`) pass the
 /// cluster's public key as `serverKey`: discovery and coordinator requests are then encrypted,
@@ -22,8 +24,11 @@ public struct NetplayLobby: Sendable {
     public var coordinatorEndpoint: String?
     /// UDP port LAN beacons are heard on.
     public var lanBeaconPort: UInt16
-    /// Seconds to wait for each reply.
+    /// Seconds a request waits for its reply before it counts as one unanswered try.
     public var timeout: Double
+    /// How many timeouts a request waits for its reply before the call fails UNAVAILABLE (at
+    /// least 1). A request that is safe to repeat is sent again after each.
+    public var tries = 3
     /// The cluster's CurveZMQ public key (32 bytes) when its services encrypt, nil for a plain
     /// cluster. Used for discovery and coordinator requests, not for LAN hosts.
     public var serverKey: [UInt8]?
@@ -34,6 +39,8 @@ public struct NetplayLobby: Sendable {
     /// How long a join to a room whose host approves joiners waits for the host's decision
     /// before it gives up (TIMEOUT); see ``NetplaySettings/approveJoiners``.
     public var approvalWaitSeconds: Double = 60
+    /// The open connections every copy of this lobby shares.
+    let connections = LobbyConnections()
 
     /// A lobby over the cluster at these endpoints (defaults: the local cluster, unencrypted).
     public init(discovery: String? = ServiceDefaults.discoveryEndpoint,
@@ -48,18 +55,21 @@ public struct NetplayLobby: Sendable {
         self.serverKey = serverKey
     }
 
-    /// One request to a cluster service (`encrypted`: with ``serverKey``) or a LAN host.
-    func call(_ endpoint: String?, _ what: String, _ body: Envelope.Body, encrypted: Bool = true) throws -> Envelope.Body {
+    /// One request to a cluster service (`encrypted`: with ``serverKey``) or a LAN host, on the
+    /// lobby's connection to it. The reply is waited for up to ``tries`` timeouts; `repeatable`
+    /// (a read, or a coordinator create or join with its idempotency key) sends the request again
+    /// after each one that passes without it.
+    func call(_ endpoint: String?, _ what: String, _ body: Envelope.Body, encrypted: Bool = true,
+              repeatable: Bool = false) throws -> Envelope.Body {
         guard let endpoint else { throw NetplayError(.unavailable, "No \(what) is configured.") }
         let key = encrypted ? serverKey : nil
         let client: BlockingClient
-        do { client = try BlockingClient(endpoint: endpoint, timeout: timeout, serverKey: key) } catch {
+        do { client = try connections.take(endpoint, serverKey: key, timeout: timeout) } catch {
             throw NetplayError(.unavailable, "Cannot reach the \(what) at \(endpoint): \(error)")
         }
+        let reply: Envelope
         do {
-            return try client.request(body)
-        } catch .remote(let reply) {
-            throw NetplayError(reply.code, reply.message)
+            reply = try client.requestEnvelope(body, tries: tries, resending: repeatable)
         } catch .timeout(_, let seconds) {
             // An encrypted service drops a handshake with the wrong key (or none) without a word,
             // so silence is all a key mismatch looks like from here.
@@ -70,6 +80,9 @@ public struct NetplayLobby: Sendable {
         } catch {
             throw NetplayError(.unavailable, "The \(what) at \(endpoint) did not answer: \(error)")
         }
+        connections.giveBack(client, serverKey: key)
+        if case .error(let error) = reply.body { throw NetplayError(error.code, error.message) }
+        return reply.body
     }
 
     private static func seconds(_ value: Double) -> String {
@@ -84,7 +97,8 @@ public struct NetplayLobby: Sendable {
         var token = ""
         repeat {
             let body = try call(discoveryEndpoint, "discovery service",
-                                .listRoomsRequest(ListRoomsRequest(filter: filter, pageSize: 100, pageToken: token)))
+                                .listRoomsRequest(ListRoomsRequest(filter: filter, pageSize: 100, pageToken: token)),
+                                repeatable: true)
             guard case .listRoomsResponse(let page) = body else {
                 throw NetplayError(.internal, "The discovery service answered \(body.name) to a room list.")
             }
@@ -97,7 +111,7 @@ public struct NetplayLobby: Sendable {
     /// One lobby room by id (a session id, e.g. from an invite link); NOT_FOUND when discovery
     /// does not list it.
     public func lobbyRoom(id: String) throws -> NetplayRoom {
-        let body = try call(discoveryEndpoint, "discovery service", .getRoomRequest(GetRoomRequest(roomId: id)))
+        let body = try call(discoveryEndpoint, "discovery service", .getRoomRequest(GetRoomRequest(roomId: id)), repeatable: true)
         guard case .getRoomResponse(let found) = body else {
             throw NetplayError(.internal, "The discovery service answered \(body.name) to a room lookup.")
         }
@@ -138,7 +152,8 @@ public struct NetplayLobby: Sendable {
     /// first one that sets the connection up, all relays at once, each request waiting at most
     /// `timeoutMs`. Relays that did not answer are left out; no coordinator, no relays.
     public func measureRelays(timeoutMs: Int = 500) -> [RelayRtt] {
-        guard case .listRelaysResponse(let list)? = try? call(coordinatorEndpoint, "coordinator", .listRelaysRequest(ListRelaysRequest())) else {
+        guard case .listRelaysResponse(let list)? = try? call(coordinatorEndpoint, "coordinator", .listRelaysRequest(ListRelaysRequest()),
+                                                              repeatable: true) else {
             return []
         }
         let relays = list.relays.filter { !$0.draining && !$0.endpoint.isEmpty }.prefix(32)
@@ -186,7 +201,7 @@ public struct NetplayLobby: Sendable {
         let request = CreateSessionRequest(settings: settings.sessionSettings(content: content, inputSize: inputSize),
                                            hostName: String(hostName.prefix(64)), preferredSlot: UInt32(settings.hostSlot),
                                            idempotencyKey: UUID().uuidString, relayRtts: measuresRelays ? measureRelays() : [])
-        let body = try call(coordinatorEndpoint, "coordinator", .createSessionRequest(request))
+        let body = try call(coordinatorEndpoint, "coordinator", .createSessionRequest(request), repeatable: true)
         guard case .createSessionResponse(let response) = body, let ticket = response.ticket else {
             throw NetplayError(.internal, "The coordinator answered \(body.name) without a ticket.")
         }
@@ -203,7 +218,8 @@ public struct NetplayLobby: Sendable {
                                          password: password, content: content, preferredSlot: UInt32(preferredSlot),
                                          idempotencyKey: UUID().uuidString, relayRtts: measure ? measureRelays() : [])
         let endpoint = room.isLAN ? room.endpoint : coordinatorEndpoint
-        let body = try askUntilDecided { try call(endpoint, room.isLAN ? "LAN host" : "coordinator", .joinSessionRequest(request), encrypted: !room.isLAN) }
+        let body = try askUntilDecided { try call(endpoint, room.isLAN ? "LAN host" : "coordinator", .joinSessionRequest(request),
+                                                       encrypted: !room.isLAN, repeatable: !room.isLAN) }
         guard case .joinSessionResponse(let response) = body, let ticket = response.ticket else {
             throw NetplayError(.internal, "The join was answered with \(body.name) without a ticket.")
         }

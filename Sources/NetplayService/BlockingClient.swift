@@ -30,17 +30,44 @@ public final class BlockingClient {
 
     /// Sends `body` and returns the whole reply envelope (Error replies included).
     public func requestEnvelope(_ body: Envelope.Body) throws(ClientError) -> Envelope {
+        try requestEnvelope(body, tries: 1, resending: false)
+    }
+
+    /// Sends `body` and waits for its reply for up to `tries` times ``timeout``: a path that
+    /// loses packets can hold a request (and the handshakes before it) past one timeout, and TCP
+    /// still delivers it. With `resending` (for a request that does the same when it arrives
+    /// twice: a read, or a create or join carrying an idempotency key) the request goes out
+    /// again, under the same request id, each time a timeout passes without its reply, which
+    /// makes good a copy lost with a broken connection; any other request is sent once and only
+    /// waited for longer. The first reply to it is returned; after the last try the error is a
+    /// timeout of the whole wait.
+    public func requestEnvelope(_ body: Envelope.Body, tries: Int, resending: Bool) throws(ClientError) -> Envelope {
         nextId &+= 1
         let id = nextId
         let payload: [UInt8]
         do { payload = try Envelope(requestId: id, body: body).encoded() } catch { throw .wire(error) }
-        try sendRaw(payload)
+        let tries = max(tries, 1)
+        for attempt in 1 ... tries {
+            if attempt == 1 || resending {
+                do { try sendRaw(payload) } catch .timeout { continue }
+            }
+            if let reply = try awaitReply(to: id) { return reply }
+        }
+        throw .timeout(endpoint: endpoint, seconds: timeout * Double(tries))
+    }
+
+    /// The reply to request `id` within one ``timeout``, skipping late replies to earlier,
+    /// timed-out requests; nil when none came.
+    private func awaitReply(to id: UInt64) throws(ClientError) -> Envelope? {
+        let deadline = ContinuousClock.now + .milliseconds(Int((max(timeout, 0) * 1000).rounded(.up)))
         while true {
-            let frame = try receiveRaw()
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { return nil }
+            let frame: [UInt8]
+            do { frame = try receiveRaw(within: left) } catch .timeout { return nil }
             let envelope: Envelope
             do { envelope = try Envelope(decoding: frame) } catch { throw .wire(error) }
             if envelope.requestId == id { return envelope }
-            // A late reply to an earlier, timed-out request: skip it.
         }
     }
 
@@ -71,10 +98,15 @@ public final class BlockingClient {
 
     /// Receives one frame within the timeout.
     public func receiveRaw() throws(ClientError) -> [UInt8] {
+        try receiveRaw(within: .milliseconds(Int(timeout * 1000)))
+    }
+
+    private func receiveRaw(within wait: Duration) throws(ClientError) -> [UInt8] {
         let poller = Poller()
         poller.add(socket)
+        let milliseconds = Int(wait.components.seconds) * 1000 + Int((wait.components.attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
         do {
-            guard try poller.poll(timeout: Int(timeout * 1000)) > 0 else {
+            guard try poller.poll(timeout: milliseconds) > 0 else {
                 throw ClientError.timeout(endpoint: endpoint, seconds: timeout)
             }
             return try socket.receive(flags: .dontWait)

@@ -1,0 +1,158 @@
+import Foundation
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import Synchronization
+import Testing
+import ZeroMQ
+@testable import NetplayKit
+
+/// A service that answers room lists as its script says: it records each request's connection
+/// (the DEALER's routing id) and request id, and answers a copy, delays its answer or stays
+/// silent. It stands in for a coordinator or discovery behind a path that loses packets.
+final class ScriptedService: Sendable {
+    /// What the service does with the `copy`-th arrival (1-based) of one request id.
+    enum Answer: Sendable {
+        case reply
+        case replyAfter(milliseconds: Int)
+        case replyError(ErrorCode)
+        case silence
+    }
+
+    struct Arrival: Sendable {
+        let connection: [UInt8]
+        let requestId: UInt64
+    }
+
+    private final class State: Sendable {
+        let arrivals = Mutex<[Arrival]>([])
+        let stopped = Atomic<Bool>(false)
+        let finished = DispatchSemaphore(value: 0)
+    }
+
+    let endpoint: String
+    private let state = State()
+
+    init(_ script: @escaping @Sendable (_ copy: Int) -> Answer) throws {
+        let ready = DispatchSemaphore(value: 0)
+        let bound = Mutex<Result<String, any Error>?>(nil)
+        let state = self.state
+        Thread.detachNewThread {
+            defer { state.finished.signal() }
+            let router: Socket
+            do {
+                router = try Context.shared.socket(.router)
+                try router.set(.receiveTimeout(milliseconds: 50))
+                try router.bind("tcp://127.0.0.1:*")
+                let endpoint = try router.lastEndpoint
+                bound.withLock { $0 = .success(endpoint) }
+            } catch {
+                bound.withLock { $0 = .failure(error) }
+                ready.signal()
+                return
+            }
+            ready.signal()
+            var delayed: [(due: ContinuousClock.Instant, frames: [[UInt8]])] = []
+            while !state.stopped.load(ordering: .relaxed) {
+                let now = ContinuousClock.now
+                for reply in delayed where reply.due <= now { _ = try? router.sendMultipart(reply.frames) }
+                delayed.removeAll { $0.due <= now }
+                guard let frames = try? router.receiveMultipart(), frames.count == 2,
+                      let request = try? Envelope(decoding: frames[1]) else { continue }
+                let copy = state.arrivals.withLock { log in
+                    log.append(Arrival(connection: frames[0], requestId: request.requestId))
+                    return log.filter { $0.requestId == request.requestId }.count
+                }
+                let body: Envelope.Body
+                var wait = 0
+                switch script(copy) {
+                case .silence: continue
+                case .reply: body = .listRoomsResponse(ListRoomsResponse())
+                case .replyAfter(let milliseconds): body = .listRoomsResponse(ListRoomsResponse()); wait = milliseconds
+                case .replyError(let code): body = .error(ErrorReply(code: code, message: "scripted"))
+                }
+                guard let payload = try? Envelope(requestId: request.requestId, body: body).encoded() else { continue }
+                delayed.append((.now + .milliseconds(wait), [frames[0], payload]))
+            }
+        }
+        ready.wait()
+        endpoint = try bound.withLock { $0! }.get()
+    }
+
+    var log: [Arrival] { state.arrivals.withLock { $0 } }
+
+    func stop() {
+        state.stopped.store(true, ordering: .relaxed)
+        state.finished.wait()
+    }
+}
+
+@Suite("NetplayLobby keeps its connections and outlasts a lost request", .ownThread)
+struct LobbyConnectionTests {
+    func lobby(_ service: ScriptedService, timeout: Double = 0.3) -> NetplayLobby {
+        var lobby = NetplayLobby(discovery: service.endpoint, coordinator: service.endpoint, timeout: timeout)
+        lobby.measuresRelays = false
+        return lobby
+    }
+
+    @Test func callsShareOneConnectionInsteadOfAHandshakeEach() throws {
+        let service = try ScriptedService { _ in .reply }
+        defer { service.stop() }
+        let lobby = lobby(service)
+        for _ in 0 ..< 5 { _ = try lobby.lobbyRooms() }
+        let copy = lobby
+        _ = try copy.lobbyRooms()
+        #expect(service.log.count == 6)
+        #expect(Set(service.log.map(\.connection)).count == 1, "one connection for every call, copies of the lobby included")
+        #expect(lobby.connections.idleCount == 1)
+    }
+
+    @Test func aRequestSafeToRepeatIsSentAgainWhenItsReplyDoesNotCome() throws {
+        // The first copy of every request is lost; the second is answered.
+        let service = try ScriptedService { copy in copy == 1 ? .silence : .reply }
+        defer { service.stop() }
+        let rooms = try lobby(service).lobbyRooms()
+        #expect(rooms.isEmpty)
+        let log = service.log
+        #expect(log.count == 2 && Set(log.map(\.requestId)).count == 1, "the same request, sent twice: \(log.count) arrivals")
+    }
+
+    @Test func anyOtherRequestIsSentOnceAndWaitedForLonger() throws {
+        // The answer comes after two timeouts: within the three tries a call waits.
+        let service = try ScriptedService { _ in .replyAfter(milliseconds: 700) }
+        defer { service.stop() }
+        let lobby = lobby(service)
+        let body = try lobby.call(lobby.coordinatorEndpoint, "coordinator", .startSessionRequest(StartSessionRequest(
+            sessionId: "s-1", participantId: "host-1", participantToken: [1, 2, 3])))
+        guard case .listRoomsResponse = body else { Issue.record("answered \(body.name)"); return }
+        #expect(service.log.count == 1, "a request that is not safe to repeat went out \(service.log.count) times")
+    }
+
+    @Test func silenceFailsAfterEveryTryAndTheConnectionIsClosed() throws {
+        let service = try ScriptedService { _ in .silence }
+        defer { service.stop() }
+        var lobby = lobby(service, timeout: 0.2)
+        lobby.tries = 2
+        let started = ContinuousClock.now
+        let error = #expect(throws: NetplayError.self) { try lobby.lobbyRooms() }
+        let waited = ContinuousClock.now - started
+        #expect(error?.code == .unavailable)
+        #expect(error?.message.contains("did not answer within 0.4 s") == true, "\(error?.message ?? "")")
+        #expect(waited >= .milliseconds(390) && waited < .seconds(3), "waited \(waited)")
+        #expect(service.log.count == 2, "one send and one resend, not \(service.log.count)")
+        #expect(lobby.connections.idleCount == 0, "a connection that timed out is not kept")
+        // The next call opens a fresh connection rather than one with a request still queued.
+        _ = try? lobby.lobbyRooms()
+        #expect(Set(service.log.map(\.connection)).count == 2)
+    }
+
+    @Test func anErrorReplyIsTheServicesWordAndKeepsTheConnection() throws {
+        let service = try ScriptedService { _ in .replyError(.notFound) }
+        defer { service.stop() }
+        let lobby = lobby(service)
+        let error = #expect(throws: NetplayError.self) { try lobby.lobbyRoom(id: "nowhere") }
+        #expect(error?.code == .notFound && error?.message == "scripted")
+        #expect(service.log.count == 1, "an answered request is not repeated")
+        #expect(lobby.connections.idleCount == 1)
+    }
+}
