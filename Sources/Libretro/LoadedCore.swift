@@ -1,4 +1,5 @@
 import Foundation
+import Rollback
 
 /// A core loaded with its content for netplay, with what a session needs to know about them:
 /// the content's identity (what a room announces and joiners must match), the checksum of the
@@ -68,19 +69,15 @@ public struct LoadedCore {
 
     /// `libretro;players=N;buttons=XXXX;initial=XXXXXXXXXXXXXXXX`, stored in the replay header.
     public func gameOptions(players: Int) -> [UInt8] {
-        Array("libretro;players=\(players);buttons=\(String(buttonMask.rawValue, radix: 16));initial=\(String(initialChecksum, radix: 16))".utf8)
+        GameOptions(tag: "libretro", ["players": String(players), "buttons": String(buttonMask.rawValue, radix: 16),
+                                      "initial": String(initialChecksum, radix: 16)]).bytes
     }
 
     /// Parses ``gameOptions(players:)``: players, button mask and initial checksum.
     public static func parse(options: [UInt8]) -> (players: Int, buttons: UInt16, initial: UInt64)? {
-        let text = String(decoding: options, as: UTF8.self)
-        guard text.hasPrefix("libretro;") else { return nil }
-        var fields: [String: String] = [:]
-        for part in text.split(separator: ";") {
-            let pair = part.split(separator: "=", maxSplits: 1)
-            if pair.count == 2 { fields[String(pair[0])] = String(pair[1]) }
-        }
-        guard let players = fields["players"].flatMap({ Int($0) }), let buttons = fields["buttons"].flatMap({ UInt16($0, radix: 16) }),
+        let fields = GameOptions(decoding: options)
+        guard fields.tag == "libretro", let players = fields["players"].flatMap({ Int($0) }),
+              let buttons = fields["buttons"].flatMap({ UInt16($0, radix: 16) }),
               let initial = fields["initial"].flatMap({ UInt64($0, radix: 16) }) else { return nil }
         return (players, buttons, initial)
     }

@@ -19,16 +19,12 @@ enum SampleGame: String, CaseIterable {
 
     /// `game=arena;players=N;seed=S`, stored in the replay header.
     static func options(game: SampleGame, players: Int, seed: UInt64) -> [UInt8] {
-        Array("game=\(game.rawValue);players=\(players);seed=\(seed)".utf8)
+        GameOptions(["game": game.rawValue, "players": String(players), "seed": String(seed)]).bytes
     }
 
     /// Parses ``options(game:players:seed:)``.
     static func parse(options: [UInt8], coreId: String) -> (SampleGame, Int, UInt64)? {
-        var fields: [String: String] = [:]
-        for part in String(decoding: options, as: UTF8.self).split(separator: ";") {
-            let pair = part.split(separator: "=", maxSplits: 1)
-            if pair.count == 2 { fields[String(pair[0])] = String(pair[1]) }
-        }
+        let fields = GameOptions(decoding: options)
         let game = fields["game"].flatMap(SampleGame.init(rawValue:))
             ?? SampleGame.allCases.first { $0.coreId == coreId }
         guard let game, let players = fields["players"].flatMap(Int.init) else { return nil }
