@@ -80,6 +80,7 @@ final class DemoChild: @unchecked Sendable {
     let label: String
     private let process = Process()
     private let log = LineLog()
+    private var drain: PipeDrain?
 
     /// `plain`: the child gets no NETPLAY_CURVE_* variables (it plays in the demo's unencrypted cluster).
     init(label: String, arguments: [String], plain: Bool) throws {
@@ -97,22 +98,20 @@ final class DemoChild: @unchecked Sendable {
         process.standardError = pipe
         let label = self.label
         let log = self.log
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            guard !data.isEmpty else { return }
+        drain = PipeDrain(pipe, deliver: { data in
             let complete = log.append(data)
             for line in complete {
                 let shown = line.hasPrefix("+") || line.hasPrefix("|") ? line : "[\(label)] \(line)"
                 FileHandle.standardOutput.write(Data((shown + "\n").utf8))
             }
-        }
+        })
         try process.run()
     }
 
     /// Waits for the child and returns its exit status.
     func wait() -> Int32 {
         process.waitUntilExit()
-        Thread.sleep(forTimeInterval: 0.1)
+        drain?.waitForEnd(seconds: 1)
         return process.terminationStatus
     }
 

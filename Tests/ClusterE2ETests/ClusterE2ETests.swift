@@ -15,6 +15,7 @@ struct ClusterE2ETests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-up-\(UUID().uuidString)")
         let process = Process()
         let output = OutputCollector()
+        private var drain: PipeDrain?
         var supervisor: String { "tcp://127.0.0.1:\(7000 + offset)" }
         var http: String { "127.0.0.1:\(9400 + offset)" }
         var runDirectory: String { directory.appendingPathComponent("run").path }
@@ -34,7 +35,7 @@ struct ClusterE2ETests {
             let pipe = Pipe()
             process.standardOutput = pipe
             process.standardError = pipe
-            pipe.fileHandleForReading.readabilityHandler = { [output] in output.append($0.availableData) }
+            drain = PipeDrain(pipe, deliver: { [output] in output.append($0) })
             try process.run()
         }
 

@@ -1,4 +1,5 @@
 import Foundation
+import NetplayService
 import Synchronization
 import WANHarness
 
@@ -25,14 +26,14 @@ public func run(_ executable: String, _ arguments: [String], timeout: Double = 6
     process.standardOutput = pipe
     process.standardError = pipe
     let output = OutputCollector()
-    pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
+    let drain = PipeDrain(pipe, deliver: { output.append($0) })
     try process.run()
     let deadline = Date().addingTimeInterval(timeout)
     while process.isRunning && Date() < deadline { usleep(20_000) }
     LoggedProcess.stop([process], grace: 5)
     process.waitUntilExit()
-    pipe.fileHandleForReading.readabilityHandler = nil
-    output.append(pipe.fileHandleForReading.readDataToEndOfFile())
+    // Its last words may still be in the pipe; a child it left behind may hold the pipe open.
+    drain.waitForEnd(seconds: 5)
     return (process.terminationStatus, output.text)
 }
 

@@ -9,7 +9,8 @@ public final class ServiceProcess: @unchecked Sendable {
     public let process: Process
     /// The executable's name.
     public let name: String
-    private let output = OutputBuffer()
+    private let output = OutputCollector()
+    private let drain: PipeDrain
 
     /// Launches `executable` (a product name such as `netplay-discovery`) with `arguments`.
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
@@ -24,15 +25,7 @@ public final class ServiceProcess: @unchecked Sendable {
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
-        pipe.fileHandleForReading.readabilityHandler = { [output] handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                output.finish()
-            } else {
-                output.append(data)
-            }
-        }
+        drain = PipeDrain(pipe, deliver: { [output] in output.append($0) })
         try process.run()
     }
 
@@ -57,7 +50,7 @@ public final class ServiceProcess: @unchecked Sendable {
         while process.isRunning && Date() < deadline { usleep(10_000) }
         if process.isRunning { return nil }
         // Its last words may still be in the pipe: wait (briefly) until the reader saw the end.
-        output.waitForEnd(until: Date().addingTimeInterval(2))
+        drain.waitForEnd(seconds: 2)
         return process.terminationStatus
     }
 
@@ -67,20 +60,6 @@ public final class ServiceProcess: @unchecked Sendable {
     /// Kills the process if it is still running.
     public func kill9() {
         if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
-    }
-}
-
-/// Accumulates a child's output from the pipe's reader thread.
-final class OutputBuffer: Sendable {
-    private let storage = Mutex<String>("")
-    private let ended = Mutex(false)
-    func append(_ data: Data) { storage.withLock { $0 += String(decoding: data, as: UTF8.self) } }
-    var text: String { storage.withLock { $0 } }
-    /// The pipe reached its end (every writer closed it).
-    func finish() { ended.withLock { $0 = true } }
-    /// Waits until the end was read, or `deadline`.
-    func waitForEnd(until deadline: Date) {
-        while !ended.withLock({ $0 }) && Date() < deadline { usleep(5_000) }
     }
 }
 

@@ -197,9 +197,9 @@ struct TelemetryProcessTests {
         let pipe = Pipe()
         server.standardOutput = pipe
         server.standardError = pipe
-        pipe.fileHandleForReading.readabilityHandler = { output.append($0.availableData) }
+        let drain = PipeDrain(pipe, deliver: { output.append($0) })
         try server.run()
-        defer { server.terminate(); server.waitUntilExit() }
+        defer { server.terminate(); server.waitUntilExit(); drain.waitForEnd(seconds: 2) }
         var targets = ""
         let up = eventually(within: 30) {
             targets = httpGet(web, "/api/v1/targets")?.body ?? ""
