@@ -67,6 +67,81 @@ struct Endpoint {
     }
 
     var isAlive: Bool { phase != .disconnected }
+
+    // MARK: Rules every session applies to its endpoints (what each does about them differs)
+
+    /// Whether a handshake `SyncRequest` is due (the first, or a retry after `retryMs` without
+    /// a reply); when it is, notes it as sent at `now`.
+    mutating func syncRequestDue(now: UInt64, retryMs: Int) -> Bool {
+        guard phase == .synchronizing, lastSyncSendMs.map({ now &- $0 >= UInt64(retryMs) }) ?? true else { return false }
+        lastSyncSendMs = now
+        return true
+    }
+
+    /// What a handshake reply did.
+    enum SyncProgress: Equatable {
+        /// Not the reply awaited (stale nonce, or not synchronizing): nothing changed.
+        case ignored
+        /// One more round trip of `count`; the next `SyncRequest` is due now (its retry timer
+        /// runs from here).
+        case progressed(count: Int)
+        /// The last round trip of `count`: the endpoint runs.
+        case completed(count: Int)
+    }
+
+    /// Counts `reply` when it answers the request in flight: the endpoint runs after `total`
+    /// round trips. The session then draws the next request's nonce (from its own generator,
+    /// for a reply that counted only).
+    mutating func acceptSyncReply(_ reply: SyncReply, total: Int, now: UInt64) -> SyncProgress {
+        guard phase == .synchronizing, reply.nonce == syncNonce else { return .ignored }
+        syncCount += 1
+        guard syncCount >= total else {
+            lastSyncSendMs = now
+            return .progressed(count: syncCount)
+        }
+        phase = .running
+        return .completed(count: syncCount)
+    }
+
+    /// What a silence of the endpoint amounts to at a poll.
+    struct Silence: Equatable {
+        /// Set when the endpoint has just been found interrupted: milliseconds until it will be
+        /// disconnected (`Int.max`: never).
+        var interruptedNow: Int?
+        /// Whether it has been silent for the disconnect timeout.
+        var timedOut = false
+    }
+
+    /// Checks how long the endpoint has been silent at `now`: interrupted after `interruptMs`
+    /// (reported once, until ``heard(at:)``), timed out after `disconnectMs` (0: never).
+    mutating func silence(at now: UInt64, interruptMs: Int, disconnectMs: Int) -> Silence {
+        guard let heard = lastReceiveMs else { return Silence() }
+        let silent = Int(now &- heard)
+        var outcome = Silence(timedOut: disconnectMs > 0 && silent >= disconnectMs)
+        if !interrupted && silent >= interruptMs {
+            interrupted = true
+            outcome.interruptedNow = disconnectMs > 0 ? max(0, disconnectMs - silent) : Int.max
+        }
+        return outcome
+    }
+
+    /// Notes a message received at `now`; true when it ends an interruption (the endpoint
+    /// resumed).
+    mutating func heard(at now: UInt64) -> Bool {
+        stats.messagesReceived += 1
+        lastReceiveMs = now
+        guard interrupted else { return false }
+        interrupted = false
+        return true
+    }
+
+    /// Whether a `QualityReport` (ping) is due after `intervalMs`; when it is, notes it as sent
+    /// at `now`.
+    mutating func qualityReportDue(now: UInt64, intervalMs: Int) -> Bool {
+        guard lastQualityMs.map({ now &- $0 >= UInt64(intervalMs) }) ?? true else { return false }
+        lastQualityMs = now
+        return true
+    }
     var isPlayerLink: Bool { kind == .peer || kind == .authority || kind == .host }
 
     /// Records a round-trip sample (smoothed like TCP's SRTT / RTTVAR).
