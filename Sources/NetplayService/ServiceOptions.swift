@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import MemberwiseInit
 import ZeroMQ
 
 /// The flags every service takes, each with a `NETPLAY_*` environment fallback.
@@ -138,6 +139,7 @@ public enum EndpointValidator {
 }
 
 /// A service's resolved, validated configuration.
+@PublicMemberwiseInit
 public struct ServiceConfiguration: Sendable {
     /// Service kind, e.g. `"discovery"`.
     public var kind: String
@@ -146,48 +148,31 @@ public struct ServiceConfiguration: Sendable {
     /// ROUTER endpoint for requests.
     public var endpoint: String
     /// PUB endpoint for events, or nil when disabled.
-    public var events: String?
+    public var events: String? = nil
     /// Telemetry PULL endpoint, or nil when disabled.
-    public var telemetry: String?
+    public var telemetry: String? = nil
     /// Supervisor endpoint for heartbeats, or nil.
-    public var supervisor: String?
+    public var supervisor: String? = nil
     /// Log threshold.
-    public var logLevel: Logger.Level
+    public var logLevel: Logger.Level = .info
     /// Where the service stores files.
-    public var dataDirectory: URL
+    public var dataDirectory: URL = URL(fileURLWithPath: "data")
     /// Seconds between metric snapshots.
-    public var metricsInterval: Double
+    public var metricsInterval: Double = 5
     /// The cluster's CurveZMQ key pair when encryption is on.
-    public var curve: CurveKeyPair?
+    public var curve: CurveKeyPair? = nil
     /// Seconds between heartbeats to the supervisor.
     public var heartbeatInterval: Double = 1
     /// How long a graceful stop may drain before sockets close.
     public var drainTimeout: Double = 1
     /// ROUTER endpoint of the cluster and operator planes, or nil for none.
-    public var control: String?
+    public var control: String? = nil
     /// The trust store's directory, or nil: no control plane, and plain connections to the
     /// cluster (a service embedded in a program, tests of the public plane).
-    public var trustStore: URL?
+    public var trustStore: URL? = nil
     /// Where this instance's identity key lives (default `<data dir>/identity.secret`).
-    public var identityKeyFile: URL?
+    public var identityKeyFile: URL? = nil
     /// Whether anyone may subscribe to the events endpoint (discovery's room events); otherwise
     /// it is a CurveZMQ endpoint for trust-store keys only.
-    public var publicEvents = false
-
-    /// Creates a configuration directly (tests, embedded use); executables use ``ServiceOptions``.
-    public init(kind: String, instance: String, endpoint: String, events: String? = nil,
-                telemetry: String? = nil, supervisor: String? = nil, logLevel: Logger.Level = .info,
-                dataDirectory: URL = URL(fileURLWithPath: "data"), metricsInterval: Double = 5,
-                curve: CurveKeyPair? = nil) {
-        self.kind = kind
-        self.instance = instance
-        self.endpoint = endpoint
-        self.events = events
-        self.telemetry = telemetry
-        self.supervisor = supervisor
-        self.logLevel = logLevel
-        self.dataDirectory = dataDirectory
-        self.metricsInterval = metricsInterval
-        self.curve = curve
-    }
+    public var publicEvents: Bool = false
 }

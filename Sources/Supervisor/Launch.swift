@@ -54,6 +54,7 @@ public struct LaunchPlan: Sendable, Equatable {
 }
 
 /// Builds ``LaunchPlan``s from a ``ClusterConfig``.
+@PublicMemberwiseInit
 public struct LaunchPlanner: Sendable {
     /// The cluster.
     public let config: ClusterConfig
@@ -65,18 +66,8 @@ public struct LaunchPlanner: Sendable {
     /// The control endpoint children heartbeat to (as actually bound).
     public let supervisorEndpoint: String
 
-    /// Creates a planner.
     /// The cluster's trust store, given to every child (NETPLAY_KEYS_DIR), or nil.
-    public var keysDirectory: String?
-
-    public init(config: ClusterConfig, resolver: CommandResolver, baseEnvironment: [String: String], supervisorEndpoint: String,
-                keysDirectory: String? = nil) {
-        self.keysDirectory = keysDirectory
-        self.config = config
-        self.resolver = resolver
-        self.baseEnvironment = baseEnvironment
-        self.supervisorEndpoint = supervisorEndpoint
-    }
+    public var keysDirectory: String? = nil
 
     /// The plan for replica `replica` of `service`; throws a one-line reason when the command
     /// is missing or a template is wrong.
