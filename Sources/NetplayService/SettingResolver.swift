@@ -33,6 +33,7 @@ public struct SettingResolver: Sendable {
     /// The flag may arrive as text or already parsed (`Double?`); either way it wins over the variable.
     public func number(_ flag: (some LosslessStringConvertible)?, _ variable: String, name: String, default value: Double,
                        range: ClosedRange<Double>) throws -> Double {
+        Self.consulted?.record(variable, default: Self.format(value))
         guard let text = text(flag.map { String($0) }, variable) else { return value }
         guard let number = Double(text), number.isFinite, range.contains(number) else {
             throw ValidationError("\(name) must be a number from \(Self.format(range.lowerBound)) to \(Self.format(range.upperBound)), got '\(text)'")
@@ -44,6 +45,7 @@ public struct SettingResolver: Sendable {
     /// The flag may arrive as text or already parsed (`Int?`); either way it wins over the variable.
     public func integer(_ flag: (some LosslessStringConvertible)?, _ variable: String, name: String, default value: Int,
                         range: ClosedRange<Int>) throws -> Int {
+        Self.consulted?.record(variable, default: String(value))
         guard let text = text(flag.map { String($0) }, variable) else { return value }
         guard let number = Int(text), range.contains(number) else {
             throw ValidationError("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), got '\(text)'")
@@ -53,6 +55,7 @@ public struct SettingResolver: Sendable {
 
     /// A UDP port; 0 or `none` disables (nil).
     public func port(_ flag: String?, _ variable: String, name: String, default value: UInt16?) throws -> UInt16? {
+        Self.consulted?.record(variable, default: value.map { String($0) } ?? "none")
         guard let text = text(flag, variable) else { return value }
         if text.lowercased() == "none" || text == "0" { return nil }
         guard let port = UInt16(text), port > 0 else {
@@ -63,6 +66,7 @@ public struct SettingResolver: Sendable {
 
     /// An IPv4 address.
     public func ipv4(_ flag: String?, _ variable: String, name: String, default value: String) throws -> String {
+        Self.consulted?.record(variable, default: value)
         guard let text = text(flag, variable) else { return value }
         var parsed = in_addr()
         guard inet_pton(AF_INET, text, &parsed) == 1 else {
@@ -74,6 +78,7 @@ public struct SettingResolver: Sendable {
     /// An endpoint `none` switches off (nil); any other text must be a valid endpoint
     /// (``EndpointValidator``). A nil default leaves it off unless set.
     public func endpoint(_ flag: String?, _ variable: String, name: String, default value: String?) throws -> String? {
+        if let value { Self.consulted?.record(variable, default: value) }
         guard let text = text(flag, variable) ?? value, text.lowercased() != "none" else { return nil }
         try EndpointValidator.validate(text, name: name)
         return text
@@ -82,6 +87,7 @@ public struct SettingResolver: Sendable {
     /// One of `choices`.
     public func choice(_ flag: String?, _ variable: String, name: String, default value: String,
                        choices: [String]) throws -> String {
+        Self.consulted?.record(variable, default: value)
         guard let text = text(flag, variable)?.lowercased() else { return value }
         guard choices.contains(text) else {
             throw ValidationError("\(name) must be one of \(choices.joined(separator: ", ")), got '\(text)'")
@@ -98,6 +104,16 @@ public struct SettingResolver: Sendable {
         return (result, record.names)
     }
 
+    /// Runs `body` and returns, beside its result, the default each variable a resolver
+    /// consulted meanwhile falls back to, as `--help` writes it (`60`, not `60.0`; a disabled
+    /// port `none`), for the settings that have a fixed default; what an options type's
+    /// `--help` says of its defaults must agree (each service's tests hold it to that).
+    public static func defaultsConsulted<Result>(during body: () throws -> Result) rethrows -> (Result, [String: Set<String>]) {
+        let record = ConsultedVariables()
+        let result = try $consulted.withValue(record) { try body() }
+        return (result, record.defaults)
+    }
+
     /// Where ``variablesConsulted(during:)`` collects, for the task that asked.
     @TaskLocal static var consulted: ConsultedVariables?
 
@@ -106,9 +122,12 @@ public struct SettingResolver: Sendable {
     }
 }
 
-/// The variable names resolvers consulted while ``SettingResolver/variablesConsulted(during:)`` ran.
+/// The variable names resolvers consulted, and their fixed defaults, while
+/// ``SettingResolver/variablesConsulted(during:)`` or ``SettingResolver/defaultsConsulted(during:)`` ran.
 final class ConsultedVariables: Sendable {
-    private let storage = Mutex<Set<String>>([])
-    func record(_ name: String) { _ = storage.withLock { $0.insert(name) } }
-    var names: Set<String> { storage.withLock { $0 } }
+    private let storage = Mutex<(names: Set<String>, defaults: [String: Set<String>])>(([], [:]))
+    func record(_ name: String) { _ = storage.withLock { $0.names.insert(name) } }
+    func record(_ name: String, default value: String) { _ = storage.withLock { $0.defaults[name, default: []].insert(value) } }
+    var names: Set<String> { storage.withLock { $0.names } }
+    var defaults: [String: Set<String>] { storage.withLock { $0.defaults } }
 }

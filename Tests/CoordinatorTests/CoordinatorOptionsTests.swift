@@ -13,5 +13,6 @@ struct CoordinatorOptionsTests {
         #expect(contract.named.count >= 19)
         #expect(contract.namedButNotRead.isEmpty, "--help names variables nothing reads")
         #expect(contract.readButNotNamed.isEmpty, "variables read that --help does not name")
+        #expect(contract.defaultsDisagreeing.isEmpty, "\(contract.defaultsDisagreeing.joined(separator: "\n"))")
     }
 }

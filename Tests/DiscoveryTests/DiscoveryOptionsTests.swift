@@ -48,5 +48,6 @@ extension DiscoveryOptionsTests {
         #expect(contract.named.count >= 10)
         #expect(contract.namedButNotRead.isEmpty, "--help names variables nothing reads")
         #expect(contract.readButNotNamed.isEmpty, "variables read that --help does not name")
+        #expect(contract.defaultsDisagreeing.isEmpty, "\(contract.defaultsDisagreeing.joined(separator: "\n"))")
     }
 }

@@ -112,5 +112,6 @@ extension SyncOptionsTests {
         #expect(contract.named.count >= 25)
         #expect(contract.namedButNotRead.isEmpty, "--help names variables nothing reads")
         #expect(contract.readButNotNamed.isEmpty, "variables read that --help does not name")
+        #expect(contract.defaultsDisagreeing.isEmpty, "\(contract.defaultsDisagreeing.joined(separator: "\n"))")
     }
 }

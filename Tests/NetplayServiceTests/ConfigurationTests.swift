@@ -108,8 +108,29 @@ extension ConfigurationTests {
         #expect(common.named.count >= 12)
         #expect(common.namedButNotRead.isEmpty, "--help names variables nothing reads")
         #expect(common.readButNotNamed.isEmpty, "variables read that --help does not name")
+        #expect(common.defaultsDisagreeing.isEmpty, "\(common.defaultsDisagreeing.joined(separator: "\n"))")
         let curve = EnvironmentContract(help: [CurveClientOptions.self]) { _ = try CurveClientOptions.parse([]).serverKey(environment: $0) }
         #expect(curve.named == ["NETPLAY_CURVE_SERVER_KEY", "NETPLAY_CURVE_SECRET_KEY"] && curve.read == curve.named)
+    }
+
+    /// Options whose help states one default and whose code falls back to another.
+    struct DriftedOptions: ParsableArguments {
+        @Option(help: "Seconds between beats (env NETPLAY_TEST_BEAT, default 5).") var beat: Double?
+        @Option(help: "Port (env NETPLAY_TEST_PORT, default 7000).") var port: String?
+        @Option(help: "Mode (env NETPLAY_TEST_MODE, default fast).") var mode: String?
+        @Option(help: "Where (env NETPLAY_TEST_WHERE, default <data-dir>/x).") var place: String?
+    }
+
+    @Test func aDefaultTheHelpStatesButTheCodeDoesNotUseIsCaught() {
+        let contract = EnvironmentContract(help: [DriftedOptions.self]) { environment in
+            let setting = SettingResolver(environment: environment)
+            _ = try setting.number(nil as Double?, "NETPLAY_TEST_BEAT", name: "--beat", default: 6, range: 0 ... 60)
+            _ = try setting.port(nil, "NETPLAY_TEST_PORT", name: "--port", default: 7000)
+            _ = try setting.choice(nil, "NETPLAY_TEST_MODE", name: "--mode", default: "FAST", choices: ["fast", "slow"])
+            _ = setting.text(nil, "NETPLAY_TEST_WHERE")
+        }
+        #expect(contract.defaultsDisagreeing == ["NETPLAY_TEST_BEAT: --help says default 5, the code falls back to 6"],
+                "a port and a choice that agree (in any case) pass; a default worked out in code is not compared")
     }
 }
 

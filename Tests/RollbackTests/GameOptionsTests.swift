@@ -28,6 +28,11 @@ struct GameOptionsTests {
         #expect(odd.fields.map(\.key) == ["a", "b", "a"])
         #expect(odd["a"] == "1" && odd["b"] == "x=y")
         #expect(GameOptions(decoding: []) == GameOptions([:]))
+        // A first part with '=' is a field, not the tag; a tag only stands first.
+        let untagged = GameOptions(decoding: Array("game=;x=1".utf8))
+        #expect(untagged.tag == nil && untagged["game"] == "" && untagged["x"] == "1")
+        #expect(GameOptions(decoding: Array(";libretro;players=2".utf8)).tag == nil)
+        #expect(GameOptions(decoding: Array("=5;k=v".utf8)).fields.map(\.key) == ["k"], "a field needs a key")
         #expect(GameOptions(decoding: [0xFF, 0x3B, 0x3D]).fields.isEmpty, "bytes that are not UTF-8 read as no fields, not a crash")
     }
 }

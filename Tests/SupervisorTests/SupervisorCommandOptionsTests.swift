@@ -29,5 +29,6 @@ extension SupervisorCommandOptionsTests {
         #expect(contract.named.count >= 4)
         #expect(contract.namedButNotRead.isEmpty, "--help names variables nothing reads")
         #expect(contract.readButNotNamed.isEmpty, "variables read that --help does not name")
+        #expect(contract.defaultsDisagreeing.isEmpty, "\(contract.defaultsDisagreeing.joined(separator: "\n"))")
     }
 }

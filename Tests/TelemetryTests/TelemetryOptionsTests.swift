@@ -40,5 +40,6 @@ extension TelemetryOptionsTests {
         #expect(contract.named.count >= 8)
         #expect(contract.namedButNotRead.isEmpty, "--help names variables nothing reads")
         #expect(contract.readButNotNamed.isEmpty, "variables read that --help does not name")
+        #expect(contract.defaultsDisagreeing.isEmpty, "\(contract.defaultsDisagreeing.joined(separator: "\n"))")
     }
 }
