@@ -45,7 +45,7 @@ final class MatchHandle: @unchecked Sendable {
         try checkGame()
         if result.running, isHost, !markedStarted {
             markedStarted = true
-            // Off the game loop: a few round trips to the coordinator on a fresh connection.
+            // Off the game loop: a few round trips to the coordinator, more on a lossy path.
             let lobby = self.lobby, admission = match.admission
             Thread.detachNewThread { try? lobby.markStarted(admission) }
         }

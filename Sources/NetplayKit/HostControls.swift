@@ -69,7 +69,7 @@ public final class HostControls: Sendable {
         case .cluster(let lobby, let admission):
             return try await pending(lobby, .listPendingJoinsRequest(ListPendingJoinsRequest(
                 sessionId: admission.sessionId, participantId: admission.ticket.participantId,
-                participantToken: admission.participantToken)))
+                participantToken: admission.participantToken)), repeatable: true)
         case .lan(let host):
             return host.lanAdmission.pendingJoins()
         }
@@ -180,8 +180,9 @@ public final class HostControls: Sendable {
         return holder.participantId
     }
 
-    private func pending(_ lobby: NetplayLobby, _ request: Envelope.Body) async throws -> [PendingJoin] {
-        let body = try await Self.off { try lobby.call(lobby.coordinatorEndpoint, "coordinator", request) }
+    /// `repeatable`: a list (a decision is not).
+    private func pending(_ lobby: NetplayLobby, _ request: Envelope.Body, repeatable: Bool = false) async throws -> [PendingJoin] {
+        let body = try await Self.off { try lobby.call(lobby.coordinatorEndpoint, "coordinator", request, repeatable: repeatable) }
         guard case .listPendingJoinsResponse(let response) = body else {
             throw NetplayError(.internal, "The coordinator answered \(body.name) about waiting joins.")
         }

@@ -86,7 +86,8 @@ public struct NetplayLobby: Sendable {
     }
 
     private static func seconds(_ value: Double) -> String {
-        value == value.rounded() ? String(Int(value)) : String(value)
+        let milliseconds = (value * 1000).rounded()
+        return milliseconds.truncatingRemainder(dividingBy: 1000) == 0 ? String(Int(milliseconds / 1000)) : String(milliseconds / 1000)
     }
 
     // MARK: Browsing

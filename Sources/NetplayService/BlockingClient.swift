@@ -1,8 +1,10 @@
 import NetplayWire
 import ZeroMQ
 
-/// A synchronous request/reply client for command-line tools and tests: one DEALER, one request
-/// at a time, a timeout per request. Confined to the thread that created it, like its socket.
+/// A synchronous request/reply client for command-line tools, tests and NetplayKit's lobby: one
+/// DEALER, one request at a time, a timeout per request (or per try, see
+/// ``requestEnvelope(_:tries:resending:)``). Used by one thread at a time, like its socket; it may
+/// move to another thread behind a lock (NetplayKit's lobby keeps its connections that way).
 public final class BlockingClient {
     /// The service endpoint.
     public let endpoint: String
@@ -37,34 +39,50 @@ public final class BlockingClient {
     /// loses packets can hold a request (and the handshakes before it) past one timeout, and TCP
     /// still delivers it. With `resending` (for a request that does the same when it arrives
     /// twice: a read, or a create or join carrying an idempotency key) the request goes out
-    /// again, under the same request id, each time a timeout passes without its reply, which
-    /// makes good a copy lost with a broken connection; any other request is sent once and only
-    /// waited for longer. The first reply to it is returned; after the last try the error is a
-    /// timeout of the whole wait.
+    /// again, under the same request id, each time a timeout passes with no reply at all, which
+    /// makes good a copy lost with a broken connection; any other request is sent once (again
+    /// only if that send itself timed out) and waited for longer. A success is returned as it
+    /// comes. An Error reply while another copy is still unanswered is held, in case that copy
+    /// succeeds (a copy refused for its rate limit while the first is being served); it is
+    /// returned when every copy has answered or the time is up. With no reply at all, the error
+    /// is a timeout of the whole wait.
     public func requestEnvelope(_ body: Envelope.Body, tries: Int, resending: Bool) throws(ClientError) -> Envelope {
         nextId &+= 1
         let id = nextId
         let payload: [UInt8]
         do { payload = try Envelope(requestId: id, body: body).encoded() } catch { throw .wire(error) }
         let tries = max(tries, 1)
-        for attempt in 1 ... tries {
-            if attempt == 1 || resending {
-                do { try sendRaw(payload) } catch .timeout { continue }
+        var (sent, answered) = (0, 0)
+        var heldError: Envelope?
+        for _ in 1 ... tries {
+            let deadline = ContinuousClock.now + .milliseconds(Int((max(timeout, 0) * 1000).rounded(.up)))
+            if sent == 0 || (resending && answered == 0) {
+                do {
+                    try sendRaw(payload)
+                    sent += 1
+                } catch .timeout {
+                    continue
+                }
             }
-            if let reply = try awaitReply(to: id) { return reply }
+            while let reply = try awaitReply(to: id, until: deadline) {
+                answered += 1
+                guard case .error = reply.body, answered < sent else { return reply }
+                heldError = heldError ?? reply
+            }
         }
+        if let heldError { return heldError }
         throw .timeout(endpoint: endpoint, seconds: timeout * Double(tries))
     }
 
-    /// The reply to request `id` within one ``timeout``, skipping late replies to earlier,
+    /// The next reply to request `id` before `deadline`, skipping late replies to earlier,
     /// timed-out requests; nil when none came.
-    private func awaitReply(to id: UInt64) throws(ClientError) -> Envelope? {
-        let deadline = ContinuousClock.now + .milliseconds(Int((max(timeout, 0) * 1000).rounded(.up)))
+    private func awaitReply(to id: UInt64, until deadline: ContinuousClock.Instant) throws(ClientError) -> Envelope? {
         while true {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { return nil }
             let frame: [UInt8]
-            do { frame = try receiveRaw(within: left) } catch .timeout { return nil }
+            // A poll cut short (a signal) comes back empty before the deadline: wait again.
+            do { frame = try receiveRaw(within: left) } catch .timeout { continue }
             let envelope: Envelope
             do { envelope = try Envelope(decoding: frame) } catch { throw .wire(error) }
             if envelope.requestId == id { return envelope }

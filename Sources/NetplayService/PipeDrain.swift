@@ -23,8 +23,8 @@ public final class PipeDrain: Sendable {
         Thread.detachNewThread { [self] in
             defer {
                 if fd >= 0 { close(fd) }
-                ended.withLock { $0 = true }
                 finished()
+                ended.withLock { $0 = true }
                 endedSignal.signal()
             }
             guard fd >= 0 else { return }

@@ -105,8 +105,8 @@ struct Host: ParsableCommand {
     }
 }
 
-/// Tells the coordinator the match started, off the game loop: the request takes a few round
-/// trips to the coordinator (a fresh connection), and the host's own inputs must not wait for it
+/// Tells the coordinator the match started, off the game loop: the request takes a round trip
+/// to the coordinator at least (a lossy path can hold it for seconds), and the host's own inputs must not wait for it
 /// (on a 110 ms path they came ~440 ms late and the relay substituted them).
 func markStartedInBackground(_ lobby: NetplayLobby, _ admission: Admission) {
     Thread.detachNewThread { try? lobby.markStarted(admission) }

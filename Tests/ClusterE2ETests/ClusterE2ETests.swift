@@ -73,6 +73,10 @@ struct ClusterE2ETests {
         }
 
         var log: String { output.text }
+
+        /// Waits (briefly) until the output pipe reached its end: after make exits, its last
+        /// lines may still be in the pipe.
+        func waitForOutputEnd() { drain?.waitForEnd(seconds: 2) }
     }
 
     @Test func makeUpReachesAllReadyRecoversFromSigkillScalesAndStopsOnCtrlC() throws {
@@ -139,6 +143,7 @@ struct ClusterE2ETests {
         kill(-cluster.process.processIdentifier, SIGINT)
         #expect(eventually(within: 30) { !cluster.process.isRunning }, "make up did not exit on Ctrl-C")
         #expect(eventually(within: 5) { pids.allSatisfy { kill($0, 0) != 0 } }, "processes left behind after Ctrl-C:\n\(cluster.log.suffix(2000))")
+        cluster.waitForOutputEnd()
         #expect(cluster.log.contains("cluster stopped"))
         #expect(!FileManager.default.fileExists(atPath: "\(cluster.runDirectory)/supervisor.pid"))
         #expect(FileManager.default.fileExists(atPath: "\(cluster.runDirectory)/logs/coordinator.log"))

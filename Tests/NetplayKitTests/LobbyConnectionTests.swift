@@ -117,6 +117,25 @@ struct LobbyConnectionTests {
         #expect(log.count == 2 && Set(log.map(\.requestId)).count == 1, "the same request, sent twice: \(log.count) arrivals")
     }
 
+    @Test func aResentCopyRefusedWhileTheFirstIsServedDoesNotHideItsSuccess() throws {
+        // The first copy is served slowly (past one timeout); the resent copy is refused at
+        // once, as a coordinator's rate limit refuses a repeated create. The call succeeds.
+        let service = try ScriptedService { copy in copy == 1 ? .replyAfter(milliseconds: 700) : .replyError(.rateLimited) }
+        defer { service.stop() }
+        let rooms = try lobby(service).lobbyRooms()
+        #expect(rooms.isEmpty)
+        #expect(service.log.count == 2, "sent once, resent once after the first timeout: \(service.log.count)")
+    }
+
+    @Test func everyCopyRefusedIsTheServicesWordNotATimeout() throws {
+        let service = try ScriptedService { copy in copy == 1 ? .silence : .replyError(.rateLimited) }
+        defer { service.stop() }
+        var lobby = lobby(service, timeout: 0.2)
+        lobby.tries = 2
+        let error = #expect(throws: NetplayError.self) { try lobby.lobbyRooms() }
+        #expect(error?.code == .rateLimited, "the held refusal, once the time is up: \(String(describing: error))")
+    }
+
     @Test func anyOtherRequestIsSentOnceAndWaitedForLonger() throws {
         // The answer comes after two timeouts: within the three tries a call waits.
         let service = try ScriptedService { _ in .replyAfter(milliseconds: 700) }

@@ -131,7 +131,7 @@ typedef struct np_client_config {
     const char *discovery;        /* e.g. "tcp://127.0.0.1:7100"; NULL: the default; "": none (LAN only) */
     const char *coordinator;      /* NULL: the default; "": none */
     uint16_t lan_port;            /* LAN beacon port (default 7102) */
-    double timeout_seconds;       /* per request (default 2) */
+    double timeout_seconds;       /* per try; a request gets 3 (default 2) */
     const uint8_t *server_key;    /* the cluster's CurveZMQ public key, 32 bytes, or NULL (plain) */
     int measure_relays;           /* measure the round trip to relays before hosting/joining (default 1) */
 } np_client_config;
@@ -170,7 +170,7 @@ typedef struct np_room {
 /* Lobby and LAN rooms (LAN listened to for lan_ms milliseconds; 0: lobby only), each with its
  * ping. Writes at most capacity rooms; *count is the number found (more than capacity:
  * NP_ERR_BUFFER_TOO_SMALL, the first capacity written). rooms may be NULL when capacity is 0.
- * Blocks up to about lan_ms + 2 timeouts. */
+ * Blocks up to about lan_ms + 6 timeouts (3 tries of the discovery request). */
 np_result np_client_browse(np_client *client, int lan_ms, np_room *rooms, size_t capacity, size_t *count);
 
 /* ---- Hosting, joining, spectating ------------------------------------------------------- */

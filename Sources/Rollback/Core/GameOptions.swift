@@ -23,16 +23,18 @@ public struct GameOptions: Sendable, Equatable {
         self.fields = fields.map { Field(key: $0.key, value: $0.value) }
     }
 
-    /// Reads the text form. A first part without `=` is the tag; a later part without `=` is
-    /// skipped; for a repeated key the first value counts.
+    /// Reads the text form. The first part, when it has no `=`, is the tag; any other part
+    /// without `=`, or with nothing before it, is skipped; for a repeated key the first value
+    /// counts (``subscript(_:)``).
     public init(decoding bytes: [UInt8]) {
         tag = nil
         fields = []
-        for (index, part) in String(decoding: bytes, as: UTF8.self).split(separator: ";").enumerated() {
-            let pair = part.split(separator: "=", maxSplits: 1)
-            if pair.count == 2 {
+        let parts = String(decoding: bytes, as: UTF8.self).split(separator: ";", omittingEmptySubsequences: false)
+        for (index, part) in parts.enumerated() where !part.isEmpty {
+            let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            if pair.count == 2, !pair[0].isEmpty {
                 fields.append(Field(key: String(pair[0]), value: String(pair[1])))
-            } else if index == 0 {
+            } else if index == 0, !part.contains("=") {
                 tag = String(part)
             }
         }
