@@ -80,7 +80,9 @@ public struct NetplayLobby: Sendable {
         } catch {
             throw NetplayError(.unavailable, "The \(what) at \(endpoint) did not answer: \(error)")
         }
-        connections.giveBack(client, serverKey: key)
+        // A LAN host's connection is not kept: the host goes away with its room, and a kept
+        // socket would keep reconnecting to it for the lobby's life.
+        if encrypted { connections.giveBack(client, serverKey: key) }
         if case .error(let error) = reply.body { throw NetplayError(error.code, error.message) }
         return reply.body
     }
