@@ -307,6 +307,12 @@ struct AbuseLimitTests {
         chmod(database, 0o644)
         h.store = try SessionStore(path: database)
         #expect(Self.mode(database) == 0o600)
+        // A token key others can read is refused, as every key file is: it may have leaked,
+        // and quietly tightening it would hide that.
+        chmod(key, 0o644)
+        let refusal = #expect(throws: (any Error).self) { try h.store.participantTokenKey() }
+        #expect("\(refusal.map { "\($0)" } ?? "")".contains("readable by others"), "\(String(describing: refusal))")
+        #expect(FileManager.default.contents(atPath: key)?.count == 32, "the key is left as it was")
     }
 
     @Test func aKeyKeptInTheDatabaseMovesToItsFile() throws {

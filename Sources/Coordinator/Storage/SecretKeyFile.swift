@@ -8,7 +8,8 @@ import Glibc
 
 /// A secret kept in its own file, readable by the owner only (mode 0600): created 0600 from the
 /// start (a temporary file opened with that mode, written, synced and renamed into place, so no
-/// reader ever sees a partial or world-readable key), and tightened to 0600 when found looser.
+/// reader ever sees a partial or world-readable key), and refused when found looser
+/// (``KeyFile/requirePrivate(_:)``, the rule every key file follows).
 public enum SecretKeyFile {
     /// Why a key file could not be read or written; one line for the operator.
     public struct Failure: Error, Sendable, CustomStringConvertible {
@@ -25,16 +26,14 @@ public enum SecretKeyFile {
         return key
     }
 
-    /// The bytes in `path` (nil when it does not exist); tightens a looser mode to 0600.
+    /// The bytes in `path` (nil when it does not exist); refuses one others may read.
     static func read(_ path: String) throws -> [UInt8]? {
         var info = stat()
         guard stat(path, &info) == 0 else {
             if errno == ENOENT { return nil }
             throw Failure(description: "cannot read \(path): \(String(cString: strerror(errno)))")
         }
-        if info.st_mode & 0o077 != 0, chmod(path, 0o600) != 0 {
-            throw Failure(description: "cannot make \(path) private (mode 0600): \(String(cString: strerror(errno)))")
-        }
+        do { try KeyFile.requirePrivate(path) } catch { throw Failure(description: "\(error)") }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw Failure(description: "cannot read \(path)")
         }

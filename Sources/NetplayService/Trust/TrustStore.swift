@@ -246,10 +246,7 @@ public enum KeyFile {
     /// one that others can read.
     public static func read(_ url: URL) throws -> CurveKeyPair? {
         guard FileManager.default.fileExists(atPath: url.path) else { return nil }
-        var info = stat()
-        if stat(url.path, &info) == 0, info.st_mode & 0o077 != 0 {
-            throw RuntimeStartError("key file \(url.path) is readable by others (mode \(String(info.st_mode & 0o777, radix: 8))); chmod 600 it")
-        }
+        try requirePrivate(url.path)
         let text = try String(contentsOf: url, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         do { return try CurveKeyPair(secretZ85: text) } catch {
             throw RuntimeStartError("key file \(url.path) does not hold a 40-character Z85 secret key")
@@ -264,6 +261,16 @@ public enum KeyFile {
         try TrustStore.makePrivateDirectory(url.deletingLastPathComponent())
         try atomicWrite(Data((pair.secretZ85 + "\n").utf8), to: url, mode: 0o600, replacing: false)
         return try read(url) ?? pair
+    }
+
+    /// Refuses a secret file that anyone but its owner may read or write: the one rule for every
+    /// key a service keeps for itself (its identity, the operator's key, the coordinator's token
+    /// key). A looser mode is not tightened in place: the secret may have been read already, and
+    /// only the operator can judge that and replace it.
+    public static func requirePrivate(_ path: String) throws {
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_mode & 0o077 != 0 else { return }
+        throw RuntimeStartError("key file \(path) is readable by others (mode \(String(info.st_mode & 0o777, radix: 8))); chmod 600 it")
     }
 
     /// The key pair in `url`, created when missing.
