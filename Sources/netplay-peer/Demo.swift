@@ -98,13 +98,13 @@ final class DemoChild: @unchecked Sendable {
         process.standardError = pipe
         let label = self.label
         let log = self.log
-        drain = PipeDrain(pipe, deliver: { data in
-            let complete = log.append(data)
-            for line in complete {
+        let show = { @Sendable (lines: [String]) in
+            for line in lines {
                 let shown = line.hasPrefix("+") || line.hasPrefix("|") ? line : "[\(label)] \(line)"
                 FileHandle.standardOutput.write(Data((shown + "\n").utf8))
             }
-        })
+        }
+        drain = PipeDrain(pipe, deliver: { show(log.append($0)) }, finished: { show(log.finish()) })
         try process.run()
     }
 
@@ -133,6 +133,16 @@ final class LineLog: Sendable {
         }
         complete.withLock { $0 += lines }
         return lines
+    }
+
+    /// At the end of the output: a last line without a newline, if any, as a line.
+    func finish() -> [String] {
+        let last = partial.withLock { rest -> [String] in
+            defer { rest = "" }
+            return rest.isEmpty ? [] : [rest]
+        }
+        complete.withLock { $0 += last }
+        return last
     }
 
     var lines: [String] { complete.withLock { $0 } }
