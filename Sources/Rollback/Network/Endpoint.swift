@@ -67,76 +67,7 @@ struct Endpoint {
     }
 
     var isAlive: Bool { phase != .disconnected }
-
-    // MARK: Rules every session applies to its endpoints (what each does about them differs)
-
-    /// Whether a handshake `SyncRequest` is due: the first, or a retry after `retryMs` without a
-    /// reply. The session notes the send in ``lastSyncSendMs``. (The checks a session makes of
-    /// every endpoint on every poll only read, and it writes what changes itself, as before
-    /// these rules were shared: a mutating call through the P2P session's endpoint array would
-    /// pay a uniqueness check on every poll.)
-    func syncRequestDue(now: UInt64, retryMs: Int) -> Bool {
-        phase == .synchronizing && (lastSyncSendMs.map { now &- $0 >= UInt64(retryMs) } ?? true)
-    }
-
-    /// What a handshake reply did.
-    enum SyncProgress: Equatable {
-        /// Not the reply awaited (stale nonce, or not synchronizing): nothing changed.
-        case ignored
-        /// One more round trip of `count`; the next `SyncRequest` is due now.
-        case progressed(count: Int)
-        /// The last round trip of `count`: the endpoint runs.
-        case completed(count: Int)
-    }
-
-    /// Counts `reply` when it answers the request in flight: the endpoint runs after `total`
-    /// round trips. The session then draws the next request's nonce (from its own generator,
-    /// for a reply that counted only).
-    mutating func acceptSyncReply(_ reply: SyncReply, total: Int) -> SyncProgress {
-        guard phase == .synchronizing, reply.nonce == syncNonce else { return .ignored }
-        syncCount += 1
-        guard syncCount >= total else { return .progressed(count: syncCount) }
-        phase = .running
-        return .completed(count: syncCount)
-    }
-
-    /// What a silence of the endpoint amounts to at a poll.
-    struct Silence: Equatable {
-        /// Set when the endpoint is found interrupted now (the session then sets
-        /// ``interrupted``, so it is reported once): milliseconds until it will be disconnected
-        /// (`Int.max`: never).
-        var interruptedNow: Int?
-        /// Whether it has been silent for the disconnect timeout.
-        var timedOut = false
-    }
-
-    /// What the endpoint's silence at `now` amounts to: interrupted after `interruptMs` (until
-    /// ``heard(at:)``), timed out after `disconnectMs` (0: never); nil while neither is new.
-    func silence(at now: UInt64, interruptMs: Int, disconnectMs: Int) -> Silence? {
-        guard let heard = lastReceiveMs else { return nil }
-        let silent = Int(now &- heard)
-        let timedOut = disconnectMs > 0 && silent >= disconnectMs
-        let interruptedNow = !interrupted && silent >= interruptMs
-        guard timedOut || interruptedNow else { return nil }
-        return Silence(interruptedNow: interruptedNow ? (disconnectMs > 0 ? max(0, disconnectMs - silent) : Int.max) : nil,
-                       timedOut: timedOut)
-    }
-
-    /// Notes a message received at `now`; true when it ends an interruption (the endpoint
-    /// resumed).
-    mutating func heard(at now: UInt64) -> Bool {
-        stats.messagesReceived += 1
-        lastReceiveMs = now
-        guard interrupted else { return false }
-        interrupted = false
-        return true
-    }
-
-    /// Whether a `QualityReport` (ping) is due after `intervalMs`; the session notes the send
-    /// in ``lastQualityMs``.
-    func qualityReportDue(now: UInt64, intervalMs: Int) -> Bool {
-        lastQualityMs.map { now &- $0 >= UInt64(intervalMs) } ?? true
-    }
+    var isPlayerLink: Bool { kind == .peer || kind == .authority || kind == .host }
 
     /// Records a round-trip sample (smoothed like TCP's SRTT / RTTVAR).
     mutating func recordRoundTrip(_ sample: Double) {

@@ -5,27 +5,24 @@ import Foundation
 extension P2PCore {
     // MARK: - Handshake
 
-    /// Sends the handshake request of `index` and starts its retry timer.
     mutating func sendSyncRequest(_ index: Int) {
         endpoints[index].lastSyncSendMs = now
         send(.syncRequest(SyncRequest(nonce: endpoints[index].syncNonce)), to: index)
     }
 
     mutating func handleSyncReply(_ reply: SyncReply, from index: Int) {
+        guard endpoints[index].phase == .synchronizing, reply.nonce == endpoints[index].syncNonce else { return }
+        endpoints[index].syncCount += 1
         let total = configuration.syncRoundTrips
         let peer = endpoints[index].id
-        let progress = endpoints[index].acceptSyncReply(reply, total: total)
-        if progress != .ignored { endpoints[index].syncNonce = UInt32(truncatingIfNeeded: rng.next()) }
-        switch progress {
-        case .ignored:
-            return
-        case .progressed(let count):
-            events.append(.synchronizing(peer: peer, count: count, total: total))
-            sendSyncRequest(index)
-        case .completed(let count):
-            events.append(.synchronizing(peer: peer, count: count, total: total))
+        events.append(.synchronizing(peer: peer, count: endpoints[index].syncCount, total: total))
+        endpoints[index].syncNonce = UInt32(truncatingIfNeeded: rng.next())
+        if endpoints[index].syncCount >= total {
+            endpoints[index].phase = .running
             events.append(.synchronized(peer: peer))
             checkRunning()
+        } else {
+            sendSyncRequest(index)
         }
     }
 

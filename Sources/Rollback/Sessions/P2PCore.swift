@@ -275,20 +275,28 @@ struct P2PCore {
         self.now = max(self.now, now)
         let now = self.now
         for index in endpoints.indices where endpoints[index].isAlive {
-            if endpoints[index].syncRequestDue(now: now, retryMs: configuration.syncRetryMs) { sendSyncRequest(index) }
-            if let silence = endpoints[index].silence(at: now, interruptMs: configuration.interruptTimeoutMs,
-                                                      disconnectMs: configuration.disconnectTimeoutMs) {
-                if let remaining = silence.interruptedNow {
+            if endpoints[index].phase == .synchronizing {
+                if let last = endpoints[index].lastSyncSendMs, now &- last < UInt64(configuration.syncRetryMs) {
+                    // wait for the reply
+                } else {
+                    sendSyncRequest(index)
+                }
+            }
+            if let heard = endpoints[index].lastReceiveMs {
+                let silence = Int(now &- heard)
+                if !endpoints[index].interrupted && silence >= configuration.interruptTimeoutMs {
                     endpoints[index].interrupted = true
+                    let remaining = configuration.disconnectTimeoutMs > 0
+                        ? max(0, configuration.disconnectTimeoutMs - silence) : Int.max
                     events.append(.interrupted(peer: endpoints[index].id, disconnectInMs: remaining))
                 }
-                if silence.timedOut {
+                if configuration.disconnectTimeoutMs > 0 && silence >= configuration.disconnectTimeoutMs {
                     disconnectEndpoint(index)
                     continue
                 }
             }
             guard endpoints[index].phase == .running else { continue }
-            if endpoints[index].qualityReportDue(now: now, intervalMs: configuration.qualityReportIntervalMs) {
+            if endpoints[index].lastQualityMs.map({ now &- $0 >= UInt64(configuration.qualityReportIntervalMs) }) ?? true {
                 endpoints[index].lastQualityMs = now
                 let report = QualityReport(sentAtMs: now, frame: currentFrame,
                                            frameAdvantage: endpoints[index].localAdvantage)
@@ -323,7 +331,12 @@ struct P2PCore {
     mutating func handle(_ message: RollbackMessage, from peer: PeerID, now: UInt64) {
         self.now = max(self.now, now)
         guard let index = endpointIndex(peer), endpoints[index].isAlive else { return }
-        if endpoints[index].heard(at: self.now) { events.append(.resumed(peer: peer)) }
+        endpoints[index].stats.messagesReceived += 1
+        endpoints[index].lastReceiveMs = self.now
+        if endpoints[index].interrupted {
+            endpoints[index].interrupted = false
+            events.append(.resumed(peer: peer))
+        }
         switch message {
         case .syncRequest(let request):
             send(.syncReply(SyncReply(nonce: request.nonce)), to: index)

@@ -103,27 +103,34 @@ public final class SpectatorSession<G: Game> {
     }
 
     /// Handles timers. Call every tick.
+    ///
+    /// The handshake and liveness rules here are P2PCore's too, written out in each on purpose:
+    /// moved onto `Endpoint` to be shared, they cost P2PCore 4-9 % of its per-frame overhead in
+    /// `netplay-bench rollback` (docs/rollback.md, "Performance").
     public func poll(now: UInt64) {
         self.now = max(self.now, now)
         guard endpoint.isAlive else { return }
-        if endpoint.syncRequestDue(now: self.now, retryMs: configuration.syncRetryMs) {
+        if endpoint.phase == .synchronizing,
+           endpoint.lastSyncSendMs.map({ self.now &- $0 >= UInt64(configuration.syncRetryMs) }) ?? true {
             endpoint.lastSyncSendMs = self.now
             send(.syncRequest(SyncRequest(nonce: endpoint.syncNonce)))
         }
-        if let silence = endpoint.silence(at: self.now, interruptMs: configuration.interruptTimeoutMs,
-                                          disconnectMs: configuration.disconnectTimeoutMs) {
-            if let remaining = silence.interruptedNow {
+        if let heard = endpoint.lastReceiveMs {
+            let silence = Int(self.now &- heard)
+            if !endpoint.interrupted && silence >= configuration.interruptTimeoutMs {
                 endpoint.interrupted = true
+                let remaining = configuration.disconnectTimeoutMs > 0
+                    ? max(0, configuration.disconnectTimeoutMs - silence) : Int.max
                 events.append(.interrupted(peer: host, disconnectInMs: remaining))
             }
-            if silence.timedOut {
+            if configuration.disconnectTimeoutMs > 0 && silence >= configuration.disconnectTimeoutMs {
                 endpoint.phase = .disconnected
                 events.append(.peerDisconnected(peer: host))
                 return
             }
         }
         guard endpoint.phase == .running else { return }
-        if endpoint.qualityReportDue(now: self.now, intervalMs: configuration.qualityReportIntervalMs) {
+        if endpoint.lastQualityMs.map({ self.now &- $0 >= UInt64(configuration.qualityReportIntervalMs) }) ?? true {
             endpoint.lastQualityMs = self.now
             send(.qualityReport(QualityReport(sentAtMs: self.now, frame: runner.currentFrame, frameAdvantage: 0)))
         }
@@ -139,26 +146,28 @@ public final class SpectatorSession<G: Game> {
     public func handle(_ message: RollbackMessage, from peer: PeerID, now: UInt64) {
         self.now = max(self.now, now)
         guard peer == host, endpoint.isAlive else { return }
-        if endpoint.heard(at: self.now) { events.append(.resumed(peer: host)) }
+        endpoint.stats.messagesReceived += 1
+        endpoint.lastReceiveMs = self.now
+        if endpoint.interrupted {
+            endpoint.interrupted = false
+            events.append(.resumed(peer: host))
+        }
         switch message {
         case .syncRequest(let request):
             send(.syncReply(SyncReply(nonce: request.nonce)))
         case .syncReply(let reply):
-            let total = configuration.syncRoundTrips
-            let progress = endpoint.acceptSyncReply(reply, total: total)
-            if progress != .ignored { endpoint.syncNonce = UInt32(truncatingIfNeeded: rng.next()) }
-            switch progress {
-            case .ignored:
-                break
-            case .progressed(let count):
-                events.append(.synchronizing(peer: host, count: count, total: total))
-                endpoint.lastSyncSendMs = self.now
-                send(.syncRequest(SyncRequest(nonce: endpoint.syncNonce)))
-            case .completed(let count):
-                events.append(.synchronizing(peer: host, count: count, total: total))
+            guard endpoint.phase == .synchronizing, reply.nonce == endpoint.syncNonce else { break }
+            endpoint.syncCount += 1
+            events.append(.synchronizing(peer: host, count: endpoint.syncCount, total: configuration.syncRoundTrips))
+            endpoint.syncNonce = UInt32(truncatingIfNeeded: rng.next())
+            if endpoint.syncCount >= configuration.syncRoundTrips {
+                endpoint.phase = .running
                 state = .running
                 events.append(.synchronized(peer: host))
                 events.append(.running)
+            } else {
+                endpoint.lastSyncSendMs = self.now
+                send(.syncRequest(SyncRequest(nonce: endpoint.syncNonce)))
             }
         case .input(let input):
             receive(input)
