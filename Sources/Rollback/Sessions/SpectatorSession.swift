@@ -105,8 +105,8 @@ public final class SpectatorSession<G: Game> {
     /// Handles timers. Call every tick.
     ///
     /// The handshake and liveness rules here are P2PCore's too, written out in each on purpose:
-    /// moved onto `Endpoint` to be shared, they cost P2PCore 4-9 % of its per-frame overhead in
-    /// `netplay-bench rollback` (docs/rollback.md, "Performance").
+    /// moved onto `Endpoint` to be shared, P2PCore's arena figures in `netplay-bench rollback`
+    /// were higher in every pair of builds measured (docs/rollback.md, "Performance").
     public func poll(now: UInt64) {
         self.now = max(self.now, now)
         guard endpoint.isAlive else { return }
