@@ -102,14 +102,12 @@ public struct SyncOptions: ParsableArguments, Sendable {
             guard let value = Int(text), value >= 0 else { throw ValidationError("--max-sessions must be a number >= 0, got '\(text)'") }
             relay.maxSessions = value
         }
-        if let text = historyFrames.map(String.init) ?? setting.text(nil, "NETPLAY_HISTORY_FRAMES") {
-            guard let value = Int(text) else { throw ValidationError("--history-frames must be a number, got '\(text)'") }
-            relay.historyFrames = value
-        }
-        if let text = maxPaths.map(String.init) ?? setting.text(nil, "NETPLAY_MAX_PATHS") {
-            guard let value = Int(text) else { throw ValidationError("--max-paths must be a number, got '\(text)'") }
-            relay.maxPathsPerParticipant = value
-        }
+        let history = setting.text(historyFrames.map(String.init), "NETPLAY_HISTORY_FRAMES", default: String(relay.historyFrames))
+        guard let historyValue = Int(history) else { throw ValidationError("--history-frames must be a number, got '\(history)'") }
+        relay.historyFrames = historyValue
+        let paths = setting.text(maxPaths.map(String.init), "NETPLAY_MAX_PATHS", default: String(relay.maxPathsPerParticipant))
+        guard let pathsValue = Int(paths) else { throw ValidationError("--max-paths must be a number, got '\(paths)'") }
+        relay.maxPathsPerParticipant = pathsValue
         relay.replayDirectory = noReplays ? nil : service.dataDirectory.appendingPathComponent("replays")
         let retroArch = try resolveRetroArch(setting, advertised: advertised.isEmpty ? service.endpoint : advertised)
         if let problem = relay.validationError() { throw ValidationError(problem) }
@@ -118,7 +116,7 @@ public struct SyncOptions: ParsableArguments, Sendable {
 
     /// The RetroArch tunnel's configuration, or nil when it is off.
     func resolveRetroArch(_ setting: SettingResolver, advertised: String) throws -> TunnelConfiguration? {
-        let value = setting.text(retroarchPort, "NETPLAY_RETROARCH_PORT") ?? "off"
+        let value = setting.text(retroarchPort, "NETPLAY_RETROARCH_PORT", default: "off")
         guard value.lowercased() != "off" else { return nil }
         // PORT, or HOST:PORT (the address to bind, as the supervisor's endpoints are written).
         var bindHost: String?
@@ -131,7 +129,7 @@ public struct SyncOptions: ParsableArguments, Sendable {
             throw ValidationError("--retroarch-port must be a TCP port (0 to 65535), HOST:PORT or 'off', got '\(value)'")
         }
         var tunnel = TunnelConfiguration(port: port)
-        tunnel.bindHost = bindHost ?? setting.text(retroarchBind, "NETPLAY_RETROARCH_BIND") ?? "0.0.0.0"
+        tunnel.bindHost = bindHost ?? setting.text(retroarchBind, "NETPLAY_RETROARCH_BIND", default: "0.0.0.0")
         guard !tunnel.bindHost.isEmpty, !tunnel.bindHost.contains(":") || tunnel.bindHost.hasPrefix("[") else {
             throw ValidationError("--retroarch-bind must be an address, got '\(tunnel.bindHost)'")
         }

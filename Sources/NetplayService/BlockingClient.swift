@@ -66,7 +66,9 @@ public final class BlockingClient {
             }
             while let reply = try awaitReply(to: id, until: deadline) {
                 answered += 1
-                guard case .error = reply.body, answered < sent else { return reply }
+                guard case .error = reply.body else { return reply }
+                // Every copy answered with a refusal: the first one is the service's word.
+                guard answered < sent else { return heldError ?? reply }
                 heldError = heldError ?? reply
             }
         }

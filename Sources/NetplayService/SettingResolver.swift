@@ -23,6 +23,13 @@ public struct SettingResolver: Sendable {
         return nil
     }
 
+    /// The flag's text, else the variable's, else `value`: a fixed default, recorded for the
+    /// help contract (``defaultsConsulted(during:)``) as the typed readers' defaults are.
+    public func text(_ flag: String?, _ variable: String, default value: String) -> String {
+        Self.consulted?.record(variable, default: value)
+        return text(flag, variable) ?? value
+    }
+
     /// Whether a switch is on: its flag, else the variable set to 1, true or yes (any case).
     public func isOn(_ flag: Bool, _ variable: String) -> Bool {
         let text = text(nil, variable)?.lowercased() ?? ""

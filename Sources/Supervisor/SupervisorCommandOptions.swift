@@ -28,8 +28,8 @@ public struct SupervisorCommandOptions: ParsableArguments, Sendable {
                          environment: [String: String] = ProcessInfo.processInfo.environment) -> SupervisorLauncher.Settings {
         let setting = SettingResolver(environment: environment)
         return SupervisorLauncher.Settings(
-            configPath: setting.text(config, "NETPLAY_CLUSTER_CONFIG") ?? "compose/cluster.yaml",
-            runDirectory: setting.text(runDir, "NETPLAY_RUN_DIR") ?? "run",
+            configPath: setting.text(config, "NETPLAY_CLUSTER_CONFIG", default: "compose/cluster.yaml"),
+            runDirectory: setting.text(runDir, "NETPLAY_RUN_DIR", default: "run"),
             binDirectories: setting.text(binDir, "NETPLAY_BIN_DIR").map { [$0] } ?? [],
             console: !setting.isOn(quiet, "NETPLAY_QUIET"), checkOnly: check, common: common)
     }

@@ -42,9 +42,9 @@ public struct TelemetryOptions: ParsableArguments, Sendable {
     /// malformed.
     public func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> TelemetrySettings {
         let setting = SettingResolver(environment: environment)
-        let ingest = setting.text(ingest, "NETPLAY_INGEST") ?? ServiceDefaults.telemetryIngest
+        let ingest = setting.text(ingest, "NETPLAY_INGEST", default: ServiceDefaults.telemetryIngest)
         try EndpointValidator.validate(ingest, name: "--ingest")
-        let httpText = setting.text(http, "NETPLAY_HTTP") ?? "127.0.0.1:9400"
+        let httpText = setting.text(http, "NETPLAY_HTTP", default: "127.0.0.1:9400")
         if httpText.lowercased() != "none" {
             do { _ = try HTTPServer.socketAddress(httpText) } catch { throw ValidationError("\(error)") }
         }

@@ -311,7 +311,7 @@ struct AbuseLimitTests {
         // and quietly tightening it would hide that.
         chmod(key, 0o644)
         let refusal = #expect(throws: (any Error).self) { try h.store.participantTokenKey() }
-        #expect("\(refusal.map { "\($0)" } ?? "")".contains("readable by others"), "\(String(describing: refusal))")
+        #expect("\(refusal.map { "\($0)" } ?? "")".contains("open to others"), "\(String(describing: refusal))")
         #expect(FileManager.default.contents(atPath: key)?.count == 32, "the key is left as it was")
     }
 

@@ -78,7 +78,8 @@ public struct DiscoveryOptions: ParsableArguments, Sendable {
                                                         default: "0.0.0.0")
         configuration.retroArchScanIntervalSeconds = try resolver.number(retroarchScanInterval, "NETPLAY_RETROARCH_SCAN_INTERVAL",
                                                                          name: "--retroarch-scan-interval", default: 0, range: 0...3600)
-        if let targets = resolver.text(retroarchScanTargets, "NETPLAY_RETROARCH_SCAN_TARGETS"), targets.lowercased() != "auto" {
+        let targets = resolver.text(retroarchScanTargets, "NETPLAY_RETROARCH_SCAN_TARGETS", default: "auto")
+        if targets.lowercased() != "auto" {
             var parsed: [UDPAddress] = []
             for item in targets.split(separator: ",") {
                 let text = item.trimmingCharacters(in: .whitespaces)

@@ -270,7 +270,7 @@ public enum KeyFile {
     public static func requirePrivate(_ path: String) throws {
         var info = stat()
         guard stat(path, &info) == 0, info.st_mode & 0o077 != 0 else { return }
-        throw RuntimeStartError("key file \(path) is readable by others (mode \(String(info.st_mode & 0o777, radix: 8))); chmod 600 it")
+        throw RuntimeStartError("key file \(path) is open to others (mode \(String(info.st_mode & 0o777, radix: 8))); chmod 600 it")
     }
 
     /// The key pair in `url`, created when missing.
