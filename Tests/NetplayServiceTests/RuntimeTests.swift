@@ -10,8 +10,9 @@ import ZeroMQ
 /// A service exercising every runtime path: replies, typed errors, deferred replies through a
 /// timer, events, and a ready flag that flips.
 final class ProbeService: Service {
-    /// The thread that handled the latest request (tests compare it with other threads).
-    static let lastHandlerThread = Mutex<pthread_t?>(nil)
+    /// The thread that handled the room lookup of each room id (tests compare it with other
+    /// threads). Keyed, because the suite's tests run their probes at the same time.
+    static let handlerThreads = Mutex<[String: pthread_t]>([:])
     var handled = 0
     var ready = true
 
@@ -21,9 +22,9 @@ final class ProbeService: Service {
 
     func handle(_ request: Request, runtime: ServiceRuntime) throws(ServiceError) -> HandlerOutcome {
         handled += 1
-        ProbeService.lastHandlerThread.withLock { $0 = pthread_self() }
         switch request.body {
         case .getRoomRequest(let get):
+            ProbeService.handlerThreads.withLock { $0[get.roomId] = pthread_self() }
             if get.roomId == "missing" { throw ServiceError(.notFound, "No room 'missing'.") }
             return .reply(.getRoomResponse(GetRoomResponse(room: Room(roomId: get.roomId))))
         case .listRoomsRequest:
@@ -294,7 +295,7 @@ struct RuntimeTests {
         // The reactor thread is the one that handles requests: learn its id through a request.
         let client = try BlockingClient(endpoint: service.endpoint)
         _ = try client.request(.getRoomRequest(GetRoomRequest(roomId: "thread-probe")))
-        let reactorThread = try #require(ProbeService.lastHandlerThread.withLock { $0 })
+        let reactorThread = try #require(ProbeService.handlerThreads.withLock { $0["thread-probe"] })
         let seen = Mutex<(enqueuer: pthread_t, worker: pthread_t)?>(nil)
         let done = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
