@@ -1,7 +1,7 @@
 import NetplayService
 import Synchronization
 
-/// The connections a ``NetplayLobby`` keeps open to the cluster's services (and LAN hosts) for
+/// The connections a ``NetplayLobby`` keeps open to the cluster's services (not LAN hosts) for
 /// its life, so the TCP, ZMTP and CurveZMQ handshakes are paid once rather than on every
 /// request: on a 100 ms path that loses packets, a handshake alone can take a whole timeout.
 ///

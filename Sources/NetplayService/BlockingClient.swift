@@ -55,7 +55,7 @@ public final class BlockingClient {
         var (sent, answered) = (0, 0)
         var heldError: Envelope?
         for _ in 1 ... tries {
-            let deadline = ContinuousClock.now + .milliseconds(Int((max(timeout, 0) * 1000).rounded(.up)))
+            let deadline = ContinuousClock.now + .milliseconds(timeoutMilliseconds)
             if sent == 0 || (resending && answered == 0) {
                 do {
                     try sendRaw(payload)
@@ -91,6 +91,9 @@ public final class BlockingClient {
         }
     }
 
+    /// ``timeout`` in whole milliseconds, rounded up (a negative one is 0).
+    private var timeoutMilliseconds: Int { Int((max(timeout, 0) * 1000).rounded(.up)) }
+
     /// Sends raw bytes as one frame (tests use this to send malformed frames).
     public func sendRaw(_ bytes: [UInt8]) throws(ClientError) {
         try boundedSend { () throws(ZMQError) in _ = try socket.send(bytes) }
@@ -107,7 +110,7 @@ public final class BlockingClient {
     /// that moment would never return. It times out like an unanswered request.
     private func boundedSend(_ send: () throws(ZMQError) -> Void) throws(ClientError) {
         do {
-            try socket.set(.sendTimeout(milliseconds: Int32(clamping: Int((max(timeout, 0) * 1000).rounded(.up)))))
+            try socket.set(.sendTimeout(milliseconds: Int32(clamping: timeoutMilliseconds)))
             try send()
         } catch .wouldBlock {
             throw .timeout(endpoint: endpoint, seconds: timeout)

@@ -24,7 +24,7 @@ public struct SettingResolver: Sendable {
     }
 
     /// The flag's text, else the variable's, else `value`: a fixed default, recorded for the
-    /// help contract (``defaultsConsulted(during:)``) as the typed readers' defaults are.
+    /// help contract (``settingsConsulted(during:)``) as the typed readers' defaults are.
     public func text(_ flag: String?, _ variable: String, default value: String) -> String {
         Self.consulted?.record(variable, default: value)
         return text(flag, variable) ?? value
@@ -102,26 +102,26 @@ public struct SettingResolver: Sendable {
         return text
     }
 
-    /// Runs `body` and returns, beside its result, every variable a resolver consulted meanwhile
-    /// on this task, whether set or not: what an options type reads, which its `--help` must
-    /// name (each service's tests hold the two equal).
-    public static func variablesConsulted<Result>(during body: () throws -> Result) rethrows -> (Result, Set<String>) {
-        let record = ConsultedVariables()
-        let result = try $consulted.withValue(record) { try body() }
-        return (result, record.names)
+    /// What resolvers consulted while ``settingsConsulted(during:)`` ran.
+    public struct Consulted: Sendable {
+        /// Every variable consulted, whether set or not: what an options type reads, which its
+        /// `--help` must name.
+        public var variables: Set<String>
+        /// The fixed default each consulted variable falls back to, as `--help` writes it (`60`,
+        /// not `60.0`; a disabled port `none`); settings whose default is worked out at run time
+        /// have none. What `--help` says of its defaults must agree.
+        public var defaults: [String: Set<String>]
     }
 
-    /// Runs `body` and returns, beside its result, the default each variable a resolver
-    /// consulted meanwhile falls back to, as `--help` writes it (`60`, not `60.0`; a disabled
-    /// port `none`), for the settings that have a fixed default; what an options type's
-    /// `--help` says of its defaults must agree (each service's tests hold it to that).
-    public static func defaultsConsulted<Result>(during body: () throws -> Result) rethrows -> (Result, [String: Set<String>]) {
+    /// Runs `body` and returns, beside its result, what resolvers consulted meanwhile on this
+    /// task (each service's tests hold its `--help` to it).
+    public static func settingsConsulted<Result>(during body: () throws -> Result) rethrows -> (Result, Consulted) {
         let record = ConsultedVariables()
         let result = try $consulted.withValue(record) { try body() }
-        return (result, record.defaults)
+        return (result, Consulted(variables: record.names, defaults: record.defaults))
     }
 
-    /// Where ``variablesConsulted(during:)`` collects, for the task that asked.
+    /// Where ``settingsConsulted(during:)`` collects, for the task that asked.
     @TaskLocal static var consulted: ConsultedVariables?
 
     static func format(_ value: Double) -> String {
@@ -130,7 +130,7 @@ public struct SettingResolver: Sendable {
 }
 
 /// The variable names resolvers consulted, and their fixed defaults, while
-/// ``SettingResolver/variablesConsulted(during:)`` or ``SettingResolver/defaultsConsulted(during:)`` ran.
+/// ``SettingResolver/settingsConsulted(during:)`` ran.
 final class ConsultedVariables: Sendable {
     private let storage = Mutex<(names: Set<String>, defaults: [String: Set<String>])>(([], [:]))
     func record(_ name: String) { _ = storage.withLock { $0.names.insert(name) } }

@@ -32,10 +32,9 @@ public struct EnvironmentContract {
         var read: Set<String> = []
         var defaults: [String: Set<String>] = [:]
         for environment in environments {
-            let (_, consulted) = SettingResolver.variablesConsulted { try? resolve(environment) }
-            read.formUnion(consulted)
-            let (_, fallbacks) = SettingResolver.defaultsConsulted { try? resolve(environment) }
-            defaults.merge(fallbacks) { $0.union($1) }
+            let (_, consulted) = SettingResolver.settingsConsulted { try? resolve(environment) }
+            read.formUnion(consulted.variables)
+            defaults.merge(consulted.defaults) { $0.union($1) }
         }
         self.named = named
         self.read = read
