@@ -191,7 +191,7 @@ let package = Package(
         // MARK: Test support: real processes, clusters, keys; a sample service for the runtime's tests
         .target(
             name: "NetplayTestSupport",
-            dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "WANHarness",
+            dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "WANHarness", "Libretro", "SystemTools",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Tests/Support"
         ),
@@ -212,7 +212,7 @@ let package = Package(
                            .product(name: "SwiftSyntaxMacrosGenericTestSupport", package: "swift-syntax")]
         ),
         .testTarget(name: "ZeroMQTests", dependencies: ["NetplayTestSupport", "ZeroMQ"]),
-        .testTarget(name: "NetplayWireTests", dependencies: ["NetplayTestSupport", "NetplayWire", "CNetplayProto"]),
+        .testTarget(name: "NetplayWireTests", dependencies: ["NetplayTestSupport", "NetplayWire", "CNetplayProto", "Rollback"]),
         .testTarget(
             name: "NetplayServiceTests",
             dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "NetplayTestSupport", "netplay-sample-service"]
@@ -223,13 +223,13 @@ let package = Package(
         .testTarget(name: "WANHarnessTests", dependencies: ["NetplayTestSupport", "WANHarness", "SystemTools", "netplay-wanlink"]),
         .testTarget(
             name: "WANPlayTests",
-            dependencies: ["NetplayTestSupport", "WANHarness", "Libretro", "SystemTools", "NetplayService", "NetplayWire", "netplay-wanlink", "netplay-peer", "netplay-sync",
+            dependencies: ["NetplayTestSupport", "WANHarness", "NetplayService", "NetplayWire", "netplay-wanlink", "netplay-peer", "netplay-sync",
                            "netplay-coordinator", "netplay-discovery"]
         ),
         .testTarget(name: "LibretroTests", dependencies: ["Libretro", "SystemTools", "Rollback", "NetplayTestSupport"]),
         .testTarget(
             name: "DiscoveryTests",
-            dependencies: ["Discovery", "NetplayLAN", "NetplayService", "NetplayWire", "NetplayTestSupport", "netplay-discovery",
+            dependencies: ["Discovery", "NetplayLAN", "NetplayService", "NetplayWire", "NetplayTestSupport", "Rollback", "netplay-discovery",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(

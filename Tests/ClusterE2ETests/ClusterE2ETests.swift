@@ -13,30 +13,26 @@ struct ClusterE2ETests {
     final class MakeCluster {
         let offset = ClusterPorts.freeOffset()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-up-\(UUID().uuidString)")
-        let process = Process()
-        let output = OutputCollector()
-        private var drain: PipeDrain?
+        private let make: ServiceProcess
+        var process: Process { make.process }
         var supervisor: String { "tcp://127.0.0.1:\(7000 + offset)" }
         var http: String { "127.0.0.1:\(9400 + offset)" }
         var runDirectory: String { directory.appendingPathComponent("run").path }
 
         init(target: String = "up", environment extra: [String: String] = [:]) throws {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/make")
-            process.arguments = ["-C", repositoryRoot.path, "--no-print-directory", target, "RUN_DIR=\(runDirectory)",
-                                 "NETPLAY_BIN_DIR=\(BuildProducts.directory.path)"]
-            var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("NETPLAY_") && $0.key != "SYNC_REPLICAS" }
-            environment["NETPLAY_PORT_OFFSET"] = String(offset)
-            environment["NETPLAY_RETROARCH_PORT"] = "0"
-            environment["NETPLAY_DATA_ROOT"] = directory.appendingPathComponent("data").path
-            environment["NETPLAY_METRICS_INTERVAL"] = "1"  // the supervisor's own pushes (children keep theirs)
+            var environment = [
+                "NETPLAY_PORT_OFFSET": String(offset),
+                "NETPLAY_RETROARCH_PORT": "0",
+                "NETPLAY_DATA_ROOT": directory.appendingPathComponent("data").path,
+                "NETPLAY_METRICS_INTERVAL": "1",  // the supervisor's own pushes (children keep theirs)
+            ]
             environment.merge(extra) { $1 }
-            process.environment = environment
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            drain = PipeDrain(pipe, deliver: { [output] in output.append($0) })
-            try process.run()
+            let runDirectory = directory.appendingPathComponent("run").path
+            make = try ServiceProcess(url: URL(fileURLWithPath: "/usr/bin/make"),
+                                      ["-C", repositoryRoot.path, "--no-print-directory", target, "RUN_DIR=\(runDirectory)",
+                                       "NETPLAY_BIN_DIR=\(BuildProducts.directory.path)"],
+                                      environment: environment, unset: ["SYNC_REPLICAS"])
         }
 
         deinit {
@@ -72,11 +68,10 @@ struct ClusterE2ETests {
             return last?.state == .running ? last : nil
         }
 
-        var log: String { output.text }
+        var log: String { make.log }
 
-        /// Waits (briefly) until the output pipe reached its end: after make exits, its last
-        /// lines may still be in the pipe.
-        func waitForOutputEnd() { drain?.waitForEnd(seconds: 2) }
+        /// Waits (briefly) until make's last lines are out of the pipe.
+        func waitForOutputEnd() { make.waitForOutputEnd() }
     }
 
     @Test func makeUpReachesAllReadyRecoversFromSigkillScalesAndStopsOnCtrlC() throws {

@@ -111,34 +111,3 @@ extension BlockingClient {
     }
 }
 
-/// Encodes protobuf by hand, to send what NetplayWire would refuse to encode.
-enum RawProto {
-    static func varint(_ value: UInt64) -> [UInt8] {
-        var value = value, out: [UInt8] = []
-        while value >= 0x80 { out.append(UInt8(value & 0x7F) | 0x80); value >>= 7 }
-        out.append(UInt8(value))
-        return out
-    }
-
-    static func field(_ number: UInt64, bytes: [UInt8]) -> [UInt8] {
-        varint(number << 3 | 2) + varint(UInt64(bytes.count)) + bytes
-    }
-
-    static func envelope(requestId: UInt64, body number: UInt64, _ body: [UInt8]) -> [UInt8] {
-        [0x08] + varint(requestId) + field(number, bytes: body)
-    }
-}
-
-/// The complete output of a process that has exited: its pipe may still be draining when the
-/// exit is seen, so wait until the output stops growing (at most 3 s).
-func settledLog(_ process: ServiceProcess) -> String {
-    var last = process.log
-    let deadline = Date().addingTimeInterval(3)
-    while Date() < deadline {
-        usleep(100_000)
-        let now = process.log
-        if now == last && !now.isEmpty { return now }
-        last = now
-    }
-    return last
-}

@@ -9,7 +9,7 @@ struct NetplayctlTests {
     func run(_ arguments: [String], expect status: Int32 = 0) throws -> String {
         let process = try ServiceProcess("netplayctl", arguments)
         let exit = process.waitForExit(seconds: 20)
-        let log = settledLog(process)
+        let log = process.log
         #expect(exit == status, "netplayctl \(arguments.joined(separator: " ")): \(log)")
         return log
     }
@@ -67,7 +67,7 @@ struct NetplayctlTests {
         _ = try run(["sessions", "start", session] + c + ["--participant", hostId, "--token", hostToken])
         // The tap prints the start as one short line: time, topic, session, room, players, relay, who.
         #expect(tap.waitForExit(seconds: 15) == 0, "\(tap.log)")
-        let tapped = settledLog(tap).split(separator: "\n").filter { !$0.isEmpty }
+        let tapped = tap.log.split(separator: "\n").filter { !$0.isEmpty }
         #expect(tapped.count == 1, "\(tapped)")
         let line = String(tapped.first ?? "")
         #expect(line.range(of: #"^[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} sessions\.started "#, options: .regularExpression) != nil, "\(line)")
@@ -76,7 +76,7 @@ struct NetplayctlTests {
         _ = try run(["sessions", "end", session] + c + ["--participant", hostId, "--token", hostToken, "--reason", "over"])
         #expect(try run(["sessions", "list"] + c + ["--state", "ended"]).contains(session))
         #expect(watch.waitForExit(seconds: 15) == 0, "\(watch.log)")
-        let watched = settledLog(watch)
+        let watched = watch.log
         let changes = watched.split(separator: "\n").compactMap { line in
             (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
         }.compactMap { $0["change"] as? String }

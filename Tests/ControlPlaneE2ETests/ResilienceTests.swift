@@ -90,20 +90,20 @@ struct ResilienceTests {
                                                                 "--data-dir", cluster.dataRoot + "/coordinator", "--discovery", "none"],
                                         environment: ["NETPLAY_TELEMETRY": "none"])
         #expect(second.waitForExit(seconds: 10) == 2)
-        let secondLog = settledLog(second)
+        let secondLog = second.log
         #expect(secondLog.split(separator: "\n").last?.contains("another coordinator is using") == true, "\(secondLog)")
         for (arguments, fragment) in [(["--cluster-secret", "tooshort"], "--cluster-secret"), (["--relay-ttl", "x"], "--relay-ttl"),
                                       (["--durability", "maybe"], "--durability"), (["--discovery", "http://x"], "--discovery")] {
             let process = try ServiceProcess("netplay-coordinator", arguments)
             #expect(process.waitForExit(seconds: 10) == 2)
-            let log = settledLog(process)
+            let log = process.log
             let lines = log.split(separator: "\n")
             #expect(lines.count == 1 && lines.first?.hasPrefix("netplay-coordinator: ") == true
                     && lines.first?.contains(fragment) == true, "\(log)")
         }
         let help = try ServiceProcess("netplay-coordinator", ["--help"])
         #expect(help.waitForExit(seconds: 10) == 0)
-        let helpText = settledLog(help)
+        let helpText = help.log
         for variable in ["NETPLAY_DISCOVERY", "NETPLAY_CLUSTER_SECRET", "NETPLAY_CLUSTER_SECRET_FILE", "NETPLAY_TICKET_TTL",
                          "NETPLAY_RELAY_TTL", "NETPLAY_DATA_DIR", "NETPLAY_DURABILITY", "NETPLAY_PASSWORD_ATTEMPTS"] {
             #expect(helpText.contains(variable), "--help lacks \(variable)")

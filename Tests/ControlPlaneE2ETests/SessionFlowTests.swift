@@ -130,7 +130,7 @@ struct SessionFlowTests {
         guard case .error(let malformed) = try Envelope(decoding: try client.receiveRaw()).body else { Issue.record("no error"); return }
         #expect(malformed.code == .malformed)
         // A 200-byte session id in a JoinSessionRequest (body 102), hand-encoded past the client-side checks.
-        try client.sendRaw(RawProto.envelope(requestId: 9, body: 102, RawProto.field(1, bytes: Array(repeating: 0x41, count: 200))))
+        try client.sendRaw(ProtobufWriter.envelope(requestId: 9, body: 102) { $0.bytesField(1, Array(repeating: 0x41, count: 200)) })
         let oversize = try Envelope(decoding: try client.receiveRaw())
         guard case .error(let tooLong) = oversize.body else { Issue.record("no error"); return }
         #expect(oversize.requestId == 9 && tooLong.code == .badRequest && tooLong.field == "JoinSessionRequest.session_id")

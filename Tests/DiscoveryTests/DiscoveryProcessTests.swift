@@ -71,44 +71,11 @@ final class DiscoveryProcess {
     }
 }
 
-/// The complete output of a process that has exited: its pipe may still be draining when the
-/// exit is seen, so wait until the output stops growing (at most 3 s).
-func settledLog(_ process: ServiceProcess) -> String {
-    var last = process.log
-    let deadline = Date().addingTimeInterval(3)
-    while Date() < deadline {
-        usleep(100_000)
-        let now = process.log
-        if now == last && !now.isEmpty { return now }
-        last = now
-    }
-    return last
-}
-
 /// A UDP port that was free a moment ago.
 func freeUDPPort() throws -> UInt16 {
     let socket = try UDPSocket(host: "127.0.0.1", port: 0)
     defer { socket.close() }
     return socket.localAddress.port
-}
-
-/// Encodes protobuf by hand, to send what NetplayWire would refuse to encode.
-enum RawProto {
-    static func varint(_ value: UInt64) -> [UInt8] {
-        var value = value, out: [UInt8] = []
-        while value >= 0x80 { out.append(UInt8(value & 0x7F) | 0x80); value >>= 7 }
-        out.append(UInt8(value))
-        return out
-    }
-
-    static func field(_ number: UInt64, bytes: [UInt8]) -> [UInt8] {
-        varint(number << 3 | 2) + varint(UInt64(bytes.count)) + bytes
-    }
-
-    /// An Envelope with `requestId` and body field `number` holding `body`.
-    static func envelope(requestId: UInt64, body number: UInt64, _ body: [UInt8]) -> [UInt8] {
-        [0x08] + varint(requestId) + field(number, bytes: body)
-    }
 }
 
 @Suite("netplay-discovery as a real process", .serialized, .ownThread)
@@ -153,7 +120,7 @@ struct DiscoveryProcessTests {
         guard case .error(let malformed) = garbage.body else { Issue.record("no error"); return }
         #expect(malformed.code == .malformed)
         // A 100-byte room id (the limit is 64), hand-encoded so the client-side check is bypassed.
-        let oversize = RawProto.envelope(requestId: 42, body: 66, RawProto.field(1, bytes: Array(repeating: 0x61, count: 100)))
+        let oversize = ProtobufWriter.envelope(requestId: 42, body: 66) { $0.bytesField(1, Array(repeating: 0x61, count: 100)) }
         try discovery.client.sendRaw(oversize)
         let reply = try Envelope(decoding: try discovery.client.receiveRaw())
         guard case .error(let tooLong) = reply.body else { Issue.record("no error"); return }
@@ -413,7 +380,7 @@ struct DiscoveryProcessTests {
             let process = try ServiceProcess("netplay-discovery", arguments)
             let status = process.waitForExit(seconds: 10)
             #expect(status != nil && status != 0)
-            let log = settledLog(process)
+            let log = process.log
             let lines = log.split(separator: "\n")
             #expect(lines.count == 1 && lines.first?.hasPrefix("netplay-discovery: ") == true, "\(log)")
         }
@@ -422,7 +389,7 @@ struct DiscoveryProcessTests {
     @Test func helpListsEveryFlagWithItsEnvironmentVariable() throws {
         let process = try ServiceProcess("netplay-discovery", ["--help"])
         #expect(process.waitForExit(seconds: 10) == 0)
-        let log = settledLog(process)
+        let log = process.log
         for variable in ["NETPLAY_ENDPOINT", "NETPLAY_EVENTS", "NETPLAY_ROOM_TTL", "NETPLAY_BEACON_PORT", "NETPLAY_RETROARCH_PORT",
                          "NETPLAY_RETROARCH_SCAN_INTERVAL", "NETPLAY_RETROARCH_SCAN_TARGETS", "NETPLAY_ANNOUNCE_RATE",
                          "NETPLAY_MAX_ROOMS"] {

@@ -1,5 +1,6 @@
 @testable import Discovery
 import NetplayWire
+import Rollback
 import Testing
 import NetplayTestSupport
 
@@ -9,7 +10,7 @@ struct RoomWatchStateTests {
     /// the events in a random interleaving; the watcher must end with exactly the registry's rooms.
     @Test(arguments: 0..<40)
     func anyInterleavingConvergesOnTheRegistry(seed: Int) throws {
-        var rng = SplitMix(seed: UInt64(seed))
+        var rng = SeededRandom(seed: UInt64(seed))
         let registry = RoomRegistry()
         var events: [Envelope.Body] = []
         func step(_ t: UInt64) throws {
@@ -111,18 +112,5 @@ struct RoomWatchStateTests {
         var room = room
         room.revision = revision
         return room
-    }
-}
-
-/// A small deterministic generator for property tests.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

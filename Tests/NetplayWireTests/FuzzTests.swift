@@ -1,4 +1,5 @@
 import NetplayWire
+import Rollback
 import Testing
 import NetplayTestSupport
 
@@ -21,7 +22,7 @@ struct FuzzTests {
 
     @Test("120,000 random and mutated frames never crash the decoder")
     func fuzz() throws {
-        var rng = SplitMix64(seed: 0x6E65_7470_6C61_7921)
+        var rng = SeededRandom(seed: 0x6E65_7470_6C61_7921)
         let seeds = try Self.seeds()
         let trees = seeds.map { PBTree.parse($0[...], depth: 0) ?? [] }
         var accepted = 0
@@ -80,11 +81,11 @@ struct FuzzTests {
         }
     }
 
-    static func randomBytes(count: Int, using rng: inout SplitMix64) -> [UInt8] {
+    static func randomBytes(count: Int, using rng: inout SeededRandom) -> [UInt8] {
         (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }
     }
 
-    static func mutate(_ f: inout [UInt8], seeds: [[UInt8]], using rng: inout SplitMix64) {
+    static func mutate(_ f: inout [UInt8], seeds: [[UInt8]], using rng: inout SeededRandom) {
         switch Int.random(in: 0..<8, using: &rng) {
         case 0 where !f.isEmpty:  // bit flip
             let i = Int.random(in: 0..<f.count, using: &rng)
@@ -272,7 +273,7 @@ enum PBTree {
         0x7FFF_FFFF, 0x8000_0000, 0xFFFF_FFFF, 1 << 32, 1 << 63, .max, .max - 1,
     ]
 
-    static func mutate(_ fields: inout [Field], using rng: inout SplitMix64) {
+    static func mutate(_ fields: inout [Field], using rng: inout SeededRandom) {
         let all = paths(fields)
         guard !all.isEmpty else {
             fields.append(Field(number: Int.random(in: 1...200, using: &rng), value: .varint(1)))
@@ -282,7 +283,7 @@ enum PBTree {
         mutate(&fields, at: path[...], using: &rng)
     }
 
-    private static func mutate(_ fields: inout [Field], at path: ArraySlice<Int>, using rng: inout SplitMix64) {
+    private static func mutate(_ fields: inout [Field], at path: ArraySlice<Int>, using rng: inout SeededRandom) {
         let index = path.first!
         if path.count > 1, case .message(var nested) = fields[index].value {
             mutate(&nested, at: path.dropFirst(), using: &rng)

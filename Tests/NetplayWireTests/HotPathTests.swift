@@ -1,4 +1,5 @@
 @_spi(WireTesting) import NetplayWire
+import Rollback
 import Testing
 import NetplayTestSupport
 
@@ -158,7 +159,7 @@ struct HotPathTests {
 
     @Test("20,000 fuzzed frames: the hot path never crashes, reads what it accepts exactly as the generic decoder does, and declines only unusual encodings")
     func fuzzAgreesWithTheGenericDecoder() throws {
-        var rng = SplitMix64(seed: 0x686F_7470_6174_6821)
+        var rng = SeededRandom(seed: 0x686F_7470_6174_6821)
         let decoder = HotPathDecoder(arenaBytes: 512)
         var seeds = try FuzzTests.seeds()
         for (index, batch) in Self.batches.enumerated() {

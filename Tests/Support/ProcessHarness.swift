@@ -13,13 +13,19 @@ public final class ServiceProcess: @unchecked Sendable {
     private let drain: PipeDrain
 
     /// Launches `executable` (a product name such as `netplay-discovery`) with `arguments`.
-    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
-        name = executable
+    public convenience init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        try self.init(url: try BuildProducts.url(of: executable), arguments, environment: environment)
+    }
+
+    /// Launches the program at `url` (a built product, or a system tool such as make) with
+    /// `arguments`, in this process's environment without its `NETPLAY_*` variables and `unset`,
+    /// plus `environment`.
+    public init(url: URL, _ arguments: [String], environment: [String: String] = [:], unset: Set<String> = []) throws {
+        name = url.lastPathComponent
         process = Process()
-        process.executableURL = try BuildProducts.url(of: executable)
+        process.executableURL = url
         process.arguments = arguments
-        var env = ProcessInfo.processInfo.environment
-        for key in env.keys where key.hasPrefix("NETPLAY_") { env.removeValue(forKey: key) }
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("NETPLAY_") && !unset.contains($0.key) }
         env.merge(environment) { _, new in new }
         process.environment = env
         let pipe = Pipe()
@@ -41,6 +47,10 @@ public final class ServiceProcess: @unchecked Sendable {
 
     /// Sends `signal` to the process.
     public func send(_ signal: Int32) { kill(process.processIdentifier, signal) }
+
+    /// Waits (briefly) until the output pipe reached its end: after the process exits, its last
+    /// lines may still be in the pipe.
+    public func waitForOutputEnd() { drain.waitForEnd(seconds: 2) }
 
     /// Waits up to `seconds` for the process to exit; returns its exit status, or nil if it is
     /// still running.

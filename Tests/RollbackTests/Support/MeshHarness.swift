@@ -4,38 +4,7 @@ import Rollback
 /// simulated network, each ticking at 60 Hz from its own start time, and records what
 /// every peer simulated.
 final class MeshHarness<Base: Game> where Base.State: Equatable {
-    final class Node {
-        let id: PeerID
-        let player: PlayerHandle
-        let session: P2PSession<LoggingGame<Base>>
-        let log: FrameLog<Base.State>
-        var startMs: UInt64
-        var ticks: UInt64 = 0
-        var alive = true
-        var skipFrames = 0
-        var events: [SessionEvent] = []
-        var inbox: [SimulatedDelivery<RollbackMessage>] = []
-        var advanced = 0
-        var rollbacks = 0
-        var waits: [WaitReason: Int] = [:]
-        var honourWaits = true
-        /// The node ticks (handles messages, polls) but does not advance before this time: a hitch.
-        var stallUntilMs: UInt64 = 0
-
-        init(id: PeerID, player: PlayerHandle, session: P2PSession<LoggingGame<Base>>, log: FrameLog<Base.State>,
-             startMs: UInt64) {
-            self.id = id
-            self.player = player
-            self.session = session
-            self.log = log
-            self.startMs = startMs
-        }
-
-        func nextTickMs() -> UInt64 { startMs + ticks * 1000 / 60 }
-
-        /// The newest frame this node both confirmed and simulated.
-        var settledFrame: Frame { min(session.confirmedFrame, session.currentFrame - 1) }
-    }
+    typealias Node = SimulatedPlayer<Base>
 
     final class Watcher {
         let id: PeerID

@@ -3,30 +3,7 @@ import Rollback
 /// Clients that play through a ``TestRelay``: every client's session names the relay as its
 /// authority, and every remote player sits behind it.
 final class RelayHarness<Base: Game> where Base.State: Equatable {
-    final class Client {
-        let id: PeerID
-        let player: PlayerHandle
-        let session: P2PSession<LoggingGame<Base>>
-        let log: FrameLog<Base.State>
-        let startMs: UInt64
-        var ticks: UInt64 = 0
-        var inbox: [SimulatedDelivery<RollbackMessage>] = []
-        var events: [SessionEvent] = []
-        var rollbacks = 0
-        var skipFrames = 0
-
-        init(id: PeerID, player: PlayerHandle, session: P2PSession<LoggingGame<Base>>, log: FrameLog<Base.State>,
-             startMs: UInt64) {
-            self.id = id
-            self.player = player
-            self.session = session
-            self.log = log
-            self.startMs = startMs
-        }
-
-        func nextTickMs() -> UInt64 { startMs + ticks * 1000 / 60 }
-        var settledFrame: Frame { min(session.confirmedFrame, session.currentFrame - 1) }
-    }
+    typealias Client = SimulatedPlayer<Base>
 
     let relay: TestRelay
     private(set) var clients: [Client] = []

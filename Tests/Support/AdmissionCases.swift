@@ -1,42 +1,49 @@
 import NetplayWire
 
-// Shared verbatim by CoordinatorTests and InputSyncTests (Tests/InputSyncTests/AdmissionCases.swift
-// is a symlink to this file): the same joins must get the same answers from the coordinator and
-// from a LAN host, whose admission is the same code (NetplayAuth's AdmissionPolicy).
+// Run by CoordinatorTests and InputSyncTests: the same joins must get the same answers from the
+// coordinator and from a LAN host, whose admission is the same code (NetplayAuth's AdmissionPolicy).
 
 /// One admission case: a room (the host holds slot 1), a join, and the code expected (nil: admitted).
-struct AdmissionCase: Sendable, CustomStringConvertible {
-    let name: String
-    let room: SessionSettings
-    let join: JoinSessionRequest
-    let expected: ErrorCode?
-    var description: String { name }
+public struct AdmissionCase: Sendable, CustomStringConvertible {
+    /// What the case checks, shown as the test argument.
+    public let name: String
+    /// The room's settings.
+    public let room: SessionSettings
+    /// The join sent to it.
+    public let join: JoinSessionRequest
+    /// The error code expected, nil when the join is admitted.
+    public let expected: ErrorCode?
+    public var description: String { name }
 }
 
 /// The cases both admission callers run.
-enum AdmissionCases {
-    static let content = ContentInfo(gameName: "Arena", crc32: 0xA7E7_A001, md5: Array(repeating: 7, count: 16), coreId: "arena",
+public enum AdmissionCases {
+    /// The content every test room plays.
+    public static let content = ContentInfo(gameName: "Arena", crc32: 0xA7E7_A001, md5: Array(repeating: 7, count: 16), coreId: "arena",
                                      coreVersion: "1", system: "test")
     /// The settings of a test room.
-    static func room(players: UInt32 = 2, spectators: UInt32 = 2, play: String = "", spectate: String = "") -> SessionSettings {
+    public static func room(players: UInt32 = 2, spectators: UInt32 = 2, play: String = "", spectate: String = "") -> SessionSettings {
         var settings = SessionSettings(roomName: "cases", content: content, maxPlayers: players, spectatorsAllowed: spectators > 0,
                                        maxSpectators: spectators, playPassword: play, spectatePassword: spectate)
         settings.inputSize = 2
         return settings
     }
 
-    static func join(_ role: Role = .player, password: String = "", content: ContentInfo = content, slot: UInt32 = 0,
+    /// A join of `role` with `password` and `content`, asking for `slot` (0: the first free).
+    public static func join(_ role: Role = .player, password: String = "", content: ContentInfo = content, slot: UInt32 = 0,
                      sessionId: String = "") -> JoinSessionRequest {
         JoinSessionRequest(sessionId: sessionId, role: role, name: "joiner", password: password, content: content, preferredSlot: slot)
     }
 
-    static func with(_ change: (inout ContentInfo) -> Void) -> ContentInfo {
+    /// ``content`` with `change` applied.
+    public static func with(_ change: (inout ContentInfo) -> Void) -> ContentInfo {
         var changed = content
         change(&changed)
         return changed
     }
 
-    static let all: [AdmissionCase] = [
+    /// Every case.
+    public static let all: [AdmissionCase] = [
         AdmissionCase(name: "same content, open room", room: room(), join: join(), expected: nil),
         AdmissionCase(name: "empty content does not skip the check", room: room(), join: join(content: ContentInfo()),
                       expected: .contentMismatch),
@@ -70,5 +77,5 @@ enum AdmissionCases {
     /// The password budget both callers run with in these cases, and what it allows: this many
     /// wrong guesses answer WRONG_PASSWORD, every later join needing the password (the right
     /// one included) RATE_LIMITED.
-    static let attemptsPerMinute = 5
+    public static let attemptsPerMinute = 5
 }

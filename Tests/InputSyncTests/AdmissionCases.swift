@@ -1,1 +1,0 @@
-../CoordinatorTests/AdmissionCases.swift

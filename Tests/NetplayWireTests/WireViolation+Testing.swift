@@ -1,0 +1,6 @@
+import Testing
+import NetplayWire
+
+extension WireViolation: CustomTestStringConvertible {
+    var testDescription: String { label }
+}
