@@ -214,15 +214,12 @@ struct LibretroBenchmark: ParsableCommand {
         return Figures(run: run, save: save, load: load, rollback: rollback)
     }
 
-    /// Assembles Tests/Fixtures/nes/netplay_test.s into a temporary iNES file.
+    /// Assembles the NES test program into a temporary iNES file.
     private static func buildTestProgram() throws -> String {
-        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Tests/Fixtures/nes").path
         let output = FileManager.default.temporaryDirectory
             .appendingPathComponent("netplay_test-\(getpid()).nes").path
         do {
-            try CC65.build(source: fixtures + "/netplay_test.s", linkerConfig: fixtures + "/netplay_test.cfg",
-                           output: output)
+            try NESTestProgram.build(output: output)
         } catch {
             throw ValidationError("cannot build the NES test program (or pass --content): \(error)")
         }

@@ -79,12 +79,10 @@ struct WANBenchmark: ParsableCommand {
         }
     }
 
-    /// Assembles Tests/Fixtures/nes/netplay_test.s into a temporary iNES file.
+    /// Assembles the NES test program into a temporary iNES file.
     static func buildTestProgram() throws -> String {
-        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Tests/Fixtures/nes").path
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("netplay_wan-\(getpid()).nes").path
-        try CC65.build(source: fixtures + "/netplay_test.s", linkerConfig: fixtures + "/netplay_test.cfg", output: output)
+        try NESTestProgram.build(output: output)
         return output
     }
 }

@@ -29,8 +29,8 @@ struct CAPITests {
     @Test(.timeLimit(.minutes(3)))
     func cHostAndSwiftJoinerAgree() throws {
         let program = try CFrontend.compile("np_nestopia")
-        let rom = try CFrontend.testROM()
-        let core = try CFrontend.nestopiaCore()
+        let rom = try LibretroFixtures.testROM()
+        let core = try LibretroFixtures.nestopiaCore()
         var options = TestCluster.Options(secret: String(repeating: "c4", count: 32))
         options.name = "capi"
         options.coordinatorArguments = ["--password-cost", "minimum", "--relay-refresh-interval", "0.5"]
@@ -49,7 +49,7 @@ struct CAPITests {
         // Other content (one byte changed): the coordinator refuses the C joiner.
         var other = try [UInt8](Data(contentsOf: URL(fileURLWithPath: rom)))
         other[other.count - 7] ^= 0x01
-        let otherPath = try CFrontend.scratch() + "/other.nes"
+        let otherPath = try LibretroFixtures.scratchDirectory() + "/other.nes"
         try Data(other).write(to: URL(fileURLWithPath: otherPath))
         let refused = try ServiceProcess(program, cArguments("join", content: otherPath, seed: 3))
         defer { refused.kill9() }

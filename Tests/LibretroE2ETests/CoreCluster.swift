@@ -3,8 +3,6 @@ import Libretro
 import NetplayService
 import NetplayTestSupport
 import NetplayWire
-import Synchronization
-import SystemTools
 
 /// Discovery, coordinator and one relay as real processes on free loopback ports sharing a
 /// cluster secret, plus netplay-peer processes against them; all killed with the cluster.
@@ -19,73 +17,15 @@ final class CoreCluster: TestCluster, @unchecked Sendable {
     }
 }
 
-/// What these tests need from the machine: nestopia (`libretro-nestopia`, or
-/// `NETPLAY_LIBRETRO_CORE`), cc65 for the NES test program, `cc` for a core without states.
-/// Anything missing fails the test with an explanation.
+/// A core these tests need beyond ``LibretroFixtures``: one that cannot save states.
 enum CoreTestEnvironment {
-    struct Missing: Error, CustomStringConvertible {
-        let description: String
-    }
-
-    private static let cache = Mutex<[String: String]>([:])
-
-    private static func cached(_ key: String, _ make: () throws -> String) throws -> String {
-        if let value = cache.withLock({ $0[key] }) { return value }
-        let value = try make()
-        cache.withLock { $0[key] = value }
-        return value
-    }
-
-    /// A directory for this test process's build products, removed at exit.
-    static func scratchDirectory() throws -> String {
-        try cached("scratch") {
-            let path = scratchPath()
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-            atexit { try? FileManager.default.removeItem(atPath: CoreTestEnvironment.scratchPath()) }
-            return path
-        }
-    }
-
-    private static func scratchPath() -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("netplay-core-e2e-\(getpid())", isDirectory: true).path
-    }
-
-    static func nestopiaCore() throws -> String {
-        if let custom = ProcessInfo.processInfo.environment["NETPLAY_LIBRETRO_CORE"] { return custom }
-        guard let path = LibretroCore.installedCore(named: "nestopia") else {
-            throw Missing(description: "the nestopia libretro core is not installed: apt-get install libretro-nestopia "
-                + "(or set NETPLAY_LIBRETRO_CORE to a core's path)")
-        }
-        return path
-    }
-
-    /// Tests/Fixtures/nes/netplay_test.s assembled with ca65/ld65 into an iNES file.
-    static func testROM() throws -> String {
-        try cached("rom") {
-            guard CC65.isAvailable else {
-                throw Missing(description: "ca65/ld65 not found on PATH: install cc65 (apt-get install cc65)")
-            }
-            let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .appendingPathComponent("Fixtures/nes").path
-            let output = try scratchDirectory() + "/netplay_test.nes"
-            try CC65.build(source: fixtures + "/netplay_test.s", linkerConfig: fixtures + "/netplay_test.cfg", output: output)
-            return output
-        }
-    }
-
     /// A minimal libretro core whose `retro_serialize_size` is 0, compiled with `cc`.
     static func coreWithoutSerialization() throws -> String {
-        try cached("no-states") {
-            let directory = try scratchDirectory()
+        try LibretroFixtures.cached("no-states") {
+            let directory = try LibretroFixtures.scratchDirectory()
             let source = directory + "/nostates.c", output = directory + "/nostates_libretro.so"
             try Data(noStatesSource.utf8).write(to: URL(fileURLWithPath: source))
-            guard let cc = CC65.find("cc") else { throw Missing(description: "cc not found on PATH") }
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: cc)
-            process.arguments = ["-shared", "-fPIC", "-o", output, source]
-            try process.run()
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else { throw Missing(description: "cc failed to build the test core") }
+            try LibretroFixtures.runTool("cc", ["-shared", "-fPIC", "-o", output, source])
             return output
         }
     }

@@ -15,8 +15,8 @@ extension CoreMatchTests {
     @Test(.disabled(if: NamespacePair.unavailableReason != nil,
                     Comment(rawValue: "skipped: \(NamespacePair.unavailableReason ?? "")")))
     func aJoinerOnAnotherHostFindsTheRoomByItsBeaconAndBothAgree() throws {
-        let rom = try CoreTestEnvironment.testROM()
-        let core = try CoreTestEnvironment.nestopiaCore()
+        let rom = try LibretroFixtures.testROM()
+        let core = try LibretroFixtures.nestopiaCore()
         let lan = try NamespacePair()
         defer { lan.tearDown() }
         let peer = BuildProducts.directory.path + "/netplay-peer"

@@ -16,8 +16,8 @@ struct CoreMatchTests {
     /// content is refused by the coordinator.
     @Test(.timeLimit(.minutes(2)))
     func threePlayersAndASpectatorAgree() throws {
-        let rom = try CoreTestEnvironment.testROM()
-        let core = try CoreTestEnvironment.nestopiaCore()
+        let rom = try LibretroFixtures.testROM()
+        let core = try LibretroFixtures.nestopiaCore()
         let cluster = try CoreCluster()
         let frames = 1200
         let room = "nes-\(UUID().uuidString.prefix(8))"
@@ -93,9 +93,9 @@ struct CoreMatchTests {
     /// mismatched options: one clear line each and a non-zero exit, before touching the cluster.
     @Test(.timeLimit(.minutes(1)))
     func clearErrors() throws {
-        let rom = try CoreTestEnvironment.testROM()
-        let core = try CoreTestEnvironment.nestopiaCore()
-        let scratch = try CoreTestEnvironment.scratchDirectory()
+        let rom = try LibretroFixtures.testROM()
+        let core = try LibretroFixtures.nestopiaCore()
+        let scratch = try LibretroFixtures.scratchDirectory()
         let garbage = scratch + "/garbage.nes"
         try Data("this is not an iNES file\n".utf8).write(to: URL(fileURLWithPath: garbage))
         let noStates = try CoreTestEnvironment.coreWithoutSerialization()

@@ -1,5 +1,6 @@
 import Foundation
 import Libretro
+import NetplayTestSupport
 import Rollback
 import Testing
 
@@ -16,7 +17,7 @@ extension LibretroHostTests {
 
     @Test("a file that is not a shared library cannot be loaded")
     func notASharedLibrary() throws {
-        let path = try TestEnvironment.scratchDirectory() + "/text_libretro.so"
+        let path = try LibretroFixtures.scratchDirectory() + "/text_libretro.so"
         try "not an ELF file".write(toFile: path, atomically: true, encoding: .utf8)
         let error = #expect(throws: LibretroError.self) {
             try LibretroCore(corePath: path, contentPath: try FakeCore.content())
@@ -69,7 +70,7 @@ extension LibretroHostTests {
     func contentNotFound() throws {
         let path = "/nonexistent/game.nes"
         let error = #expect(throws: LibretroError.self) {
-            try LibretroCore(corePath: try TestEnvironment.nestopiaCore(), contentPath: path)
+            try LibretroCore(corePath: try LibretroFixtures.nestopiaCore(), contentPath: path)
         }
         #expect(error == .contentNotFound(path: path))
         #expect(error?.description == "content not found: no file at \(path)")
@@ -79,7 +80,7 @@ extension LibretroHostTests {
     func contentRejected() throws {
         let garbage = try TestEnvironment.garbageROM()
         let error = #expect(throws: LibretroError.self) {
-            try LibretroCore(corePath: try TestEnvironment.nestopiaCore(), contentPath: garbage)
+            try LibretroCore(corePath: try LibretroFixtures.nestopiaCore(), contentPath: garbage)
         }
         guard case .contentRejected(let path, let core, _)? = error else {
             Issue.record("expected contentRejected, got \(String(describing: error))")

@@ -1,5 +1,6 @@
 import Foundation
 import Libretro
+import NetplayTestSupport
 
 /// A tiny libretro core written for these tests, compiled with `cc` at test time in variants
 /// that break one rule each (API version, serialization, missing entry points). Its 64-byte
@@ -172,20 +173,20 @@ enum FakeCore {
 
     /// Builds (once per variant and process) and returns the core's path.
     static func path(_ variant: Variant = Variant()) throws -> String {
-        try TestEnvironment.cached("fake-core:\(variant.flags)") {
-            let directory = try TestEnvironment.scratchDirectory()
+        try LibretroFixtures.cached("fake-core:\(variant.flags)") {
+            let directory = try LibretroFixtures.scratchDirectory()
             let sourcePath = directory + "/fake_core.c"
             try source.write(toFile: sourcePath, atomically: true, encoding: .utf8)
             let output = directory + "/" + variant.fileName
-            try TestEnvironment.runTool("cc", ["-shared", "-fPIC", "-O1", "-o", output, sourcePath] + variant.flags)
+            try LibretroFixtures.runTool("cc", ["-shared", "-fPIC", "-O1", "-o", output, sourcePath] + variant.flags)
             return output
         }
     }
 
     /// A content file for the fake core (`bad` content is rejected by it).
     static func content(bad: Bool = false) throws -> String {
-        try TestEnvironment.cached("fake-content:\(bad)") {
-            let path = try TestEnvironment.scratchDirectory() + (bad ? "/bad.fake" : "/good.fake")
+        try LibretroFixtures.cached("fake-content:\(bad)") {
+            let path = try LibretroFixtures.scratchDirectory() + (bad ? "/bad.fake" : "/good.fake")
             try Data((bad ? "BAD!" : "GOOD content").utf8).write(to: URL(fileURLWithPath: path))
             return path
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Libretro
+import NetplayTestSupport
 import Rollback
 import Testing
 
@@ -21,7 +22,7 @@ extension LibretroHostTests {
         }
 
         @Test func aCoreLoadsWithItsIdentityAndEveryLoadStartsFromTheSameState() throws {
-            let core = try TestEnvironment.nestopiaCore(), rom = try TestEnvironment.testROM()
+            let core = try LibretroFixtures.nestopiaCore(), rom = try LibretroFixtures.testROM()
             let first = try LoadedCore.load(corePath: core, contentPath: rom, players: 2, buttons: nil)
             let identity = first.content, initial = first.initialChecksum, mask = first.buttonMask
             first.core.close()
@@ -44,12 +45,12 @@ extension LibretroHostTests {
         }
 
         @Test func badContentAndButtonsAreClearErrors() throws {
-            let core = try TestEnvironment.nestopiaCore()
+            let core = try LibretroFixtures.nestopiaCore()
             #expect(throws: LibretroError.contentNotFound(path: "/nonexistent/x.nes")) {
                 try LoadedCore.load(corePath: core, contentPath: "/nonexistent/x.nes", players: 2, buttons: nil)
             }
             #expect(throws: LibretroError.invalidOptions("buttons must be nes, all or a 16-bit hexadecimal mask, got 'zz'")) {
-                try LoadedCore.load(corePath: core, contentPath: try TestEnvironment.testROM(), players: 2, buttons: "zz")
+                try LoadedCore.load(corePath: core, contentPath: try LibretroFixtures.testROM(), players: 2, buttons: "zz")
             }
         }
     }

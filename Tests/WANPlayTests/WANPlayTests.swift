@@ -1,8 +1,6 @@
 import Foundation
-import Libretro
 import Testing
 import WANHarness
-import SystemTools
 import NetplayTestSupport
 
 /// Play on a real kernel network path: every player a `netplay-peer` process in its
@@ -114,15 +112,8 @@ struct WANPlayTests {
         try play(WANScenario(delayMs: 50, jitterMs: 5, lossPercent: 2, players: 4, frames: 480), slack: 4, maxStallMs: 100)
     }
 
-    /// The installed nestopia and the NES test program, assembled with cc65.
+    /// nestopia and the NES test program, assembled with cc65.
     static func nestopia() throws -> (path: String, content: String) {
-        let core = try #require(LibretroCore.installedCore(named: "nestopia"), "libretro-nestopia is not installed")
-        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/nes").path
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("netplay_wan_test-\(getpid()).nes").path
-        if !FileManager.default.fileExists(atPath: output) {
-            try CC65.build(source: fixtures + "/netplay_test.s", linkerConfig: fixtures + "/netplay_test.cfg", output: output)
-        }
-        return (core, output)
+        (try LibretroFixtures.nestopiaCore(), try LibretroFixtures.testROM())
     }
 }
