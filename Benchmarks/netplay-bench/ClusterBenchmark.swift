@@ -104,7 +104,7 @@ private final class BenchCluster {
     private var client: BlockingClient?
 
     init(repository: String, bin: String) throws {
-        let offset = Self.freeOffset()
+        let offset = ClusterPorts.freeOffset()
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         process.executableURL = URL(fileURLWithPath: "/usr/bin/make")
         process.arguments = ["-C", repository, "--no-print-directory", "up", "RUN_DIR=\(directory.path)/run", "NETPLAY_BIN_DIR=\(bin)"]
@@ -153,26 +153,6 @@ private final class BenchCluster {
             if process.isRunning { kill(-process.processIdentifier, SIGKILL) }
         }
         try? FileManager.default.removeItem(at: directory)
-    }
-
-    static func freeOffset() -> Int {
-        let ports = [7000, 7100, 7101, 7102, 7200, 7201, 7300, 7301, 7400, 7401, 7402, 9400]
-        for _ in 0..<200 {
-            let offset = Int.random(in: 100...230) * 100  // ports stay below the ephemeral range (32768+)
-            if ports.allSatisfy({ isFree($0 + offset) }) { return offset }
-        }
-        return 31000
-    }
-
-    static func isFree(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
     }
 }
 

@@ -227,21 +227,7 @@ public enum WANMatch {
 
     /// A TCP port free on `address` now.
     public static func freePort(on address: String) throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw WANHarnessError("socket: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var socketAddress = sockaddr_in()
-        socketAddress.sin_family = sa_family_t(AF_INET)
-        socketAddress.sin_port = 0
-        inet_pton(AF_INET, address, &socketAddress.sin_addr)
-        let bound = withUnsafePointer(to: &socketAddress) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else { throw WANHarnessError("bind \(address): \(String(cString: strerror(errno)))") }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &socketAddress) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: socketAddress.sin_port))
+        guard let port = FreePort.tcp(on: address) else { throw WANHarnessError("no TCP port can be bound on \(address)") }
+        return port
     }
 }

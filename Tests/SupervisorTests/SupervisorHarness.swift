@@ -116,19 +116,8 @@ func freePortBlock(_ count: Int) -> Int {
             blocks.insert(base)
             return true
         }
-        if fresh && (base..<(base + count)).allSatisfy(portIsFree) { return base }
+        if fresh && (base..<(base + count)).allSatisfy({ FreePort.isFree($0) }) { return base }
     }
 }
 
 private let handedOutBlocks = Mutex<Set<Int>>([])
-
-private func portIsFree(_ port: Int) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = UInt16(port).bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
-}

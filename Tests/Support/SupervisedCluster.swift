@@ -2,35 +2,6 @@ import Foundation
 import NetplayService
 import NetplayWire
 
-/// Port offsets that make the design's whole endpoint table free, so a test cluster on shifted
-/// ports (NETPLAY_PORT_OFFSET) never meets a developer's `make up` or another test's cluster.
-public enum ClusterPorts {
-    /// Design ports (TCP) a cluster binds, with room for three sync replicas.
-    public static let designPorts = [7000, 7005, 7100, 7101, 7105, 7200, 7201, 7205, 7300, 7301, 7305, 7310, 7311, 7315,
-                                     7320, 7321, 7325, 7400, 7401, 7402, 7405, 9400, 7306, 7316, 7326]
-
-    /// An offset that makes every design port free (TCP) and the beacon's UDP port free.
-    public static func freeOffset() -> Int {
-        for _ in 0..<200 {
-            let offset = Int.random(in: 100...230) * 100  // ports stay below the ephemeral range (32768+)
-            if designPorts.allSatisfy({ portIsFree($0 + offset, udp: false) }) && portIsFree(7102 + offset, udp: true) { return offset }
-        }
-        return 30000
-    }
-
-    /// Whether `port` can be bound now on loopback (TCP) or any address (UDP).
-    public static func portIsFree(_ port: Int, udp: Bool) -> Bool {
-        let fd = socket(AF_INET, Int32(udp ? SOCK_DGRAM.rawValue : SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr(udp ? "0.0.0.0" : "127.0.0.1")
-        return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
-    }
-}
-
 /// The cluster of compose/cluster.yaml run by a real netplay-supervisor with the test's debug
 /// binaries, on shifted ports, with its own data root and trust store: what `make up` starts.
 public final class SupervisedCluster: @unchecked Sendable {
