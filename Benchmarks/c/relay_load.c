@@ -171,100 +171,91 @@ static void record(worker_t *w, player_t *pl, const unsigned char *inputs, size_
     }
 }
 
+/* One protobuf field: its number and wire type, its value (varint) or its bytes (length-delimited;
+   fixed-width fields are skipped over). */
+typedef struct {
+    int number, type;
+    uint64_t value;
+    const unsigned char *bytes;
+} field_t;
+
+/* Reads the field at *p: 1 when read, 0 at `end`, -1 on a truncated or unknown-type field. */
+static int next_field(const unsigned char **p, const unsigned char *end, field_t *f) {
+    uint64_t key;
+    if (*p >= end) return 0;
+    if (!get_varint(p, end, &key)) return -1;
+    f->number = (int)(key >> 3);
+    f->type = (int)(key & 7);
+    f->bytes = NULL;
+    switch (f->type) {
+    case 0: return get_varint(p, end, &f->value) ? 1 : -1;
+    case 1: if (end - *p < 8) return -1; *p += 8; return 1;
+    case 5: if (end - *p < 4) return -1; *p += 4; return 1;
+    case 2:
+        if (!get_varint(p, end, &f->value) || f->value > (uint64_t)(end - *p)) return -1;
+        f->bytes = *p;
+        *p += f->value;
+        return 1;
+    default: return -1;
+    }
+}
+
 /* PlayerInputs { slot 1, start_frame 2, inputs 3, status 4 } inside InputBroadcast(3). */
 static void parse_broadcast(worker_t *w, player_t *pl, const unsigned char *p, const unsigned char *end, uint64_t arrival) {
     int authoritative = 0;
     uint64_t auth_start = 0, auth_count = 0;
     int have_auth_range = 0;
-    while (p < end) {
-        uint64_t key, value;
-        if (!get_varint(&p, end, &key)) return;
-        int field = (int)(key >> 3), type = (int)(key & 7);
-        if (type == 0) {
-            if (!get_varint(&p, end, &value)) return;
-            if (field == 1) authoritative = (int)value;
-        } else if (type == 2) {
-            if (!get_varint(&p, end, &value) || value > (uint64_t)(end - p)) return;
-            const unsigned char *sub = p, *sub_end = p + value;
-            p = sub_end;
-            if (field != 3 && field != 6) continue;  /* players (3) and forwarded (6) */
-            uint64_t slot = 0, start = 0;
-            const unsigned char *inputs = NULL;
-            size_t inputs_size = 0;
-            while (sub < sub_end) {
-                uint64_t k, v;
-                if (!get_varint(&sub, sub_end, &k)) break;
-                int f = (int)(k >> 3), t = (int)(k & 7);
-                if (t == 0) {
-                    if (!get_varint(&sub, sub_end, &v)) break;
-                    if (f == 1) slot = v; else if (f == 2) start = v;
-                } else if (t == 2) {
-                    if (!get_varint(&sub, sub_end, &v) || v > (uint64_t)(sub_end - sub)) break;
-                    if (f == 3) { inputs = sub; inputs_size = (size_t)v; }
-                    sub += v;
-                } else break;
-            }
-            if (field == 3 && !have_auth_range) { auth_start = start; auth_count = inputs_size / 8; have_auth_range = 1; }
-            if ((int)slot != pl->slot + 1 && inputs) record(w, pl, inputs, inputs_size, start, arrival);
-        } else return;
+    field_t field, sub_field;
+    int read;
+    while ((read = next_field(&p, end, &field)) > 0) {
+        if (field.type == 0 && field.number == 1) authoritative = (int)field.value;
+        if (field.type != 2 || (field.number != 3 && field.number != 6)) continue;  /* players (3) and forwarded (6) */
+        const unsigned char *sub = field.bytes, *sub_end = field.bytes + field.value;
+        uint64_t slot = 0, start = 0;
+        const unsigned char *inputs = NULL;
+        size_t inputs_size = 0;
+        while (next_field(&sub, sub_end, &sub_field) > 0) {
+            if (sub_field.type == 0 && sub_field.number == 1) slot = sub_field.value;
+            else if (sub_field.type == 0 && sub_field.number == 2) start = sub_field.value;
+            else if (sub_field.type == 2 && sub_field.number == 3) { inputs = sub_field.bytes; inputs_size = (size_t)sub_field.value; }
+        }
+        if (field.number == 3 && !have_auth_range) { auth_start = start; auth_count = inputs_size / 8; have_auth_range = 1; }
+        if ((int)slot != pl->slot + 1 && inputs) record(w, pl, inputs, inputs_size, start, arrival);
     }
+    if (read < 0) return;
     if (authoritative && have_auth_range && (long)auth_start <= pl->awaited && (long)(auth_start + auth_count) > pl->awaited)
         pl->awaited = (long)(auth_start + auth_count);
 }
 
 static void handle(worker_t *w, player_t *pl, const unsigned char *data, size_t size, uint64_t arrival) {
     const unsigned char *p = data, *end = data + size;
-    while (p < end) {
-        uint64_t key, value;
-        if (!get_varint(&p, end, &key)) return;
-        int field = (int)(key >> 3), type = (int)(key & 7);
-        if (type == 0) { if (!get_varint(&p, end, &value)) return; continue; }
-        if (type != 2 || !get_varint(&p, end, &value) || value > (uint64_t)(end - p)) return;
-        const unsigned char *sub = p, *sub_end = p + value;
-        p = sub_end;
-        if (field == 6) {
+    field_t body, f;
+    while (next_field(&p, end, &body) > 0) {
+        if (body.type != 2) continue;
+        const unsigned char *sub = body.bytes, *sub_end = body.bytes + body.value;
+        if (body.number == 6) {
             parse_broadcast(w, pl, sub, sub_end, arrival);
-        } else if (field == 5) {  /* the forwarder's copy of the partner's InputBatch */
+        } else if (body.number == 5) {  /* the forwarder's copy of the partner's InputBatch */
             uint64_t start = 0;
             const unsigned char *inputs = NULL;
             size_t inputs_size = 0;
-            while (sub < sub_end) {
-                uint64_t k, v;
-                if (!get_varint(&sub, sub_end, &k)) break;
-                int f = (int)(k >> 3), t = (int)(k & 7);
-                if (t == 0) { if (!get_varint(&sub, sub_end, &v)) break; if (f == 2) start = v; }
-                else if (t == 2) {
-                    if (!get_varint(&sub, sub_end, &v) || v > (uint64_t)(sub_end - sub)) break;
-                    if (f == 4) { inputs = sub; inputs_size = (size_t)v; }
-                    sub += v;
-                } else break;
+            while (next_field(&sub, sub_end, &f) > 0) {
+                if (f.type == 0 && f.number == 2) start = f.value;
+                else if (f.type == 2 && f.number == 4) { inputs = f.bytes; inputs_size = (size_t)f.value; }
             }
             if (inputs) record(w, pl, inputs, inputs_size, start, arrival);
-        } else if (field == 151) {  /* AttachResponse: running is field 10 */
-            while (sub < sub_end) {
-                uint64_t k, v;
-                if (!get_varint(&sub, sub_end, &k)) break;
-                int t = (int)(k & 7);
-                if (t == 0) { if (!get_varint(&sub, sub_end, &v)) break; if ((k >> 3) == 10 && v) pl->running = 1; }
-                else if (t == 2) { if (!get_varint(&sub, sub_end, &v) || v > (uint64_t)(sub_end - sub)) break; sub += v; }
-                else if (t == 1) sub += 8;
-                else if (t == 5) sub += 4;
-                else break;
+        } else if (body.number == 151) {  /* AttachResponse: running is field 10 */
+            while (next_field(&sub, sub_end, &f) > 0) {
+                if (f.type == 0 && f.number == 10 && f.value) pl->running = 1;
             }
-        } else if (field == 2) {
+        } else if (body.number == 2) {
             if (w->errors++ < 3) {  /* say what the first errors were */
                 uint64_t code = 0;
                 const unsigned char *text = NULL;
                 size_t text_size = 0;
-                while (sub < sub_end) {
-                    uint64_t k, v;
-                    if (!get_varint(&sub, sub_end, &k)) break;
-                    if ((k & 7) == 0) { if (!get_varint(&sub, sub_end, &v)) break; if ((k >> 3) == 1) code = v; }
-                    else if ((k & 7) == 2) {
-                        if (!get_varint(&sub, sub_end, &v) || v > (uint64_t)(sub_end - sub)) break;
-                        if ((k >> 3) == 2) { text = sub; text_size = (size_t)v; }
-                        sub += v;
-                    } else break;
+                while (next_field(&sub, sub_end, &f) > 0) {
+                    if (f.type == 0 && f.number == 1) code = f.value;
+                    else if (f.type == 2 && f.number == 2) { text = f.bytes; text_size = (size_t)f.value; }
                 }
                 fprintf(stderr, "relay_load: error %llu: %.*s\n", (unsigned long long)code, (int)text_size, text ? (const char *)text : "");
             }

@@ -31,7 +31,7 @@ struct RelayBenchmark: ParsableCommand {
     @Option(help: "Sessions in the maximum-throughput run.") var floodSessions = 200
     @Option(help: "Frames a player may run ahead of its partner in the maximum-throughput run.") var window = 8
     @Option(help: "Seconds of the maximum-throughput run.") var floodSeconds = 4.0
-    @Option(help: "Path of netplay-sync (default: next to this executable).") var syncBin: String?
+    @OptionGroup var sync: SyncBinaryOption
     @Option(help: "Path of the C forwarder (built by `make bench`).") var cForwarder: String?
     @Option(help: "Path of the C load generator (built by `make bench`).") var load = "Benchmarks/bin/relay_load"
 
@@ -45,8 +45,7 @@ struct RelayBenchmark: ParsableCommand {
                   + "\(format(core.nanosecondsPerSessionTick, 0)) ns per session per 5 ms timer tick, \(sessions) sessions")
             return
         }
-        let syncPath = syncBin ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-            .deletingLastPathComponent().appendingPathComponent("netplay-sync").path
+        let syncPath = sync.path
         guard FileManager.default.isExecutableFile(atPath: syncPath) else {
             throw ValidationError("netplay-sync not found at \(syncPath); build it (swift build -c release) or pass --sync-bin")
         }

@@ -26,14 +26,13 @@ struct RetroArchBenchmark: ParsableCommand {
     @Option(help: "Seconds of each 60 Hz round-trip measurement (after 1 s of warm-up).") var latencySeconds = 5.0
     @Option(help: "Rounds; each runs relay, forwarder and direct once, in turn.") var rounds = 3
     @Option(help: "Bytes in flight per direction of a session in the throughput run (what a session keeps in flight, as RetroArch's own send buffers do).") var window = 262_144
-    @Option(help: "Path of netplay-sync (default: next to this executable).") var syncBin: String?
+    @OptionGroup var sync: SyncBinaryOption
     @Option(help: "Path of the C forwarder (built by `make bench-retroarch`).") var cForwarder = "Benchmarks/bin/tcp_forwarder"
     @Option(help: "Path of the C load generator (built by `make bench-retroarch`).") var load = "Benchmarks/bin/retroarch_load"
 
     func run() throws {
         signal(SIGPIPE, SIG_IGN)
-        let syncPath = syncBin ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-            .deletingLastPathComponent().appendingPathComponent("netplay-sync").path
+        let syncPath = sync.path
         for (path, what) in [(syncPath, "netplay-sync (swift build -c release, or --sync-bin)"),
                              (cForwarder, "the C forwarder (make bench-retroarch, or --c-forwarder)"),
                              (load, "the C load generator (make bench-retroarch, or --load)")]

@@ -14,27 +14,6 @@ enum RelayWire {
         var inputs = UnsafeRawBufferPointer(start: nil, count: 0)
         var awaitedFrame: UInt32 = 0
         var currentFrame: UInt32 = 0
-
-        init(slot: UInt32, startFrame: UInt32, inputSize: UInt32, inputs: UnsafeRawBufferPointer,
-             awaitedFrame: UInt32, currentFrame: UInt32) {
-            self.slot = slot
-            self.startFrame = startFrame
-            self.inputSize = inputSize
-            self.inputs = inputs
-            self.awaitedFrame = awaitedFrame
-            self.currentFrame = currentFrame
-        }
-
-        @inline(__always)
-        init(_ view: InputBatchView) {
-            requestId = view.requestId
-            slot = view.slot
-            startFrame = view.startFrame
-            inputSize = view.inputSize
-            inputs = view.inputs
-            awaitedFrame = view.awaitedFrame
-            currentFrame = view.currentFrame
-        }
     }
 
     /// A run of one slot's inputs `from ..< to` taken from the timeline.
@@ -83,5 +62,15 @@ enum RelayWire {
         let buffers = packer.addRun(field, slot: UInt32(run.slot + 1), startFrame: UInt32(truncatingIfNeeded: run.from),
                                     inputBytes: (run.to - run.from) * timeline.inputSize, statusCount: 0)
         timeline.copyInputs(slot: run.slot, from: run.from, to: run.to, into: buffers.inputs)
+    }
+}
+
+extension RelayWire.Batch {
+    /// The fields of a batch decoded on the hot path (kept in an extension so the memberwise
+    /// initialiser stays).
+    @inline(__always)
+    init(_ view: InputBatchView) {
+        self.init(requestId: view.requestId, slot: view.slot, startFrame: view.startFrame, inputSize: view.inputSize,
+                  inputs: view.inputs, awaitedFrame: view.awaitedFrame, currentFrame: view.currentFrame)
     }
 }

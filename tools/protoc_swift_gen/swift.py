@@ -152,11 +152,15 @@ def c_enum_from_swift(expr):
     return f".init(rawValue: .init(truncatingIfNeeded: {expr}.rawValue))"
 
 
+def field_parts(f):
+    """What writing a field's code starts from: its kind, its annotations, its C member and its
+    path as a Swift string literal (for error messages)."""
+    return f.kind, f.ann, f"c.pointee.{f.name}", swift_string_literal(field_path(f))
+
+
 def gen_validate_scalar(o, f, expr, ind):
     """Encode-side checks for one value (element) of field f held in `expr`."""
-    k = f.kind
-    a = f.ann
-    path = swift_string_literal(field_path(f))
+    k, a, _, path = field_parts(f)
     if k == "string":
         req = "true" if (a.required and not f.repeated) else "false"
         o(f"{ind}try _wireCheckString({expr}, {path}, maxLen: {a.max_len}, required: {req})")
@@ -193,10 +197,7 @@ def gen_fill(o, m):
 
 
 def gen_fill_field(o, f, expr, ind, in_oneof=False):
-    k = f.kind
-    a = f.ann
-    cf = f"c.pointee.{f.name}"
-    path = swift_string_literal(field_path(f))
+    k, a, cf, path = field_parts(f)
     if not f.repeated:
         if k == "message":
             sub = f.resolved[1]
@@ -299,10 +300,7 @@ def gen_decode(o, m):
 
 
 def gen_decode_field(o, f, target, ind, in_oneof=False):
-    k = f.kind
-    a = f.ann
-    cf = f"c.pointee.{f.name}"
-    path = swift_string_literal(field_path(f))
+    k, a, cf, path = field_parts(f)
     if not f.repeated:
         if k == "message":
             sub = f.resolved[1]
