@@ -24,7 +24,7 @@ enum CFrontend {
             throw LibretroFixtures.Missing("libNetplayC.so is not built in \(products): run `swift build --build-tests` (or --product NetplayC)")
         }
         let output = try LibretroFixtures.scratchDirectory() + "/" + name
-        try LibretroFixtures.runTool("cc", [
+        try LibretroFixtures.runTool("cc", what: "\(name).c", [
             "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-o", output, root + "/Tests/CAPITests/c/\(name).c",
             "-I", root + "/Sources/CNetplayAPI/include", "-I", root + "/Sources/CLibretro/include",
             "-L", products, "-lNetplayC", "-ldl", "-Wl,-rpath," + products,

@@ -96,7 +96,7 @@ struct CoreMatchTests {
         let rom = try LibretroFixtures.testROM()
         let core = try LibretroFixtures.nestopiaCore()
         let scratch = try LibretroFixtures.scratchDirectory()
-        let garbage = scratch + "/garbage.nes"
+        let garbage = scratch + "/not-a-rom-e2e.nes"  // LibretroTests keeps its own garbage.nes in the shared scratch directory
         try Data("this is not an iNES file\n".utf8).write(to: URL(fileURLWithPath: garbage))
         let noStates = try CoreTestEnvironment.coreWithoutSerialization()
         // Nothing listens there: the errors must come before any cluster request.

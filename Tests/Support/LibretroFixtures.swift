@@ -1,6 +1,5 @@
 import Foundation
 import Libretro
-import Synchronization
 import SystemTools
 
 /// What tests that run real emulator cores need from the machine, each made once per test
@@ -15,13 +14,19 @@ public enum LibretroFixtures {
         public init(_ description: String) { self.description = description }
     }
 
-    private static let cache = Mutex<[String: String]>([:])
+    /// Held while a value is made, so suites running side by side never build the same file at
+    /// once; recursive, because a value may need another (the ROM needs the scratch directory).
+    private static let lock = NSRecursiveLock()
+    nonisolated(unsafe) private static var values: [String: String] = [:]
 
-    /// `make()`'s result, computed once per process under `key`.
+    /// `make()`'s result, computed once per process under `key` (a failure is tried again by the
+    /// next caller).
     public static func cached(_ key: String, _ make: () throws -> String) throws -> String {
-        if let value = cache.withLock({ $0[key] }) { return value }
+        lock.lock()
+        defer { lock.unlock() }
+        if let value = values[key] { return value }
         let value = try make()
-        cache.withLock { $0[key] = value }
+        values[key] = value
         return value
     }
 
@@ -62,10 +67,11 @@ public enum LibretroFixtures {
         }
     }
 
-    /// Runs `tool` from `PATH` to its end; throws ``Missing`` with its output when it is absent or fails.
-    public static func runTool(_ tool: String, _ arguments: [String]) throws {
+    /// Runs `tool` from `PATH` to its end; throws ``Missing`` with its output when it is absent or
+    /// fails (on `what`, when given).
+    public static func runTool(_ tool: String, what: String? = nil, _ arguments: [String]) throws {
         guard let executable = CC65.find(tool) else { throw Missing("\(tool) not found on PATH") }
         let (status, output) = Shell.run(executable, arguments)
-        guard status == 0 else { throw Missing("\(tool) failed: \(output)") }
+        guard status == 0 else { throw Missing("\(tool) failed\(what.map { " on \($0)" } ?? ""): \(output)") }
     }
 }
