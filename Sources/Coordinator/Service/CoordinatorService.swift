@@ -17,6 +17,9 @@ public final class CoordinatorService: Service {
     /// queue below picks them fairly across sessions).
     private let passwords = DispatchQueue(label: "netplay.coordinator.passwords", attributes: .concurrent)
     private var hashing: HashingQueue<@Sendable () -> Void>
+    /// Copies of a keyed create or join whose first is being hashed: they get the first's answer.
+    private var copies = RequestCopies<CopyKey, Request>(maxCopies: 8)
+    private var copiesCounter: Counter?
     private let origin = ContinuousClock.now
     private var lock: FileLock?
     private var databasePath = ""
@@ -46,6 +49,8 @@ public final class CoordinatorService: Service {
         let core = try SessionCoordinator(store: store, keyRing: keyRing, settings: configuration.settings, at: now)
         self.core = core
         sessionsGauge = runtime.metrics.gauge("netplay_coordinator_sessions", help: "Active sessions (lobby and running).")
+        copiesCounter = runtime.metrics.counter("netplay_coordinator_request_copies_total",
+                                                help: "Copies of a create or join that waited for the first's answer instead of being served again.")
         sessionsGauge?.set(Double(core.activeCount))
         runtime.metrics.gauge("netplay_coordinator_relays", help: "Relays in the registry.") { [weak self] in
             Double(self?.core?.relays.relays.count ?? 0)
@@ -106,6 +111,7 @@ public final class CoordinatorService: Service {
         let time = now
         switch request.body {
         case .createSessionRequest(let create):
+            if let waiting = try waitForFirst(request, idempotencyKey: create.idempotencyKey) { return waiting }
             let source = request.source
             let play = create.settings.playPassword, spectate = create.settings.spectatePassword
             let needsHash = !(play.isEmpty && spectate.isEmpty) && core.existingSession(forCreateKey: create.idempotencyKey) == nil
@@ -117,7 +123,7 @@ public final class CoordinatorService: Service {
                 return .reply(finish(try core.create(create, source: source, playHash: nil, spectateHash: nil, at: time), runtime))
             }
             let hasher = configuration.settings.passwordHasher
-            offload(runtime, request: request, key: "create " + source, work: { () -> (String?, String?, Bool) in
+            offload(runtime, request: request, key: "create " + source, copyKey: CopyKey(request, idempotencyKey: create.idempotencyKey), work: { () -> (String?, String?, Bool) in
                 let playHash = play.isEmpty ? nil : hasher.hash(play)
                 let spectateHash = spectate.isEmpty ? nil : hasher.hash(spectate)
                 return (playHash, spectateHash, (play.isEmpty || playHash != nil) && (spectate.isEmpty || spectateHash != nil))
@@ -129,6 +135,7 @@ public final class CoordinatorService: Service {
             })
             return .deferred
         case .joinSessionRequest(let join):
+            if let waiting = try waitForFirst(request, idempotencyKey: join.idempotencyKey) { return waiting }
             let source = request.source
             // The attempt is reserved here, before any hash, so concurrent guesses cannot
             // outrun the session's budget.
@@ -140,7 +147,7 @@ public final class CoordinatorService: Service {
             }
             let candidates = plan.candidates.map { ($0.hash, $0.match) }
             let password = join.password
-            offload(runtime, request: request, key: join.sessionId, work: { () -> PasswordMatch in
+            offload(runtime, request: request, key: join.sessionId, copyKey: CopyKey(request, idempotencyKey: join.idempotencyKey), work: { () -> PasswordMatch in
                 for (hash, match) in candidates where PasswordHasher.verify(password, against: hash) { return match }
                 return PasswordMatch.none
             }, then: { service, core, match in
@@ -289,26 +296,58 @@ public final class CoordinatorService: Service {
     /// Queues `work` (password hashing) for a worker, fairly across `key`s (session ids, or a
     /// source's creates), then runs `then` back on the reactor, replying to `request` with its
     /// outcome or error. The caller checked that the queue admits it.
-    private func offload<T: Sendable>(_ runtime: ServiceRuntime, request: Request, key: String, work: @escaping @Sendable () -> T,
+    /// `copyKey`: copies of the request that arrive meanwhile wait for its answer (nil: a request
+    /// without an idempotency key, whose copies are served on their own).
+    private func offload<T: Sendable>(_ runtime: ServiceRuntime, request: Request, key: String, copyKey: CopyKey?,
+                                      work: @escaping @Sendable () -> T,
                                       then: @escaping (CoordinatorService, SessionCoordinator, T) -> Result<Outcome, ServiceError>) {
         let handle = runtime.handle
         let box = ReactorBound(self)
         let continuation = ReactorBound(then)
         let source = request.source
+        if let copyKey { copies.begin(copyKey) }
         hashing.enqueue({
             let result = work()
             handle.enqueue { runtime in
                 let service = box.value
                 service.hashing.finished(session: key, source: source)
                 service.pump(runtime)
+                let waiting = copyKey.map { service.copies.finish($0) } ?? []
                 guard let core = service.core else { return }
+                let answer: Envelope.Body
                 switch continuation.value(service, core, result) {
-                case .success(let outcome): runtime.reply(to: request, with: service.finish(outcome, runtime))
-                case .failure(let error): runtime.reply(to: request, with: .error(error.reply))
+                case .success(let outcome): answer = service.finish(outcome, runtime)
+                case .failure(let error): answer = .error(error.reply)
                 }
+                runtime.reply(to: request, with: answer)
+                for copy in waiting { runtime.reply(to: copy, with: answer) }
             }
         }, session: key, source: source)
         pump(runtime)
+    }
+
+    /// A create or join keyed by everything that decides its answer: the sender's address and the
+    /// whole request (password and idempotency key included).
+    struct CopyKey: Hashable {
+        let source: String
+        let body: Envelope.Body
+
+        /// Nil for a request without an idempotency key: two of those are two requests.
+        init?(_ request: Request, idempotencyKey: String) {
+            guard !idempotencyKey.isEmpty else { return nil }
+            source = request.source
+            body = request.body
+        }
+    }
+
+    /// `.deferred` when `request` is a copy of one being hashed (it gets that one's answer, and
+    /// costs no hash, rate-limit token or password attempt); nil when it is to be served itself.
+    /// RATE_LIMITED when too many copies of it already wait.
+    private func waitForFirst(_ request: Request, idempotencyKey: String) throws(ServiceError) -> HandlerOutcome? {
+        guard let key = CopyKey(request, idempotencyKey: idempotencyKey), copies.isServing(key) else { return nil }
+        guard copies.wait(request, for: key) else { throw Self.hashingBusy }
+        copiesCounter?.increment()
+        return .deferred
     }
 
     /// Starts queued hashes while workers are free.
