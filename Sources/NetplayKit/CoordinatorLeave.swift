@@ -22,7 +22,8 @@ final class CoordinatorLeave: Sendable {
     /// coordinator, or no participant token: a LAN room).
     static func start(for admission: Admission, serverKey: [UInt8]?, timeoutSeconds: Double = 2) -> CoordinatorLeave? {
         let leave = CoordinatorLeave()
-        let sent = admission.requestAtCoordinator(serverKey: serverKey, timeoutSeconds: timeoutSeconds,
+        // Sent once (a second copy would find the participant gone) and waited for over three timeouts.
+        let sent = admission.requestAtCoordinator(serverKey: serverKey, timeoutSeconds: timeoutSeconds, resending: false,
                                                   delay: headStartSeconds, {
             .leaveSessionRequest(LeaveSessionRequest(sessionId: $0, participantId: $1, participantToken: $2))
         }, done: { _ in

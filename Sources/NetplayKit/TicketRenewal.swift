@@ -5,9 +5,10 @@ import Synchronization
 
 /// One ticket renewal at the coordinator, run on a thread of its own: the relay said the ticket
 /// expired, or the match asks where its session runs now (its relay went silent, or told it the
-/// session moved; the fresh ticket names the session's relay). The coordinator may take up to a
-/// second to answer, and the game loop keeps ticking meanwhile. The match polls ``outcome`` on
-/// each tick and picks the new ticket up from there.
+/// session moved; the fresh ticket names the session's relay). The renewal waits up to three
+/// seconds for the coordinator, asking again after each one that passes without an answer (a
+/// renewal asked twice only issues two tickets), and the game loop keeps ticking meanwhile. The
+/// match polls ``outcome`` on each tick and picks the new ticket up from there.
 final class TicketRenewal: Sendable {
     /// What the renewal came to.
     enum Outcome: Sendable, Equatable {
@@ -15,7 +16,7 @@ final class TicketRenewal: Sendable {
         case renewed(JoinTicket)
         /// The coordinator refused (session ended, participant unknown or banned, no live relay...).
         case refused(ErrorCode, String)
-        /// No answer within the timeout, or no connection.
+        /// No answer within the tries' timeouts, or no connection.
         case failed
     }
 
@@ -25,7 +26,7 @@ final class TicketRenewal: Sendable {
     /// coordinator, or no participant token: a LAN room).
     static func start(for admission: Admission, serverKey: [UInt8]?, timeoutSeconds: Double = 1) -> TicketRenewal? {
         let renewal = TicketRenewal()
-        let sent = admission.requestAtCoordinator(serverKey: serverKey, timeoutSeconds: timeoutSeconds, {
+        let sent = admission.requestAtCoordinator(serverKey: serverKey, timeoutSeconds: timeoutSeconds, resending: true, {
             .renewTicketRequest(RenewTicketRequest(sessionId: $0, participantId: $1, participantToken: $2))
         }, done: { reply in
             switch reply {

@@ -8,12 +8,17 @@ import NetplayWire
 import Testing
 @testable import NetplayKit
 
-/// A stand-in coordinator: answers RenewTicketRequest with `ticket`, or, without one, never answers.
+/// A stand-in coordinator: answers RenewTicketRequest with `ticket`, or, without one, never
+/// answers; the first `ignoring` renewals it gets go unanswered (as if lost on the way).
 private final class RenewingCoordinator: Service {
     let ticket: JoinTicket?
+    private var ignoring: Int
+    /// Renewals received so far (reactor thread).
+    private(set) var received = 0
 
-    init(ticket: JoinTicket?) {
+    init(ticket: JoinTicket?, ignoring: Int = 0) {
         self.ticket = ticket
+        self.ignoring = ignoring
     }
 
     func start(runtime: ServiceRuntime) throws {}
@@ -22,7 +27,8 @@ private final class RenewingCoordinator: Service {
         guard case .renewTicketRequest = request.body else {
             throw ServiceError(.unknownRequest, "This stand-in only renews tickets.")
         }
-        guard let ticket else { return .deferred }
+        received += 1
+        guard let ticket, received > ignoring else { return .deferred }
         return .reply(.sessionResponse(SessionResponse(session: SessionInfo(sessionId: ticket.sessionId), ticket: ticket)))
     }
 }
@@ -62,10 +68,11 @@ private final class RenewalRig {
             nowUnixMs: UnixTime.nowMs() - (expired ? 60_000 : 0))
     }
 
-    /// Starts a stand-in coordinator renewing with `ticket` (nil: never answering); its endpoint.
-    func coordinator(renewingWith ticket: JoinTicket?) throws -> String {
+    /// Starts a stand-in coordinator renewing with `ticket` (nil: never answering), leaving the
+    /// first `ignoring` renewals unanswered; its endpoint.
+    func coordinator(renewingWith ticket: JoinTicket?, ignoring: Int = 0) throws -> String {
         let endpoint = TestPorts.endpoint()
-        services.append(try Self.host("coordinator", endpoint) { RenewingCoordinator(ticket: ticket) })
+        services.append(try Self.host("coordinator", endpoint) { RenewingCoordinator(ticket: ticket, ignoring: ignoring) })
         return endpoint
     }
 
@@ -104,8 +111,8 @@ struct TicketRenewalTests {
         let match = try rig.expiredMatch(coordinator: try rig.coordinator(renewingWith: nil))
         let run = tickTimed(match, seconds: 8) { if case .disconnected = match.state { return true }; return false }
         #expect(run.done, "\(match.state) \(match.events)")
-        // The renewal waits a second for the coordinator (a blocking call took a tick that long);
-        // tick never waits with it.
+        // The renewal waits three seconds for the coordinator (a blocking call took a tick that
+        // long); tick never waits with it.
         #expect(run.longestTickMs < 500, "a tick took \(run.longestTickMs) ms")
         #expect(run.ticksWhileRenewing >= 20, "only \(run.ticksWhileRenewing) ticks ran during the renewal")
         guard case .disconnected(.refused(.ticketExpired, _)) = match.state else {
@@ -130,5 +137,21 @@ struct TicketRenewalTests {
         #expect(run.ticksWhileRenewing >= 1)
         #expect(match.admission.ticket == fresh)
         #expect(match.events.contains { if case .error(.ticketExpired, _) = $0 { return true }; return false })
+    }
+
+    @Test func aRenewalWhoseFirstCopyGoesUnansweredIsAskedAgain() throws {
+        // On a lossy path a request can be lost with a broken connection: the renewal asks again
+        // after a second without an answer instead of ending the match refused.
+        let rig = try RenewalRig()
+        let fresh = try rig.ticket(expired: false)
+        let match = try rig.expiredMatch(coordinator: try rig.coordinator(renewingWith: fresh, ignoring: 1))
+        let run = tickTimed(match, seconds: 8) {
+            switch match.state {
+            case .hosting, .connected: return true
+            default: return false
+            }
+        }
+        #expect(run.done, "\(match.state) \(match.events)")
+        #expect(match.admission.ticket == fresh)
     }
 }

@@ -170,7 +170,8 @@ typedef struct np_room {
 /* Lobby and LAN rooms (LAN listened to for lan_ms milliseconds; 0: lobby only), each with its
  * ping. Writes at most capacity rooms; *count is the number found (more than capacity:
  * NP_ERR_BUFFER_TOO_SMALL, the first capacity written). rooms may be NULL when capacity is 0.
- * Blocks up to about lan_ms + 6 timeouts (3 tries of the discovery request). */
+ * Blocks up to about lan_ms, plus 3 timeouts for each page of 100 lobby rooms (at most 5 pages;
+ * each page's request is tried 3 times), plus 1 s to ping the rooms' relays. */
 np_result np_client_browse(np_client *client, int lan_ms, np_room *rooms, size_t capacity, size_t *count);
 
 /* ---- Hosting, joining, spectating ------------------------------------------------------- */
