@@ -33,13 +33,13 @@ extension Admission {
     /// Sends the request `body` makes of this participant's session id, participant id and token
     /// to the coordinator on a thread of its own (the client's socket lives and dies there), after
     /// `delay` seconds, so the game loop never waits for the round trip; `done` gets the reply body,
-    /// an Error reply included (nil: no connection, no answer within `tries` times `timeoutSeconds`).
-    /// As the lobby does, the reply is waited for over several timeouts, because on a lossy path a
+    /// an Error reply included (nil: no connection, no answer within
+    /// ``NetplayLobby/defaultTries`` times `timeoutSeconds`). As the lobby does, the reply is waited for over several timeouts, because on a lossy path a
     /// fresh connection's handshakes alone can outlast one; with `resending` (a request that does
     /// the same when it arrives twice) it goes out again after each timeout that passed without an
     /// answer. False, and nothing sent, when there is nobody to ask (no coordinator, or no
     /// participant token: a LAN room). What ``CoordinatorLeave`` and ``TicketRenewal`` send.
-    func requestAtCoordinator(serverKey: [UInt8]?, timeoutSeconds: Double, tries: Int = 3, resending: Bool, delay: Double = 0,
+    func requestAtCoordinator(serverKey: [UInt8]?, timeoutSeconds: Double, resending: Bool, delay: Double = 0,
                               _ body: (_ sessionId: String, _ participantId: String, _ token: [UInt8]) -> Envelope.Body,
                               done: @escaping @Sendable (Envelope.Body?) -> Void) -> Bool {
         guard let coordinator = coordinatorEndpoint, !participantToken.isEmpty else { return false }
@@ -47,7 +47,7 @@ extension Admission {
         Thread.detachNewThread {
             if delay > 0 { Thread.sleep(forTimeInterval: delay) }
             let client = try? BlockingClient(endpoint: coordinator, timeout: timeoutSeconds, serverKey: serverKey)
-            done((try? client?.requestEnvelope(request, tries: tries, resending: resending))?.body)
+            done((try? client?.requestEnvelope(request, tries: NetplayLobby.defaultTries, resending: resending))?.body)
         }
         return true
     }

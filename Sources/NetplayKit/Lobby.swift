@@ -28,7 +28,10 @@ public struct NetplayLobby: Sendable {
     public var timeout: Double
     /// How many timeouts a request waits for its reply before the call fails UNAVAILABLE (at
     /// least 1). A request that is safe to repeat is sent again after each.
-    public var tries = 3
+    public var tries = defaultTries
+    /// ``tries`` unless set: also what a match's own coordinator requests (ticket renewal,
+    /// leave) wait.
+    public static let defaultTries = 3
     /// The cluster's CurveZMQ public key (32 bytes) when its services encrypt, nil for a plain
     /// cluster. Used for discovery and coordinator requests, not for LAN hosts.
     public var serverKey: [UInt8]?

@@ -3,19 +3,16 @@ import NetplayTestSupport
 
 /// The C side of these tests: libNetplayC as built and the C programs in `c/` compiled against it
 /// with `cc` (only netplay.h, and libretro's API for the core); nestopia and the NES test ROM come
-/// from ``LibretroFixtures``. Each is made once per test process (static lets are lazy and
-/// thread-safe); anything missing fails the test with an explanation.
+/// from ``LibretroFixtures``, which makes each once per test process; anything missing fails the
+/// test with an explanation.
 enum CFrontend {
     /// The package's root (this file is Tests/CAPITests/CFrontend.swift).
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().path
 
-    private static let errorsProgram = Result<String, any Error> { try build("np_errors") }
-    private static let nestopiaProgram = Result<String, any Error> { try build("np_nestopia") }
-
-    /// `c/np_errors.c` or `c/np_nestopia.c` compiled against libNetplayC; its path.
+    /// `c/<name>.c` compiled against libNetplayC (once per process); its path.
     static func compile(_ name: String) throws -> String {
-        try (name == "np_errors" ? errorsProgram : nestopiaProgram).get()
+        try LibretroFixtures.cached("capi:" + name) { try build(name) }
     }
 
     private static func build(_ name: String) throws -> String {

@@ -1,6 +1,7 @@
 @testable import Discovery
 import Foundation
 import NetplayLAN
+import NetplayService
 import NetplayWire
 import Testing
 import NetplayTestSupport
@@ -72,6 +73,10 @@ struct LanProtocolTests {
         #expect(!UDPAddress("8.8.8.8:1")!.isPrivate && UDPAddress("127.0.0.1:1")!.isLoopback)
         #expect(UDPAddress("1.2.3.4", defaultPort: 9)?.port == 9)
         #expect(UDPAddress("1.2.3") == nil && UDPAddress("1.2.3.256:1") == nil && UDPAddress("1.2.3.4:70000") == nil)
+    }
+
+    @Test func theClusterPortTableFreesTheBeaconsPort() {
+        #expect(ClusterPorts.beaconPort == Int(LanBeaconCodec.defaultPort))
     }
 
     @Test func beaconsRoundTripWithinOneDatagram() throws {
