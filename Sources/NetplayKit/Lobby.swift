@@ -5,8 +5,8 @@ import Synchronization
 
 /// The control plane as a frontend sees it: browse rooms (lobby and LAN), host a relay room
 /// through the coordinator, join or spectate a room, start and leave. Every call is a short
-/// request/reply on a connection the lobby keeps open to that service (one per concurrent call),
-/// so a `NetplayLobby` can be used from any thread; the `async` variants run the call off the
+/// request/reply on a connection the lobby keeps open to that service (one per concurrent call,
+/// closed after ``idleConnectionSeconds`` unused), so a `NetplayLobby` can be used from any thread; the `async` variants run the call off the
 /// caller's executor. A reply is waited for up to ``tries`` timeouts, and a request that is safe
 /// to repeat is sent again after each: a lossy path can hold a request past one.
 ///
@@ -42,8 +42,14 @@ public struct NetplayLobby: Sendable {
     /// How long a join to a room whose host approves joiners waits for the host's decision
     /// before it gives up (TIMEOUT); see ``NetplaySettings/approveJoiners``.
     public var approvalWaitSeconds: Double = 60
+    /// How long a connection to a cluster service stays open unused after a call before it is
+    /// closed (the next call opens a new one); see ``LobbyConnections``.
+    public var idleConnectionSeconds: Double = 30
     /// The open connections every copy of this lobby shares.
     let connections = LobbyConnections()
+    /// The keys of creates and joins that went unanswered, for the player's retry: one store for
+    /// the process, so a retry through another lobby (an invite's own) is known too.
+    var retryKeys: RetryKeys { RetryKeys.shared }
 
     /// A lobby over the cluster at these endpoints (defaults: the local cluster, unencrypted).
     public init(discovery: String? = ServiceDefaults.discoveryEndpoint,
@@ -85,7 +91,7 @@ public struct NetplayLobby: Sendable {
         }
         // A LAN host's connection is not kept: the host goes away with its room, and a kept
         // socket would keep reconnecting to it for the lobby's life.
-        if encrypted { connections.giveBack(client, serverKey: key) }
+        if encrypted { connections.giveBack(client, serverKey: key, idleSeconds: idleConnectionSeconds) }
         if case .error(let error) = reply.body { throw NetplayError(error.code, error.message) }
         return reply.body
     }
@@ -202,12 +208,19 @@ public struct NetplayLobby: Sendable {
     // MARK: Sessions
 
     /// Hosts a relay room through the coordinator; the host takes ``NetplaySettings/hostSlot``.
+    /// When a call fails UNAVAILABLE the room may still have been made (only the answer was
+    /// lost): calling again with the same arguments (on any lobby of the process) asks under the
+    /// same idempotency key and gets that room back rather than a second one (see ``RetryKeys``).
     public func host(settings: NetplaySettings, content: ContentInfo, inputSize: Int, hostName: String) throws -> Admission {
         if let problem = settings.validationError(inputSize: inputSize) { throw NetplayError(.badRequest, problem) }
-        let request = CreateSessionRequest(settings: settings.sessionSettings(content: content, inputSize: inputSize),
-                                           hostName: String(hostName.prefix(64)), preferredSlot: UInt32(settings.hostSlot),
-                                           idempotencyKey: UUID().uuidString, relayRtts: measuresRelays ? measureRelays() : [])
-        let body = try call(coordinatorEndpoint, "coordinator", .createSessionRequest(request), repeatable: true)
+        var request = CreateSessionRequest(settings: settings.sessionSettings(content: content, inputSize: inputSize),
+                                           hostName: String(hostName.prefix(64)), preferredSlot: UInt32(settings.hostSlot))
+        let rtts = measuresRelays ? measureRelays() : []
+        let body = try withRetryKey(coordinatorEndpoint, request) { key in
+            request.idempotencyKey = key
+            request.relayRtts = rtts
+            return try call(coordinatorEndpoint, "coordinator", .createSessionRequest(request), repeatable: true)
+        }
         guard case .createSessionResponse(let response) = body, let ticket = response.ticket else {
             throw NetplayError(.internal, "The coordinator answered \(body.name) without a ticket.")
         }
@@ -216,16 +229,23 @@ public struct NetplayLobby: Sendable {
     }
 
     /// Joins `room` as a player (or spectator): through the coordinator for lobby rooms, through
-    /// the host's relay for LAN rooms.
+    /// the host's relay for LAN rooms. Like ``host(settings:content:inputSize:hostName:)``, a call
+    /// repeated after UNAVAILABLE (or a TIMEOUT waiting for the host's approval) with the same
+    /// arguments asks under the first call's idempotency key: the seat it may have got, not a
+    /// second one.
     public func join(_ room: NetplayRoom, name: String, role: Role = .player, password: String = "",
                      content: ContentInfo = ContentInfo(), preferredSlot: Int = 0) throws -> Admission {
         let measure = measuresRelays && role == .player && !room.isLAN
-        let request = JoinSessionRequest(sessionId: room.sessionId, role: role, name: String(name.prefix(64)),
-                                         password: password, content: content, preferredSlot: UInt32(preferredSlot),
-                                         idempotencyKey: UUID().uuidString, relayRtts: measure ? measureRelays() : [])
+        var request = JoinSessionRequest(sessionId: room.sessionId, role: role, name: String(name.prefix(64)),
+                                         password: password, content: content, preferredSlot: UInt32(preferredSlot))
+        let rtts = measure ? measureRelays() : []
         let endpoint = room.isLAN ? room.endpoint : coordinatorEndpoint
-        let body = try askUntilDecided { try call(endpoint, room.isLAN ? "LAN host" : "coordinator", .joinSessionRequest(request),
-                                                       encrypted: !room.isLAN, repeatable: !room.isLAN) }
+        let body = try withRetryKey(endpoint, request) { key in
+            request.idempotencyKey = key
+            request.relayRtts = rtts
+            return try askUntilDecided { try call(endpoint, room.isLAN ? "LAN host" : "coordinator", .joinSessionRequest(request),
+                                                  encrypted: !room.isLAN, repeatable: !room.isLAN) }
+        }
         guard case .joinSessionResponse(let response) = body, let ticket = response.ticket else {
             throw NetplayError(.internal, "The join was answered with \(body.name) without a ticket.")
         }
@@ -249,6 +269,14 @@ public struct NetplayLobby: Sendable {
         _ = try call(admission.coordinatorEndpoint, "coordinator", .startSessionRequest(StartSessionRequest(
             sessionId: admission.sessionId, participantId: admission.ticket.participantId,
             participantToken: admission.participantToken)))
+    }
+
+    /// `send` with the idempotency key of an earlier unanswered `request` to `endpoint` (a user's
+    /// retry of a create or join whose answer was lost), or a new key; see ``RetryKeys``.
+    /// `request` is passed without its key and measurements.
+    private func withRetryKey<T>(_ endpoint: String?, _ request: some WireMessage, _ send: (String) throws -> T) throws -> T {
+        guard let endpoint, let bytes = try? request.encoded() else { return try send(UUID().uuidString) }
+        return try retryKeys.withKey(endpoint: endpoint, request: bytes, send)
     }
 
     /// Leaves the session at the coordinator (the host leaving ends it).

@@ -1,15 +1,22 @@
+import Dispatch
 import NetplayService
 import Synchronization
 
-/// The connections a ``NetplayLobby`` keeps open to the cluster's services (not LAN hosts) for
-/// its life, so the TCP, ZMTP and CurveZMQ handshakes are paid once rather than on every
-/// request: on a 100 ms path that loses packets, a handshake alone can take a whole timeout.
+/// The connections a ``NetplayLobby`` keeps open to the cluster's services (not LAN hosts) between
+/// its calls, so the TCP, ZMTP and CurveZMQ handshakes are paid once for a run of requests rather
+/// than on every one: on a 100 ms path that loses packets, a handshake alone can take a whole
+/// timeout.
 ///
 /// A call takes an idle connection to its endpoint (or opens one), uses it on its own thread and
 /// gives it back when a reply came, an Error reply included. A connection that timed out or
 /// failed is closed instead, so a request still queued on it never reaches the service later.
 /// Every copy of a lobby shares one `LobbyConnections`; calls from several threads at once each
 /// get a connection of their own.
+///
+/// A connection given back is closed once it has sat unused for the lobby's
+/// ``NetplayLobby/idleConnectionSeconds``: an open connection PINGs its service every 2 s and
+/// holds a socket there, and a frontend may sit in its menus for hours (one of thousands at a
+/// service). Connections to an endpoint or key the lobby no longer uses go the same way.
 final class LobbyConnections: Sendable {
     /// Idle connections kept per endpoint and key; more are closed when given back.
     static let idleLimit = 4
@@ -19,36 +26,77 @@ final class LobbyConnections: Sendable {
         let serverKey: [UInt8]?
     }
 
-    /// A connection between two uses. Nobody owns it while it sits in the pool; the lock hands it
-    /// from one thread to the next, and a ZeroMQ socket may change threads behind the full memory
-    /// barrier a lock is.
+    /// A connection between two uses, and when it is to be closed unused. Nobody owns it while it
+    /// sits in the pool; the lock hands it from one thread to the next, and a ZeroMQ socket may
+    /// change threads behind the full memory barrier a lock is.
     private struct Idle: @unchecked Sendable {
         let client: BlockingClient
+        let closesAt: ContinuousClock.Instant
     }
 
-    private let idle = Mutex<[Route: [Idle]]>([:])
+    private struct Pool {
+        var idle: [Route: [Idle]] = [:]
+        /// When the pending sweep runs, if one is pending.
+        var sweepAt: ContinuousClock.Instant?
+    }
+
+    private let pool = Mutex(Pool())
 
     /// An idle connection to `endpoint` (encrypted to `serverKey`), or a new one; its timeout is
     /// set to `timeout`.
     func take(_ endpoint: String, serverKey: [UInt8]?, timeout: Double) throws -> BlockingClient {
         let route = Route(endpoint: endpoint, serverKey: serverKey)
-        let client = try idle.withLock { $0[route]?.popLast() }?.client
+        let client = try pool.withLock { $0.idle[route]?.popLast() }?.client
             ?? BlockingClient(endpoint: endpoint, timeout: timeout, serverKey: serverKey)
         client.timeout = timeout
         return client
     }
 
-    /// Gives back a connection that got its reply, for the next call to the same place.
-    func giveBack(_ client: BlockingClient, serverKey: [UInt8]?) {
+    /// Gives back a connection that got its reply, for the next call to the same place within
+    /// `idleSeconds`; after that it is closed.
+    func giveBack(_ client: BlockingClient, serverKey: [UInt8]?, idleSeconds: Double) {
         let route = Route(endpoint: client.endpoint, serverKey: serverKey)
-        let kept = Idle(client: client)
-        idle.withLock { pool in
-            if pool[route, default: []].count < Self.idleLimit { pool[route, default: []].append(kept) }
+        let closesAt = ContinuousClock.now + .milliseconds(Int((max(idleSeconds, 0) * 1000).rounded()))
+        let kept = Idle(client: client, closesAt: closesAt)
+        let sweep = pool.withLock { pool -> ContinuousClock.Instant? in
+            guard pool.idle[route, default: []].count < Self.idleLimit else { return nil }
+            pool.idle[route, default: []].append(kept)
+            guard pool.sweepAt.map({ closesAt < $0 }) ?? true else { return nil }
+            pool.sweepAt = closesAt
+            return closesAt
         }
+        if let sweep { scheduleSweep(at: sweep) }
+    }
+
+    /// Closes the idle connections whose time is up at `at`, then waits for the next one's.
+    private func scheduleSweep(at instant: ContinuousClock.Instant) {
+        let delay = ContinuousClock.now.duration(to: instant)
+        let nanoseconds = max(0, delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) { [weak self] in
+            self?.sweep(scheduledFor: instant)
+        }
+    }
+
+    private func sweep(scheduledFor instant: ContinuousClock.Instant) {
+        let now = ContinuousClock.now
+        let (expired, next) = pool.withLock { pool -> ([Idle], ContinuousClock.Instant?) in
+            // A sweep made stale by an earlier one scheduled later leaves the work to that one.
+            guard pool.sweepAt == instant else { return ([], nil) }
+            var expired: [Idle] = []
+            for (route, connections) in pool.idle {
+                let (gone, kept) = (connections.filter { $0.closesAt <= now }, connections.filter { $0.closesAt > now })
+                expired += gone
+                pool.idle[route] = kept.isEmpty ? nil : kept
+            }
+            pool.sweepAt = pool.idle.values.joined().map(\.closesAt).min()
+            return (expired, pool.sweepAt)
+        }
+        for connection in expired { connection.client.close() }
+        if let next { scheduleSweep(at: next) }
     }
 
     /// How many idle connections the pool holds (tests).
     var idleCount: Int {
-        idle.withLock { $0.values.reduce(0) { $0 + $1.count } }
+        pool.withLock { $0.idle.values.reduce(0) { $0 + $1.count } }
     }
 }

@@ -23,6 +23,12 @@ public final class BlockingClient {
         socket = try SocketDefaults.connectedClient(.dealer, to: endpoint, serverKey: serverKey, keys: keys, context: context)
     }
 
+    /// Closes the connection now (it closes anyway when the client goes away); a request after
+    /// it fails with a transport error.
+    public func close() {
+        socket.close()
+    }
+
     /// Sends `body` and returns the reply's body; an `Error` reply throws ``ClientError/remote(_:)``.
     public func request(_ body: Envelope.Body) throws(ClientError) -> Envelope.Body {
         let reply = try requestEnvelope(body)

@@ -165,6 +165,39 @@ struct LobbyConnectionTests {
         #expect(Set(service.log.map(\.connection)).count == 2)
     }
 
+    @Test func aConnectionUnusedForItsIdleTimeIsClosedAtBothEnds() throws {
+        let service = try ScriptedService { _ in .reply }
+        defer { service.stop() }
+        var lobby = lobby(service)
+        lobby.idleConnectionSeconds = 0.6
+        let port = try #require(service.endpoint.split(separator: ":").last.flatMap { Int($0) })
+        // Each use starts the idle time again: one connection for calls 0.3 s apart.
+        for _ in 0 ..< 4 {
+            _ = try lobby.lobbyRooms()
+            Thread.sleep(forTimeInterval: 0.3)
+        }
+        #expect(Set(service.log.map(\.connection)).count == 1)
+        #expect(lobby.connections.idleCount == 1 && establishedConnections(toPort: port) == 1)
+        #expect(eventually(within: 5) { lobby.connections.idleCount == 0 }, "the lobby still keeps it")
+        #expect(eventually(within: 5) { establishedConnections(toPort: port) == 0 }, "the service still holds it")
+        // The next call opens a new one.
+        _ = try lobby.lobbyRooms()
+        #expect(Set(service.log.map(\.connection)).count == 2)
+    }
+
+    /// Established TCP connections on this host whose local port is `port`: a service's side of
+    /// its clients' connections.
+    func establishedConnections(toPort port: Int) -> Int {
+        // Read to the end: the file's size says 0, and a one-size read stops at the first page.
+        guard let data = FileHandle(forReadingAtPath: "/proc/net/tcp")?.readDataToEndOfFile(),
+              let table = String(data: data, encoding: .utf8) else { return -1 }
+        let local = ":" + String(format: "%04X", port)
+        return table.split(separator: "\n").dropFirst().filter { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 3 && fields[1].hasSuffix(local) && fields[3] == "01"
+        }.count
+    }
+
     @Test func anErrorReplyIsTheServicesWordAndKeepsTheConnection() throws {
         let service = try ScriptedService { _ in .replyError(.notFound) }
         defer { service.stop() }

@@ -1,0 +1,194 @@
+import Foundation
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import Synchronization
+import Testing
+import ZeroMQ
+@testable import NetplayKit
+
+/// A path to a real coordinator that loses the answers to creates and joins while ``losing`` is
+/// set (the requests go through): what a player on a bad link sees when the coordinator did what
+/// it was asked and only its reply went missing. A ROUTER takes the lobby's connections and
+/// forwards each on a DEALER of its own to the coordinator.
+final class AnswerLosingPath: Sendable {
+    let endpoint: String
+    let losing = Atomic<Bool>(true)
+    /// Answers thrown away so far.
+    let lost = Atomic<Int>(0)
+    private let stopped = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(to coordinator: String) throws {
+        let front = try Context.shared.socket(.router)
+        try front.bind("tcp://127.0.0.1:*")
+        endpoint = try front.lastEndpoint
+        let path = Relay(front: front, coordinator: coordinator)
+        Thread.detachNewThread { [self] in
+            defer { finished.signal() }
+            while !stopped.load(ordering: .relaxed) {
+                let (moved, dropped) = path.pump(losing: losing.load(ordering: .relaxed))
+                lost.add(dropped, ordering: .relaxed)
+                if !moved { usleep(1_000) }
+            }
+        }
+    }
+
+    func stop() {
+        stopped.store(true, ordering: .relaxed)
+        finished.wait()
+    }
+
+    /// The sockets, owned by the path's thread.
+    private final class Relay: @unchecked Sendable {
+        let front: Socket
+        let coordinator: String
+        var backs: [[UInt8]: Socket] = [:]
+
+        init(front: Socket, coordinator: String) {
+            self.front = front
+            self.coordinator = coordinator
+        }
+
+        /// Moves what is waiting either way: whether anything was, and how many answers were lost.
+        func pump(losing: Bool) -> (moved: Bool, lost: Int) {
+            var (moved, lost) = (false, 0)
+            while let frames = try? front.receiveMultipart(flags: .dontWait), frames.count == 2 {
+                moved = true
+                guard let back = back(for: frames[0]) else { continue }
+                _ = try? back.send(frames[1])
+            }
+            for (connection, back) in backs {
+                while let reply = try? back.receive(flags: .dontWait) {
+                    moved = true
+                    if losing, let envelope = try? Envelope(decoding: reply), envelope.body.losesItsAnswer {
+                        lost += 1
+                        continue
+                    }
+                    _ = try? front.sendMultipart([connection, reply])
+                }
+            }
+            return (moved, lost)
+        }
+
+        private func back(for connection: [UInt8]) -> Socket? {
+            if let back = backs[connection] { return back }
+            guard let back = try? Context.shared.socket(.dealer), (try? back.connect(coordinator)) != nil else { return nil }
+            backs[connection] = back
+            return back
+        }
+    }
+}
+
+private extension Envelope.Body {
+    var losesItsAnswer: Bool {
+        switch self {
+        case .createSessionResponse, .joinSessionResponse: true
+        default: false
+        }
+    }
+}
+
+@Suite("NetplayKit: a retried create or join whose answer was lost", .ownThread)
+struct RetryKeysTests {
+    struct Unanswered: Error {}
+
+    func unanswered() -> NetplayError { NetplayError(.unavailable, "did not answer") }
+
+    @Test func aRetryOfAnUnansweredRequestCarriesItsKey() throws {
+        let keys = RetryKeys()
+        var first = ""
+        #expect(throws: NetplayError.self) {
+            try keys.withKey(endpoint: "tcp://c:1", request: [1, 2, 3]) { key -> Void in first = key; throw unanswered() }
+        }
+        let second = try keys.withKey(endpoint: "tcp://c:1", request: [1, 2, 3]) { $0 }
+        #expect(!first.isEmpty && second == first)
+        #expect(keys.count == 0, "an answered request's key is forgotten")
+        let third = try keys.withKey(endpoint: "tcp://c:1", request: [1, 2, 3]) { $0 }
+        #expect(third != first, "a new call after an answer is a new request")
+    }
+
+    @Test func aRefusalIsAnAnswerAndAnyOtherRequestOrPlaceGetsItsOwnKey() throws {
+        let keys = RetryKeys()
+        var first = ""
+        _ = try? keys.withKey(endpoint: "tcp://c:1", request: [1]) { key -> Void in first = key; throw unanswered() }
+        #expect(try keys.withKey(endpoint: "tcp://c:1", request: [2]) { $0 } != first, "another request")
+        #expect(try keys.withKey(endpoint: "tcp://c:2", request: [1]) { $0 } != first, "another coordinator")
+        #expect(keys.count == 1)
+        _ = try? keys.withKey(endpoint: "tcp://c:1", request: [1]) { key -> Void in
+            #expect(key == first)
+            throw NetplayError(.permissionDenied, "wrong password")
+        }
+        #expect(keys.count == 0, "the service's refusal is its answer: the next try is a new request")
+        // A TIMEOUT waiting for the host's approval keeps the key: the ask is on file there.
+        _ = try? keys.withKey(endpoint: "tcp://c:1", request: [1]) { _ -> Void in throw NetplayError(.timeout, "no decision") }
+        #expect(keys.count == 1)
+        _ = try? keys.withKey(endpoint: "tcp://c:1", request: [1]) { _ -> Void in throw Unanswered() }
+        #expect(keys.count == 0, "any other failure forgets it")
+    }
+
+    @Test func keysAreForgottenAfterTheirLifetimeAndBeyondTheLimit() throws {
+        let keys = RetryKeys()
+        let start = ContinuousClock.now
+        var first = ""
+        _ = try? keys.withKey(endpoint: "tcp://c:1", request: [0], now: start) { key -> Void in first = key; throw unanswered() }
+        let late = try keys.withKey(endpoint: "tcp://c:1", request: [0], now: start + RetryKeys.lifetime) { $0 }
+        #expect(late != first)
+        for index in 0 ... RetryKeys.limit {
+            _ = try? keys.withKey(endpoint: "tcp://c:1", request: [UInt8(index)], now: start + .seconds(index)) { _ -> Void in
+                throw unanswered()
+            }
+        }
+        #expect(keys.count == RetryKeys.limit, "the oldest is forgotten")
+    }
+
+    /// Against a real coordinator behind a path that loses its answers: the host's first try
+    /// and a joiner's first try fail UNAVAILABLE though both went through; their retries get
+    /// the same room and the same seat, and the lobby lists one room with two players.
+    @Test(.timeLimit(.minutes(2)))
+    func aRetriedHostAndJoinGetTheRoomAndSeatTheirLostAnswersGave() throws {
+        let cluster = try TestCluster(TestCluster.Options(secret: String(repeating: "4b", count: 32)))
+        let path = try AnswerLosingPath(to: cluster.coordinatorEndpoint)
+        defer { path.stop() }
+        var lobby = NetplayLobby(discovery: cluster.discoveryEndpoint, coordinator: path.endpoint, timeout: 0.4)
+        lobby.measuresRelays = false
+        lobby.tries = 2
+        let content = ContentInfo(gameName: "Arena", crc32: 0xA7E7_A001, coreId: "netplay.games.arena", coreVersion: "1")
+        var settings = NetplaySettings(roomName: "lost answers")
+        settings.password = "sesame"
+
+        let hostFailure = #expect(throws: NetplayError.self) {
+            try lobby.host(settings: settings, content: content, inputSize: 1, hostName: "alice")
+        }
+        #expect(hostFailure?.code == .unavailable && path.lost.load(ordering: .relaxed) >= 1)
+        var room: NetplayRoom?
+        #expect(eventually(within: 10) {
+            room = try? lobby.lobbyRooms().first { $0.roomName == "lost answers" }
+            return room != nil
+        }, "the first create went through")
+        let listed = try #require(room)
+
+        let joinFailure = #expect(throws: NetplayError.self) {
+            try lobby.join(listed, name: "bob", password: "sesame", content: content)
+        }
+        #expect(joinFailure?.code == .unavailable)
+
+        path.losing.store(false, ordering: .relaxed)
+        // The player's retries, through another lobby of the same app (a fresh one, as after
+        // reopening the menu): the same requests.
+        var again = NetplayLobby(discovery: cluster.discoveryEndpoint, coordinator: path.endpoint, timeout: 2)
+        again.measuresRelays = false
+        let host = try again.host(settings: settings, content: content, inputSize: 1, hostName: "alice")
+        #expect(host.sessionId == listed.sessionId, "the retry got the room its lost answer made")
+        let bob = try again.join(listed, name: "bob", password: "sesame", content: content)
+        #expect(bob.sessionId == listed.sessionId && bob.slot == 2)
+
+        #expect(eventually(within: 10) {
+            let rooms = (try? again.lobbyRooms().filter { $0.roomName == "lost answers" }) ?? []
+            return rooms.count == 1 && rooms[0].currentPlayers == 2
+        }, "one room with alice and bob: \(String(describing: try? again.lobbyRooms().map { ($0.id, $0.currentPlayers) }))")
+        // A new host of the same room, once the first was answered, is a new room.
+        let second = try again.host(settings: settings, content: content, inputSize: 1, hostName: "alice")
+        #expect(second.sessionId != listed.sessionId)
+    }
+}
