@@ -66,11 +66,13 @@ let package = Package(
 
         // MARK: Foundation: the ZeroMQ binding, wire types, the service runtime (trust planes included), auth, the LAN beacon
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
+        // Binding IPv4 sockets and their addresses, one way for every listener and port probe.
+        .target(name: "IPv4Sockets"),
         .target(name: "NetplayWire", dependencies: ["CNetplayProto", "MemberwiseInit"]),
         .target(
             name: "NetplayService",
             dependencies: [
-                "MemberwiseInit", "ZeroMQ", "NetplayWire",
+                "IPv4Sockets", "MemberwiseInit", "ZeroMQ", "NetplayWire",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -82,7 +84,7 @@ let package = Package(
         ),
         // The LAN beacon (port, size limit, codec, sender, listener) and its UDP sockets: one
         // implementation for LAN hosts and browsers (NetplayKit) and netplay-discovery.
-        .target(name: "NetplayLAN", dependencies: ["MemberwiseInit", "NetplayWire"]),
+        .target(name: "NetplayLAN", dependencies: ["IPv4Sockets", "MemberwiseInit", "NetplayWire"]),
 
         // MARK: The engine: rollback (pure Swift), sample games, the libretro core host
         .target(name: "Rollback", dependencies: ["MemberwiseInit"]),
@@ -107,11 +109,12 @@ let package = Package(
         // RetroArch's relay (tunnel) protocol: the pure core and its epoll server thread.
         .target(
             name: "RetroArchRelay",
-            dependencies: ["CEpoll", "MemberwiseInit", "NetplayWire"]
+            dependencies: ["CEpoll", "IPv4Sockets", "MemberwiseInit", "NetplayWire"]
         ),
         .target(
             name: "Telemetry",
-            dependencies: ["MemberwiseInit", "NetplayService", "NetplayWire", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["IPv4Sockets", "MemberwiseInit", "NetplayService", "NetplayWire", "ZeroMQ",
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "Supervisor",
@@ -184,7 +187,7 @@ let package = Package(
         // MARK: The real-path WAN harness: a TUN-joining delay forwarder (C) and the lab that drives it
         // (network namespaces, TUN devices, iptables loss) for tests and benchmarks.
         .executableTarget(name: "netplay-wanlink", path: "Sources/netplay-wanlink"),
-        .target(name: "WANHarness", dependencies: ["SystemTools", "NetplayService", "NetplayAuth"]),
+        .target(name: "WANHarness", dependencies: ["IPv4Sockets", "SystemTools", "NetplayService", "NetplayAuth"]),
         // Short system commands and the cc65 build of the test ROM (tests, benchmarks, the WAN harness).
         .target(name: "SystemTools"),
 
@@ -220,6 +223,7 @@ let package = Package(
         .testTarget(name: "NetplayAuthTests", dependencies: ["NetplayTestSupport", "NetplayAuth", "NetplayWire"]),
         .testTarget(name: "RollbackTests", dependencies: ["NetplayTestSupport", "Rollback", "Games"]),
         .testTarget(name: "GamesTests", dependencies: ["NetplayTestSupport", "Games", "Rollback"]),
+        .testTarget(name: "IPv4SocketsTests", dependencies: ["IPv4Sockets", "NetplayTestSupport"]),
         .testTarget(name: "WANHarnessTests", dependencies: ["NetplayTestSupport", "WANHarness", "SystemTools", "netplay-wanlink"]),
         .testTarget(
             name: "WANPlayTests",

@@ -4,19 +4,11 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import IPv4Sockets
 import MemberwiseInit
 
 /// The spellings that differ between glibc and Darwin's libc, in one place.
 enum SocketPlatform {
-    /// `SOCK_DGRAM` as `socket()` takes it (an enum on glibc, an `Int32` on Darwin).
-    static var datagram: Int32 {
-        #if os(Linux)
-        Int32(SOCK_DGRAM.rawValue)
-        #else
-        SOCK_DGRAM
-        #endif
-    }
-
     /// Closes a file descriptor.
     static func close(_ descriptor: Int32) {
         #if canImport(Glibc)
@@ -88,19 +80,11 @@ public struct UDPAddress: Hashable, Sendable, CustomStringConvertible {
     /// The limited broadcast address 255.255.255.255.
     public static let broadcastIP: UInt32 = 0xFFFF_FFFF
 
-    fileprivate var sockaddr: sockaddr_in {
-        var address = sockaddr_in()
-        #if !os(Linux)
-        address.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
-        #endif
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = ip.bigEndian
-        return address
-    }
+    fileprivate var sockaddr: sockaddr_in { IPv4Socket.address(ip: ip, port: port) }
 
     fileprivate init(_ address: sockaddr_in) {
-        self.init(ip: UInt32(bigEndian: address.sin_addr.s_addr), port: UInt16(bigEndian: address.sin_port))
+        let (ip, port) = IPv4Socket.parts(of: address)
+        self.init(ip: ip, port: port)
     }
 }
 
@@ -122,34 +106,15 @@ public final class UDPSocket {
     /// reason.
     public init(host: String = "0.0.0.0", port: UInt16, broadcast: Bool = false, shared: Bool = false) throws(UDPError) {
         guard let ip = UDPAddress.parseIP(host) else { throw UDPError("'\(host)' is not an IPv4 address") }
-        let fd = socket(AF_INET, SocketPlatform.datagram, 0)
-        guard fd >= 0 else { throw UDPError("cannot create a UDP socket: \(String(cString: strerror(errno)))") }
-        var on: Int32 = 1
-        if broadcast {
-            _ = setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &on, socklen_t(MemoryLayout<Int32>.size))
+        let socket: (descriptor: Int32, port: UInt16)
+        do {
+            socket = try IPv4Socket.bound(.datagram, host: host, port: port, reuseAddress: shared, reusePort: shared,
+                                          broadcast: broadcast, nonBlocking: true)
+        } catch {
+            throw UDPError(error.step == .bind ? "cannot bind UDP \(host):\(port): \(error)" : "cannot create a UDP socket: \(error)")
         }
-        if shared {
-            _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
-            _ = setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, socklen_t(MemoryLayout<Int32>.size))
-        }
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        var address = UDPAddress(ip: ip, port: port).sockaddr
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else {
-            let reason = String(cString: strerror(errno))
-            SocketPlatform.close(fd)
-            throw UDPError("cannot bind UDP \(host):\(port): \(reason)")
-        }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        fileDescriptor = fd
-        localAddress = UDPAddress(actual)
+        fileDescriptor = socket.descriptor
+        localAddress = UDPAddress(ip: ip, port: socket.port)
     }
 
     deinit { close() }
@@ -164,13 +129,8 @@ public final class UDPSocket {
     /// Sends one datagram; false when the kernel refused it (no route, buffer full).
     @discardableResult
     public func send(_ bytes: [UInt8], to destination: UDPAddress) -> Bool {
-        var address = destination.sockaddr
         let sent = bytes.withUnsafeBytes { buffer in
-            withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fileDescriptor, buffer.baseAddress, buffer.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
+            IPv4Socket.withSocketAddress(destination.sockaddr) { sendto(fileDescriptor, buffer.baseAddress, buffer.count, 0, $0, $1) }
         }
         return sent == bytes.count
     }

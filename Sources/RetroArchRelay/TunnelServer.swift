@@ -1,5 +1,6 @@
 import CEpoll
 import Foundation
+import IPv4Sockets
 import NetplayWire
 import Synchronization
 #if canImport(Glibc)
@@ -117,30 +118,14 @@ public struct TunnelServerError: Error, CustomStringConvertible {
 enum TunnelSockets {
     /// A non-blocking IPv4 listening socket on `host:port` (port 0: any), and the port bound.
     static func listen(host: String, port: UInt16) throws -> (Int32, UInt16) {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
+        do {
+            let socket = try IPv4Socket.bound(.stream, host: host, port: port, reuseAddress: true, nonBlocking: true, listenBacklog: 512)
+            return (socket.descriptor, socket.port)
+        } catch where error.step == .address {
             throw TunnelServerError("cannot listen for RetroArch on \(host):\(port): not an IPv4 address (RetroArch reaches relays over IPv4)")
+        } catch {
+            throw TunnelServerError("cannot listen for RetroArch on \(host):\(port): \(error)")
         }
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw TunnelServerError("cannot make a socket for RetroArch: errno \(errno)") }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, Glibc.listen(fd, 512) == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(fd)
-            throw TunnelServerError("cannot listen for RetroArch on \(host):\(port): \(reason)")
-        }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return (fd, UInt16(bigEndian: actual.sin_port))
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import IPv4Sockets
 import Logging
 import NetplayService
 
@@ -51,24 +52,19 @@ public final class HTTPServer {
     /// address, `localhost` or `*`) and serves with `handler`. Throws a one-line reason.
     public init(address: String, runtime: ServiceRuntime, limits: HTTPLimits = HTTPLimits(),
                 handler: @escaping (HTTPRequest) -> HTTPResponse) throws {
-        var addr = try Self.socketAddress(address)
+        let addr = try Self.socketAddress(address)
         let host = Self.hostText(addr)
         let port = UInt16(bigEndian: addr.sin_port)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw RuntimeStartError("cannot create the HTTP socket: \(String(cString: strerror(errno)))") }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard bound == 0, listen(fd, 1024) == 0 else {
-            let reason = String(cString: strerror(errno))
-            Foundation.close(fd)
-            throw RuntimeStartError("cannot bind HTTP \(host):\(port): \(reason.lowercased())")
+        let fd: Int32
+        do {
+            let socket = try IPv4Socket.bound(.stream, host: host, port: port, reuseAddress: true, nonBlocking: true, listenBacklog: 1024)
+            fd = socket.descriptor
+            boundAddress = "\(host):\(socket.port)"
+        } catch where error.step == .socket {
+            throw RuntimeStartError("cannot create the HTTP socket: \(error)")
+        } catch {
+            throw RuntimeStartError("cannot bind HTTP \(host):\(port): \(error.reason.lowercased())")
         }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        boundAddress = "\(host):\(UInt16(bigEndian: actual.sin_port))"
         listener = fd
         self.runtime = runtime
         self.handler = handler
@@ -94,10 +90,7 @@ public final class HTTPServer {
         var host = String(text[..<colon])
         if host == "localhost" { host = "127.0.0.1" }
         if host == "*" || host.isEmpty { host = "0.0.0.0" }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        guard inet_pton(AF_INET, host, &addr.sin_addr) == 1 else {
+        guard let addr = IPv4Socket.address(host: host, port: port) else {
             throw RuntimeStartError("--http host must be an IPv4 address, localhost or *; got '\(host)'")
         }
         return addr

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import IPv4Sockets
 
 /// Measures what TCP does to a thin, latency-sensitive stream (netplay inputs: small messages at
 /// a fixed rate) on a ``WANPeer``'s path: a sender in the peer's namespace sends `rateHz`
@@ -62,20 +63,16 @@ public enum TCPLossProbe {
     /// Runs the probe for `seconds` from `peer` to `lab.serviceAddress`.
     public static func run(lab: WANLab, peer: WANPeer, seconds: Double, options: Options = Options()) throws -> Result {
         precondition(options.connections >= 1 && options.messageBytes >= 12)
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard listener >= 0 else { throw WANHarnessError("socket: \(String(cString: strerror(errno)))") }
-        defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        inet_pton(AF_INET, lab.serviceAddress, &address.sin_addr)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
-                bind(listener, pointer, length) == 0 && listen(listener, 8) == 0 && getsockname(listener, pointer, &length) == 0
-            }
+        let listener: Int32
+        do {
+            listener = try IPv4Socket.bound(.stream, host: lab.serviceAddress, port: 0, listenBacklog: 8).descriptor
+        } catch {
+            throw WANHarnessError("cannot listen on \(lab.serviceAddress): \(error)")
         }
-        guard bound else { throw WANHarnessError("cannot listen on \(lab.serviceAddress): \(String(cString: strerror(errno)))") }
+        defer { close(listener) }
+        guard let address = IPv4Socket.localAddress(of: listener) else {
+            throw WANHarnessError("getsockname: \(IPv4Socket.lastErrorText())")
+        }
 
         // Connect from inside the peer's namespace.
         var senders: [Int32] = []
@@ -97,9 +94,7 @@ public enum TCPLossProbe {
                     throw WANHarnessError("TCP_RTO_MIN_US is not supported by this kernel: \(String(cString: strerror(errno)))")
                 }
             }
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
+            let connected = IPv4Socket.withSocketAddress(address) { connect(fd, $0, $1) }
             guard connected == 0 else { throw WANHarnessError("connect to \(lab.serviceAddress): \(String(cString: strerror(errno)))") }
         }
         var receivers: [Int32] = []
