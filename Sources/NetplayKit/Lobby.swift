@@ -43,7 +43,8 @@ public struct NetplayLobby: Sendable {
     /// before it gives up (TIMEOUT); see ``NetplaySettings/approveJoiners``.
     public var approvalWaitSeconds: Double = 60
     /// How long a connection to a cluster service stays open unused after a call before it is
-    /// closed (the next call opens a new one); see ``LobbyConnections``.
+    /// closed (the next call opens a new one); see ``LobbyConnections``. Infinity keeps it for
+    /// the lobby's life.
     public var idleConnectionSeconds: Double = 30
     /// The open connections every copy of this lobby shares.
     let connections = LobbyConnections()
@@ -229,10 +230,11 @@ public struct NetplayLobby: Sendable {
     }
 
     /// Joins `room` as a player (or spectator): through the coordinator for lobby rooms, through
-    /// the host's relay for LAN rooms. Like ``host(settings:content:inputSize:hostName:)``, a call
-    /// repeated after UNAVAILABLE (or a TIMEOUT waiting for the host's approval) with the same
-    /// arguments asks under the first call's idempotency key: the seat it may have got, not a
-    /// second one.
+    /// the host's relay for LAN rooms. For a lobby room, like
+    /// ``host(settings:content:inputSize:hostName:)``, a call repeated after UNAVAILABLE (or a
+    /// TIMEOUT waiting for the host's approval) with the same arguments asks under the first
+    /// call's idempotency key: the seat it may have got, not a second one. (A LAN host holds a
+    /// seat whose answer was lost until its pending-join time runs out.)
     public func join(_ room: NetplayRoom, name: String, role: Role = .player, password: String = "",
                      content: ContentInfo = ContentInfo(), preferredSlot: Int = 0) throws -> Admission {
         let measure = measuresRelays && role == .player && !room.isLAN
@@ -240,7 +242,8 @@ public struct NetplayLobby: Sendable {
                                          password: password, content: content, preferredSlot: UInt32(preferredSlot))
         let rtts = measure ? measureRelays() : []
         let endpoint = room.isLAN ? room.endpoint : coordinatorEndpoint
-        let body = try withRetryKey(endpoint, request) { key in
+        // A LAN host admits every join anew, whatever its key: nothing to keep for a retry.
+        let body = try withRetryKey(room.isLAN ? nil : endpoint, request) { key in
             request.idempotencyKey = key
             request.relayRtts = rtts
             return try askUntilDecided { try call(endpoint, room.isLAN ? "LAN host" : "coordinator", .joinSessionRequest(request),
@@ -272,8 +275,8 @@ public struct NetplayLobby: Sendable {
     }
 
     /// `send` with the idempotency key of an earlier unanswered `request` to `endpoint` (a user's
-    /// retry of a create or join whose answer was lost), or a new key; see ``RetryKeys``.
-    /// `request` is passed without its key and measurements.
+    /// retry of a create or join whose answer was lost), or a new key (always, for no endpoint);
+    /// see ``RetryKeys``. `request` is passed without its key and measurements.
     private func withRetryKey<T>(_ endpoint: String?, _ request: some WireMessage, _ send: (String) throws -> T) throws -> T {
         guard let endpoint, let bytes = try? request.encoded() else { return try send(UUID().uuidString) }
         return try retryKeys.withKey(endpoint: endpoint, request: bytes, send)

@@ -20,6 +20,9 @@ import Synchronization
 final class LobbyConnections: Sendable {
     /// Idle connections kept per endpoint and key; more are closed when given back.
     static let idleLimit = 4
+    /// An idle time this long or longer is no limit: the connection is kept for the lobby's life
+    /// (a year, in seconds).
+    static let longestIdle: Double = 365 * 86_400
 
     private struct Route: Hashable {
         let endpoint: String
@@ -46,22 +49,35 @@ final class LobbyConnections: Sendable {
     /// set to `timeout`.
     func take(_ endpoint: String, serverKey: [UInt8]?, timeout: Double) throws -> BlockingClient {
         let route = Route(endpoint: endpoint, serverKey: serverKey)
-        let client = try pool.withLock { $0.idle[route]?.popLast() }?.client
-            ?? BlockingClient(endpoint: endpoint, timeout: timeout, serverKey: serverKey)
+        let now = ContinuousClock.now
+        // One whose time is up and whose sweep is late (a machine waking from sleep) is not used.
+        let (fresh, stale) = pool.withLock { pool -> (Idle?, [Idle]) in
+            var stale: [Idle] = []
+            while let last = pool.idle[route]?.popLast() {
+                guard last.closesAt <= now else { return (last, stale) }
+                stale.append(last)
+            }
+            return (nil, stale)
+        }
+        for connection in stale { connection.client.close() }
+        let client = try fresh?.client ?? BlockingClient(endpoint: endpoint, timeout: timeout, serverKey: serverKey)
         client.timeout = timeout
         return client
     }
 
     /// Gives back a connection that got its reply, for the next call to the same place within
-    /// `idleSeconds`; after that it is closed.
+    /// `idleSeconds` (at most ``longestIdle``; not a number: 0); after that it is closed.
+    /// Infinity (or anything longer) keeps it for the lobby's life.
     func giveBack(_ client: BlockingClient, serverKey: [UInt8]?, idleSeconds: Double) {
         let route = Route(endpoint: client.endpoint, serverKey: serverKey)
-        let closesAt = ContinuousClock.now + .milliseconds(Int((max(idleSeconds, 0) * 1000).rounded()))
-        let kept = Idle(client: client, closesAt: closesAt)
+        let seconds = idleSeconds.isNaN ? 0 : min(max(idleSeconds, 0), Self.longestIdle)
+        let closesAt: ContinuousClock.Instant? = seconds >= Self.longestIdle ? nil
+            : ContinuousClock.now + .milliseconds(Int((seconds * 1000).rounded()))
+        let kept = Idle(client: client, closesAt: closesAt ?? .now + .seconds(Self.longestIdle))
         let sweep = pool.withLock { pool -> ContinuousClock.Instant? in
             guard pool.idle[route, default: []].count < Self.idleLimit else { return nil }
             pool.idle[route, default: []].append(kept)
-            guard pool.sweepAt.map({ closesAt < $0 }) ?? true else { return nil }
+            guard let closesAt, pool.sweepAt.map({ closesAt < $0 }) ?? true else { return nil }
             pool.sweepAt = closesAt
             return closesAt
         }

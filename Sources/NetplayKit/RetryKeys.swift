@@ -15,7 +15,10 @@ import Synchronization
 /// measurements left out; it is remembered by a keyed hash, so a join's password is not kept. A
 /// key is forgotten once its request is answered (either way: a success, or the service's
 /// refusal), after ``lifetime``, or when more than ``limit`` are kept. Two calls of the same
-/// request at once share the key, and so get the same session or seat, as a retry would.
+/// request at once, neither a retry, each draw a key of their own; when both go unanswered, the
+/// key kept is that of the one that gave up first.
+///
+/// For the coordinator's rooms only: a LAN host admits every join anew, whatever its key.
 final class RetryKeys: Sendable {
     /// Unanswered requests remembered at most (the oldest is forgotten first).
     static let limit = 16
@@ -51,7 +54,7 @@ final class RetryKeys: Sendable {
             return result
         } catch let error as NetplayError where error.code == .unavailable || error.code == .timeout {
             kept.withLock { kept in
-                kept[fingerprint] = Kept(key: key, since: kept[fingerprint]?.since ?? now)
+                kept[fingerprint] = kept[fingerprint] ?? Kept(key: key, since: now)
                 if kept.count > Self.limit, let oldest = kept.min(by: { $0.value.since < $1.value.since })?.key {
                     kept[oldest] = nil
                 }

@@ -189,6 +189,26 @@ struct SessionLifecycleTests {
         #expect(h.session(first.session.sessionId).players.count == 2)
     }
 
+    @Test func aRetriedCreateOfASessionThatHasSinceEndedMakesANewOne() throws {
+        // The player's first create went through but its answer was lost; by the time the player
+        // tries again (with the same key) the session has ended: idled out, or ended by an operator.
+        let h = try Harness()
+        let first = try h.create(key: "create-1")
+        _ = try h.core.end(EndSessionRequest(sessionId: first.session.sessionId, participantId: first.participantId,
+                                             participantToken: first.participantToken), at: h.time)
+        let again = try h.create(key: "create-1")
+        #expect(again.session.sessionId != first.session.sessionId && again.ticket != nil, "a new room, with a ticket to it")
+        #expect(h.core.activeCount == 1)
+        #expect(try h.create(key: "create-1").session.sessionId == again.session.sessionId, "and the key now names the new one")
+        try h.restart()
+        #expect(try h.create(key: "create-1").session.sessionId == again.session.sessionId, "after a restart too")
+        // The ended one is deleted after its retention; the key still names the new one.
+        h.now += h.core.settings.endedRetentionMs + 1_000
+        _ = h.core.maintain(at: h.time, housekeeping: true)
+        #expect(try h.create(key: "create-1").session.sessionId == again.session.sessionId)
+        #expect(h.core.activeCount == 1)
+    }
+
     @Test func lanSessionsNeedNoRelayAndGetNoTicket() throws {
         let h = try Harness(relays: [])
         #expect(code { try h.create() } == .noRelay)

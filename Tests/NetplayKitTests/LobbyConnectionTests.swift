@@ -169,20 +169,36 @@ struct LobbyConnectionTests {
         let service = try ScriptedService { _ in .reply }
         defer { service.stop() }
         var lobby = lobby(service)
-        lobby.idleConnectionSeconds = 0.6
+        lobby.idleConnectionSeconds = 3
         let port = try #require(service.endpoint.split(separator: ":").last.flatMap { Int($0) })
-        // Each use starts the idle time again: one connection for calls 0.3 s apart.
+        // Each use starts the idle time again: one connection for calls 0.5 s apart, 2 s in all.
         for _ in 0 ..< 4 {
             _ = try lobby.lobbyRooms()
-            Thread.sleep(forTimeInterval: 0.3)
+            Thread.sleep(forTimeInterval: 0.5)
         }
         #expect(Set(service.log.map(\.connection)).count == 1)
         #expect(lobby.connections.idleCount == 1 && establishedConnections(toPort: port) == 1)
-        #expect(eventually(within: 5) { lobby.connections.idleCount == 0 }, "the lobby still keeps it")
+        #expect(eventually(within: 8) { lobby.connections.idleCount == 0 }, "the lobby still keeps it")
         #expect(eventually(within: 5) { establishedConnections(toPort: port) == 0 }, "the service still holds it")
         // The next call opens a new one.
         _ = try lobby.lobbyRooms()
         #expect(Set(service.log.map(\.connection)).count == 2)
+    }
+
+    @Test func anEndlessIdleTimeKeepsTheConnectionAndNoTimeIsNoneAtAll() throws {
+        let service = try ScriptedService { _ in .reply }
+        defer { service.stop() }
+        var lobby = lobby(service)
+        lobby.idleConnectionSeconds = .infinity
+        _ = try lobby.lobbyRooms()
+        lobby.idleConnectionSeconds = .nan
+        _ = try lobby.lobbyRooms()
+        #expect(Set(service.log.map(\.connection)).count == 1)
+        #expect(eventually(within: 5) { lobby.connections.idleCount == 0 }, "NaN is no idle time: closed at once")
+        lobby.idleConnectionSeconds = 1e300
+        _ = try lobby.lobbyRooms()
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(lobby.connections.idleCount == 1, "kept for the lobby's life")
     }
 
     /// Established TCP connections on this host whose local port is `port`: a service's side of

@@ -89,7 +89,10 @@ public final class SessionCoordinator {
             // Who is attached is the relays' to say again (their next refresh).
             for index in session.participants.indices { session.participants[index].connected = false }
             sessions[session.sessionId] = session
-            if !session.idempotencyKey.isEmpty { byCreateKey[session.idempotencyKey] = session.sessionId }
+            // An ended session and a later one may share a key (see existingSession(forCreateKey:)).
+            if !session.idempotencyKey.isEmpty, session.isActive || byCreateKey[session.idempotencyKey] == nil {
+                byCreateKey[session.idempotencyKey] = session.sessionId
+            }
             if session.isActive, !session.relayId.isEmpty { relays.assigned[session.relayId, default: 0] += 1 }
             if session.isActive { activeCount += 1 }
             if let source = Self.lobbySource(session) { lobbiesBySource[source, default: 0] += 1 }
@@ -183,12 +186,15 @@ public final class SessionCoordinator {
         admission.forget(sessionId)
         let index = insertionIndex(sessionId)
         if index < sortedIds.count, sortedIds[index] == sessionId { sortedIds.remove(at: index) }
-        if !session.idempotencyKey.isEmpty { byCreateKey[session.idempotencyKey] = nil }
+        if byCreateKey[session.idempotencyKey] == sessionId { byCreateKey[session.idempotencyKey] = nil }
     }
 
+    /// The session a create under `key` made, while it is active: a retry gets it back. Once it
+    /// has ended, a create under the same key (a player trying again long after an answer was
+    /// lost) makes a new session, which the key then names.
     func existingSession(forCreateKey key: String) -> SessionRecord? {
-        guard !key.isEmpty, let id = byCreateKey[key] else { return nil }
-        return sessions[id]
+        guard !key.isEmpty, let id = byCreateKey[key], let session = sessions[id], session.isActive else { return nil }
+        return session
     }
 
     func insertionIndex(_ id: String) -> Int {
