@@ -82,6 +82,25 @@ struct RequestCopiesTests {
         #expect(taken.count == 2, "the host and bob, once: \(found.session.slots)")
     }
 
+    @Test func aPlayersRetryWithFreshlyMeasuredRelaysIsACopyToo() throws {
+        // NetplayKit's retry of an unanswered join: the same key and guess, a new request id, and
+        // round trips to the relays measured again.
+        let (service, client, session) = try fixture()
+        defer { service.stop() }
+        var retry = join(session, name: "m", password: "guess", key: "k-retry")
+        let first = try Envelope(requestId: 8, body: .joinSessionRequest(retry)).encoded()
+        retry.relayRtts = [RelayRtt(relayId: "sync-0", rttUs: 41_000)]
+        let second = try Envelope(requestId: 9, body: .joinSessionRequest(retry)).encoded()
+        try client.sendRaw(first)
+        try client.sendRaw(second)
+        let codes = try (0..<2).map { _ in code(try Envelope(decoding: try client.receiveRaw()).body) }
+        #expect(codes == [.wrongPassword, .wrongPassword])
+        for guess in ["guess2", "guess3"] {
+            #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: guess, key: "k-" + guess))).body)
+                    == .wrongPassword, "the retry spent no attempt of its own")
+        }
+    }
+
     @Test func copiesFromAnotherAddressOrWithAnotherPasswordAreServedOnTheirOwn() throws {
         // Only a copy to the byte from the same address waits: a different password is a different
         // guess (its own attempt), even under the same idempotency key.

@@ -327,7 +327,8 @@ public final class CoordinatorService: Service {
     }
 
     /// A create or join keyed by everything that decides its answer: the sender's address and the
-    /// whole request (password and idempotency key included).
+    /// whole request (password and idempotency key included) but for its relay round trips, which
+    /// a player's retry measures again.
     struct CopyKey: Hashable {
         let source: String
         let body: Envelope.Body
@@ -336,7 +337,16 @@ public final class CoordinatorService: Service {
         init?(_ request: Request, idempotencyKey: String) {
             guard !idempotencyKey.isEmpty else { return nil }
             source = request.source
-            body = request.body
+            switch request.body {
+            case .createSessionRequest(var create):
+                create.relayRtts = []
+                body = .createSessionRequest(create)
+            case .joinSessionRequest(var join):
+                join.relayRtts = []
+                body = .joinSessionRequest(join)
+            default:
+                body = request.body
+            }
         }
     }
 
