@@ -93,10 +93,27 @@ public enum IPv4Socket {
         guard let address = address(host: host, port: port) else {
             throw IPv4SocketError(step: .address, reason: "'\(host)' is not an IPv4 address")
         }
+        return try bound(kind, to: address, reuseAddress: reuseAddress, reusePort: reusePort, broadcast: broadcast,
+                         nonBlocking: nonBlocking, listenBacklog: listenBacklog)
+    }
+
+    /// ``bound(_:host:port:reuseAddress:reusePort:broadcast:nonBlocking:listenBacklog:)`` for an
+    /// address already parsed.
+    public static func bound(_ kind: Kind, to address: sockaddr_in, reuseAddress: Bool = false, reusePort: Bool = false,
+                             broadcast: Bool = false, nonBlocking: Bool = false,
+                             listenBacklog: Int32? = nil) throws(IPv4SocketError) -> (descriptor: Int32, port: UInt16) {
+        #if os(Linux)
+        // Close-on-exec from the start: a child started by another thread at this moment must not
+        // inherit the socket (the supervisor's spawn closes nothing before exec).
+        let flags = Int32(SOCK_CLOEXEC.rawValue) | (nonBlocking ? Int32(SOCK_NONBLOCK.rawValue) : 0)
+        let descriptor = socket(AF_INET, kind.socketType | flags, 0)
+        guard descriptor >= 0 else { throw IPv4SocketError(step: .socket, reason: lastErrorText()) }
+        #else
         let descriptor = socket(AF_INET, kind.socketType, 0)
         guard descriptor >= 0 else { throw IPv4SocketError(step: .socket, reason: lastErrorText()) }
         _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
         if nonBlocking { _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK) }
+        #endif
         for (wanted, option) in [(reuseAddress, SO_REUSEADDR), (reusePort, SO_REUSEPORT), (broadcast, SO_BROADCAST)] where wanted {
             var on: Int32 = 1
             _ = setsockopt(descriptor, SOL_SOCKET, option, &on, socklen_t(MemoryLayout<Int32>.size))
@@ -108,7 +125,7 @@ public enum IPv4Socket {
         }
         guard withSocketAddress(address, { bind(descriptor, $0, $1) }) == 0 else { throw fail(.bind) }
         if let listenBacklog, listen(descriptor, listenBacklog) != 0 { throw fail(.listen) }
-        return (descriptor, localAddress(of: descriptor).map { parts(of: $0).port } ?? port)
+        return (descriptor, localAddress(of: descriptor).map { parts(of: $0).port } ?? parts(of: address).port)
     }
 
     /// The text of the last system error (`errno`).

@@ -108,8 +108,8 @@ public final class UDPSocket {
         guard let ip = UDPAddress.parseIP(host) else { throw UDPError("'\(host)' is not an IPv4 address") }
         let socket: (descriptor: Int32, port: UInt16)
         do {
-            socket = try IPv4Socket.bound(.datagram, host: host, port: port, reuseAddress: shared, reusePort: shared,
-                                          broadcast: broadcast, nonBlocking: true)
+            socket = try IPv4Socket.bound(.datagram, to: UDPAddress(ip: ip, port: port).sockaddr, reuseAddress: shared,
+                                          reusePort: shared, broadcast: broadcast, nonBlocking: true)
         } catch {
             throw UDPError(error.step == .bind ? "cannot bind UDP \(host):\(port): \(error)" : "cannot create a UDP socket: \(error)")
         }

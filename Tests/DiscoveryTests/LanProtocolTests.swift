@@ -107,5 +107,7 @@ struct LanProtocolTests {
         #expect(b.receive() == nil)
         #expect(throws: UDPError.self) { try UDPSocket(host: "127.0.0.1", port: a.localAddress.port) }
         #expect(throws: UDPError.self) { try UDPSocket(host: "not-an-ip", port: 0) }
+        // Zero-padded octets are the address the flags have always taken.
+        #expect(try UDPSocket(host: "127.000.000.001", port: 0).localAddress.host == "127.0.0.1")
     }
 }

@@ -9,7 +9,7 @@ import NetplayTestSupport
 @Suite("Portable code in the frontend's libraries", .ownThread)
 struct PortabilityTests {
     /// Every target a frontend's NetplayKit, NetplayC or Libretro build compiles.
-    static let frontendTargets = ["Rollback", "NetplayWire", "ZeroMQ", "NetplayKit", "Libretro", "NetplayLAN",
+    static let frontendTargets = ["Rollback", "NetplayWire", "ZeroMQ", "NetplayKit", "Libretro", "NetplayLAN", "IPv4Sockets",
                                   "NetplayService", "NetplayAuth", "InputSync", "RetroArchRelay", "NetplayC"]
 
     /// Spellings that exist only in glibc or the Linux kernel's API (or differ on Darwin).

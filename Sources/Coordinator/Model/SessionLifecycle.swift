@@ -57,7 +57,7 @@ extension SessionCoordinator {
             // A retry of a create that went through: the same session, token and a fresh ticket.
             let reply = CreateSessionResponse(session: existing.info, participantId: host.participantId,
                                               participantToken: tokens.token(sessionId: existing.sessionId, participantId: host.participantId),
-                                              ticket: try existing.isActive ? ticket(existing, host, at: time) : nil)
+                                              ticket: try ticket(existing, host, at: time))
             return Outcome(reply: .createSessionResponse(reply))
         }
         try validateCreate(request, source: source, at: time)
