@@ -127,7 +127,8 @@ struct ControlPlaneBenchmark: ParsableCommand {
             .request(.registerRelayRequest(RegisterRelayRequest(relay: RelayInfo(relayId: "bench-relay", endpoint: "tcp://127.0.0.1:1"))))
         // Sessions of 8 players and 8 spectators: 15 joins each.
         let perSession = 15
-        let sessionCount = (joins * runs + 2_000 * runs + perSession - 1) / perSession
+        // The latency rounds' sessions, then the throughput rounds', which start on a fresh session.
+        let sessionCount = (2_000 * runs + perSession - 1) / perSession + (joins * runs + perSession - 1) / perSession
         var sessions: [String] = []
         for index in 0..<sessionCount {
             let reply = try control.request(.createSessionRequest(CreateSessionRequest(settings: SessionSettings(
