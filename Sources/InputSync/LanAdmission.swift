@@ -10,7 +10,9 @@ import Synchronization
 /// (``AdmissionPolicy``): content and core match (an empty joiner content does not skip it),
 /// which password each role needs (a spectator of a play-password room needs a password), the
 /// places, bans, and the password attempt budget. A place handed to a joiner that never attaches
-/// is freed after ``AdmissionPolicy/Limits/pendingJoinTimeoutMs`` (its ticket expires first).
+/// is freed after ``AdmissionPolicy/Limits/pendingJoinTimeoutMs`` (its ticket expires first). A
+/// join asked again under its idempotency key (and name) while its place is held gets that place
+/// again, as the coordinator's replay does.
 ///
 /// Thread-safe: the host's thread issues its own ticket while the relay's reactor admits joiners.
 public final class LanAdmission: Sendable {
@@ -33,6 +35,23 @@ public final class LanAdmission: Sendable {
         var commands: [Envelope.Body] = []
         /// The host ended the room: every join is refused.
         var ended = false
+        /// The place each join took, by its idempotency key, while the place is held: a joiner
+        /// asking again under the key (its answer was lost) gets the same place.
+        var admittedByKey: [String: Admitted] = [:]
+    }
+
+    /// A place handed to a joiner.
+    struct Admitted {
+        let participantId: String
+        let name: String
+        let role: Role
+        let slot: UInt32
+
+        /// Whether the place is still this joiner's.
+        func isHeld(in state: State) -> Bool {
+            role == .spectator ? state.spectators[participantId] != nil
+                : state.players[Int(slot)]?.participantId == participantId
+        }
     }
 
     /// The session id the room announces.
@@ -170,8 +189,12 @@ public final class LanAdmission: Sendable {
         let result = state.withLock { state -> Result<(String, Role, UInt32), AdmissionDenial> in
             do throws(AdmissionDenial) {
                 Self.expirePending(&state, now: now)
+                state.admittedByKey = state.admittedByKey.filter { $0.value.isHeld(in: state) }
+                let replayed = request.idempotencyKey.isEmpty ? nil
+                    : state.admittedByKey[request.idempotencyKey].flatMap { $0.name == request.name ? $0 : nil }
                 let room = room(state)
-                let plan = try state.policy.admit(request, source: source, room: room, now: Double(now) / 1000)
+                let plan = try state.policy.admit(request, source: source, room: room, now: Double(now) / 1000,
+                                                  replay: replayed != nil)
                 var match = PasswordMatch.none
                 for candidate in plan.candidates {
                     let expected = candidate == .play ? settings.playPassword : settings.spectatePassword
@@ -182,6 +205,12 @@ public final class LanAdmission: Sendable {
                 }
                 try state.policy.settle(plan, match: match, now: Double(now) / 1000)
                 if state.ended { throw AdmissionDenial(.sessionEnded, "The host ended this room.") }
+                if let replayed {
+                    // The same join again (its answer was lost): its place, and a fresh ticket's time
+                    // to attach.
+                    state.pending.issued(replayed.participantId, nowMs: now)
+                    return .success((replayed.participantId, replayed.role, replayed.slot))
+                }
                 if settings.approveJoiners {
                     try state.approvals.ask(request, nowMs: now, unixMs: UnixTime.nowMs())
                     state.approvals.admitted(key: request.idempotencyKey)
@@ -197,6 +226,9 @@ public final class LanAdmission: Sendable {
                 }
                 state.pending.issued(id, nowMs: now)
                 state.sources[id] = source
+                if !request.idempotencyKey.isEmpty {
+                    state.admittedByKey[request.idempotencyKey] = Admitted(participantId: id, name: request.name, role: plan.role, slot: slot)
+                }
                 return .success((id, plan.role, slot))
             } catch {
                 return .failure(error)

@@ -67,7 +67,7 @@ public struct NetplayLobby: Sendable {
 
     /// One request to a cluster service (`encrypted`: with ``serverKey``) or a LAN host, on the
     /// lobby's connection to it. The reply is waited for up to ``tries`` timeouts; `repeatable`
-    /// (a read, or a coordinator create or join with its idempotency key) sends the request again
+    /// (a read, or a create or join with its idempotency key) sends the request again
     /// after each one that passes without it.
     func call(_ endpoint: String?, _ what: String, _ body: Envelope.Body, encrypted: Bool = true,
               repeatable: Bool = false) throws -> Envelope.Body {
@@ -230,11 +230,10 @@ public struct NetplayLobby: Sendable {
     }
 
     /// Joins `room` as a player (or spectator): through the coordinator for lobby rooms, through
-    /// the host's relay for LAN rooms. For a lobby room, like
-    /// ``host(settings:content:inputSize:hostName:)``, a call repeated after UNAVAILABLE (or a
-    /// TIMEOUT waiting for the host's approval) with the same arguments asks under the first
-    /// call's idempotency key: the seat it may have got, not a second one. (A LAN host holds a
-    /// seat whose answer was lost until its pending-join time runs out.)
+    /// the host's relay for LAN rooms. Like ``host(settings:content:inputSize:hostName:)``, a
+    /// call repeated after UNAVAILABLE (or a TIMEOUT waiting for the host's approval) with the
+    /// same arguments asks under the first call's idempotency key: the seat it may have got, not
+    /// a second one (a coordinator and a LAN host both answer a known key with its seat).
     public func join(_ room: NetplayRoom, name: String, role: Role = .player, password: String = "",
                      content: ContentInfo = ContentInfo(), preferredSlot: Int = 0) throws -> Admission {
         let measure = measuresRelays && role == .player && !room.isLAN
@@ -242,12 +241,11 @@ public struct NetplayLobby: Sendable {
                                          password: password, content: content, preferredSlot: UInt32(preferredSlot))
         let rtts = measure ? measureRelays() : []
         let endpoint = room.isLAN ? room.endpoint : coordinatorEndpoint
-        // A LAN host admits every join anew, whatever its key: nothing to keep for a retry.
-        let body = try withRetryKey(room.isLAN ? nil : endpoint, request) { key in
+        let body = try withRetryKey(endpoint, request) { key in
             request.idempotencyKey = key
             request.relayRtts = rtts
             return try askUntilDecided { try call(endpoint, room.isLAN ? "LAN host" : "coordinator", .joinSessionRequest(request),
-                                                  encrypted: !room.isLAN, repeatable: !room.isLAN) }
+                                                  encrypted: !room.isLAN, repeatable: true) }
         }
         guard case .joinSessionResponse(let response) = body, let ticket = response.ticket else {
             throw NetplayError(.internal, "The join was answered with \(body.name) without a ticket.")

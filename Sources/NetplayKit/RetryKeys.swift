@@ -16,9 +16,8 @@ import Synchronization
 /// key is forgotten once its request is answered (either way: a success, or the service's
 /// refusal), after ``lifetime``, or when more than ``limit`` are kept. Two calls of the same
 /// request at once, neither a retry, each draw a key of their own; when both go unanswered, the
-/// key kept is that of the one that gave up first.
-///
-/// For the coordinator's rooms only: a LAN host admits every join anew, whatever its key.
+/// key kept is that of the one that gave up first. A LAN host answers a known key the same way
+/// (``InputSync/LanAdmission``), while the seat is held.
 final class RetryKeys: Sendable {
     /// Unanswered requests remembered at most (the oldest is forgotten first).
     static let limit = 16

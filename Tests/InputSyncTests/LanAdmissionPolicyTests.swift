@@ -94,6 +94,40 @@ struct LanAdmissionPolicyTests {
         #expect(try join(admission, AdmissionCases.join()).slot == 2)
     }
 
+    @Test func aJoinAskedAgainUnderItsKeyGetsItsPlaceAgain() throws {
+        // The joiner's first answer was lost; its lobby asks again under the same key.
+        let clock = TestClock()
+        let admission = lan(AdmissionCases.room(players: 2, play: "pw"), clock: clock)
+        var request = AdmissionCases.join(password: "pw")
+        request.idempotencyKey = "k-bob"
+        let first = try join(admission, request)
+        clock.advance(50_000)
+        let again = try join(admission, request)
+        #expect(again.participantId == first.participantId && again.slot == first.slot && admission.occupancy.players == 2)
+        #expect(again.ticket?.participantId == first.participantId)
+        // The retry's fresh ticket gets a fresh wait: the place is held past the first's.
+        clock.advance(30_000)
+        admission.sessionChanged(running: false, present: ["h-lan-1"])
+        #expect(admission.occupancy.players == 2, "freed on the first ticket's clock")
+
+        var wrong = request
+        wrong.password = "guess"
+        #expect(code { try join(admission, wrong) } == .wrongPassword, "the key does not stand in for the password")
+        var other = request
+        other.name = "mallory"
+        #expect(code { try join(admission, other) } == .roomFull, "nor for the name")
+        var fresh = request
+        fresh.idempotencyKey = "k-other"
+        #expect(code { try join(admission, fresh) } == .roomFull, "another key is another join")
+
+        // Once the place is freed, the key takes a new one like any join.
+        clock.advance(70_000)
+        admission.sessionChanged(running: false, present: ["h-lan-1"])
+        #expect(admission.occupancy.players == 1)
+        let later = try join(admission, request)
+        #expect(later.participantId != first.participantId && later.slot == 2)
+    }
+
     @Test func anAttachedJoinerKeepsItsPlace() throws {
         let clock = TestClock()
         let admission = lan(AdmissionCases.room(players: 2), clock: clock)

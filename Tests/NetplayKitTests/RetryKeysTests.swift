@@ -206,4 +206,32 @@ struct RetryKeysTests {
         let second = try again.host(settings: settings, content: content, inputSize: 1, hostName: "alice")
         #expect(second.sessionId != listed.sessionId)
     }
+    /// The same against a LAN host (its in-process relay answers joins itself), behind the same
+    /// kind of path.
+    @Test(.timeLimit(.minutes(1)))
+    func aRetriedLanJoinGetsTheSeatItsLostAnswerGave() throws {
+        let content = ContentInfo(gameName: "Arena", crc32: 0xA7E7_A001, coreId: "netplay.games.arena", coreVersion: "1")
+        var settings = NetplaySettings(roomName: "lan lost answers")
+        settings.network = .lan
+        settings.password = "pw"
+        let host = try LanHost(settings: settings, content: content, inputSize: 1, hostName: "alice", bindAddress: "127.0.0.1",
+                               advertiseAddress: "127.0.0.1", beaconHost: "127.0.0.1",
+                               beaconPort: UInt16(FreePort.tcp() ?? 47_999), beaconIntervalMs: 1_000)
+        defer { host.stop() }
+        let path = try AnswerLosingPath(to: host.endpoint)
+        defer { path.stop() }
+        var room = NetplayRoom(host.room)
+        room.isLAN = true
+        room.endpoint = path.endpoint
+        var lobby = NetplayLobby(discovery: nil, coordinator: nil, timeout: 0.4)
+        lobby.tries = 2
+        let failure = #expect(throws: NetplayError.self) { try lobby.join(room, name: "bob", password: "pw", content: content) }
+        #expect(failure?.code == .unavailable)
+        #expect(path.lost.load(ordering: .relaxed) == 2, "the join and its resent copy were both answered (and lost)")
+        #expect(host.lanAdmission.occupancy.players == 2, "the first went through; its copy took no second place")
+
+        path.losing.store(false, ordering: .relaxed)
+        let bob = try NetplayLobby(discovery: nil, coordinator: nil).join(room, name: "bob", password: "pw", content: content)
+        #expect(bob.slot == 2 && host.lanAdmission.occupancy.players == 2, "the retry got the seat, not ROOM_FULL")
+    }
 }

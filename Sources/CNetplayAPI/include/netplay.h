@@ -204,8 +204,7 @@ typedef struct np_match np_match;
 /* Hosts a room (slot 1) for a game whose inputs are input_size bytes (1 ... 64). The match
  * connects on its first np_match_tick. Blocks for the coordinator's answer. After
  * NP_ERR_UNAVAILABLE the room may exist (only the answer was lost): the same call again, with the
- * same arguments, gets that room rather than a second one; so does a join of a lobby room get
- * its seat. */
+ * same arguments, gets that room rather than a second one; a join likewise gets its seat. */
 np_result np_client_host(np_client *client, const np_host_settings *settings, const np_content *content,
                          size_t input_size, const np_game_callbacks *game, np_match **out);
 /* Joins room as a player (preferred_slot 0: any free slot). */
