@@ -11,8 +11,8 @@ import Synchronization
 /// which password each role needs (a spectator of a play-password room needs a password), the
 /// places, bans, and the password attempt budget. A place handed to a joiner that never attaches
 /// is freed after ``AdmissionPolicy/Limits/pendingJoinTimeoutMs`` (its ticket expires first). A
-/// join asked again under its idempotency key (and name) while its place is held gets that place
-/// again, as the coordinator's replay does.
+/// join asked again under its idempotency key (same name and role) while its place is held and
+/// before its joiner attached gets that place again, as the coordinator's replay does.
 ///
 /// Thread-safe: the host's thread issues its own ticket while the relay's reactor admits joiners.
 public final class LanAdmission: Sendable {
@@ -45,12 +45,22 @@ public final class LanAdmission: Sendable {
         let participantId: String
         let name: String
         let role: Role
-        let slot: UInt32
 
-        /// Whether the place is still this joiner's.
-        func isHeld(in state: State) -> Bool {
-            role == .spectator ? state.spectators[participantId] != nil
-                : state.players[Int(slot)]?.participantId == participantId
+        /// The slot the place is in now (0 for a spectator; the host may have moved a player),
+        /// or nil once it is no longer this joiner's.
+        func heldSlot(in state: State) -> UInt32? {
+            if role == .spectator { return state.spectators[participantId] != nil ? 0 : nil }
+            return state.players.first { $0.value.participantId == participantId }.map { UInt32($0.key) }
+        }
+
+        /// Whether `request` is this join asked again: its name and role, any slot or its own, and
+        /// only before the joiner attached (the answer of a join that attached was not lost; a LAN
+        /// link is plain, and a key seen on it must not fetch a ticket for a seated player).
+        func isAskedAgain(by request: JoinSessionRequest, in state: State) -> Bool {
+            let role: Role = request.role == .spectator ? .spectator : .player
+            guard request.name == name, role == self.role, !state.attached.contains(participantId),
+                  let slot = heldSlot(in: state) else { return false }
+            return request.preferredSlot == 0 || request.preferredSlot == slot
         }
     }
 
@@ -189,9 +199,11 @@ public final class LanAdmission: Sendable {
         let result = state.withLock { state -> Result<(String, Role, UInt32), AdmissionDenial> in
             do throws(AdmissionDenial) {
                 Self.expirePending(&state, now: now)
-                state.admittedByKey = state.admittedByKey.filter { $0.value.isHeld(in: state) }
+                state.admittedByKey = state.admittedByKey.filter { _, admitted in
+                    admitted.heldSlot(in: state) != nil && !state.attached.contains(admitted.participantId)
+                }
                 let replayed = request.idempotencyKey.isEmpty ? nil
-                    : state.admittedByKey[request.idempotencyKey].flatMap { $0.name == request.name ? $0 : nil }
+                    : state.admittedByKey[request.idempotencyKey].flatMap { $0.isAskedAgain(by: request, in: state) ? $0 : nil }
                 let room = room(state)
                 let plan = try state.policy.admit(request, source: source, room: room, now: Double(now) / 1000,
                                                   replay: replayed != nil)
@@ -209,7 +221,7 @@ public final class LanAdmission: Sendable {
                     // The same join again (its answer was lost): its place, and a fresh ticket's time
                     // to attach.
                     state.pending.issued(replayed.participantId, nowMs: now)
-                    return .success((replayed.participantId, replayed.role, replayed.slot))
+                    return .success((replayed.participantId, replayed.role, replayed.heldSlot(in: state) ?? 0))
                 }
                 if settings.approveJoiners {
                     try state.approvals.ask(request, nowMs: now, unixMs: UnixTime.nowMs())
@@ -227,7 +239,7 @@ public final class LanAdmission: Sendable {
                 state.pending.issued(id, nowMs: now)
                 state.sources[id] = source
                 if !request.idempotencyKey.isEmpty {
-                    state.admittedByKey[request.idempotencyKey] = Admitted(participantId: id, name: request.name, role: plan.role, slot: slot)
+                    state.admittedByKey[request.idempotencyKey] = Admitted(participantId: id, name: request.name, role: plan.role)
                 }
                 return .success((id, plan.role, slot))
             } catch {

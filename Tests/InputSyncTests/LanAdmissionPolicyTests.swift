@@ -120,10 +120,30 @@ struct LanAdmissionPolicyTests {
         fresh.idempotencyKey = "k-other"
         #expect(code { try join(admission, fresh) } == .roomFull, "another key is another join")
 
+        var asSpectator = request
+        asSpectator.role = .spectator
+        #expect(try join(admission, asSpectator).participantId != first.participantId, "nor for the role: a new place")
+
         // Once the place is freed, the key takes a new one like any join.
         clock.advance(70_000)
         admission.sessionChanged(running: false, present: ["h-lan-1"])
         #expect(admission.occupancy.players == 1)
+        let later = try join(admission, request)
+        #expect(later.participantId != first.participantId && later.slot == 2)
+    }
+
+    @Test func aReplayFollowsAMovedPlayerAndEndsWhenTheJoinerAttaches() throws {
+        let admission = lan(AdmissionCases.room(players: 3))
+        var request = AdmissionCases.join()
+        request.idempotencyKey = "k-bob"
+        let first = try join(admission, request)
+        #expect(first.slot == 2)
+        try admission.swap(2, 3)
+        let again = try join(admission, request)
+        #expect(again.participantId == first.participantId && again.slot == 3, "the seat where the host put it")
+        // Attached: a join's answer that was used was not lost, and a LAN link is plain; the key
+        // seen on it fetches no ticket for the seated player.
+        admission.sessionChanged(running: false, present: ["h-lan-1", first.participantId])
         let later = try join(admission, request)
         #expect(later.participantId != first.participantId && later.slot == 2)
     }
