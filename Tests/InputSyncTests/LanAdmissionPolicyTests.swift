@@ -51,6 +51,29 @@ struct LanAdmissionPolicyTests {
                 "once the budget is out the right password is refused like the others")
     }
 
+    @Test func copiesOfAWrongGuessSpendOneAttempt() {
+        // A lobby resends a join whose answer did not come; a wrong guess's copies are its answer
+        // again, not new guesses.
+        let clock = TestClock()
+        let admission = lan(AdmissionCases.room(play: "pw"), clock: clock,
+                            limits: .init(passwordAttemptsPerMinute: Double(AdmissionCases.attemptsPerMinute)))
+        var guess = AdmissionCases.join(password: "guess")
+        guess.idempotencyKey = "k-guess"
+        for _ in 0..<3 { #expect(code { try join(admission, guess) } == .wrongPassword) }
+        var other = guess
+        other.password = "guess2"
+        #expect(code { try join(admission, other) } == .wrongPassword, "another guess under the key is its own attempt")
+        for index in 0..<(AdmissionCases.attemptsPerMinute - 2) {
+            var fresh = AdmissionCases.join(password: "fresh\(index)")
+            fresh.idempotencyKey = "k-\(index)"
+            #expect(code { try join(admission, fresh) } == .wrongPassword)
+        }
+        #expect(code { try join(admission, AdmissionCases.join(password: "pw")) } == .rateLimited, "the budget counted each guess once")
+        // Past the copy window the same request is a new guess again (here: one the budget refuses).
+        clock.advance(LanAdmission.copyWindowMs)
+        #expect(code { try join(admission, guess) } == .rateLimited)
+    }
+
     @Test func twoThousandGuessesGetTenAnswers() {
         let clock = TestClock()
         let admission = lan(AdmissionCases.room(play: "sesame"), clock: clock)
