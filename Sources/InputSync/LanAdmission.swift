@@ -220,8 +220,10 @@ public final class LanAdmission: Sendable {
                 }
                 let replayed = request.idempotencyKey.isEmpty ? nil
                     : state.admittedByKey[request.idempotencyKey].flatMap { $0.isAskedAgain(by: request, in: state) ? $0 : nil }
-                let guess = Sodium.hmacSHA256(key: guessKey, Array(request.name.utf8), [0], Array(request.password.utf8),
-                                              [0, UInt8(truncatingIfNeeded: request.role.rawValue)])
+                // Only a keyed join can be a copy: the guess is hashed for those alone.
+                let guess = request.idempotencyKey.isEmpty ? []
+                    : Sodium.hmacSHA256(key: guessKey, Array(request.name.utf8), [0], Array(request.password.utf8),
+                                        [0, UInt8(truncatingIfNeeded: request.role.rawValue)])
                 state.refusedByKey = state.refusedByKey.filter { now - $0.value.atMs < Self.copyWindowMs }
                 if let refused = state.refusedByKey[request.idempotencyKey], Sodium.constantTimeEquals(refused.guess, guess) {
                     throw refused.denial

@@ -48,9 +48,6 @@ public struct NetplayLobby: Sendable {
     public var idleConnectionSeconds: Double = 30
     /// The open connections every copy of this lobby shares.
     let connections = LobbyConnections()
-    /// The keys of creates and joins that went unanswered, for the player's retry: one store for
-    /// the process, so a retry through another lobby (an invite's own) is known too.
-    var retryKeys: RetryKeys { RetryKeys.shared }
 
     /// A lobby over the cluster at these endpoints (defaults: the local cluster, unencrypted).
     public init(discovery: String? = ServiceDefaults.discoveryEndpoint,
@@ -277,7 +274,8 @@ public struct NetplayLobby: Sendable {
     /// see ``RetryKeys``. `request` is passed without its key and measurements.
     private func withRetryKey<T>(_ endpoint: String?, _ request: some WireMessage, _ send: (String) throws -> T) throws -> T {
         guard let endpoint, let bytes = try? request.encoded() else { return try send(UUID().uuidString) }
-        return try retryKeys.withKey(endpoint: endpoint, request: bytes, send)
+        // One store for the process: a retry through another lobby (an invite's own) is known too.
+        return try RetryKeys.shared.withKey(endpoint: endpoint, request: bytes, send)
     }
 
     /// Leaves the session at the coordinator (the host leaving ends it).

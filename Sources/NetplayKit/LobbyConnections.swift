@@ -71,15 +71,14 @@ final class LobbyConnections: Sendable {
     func giveBack(_ client: BlockingClient, serverKey: [UInt8]?, idleSeconds: Double) {
         let route = Route(endpoint: client.endpoint, serverKey: serverKey)
         let seconds = idleSeconds.isNaN ? 0 : min(max(idleSeconds, 0), Self.longestIdle)
-        let closesAt: ContinuousClock.Instant? = seconds >= Self.longestIdle ? nil
-            : ContinuousClock.now + .milliseconds(Int((seconds * 1000).rounded()))
-        let kept = Idle(client: client, closesAt: closesAt ?? .now + .seconds(Self.longestIdle))
+        let kept = Idle(client: client, closesAt: .now + .milliseconds(Int((seconds * 1000).rounded())))
         let sweep = pool.withLock { pool -> ContinuousClock.Instant? in
             guard pool.idle[route, default: []].count < Self.idleLimit else { return nil }
             pool.idle[route, default: []].append(kept)
-            guard let closesAt, pool.sweepAt.map({ closesAt < $0 }) ?? true else { return nil }
-            pool.sweepAt = closesAt
-            return closesAt
+            // A connection kept for the lobby's life needs no sweep; an earlier one pending will do.
+            guard seconds < Self.longestIdle, pool.sweepAt.map({ kept.closesAt < $0 }) ?? true else { return nil }
+            pool.sweepAt = kept.closesAt
+            return kept.closesAt
         }
         if let sweep { scheduleSweep(at: sweep) }
     }
@@ -99,10 +98,10 @@ final class LobbyConnections: Sendable {
             // A sweep made stale by an earlier one scheduled later leaves the work to that one.
             guard pool.sweepAt == instant else { return ([], nil) }
             var expired: [Idle] = []
-            for (route, connections) in pool.idle {
-                let (gone, kept) = (connections.filter { $0.closesAt <= now }, connections.filter { $0.closesAt > now })
-                expired += gone
-                pool.idle[route] = kept.isEmpty ? nil : kept
+            for (route, var connections) in pool.idle {
+                let firstKept = connections.partition { $0.closesAt > now }
+                expired += connections[..<firstKept]
+                pool.idle[route] = firstKept == connections.endIndex ? nil : Array(connections[firstKept...])
             }
             pool.sweepAt = pool.idle.values.joined().map(\.closesAt).min()
             return (expired, pool.sweepAt)

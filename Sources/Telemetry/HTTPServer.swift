@@ -57,7 +57,7 @@ public final class HTTPServer {
         let port = UInt16(bigEndian: addr.sin_port)
         let fd: Int32
         do {
-            let socket = try IPv4Socket.bound(.stream, host: host, port: port, reuseAddress: true, nonBlocking: true, listenBacklog: 1024)
+            let socket = try IPv4Socket.bound(.stream, to: addr, reuseAddress: true, nonBlocking: true, listenBacklog: 1024)
             fd = socket.descriptor
             boundAddress = "\(host):\(socket.port)"
         } catch where error.step == .socket {
