@@ -12,7 +12,9 @@ import Synchronization
 /// places, bans, and the password attempt budget. A place handed to a joiner that never attaches
 /// is freed after ``AdmissionPolicy/Limits/pendingJoinTimeoutMs`` (its ticket expires first). A
 /// join asked again under its idempotency key (same name and role) while its place is held and
-/// before its joiner attached gets that place again, as the coordinator's replay does.
+/// before its joiner attached gets that place again, as the coordinator's replay does; a copy of
+/// a join refused for its password gets that refusal again without spending an attempt (the
+/// policy's rule, as at the coordinator).
 ///
 /// Thread-safe: the host's thread issues its own ticket while the relay's reactor admits joiners.
 public final class LanAdmission: Sendable {
@@ -38,21 +40,7 @@ public final class LanAdmission: Sendable {
         /// The place each join took, by its idempotency key, while the place is held: a joiner
         /// asking again under the key (its answer was lost) gets the same place.
         var admittedByKey: [String: Admitted] = [:]
-        /// Wrong guesses by idempotency key, for ``LanAdmission/copyWindowMs``: a resent copy of
-        /// a refused join is refused again without spending a second attempt of the budget.
-        var refusedByKey: [String: Refused] = [:]
     }
-
-    /// A join refused for its password: a keyed hash of what it guessed, and the refusal.
-    struct Refused {
-        let guess: [UInt8]
-        let denial: AdmissionDenial
-        let atMs: UInt64
-    }
-
-    /// How long a wrong guess is remembered for its copies (a lobby resends after each of its
-    /// timeouts, 3 × 2 s by default).
-    static let copyWindowMs: UInt64 = 10_000
 
     /// A place handed to a joiner.
     struct Admitted {
@@ -87,8 +75,6 @@ public final class LanAdmission: Sendable {
     /// The admission limits in force.
     public let limits: AdmissionPolicy.Limits
     private let signer: JoinTicketSigner
-    /// Keys the hash of refused guesses, so they are not kept in a readable form.
-    private let guessKey = Sodium.randomBytes(32)
     private let ticketTtlMs: UInt64
     let clock: @Sendable () -> UInt64
     let state: Mutex<State>
@@ -220,14 +206,6 @@ public final class LanAdmission: Sendable {
                 }
                 let replayed = request.idempotencyKey.isEmpty ? nil
                     : state.admittedByKey[request.idempotencyKey].flatMap { $0.isAskedAgain(by: request, in: state) ? $0 : nil }
-                // Only a keyed join can be a copy: the guess is hashed for those alone.
-                let guess = request.idempotencyKey.isEmpty ? []
-                    : Sodium.hmacSHA256(key: guessKey, Array(request.name.utf8), [0], Array(request.password.utf8),
-                                        [0, UInt8(truncatingIfNeeded: request.role.rawValue)])
-                state.refusedByKey = state.refusedByKey.filter { now - $0.value.atMs < Self.copyWindowMs }
-                if let refused = state.refusedByKey[request.idempotencyKey], Sodium.constantTimeEquals(refused.guess, guess) {
-                    throw refused.denial
-                }
                 let room = room(state)
                 let plan = try state.policy.admit(request, source: source, room: room, now: Double(now) / 1000,
                                                   replay: replayed != nil)
@@ -239,12 +217,7 @@ public final class LanAdmission: Sendable {
                         break
                     }
                 }
-                do throws(AdmissionDenial) {
-                    try state.policy.settle(plan, match: match, now: Double(now) / 1000)
-                } catch where error.code == .wrongPassword && !request.idempotencyKey.isEmpty {
-                    state.refusedByKey[request.idempotencyKey] = Refused(guess: guess, denial: error, atMs: now)
-                    throw error
-                }
+                try state.policy.settle(plan, match: match, now: Double(now) / 1000)
                 if state.ended { throw AdmissionDenial(.sessionEnded, "The host ended this room.") }
                 if let replayed {
                     // The same join again (its answer was lost): its place, and a fresh ticket's time

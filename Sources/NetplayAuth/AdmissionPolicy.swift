@@ -83,6 +83,9 @@ public struct AdmissionPlan: Sendable, Equatable {
     public let sessionId: String
     /// Whether one attempt of the session's password budget was reserved for this join.
     public let reserved: Bool
+    /// The join's idempotency key and a keyed hash of its guess, for a keyed join that needs a
+    /// password: what a copy is recognised by if this guess is refused.
+    let guess: AdmissionPolicy.Guess?
 
     /// True when no password is needed.
     public var open: Bool { candidates.isEmpty }
@@ -98,6 +101,12 @@ public struct AdmissionPlan: Sendable, Equatable {
 /// and once it is out every join needing a password, the right one included, answers
 /// RATE_LIMITED. ``settle(_:match:now:)`` gives a correct password's attempt back.
 ///
+/// A client on a lossy path sends a join again when its answer did not come, under the same
+/// idempotency key. A copy of a keyed join refused for its password, arriving within
+/// ``Limits/copyWindowSeconds`` of the refusal, gets the same refusal without spending another
+/// attempt: the same guess is wrong again, and one mistyped password must not cost a player's
+/// room several attempts. Only a keyed hash of a refused guess is kept.
+///
 /// Not thread-safe (a value type): the coordinator keeps it on its reactor thread, a LAN host
 /// under a lock.
 public struct AdmissionPolicy: Sendable {
@@ -109,11 +118,32 @@ public struct AdmissionPolicy: Sendable {
         /// A place handed out to a joiner that never attaches is freed after this long (LAN host;
         /// its ticket expires at the same time).
         public var pendingJoinTimeoutMs: UInt64 = 60_000
+        /// How long a refused guess is remembered for its copies (a lobby resends a join after
+        /// each of its timeouts, 3 × 2 s by default).
+        public var copyWindowSeconds: Double = 10
+    }
+
+    /// A keyed join's idempotency key and the keyed hash of what it guessed.
+    struct Guess: Sendable, Equatable {
+        let key: String
+        let hash: [UInt8]
+    }
+
+    /// A guess refused for its password, and when.
+    struct Refusal: Sendable {
+        let hash: [UInt8]
+        let denial: AdmissionDenial
+        let at: Double
     }
 
     /// The limits in force.
     public let limits: Limits
     private var budget: RateLimiter<String>
+    /// Refused guesses by session, then idempotency key; each session's are pruned when it
+    /// refuses another, and dropped by ``forget(_:)``.
+    private var refusals: [String: [String: Refusal]] = [:]
+    /// Keys the hash of guesses, so none is kept in a readable form.
+    private let guessKey = Sodium.randomBytes(32)
 
     /// Creates a policy.
     public init(limits: Limits = Limits()) {
@@ -122,7 +152,8 @@ public struct AdmissionPolicy: Sendable {
         budget = RateLimiter(ratePerSecond: attempts / 60, burst: attempts)
     }
 
-    /// Checks a join up to its password, in this order: BANNED; content (CONTENT_MISMATCH,
+    /// Checks a join up to its password, in this order: BANNED; a copy of a guess refused within
+    /// ``Limits/copyWindowSeconds`` gets that refusal again (WRONG_PASSWORD), reserving nothing; content (CONTENT_MISMATCH,
     /// CORE_MISMATCH, CORE_VERSION_MISMATCH; for spectators when they name any content); places (SPECTATORS_NOT_ALLOWED,
     /// SPECTATORS_FULL, BAD_REQUEST for a slot that does not exist, ROOM_FULL, SLOT_TAKEN); then,
     /// when a password is needed and `reserve` is set, reserves one attempt of the session's
@@ -133,6 +164,8 @@ public struct AdmissionPolicy: Sendable {
         if room.bans.refuses(name: request.name, source: source) {
             throw AdmissionDenial(.banned, "You were banned from this session by the host.", field: "JoinSessionRequest.name")
         }
+        let guess = self.guess(request)
+        if let refusal = refusal(copiedBy: guess, sessionId: room.sessionId, now: now) { throw refusal }
         let role: Role = request.role == .spectator ? .spectator : .player
         if !replay {
             // A spectator's emulation affects nobody else: it is checked when it names content.
@@ -150,18 +183,50 @@ public struct AdmissionPolicy: Sendable {
             }
             reserved = true
         }
-        return AdmissionPlan(role: role, candidates: candidates, sessionId: room.sessionId, reserved: reserved)
+        return AdmissionPlan(role: role, candidates: candidates, sessionId: room.sessionId, reserved: reserved,
+                             guess: candidates.isEmpty ? nil : guess)
+    }
+
+    /// Whether `request` is a copy of a guess refused within ``Limits/copyWindowSeconds`` (it
+    /// would be refused again for nothing): a caller with its own per-request limits spends none
+    /// of them on it.
+    public func isCopyOfRefusedGuess(_ request: JoinSessionRequest, now: Double) -> Bool {
+        refusal(copiedBy: guess(request), sessionId: request.sessionId, now: now) != nil
+    }
+
+    /// A keyed join's key and the hash of its guess (name, role, password); nil without a key:
+    /// only a keyed join can be a copy.
+    private func guess(_ request: JoinSessionRequest) -> Guess? {
+        guard !request.idempotencyKey.isEmpty else { return nil }
+        let role: Role = request.role == .spectator ? .spectator : .player
+        return Guess(key: request.idempotencyKey,
+                     hash: Sodium.hmacSHA256(key: guessKey, Array(request.name.utf8), [0], Array(request.password.utf8),
+                                             [0, UInt8(truncatingIfNeeded: role.rawValue)]))
+    }
+
+    private func refusal(copiedBy guess: Guess?, sessionId: String, now: Double) -> AdmissionDenial? {
+        guard let guess, let refusal = refusals[sessionId]?[guess.key], now - refusal.at < limits.copyWindowSeconds,
+              Sodium.constantTimeEquals(refusal.hash, guess.hash) else { return nil }
+        return refusal.denial
     }
 
     /// Settles a plan once the password was verified: `match` is what it matched (`.none`: no
-    /// candidate). A wrong password keeps its attempt spent and answers WRONG_PASSWORD; a right
+    /// candidate). A wrong password keeps its attempt spent and answers WRONG_PASSWORD (and a
+    /// keyed one is remembered for its copies); a right
     /// one gives the attempt back and returns the match.
     @discardableResult
     public mutating func settle(_ plan: AdmissionPlan, match: PasswordMatch, now: Double) throws(AdmissionDenial) -> PasswordMatch {
         if plan.open { return .notNeeded }
         guard match != .none, plan.candidates.contains(match) else {
             let what = plan.role == .spectator ? "spectate" : "play"
-            throw AdmissionDenial(.wrongPassword, "Wrong password to \(what) in this session.", field: "JoinSessionRequest.password")
+            let denial = AdmissionDenial(.wrongPassword, "Wrong password to \(what) in this session.", field: "JoinSessionRequest.password")
+            if let guess = plan.guess {
+                var session = refusals[plan.sessionId, default: [:]]
+                session = session.filter { now - $0.value.at < limits.copyWindowSeconds }
+                session[guess.key] = Refusal(hash: guess.hash, denial: denial, at: now)
+                refusals[plan.sessionId] = session
+            }
+            throw denial
         }
         if plan.reserved { budget.refund(plan.sessionId, now: now) }
         return match
@@ -173,9 +238,10 @@ public struct AdmissionPolicy: Sendable {
         if plan.reserved { budget.refund(plan.sessionId, now: now) }
     }
 
-    /// Forgets a session's budget (the session is gone).
+    /// Forgets a session's budget and refused guesses (the session is gone).
     public mutating func forget(_ sessionId: String) {
         budget.remove(sessionId)
+        refusals[sessionId] = nil
     }
 
     // MARK: The rules

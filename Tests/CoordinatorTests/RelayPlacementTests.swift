@@ -88,6 +88,28 @@ struct RelayPlacementTests {
         #expect(response.ticket?.relayEndpoint == Harness.endpoint(of: "sync-b"))
     }
 
+    @Test func aCopysFreshFiguresCountForThePlayerItSeated() throws {
+        // Bob's join was sent again while the first was hashed; only the copy carried figures (the
+        // first try's measurement was lost to the same trouble). The copy got the first's seat,
+        // and its figures are bob's.
+        let h = try Harness(relays: ["sync-a", "sync-b"])
+        let id = try h.create(maxPlayers: 3).session.sessionId
+        let (bob, _) = try h.joinOutcome(id, name: "bob", key: "k-bob")
+        let copy = JoinSessionRequest(sessionId: id, role: .player, name: "bob", content: smb, idempotencyKey: "k-bob",
+                                      relayRtts: Harness.rtts(["sync-a": 200, "sync-b": 20]))
+        h.core.noteCopyRtts(.joinSessionRequest(copy), answer: .joinSessionResponse(bob))
+        // Carol alone is 5 ms nearer sync-b (within the tolerance); with bob's figures sync-b wins by far.
+        _ = try h.join(id, name: "carol", rtts: ["sync-a": 30, "sync-b": 25])
+        #expect(h.session(id).relayId == "sync-b", "bob's figures from his copy moved the lobby")
+        // A refusal or a spectator's seat notes nothing.
+        let watcher = try h.join(id, name: "watcher", role: .spectator)
+        var watching = copy
+        watching.role = .spectator
+        h.core.noteCopyRtts(.joinSessionRequest(watching), answer: .joinSessionResponse(watcher))
+        h.core.noteCopyRtts(.joinSessionRequest(copy), answer: .error(ErrorReply()))
+        #expect(h.core.playerRtts(h.session(id)).count == 2, "bob's and carol's")
+    }
+
     @Test func smallGainsAndRunningMatchesDoNotMove() throws {
         let h = try Harness(relays: ["sync-a", "sync-b"])
         let id = try h.create(maxPlayers: 3, rtts: ["sync-a": 30, "sync-b": 35]).session.sessionId

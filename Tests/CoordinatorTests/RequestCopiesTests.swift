@@ -25,11 +25,13 @@ struct RequestCopiesTests {
         #expect(!copies.isServing("a") && copies.inFlight == 0 && copies.finish("a").isEmpty)
     }
 
-    /// A password session's budget of 3 attempts, the coordinator hashing at real cost.
-    func fixture() throws -> (ServiceFixture, BlockingClient, String) {
+    /// A password session's budget of 3 attempts, the coordinator hashing at real cost unless
+    /// `change` says otherwise.
+    func fixture(_ change: (inout CoordinatorSettings) -> Void = { _ in }) throws -> (ServiceFixture, BlockingClient, String) {
         let service = try ServiceFixture(settings: AbuseLimitTests.settings {
             $0.passwordHasher = .interactive  // copies must arrive while the first is hashed
             $0.passwordAttemptsPerMinute = 3
+            change(&$0)
         })
         let client = try BlockingClient(endpoint: service.endpoint, timeout: 30)
         return (service, client, try service.createLanSession(client, password: "sesame"))
@@ -99,6 +101,25 @@ struct RequestCopiesTests {
             #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: guess, key: "k-" + guess))).body)
                     == .wrongPassword, "the retry spent no attempt of its own")
         }
+    }
+
+    @Test func aWrongGuessResentAfterItsRefusalSpendsNoAttemptOrJoinToken() throws {
+        // The refusal was lost on the way back: the player's lobby sends the join again, and it
+        // arrives after the first was answered, so it is no longer in flight.
+        let (service, client, session) = try fixture { $0.joinsPerMinutePerSource = 4 }
+        defer { service.stop() }
+        let resent = join(session, name: "m", password: "guess", key: "k-lost")
+        for _ in 0..<6 {
+            #expect(code(try client.requestEnvelope(.joinSessionRequest(resent)).body) == .wrongPassword)
+        }
+        // Three attempts and four joins a minute: the six sends spent one of each.
+        for guess in ["guess2", "guess3"] {
+            #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: guess, key: "k-" + guess))).body)
+                    == .wrongPassword, "the resent copies spent no attempt")
+        }
+        let right = try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: "sesame", key: "k-right"))).body
+        #expect(code(right) == .rateLimited)
+        if case .error(let error) = right { #expect(error.message.contains("password attempts"), "\(error.message)") }
     }
 
     @Test func copiesFromAnotherAddressOrWithAnotherPasswordAreServedOnTheirOwn() throws {

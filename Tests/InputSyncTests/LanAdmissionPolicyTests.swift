@@ -70,7 +70,7 @@ struct LanAdmissionPolicyTests {
         }
         #expect(code { try join(admission, AdmissionCases.join(password: "pw")) } == .rateLimited, "the budget counted each guess once")
         // Past the copy window the same request is a new guess again (here: one the budget refuses).
-        clock.advance(LanAdmission.copyWindowMs)
+        clock.advance(UInt64(admission.limits.copyWindowSeconds * 1000))
         #expect(code { try join(admission, guess) } == .rateLimited)
     }
 

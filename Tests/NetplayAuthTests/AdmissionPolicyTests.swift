@@ -60,6 +60,54 @@ struct AdmissionPolicyTests {
         for _ in 0..<10 { #expect(!(try policy.admit(join(), source: "", room: room(play: false), now: 20)).reserved) }
     }
 
+    @Test func aCopyOfARefusedGuessIsRefusedAgainForNothing() throws {
+        var policy = AdmissionPolicy(limits: .init(passwordAttemptsPerMinute: 3))
+        func keyed(_ password: String, key: String, name: String = "x") -> JoinSessionRequest {
+            var request = join(name)
+            request.password = password
+            request.idempotencyKey = key
+            return request
+        }
+        let guess = keyed("guess", key: "k-1")
+        let first = try policy.admit(guess, source: "10.0.0.9", room: room(), now: 0)
+        #expect(denial { try policy.settle(first, match: .none, now: 0) } == .wrongPassword)
+        // Its copies (the answer was lost; the client sends it again) get the refusal, reserving nothing.
+        for _ in 0..<5 {
+            #expect(policy.isCopyOfRefusedGuess(guess, now: 9))
+            #expect(denial { _ = try policy.admit(guess, source: "10.0.0.7", room: room(), now: 9) } == .wrongPassword)
+        }
+        // Not copies: another password or name under the key, the guess without a key, another session.
+        var unkeyed = guess
+        unkeyed.idempotencyKey = ""
+        var elsewhere = guess
+        elsewhere.sessionId = "s-2"
+        #expect(!policy.isCopyOfRefusedGuess(keyed("other", key: "k-1"), now: 9))
+        #expect(!policy.isCopyOfRefusedGuess(keyed("guess", key: "k-1", name: "y"), now: 9))
+        #expect(!policy.isCopyOfRefusedGuess(unkeyed, now: 9))
+        #expect(!policy.isCopyOfRefusedGuess(elsewhere, now: 9))
+        // Two attempts of three are left: the copies spent none.
+        let second = try policy.admit(keyed("other", key: "k-1"), source: "", room: room(), now: 9)
+        let third = try policy.admit(unkeyed, source: "", room: room(), now: 9)
+        #expect(second.reserved && third.reserved)
+        #expect(denial { _ = try policy.admit(keyed("fresh", key: "k-2"), source: "", room: room(), now: 9) } == .rateLimited)
+        // The right password under a refused guess's key is its own join, and gets in.
+        policy.release(second, now: 9)
+        let right = try policy.admit(keyed("right", key: "k-1"), source: "", room: room(), now: 9)
+        #expect(try policy.settle(right, match: .play, now: 9) == .play)
+        // Past the window the same guess is a new one: it reserves an attempt of its own.
+        #expect(!policy.isCopyOfRefusedGuess(guess, now: 10))
+        let again = try policy.admit(guess, source: "", room: room(), now: 10)
+        #expect(again.reserved)
+        policy.release(again, now: 10)
+        policy.release(third, now: 10)
+        // A forgotten session forgets its refusals.
+        let late = try policy.admit(guess, source: "", room: room(), now: 60)
+        #expect(denial { try policy.settle(late, match: .none, now: 60) } == .wrongPassword)
+        #expect(policy.isCopyOfRefusedGuess(guess, now: 61))
+        policy.forget("s-1")
+        #expect(!policy.isCopyOfRefusedGuess(guess, now: 61))
+    }
+
     @Test func whichPasswordEachRoleNeeds() {
         #expect(AdmissionPolicy.passwordCandidates(role: .player, room: room(play: false)) == [])
         #expect(AdmissionPolicy.passwordCandidates(role: .player, room: room(play: true)) == [.play])

@@ -95,10 +95,14 @@ extension SessionCoordinator {
     /// (``AdmissionPolicy``): BANNED (name or source address), content, places, and RATE_LIMITED
     /// when the session's password attempts are spent. When a password is needed, one attempt is
     /// reserved here, before any hash is computed; ``settleJoin(_:source:plan:match:at:)`` settles it.
+    /// A copy of a keyed join refused for its password moments ago (its answer was lost) gets
+    /// that refusal again and costs no join token, attempt or hash.
     public func planJoin(_ request: JoinSessionRequest, source: String = "", at time: CoordinatorTime) throws(ServiceError) -> JoinPlan {
-        // Asking again about a join waiting for its host costs nothing more.
-        if !source.isEmpty, !isFiledJoin(request),
-           case .limited(let retry) = joinLimiter.take(source, now: Double(time.monotonicMs) / 1000) {
+        // Asking again about a join waiting for its host, or resending a refused guess, costs
+        // nothing more.
+        let now = Double(time.monotonicMs) / 1000
+        if !source.isEmpty, !isFiledJoin(request), !admission.isCopyOfRefusedGuess(request, now: now),
+           case .limited(let retry) = joinLimiter.take(source, now: now) {
             throw ServiceError(.rateLimited, "Too many joins from your address; retry in \(retry) ms.", retryAfterMs: retry)
         }
         return try checkJoin(request, source: source, reserve: true, at: time)

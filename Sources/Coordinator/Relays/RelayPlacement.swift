@@ -13,6 +13,20 @@ extension SessionCoordinator {
         measuredRtts[sessionId, default: [:]][participantId] = measured
     }
 
+    /// Records the round trips a copy of a create or join measured (it waited for the first's
+    /// answer, ``RequestCopies``, and a client's retry measures its relays again): when `answer`
+    /// seated its sender as the host or a player, the copy's figures are theirs, the newest.
+    func noteCopyRtts(_ copy: Envelope.Body, answer: Envelope.Body) {
+        switch (copy, answer) {
+        case (.createSessionRequest(let create), .createSessionResponse(let created)):
+            noteRtts(create.relayRtts, session: created.session.sessionId, participant: created.participantId)
+        case (.joinSessionRequest(let join), .joinSessionResponse(let joined)) where joined.slot != 0:
+            noteRtts(join.relayRtts, session: joined.session.sessionId, participant: joined.participantId)
+        default:
+            break
+        }
+    }
+
     /// The measurements of the session's players (one map a player who reported any).
     func playerRtts(_ session: SessionRecord) -> [[String: UInt32]] {
         guard let bySession = measuredRtts[session.sessionId] else { return [] }

@@ -320,7 +320,10 @@ public final class CoordinatorService: Service {
                 case .failure(let error): answer = .error(error.reply)
                 }
                 runtime.reply(to: request, with: answer)
-                for copy in waiting { runtime.reply(to: copy, with: answer) }
+                for copy in waiting {
+                    core.noteCopyRtts(copy.body, answer: answer)
+                    runtime.reply(to: copy, with: answer)
+                }
             }
         }, session: key, source: source)
         pump(runtime)
