@@ -153,9 +153,10 @@ public struct AdmissionPolicy: Sendable {
     }
 
     /// Checks a join up to its password, in this order: BANNED; a copy of a guess refused within
-    /// ``Limits/copyWindowSeconds`` gets that refusal again (WRONG_PASSWORD), reserving nothing; content (CONTENT_MISMATCH,
-    /// CORE_MISMATCH, CORE_VERSION_MISMATCH; for spectators when they name any content); places (SPECTATORS_NOT_ALLOWED,
-    /// SPECTATORS_FULL, BAD_REQUEST for a slot that does not exist, ROOM_FULL, SLOT_TAKEN); then,
+    /// ``Limits/copyWindowSeconds`` gets that refusal again (WRONG_PASSWORD), reserving nothing;
+    /// content (CONTENT_MISMATCH, CORE_MISMATCH, CORE_VERSION_MISMATCH; for spectators when they
+    /// name any content); places (SPECTATORS_NOT_ALLOWED, SPECTATORS_FULL, BAD_REQUEST for a slot
+    /// that does not exist, ROOM_FULL, SLOT_TAKEN); then,
     /// when a password is needed and `reserve` is set, reserves one attempt of the session's
     /// budget (RATE_LIMITED when it is out). A `replay` (a retried join of someone already in)
     /// skips content and places. `now` is monotonic seconds.
@@ -164,8 +165,7 @@ public struct AdmissionPolicy: Sendable {
         if room.bans.refuses(name: request.name, source: source) {
             throw AdmissionDenial(.banned, "You were banned from this session by the host.", field: "JoinSessionRequest.name")
         }
-        let guess = self.guess(request)
-        if let refusal = refusal(copiedBy: guess, sessionId: room.sessionId, now: now) { throw refusal }
+        if let refusal = refusal(copiedBy: request, sessionId: room.sessionId, now: now) { throw refusal }
         let role: Role = request.role == .spectator ? .spectator : .player
         if !replay {
             // A spectator's emulation affects nobody else: it is checked when it names content.
@@ -184,14 +184,14 @@ public struct AdmissionPolicy: Sendable {
             reserved = true
         }
         return AdmissionPlan(role: role, candidates: candidates, sessionId: room.sessionId, reserved: reserved,
-                             guess: candidates.isEmpty ? nil : guess)
+                             guess: candidates.isEmpty ? nil : guess(request))
     }
 
     /// Whether `request` is a copy of a guess refused within ``Limits/copyWindowSeconds`` (it
     /// would be refused again for nothing): a caller with its own per-request limits spends none
     /// of them on it.
     public func isCopyOfRefusedGuess(_ request: JoinSessionRequest, now: Double) -> Bool {
-        refusal(copiedBy: guess(request), sessionId: request.sessionId, now: now) != nil
+        refusal(copiedBy: request, sessionId: request.sessionId, now: now) != nil
     }
 
     /// A keyed join's key and the hash of its guess (name, role, password); nil without a key:
@@ -204,8 +204,10 @@ public struct AdmissionPolicy: Sendable {
                                              [0, UInt8(truncatingIfNeeded: role.rawValue)]))
     }
 
-    private func refusal(copiedBy guess: Guess?, sessionId: String, now: Double) -> AdmissionDenial? {
-        guard let guess, let refusal = refusals[sessionId]?[guess.key], now - refusal.at < limits.copyWindowSeconds,
+    /// The refusal `request` copies, if any (its guess is hashed only when its key was refused).
+    private func refusal(copiedBy request: JoinSessionRequest, sessionId: String, now: Double) -> AdmissionDenial? {
+        guard !request.idempotencyKey.isEmpty, let refusal = refusals[sessionId]?[request.idempotencyKey],
+              now - refusal.at < limits.copyWindowSeconds, let guess = guess(request),
               Sodium.constantTimeEquals(refusal.hash, guess.hash) else { return nil }
         return refusal.denial
     }
