@@ -7,10 +7,10 @@ import Testing
 import ZeroMQ
 @testable import NetplayKit
 
-/// A path to a real coordinator that loses the answers to creates and joins while ``losing`` is
-/// set (the requests go through): what a player on a bad link sees when the coordinator did what
-/// it was asked and only its reply went missing. A ROUTER takes the lobby's connections and
-/// forwards each on a DEALER of its own to the coordinator.
+/// A path to a real coordinator that loses the answers to creates and joins (or the answers
+/// `loses` names) while ``losing`` is set (the requests go through): what a player on a bad link
+/// sees when the coordinator did what it was asked and only its reply went missing. A ROUTER
+/// takes the lobby's connections and forwards each on a DEALER of its own to the coordinator.
 final class AnswerLosingPath: Sendable {
     let endpoint: String
     let losing = Atomic<Bool>(true)
@@ -19,11 +19,11 @@ final class AnswerLosingPath: Sendable {
     private let stopped = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
 
-    init(to coordinator: String) throws {
+    init(to coordinator: String, loses: @escaping @Sendable (Envelope.Body) -> Bool = \.isCreateOrJoinAnswer) throws {
         let front = try Context.shared.socket(.router)
         try front.bind("tcp://127.0.0.1:*")
         endpoint = try front.lastEndpoint
-        let path = Relay(front: front, coordinator: coordinator)
+        let path = Relay(front: front, coordinator: coordinator, loses: loses)
         Thread.detachNewThread { [self] in
             defer { finished.signal() }
             while !stopped.load(ordering: .relaxed) {
@@ -43,11 +43,13 @@ final class AnswerLosingPath: Sendable {
     private final class Relay: @unchecked Sendable {
         let front: Socket
         let coordinator: String
+        let loses: @Sendable (Envelope.Body) -> Bool
         var backs: [[UInt8]: Socket] = [:]
 
-        init(front: Socket, coordinator: String) {
+        init(front: Socket, coordinator: String, loses: @escaping @Sendable (Envelope.Body) -> Bool) {
             self.front = front
             self.coordinator = coordinator
+            self.loses = loses
         }
 
         /// Moves what is waiting either way: whether anything was, and how many answers were lost.
@@ -61,7 +63,7 @@ final class AnswerLosingPath: Sendable {
             for (connection, back) in backs {
                 while let reply = try? back.receive(flags: .dontWait) {
                     moved = true
-                    if losing, let envelope = try? Envelope(decoding: reply), envelope.body.losesItsAnswer {
+                    if losing, let envelope = try? Envelope(decoding: reply), loses(envelope.body) {
                         lost += 1
                         continue
                     }
@@ -80,8 +82,9 @@ final class AnswerLosingPath: Sendable {
     }
 }
 
-private extension Envelope.Body {
-    var losesItsAnswer: Bool {
+extension Envelope.Body {
+    /// A create's or join's answer (what ``AnswerLosingPath`` loses unless told otherwise).
+    var isCreateOrJoinAnswer: Bool {
         switch self {
         case .createSessionResponse, .joinSessionResponse: true
         default: false
@@ -206,6 +209,54 @@ struct RetryKeysTests {
         let second = try again.host(settings: settings, content: content, inputSize: 1, hostName: "alice")
         #expect(second.sessionId != listed.sessionId)
     }
+    /// A mistyped password whose refusals were lost: the lobby sent the join again after each of
+    /// its timeouts, each copy arriving after the first had been refused, and the player then
+    /// tried again (the same request, under the kept key). The coordinator refused every copy as
+    /// the first, and the room's budget of three attempts spent one on them all.
+    @Test(.timeLimit(.minutes(2)))
+    func aMistypedPasswordWhoseRefusalsWereLostSpendsOneAttempt() throws {
+        var options = TestCluster.Options(secret: String(repeating: "4c", count: 32))
+        // A cheap hash: each refusal is sent long before the lobby's next copy.
+        options.coordinatorArguments = ["--password-attempts", "3", "--password-cost", "minimum"]
+        let cluster = try TestCluster(options)
+        let path = try AnswerLosingPath(to: cluster.coordinatorEndpoint) { body in
+            if case .error(let error) = body { return error.code == .wrongPassword }
+            return false
+        }
+        defer { path.stop() }
+        let content = ContentInfo(gameName: "Arena", crc32: 0xA7E7_A001, coreId: "netplay.games.arena", coreVersion: "1")
+        var settings = NetplaySettings(roomName: "lost refusals")
+        settings.password = "sesame"
+        var direct = NetplayLobby(discovery: cluster.discoveryEndpoint, coordinator: cluster.coordinatorEndpoint)
+        direct.measuresRelays = false
+        let host = try direct.host(settings: settings, content: content, inputSize: 1, hostName: "alice")
+        var listed: NetplayRoom?
+        #expect(eventually(within: 10) {
+            listed = try? direct.lobbyRooms().first { $0.sessionId == host.sessionId }
+            return listed != nil
+        })
+        let room = try #require(listed)
+        var lobby = NetplayLobby(discovery: cluster.discoveryEndpoint, coordinator: path.endpoint, timeout: 0.4)
+        lobby.measuresRelays = false
+        lobby.tries = 3
+
+        let lost = #expect(throws: NetplayError.self) { try lobby.join(room, name: "bob", password: "sesane", content: content) }
+        #expect(lost?.code == .unavailable)
+        #expect(eventually(within: 5) { path.lost.load(ordering: .relaxed) == 3 },
+                "the join and its two copies were each refused, and each refusal lost")
+        path.losing.store(false, ordering: .relaxed)
+        let retried = #expect(throws: NetplayError.self) { try lobby.join(room, name: "bob", password: "sesane", content: content) }
+        #expect(retried?.code == .wrongPassword, "the player's retry is told what the lost refusals said")
+
+        // Four sends of one guess spent one attempt: two more guesses are checked, then the budget is out.
+        for guess in ["sesam", "Sesame"] {
+            let refused = #expect(throws: NetplayError.self) { try direct.join(room, name: "bob", password: guess, content: content) }
+            #expect(refused?.code == .wrongPassword)
+        }
+        let limited = #expect(throws: NetplayError.self) { try direct.join(room, name: "bob", password: "sesame", content: content) }
+        #expect(limited?.code == .rateLimited && limited?.message.contains("password attempts") == true, "\(String(describing: limited))")
+    }
+
     /// The same against a LAN host (its in-process relay answers joins itself), behind the same
     /// kind of path.
     @Test(.timeLimit(.minutes(1)))
