@@ -83,8 +83,8 @@ public struct AdmissionPlan: Sendable, Equatable {
     public let sessionId: String
     /// Whether one attempt of the session's password budget was reserved for this join.
     public let reserved: Bool
-    /// The join's idempotency key and a keyed hash of its guess, for a keyed join that needs a
-    /// password: what a copy is recognised by if this guess is refused.
+    /// The join's idempotency key and a keyed hash of its guess, for a keyed join that reserved
+    /// a password attempt: what a copy is recognised by if this guess is refused.
     let guess: AdmissionPolicy.Guess?
 
     /// True when no password is needed.
@@ -105,7 +105,8 @@ public struct AdmissionPlan: Sendable, Equatable {
 /// idempotency key. A copy of a keyed join refused for its password, arriving within
 /// ``Limits/copyWindowSeconds`` of the refusal, gets the same refusal without spending another
 /// attempt: the same guess is wrong again, and one mistyped password must not cost a player's
-/// room several attempts. Only a keyed hash of a refused guess is kept.
+/// room several attempts. Only a keyed hash of a refused guess is kept, and only
+/// ``copiesPerRefusal`` copies of it are answered so.
 ///
 /// Not thread-safe (a value type): the coordinator keeps it on its reactor thread, a LAN host
 /// under a lock.
@@ -129,12 +130,18 @@ public struct AdmissionPolicy: Sendable {
         let hash: [UInt8]
     }
 
-    /// A guess refused for its password, and when.
+    /// A guess refused for its password, when, and how many of its copies may still be
+    /// refused for nothing.
     struct Refusal: Sendable {
         let hash: [UInt8]
         let denial: AdmissionDenial
         let at: Double
+        var copiesLeft = AdmissionPolicy.copiesPerRefusal
     }
+
+    /// Copies of one refused guess answered for nothing (a lobby sends at most 3 tries a call, and
+    /// a player retries a few times); beyond them a copy is a new guess again.
+    public static let copiesPerRefusal = 8
 
     /// The limits in force.
     public let limits: Limits
@@ -153,7 +160,8 @@ public struct AdmissionPolicy: Sendable {
     }
 
     /// Checks a join up to its password, in this order: BANNED; a copy of a guess refused within
-    /// ``Limits/copyWindowSeconds`` gets that refusal again (WRONG_PASSWORD), reserving nothing;
+    /// ``Limits/copyWindowSeconds`` gets that refusal again (WRONG_PASSWORD), reserving nothing
+    /// (``copiesPerRefusal`` copies at most);
     /// content (CONTENT_MISMATCH, CORE_MISMATCH, CORE_VERSION_MISMATCH; for spectators when they
     /// name any content); places (SPECTATORS_NOT_ALLOWED, SPECTATORS_FULL, BAD_REQUEST for a slot
     /// that does not exist, ROOM_FULL, SLOT_TAKEN); then,
@@ -165,7 +173,10 @@ public struct AdmissionPolicy: Sendable {
         if room.bans.refuses(name: request.name, source: source) {
             throw AdmissionDenial(.banned, "You were banned from this session by the host.", field: "JoinSessionRequest.name")
         }
-        if let refusal = refusal(copiedBy: request, sessionId: room.sessionId, now: now) { throw refusal }
+        if let refusal = refusal(copiedBy: request, sessionId: room.sessionId, now: now) {
+            refusals[room.sessionId]?[request.idempotencyKey]?.copiesLeft -= 1
+            throw refusal
+        }
         let role: Role = request.role == .spectator ? .spectator : .player
         if !replay {
             // A spectator's emulation affects nobody else: it is checked when it names content.
@@ -184,7 +195,7 @@ public struct AdmissionPolicy: Sendable {
             reserved = true
         }
         return AdmissionPlan(role: role, candidates: candidates, sessionId: room.sessionId, reserved: reserved,
-                             guess: candidates.isEmpty ? nil : guess(request))
+                             guess: reserved ? guess(request) : nil)
     }
 
     /// Whether `request` is a copy of a guess refused within ``Limits/copyWindowSeconds`` (it
@@ -207,7 +218,7 @@ public struct AdmissionPolicy: Sendable {
     /// The refusal `request` copies, if any (its guess is hashed only when its key was refused).
     private func refusal(copiedBy request: JoinSessionRequest, sessionId: String, now: Double) -> AdmissionDenial? {
         guard !request.idempotencyKey.isEmpty, let refusal = refusals[sessionId]?[request.idempotencyKey],
-              now - refusal.at < limits.copyWindowSeconds, let guess = guess(request),
+              now - refusal.at < limits.copyWindowSeconds, refusal.copiesLeft > 0, let guess = guess(request),
               Sodium.constantTimeEquals(refusal.hash, guess.hash) else { return nil }
         return refusal.denial
     }
@@ -239,6 +250,9 @@ public struct AdmissionPolicy: Sendable {
     public mutating func release(_ plan: AdmissionPlan, now: Double) {
         if plan.reserved { budget.refund(plan.sessionId, now: now) }
     }
+
+    /// Refused guesses remembered now, over all sessions.
+    var refusalsKept: Int { refusals.values.reduce(0) { $0 + $1.count } }
 
     /// Forgets a session's budget and refused guesses (the session is gone).
     public mutating func forget(_ sessionId: String) {

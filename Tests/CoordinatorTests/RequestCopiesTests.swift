@@ -48,6 +48,16 @@ struct RequestCopiesTests {
         return try (0..<copies).map { _ in try Envelope(decoding: try client.receiveRaw()).body }
     }
 
+    /// Sends `request` without relay figures, then at once its retry under a new request id with
+    /// figures measured again (41 ms to sync-0), as NetplayKit retries; both replies, in order.
+    func sendWithARetryThatMeasured(_ request: JoinSessionRequest, over client: BlockingClient) throws -> [Envelope.Body] {
+        var retry = request
+        retry.relayRtts = [RelayRtt(relayId: "sync-0", rttUs: 41_000)]
+        try client.sendRaw(try Envelope(requestId: 8, body: .joinSessionRequest(request)).encoded())
+        try client.sendRaw(try Envelope(requestId: 9, body: .joinSessionRequest(retry)).encoded())
+        return try (0..<2).map { _ in try Envelope(decoding: try client.receiveRaw()).body }
+    }
+
     func code(_ body: Envelope.Body) -> ErrorCode? {
         if case .error(let error) = body { return error.code }
         return nil
@@ -89,13 +99,7 @@ struct RequestCopiesTests {
         // round trips to the relays measured again.
         let (service, client, session) = try fixture()
         defer { service.stop() }
-        var retry = join(session, name: "m", password: "guess", key: "k-retry")
-        let first = try Envelope(requestId: 8, body: .joinSessionRequest(retry)).encoded()
-        retry.relayRtts = [RelayRtt(relayId: "sync-0", rttUs: 41_000)]
-        let second = try Envelope(requestId: 9, body: .joinSessionRequest(retry)).encoded()
-        try client.sendRaw(first)
-        try client.sendRaw(second)
-        let codes = try (0..<2).map { _ in code(try Envelope(decoding: try client.receiveRaw()).body) }
+        let codes = try sendWithARetryThatMeasured(join(session, name: "m", password: "guess", key: "k-retry"), over: client).map(code)
         #expect(codes == [.wrongPassword, .wrongPassword])
         for guess in ["guess2", "guess3"] {
             #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: guess, key: "k-" + guess))).body)
@@ -120,6 +124,20 @@ struct RequestCopiesTests {
         let right = try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: "sesame", key: "k-right"))).body
         #expect(code(right) == .rateLimited)
         if case .error(let error) = right { #expect(error.message.contains("password attempts"), "\(error.message)") }
+    }
+
+    @Test func aCopysFreshRelayFiguresAreItsSendersOnceTheFirstSeatedThem() throws {
+        // The first try measured nothing (the same trouble that lost its answer); the copy did.
+        let (service, client, session) = try fixture()
+        defer { service.stop() }
+        let replies = try sendWithARetryThatMeasured(join(session, name: "bob", password: "sesame", key: "k-bob"), over: client)
+        guard case .joinSessionResponse(let bob) = replies[0], case .joinSessionResponse(let again) = replies[1] else {
+            Issue.record("\(replies)")
+            return
+        }
+        #expect(again.participantId == bob.participantId, "the copy waited for the first's seat")
+        let figures = service.onReactor { core in core?.measuredRtts[session]?[bob.participantId] }
+        #expect(figures == ["sync-0": 41_000])
     }
 
     @Test func copiesFromAnotherAddressOrWithAnotherPasswordAreServedOnTheirOwn() throws {

@@ -1,4 +1,4 @@
-import NetplayAuth
+@testable import NetplayAuth
 import NetplayWire
 import Testing
 import NetplayTestSupport
@@ -106,6 +106,39 @@ struct AdmissionPolicyTests {
         #expect(policy.isCopyOfRefusedGuess(guess, now: 61))
         policy.forget("s-1")
         #expect(!policy.isCopyOfRefusedGuess(guess, now: 61))
+    }
+
+    @Test func copiesAreCountedBannedWinsAndOldRefusalsArePruned() throws {
+        var policy = AdmissionPolicy(limits: .init(passwordAttemptsPerMinute: 100))
+        var guess = join("x")
+        guess.password = "guess"
+        guess.idempotencyKey = "k-1"
+        let first = try policy.admit(guess, source: "10.0.0.9", room: room(), now: 0)
+        #expect(denial { try policy.settle(first, match: .none, now: 0) } == .wrongPassword)
+        for _ in 0..<AdmissionPolicy.copiesPerRefusal {
+            #expect(denial { _ = try policy.admit(guess, source: "10.0.0.9", room: room(), now: 1) } == .wrongPassword)
+        }
+        // Beyond its copies a resend is a new guess: it reserves an attempt and is checked again.
+        #expect(!policy.isCopyOfRefusedGuess(guess, now: 1))
+        let again = try policy.admit(guess, source: "10.0.0.9", room: room(), now: 1)
+        #expect(again.reserved)
+        #expect(denial { try policy.settle(again, match: .none, now: 1) } == .wrongPassword)
+        #expect(policy.isCopyOfRefusedGuess(guess, now: 2), "its refusal is remembered afresh")
+        // A ban the host set since wins over the remembered refusal.
+        var bans = AdmissionBans()
+        bans.ban(name: "x", source: "10.0.0.9", participantId: "p-9")
+        #expect(denial { _ = try policy.admit(guess, source: "10.0.0.9", room: room(bans: bans), now: 2) } == .banned)
+        // Each refusal prunes the session's refusals past the window: memory follows the budget.
+        for index in 0..<20 {
+            var other = guess
+            other.idempotencyKey = "k-other-\(index)"
+            let plan = try policy.admit(other, source: "", room: room(), now: 100 + Double(index))
+            #expect(denial { try policy.settle(plan, match: .none, now: 100 + Double(index)) } == .wrongPassword)
+        }
+        #expect(policy.refusalsKept == 10, "the refusals of the last 10 s")
+        // A join that reserves nothing (open room, budget out) keeps no guess to remember.
+        let open = try policy.admit(guess, source: "", room: room(play: false), now: 200)
+        #expect(open.guess == nil && !open.reserved)
     }
 
     @Test func whichPasswordEachRoleNeeds() {
