@@ -19,12 +19,18 @@ extension RelayCore {
                        detail: request.message.isEmpty ? "closed by the coordinator" : request.message, now: now, report: false)
             return .ack(Ack(detail: "closed"))
         case .disconnectPeerRequest(let request):
+            let reason = request.reason == .unspecified ? DetachReason.kicked : request.reason
+            // Gone for good (kicked, or left at the coordinator): its tickets admit it no more,
+            // whether or not it ever attached here.
+            let forGood = reason == .kicked || reason == .leaving
+            if forGood { revoke(sessionId: request.sessionId, participantId: request.participantId) }
             guard let session = sessions[request.sessionId],
                   let participant = session.participants.first(where: { $0.participantId == request.participantId }) else {
+                if forGood { return .ack(Ack(detail: "revoked")) }
                 throw ServiceError(.notFound, "No participant '\(request.participantId)' in session '\(request.sessionId)'.")
             }
             peers.forget(participant)
-            session.remove(participant, reason: request.reason == .unspecified ? .kicked : request.reason,
+            session.remove(participant, reason: reason,
                            detail: request.message.isEmpty ? "disconnected by the coordinator" : request.message, now: now)
             return .ack(Ack(detail: "disconnected"))
         case .assignSlotsRequest(let request):
@@ -55,8 +61,8 @@ extension RelayCore {
 
     /// Refuses every attach of `participantId` in `sessionId` from now until no ticket issued to
     /// it before could admit it (see ``revocationEnd(ticketExpiresAtUnixMs:nowUnixMs:configuration:)``),
-    /// whether or not it is attached now. A kick (`DisconnectPeerRequest` with reason `KICKED`)
-    /// of a participant in a session does this by itself; this is for one the relay has not seen.
+    /// whether or not it is attached now. A kick or a leave (`DisconnectPeerRequest` with reason
+    /// `KICKED` or `LEAVING`) does this by itself; this is for a removal pushed another way.
     /// Call it only for a request proven to come from the coordinator.
     public func revoke(sessionId: String, participantId: String) {
         let wallNow = UnixTime.nowMs()

@@ -268,9 +268,9 @@ public final class RelayCore {
                 throw ServiceError(error.errorCode, error.description, field: "AttachRequest.ticket")
             }
         }
-        // A genuine ticket of a participant the host removed: refused, whatever it says.
+        // A genuine ticket of a participant the host removed, or that left: refused, whatever it says.
         if revocations.isRevoked(sessionId: ticket.sessionId, participantId: ticket.participantId, nowUnixMs: wallNow) {
-            throw ServiceError(.permissionDenied, "You were removed from this session by the host; this ticket no longer admits you.",
+            throw ServiceError(.permissionDenied, "You left this session or the host removed you; this ticket no longer admits you.",
                                field: "AttachRequest.ticket")
         }
         let params = ticket.params
@@ -281,6 +281,10 @@ public final class RelayCore {
             throw ServiceError(.ticketInvalid, "Slot \(ticket.slot) does not exist in a \(params.maxPlayers)-player session.")
         }
         if request.additionalPath { return try attachPath(ticket, from: peer, now: now) }
+        if request.resume, Int(request.confirmedFrames) > RelaySession.frameLimit || request.historyFromFrame > request.confirmedFrames {
+            throw ServiceError(.badRequest, "A resumed match holds frames history_from_frame ... confirmed_frames, at most \(RelaySession.frameLimit).",
+                               field: "AttachRequest.confirmed_frames")
+        }
         let session = try session(for: ticket, request: request, now: now)
         session.adoptContent(of: request)
         return try session.admit(ticket, request: request, from: peer, routes: peers, now: now)

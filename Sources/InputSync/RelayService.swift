@@ -125,10 +125,6 @@ public final class RelayService: RawFrameService, RelayTransport {
             guard case .cluster(let kind, _) = request.caller, kind == "coordinator" else {
                 throw ServiceError(.permissionDenied, "Only the coordinator may close sessions or disconnect peers on a relay.")
             }
-            // A kick sticks even for a participant that has not attached yet (its ticket is refused).
-            if case .disconnectPeerRequest(let disconnect) = request.body, disconnect.reason == .kicked || disconnect.reason == .unspecified {
-                core.revoke(sessionId: disconnect.sessionId, participantId: disconnect.participantId)
-            }
         default:
             break
         }
@@ -267,11 +263,9 @@ public final class RelayService: RawFrameService, RelayTransport {
     /// Runs a LAN host's commands (kick, slots, end) as the coordinator's would run.
     private func runHostCommands(_ commands: [Envelope.Body], core: RelayCore, now: UInt64, runtime: ServiceRuntime) {
         for command in commands {
-            if case .disconnectPeerRequest(let kick) = command {
-                core.revoke(sessionId: kick.sessionId, participantId: kick.participantId)
-            }
             do { _ = try core.control(command, now: now) } catch {
-                // NOT_FOUND: not attached (yet); the revocation above still refuses its ticket.
+                // A kick of a participant not attached (yet) is a revocation all the same
+                // (``RelayCore/control(_:now:)``); anything else refused is logged.
                 runtime.logger.debug("LAN host command not applied", metadata: ["command": "\(command.name)", "error": "\(error)"])
             }
         }

@@ -51,6 +51,9 @@ extension RelaySession {
             throw ServiceError(.badRequest, "Frame \(start) is too far ahead: slot \(participant.slot) holds frames up to \(stored).",
                                field: "InputBatch.start_frame")
         }
+        guard start + count <= Self.frameLimit else {
+            throw ServiceError(.badRequest, "A match on this relay ends at frame \(Self.frameLimit).", field: "InputBatch.start_frame")
+        }
         let current = Int(batch.currentFrame)
         if current > participant.reportedFrame && current <= timeline.newest + configuration.maxFramesAhead {
             participant.reportedFrame = current

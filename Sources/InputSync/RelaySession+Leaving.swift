@@ -48,9 +48,11 @@ extension RelaySession {
 
     /// A participant leaves for good (detach, kick): its slot turns disconnected from the
     /// first frame it did not send. A kicked one (`reason` `.kicked`: the host kicked or banned
-    /// it) is also refused at attach until its tickets are of no use (see ``RevocationBook``).
+    /// it) or one that left (`.leaving`) is also refused at attach until its tickets are of no
+    /// use (see ``RevocationBook``): a ticket kept after leaving must not take back the place
+    /// someone else was given since.
     func remove(_ participant: RelayPeer, reason: DetachReason, detail: String, now: UInt64) {
-        if reason == .kicked {
+        if reason == .kicked || reason == .leaving {
             let wallNow = UnixTime.nowMs()
             revocations.revoke(sessionId: sessionId, participantId: participant.participantId,
                                untilUnixMs: RelayCore.revocationEnd(ticketExpiresAtUnixMs: participant.ticketExpiresAtUnixMs,

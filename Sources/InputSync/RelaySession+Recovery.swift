@@ -37,6 +37,9 @@ extension RelaySession {
                 throw ServiceError(.badRequest, "A history run holds whole inputs with one status each.", field: "PlayerInputs.inputs")
             }
             let start = Int(run.startFrame)
+            guard start + count <= Self.frameLimit else {
+                throw ServiceError(.badRequest, "A match on this relay ends at frame \(Self.frameLimit).", field: "PlayerInputs.start_frame")
+            }
             var frame = timeline.stored(slot)
             guard frame >= start, frame < start + count else { continue }
             run.inputs.withUnsafeBytes { raw in

@@ -14,6 +14,12 @@ final class RelaySession {
         case vacant(NetplayWire.InputStatus)
     }
 
+    /// Frames are `uint32` on the wire; a match here ends before frame 2^31 - 1 (414 days at
+    /// 60 fps), so no frame a peer can make the relay hold, plus the frames ahead it may send,
+    /// comes near the wire's limit. Every way a peer moves the timeline (its inputs, a resumed
+    /// match's claims, a rebuilt match's history) is checked against it.
+    static let frameLimit = Int(Int32.max)
+
     let sessionId: String
     /// The session's parameters; `frameDelay` follows the round trips when `frameDelayAuto`.
     var params: SyncParams

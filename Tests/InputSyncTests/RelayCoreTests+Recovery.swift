@@ -55,6 +55,34 @@ extension RelayCoreTests {
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 501)
     }
 
+    @Test func aResumeClaimOrInputsBeyondTheFrameLimitAreRefusedNotACrash() throws {
+        // A stranger with a genuine ticket to a session of its own claims to resume at the wire's
+        // last frame, then sends an input there: the relay once trapped turning the frame after it
+        // into a uint32, and every session on it was lost.
+        let rig = RelayRig(players: 1)
+        let refused = #expect(throws: ServiceError.self) { try rig.attach(a, slot: 1, resume: true, confirmed: Int(UInt32.max)) }
+        #expect(refused?.code == .badRequest)
+        #expect(rig.core.presence(of: rig.sessionId) == nil, "no session was rebuilt")
+        let backwards = #expect(throws: ServiceError.self) { try rig.attach(a, slot: 1, resume: true, confirmed: 10, historyFrom: 20) }
+        #expect(backwards?.code == .badRequest)
+        // At the limit itself a match runs to its last frame, and no further.
+        let limit = RelaySession.frameLimit
+        let resumed = try rig.attach(a, slot: 1, resume: true, confirmed: limit - 1)
+        #expect(resumed.confirmedFrames == UInt32(limit - 1))
+        try rig.batch(a, slot: 1, start: limit - 1, [7])
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == limit)
+        let beyond = #expect(throws: ServiceError.self) { try rig.batch(a, slot: 1, start: limit, [7]) }
+        #expect(beyond?.code == .badRequest)
+        let history = #expect(throws: ServiceError.self) {
+            try rig.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, players: [
+                PlayerInputs(slot: 1, startFrame: UInt32(limit), inputs: [7]),
+            ])), from: a)
+        }
+        #expect(history?.code == .badRequest)
+        let again = try rig.attach(a, slot: 1, resume: true, confirmed: limit)
+        #expect(again.confirmedFrames == UInt32(limit), "the reply names the last frame")
+    }
+
     @Test func aRebuiltSessionGoesNoFurtherBackThanItsBacklog() {
         let request = AttachRequest(resume: true, confirmedFrames: 5_000, historyFromFrame: 100)
         #expect(RelayCore.recoveryOrigin(request, backlog: 600) == 4_400)

@@ -125,6 +125,53 @@ struct RelayTrustTests {
 
     // MARK: - Kicks and bans
 
+    @Test func aParticipantThatLeftCannotTakeItsSlotBackWithItsOldTicket() throws {
+        // Mallory keeps her ticket and leaves: at the coordinator (it tells the relay), or by
+        // detaching from the relay herself. The slot goes to someone else, who attaches; her old
+        // ticket must not take it back from them.
+        for leavesAtTheCoordinator in [true, false] {
+            let rig = RelayRig()
+            let mallorysTicket = rig.ticket(slot: 2, participant: "p-mallory")
+            _ = try rig.attach(a, slot: 1, participant: "h-host")
+            _ = try rig.send(.attachRequest(AttachRequest(ticket: mallorysTicket, protocolVersion: 1)), from: b)
+            if leavesAtTheCoordinator {
+                try rig.send(.disconnectPeerRequest(DisconnectPeerRequest(sessionId: rig.sessionId, participantId: "p-mallory",
+                                                                          reason: .leaving, message: "left the session")),
+                             from: RelayRig.address("coordinator"))
+            } else {
+                try rig.send(.detach(Detach(reason: .leaving, message: "left")), from: b)
+            }
+            let victim = try rig.attach(c, slot: 2, participant: "p-victim")
+            #expect(victim.slot == 2)
+            for resume in [false, true] {
+                do {
+                    try rig.send(.attachRequest(AttachRequest(ticket: mallorysTicket, protocolVersion: 1, resume: resume)), from: b)
+                    Issue.record("the old ticket took the slot back (resume \(resume), left at the coordinator \(leavesAtTheCoordinator))")
+                } catch {
+                    #expect(error.code == .permissionDenied && error.message.contains("You left this session"))
+                }
+            }
+            #expect(rig.core.presence(of: rig.sessionId)?.participants == ["h-host", "p-victim"])
+            #expect(!rig.transport.take(c).contains { if case .detach = $0 { true } else { false } }, "the victim was not replaced")
+        }
+        // A leave pushed for a participant that never attached here revokes its ticket all the same.
+        let rig = RelayRig()
+        _ = try rig.attach(a, slot: 1, participant: "h-host")
+        let reply = try rig.send(.disconnectPeerRequest(DisconnectPeerRequest(sessionId: rig.sessionId, participantId: "p-never",
+                                                                              reason: .leaving)),
+                                 from: RelayRig.address("coordinator"))
+        #expect(reply == .ack(Ack(detail: "revoked")))
+        #expect(throws: ServiceError.self) {
+            try rig.send(.attachRequest(AttachRequest(ticket: rig.ticket(slot: 2, participant: "p-never"), protocolVersion: 1)), from: b)
+        }
+        // Another reason for a participant this relay does not know is still NOT_FOUND.
+        let unknown = #expect(throws: ServiceError.self) {
+            try rig.send(.disconnectPeerRequest(DisconnectPeerRequest(sessionId: rig.sessionId, participantId: "p-other", reason: .timeout)),
+                         from: RelayRig.address("coordinator"))
+        }
+        #expect(unknown?.code == .notFound)
+    }
+
     @Test func aKickedParticipantCannotAttachAgainWithItsTicket() throws {
         let rig = RelayRig()
         let kickedTicket = rig.ticket(slot: 2, participant: "p-kicked")
@@ -142,7 +189,7 @@ struct RelayTrustTests {
                 Issue.record("the kicked participant attached again (resume \(resume))")
             } catch {
                 #expect(error.code == .permissionDenied)
-                #expect(error.message.contains("removed from this session by the host"))
+                #expect(error.message.contains("the host removed you"))
             }
         }
         #expect(rig.core.presence(of: rig.sessionId)?.participants == ["h-host"])
@@ -175,13 +222,15 @@ struct RelayTrustTests {
         _ = try rig.attach(b, slot: 2, participant: "p-other")
     }
 
-    @Test func aPlayerWhoLeavesIsNotBarred() throws {
+    @Test func aPlayerWhoLeftComesBackThroughANewJoin() throws {
+        // Leaving is for good for that participant and its tickets; joining again (the
+        // coordinator seats a new participant, with a ticket of its own) is not barred.
         let rig = RelayRig()
-        let ticket = rig.ticket(slot: 2, participant: "p-guest")
         _ = try rig.attach(a, slot: 1, participant: "h-host")
-        _ = try rig.send(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1)), from: b)
+        _ = try rig.send(.attachRequest(AttachRequest(ticket: rig.ticket(slot: 2, participant: "p-guest"), protocolVersion: 1)), from: b)
         try rig.send(.detach(Detach(reason: .leaving)), from: b)
-        _ = try rig.send(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1)), from: b)
+        let back = try rig.attach(b, slot: 2, participant: "p-guest-again")
+        #expect(back.slot == 2)
     }
 
     @Test func removalsLastAsLongAsTheTicketsAndStayBounded() {
