@@ -57,6 +57,9 @@ public struct RelayConfiguration: Sendable {
     /// first returning peer's confirmed frame (as far as that peer can resend), so returning
     /// peers that had confirmed less catch up from inputs rather than from a state.
     public var recoveryBacklogFrames: Int = 600
+    /// A session rebuilt after a restart takes resent history for this long (NetplayKit repeats
+    /// it for 20 s on a lossy link); after that, only live inputs move it.
+    public var recoveryHistoryMs: Int = 20_000
     /// Where replay files go (nil: no replays).
     public var replayDirectory: URL?
     /// Checksums pending judgement kept per session at most.

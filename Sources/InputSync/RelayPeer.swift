@@ -55,6 +55,9 @@ final class RelayPeer {
     var resendBackoff: UInt64 = 1
     /// The first frame of its inputs it may send (a late joiner: the transfer's frame).
     var firstFrame = 0
+    /// The confirmed frames its last resumed attach said it holds (0: it did not resume): in a
+    /// session rebuilt after a restart, the history it may resend lies below this.
+    var resumedHolding = 0
     /// The state transfer it waits for before receiving inputs (late join, reconnect).
     var awaitingTransfer: UInt32?
     /// Why it waits (late join or reconnect), for the transfer request.

@@ -57,6 +57,8 @@ extension RelaySession {
         if !running, participant.startState != .loaded { participant.startState = .missing }
 
         let holds = request.resume ? Int(request.confirmedFrames) : 0
+        participant.resumedHolding = holds
+        endRecoveryIfDue(now: now)
         let needsTransfer = placeCursor(participant, holds: holds)
         peerEvent(event, participant, frame: timeline.confirmed,
                   detail: event == .reconnected ? "back" : "attached as \(participant.role == .player ? "player \(participant.slot)" : "spectator")",

@@ -7,10 +7,12 @@ extension RelaySession {
     // MARK: - Restart recovery
 
     /// This session is rebuilt after a relay restart: the match was running, its first
-    /// returning peer resumed it. It runs from now, with substitution held back while the
-    /// others return and resend, and its replay file continues.
-    func beginRecovery(now: UInt64) {
+    /// returning peer resumed it holding `confirmed` frames. It runs from now, with substitution
+    /// held back while the others return and resend, and its replay file continues.
+    func beginRecovery(confirmed: Int, now: UInt64) {
         recovering = true
+        recoveryEndsAtMs = now + UInt64(configuration.recoveryHistoryMs)
+        recoveryFrameLimit = min(confirmed + 2 * Int(framesPerSecond.rounded(.up)), Self.frameLimit)
         running = true
         startedAtMs = now
         substitutionHoldUntilMs = now + UInt64(configuration.recoveryWaitMs)
@@ -18,11 +20,16 @@ extension RelaySession {
     }
 
     /// A returning peer of a rebuilt session resends the confirmed inputs it holds; the relay
-    /// adopts the frames it lacks (they were final before the restart).
+    /// adopts the frames it lacks (they were final before the restart). Only history: frames
+    /// below what the sender's resumed attach said it had confirmed, and below
+    /// ``recoveryFrameLimit``, within ``RelayConfiguration/recoveryHistoryMs`` of the rebuild. A
+    /// player cannot write the frames other players are about to send: those are theirs.
     func adoptHistory(_ history: InputBroadcast, from participant: RelayPeer, now: UInt64) throws(ServiceError) {
+        endRecoveryIfDue(now: now)
         guard recovering, participant.isPlayer, history.authoritative else {
             throw ServiceError(.permissionDenied, "Peers send InputBroadcast only to rebuild a session after a relay restart.")
         }
+        let end = min(participant.resumedHolding, recoveryFrameLimit)
         guard Int(history.inputSize) == inputSize else {
             throw ServiceError(.badRequest, "Inputs are \(inputSize) bytes in this session.", field: "InputBroadcast.input_size")
         }
@@ -41,9 +48,10 @@ extension RelaySession {
                 throw ServiceError(.badRequest, "A match on this relay ends at frame \(Self.frameLimit).", field: "PlayerInputs.start_frame")
             }
             var frame = timeline.stored(slot)
-            guard frame >= start, frame < start + count else { continue }
+            let last = min(start + count, end)
+            guard frame >= start, frame < last else { continue }
             run.inputs.withUnsafeBytes { raw in
-                while frame < start + count {
+                while frame < last {
                     let offset = (frame - start) * inputSize
                     timeline.append(slot: slot,
                                     from: UnsafeRawBufferPointer(rebasing: raw[offset ..< offset + inputSize]),
@@ -54,5 +62,11 @@ extension RelaySession {
         }
         let before = timeline.confirmed
         if timeline.updateConfirmed() { confirmedMoved(from: before, now: now) }
+    }
+
+    /// Ends the rebuild's history window once it is over (later attaches are told the session
+    /// is not recovering, and resent history is refused).
+    func endRecoveryIfDue(now: UInt64) {
+        if recovering, now >= recoveryEndsAtMs { recovering = false }
     }
 }

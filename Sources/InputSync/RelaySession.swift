@@ -84,7 +84,14 @@ final class RelaySession {
     var startStateBytes: [UInt8] = []
     /// With `frameDelayAuto`: an input delay the round trips call for, and since when.
     var proposedFrameDelay: (frames: Int, sinceMs: UInt64)?
+    /// Rebuilt after a restart: peers resend the confirmed history it lacks, until
+    /// ``recoveryEndsAtMs``.
     var recovering = false
+    /// When a rebuilt session stops taking history.
+    var recoveryEndsAtMs: UInt64 = 0
+    /// No history is adopted from this frame on: the first returning peer's confirmed frame
+    /// plus two seconds of frames (what the dead relay may have confirmed that it had not seen).
+    var recoveryFrameLimit = 0
     @exclusivity(unchecked) var substitutionHoldUntilMs: UInt64 = 0
     @exclusivity(unchecked) var lastStatsMs: UInt64 = 0
     @exclusivity(unchecked) var lastHintsMs: UInt64 = 0

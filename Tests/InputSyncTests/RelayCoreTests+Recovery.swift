@@ -83,6 +83,37 @@ extension RelayCoreTests {
         #expect(again.confirmedFrames == UInt32(limit), "the reply names the last frame")
     }
 
+    /// Found by a hostile-client probe: in a rebuilt session any player could "resend" runs of
+    /// another slot's inputs beyond every frame confirmed before the restart, for as long as the
+    /// session lived, and so play for the host (its own inputs then arrived as duplicates).
+    @Test func aReturningPlayerCannotWriteTheInputsOthersAreAboutToSend() throws {
+        let rig = RelayRig()
+        let session = try #require({ () throws -> RelaySession? in
+            _ = try rig.attach(a, slot: 1, resume: true, confirmed: 30)  // the host returns first
+            return rig.core.sessions[rig.sessionId]
+        }())
+        func forge(_ slot: UInt32, from start: Int) throws {
+            try rig.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, players: [
+                PlayerInputs(slot: slot, startFrame: UInt32(start), inputs: Array(repeating: 0xAA, count: 128)),
+            ])), from: b)
+        }
+        // Mallory says she held 30 confirmed frames, as the host did: nothing from 30 on is history.
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 30)
+        try forge(1, from: 30)
+        #expect(session.timeline.stored(0) == 30, "the host's frames from 30 are the host's to send")
+        try rig.batch(a, slot: 1, start: 30, [1])
+        #expect(session.timeline.stored(0) == 31)
+        // Lying about what she held reaches no further than 2 s of frames past the first return.
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 1_000_000)
+        for start in stride(from: 31, to: 400, by: 128) { try forge(1, from: start) }
+        #expect(session.timeline.stored(0) == 150, "30 confirmed + 2 s at 60 fps")
+        // Once the history window is over, no history at all; later attaches are told so.
+        rig.advance(ms: UInt64(RelayConfiguration(relayId: "r", advertisedEndpoint: "").recoveryHistoryMs))
+        #expect(try !rig.attach(b, slot: 2, resume: true, confirmed: 30).recovering)
+        let late = #expect(throws: ServiceError.self) { try forge(2, from: 0) }
+        #expect(late?.code == .permissionDenied)
+    }
+
     @Test func aRebuiltSessionGoesNoFurtherBackThanItsBacklog() {
         let request = AttachRequest(resume: true, confirmedFrames: 5_000, historyFromFrame: 100)
         #expect(RelayCore.recoveryOrigin(request, backlog: 600) == 4_400)
