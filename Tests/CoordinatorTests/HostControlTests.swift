@@ -25,17 +25,17 @@ struct HostControlTests {
         let created = try h.create(maxPlayers: 3, approveJoiners: true)
         let id = created.session.sessionId
         let host = (id: created.participantId, token: created.participantToken)
-        #expect(code { try h.join(id, name: "bob", slot: 3, key: "bob-key") } == .awaitingHost)
-        #expect(code { try h.join(id, name: "bob", slot: 3, key: "bob-key") } == .awaitingHost, "asking again files nothing new")
+        #expect(code { try h.join(id, name: "bob", slot: 3, key: "bob-approval-key-1") } == .awaitingHost)
+        #expect(code { try h.join(id, name: "bob", slot: 3, key: "bob-approval-key-1") } == .awaitingHost, "asking again files nothing new")
         let waiting = try list(h, id, as: host)
         #expect(waiting.count == 1 && waiting.first?.name == "bob" && waiting.first?.requestedSlot == 3 && waiting.first?.role == .player)
         #expect(h.session(id).participants.count == 1, "nobody joins before the host decides")
         try decide(h, id, as: host, waiting[0].pendingId, approve: true)
-        let bob = try h.join(id, name: "bob", slot: 3, key: "bob-key")
+        let bob = try h.join(id, name: "bob", slot: 3, key: "bob-approval-key-1")
         #expect(bob.slot == 3 && bob.ticket?.slot == 3)
         #expect(try list(h, id, as: host).isEmpty)
         // The same key again is the same join (idempotent), not a new one to approve.
-        #expect(try h.join(id, name: "bob", slot: 3, key: "bob-key").participantId == bob.participantId)
+        #expect(try h.join(id, name: "bob", slot: 3, key: "bob-approval-key-1").participantId == bob.participantId)
         // A room without approval admits at once.
         let open = try h.create(maxPlayers: 2).session.sessionId
         #expect(try h.join(open, name: "carol").slot == 2)
@@ -46,17 +46,17 @@ struct HostControlTests {
         let created = try h.create(approveJoiners: true)
         let id = created.session.sessionId
         let host = (id: created.participantId, token: created.participantToken)
-        #expect(code { try h.join(id, name: "mallory", key: "m") } == .awaitingHost)
+        #expect(code { try h.join(id, name: "mallory", key: "mallory-idempotency-key") } == .awaitingHost)
         try decide(h, id, as: host, try list(h, id, as: host)[0].pendingId, approve: false, reason: "not tonight")
         do {
-            _ = try h.join(id, name: "mallory", key: "m")
+            _ = try h.join(id, name: "mallory", key: "mallory-idempotency-key")
             Issue.record("a refused join went through")
         } catch {
             #expect(error.code == .refusedByHost && error.message.contains("not tonight"))
         }
         #expect(h.session(id).participants.count == 1)
         // Asking again files a new join for the host to decide on.
-        #expect(code { try h.join(id, name: "mallory", key: "m") } == .awaitingHost)
+        #expect(code { try h.join(id, name: "mallory", key: "mallory-idempotency-key") } == .awaitingHost)
         #expect(try list(h, id, as: host).count == 1)
         // A join without an idempotency key cannot be asked about again: refused outright.
         #expect(code { try h.join(id, name: "nokey") } == .badRequest)
@@ -67,10 +67,10 @@ struct HostControlTests {
         let created = try h.create(maxPlayers: 3, approveJoiners: true)
         let id = created.session.sessionId
         let host = (id: created.participantId, token: created.participantToken)
-        #expect(code { try h.join(id, name: "bob", key: "b") } == .awaitingHost)
+        #expect(code { try h.join(id, name: "bob", key: "bob-idempotency-key") } == .awaitingHost)
         try decide(h, id, as: host, try list(h, id, as: host)[0].pendingId, approve: true)
-        let bob = try h.join(id, name: "bob", key: "b")
-        #expect(code { try h.join(id, name: "carol", key: "c") } == .awaitingHost)
+        let bob = try h.join(id, name: "bob", key: "bob-idempotency-key")
+        #expect(code { try h.join(id, name: "carol", key: "carol-idempotency-key") } == .awaitingHost)
         let pendingId = try list(h, id, as: host)[0].pendingId
         let asBob = (id: bob.participantId, token: bob.participantToken)
         #expect(code { _ = try list(h, id, as: asBob) } == .permissionDenied)
@@ -81,7 +81,7 @@ struct HostControlTests {
         #expect(code { _ = try list(h, id, as: (host.id, forged)) } == .unauthenticated)
         #expect(code { try decide(h, id, as: host, "j-999-00000000", approve: true) } == .notFound)
         // Carol still waits: nothing above decided for her.
-        #expect(code { try h.join(id, name: "carol", key: "c") } == .awaitingHost)
+        #expect(code { try h.join(id, name: "carol", key: "carol-idempotency-key") } == .awaitingHost)
     }
 
     @Test func joinsNobodyAsksAboutExpire() throws {
@@ -89,19 +89,19 @@ struct HostControlTests {
         let created = try h.create(approveJoiners: true)
         let id = created.session.sessionId
         let host = (id: created.participantId, token: created.participantToken)
-        #expect(code { try h.join(id, name: "bob", key: "b") } == .awaitingHost)
+        #expect(code { try h.join(id, name: "bob", key: "bob-idempotency-key") } == .awaitingHost)
         let pendingId = try list(h, id, as: host)[0].pendingId
         h.now += h.core.settings.pendingJoinAskTimeoutMs + 1
         #expect(try list(h, id, as: host).isEmpty, "the joiner gave up")
         #expect(code { try decide(h, id, as: host, pendingId, approve: true) } == .notFound)
         // A joiner that keeps asking still waits at most the longest wait: then its join is filed anew.
-        #expect(code { try h.join(id, name: "carol", key: "c") } == .awaitingHost)
+        #expect(code { try h.join(id, name: "carol", key: "carol-idempotency-key") } == .awaitingHost)
         let first = try list(h, id, as: host)[0].pendingId
         var waited: UInt64 = 0
         while waited <= h.core.settings.pendingJoinMaxWaitMs {
             h.now += 5_000
             waited += 5_000
-            #expect(code { try h.join(id, name: "carol", key: "c") } == .awaitingHost)
+            #expect(code { try h.join(id, name: "carol", key: "carol-idempotency-key") } == .awaitingHost)
         }
         let again = try list(h, id, as: host)
         #expect(again.count == 1 && again[0].pendingId != first)

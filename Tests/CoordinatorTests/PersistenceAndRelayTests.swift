@@ -10,7 +10,7 @@ import Testing
 struct PersistenceAndRelayTests {
     @Test func aReopenedStoreServesTheSameSessionsAndTokens() throws {
         let h = try Harness()
-        let host = try h.create(maxPlayers: 3, spectators: 2, password: "pw", key: "k1")
+        let host = try h.create(maxPlayers: 3, spectators: 2, password: "pw", key: "create-idempotency-1")
         let id = host.session.sessionId
         let bob = try h.join(id, name: "bob", password: "pw")
         let carol = try h.join(id, name: "carol", role: .spectator, password: "pw")
@@ -29,7 +29,7 @@ struct PersistenceAndRelayTests {
                                                 participantToken: bob.participantToken), at: h.time)
         #expect(code { try h.join(id, name: "carol", password: "pw") } == .banned)
         #expect(code { try h.join(id, name: "dave", password: "nope") } == .wrongPassword)
-        #expect(try h.create(key: "k1").session.sessionId == id)
+        #expect(try h.create(maxPlayers: 3, spectators: 2, password: "pw", key: "create-idempotency-1").session.sessionId == id)
         #expect(try h.store.database.integrityCheck() == "ok")
         #expect(try h.store.liveTicketCount(nowUnixMs: h.time.unixMs) >= 4)
     }

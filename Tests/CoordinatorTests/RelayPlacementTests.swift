@@ -94,8 +94,8 @@ struct RelayPlacementTests {
         // trouble). The copy got the first's seat, and its figures are bob's.
         let h = try Harness(relays: ["sync-a", "sync-b"])
         let id = try h.create(maxPlayers: 3).session.sessionId
-        let (bob, _) = try h.joinOutcome(id, name: "bob", key: "k-bob")
-        let copy = JoinSessionRequest(sessionId: id, role: .player, name: "bob", content: smb, idempotencyKey: "k-bob",
+        let (bob, _) = try h.joinOutcome(id, name: "bob", key: "bob-idempotency-key")
+        let copy = JoinSessionRequest(sessionId: id, role: .player, name: "bob", content: smb, idempotencyKey: "bob-idempotency-key",
                                       relayRtts: Harness.rtts(["sync-a": 200, "sync-b": 20]))
         h.core.noteCopyRtts(.joinSessionRequest(copy), answer: .joinSessionResponse(bob))
         // Carol alone is 5 ms nearer sync-b (within the tolerance); with bob's figures sync-b wins by far.

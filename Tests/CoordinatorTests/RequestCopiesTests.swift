@@ -66,21 +66,21 @@ struct RequestCopiesTests {
     @Test func copiesOfAWrongGuessSpendOneAttempt() throws {
         let (service, client, session) = try fixture()
         defer { service.stop() }
-        let replies = try sendCopies(.joinSessionRequest(join(session, name: "m", password: "guess", key: "k-guess")), copies: 3, over: client)
+        let replies = try sendCopies(.joinSessionRequest(join(session, name: "m", password: "guess", key: "guess-idempotency-key")), copies: 3, over: client)
         #expect(replies.map(code) == [.wrongPassword, .wrongPassword, .wrongPassword])
         // Two attempts are left of three: two more guesses are verified, then the budget is spent.
         for guess in ["guess2", "guess3"] {
-            #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: guess, key: "k-" + guess))).body)
+            #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: guess, key: "guess-key-for-" + guess))).body)
                     == .wrongPassword)
         }
-        #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: "sesame", key: "k-right"))).body)
+        #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: "sesame", key: "right-idempotency-key"))).body)
                 == .rateLimited)
     }
 
     @Test func copiesOfARightPasswordJoinGetTheSameSeat() throws {
         let (service, client, session) = try fixture()
         defer { service.stop() }
-        let replies = try sendCopies(.joinSessionRequest(join(session, name: "bob", password: "sesame", key: "k-bob")), copies: 3, over: client)
+        let replies = try sendCopies(.joinSessionRequest(join(session, name: "bob", password: "sesame", key: "bob-idempotency-key")), copies: 3, over: client)
         let seats = replies.compactMap { body -> String? in
             if case .joinSessionResponse(let joined) = body { return joined.participantId }
             return nil
@@ -99,10 +99,10 @@ struct RequestCopiesTests {
         // round trips to the relays measured again.
         let (service, client, session) = try fixture()
         defer { service.stop() }
-        let codes = try sendWithARetryThatMeasured(join(session, name: "m", password: "guess", key: "k-retry"), over: client).map(code)
+        let codes = try sendWithARetryThatMeasured(join(session, name: "m", password: "guess", key: "retry-idempotency-key"), over: client).map(code)
         #expect(codes == [.wrongPassword, .wrongPassword])
         for guess in ["guess2", "guess3"] {
-            #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: guess, key: "k-" + guess))).body)
+            #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: guess, key: "guess-key-for-" + guess))).body)
                     == .wrongPassword, "the retry spent no attempt of its own")
         }
     }
@@ -112,16 +112,16 @@ struct RequestCopiesTests {
         // arrives after the first was answered, so it is no longer in flight.
         let (service, client, session) = try fixture { $0.joinsPerMinutePerSource = 4 }
         defer { service.stop() }
-        let resent = join(session, name: "m", password: "guess", key: "k-lost")
+        let resent = join(session, name: "m", password: "guess", key: "lost-idempotency-key")
         for _ in 0..<6 {
             #expect(code(try client.requestEnvelope(.joinSessionRequest(resent)).body) == .wrongPassword)
         }
         // Three attempts and four joins a minute: the six sends spent one of each.
         for guess in ["guess2", "guess3"] {
-            #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: guess, key: "k-" + guess))).body)
+            #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: guess, key: "guess-key-for-" + guess))).body)
                     == .wrongPassword, "the resent copies spent no attempt")
         }
-        let right = try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: "sesame", key: "k-right"))).body
+        let right = try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: "sesame", key: "right-idempotency-key"))).body
         #expect(code(right) == .rateLimited)
         if case .error(let error) = right { #expect(error.message.contains("password attempts"), "\(error.message)") }
     }
@@ -130,7 +130,7 @@ struct RequestCopiesTests {
         // The first try measured nothing (the same trouble that lost its answer); the copy did.
         let (service, client, session) = try fixture()
         defer { service.stop() }
-        let replies = try sendWithARetryThatMeasured(join(session, name: "bob", password: "sesame", key: "k-bob"), over: client)
+        let replies = try sendWithARetryThatMeasured(join(session, name: "bob", password: "sesame", key: "bob-idempotency-key"), over: client)
         guard case .joinSessionResponse(let bob) = replies[0], case .joinSessionResponse(let again) = replies[1] else {
             Issue.record("\(replies)")
             return
@@ -145,15 +145,15 @@ struct RequestCopiesTests {
         // guess (its own attempt), even under the same idempotency key.
         let (service, client, session) = try fixture()
         defer { service.stop() }
-        let first = try Envelope(requestId: 5, body: .joinSessionRequest(join(session, name: "m", password: "one", key: "k-same"))).encoded()
-        let second = try Envelope(requestId: 6, body: .joinSessionRequest(join(session, name: "m", password: "two", key: "k-same"))).encoded()
+        let first = try Envelope(requestId: 5, body: .joinSessionRequest(join(session, name: "m", password: "one", key: "same-idempotency-key"))).encoded()
+        let second = try Envelope(requestId: 6, body: .joinSessionRequest(join(session, name: "m", password: "two", key: "same-idempotency-key"))).encoded()
         try client.sendRaw(first)
         try client.sendRaw(second)
         let codes = try (0..<2).map { _ in code(try Envelope(decoding: try client.receiveRaw()).body) }
         #expect(codes == [.wrongPassword, .wrongPassword])
-        #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: "three", key: "k-3"))).body)
+        #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: "three", key: "guess-key-for-three"))).body)
                 == .wrongPassword)
-        #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: "four", key: "k-4"))).body)
+        #expect(code(try client.requestEnvelope(.joinSessionRequest(join(session, name: "m", password: "four", key: "guess-key-for-four"))).body)
                 == .rateLimited, "the two different guesses spent two attempts")
     }
 
@@ -163,7 +163,7 @@ struct RequestCopiesTests {
         let client = try BlockingClient(endpoint: service.endpoint, timeout: 30)
         let room = SessionSettings(roomName: "room", content: smb, transport: .lan, lanEndpoint: "tcp://10.0.0.2:7300", maxPlayers: 2,
                                    playPassword: "sesame")
-        let replies = try sendCopies(.createSessionRequest(CreateSessionRequest(settings: room, hostName: "alice", idempotencyKey: "k-create")),
+        let replies = try sendCopies(.createSessionRequest(CreateSessionRequest(settings: room, hostName: "alice", idempotencyKey: "create-idempotency-key")),
                                      copies: 3, over: client)
         let sessions = replies.compactMap { body -> String? in
             if case .createSessionResponse(let created) = body { return created.session.sessionId }

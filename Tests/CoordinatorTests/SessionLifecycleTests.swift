@@ -179,12 +179,12 @@ struct SessionLifecycleTests {
 
     @Test func retriedCreatesAndJoinsAreIdempotent() throws {
         let h = try Harness()
-        let first = try h.create(key: "create-1")
-        let again = try h.create(key: "create-1")
+        let first = try h.create(key: "create-idempotency-1")
+        let again = try h.create(key: "create-idempotency-1")
         #expect(first.session.sessionId == again.session.sessionId && first.participantToken == again.participantToken)
         #expect(h.core.activeCount == 1)
-        let join1 = try h.join(first.session.sessionId, name: "bob", key: "join-1")
-        let join2 = try h.join(first.session.sessionId, name: "bob", key: "join-1")
+        let join1 = try h.join(first.session.sessionId, name: "bob", key: "join-idempotency-1")
+        let join2 = try h.join(first.session.sessionId, name: "bob", key: "join-idempotency-1")
         #expect(join1.participantId == join2.participantId && join1.participantToken == join2.participantToken)
         #expect(h.session(first.session.sessionId).players.count == 2)
     }
@@ -193,19 +193,19 @@ struct SessionLifecycleTests {
         // The player's first create went through but its answer was lost; by the time the player
         // tries again (with the same key) the session has ended: idled out, or ended by an operator.
         let h = try Harness()
-        let first = try h.create(key: "create-1")
+        let first = try h.create(key: "create-idempotency-1")
         _ = try h.core.end(EndSessionRequest(sessionId: first.session.sessionId, participantId: first.participantId,
                                              participantToken: first.participantToken), at: h.time)
-        let again = try h.create(key: "create-1")
+        let again = try h.create(key: "create-idempotency-1")
         #expect(again.session.sessionId != first.session.sessionId && again.ticket != nil, "a new room, with a ticket to it")
         #expect(h.core.activeCount == 1)
-        #expect(try h.create(key: "create-1").session.sessionId == again.session.sessionId, "and the key now names the new one")
+        #expect(try h.create(key: "create-idempotency-1").session.sessionId == again.session.sessionId, "and the key now names the new one")
         try h.restart()
-        #expect(try h.create(key: "create-1").session.sessionId == again.session.sessionId, "after a restart too")
+        #expect(try h.create(key: "create-idempotency-1").session.sessionId == again.session.sessionId, "after a restart too")
         // The ended one is deleted after its retention; the key still names the new one.
         h.now += h.core.settings.endedRetentionMs + 1_000
         _ = h.core.maintain(at: h.time, housekeeping: true)
-        #expect(try h.create(key: "create-1").session.sessionId == again.session.sessionId)
+        #expect(try h.create(key: "create-idempotency-1").session.sessionId == again.session.sessionId)
         #expect(h.core.activeCount == 1)
     }
 

@@ -56,13 +56,13 @@ final class Harness {
 
     func create(maxPlayers: UInt32 = 2, spectators: UInt32 = 2, password: String = "", spectatePassword: String = "",
                 transport: Transport = .relay, key: String = "", region: String = "", source: String = "",
-                rtts: [String: UInt32] = [:], approveJoiners: Bool = false) throws -> CreateSessionResponse {
+                rtts: [String: UInt32] = [:], approveJoiners: Bool = false, hostName: String = "alice") throws -> CreateSessionResponse {
         var settings = SessionSettings(roomName: "room", content: smb, region: region, transport: transport,
                                        lanEndpoint: transport == .lan ? "tcp://10.0.0.2:7300" : "", maxPlayers: maxPlayers,
                                        spectatorsAllowed: spectators > 0, maxSpectators: spectators,
                                        playPassword: password, spectatePassword: spectatePassword)
         settings.approveJoiners = approveJoiners
-        let request = CreateSessionRequest(settings: settings, hostName: "alice", idempotencyKey: key, relayRtts: Self.rtts(rtts))
+        let request = CreateSessionRequest(settings: settings, hostName: hostName, idempotencyKey: key, relayRtts: Self.rtts(rtts))
         try core.precheckCreate(request, source: source, at: time)
         let hasher = core.settings.passwordHasher
         let outcome = try core.create(request, source: source, playHash: password.isEmpty ? nil : hasher.hash(password),

@@ -53,6 +53,8 @@ public final class SessionCoordinator {
     private var attachedSessions: [String: Set<String>] = [:]
     let signer: JoinTicketSigner
     let tokens: ParticipantTokens
+    /// What binds an idempotency key to its request (keyed with the participant-token key).
+    let fingerprints: RequestFingerprints
     /// The admission rules shared with LAN hosts (password budget included).
     var admission: AdmissionPolicy
     var createLimiter: RateLimiter<String>
@@ -78,7 +80,9 @@ public final class SessionCoordinator {
         relays = RelayRegistry(ttlMs: settings.relayTTLMs, refreshIntervalMs: settings.relayRefreshIntervalMs)
         relays.choice = settings.relayChoice
         signer = JoinTicketSigner(keyRing: keyRing)
-        tokens = ParticipantTokens(key: try store.participantTokenKey())
+        let tokenKey = try store.participantTokenKey()
+        tokens = ParticipantTokens(key: tokenKey)
+        fingerprints = RequestFingerprints(key: tokenKey)
         admission = AdmissionPolicy(limits: .init(passwordAttemptsPerMinute: settings.passwordAttemptsPerMinute))
         createLimiter = RateLimiter(ratePerSecond: settings.createsPerMinutePerSource / 60, burst: settings.createsPerMinutePerSource)
         joinLimiter = RateLimiter(ratePerSecond: settings.joinsPerMinutePerSource / 60, burst: settings.joinsPerMinutePerSource)
@@ -189,7 +193,8 @@ public final class SessionCoordinator {
         if byCreateKey[session.idempotencyKey] == sessionId { byCreateKey[session.idempotencyKey] = nil }
     }
 
-    /// The session a create under `key` made, while it is active: a retry gets it back. Once it
+    /// The session a create under `key` made, while it is active: a retry of that same create gets
+    /// it back (``replayedSession(_:)`` checks that it is the same). Once it
     /// has ended, a create under the same key (a player trying again long after an answer was
     /// lost) makes a new session, which the key then names.
     func existingSession(forCreateKey key: String) -> SessionRecord? {

@@ -17,9 +17,10 @@ extension SessionCoordinator {
 
     /// Validates a create before its passwords are hashed (so a bad request costs nothing), and
     /// spends one create of `source`'s budget (RATE_LIMITED when it is out; an unknown source,
-    /// "", is not limited). A retry of a create that went through costs nothing.
+    /// "", is not limited). A retry of a create that went through costs nothing; another create
+    /// under its key is refused (``replayedSession(_:)``).
     public func precheckCreate(_ request: CreateSessionRequest, source: String = "", at time: CoordinatorTime) throws(ServiceError) {
-        if existingSession(forCreateKey: request.idempotencyKey) != nil { return }
+        if try replayedSession(request) != nil { return }
         try validateCreate(request, source: source, at: time)
         if !source.isEmpty, case .limited(let retry) = createLimiter.take(source, now: Double(time.monotonicMs) / 1000) {
             throw ServiceError(.rateLimited, "Too many sessions created from your address; retry in \(retry) ms.", retryAfterMs: retry)
@@ -53,7 +54,7 @@ extension SessionCoordinator {
     /// passwords, off the reactor thread).
     public func create(_ request: CreateSessionRequest, source: String = "", playHash: String?, spectateHash: String?,
                        at time: CoordinatorTime) throws(ServiceError) -> Outcome {
-        if let existing = existingSession(forCreateKey: request.idempotencyKey), let host = existing.host {
+        if let existing = try replayedSession(request), let host = existing.host {
             // A retry of a create that went through: the same session, token and a fresh ticket.
             let reply = CreateSessionResponse(session: existing.info, participantId: host.participantId,
                                               participantToken: tokens.token(sessionId: existing.sessionId, participantId: host.participantId),
@@ -74,6 +75,7 @@ extension SessionCoordinator {
         var session = SessionRecord(sessionId: sessionId, state: .lobby, settings: settings, playPasswordHash: playHash,
                                     spectatePasswordHash: spectateHash, hostParticipantId: hostId, relayId: "", relayEndpoint: "",
                                     createdAtUnixMs: time.unixMs, idempotencyKey: request.idempotencyKey, participants: [host])
+        session.requestFingerprint = try fingerprints.of(request)
         noteRtts(request.relayRtts, session: sessionId, participant: hostId)
         _ = try ensureRelay(&session, at: time)
         let ticket = try ticket(session, host, at: time)
@@ -86,6 +88,18 @@ extension SessionCoordinator {
         outcome.events = [event(.created, session, participant: hostId, at: time)]
         outcome.touched = [sessionId]
         return outcome
+    }
+
+    /// The session an earlier create of this same request made (a retry whose answer was lost),
+    /// nil when its key is unset or names no active session. BAD_REQUEST for a key too short to be
+    /// unguessable; ALREADY_EXISTS when the key names a session another request made (the key is
+    /// not a credential: the host's token goes to the same request only).
+    func replayedSession(_ request: CreateSessionRequest) throws(ServiceError) -> SessionRecord? {
+        let field = "CreateSessionRequest.idempotency_key"
+        try RequestFingerprints.checkKey(request.idempotencyKey, field: field)
+        guard let session = existingSession(forCreateKey: request.idempotencyKey) else { return nil }
+        try RequestFingerprints.requireSame(session.requestFingerprint, as: fingerprints.of(request), field: field)
+        return session
     }
 
     // MARK: Join
@@ -110,10 +124,11 @@ extension SessionCoordinator {
 
     private func checkJoin(_ request: JoinSessionRequest, source: String, reserve: Bool, at time: CoordinatorTime) throws(ServiceError) -> JoinPlan {
         let session = try activeSession(request.sessionId, field: "JoinSessionRequest.session_id")
+        let replay = try replayedParticipant(session, request) != nil
         let plan: AdmissionPlan
         do {
             plan = try admission.admit(request, source: source, room: session.admissionRoom, now: Double(time.monotonicMs) / 1000,
-                                       replay: replayedParticipant(session, request) != nil, reserve: reserve)
+                                       replay: replay, reserve: reserve)
         } catch {
             throw error
         }
@@ -157,7 +172,7 @@ extension SessionCoordinator {
         }
         var session = sessions[request.sessionId]!
         let role = plan.admission.role
-        let replayed = replayedParticipant(session, request)
+        let replayed = try replayedParticipant(session, request)
         if replayed == nil { try awaitHost(request, session: session, at: time) }
         var changes: [StoreChange] = []
         var outcome = Outcome(reply: .ack(Ack()))
@@ -168,7 +183,8 @@ extension SessionCoordinator {
             let slot: UInt32 = role == .player ? (request.preferredSlot != 0 ? request.preferredSlot : session.firstFreeSlot!) : 0
             participant = ParticipantRecord(participantId: Self.randomId(prefix: "p-", bytes: 6), name: request.name, role: role,
                                             slot: slot, mayPlay: AdmissionPolicy.mayPlay(room: session.admissionRoom, match: password),
-                                            joinedAtUnixMs: time.unixMs, idempotencyKey: request.idempotencyKey, source: source)
+                                            joinedAtUnixMs: time.unixMs, idempotencyKey: request.idempotencyKey,
+                                            requestFingerprint: try fingerprints.of(request), source: source)
             session.participants.append(participant)
             session.version += 1
             changes.append(.saveParticipant(sessionId: session.sessionId, participant))
@@ -199,9 +215,17 @@ extension SessionCoordinator {
         return outcome
     }
 
-    private func replayedParticipant(_ session: SessionRecord, _ request: JoinSessionRequest) -> ParticipantRecord? {
-        guard !request.idempotencyKey.isEmpty else { return nil }
-        return session.participants.first { $0.idempotencyKey == request.idempotencyKey && $0.name == request.name }
+    /// The participant an earlier join of this same request made (a retry whose answer was lost),
+    /// nil when its key is unset or new in the session. BAD_REQUEST for a key too short to be
+    /// unguessable; ALREADY_EXISTS when the key names a participant another join made (another
+    /// name, role, password, ...: the key is not a credential).
+    private func replayedParticipant(_ session: SessionRecord, _ request: JoinSessionRequest) throws(ServiceError) -> ParticipantRecord? {
+        let field = "JoinSessionRequest.idempotency_key"
+        try RequestFingerprints.checkKey(request.idempotencyKey, field: field)
+        guard !request.idempotencyKey.isEmpty,
+              let participant = session.participants.first(where: { $0.idempotencyKey == request.idempotencyKey }) else { return nil }
+        try RequestFingerprints.requireSame(participant.requestFingerprint, as: fingerprints.of(request), field: field)
+        return participant
     }
 
     // MARK: Leave, kick

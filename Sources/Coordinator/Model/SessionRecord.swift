@@ -23,6 +23,9 @@ public struct ParticipantRecord: Sendable, Equatable {
     public var joinedAtUnixMs: UInt64
     /// The join's idempotency key ("" = none).
     public var idempotencyKey: String = ""
+    /// The keyed join's ``RequestFingerprints`` fingerprint: only that same join is replayed
+    /// under its key (nil = unkeyed, or stored before fingerprints: no replay).
+    public var requestFingerprint: [UInt8]? = nil
     /// The network address they joined from (`Request.source`; "" = unknown): what a ban binds to.
     public var source: String = ""
 
@@ -62,6 +65,9 @@ public struct SessionRecord: Sendable, Equatable {
     public var version: UInt64 = 1
     /// The create request's idempotency key ("" = none).
     public var idempotencyKey: String
+    /// The keyed create's ``RequestFingerprints`` fingerprint: only that same create is replayed
+    /// under its key (nil = unkeyed, or stored before fingerprints: no replay).
+    public var requestFingerprint: [UInt8]?
     /// Everyone in the session, in join order.
     public var participants: [ParticipantRecord]
     /// Who a kick with ban refused: names, source addresses, participant ids.

@@ -193,6 +193,11 @@ public struct SQLiteRow {
         sqlite3_column_type(raw, index) == SQLITE_NULL ? nil : text(index)
     }
 
+    /// Column `index` as optional bytes (nil for NULL).
+    public func optionalBlob(_ index: Int32) -> [UInt8]? {
+        sqlite3_column_type(raw, index) == SQLITE_NULL ? nil : blob(index)
+    }
+
     /// Column `index` as bytes (empty for NULL).
     public func blob(_ index: Int32) -> [UInt8] {
         let count = Int(sqlite3_column_bytes(raw, index))

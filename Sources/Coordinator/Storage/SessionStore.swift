@@ -22,7 +22,7 @@ public final class SessionStore {
 
     /// The connection (reactor thread only).
     public let database: SQLiteDatabase
-    static let schemaVersion = 2
+    static let schemaVersion = 3
     /// The file holding the participant-token key (nil for an in-memory store).
     public let tokenKeyPath: String?
     private var memoryTokenKey: [UInt8]?
@@ -51,13 +51,13 @@ public final class SessionStore {
                 play_hash TEXT, spectate_hash TEXT, host_participant_id TEXT NOT NULL,
                 relay_id TEXT NOT NULL, relay_endpoint TEXT NOT NULL, created_ms INTEGER NOT NULL,
                 started_ms INTEGER NOT NULL, ended_ms INTEGER NOT NULL, version INTEGER NOT NULL,
-                idempotency_key TEXT NOT NULL);
+                idempotency_key TEXT NOT NULL, request_fingerprint BLOB);
             CREATE TABLE IF NOT EXISTS participants (
                 session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
                 participant_id TEXT NOT NULL, name TEXT NOT NULL, role INTEGER NOT NULL, slot INTEGER NOT NULL,
                 is_host INTEGER NOT NULL, may_play INTEGER NOT NULL, connected INTEGER NOT NULL,
                 joined_ms INTEGER NOT NULL, idempotency_key TEXT NOT NULL, source TEXT NOT NULL DEFAULT '',
-                PRIMARY KEY (session_id, participant_id));
+                request_fingerprint BLOB, PRIMARY KEY (session_id, participant_id));
             CREATE UNIQUE INDEX IF NOT EXISTS participants_slot ON participants(session_id, slot) WHERE slot > 0;
             CREATE TABLE IF NOT EXISTS bans (
                 session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE, name TEXT NOT NULL,
@@ -76,23 +76,30 @@ public final class SessionStore {
         try migrate()
     }
 
-    /// Brings a version 1 database up to date: participants gain their source address.
+    /// Brings an older database up to date: participants gain their source address (version 2);
+    /// sessions and participants gain the fingerprint of the keyed request that made them
+    /// (version 3), NULL in rows stored before, which grants their keys no replay.
     private func migrate() throws(StorageError) {
-        var hasSource = false
+        try addColumn("participants", "source", "TEXT NOT NULL DEFAULT ''")
+        try addColumn("sessions", "request_fingerprint", "BLOB")
+        try addColumn("participants", "request_fingerprint", "BLOB")
+        try database.execute("""
+            INSERT INTO meta(key, value) VALUES ('schema_version', '\(Self.schemaVersion)')
+            ON CONFLICT(key) DO UPDATE SET value = excluded.value;
+            """)
+    }
+
+    /// Adds `column` to `table` unless it has it.
+    private func addColumn(_ table: String, _ column: String, _ definition: String) throws(StorageError) {
+        var has = false
         do {
-            try database.query("PRAGMA table_info(participants)") { row in if row.text(1) == "source" { hasSource = true } }
+            try database.query("PRAGMA table_info(\(table))") { row in if row.text(1) == column { has = true } }
         } catch let error as StorageError {
             throw error
         } catch {
             throw StorageError(code: 1, "schema check failed: \(error)")
         }
-        if !hasSource {
-            try database.execute("ALTER TABLE participants ADD COLUMN source TEXT NOT NULL DEFAULT ''")
-        }
-        try database.execute("""
-            INSERT INTO meta(key, value) VALUES ('schema_version', '\(Self.schemaVersion)')
-            ON CONFLICT(key) DO UPDATE SET value = excluded.value;
-            """)
+        if !has { try database.execute("ALTER TABLE \(table) ADD COLUMN \(column) \(definition)") }
     }
 
     /// Creates `path` with mode 0600 when missing; tightens it and its WAL files to 0600 otherwise.
@@ -159,7 +166,7 @@ public final class SessionStore {
         var order: [String] = []
         try database.query("""
             SELECT session_id, state, settings, play_hash, spectate_hash, host_participant_id, relay_id, relay_endpoint,
-                   created_ms, started_ms, ended_ms, version, idempotency_key FROM sessions ORDER BY session_id
+                   created_ms, started_ms, ended_ms, version, idempotency_key, request_fingerprint FROM sessions ORDER BY session_id
             """) { row in
             let settings = try SessionSettings(decoding: row.blob(2))
             var record = SessionRecord(sessionId: row.text(0), state: SessionState(rawValue: Int32(row.int(1))) ?? .lobby,
@@ -170,18 +177,20 @@ public final class SessionStore {
             record.startedAtUnixMs = UInt64(row.int(9))
             record.endedAtUnixMs = UInt64(row.int(10))
             record.version = UInt64(row.int(11))
+            record.requestFingerprint = row.optionalBlob(13)
             sessions[record.sessionId] = record
             order.append(record.sessionId)
         }
         try database.query("""
-            SELECT session_id, participant_id, name, role, slot, is_host, may_play, connected, joined_ms, idempotency_key, source
+            SELECT session_id, participant_id, name, role, slot, is_host, may_play, connected, joined_ms, idempotency_key, source,
+                   request_fingerprint
             FROM participants ORDER BY session_id, joined_ms, rowid
             """) { row in
             let participant = ParticipantRecord(participantId: row.text(1), name: row.text(2),
                                                 role: Role(rawValue: Int32(row.int(3))) ?? .spectator, slot: UInt32(row.int(4)),
                                                 isHost: row.int(5) != 0, mayPlay: row.int(6) != 0, connected: row.int(7) != 0,
                                                 joinedAtUnixMs: UInt64(row.int(8)), idempotencyKey: row.text(9),
-                                                source: row.text(10))
+                                                requestFingerprint: row.optionalBlob(11), source: row.text(10))
             sessions[row.text(0)]?.participants.append(participant)
         }
         try database.query("SELECT session_id, name FROM bans") { row in
@@ -229,8 +238,9 @@ public final class SessionStore {
             settings.spectatePassword = ""
             try database.run("""
                 INSERT INTO sessions(session_id, state, settings, play_hash, spectate_hash, host_participant_id, relay_id,
-                                     relay_endpoint, created_ms, started_ms, ended_ms, version, idempotency_key)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                     relay_endpoint, created_ms, started_ms, ended_ms, version, idempotency_key,
+                                     request_fingerprint)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(session_id) DO UPDATE SET state = excluded.state, settings = excluded.settings,
                     play_hash = excluded.play_hash, spectate_hash = excluded.spectate_hash,
                     host_participant_id = excluded.host_participant_id, relay_id = excluded.relay_id,
@@ -241,7 +251,7 @@ public final class SessionStore {
                       session.spectatePasswordHash.map(SQLValue.text) ?? .null, .text(session.hostParticipantId),
                       .text(session.relayId), .text(session.relayEndpoint), .int(Int64(session.createdAtUnixMs)),
                       .int(Int64(session.startedAtUnixMs)), .int(Int64(session.endedAtUnixMs)), .int(Int64(session.version)),
-                      .text(session.idempotencyKey)])
+                      .text(session.idempotencyKey), session.requestFingerprint.map(SQLValue.blob) ?? .null])
         case .updateSession(let session):
             try database.run("""
                 UPDATE sessions SET state = ?, relay_id = ?, relay_endpoint = ?, started_ms = ?, ended_ms = ?, version = ?
@@ -252,8 +262,8 @@ public final class SessionStore {
         case .saveParticipant(let sessionId, let participant):
             try database.run("""
                 INSERT INTO participants(session_id, participant_id, name, role, slot, is_host, may_play, connected, joined_ms,
-                                         idempotency_key, source)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                         idempotency_key, source, request_fingerprint)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(session_id, participant_id) DO UPDATE SET name = excluded.name, role = excluded.role,
                     slot = excluded.slot, is_host = excluded.is_host, may_play = excluded.may_play,
                     connected = excluded.connected
@@ -261,7 +271,7 @@ public final class SessionStore {
                       .int(Int64(participant.role.rawValue)), .int(Int64(participant.slot)), .int(participant.isHost ? 1 : 0),
                       .int(participant.mayPlay ? 1 : 0), .int(participant.connected ? 1 : 0),
                       .int(Int64(participant.joinedAtUnixMs)), .text(participant.idempotencyKey),
-                      .text(participant.source)])
+                      .text(participant.source), participant.requestFingerprint.map(SQLValue.blob) ?? .null])
         case .deleteParticipant(let sessionId, let participantId):
             try database.run("DELETE FROM participants WHERE session_id = ? AND participant_id = ?",
                              [.text(sessionId), .text(participantId)])

@@ -500,7 +500,10 @@ public struct CreateSessionRequest: Sendable, Hashable {
     public var hostName: String
     /// Slot the host wants (0 = first free).
     public var preferredSlot: UInt32
-    /// Client-chosen id making retries idempotent ("" = none).
+    /// Client-chosen id making retries idempotent ("" = none): a retry of the same request (but for
+    /// relay_rtts) gets the same session and participant token back; the same key with a different
+    /// request is refused with ALREADY_EXISTS. A key is random and unguessable (a UUID): the
+    /// coordinator refuses a non-empty key shorter than 16 bytes (BAD_REQUEST).
     public var idempotencyKey: String
     /// The host's measured round trips to candidate relays (ListRelaysRequest, then a Ping on each
     /// relay's public endpoint); the coordinator picks the relay with the smallest worst round
@@ -577,7 +580,10 @@ public struct JoinSessionRequest: Sendable, Hashable {
     public var content: ContentInfo
     /// Wanted slot (0 = first free).
     public var preferredSlot: UInt32
-    /// Client-chosen id making retries idempotent.
+    /// Client-chosen id making retries idempotent ("" = none), as CreateSessionRequest's: the same
+    /// join (but for relay_rtts) gets the same participant and token back; the same key with
+    /// another name, role, password, ... is refused with ALREADY_EXISTS; the coordinator refuses a
+    /// non-empty key shorter than 16 bytes.
     public var idempotencyKey: String
     /// The joiner's measured round trips to candidate relays (players only count; see
     /// CreateSessionRequest.relay_rtts).

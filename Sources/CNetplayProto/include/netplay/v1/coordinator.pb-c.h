@@ -525,7 +525,10 @@ struct  Netplay__V1__CreateSessionRequest
    */
   uint32_t preferred_slot;
   /*
-   * Client-chosen id making retries idempotent ("" = none). @max_len 64
+   * Client-chosen id making retries idempotent ("" = none): a retry of the same request (but for
+   * relay_rtts) gets the same session and participant token back; the same key with a different
+   * request is refused with ALREADY_EXISTS. A key is random and unguessable (a UUID): the
+   * coordinator refuses a non-empty key shorter than 16 bytes (BAD_REQUEST). @max_len 64
    */
   char *idempotency_key;
   /*
@@ -621,7 +624,10 @@ struct  Netplay__V1__JoinSessionRequest
    */
   uint32_t preferred_slot;
   /*
-   * Client-chosen id making retries idempotent. @max_len 64
+   * Client-chosen id making retries idempotent ("" = none), as CreateSessionRequest's: the same
+   * join (but for relay_rtts) gets the same participant and token back; the same key with
+   * another name, role, password, ... is refused with ALREADY_EXISTS; the coordinator refuses a
+   * non-empty key shorter than 16 bytes. @max_len 64
    */
   char *idempotency_key;
   /*
