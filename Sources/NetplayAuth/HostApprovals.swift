@@ -7,7 +7,8 @@ import NetplayWire
 ///
 /// A join is known by the joiner's idempotency key (random, chosen by the joiner, sent only
 /// over its own link): the first ask files it and answers AWAITING_HOST; each ask with the same
-/// key keeps it alive and gets the decision once there is one. The host sees the waiting joins
+/// key (and the same name, role and slot: ALREADY_EXISTS otherwise) keeps it alive and gets the
+/// decision once there is one. The host sees the waiting joins
 /// by a `pending_id` that is not the key, so nobody can answer for the joiner. A join nobody
 /// asked about for ``askTimeoutMs`` (the joiner gave up), or waiting longer than ``maxWaitMs``, is
 /// dropped; so is a decision not picked up within ``askTimeoutMs``.
@@ -62,7 +63,16 @@ public struct HostApprovals: Sendable {
             throw ServiceError(.badRequest, "This room's host approves each joiner: the join needs an idempotency key to ask again with.",
                                field: "JoinSessionRequest.idempotency_key")
         }
+        let name = String(request.name.prefix(64))
+        let role: Role = request.role == .spectator ? .spectator : .player
         if let index = entries.firstIndex(where: { $0.key == key }) {
+            // The host decides on a name, a role and a slot: the key asks only about that join (it
+            // is not a credential another joiner could use to come in on an approval).
+            guard entries[index].name == name, entries[index].role == role,
+                  entries[index].requestedSlot == request.preferredSlot else {
+                throw ServiceError(.alreadyExists, "This idempotency key was used for another join (another name, role or slot).",
+                                   field: "JoinSessionRequest.idempotency_key")
+            }
             entries[index].lastAskedMs = nowMs
             switch entries[index].decision {
             case .approved: return
@@ -77,8 +87,7 @@ public struct HostApprovals: Sendable {
         }
         let pendingId = "j-\(nextId)-" + Hex.encode(Sodium.randomBytes(4))
         nextId += 1
-        entries.append(Entry(pendingId: pendingId, key: key, name: String(request.name.prefix(64)),
-                             role: request.role == .spectator ? .spectator : .player, requestedSlot: request.preferredSlot,
+        entries.append(Entry(pendingId: pendingId, key: key, name: name, role: role, requestedSlot: request.preferredSlot,
                              requestedAtUnixMs: unixMs, firstAskedMs: nowMs, lastAskedMs: nowMs, decision: .waiting))
         throw Self.awaiting
     }

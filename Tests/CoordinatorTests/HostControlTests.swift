@@ -31,6 +31,11 @@ struct HostControlTests {
         #expect(waiting.count == 1 && waiting.first?.name == "bob" && waiting.first?.requestedSlot == 3 && waiting.first?.role == .player)
         #expect(h.session(id).participants.count == 1, "nobody joins before the host decides")
         try decide(h, id, as: host, waiting[0].pendingId, approve: true)
+        // The host approved bob in slot 3: someone who learnt his key comes in on it as no one else.
+        #expect(code { try h.join(id, name: "mallory", slot: 3, key: "bob-approval-key-1") } == .alreadyExists)
+        #expect(code { try h.join(id, name: "bob", role: .spectator, key: "bob-approval-key-1") } == .alreadyExists)
+        #expect(code { try h.join(id, name: "bob", slot: 2, key: "bob-approval-key-1") } == .alreadyExists)
+        #expect(h.session(id).participants.count == 1)
         let bob = try h.join(id, name: "bob", slot: 3, key: "bob-approval-key-1")
         #expect(bob.slot == 3 && bob.ticket?.slot == 3)
         #expect(try list(h, id, as: host).isEmpty)
