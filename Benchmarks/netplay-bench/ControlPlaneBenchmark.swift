@@ -107,6 +107,7 @@ struct ControlPlaneBenchmark: ParsableCommand {
         coordinatorSettings.settings.createsPerMinutePerSource = 0
         coordinatorSettings.settings.joinsPerMinutePerSource = 0
         coordinatorSettings.settings.lobbySessionsPerSource = 0
+        coordinatorSettings.settings.sessionsPerSource = 0
         coordinatorSettings.durability = durability == "full" ? .full : .normal
         let configured = coordinatorSettings
         let coordinator = try ServiceHost.start(

@@ -192,6 +192,33 @@ struct AbuseLimitTests {
         _ = try h.join(id, name: "other", source: "10.0.0.2")
     }
 
+    @Test func runningSessionsPerSourceAreCappedToo() throws {
+        // Starting a session frees its lobby place, not its place among all an address hosts: each
+        // running one holds memory on a relay, so a stranger cannot start them without bound.
+        let h = try Harness(settings: Self.settings {
+            $0.createsPerMinutePerSource = 0
+            $0.lobbySessionsPerSource = 2
+            $0.sessionsPerSource = 3
+        })
+        var hosted: [CreateSessionResponse] = []
+        for _ in 0..<3 {
+            let created = try h.create(source: "10.0.0.1")
+            _ = try h.core.start(StartSessionRequest(sessionId: created.session.sessionId, participantId: created.participantId,
+                                                     participantToken: created.participantToken), at: h.time)
+            hosted.append(created)
+        }
+        let refused = #expect(throws: ServiceError.self) { try h.create(source: "10.0.0.1") }
+        #expect(refused?.code == .rateLimited && refused?.message.contains("already hosts 3 sessions") == true)
+        _ = try h.create(source: "10.0.0.2")
+        // Ending one frees a place; the count survives a restart.
+        _ = try h.core.end(EndSessionRequest(sessionId: hosted[0].session.sessionId, participantId: hosted[0].participantId,
+                                             participantToken: hosted[0].participantToken), at: h.time)
+        _ = try h.create(source: "10.0.0.1")
+        try h.restart()
+        #expect(code { try h.create(source: "10.0.0.1") } == .rateLimited)
+        #expect(h.core.hostedBySource.active["10.0.0.1"] == 3 && h.core.hostedBySource.lobby["10.0.0.1"] == 1)
+    }
+
     @Test func liveLobbySessionsPerSourceAreCapped() throws {
         let h = try Harness(settings: Self.settings {
             $0.createsPerMinutePerSource = 0

@@ -24,6 +24,10 @@ public struct CoordinatorSettings: Sendable {
     public var joinsPerMinutePerSource: Double = 120
     /// Sessions in the lobby created from one source address at most; 0 = unlimited.
     public var lobbySessionsPerSource = 20
+    /// Sessions (in the lobby or running) created from one source address at most; 0 =
+    /// unlimited. Each running session holds memory on its relay (its input history: up to
+    /// 2 MiB for 8 players of 64-byte inputs), so a stranger must not hold them without bound.
+    public var sessionsPerSource = 50
     /// A lobby session (never started) with no activity for this long is ended; 0 = never.
     public var lobbyIdleMs: UInt64 = 1_800_000
     /// Password hashes waiting or running for one session at most (beyond: RATE_LIMITED).

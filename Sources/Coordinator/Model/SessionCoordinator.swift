@@ -59,8 +59,8 @@ public final class SessionCoordinator {
     var admission: AdmissionPolicy
     var createLimiter: RateLimiter<String>
     var joinLimiter: RateLimiter<String>
-    /// Lobby sessions per creator source address.
-    private(set) var lobbiesBySource: [String: Int] = [:]
+    /// Lobby and active sessions per host address.
+    private(set) var hostedBySource = HostedBySource()
     /// Last activity per active session (monotonic ms): a change, or someone attached.
     private(set) var lastActivityMs: [String: UInt64] = [:]
     /// Round trips each player measured to relays (session -> participant -> relay -> µs), as
@@ -99,7 +99,7 @@ public final class SessionCoordinator {
             }
             if session.isActive, !session.relayId.isEmpty { relays.assigned[session.relayId, default: 0] += 1 }
             if session.isActive { activeCount += 1 }
-            if let source = Self.lobbySource(session) { lobbiesBySource[source, default: 0] += 1 }
+            hostedBySource.replace(nil, with: session)
             if session.isActive { lastActivityMs[session.sessionId] = time.monotonicMs }
         }
         sortedIds = sessions.keys.sorted()
@@ -122,8 +122,7 @@ public final class SessionCoordinator {
         if let previous, previous.isActive, !previous.relayId.isEmpty { relays.assigned[previous.relayId, default: 1] -= 1 }
         if updated.isActive, !updated.relayId.isEmpty { relays.assigned[updated.relayId, default: 0] += 1 }
         activeCount += (updated.isActive ? 1 : 0) - (previous?.isActive == true ? 1 : 0)
-        if let source = previous.flatMap(Self.lobbySource) { lobbiesBySource.decrement(source) }
-        if let source = Self.lobbySource(updated) { lobbiesBySource[source, default: 0] += 1 }
+        hostedBySource.replace(previous, with: updated)
         if previous == nil {
             sortedIds.insert(updated.sessionId, at: insertionIndex(updated.sessionId))
             if !updated.idempotencyKey.isEmpty { byCreateKey[updated.idempotencyKey] = updated.sessionId }
@@ -166,13 +165,6 @@ public final class SessionCoordinator {
         return changedActive.sorted()
     }
 
-    /// The source a lobby session counts against (its host's address), nil when it is not in
-    /// the lobby or the address is unknown.
-    static func lobbySource(_ session: SessionRecord) -> String? {
-        guard session.state == .lobby, let source = session.host?.source, !source.isEmpty else { return nil }
-        return source
-    }
-
     /// Marks `sessionId` active at `nowMs` (monotonic), or forgets it once it is no longer active.
     func noteActivity(_ sessionId: String, nowMs: UInt64) {
         if sessions[sessionId]?.isActive == true { lastActivityMs[sessionId] = nowMs } else { lastActivityMs[sessionId] = nil }
@@ -185,7 +177,7 @@ public final class SessionCoordinator {
         guard let session = sessions.removeValue(forKey: sessionId) else { return }
         if session.isActive, !session.relayId.isEmpty { relays.assigned[session.relayId, default: 1] -= 1 }
         if session.isActive { activeCount -= 1 }
-        if let source = Self.lobbySource(session) { lobbiesBySource.decrement(source) }
+        hostedBySource.replace(session, with: nil)
         lastActivityMs[sessionId] = nil
         admission.forget(sessionId)
         let index = insertionIndex(sessionId)

@@ -43,10 +43,15 @@ extension SessionCoordinator {
         if settings.transport != .lan, relays.pick(region: settings.region, nowMs: time.monotonicMs) == nil {
             throw ServiceError(.noRelay, "No live relay can take a new session; retry shortly.", retryAfterMs: 1_000)
         }
-        let cap = self.settings.lobbySessionsPerSource
-        if cap > 0, !source.isEmpty, lobbiesBySource[source, default: 0] >= cap {
-            throw ServiceError(.rateLimited, "Your address already hosts \(cap) sessions that have not started; start or end one first.",
+        guard !source.isEmpty else { return }
+        let lobbyCap = self.settings.lobbySessionsPerSource
+        if lobbyCap > 0, hostedBySource.lobby[source, default: 0] >= lobbyCap {
+            throw ServiceError(.rateLimited, "Your address already hosts \(lobbyCap) sessions that have not started; start or end one first.",
                                retryAfterMs: 60_000)
+        }
+        let cap = self.settings.sessionsPerSource
+        if cap > 0, hostedBySource.active[source, default: 0] >= cap {
+            throw ServiceError(.rateLimited, "Your address already hosts \(cap) sessions; end one first.", retryAfterMs: 60_000)
         }
     }
 

@@ -50,6 +50,9 @@ public struct CoordinatorOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Not-yet-started sessions one address may host at once; 0 = unlimited (env NETPLAY_LOBBY_SESSIONS_PER_SOURCE, default 20).", valueName: "count"))
     public var lobbySessionsPerSource: String?
 
+    @Option(help: ArgumentHelp("Sessions, in the lobby or running, one address may host at once; 0 = unlimited (env NETPLAY_SESSIONS_PER_SOURCE, default 50).", valueName: "count"))
+    public var sessionsPerSource: String?
+
     @Option(help: ArgumentHelp("Seconds a lobby session may sit idle (never started, no change, nobody attached) before it is ended; 0 = never (env NETPLAY_LOBBY_IDLE, default 1800).", valueName: "seconds"))
     public var lobbyIdle: String?
 
@@ -101,6 +104,8 @@ public struct CoordinatorOptions: ParsableArguments, Sendable {
                                                                default: 120, range: 0...1_000_000)
         settings.lobbySessionsPerSource = try resolver.integer(lobbySessionsPerSource, "NETPLAY_LOBBY_SESSIONS_PER_SOURCE",
                                                                name: "--lobby-sessions-per-source", default: 20, range: 0...10_000_000)
+        settings.sessionsPerSource = try resolver.integer(sessionsPerSource, "NETPLAY_SESSIONS_PER_SOURCE",
+                                                          name: "--sessions-per-source", default: 50, range: 0...10_000_000)
         settings.lobbyIdleMs = UInt64(try resolver.number(lobbyIdle, "NETPLAY_LOBBY_IDLE", name: "--lobby-idle", default: 1800,
                                                           range: 0...604_800) * 1000)
         let pending = try resolver.integer(pendingPasswordChecks, "NETPLAY_PENDING_PASSWORD_CHECKS", name: "--pending-password-checks",
