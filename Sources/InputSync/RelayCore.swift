@@ -309,7 +309,7 @@ public final class RelayCore {
                                    transport: transport, now: now,
                                    origin: recovering ? Self.recoveryOrigin(request, backlog: configuration.recoveryBacklogFrames) : 0,
                                    packer: packer, revocations: revocations, lifecycle: lifecycle)
-        if recovering { session.beginRecovery(confirmed: Int(request.confirmedFrames), now: now) }
+        if recovering { session.beginRecovery(confirmed: Int(request.confirmedFrames), spectator: ticket.role == .spectator, now: now) }
         sessions[ticket.sessionId] = session
         return session
     }

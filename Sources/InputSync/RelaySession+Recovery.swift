@@ -7,12 +7,14 @@ extension RelaySession {
     // MARK: - Restart recovery
 
     /// This session is rebuilt after a relay restart: the match was running, its first
-    /// returning peer resumed it holding `confirmed` frames. It runs from now, with substitution
-    /// held back while the others return and resend, and its replay file continues.
-    func beginRecovery(confirmed: Int, now: UInt64) {
+    /// returning peer resumed it holding `confirmed` frames (a spectator: its delay behind the
+    /// players). It runs from now, with substitution held back while the others return and
+    /// resend, and its replay file continues.
+    func beginRecovery(confirmed: Int, spectator: Bool, now: UInt64) {
         recovering = true
         recoveryEndsAtMs = now + UInt64(configuration.recoveryHistoryMs)
-        recoveryFrameLimit = min(confirmed + 2 * Int(framesPerSecond.rounded(.up)), Self.frameLimit)
+        let playersConfirmed = confirmed + (spectator ? spectatorDelay : 0)
+        recoveryFrameLimit = min(playersConfirmed + 2 * Int(framesPerSecond.rounded(.up)), Self.frameLimit)
         running = true
         startedAtMs = now
         substitutionHoldUntilMs = now + UInt64(configuration.recoveryWaitMs)

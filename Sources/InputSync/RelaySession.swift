@@ -89,8 +89,9 @@ final class RelaySession {
     var recovering = false
     /// When a rebuilt session stops taking history.
     var recoveryEndsAtMs: UInt64 = 0
-    /// No history is adopted from this frame on: the first returning peer's confirmed frame
-    /// plus two seconds of frames (what the dead relay may have confirmed that it had not seen).
+    /// No history is adopted from this frame on: the first returning peer's confirmed frame (a
+    /// spectator's plus its delay) plus two seconds of frames (what the dead relay may have
+    /// confirmed that it had not seen).
     var recoveryFrameLimit = 0
     @exclusivity(unchecked) var substitutionHoldUntilMs: UInt64 = 0
     @exclusivity(unchecked) var lastStatsMs: UInt64 = 0

@@ -114,6 +114,25 @@ extension RelayCoreTests {
         #expect(late?.code == .permissionDenied)
     }
 
+    @Test func aSpectatorReturningFirstDoesNotCutThePlayersHistoryShort() throws {
+        // A spectator watches 300 frames (5 s) behind the players: returning first, its confirmed
+        // frame is theirs minus its delay, and the players' history beyond it is still history.
+        let rig = RelayRig(spectatorDelay: 300)
+        let session = try #require({ () throws -> RelaySession? in
+            _ = try rig.attach(c, slot: 0, role: .spectator, resume: true, confirmed: 100)
+            return rig.core.sessions[rig.sessionId]
+        }())
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 400)
+        for start in stride(from: 100, to: 400, by: 100) {
+            try rig.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, players: [
+                PlayerInputs(slot: 1, startFrame: UInt32(start), inputs: Array(repeating: 1, count: 100)),
+                PlayerInputs(slot: 2, startFrame: UInt32(start), inputs: Array(repeating: 2, count: 100)),
+            ])), from: a)
+        }
+        #expect(session.timeline.stored(0) == 400 && session.timeline.stored(1) == 400)
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 400)
+    }
+
     @Test func aRebuiltSessionGoesNoFurtherBackThanItsBacklog() {
         let request = AttachRequest(resume: true, confirmedFrames: 5_000, historyFromFrame: 100)
         #expect(RelayCore.recoveryOrigin(request, backlog: 600) == 4_400)
