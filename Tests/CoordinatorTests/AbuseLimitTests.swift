@@ -217,6 +217,12 @@ struct AbuseLimitTests {
         try h.restart()
         #expect(code { try h.create(source: "10.0.0.1") } == .rateLimited)
         #expect(h.core.hostedBySource.active["10.0.0.1"] == 3 && h.core.hostedBySource.lobby["10.0.0.1"] == 1)
+        // A running session nobody has been attached to for 10 minutes may never be reported
+        // ended (its relay lost it): it stops counting, and the address is not locked out.
+        h.now += SessionCoordinator.unplayedSessionMs
+        try h.register("sync-1")  // a live relay for the new session
+        _ = try h.create(source: "10.0.0.1")
+        #expect(h.core.hostedBySource.active["10.0.0.1"] == 4, "still counted, no longer held against it")
     }
 
     @Test func liveLobbySessionsPerSourceAreCapped() throws {

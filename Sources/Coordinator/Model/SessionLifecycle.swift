@@ -50,8 +50,24 @@ extension SessionCoordinator {
                                retryAfterMs: 60_000)
         }
         let cap = self.settings.sessionsPerSource
-        if cap > 0, hostedBySource.active[source, default: 0] >= cap {
+        if cap > 0, hostedBySource.active[source, default: 0] >= cap, liveSessions(hostedFrom: source, at: time) >= cap {
             throw ServiceError(.rateLimited, "Your address already hosts \(cap) sessions; end one first.", retryAfterMs: 60_000)
+        }
+    }
+
+    /// A running session nobody was attached to for this long no longer counts against its
+    /// host's address: a relay that lost it (restarted, or never attached after a move) never
+    /// reports it ended, and the address must not be locked out by sessions nobody plays.
+    static let unplayedSessionMs: UInt64 = 600_000
+
+    /// The sessions `source` hosts that count against ``CoordinatorSettings/sessionsPerSource``:
+    /// those in the lobby (they expire on their own) and running ones someone was attached to
+    /// within ``unplayedSessionMs``. A scan, run only for an address at its cap by the count kept.
+    private func liveSessions(hostedFrom source: String, at time: CoordinatorTime) -> Int {
+        sessions.values.reduce(0) { count, session in
+            guard session.isActive, session.host?.source == source else { return count }
+            let played = lastActivityMs[session.sessionId].map { time.monotonicMs < $0 + Self.unplayedSessionMs } ?? false
+            return session.state == .lobby || played ? count + 1 : count
         }
     }
 
