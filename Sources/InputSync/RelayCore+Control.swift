@@ -23,7 +23,7 @@ extension RelayCore {
             // Gone for good (kicked, or left at the coordinator): its tickets admit it no more,
             // whether or not it ever attached here.
             let forGood = reason == .kicked || reason == .leaving
-            if forGood { revoke(sessionId: request.sessionId, participantId: request.participantId) }
+            if forGood { revoke(sessionId: request.sessionId, participantId: request.participantId, kicked: reason == .kicked) }
             guard let session = sessions[request.sessionId],
                   let participant = session.participants.first(where: { $0.participantId == request.participantId }) else {
                 if forGood { return .ack(Ack(detail: "revoked")) }
@@ -61,16 +61,17 @@ extension RelayCore {
 
     /// Refuses every attach of `participantId` in `sessionId` from now until no ticket issued to
     /// it before could admit it (see ``revocationEnd(ticketExpiresAtUnixMs:nowUnixMs:configuration:)``),
-    /// whether or not it is attached now. A kick or a leave (`DisconnectPeerRequest` with reason
+    /// whether or not it is attached now (`kicked`: the host removed it; else it left, and gives
+    /// way to kicks when the book is full). A kick or a leave (`DisconnectPeerRequest` with reason
     /// `KICKED` or `LEAVING`) does this by itself; this is for a removal pushed another way.
     /// Call it only for a request proven to come from the coordinator.
-    public func revoke(sessionId: String, participantId: String) {
+    public func revoke(sessionId: String, participantId: String, kicked: Bool = true) {
         let wallNow = UnixTime.nowMs()
         let seen = sessions[sessionId]?.participants.first { $0.participantId == participantId }?.ticketExpiresAtUnixMs ?? 0
         revocations.revoke(sessionId: sessionId, participantId: participantId,
                            untilUnixMs: Self.revocationEnd(ticketExpiresAtUnixMs: seen, nowUnixMs: wallNow,
                                                            configuration: configuration),
-                           nowUnixMs: wallNow)
+                           kicked: kicked, nowUnixMs: wallNow)
     }
 
     /// When a removal stops mattering: every ticket issued to the participant before it (the

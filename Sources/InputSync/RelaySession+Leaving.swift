@@ -57,7 +57,7 @@ extension RelaySession {
             revocations.revoke(sessionId: sessionId, participantId: participant.participantId,
                                untilUnixMs: RelayCore.revocationEnd(ticketExpiresAtUnixMs: participant.ticketExpiresAtUnixMs,
                                                                     nowUnixMs: wallNow, configuration: configuration),
-                               nowUnixMs: wallNow)
+                               kicked: reason == .kicked, nowUnixMs: wallNow)
         }
         if participant.isPlayer {
             let index = participant.slot - 1

@@ -1,14 +1,21 @@
-/// Participants the host removed (kicked or banned), per session, remembered until no ticket
-/// issued to them before could still admit them: the relay refuses their attaches meanwhile.
-/// Bounded: entries expire, and past the capacity the one expiring soonest is forgotten first.
-/// Shared by a relay's sessions; reactor thread only.
+/// Participants removed from a session (kicked or banned by the host, or gone on their own),
+/// remembered until no ticket issued to them before could still admit them: the relay refuses
+/// their attaches meanwhile. Bounded: entries expire, and past the capacity the one expiring
+/// soonest is forgotten first, a departure's before any kick's (joining and leaving is cheap; it
+/// must not push a kick out). Shared by a relay's sessions; reactor thread only.
 final class RevocationBook {
     private struct Key: Hashable {
         let sessionId: String
         let participantId: String
     }
 
-    private var untilUnixMs: [Key: UInt64] = [:]
+    private struct Entry {
+        var untilUnixMs: UInt64
+        /// The host removed it (kept over departures when the book is full).
+        var kicked: Bool
+    }
+
+    private var entries: [Key: Entry] = [:]
     let capacity: Int
 
     init(capacity: Int) {
@@ -16,27 +23,32 @@ final class RevocationBook {
     }
 
     /// Entries held now (expired ones included until the next purge).
-    var count: Int { untilUnixMs.count }
+    var count: Int { entries.count }
 
     /// Refuses `participantId` in `sessionId` until `untilUnixMs` (wall clock), or longer if it
-    /// already was.
-    func revoke(sessionId: String, participantId: String, untilUnixMs until: UInt64, nowUnixMs: UInt64) {
+    /// already was; `kicked` when the host removed it (else it left).
+    func revoke(sessionId: String, participantId: String, untilUnixMs until: UInt64, kicked: Bool = true, nowUnixMs: UInt64) {
         let key = Key(sessionId: sessionId, participantId: participantId)
-        if untilUnixMs[key] == nil, untilUnixMs.count >= capacity {
-            untilUnixMs = untilUnixMs.filter { $0.value > nowUnixMs }
-            if untilUnixMs.count >= capacity, let soonest = untilUnixMs.min(by: { $0.value < $1.value })?.key {
-                untilUnixMs.removeValue(forKey: soonest)
+        if entries[key] == nil, entries.count >= capacity {
+            purge(nowUnixMs: nowUnixMs)
+            if entries.count >= capacity {
+                let departures = entries.filter { !$0.value.kicked }
+                let candidates = departures.isEmpty ? entries : departures
+                if let soonest = candidates.min(by: { $0.value.untilUnixMs < $1.value.untilUnixMs })?.key {
+                    entries.removeValue(forKey: soonest)
+                }
             }
         }
-        untilUnixMs[key] = max(untilUnixMs[key] ?? 0, until)
+        let old = entries[key]
+        entries[key] = Entry(untilUnixMs: max(old?.untilUnixMs ?? 0, until), kicked: kicked || old?.kicked == true)
     }
 
     /// Whether `participantId` is refused in `sessionId` at `nowUnixMs`.
     func isRevoked(sessionId: String, participantId: String, nowUnixMs: UInt64) -> Bool {
         let key = Key(sessionId: sessionId, participantId: participantId)
-        guard let until = untilUnixMs[key] else { return false }
+        guard let until = entries[key]?.untilUnixMs else { return false }
         guard nowUnixMs < until else {
-            untilUnixMs.removeValue(forKey: key)
+            entries.removeValue(forKey: key)
             return false
         }
         return true
@@ -44,8 +56,8 @@ final class RevocationBook {
 
     /// Forgets the entries expired at `nowUnixMs`.
     func purge(nowUnixMs: UInt64) {
-        if untilUnixMs.contains(where: { $0.value <= nowUnixMs }) {
-            untilUnixMs = untilUnixMs.filter { $0.value > nowUnixMs }
+        if entries.contains(where: { $0.value.untilUnixMs <= nowUnixMs }) {
+            entries = entries.filter { $0.value.untilUnixMs > nowUnixMs }
         }
     }
 }

@@ -261,6 +261,22 @@ struct RelayTrustTests {
         // Full of live entries, a new one still gets in.
         for index in 0 ..< 10 { book.revoke(sessionId: "s", participantId: "q\(index)", untilUnixMs: 1_000 + UInt64(index), nowUnixMs: 360) }
         #expect(book.count == 3 && book.isRevoked(sessionId: "s", participantId: "q9", nowUnixMs: 360))
+
+        // Departures give way to kicks: a flood of joins and leaves does not push a kick out.
+        let mixed = RevocationBook(capacity: 3)
+        mixed.revoke(sessionId: "s", participantId: "kicked", untilUnixMs: 100, kicked: true, nowUnixMs: 0)
+        for index in 0 ..< 50 {
+            mixed.revoke(sessionId: "s", participantId: "left\(index)", untilUnixMs: 1_000 + UInt64(index), kicked: false, nowUnixMs: 0)
+        }
+        #expect(mixed.count == 3 && mixed.isRevoked(sessionId: "s", participantId: "kicked", nowUnixMs: 50))
+        #expect(mixed.isRevoked(sessionId: "s", participantId: "left49", nowUnixMs: 50))
+        // A kick of one who had left stays a kick.
+        mixed.revoke(sessionId: "s", participantId: "left49", untilUnixMs: 1_000, kicked: true, nowUnixMs: 0)
+        for index in 50 ..< 60 {
+            mixed.revoke(sessionId: "s", participantId: "left\(index)", untilUnixMs: 5_000, kicked: false, nowUnixMs: 0)
+        }
+        #expect(mixed.isRevoked(sessionId: "s", participantId: "kicked", nowUnixMs: 50)
+                && mixed.isRevoked(sessionId: "s", participantId: "left49", nowUnixMs: 50))
     }
 
     // MARK: - Round trips
