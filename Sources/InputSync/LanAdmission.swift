@@ -59,7 +59,7 @@ public final class LanAdmission: Sendable {
         /// only before the joiner attached (the answer of a join that attached was not lost; a LAN
         /// link is plain, and a key seen on it must not fetch a ticket for a seated player).
         func isAskedAgain(by request: JoinSessionRequest, in state: State) -> Bool {
-            let role: Role = request.role == .spectator ? .spectator : .player
+            let role = request.admittedRole
             guard request.name == name, role == self.role, !state.attached.contains(participantId),
                   let slot = heldSlot(in: state) else { return false }
             return request.preferredSlot == 0 || request.preferredSlot == slot

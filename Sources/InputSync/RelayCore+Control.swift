@@ -20,14 +20,16 @@ extension RelayCore {
             return .ack(Ack(detail: "closed"))
         case .disconnectPeerRequest(let request):
             let reason = request.reason == .unspecified ? DetachReason.kicked : request.reason
-            // Gone for good (kicked, or left at the coordinator): its tickets admit it no more,
-            // whether or not it ever attached here.
-            let forGood = reason == .kicked || reason == .leaving
-            if forGood { revoke(sessionId: request.sessionId, participantId: request.participantId, kicked: reason == .kicked) }
             guard let session = sessions[request.sessionId],
                   let participant = session.participants.first(where: { $0.participantId == request.participantId }) else {
-                if forGood { return .ack(Ack(detail: "revoked")) }
-                throw ServiceError(.notFound, "No participant '\(request.participantId)' in session '\(request.sessionId)'.")
+                // Gone for good (kicked, or left at the coordinator) before it ever attached here:
+                // its tickets admit it no more all the same (``RelaySession/remove`` does this for
+                // one that is here).
+                guard reason == .kicked || reason == .leaving else {
+                    throw ServiceError(.notFound, "No participant '\(request.participantId)' in session '\(request.sessionId)'.")
+                }
+                revoke(sessionId: request.sessionId, participantId: request.participantId, kicked: reason == .kicked)
+                return .ack(Ack(detail: "revoked"))
             }
             peers.forget(participant)
             session.remove(participant, reason: reason,

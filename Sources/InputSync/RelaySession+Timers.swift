@@ -18,7 +18,7 @@ extension RelaySession {
             if startSyncSinceMs != nil { driveStartSync(now: now) } else { pingWaitingPlayers(now: now) }
             return
         }
-        if recovering { endRecoveryIfDue(now: now) }
+        endRecoveryIfDue(now: now)
         if !heldForwards.isEmpty { releaseHeldForwards(now: now) }
         if timeline.newest > timeline.confirmed { substituteLateInputs(now: now) }
         if vacantSlots > 0 { fillVacantSlots() }

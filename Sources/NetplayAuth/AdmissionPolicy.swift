@@ -73,6 +73,11 @@ public struct AdmissionBans: Sendable, Equatable {
     public var isEmpty: Bool { names.isEmpty && sources.isEmpty && participantIds.isEmpty }
 }
 
+extension JoinSessionRequest {
+    /// The role a join asks for as admission reads it: spectator, or player for anything else.
+    public var admittedRole: Role { role == .spectator ? .spectator : .player }
+}
+
 /// What admission decided for a join before its password is verified.
 public struct AdmissionPlan: Sendable, Equatable {
     /// Player or spectator.
@@ -177,7 +182,7 @@ public struct AdmissionPolicy: Sendable {
             refusals[room.sessionId]?[request.idempotencyKey]?.copiesLeft -= 1
             throw refusal
         }
-        let role: Role = request.role == .spectator ? .spectator : .player
+        let role = request.admittedRole
         if !replay {
             // A spectator's emulation affects nobody else: it is checked when it names content.
             if role == .player || request.content != ContentInfo() {
@@ -209,7 +214,7 @@ public struct AdmissionPolicy: Sendable {
     /// only a keyed join can be a copy.
     private func guess(_ request: JoinSessionRequest) -> Guess? {
         guard !request.idempotencyKey.isEmpty else { return nil }
-        let role: Role = request.role == .spectator ? .spectator : .player
+        let role = request.admittedRole
         return Guess(key: request.idempotencyKey,
                      hash: Sodium.hmacSHA256(key: guessKey, Array(request.name.utf8), [0], Array(request.password.utf8),
                                              [0, UInt8(truncatingIfNeeded: role.rawValue)]))

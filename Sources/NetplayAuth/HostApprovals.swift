@@ -64,7 +64,7 @@ public struct HostApprovals: Sendable {
                                field: "JoinSessionRequest.idempotency_key")
         }
         let name = String(request.name.prefix(64))
-        let role: Role = request.role == .spectator ? .spectator : .player
+        let role = request.admittedRole
         if let index = entries.firstIndex(where: { $0.key == key }) {
             // The host decides on a name, a role and a slot: the key asks only about that join (it
             // is not a credential another joiner could use to come in on an approval).
