@@ -205,7 +205,7 @@ final class BenchTarget: @unchecked Sendable {
                     let ticket = try signer.issue(sessionId: "bench-\(session + sessionOffset)", participantId: "p\(slot)",
                                                   role: .player, slot: UInt32(slot), relayId: "bench-relay",
                                                   relayEndpoint: endpoint, params: params, name: "p\(slot)", ttlMs: 3_600_000)
-                    let envelope = try Envelope(requestId: 1, body: .attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1))).encoded()
+                    let envelope = try Envelope(requestId: 1, body: .attachRequest(AttachRequest(ticket: ticket, protocolVersion: SyncProtocol.current))).encoded()
                     let length = UInt32(envelope.count)
                     bytes += [UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF)]
                     bytes += envelope
@@ -295,7 +295,7 @@ enum CoreBenchmark {
                 let ticket = try signer.issue(sessionId: "core-\(session)", participantId: "p\(slot)", role: .player,
                                               slot: UInt32(slot), relayId: "bench-core", relayEndpoint: "", params: params,
                                               name: "p", ttlMs: 600_000)
-                _ = try core.handle(Envelope(body: .attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1))),
+                _ = try core.handle(Envelope(body: .attachRequest(AttachRequest(ticket: ticket, protocolVersion: SyncProtocol.current))),
                                     from: peer, now: now)
                 pair.append(peer)
             }

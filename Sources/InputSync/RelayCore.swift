@@ -250,8 +250,8 @@ public final class RelayCore {
     // MARK: - Attach
 
     private func attach(_ request: AttachRequest, from peer: PeerAddress, now: UInt64) throws(ServiceError) -> AttachResponse {
-        guard request.protocolVersion <= 1 else {
-            throw ServiceError(.unsupportedVersion, "This relay speaks sync protocol 1, not \(request.protocolVersion).")
+        guard request.protocolVersion <= SyncProtocol.current else {
+            throw ServiceError(.unsupportedVersion, "This relay speaks sync protocol 1 to \(SyncProtocol.current), not \(request.protocolVersion).")
         }
         let ticket = request.ticket
         let wallNow = UnixTime.nowMs()

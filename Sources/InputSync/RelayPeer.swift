@@ -62,8 +62,16 @@ final class RelayPeer {
     var awaitingTransfer: UInt32?
     /// Why it waits (late join or reconnect), for the transfer request.
     var awaitingReason: StateTransferReason = .lateJoin
-    /// Transferred states it reported it could not load since its last successful load.
+    /// Transferred states it reported it could not load, or stalled (stopped acknowledging
+    /// chunks), since its last successful load.
     var failedLoads = 0
+    /// Whether it acknowledges the progress of the state transfers it receives (sync protocol 2):
+    /// such a peer is sent at most ``RelayConfiguration/transferWindowBytes`` beyond what it
+    /// acknowledged; an older one gets each state whole, and a transfer takes at most one of them.
+    var pacesTransfers = true
+    /// Transfers it stopped acknowledging since its last successful load; beyond
+    /// ``RelaySession/loadRetries`` it is sent no more.
+    var stalledTransfers = 0
     /// In a match that starts from the host's state: whether it holds that state (see
     /// ``RelaySession/startStateReady(now:)``).
     var startState: StartStateProgress = .missing

@@ -51,6 +51,7 @@ extension RelaySession {
         participant.name = ticket.name
         participant.ticketExpiresAtUnixMs = max(participant.ticketExpiresAtUnixMs, ticket.expiresAtUnixMs)
         participant.clientVersion = String(request.clientVersion.prefix(64))
+        participant.pacesTransfers = SyncProtocol.version(request.protocolVersion) >= SyncProtocol.pacedStateTransfers
         participant.announcedPaths = min(max(Int(request.paths), 1), configuration.maxPathsPerParticipant)
         routes.set(peer, session: self, participant: participant)
         noteStartState(of: request, from: participant)
@@ -118,7 +119,8 @@ extension RelaySession {
             peers: Array(participants.map(\.info).prefix(72)), stateFollows: transferFollows != nil,
             relayId: configuration.relayId, running: running,
             awaitedInputFrame: slot > 0 ? UInt32(timeline.stored(slot - 1)) : 0,
-            recovering: recovering, transferId: transferFollows ?? 0, startDelayUs: startDelayUs)
+            recovering: recovering, transferId: transferFollows ?? 0, startDelayUs: startDelayUs,
+            protocolVersion: SyncProtocol.current)
     }
 
     /// Decides where a participant joining a running match starts: from `holds` (the frames it

@@ -38,13 +38,13 @@ extension RelaySession {
     func startStateReady(now: UInt64) -> Bool {
         guard startStateSlot != nil else { return true }
         guard let host = startStateHost, host.isConnected else { return false }
-        let lacking = participants.filter { $0 !== host && $0.isConnected && $0.startState == .missing }
+        let lacking = Self.servable(participants.filter {
+            $0 !== host && $0.isConnected && $0.startState == .missing && $0.stalledTransfers <= Self.loadRetries
+        })
         let waiting = participants.contains { $0 !== host && $0.isConnected && $0.startState != .loaded }
         guard waiting else { return true }
         if let transfer {
-            if now &- transfer.lastProgressMs >= UInt64(configuration.transferTimeoutMs) {
-                abortTransfer(reason: "no progress for \(configuration.transferTimeoutMs) ms", now: now)
-            }
+            checkProgress(of: transfer, now: now)
             return false
         }
         if !lacking.isEmpty, beginTransfer(reason: .matchStart, reference: host, targets: lacking, now: now) {
@@ -78,6 +78,7 @@ extension RelaySession {
         if ack.loaded {
             participant.startState = .loaded
             participant.failedLoads = 0
+            participant.stalledTransfers = 0
         } else {
             participant.failedLoads += 1
             participant.startState = .missing  // another transfer follows (the start waits, up to its timeout)
@@ -110,8 +111,14 @@ extension RelaySession {
                                field: "StartSessionRequest.restart_frame")
         }
         startStateSlot = host.slot - 1
-        let targets = participants.filter { $0 !== host && $0.isConnected && $0.awaitingTransfer == nil }
+        let candidates = participants.filter { $0 !== host && $0.isConnected && $0.awaitingTransfer == nil }
+        let targets = Self.servable(candidates)
         guard beginTransfer(reason: .restart, reference: host, targets: targets, now: now, atLeastFrame: frame) else { return }
+        // Those one transfer cannot serve catch up from a later state (of the restarted match).
+        for deferred in candidates where !targets.contains(where: { $0 === deferred }) {
+            deferred.awaitingTransfer = 0
+            deferred.awaitingReason = .reconnect
+        }
         // Their checksums from the old state are no evidence until they load the new one.
         for target in targets where target.slot > 0 { resyncedAt[target.slot - 1] = .max }
         // A replay file starts from one state: this one ends here, and once the transfer is

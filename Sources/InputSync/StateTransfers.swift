@@ -1,17 +1,24 @@
 import NetplayService
 import NetplayWire
 
-/// A state transfer in flight: a reference player's saved state, relayed chunk by chunk to
-/// the targets (diverged players, late joiners, returning peers).
+/// A state transfer in flight: a reference player's saved state, kept once and relayed chunk
+/// by chunk to the targets (diverged players, late joiners, returning peers), each at its own
+/// pace.
 final class ActiveTransfer {
     let id: UInt32
     let reason: StateTransferReason
     let reference: RelayPeer
+    /// Everyone it serves: begun for, not removed since (``deliveries`` says how far each got).
     var targets: [RelayPeer]
+    let deliveries: [TransferDelivery]
     var frame: Int?
     var totalSize: UInt64 = 0
     var nextOffset: UInt64 = 0
+    /// When the reference last sent a chunk (or the transfer began).
     var lastProgressMs: UInt64
+    /// The chunks received so far, in order; the last one ends the state.
+    var chunks: [StateChunk] = []
+    var complete: Bool { chunks.last?.last == true }
     /// The host's start state, kept for the replay header (a start transfer before frame 0).
     var collected: [UInt8] = []
 
@@ -20,8 +27,35 @@ final class ActiveTransfer {
         self.reason = reason
         self.reference = reference
         self.targets = targets
+        deliveries = targets.map { TransferDelivery(peer: $0, now: now) }
         lastProgressMs = now
     }
+}
+
+/// How far one target of a transfer got: the chunks sent to it (on the connection it had when
+/// the transfer began) and the bytes it acknowledged.
+final class TransferDelivery {
+    let peer: RelayPeer
+    let address: PeerAddress?
+    /// Sent at most a window beyond what it acknowledged (see ``RelayPeer/pacesTransfers``).
+    let paced: Bool
+    var nextChunk = 0
+    var sentBytes: UInt64 = 0
+    var acknowledgedBytes: UInt64 = 0
+    /// When it last acknowledged progress (or the transfer began).
+    var lastProgressMs: UInt64
+    /// It was sent the last chunk, or left the transfer (gone, attached again, stalled).
+    var finished = false
+
+    init(peer: RelayPeer, now: UInt64) {
+        self.peer = peer
+        address = peer.address
+        paced = peer.pacesTransfers
+        lastProgressMs = now
+    }
+
+    /// Whether it owes an acknowledgement of chunks sent to it.
+    var owesAcknowledgement: Bool { !finished && paced && sentBytes > acknowledgedBytes }
 }
 
 extension RelaySession {
@@ -38,7 +72,7 @@ extension RelaySession {
         transferReasons[id] = reason
         for target in targets where target.awaitingTransfer != nil { target.awaitingTransfer = id }
         send(.stateRequest(StateRequest(transferId: id, frame: UInt32(atLeastFrame), reason: reason,
-                                        maxChunkBytes: UInt32(min(configuration.maxChunkBytes, 65536)))),
+                                        maxChunkBytes: UInt32(configuration.transferChunkBytes))),
              to: reference, now: now)
         return true
     }
@@ -61,20 +95,68 @@ extension RelaySession {
         return nil
     }
 
-    /// Starts transfers for participants waiting for one; abandons transfers that stalled.
+    /// Starts transfers for participants waiting for one; abandons transfers whose reference
+    /// stalled and drops targets that stalled.
     func driveTransfers(now: UInt64) {
-        if let transfer, now &- transfer.lastProgressMs >= UInt64(configuration.transferTimeoutMs) {
-            abortTransfer(reason: "no progress for \(configuration.transferTimeoutMs) ms", now: now)
-        }
+        if let transfer { checkProgress(of: transfer, now: now) }
         guard transfer == nil else { return }
-        let waiting = participants.filter { $0.isConnected && $0.awaitingTransfer != nil }
-        guard let first = waiting.first, let reference = transferReference(excluding: waiting) else { return }
+        let waiting = participants.filter {
+            $0.isConnected && $0.awaitingTransfer != nil && $0.stalledTransfers <= Self.loadRetries
+        }
+        let targets = Self.servable(waiting)
+        guard let first = targets.first, let reference = transferReference(excluding: waiting) else { return }
         // A state from the newer half of the frames this relay holds inputs after: an older one
         // (a peer prefers its latest state at a checksum frame) may fall out of the history
         // before its targets can run from it, and they would need another transfer.
         let newerHalf = timeline.oldest + max(timeline.confirmed - timeline.oldest, 0) / 2
-        beginTransfer(reason: first.awaitingReason, reference: reference, targets: waiting, now: now,
+        beginTransfer(reason: first.awaitingReason, reference: reference, targets: targets, now: now,
                       atLeastFrame: newerHalf)
+    }
+
+    /// The candidates one transfer serves: every peer that paces its transfers, and at most one
+    /// that does not (sync protocol 1 gets each state whole at once, and libzmq would queue a
+    /// copy for each at the relay); the others wait for the next transfer.
+    static func servable(_ candidates: [RelayPeer]) -> [RelayPeer] {
+        var unpacedTaken = false
+        return candidates.filter { candidate in
+            if candidate.pacesTransfers { return true }
+            defer { unpacedTaken = true }
+            return !unpacedTaken
+        }
+    }
+
+    /// Abandons `transfer` when its reference sent no chunk for the transfer timeout; drops the
+    /// targets that acknowledged none of the chunks sent to them for as long (each gets another
+    /// transfer, up to ``loadRetries`` times).
+    func checkProgress(of transfer: ActiveTransfer, now: UInt64) {
+        let timeout = UInt64(configuration.transferTimeoutMs)
+        if !transfer.complete, now &- transfer.lastProgressMs >= timeout {
+            abortTransfer(reason: "no chunk for \(configuration.transferTimeoutMs) ms", now: now)
+            return
+        }
+        for delivery in transfer.deliveries where delivery.owesAcknowledgement && now &- delivery.lastProgressMs >= timeout {
+            delivery.finished = true
+            stalled(delivery, of: transfer)
+        }
+        pump(transfer, now: now)  // also notices targets that left, and ends a transfer nobody waits for
+    }
+
+    /// A target stopped acknowledging chunks (it does not read, or its link died): it leaves the
+    /// transfer, and waits for another unless it stalled more than ``loadRetries`` times.
+    private func stalled(_ delivery: TransferDelivery, of transfer: ActiveTransfer) {
+        let target = delivery.peer
+        target.stalledTransfers += 1
+        let retry = target.stalledTransfers <= Self.loadRetries
+        if target.startState == .sent(transfer.id) { target.startState = .missing }
+        if target.awaitingTransfer == nil, transfer.reason == .restart {
+            // It plays on from the state before the restart: a state of now is its way back.
+            target.awaitingTransfer = 0
+            target.awaitingReason = .reconnect
+        }
+        transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()), severity: .error,
+                          message: "\(target.participantId) acknowledged \(delivery.acknowledgedBytes) of the \(delivery.sentBytes) bytes of transfer \(transfer.id) sent to it and nothing more for \(configuration.transferTimeoutMs) ms"
+                              + (retry ? "; another transfer follows" : "; giving up after \(Self.loadRetries) retries"),
+                          sessionId: sessionId)
     }
 
     /// Gives up the current transfer; waiting participants get another one later.
@@ -135,25 +217,64 @@ extension RelaySession {
             transfer.collected += chunk.data
             if chunk.last, transfer.reason == .matchStart { startStateBytes = transfer.collected }
         }
-        for target in transfer.targets where target.isConnected { send(.stateChunk(chunk), to: target, now: now) }
-        guard chunk.last else { return }
-        self.transfer = nil
-        for target in transfer.targets {
-            if target.awaitingTransfer != nil {
-                target.awaitingTransfer = nil
-                target.firstFrame = frame
-                target.sentFrames = frame
-                target.awaitedFrame = frame
-                target.rttProbe = nil
-                target.lastAuthoritativeSendMs = now
+        transfer.chunks.append(chunk)
+        pump(transfer, now: now)
+    }
+
+    /// Sends each target of `transfer` the chunks it may have now (a pacing target: while they
+    /// stay within ``RelayConfiguration/transferWindowBytes`` of what it acknowledged). A target
+    /// sent the last chunk runs from the state's frame; the transfer ends when every target
+    /// got the state or left it.
+    func pump(_ transfer: ActiveTransfer, now: UInt64) {
+        let window = UInt64(max(configuration.transferWindowBytes, 1))
+        var served = false
+        for delivery in transfer.deliveries where !delivery.finished {
+            let target = delivery.peer
+            guard target.isConnected, target.address == delivery.address,
+                  transfer.targets.contains(where: { $0 === target }) else {
+                delivery.finished = true  // gone, removed or attached again: a later transfer serves it
+                continue
             }
-            // The state of a match's start is frame 0's: its checksums count (from every peer).
-            if target.slot > 0, transfer.reason != .matchStart {
-                resyncedAt[target.slot - 1] = max(resyncedAt[target.slot - 1], frame + 1)
+            while delivery.nextChunk < transfer.chunks.count {
+                let chunk = transfer.chunks[delivery.nextChunk]
+                let size = UInt64(chunk.data.count)
+                let outstanding = delivery.sentBytes - delivery.acknowledgedBytes
+                if delivery.paced, outstanding > 0, outstanding + size > window { break }
+                if outstanding == 0 { delivery.lastProgressMs = now }  // its acknowledgements are due from now
+                send(.stateChunk(chunk), to: target, now: now)
+                delivery.nextChunk += 1
+                delivery.sentBytes += size
+                guard chunk.last else { continue }
+                delivery.finished = true
+                served = true
+                if let frame = transfer.frame { received(transfer, frame: frame, by: target, now: now) }
             }
         }
-        if transfer.reason == .restart { restartTransferEnded(transfer, frame: frame) }
+        // Ends once the state is whole and every target got it or left (a reference still sending
+        // to nobody finishes, or times out).
+        guard self.transfer === transfer, transfer.complete, transfer.deliveries.allSatisfy(\.finished) else {
+            if served { deliverConfirmed(now: now) }
+            return
+        }
+        self.transfer = nil
+        if transfer.reason == .restart { restartTransferEnded(transfer, frame: transfer.frame) }
         deliverConfirmed(now: now)
+    }
+
+    /// `target` was sent the whole state of `frame`: it runs from there.
+    private func received(_ transfer: ActiveTransfer, frame: Int, by target: RelayPeer, now: UInt64) {
+        if target.awaitingTransfer != nil {
+            target.awaitingTransfer = nil
+            target.firstFrame = frame
+            target.sentFrames = frame
+            target.awaitedFrame = frame
+            target.rttProbe = nil
+            target.lastAuthoritativeSendMs = now
+        }
+        // The state of a match's start is frame 0's: its checksums count (from every peer).
+        if target.slot > 0, transfer.reason != .matchStart {
+            resyncedAt[target.slot - 1] = max(resyncedAt[target.slot - 1], frame + 1)
+        }
     }
 
     /// How many times a participant that could not load a transferred state gets another one.
@@ -161,9 +282,14 @@ extension RelaySession {
 
     /// A target reports the outcome of a transfer.
     func receive(_ ack: StateTransferAck, from participant: RelayPeer, now: UInt64) {
+        if !ack.loaded, ack.error.isEmpty {
+            receiveProgress(ack, from: participant, now: now)
+            return
+        }
         if receiveStartStateAck(ack, from: participant, now: now) { return }
         if ack.loaded {
             participant.failedLoads = 0
+            participant.stalledTransfers = 0
             if transferReasons.removeValue(forKey: ack.transferId) == .desync { resyncs += 1 }
         } else if !ack.error.isEmpty {
             participant.failedLoads += 1
@@ -178,5 +304,16 @@ extension RelaySession {
                 participant.awaitingReason = transferReasons[ack.transferId] ?? .reconnect
             }
         }
+    }
+
+    /// A target acknowledges the bytes it received so far: its window moves on.
+    private func receiveProgress(_ ack: StateTransferAck, from participant: RelayPeer, now: UInt64) {
+        guard let transfer, transfer.id == ack.transferId,
+              let delivery = transfer.deliveries.first(where: { $0.peer === participant && !$0.finished }) else { return }
+        let acknowledged = min(ack.receivedBytes, delivery.sentBytes)
+        guard acknowledged > delivery.acknowledgedBytes else { return }
+        delivery.acknowledgedBytes = acknowledged
+        delivery.lastProgressMs = now
+        pump(transfer, now: now)
     }
 }

@@ -35,6 +35,9 @@ public struct SyncOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Connections one participant may hold, carrying the same inputs (env NETPLAY_MAX_PATHS, default 4, 1 ... 16; each is sent every input broadcast).", valueName: "n"))
     public var maxPaths: Int?
 
+    @Option(help: ArgumentHelp("Bytes of a state transfer sent to a participant beyond what it acknowledged (env NETPLAY_TRANSFER_WINDOW, default 1048576, 256 ... 67108864): what one that stops reading can leave queued here; chunks are at most a quarter of it.", valueName: "bytes"))
+    public var transferWindow: Int?
+
     @Flag(help: "Write no replay files.")
     public var noReplays = false
 
@@ -108,6 +111,8 @@ public struct SyncOptions: ParsableArguments, Sendable {
         let paths = setting.text(maxPaths.map(String.init), "NETPLAY_MAX_PATHS", default: String(relay.maxPathsPerParticipant))
         guard let pathsValue = Int(paths) else { throw ValidationError("--max-paths must be a number, got '\(paths)'") }
         relay.maxPathsPerParticipant = pathsValue
+        relay.transferWindowBytes = try setting.integer(transferWindow, "NETPLAY_TRANSFER_WINDOW", name: "--transfer-window",
+                                                        default: relay.transferWindowBytes, range: 256 ... 64 << 20)
         relay.replayDirectory = noReplays ? nil : service.dataDirectory.appendingPathComponent("replays")
         let retroArch = try resolveRetroArch(setting, advertised: advertised.isEmpty ? service.endpoint : advertised)
         if let problem = relay.validationError() { throw ValidationError(problem) }

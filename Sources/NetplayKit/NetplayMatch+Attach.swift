@@ -15,7 +15,7 @@ extension NetplayMatch {
     func sendAttach(now: UInt64, attempt: Int) {
         let resume = attachedOnce
         attachRequestId = takeRequestId()
-        let request = AttachRequest(ticket: admission.ticket, protocolVersion: 1, clientVersion: options.clientVersion,
+        let request = AttachRequest(ticket: admission.ticket, protocolVersion: SyncProtocol.current, clientVersion: options.clientVersion,
                                     resume: resume, confirmedFrames: UInt32(resume ? confirmedFrames : 0),
                                     firstUnackedFrame: UInt32(max(ownNewest + 1, 0)), content: options.content,
                                     gameOptions: Array(options.gameOptions.prefix(4096)),
@@ -77,6 +77,7 @@ extension NetplayMatch {
                              backoff: options.backoff, attachTimeoutMs: options.attachTimeoutMs, now: now)
         }
         params = response.params
+        relayPacesTransfers = SyncProtocol.version(response.protocolVersion) >= SyncProtocol.pacedStateTransfers
         slot = Int(response.slot)
         peers = response.peers
         if wasAttached, case .attaching = phase { note(.reconnected) }

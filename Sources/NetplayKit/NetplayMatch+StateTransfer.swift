@@ -71,7 +71,14 @@ extension NetplayMatch {
         guard var current = assembly, UInt64(current.bytes.count) == chunk.offset else { return }
         current.bytes += chunk.data
         assembly = current
-        guard chunk.last else { return }
+        guard chunk.last else {
+            // The relay sends the next chunks once these are acknowledged.
+            if relayPacesTransfers {
+                link.send(.stateTransferAck(StateTransferAck(transferId: current.transferId,
+                                                             receivedBytes: UInt64(current.bytes.count))), now: now)
+            }
+            return
+        }
         assembly = nil
         guard let state = G.decode(current.bytes) else {
             link.send(.stateTransferAck(StateTransferAck(transferId: current.transferId, receivedBytes: UInt64(current.bytes.count),

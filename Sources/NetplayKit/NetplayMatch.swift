@@ -137,6 +137,10 @@ public final class NetplayMatch<G: SerializableGame> {
     var ownNewest = -1
 
     // State transfers.
+    /// Whether the relay paces the chunks it sends by this peer's progress acknowledgements
+    /// (its attach reply named sync protocol 2 or later): then each chunk but the last is
+    /// acknowledged.
+    var relayPacesTransfers = false
     var assembly: Assembly?
     var pendingLoad: PendingLoad?
     var alignedState: ConfirmedState<G.State>?

@@ -223,7 +223,7 @@ final class RelayLink {
                 }
                 // Sent directly (not through the simulated delay): a fresh connection takes
                 // nothing until it is up (ZMQ_IMMEDIATE), so the attach waits for it here.
-                let request = AttachRequest(ticket: ticket, protocolVersion: 1, clientVersion: clientVersion,
+                let request = AttachRequest(ticket: ticket, protocolVersion: SyncProtocol.current, clientVersion: clientVersion,
                                             resume: true, additionalPath: true)
                 if transmit(Envelope(requestId: nextRequestId + 1, body: .attachRequest(request)), on: index) {
                     nextRequestId += 1

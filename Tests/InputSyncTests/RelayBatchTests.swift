@@ -181,7 +181,7 @@ struct RelayBatchTests {
                                           relayId: "sync-batch", relayEndpoint: service.endpoint, params: params,
                                           name: "player \(slot)", ttlMs: 60_000)
             _ = try socket.send(try Envelope(requestId: UInt64(slot), body: .attachRequest(
-                AttachRequest(ticket: ticket, protocolVersion: 1))).encoded())
+                AttachRequest(ticket: ticket, protocolVersion: SyncProtocol.current))).encoded())
             players.append(socket)
         }
         defer { for socket in players { socket.close() } }

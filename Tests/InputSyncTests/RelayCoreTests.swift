@@ -51,29 +51,29 @@ struct RelayCoreTests {
         let rig = RelayRig()
         var forged = rig.ticket(slot: 1)
         forged.slot = 2
-        #expect(throws: ServiceError.self) { try rig.send(.attachRequest(AttachRequest(ticket: forged, protocolVersion: 1)), from: a) }
+        #expect(throws: ServiceError.self) { try rig.send(.attachRequest(AttachRequest(ticket: forged, protocolVersion: SyncProtocol.current)), from: a) }
         do {
-            try rig.send(.attachRequest(AttachRequest(ticket: forged, protocolVersion: 1)), from: a)
+            try rig.send(.attachRequest(AttachRequest(ticket: forged, protocolVersion: SyncProtocol.current)), from: a)
         } catch {
             #expect(error.code == .ticketInvalid)
         }
         let expired = rig.ticket(slot: 1, ttlMs: 1, issuedAt: UnixTime.nowMs() - 10_000)
         do {
-            try rig.send(.attachRequest(AttachRequest(ticket: expired, protocolVersion: 1)), from: a)
+            try rig.send(.attachRequest(AttachRequest(ticket: expired, protocolVersion: SyncProtocol.current)), from: a)
             Issue.record("expired ticket admitted")
         } catch {
             #expect(error.code == .ticketExpired)
         }
         let elsewhere = rig.ticket(slot: 1, relay: "sync-9")
         do {
-            try rig.send(.attachRequest(AttachRequest(ticket: elsewhere, protocolVersion: 1)), from: a)
+            try rig.send(.attachRequest(AttachRequest(ticket: elsewhere, protocolVersion: SyncProtocol.current)), from: a)
             Issue.record("ticket for another relay admitted")
         } catch {
             #expect(error.code == .ticketInvalid)
         }
         let otherKey = try JoinTicketSigner(keyRing: TicketKeyRing.generate()).sign(rig.ticket(slot: 1))
         do {
-            try rig.send(.attachRequest(AttachRequest(ticket: otherKey, protocolVersion: 1)), from: a)
+            try rig.send(.attachRequest(AttachRequest(ticket: otherKey, protocolVersion: SyncProtocol.current)), from: a)
             Issue.record("ticket signed with another secret admitted")
         } catch {
             #expect(error.code == .ticketInvalid)

@@ -29,7 +29,7 @@ struct RelayFuzzTests {
             .chatMessage(ChatMessage(text: "hi")),
             .peerStats(NetplayWire.PeerStats(slot: 1, pingMs: 50)),
             .startSessionRequest(StartSessionRequest(sessionId: rig.sessionId, participantId: "p1", participantToken: [1])),
-            .attachRequest(AttachRequest(ticket: rig.ticket(slot: 2), protocolVersion: 1)),
+            .attachRequest(AttachRequest(ticket: rig.ticket(slot: 2), protocolVersion: SyncProtocol.current)),
         ]
         var random = SeededRandom(seed: 0xF022)
         var errors = 0

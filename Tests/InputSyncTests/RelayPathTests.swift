@@ -28,7 +28,7 @@ struct RelayPathTests {
     func attachPath(_ rig: RelayRig, _ peer: PeerAddress, slot: Int, role: Role = .player,
                     participant: String? = nil) throws(ServiceError) -> AttachResponse? {
         try rig.send(.attachRequest(AttachRequest(ticket: rig.ticket(slot: slot, role: role, participant: participant),
-                                                  protocolVersion: 1, additionalPath: true)), from: peer)?.attachResponse
+                                                  protocolVersion: SyncProtocol.current, additionalPath: true)), from: peer)?.attachResponse
     }
 
     func code(_ body: () throws -> Void) -> ErrorCode? {

@@ -17,7 +17,7 @@ struct RelayStartStateTests {
     @discardableResult
     func attach(_ rig: RelayRig, _ peer: PeerAddress, slot: Int, role: Role = .player, participant: String? = nil,
                 fromHostState: Bool = false) throws -> AttachResponse {
-        let request = AttachRequest(ticket: rig.ticket(slot: slot, role: role, participant: participant), protocolVersion: 1,
+        let request = AttachRequest(ticket: rig.ticket(slot: slot, role: role, participant: participant), protocolVersion: SyncProtocol.current,
                                     startFromHostState: fromHostState)
         guard case .attachResponse(let response)? = try rig.send(.attachRequest(request), from: peer) else {
             fatalError("no attach response")

@@ -68,7 +68,7 @@ struct RelayStartSyncTests {
         // Every round trip is measured within ~100 ms, but a's second connection is not attached.
         let early = try answerPings(rig, rttA: 20, rttB: 20, forMs: 600)
         #expect(!early.a.contains { $0.attachResponse?.running == true }, "the start waits for a's second path")
-        let path = try rig.send(.attachRequest(AttachRequest(ticket: rig.ticket(slot: 1), protocolVersion: 1, additionalPath: true)), from: a2)
+        let path = try rig.send(.attachRequest(AttachRequest(ticket: rig.ticket(slot: 1), protocolVersion: SyncProtocol.current, additionalPath: true)), from: a2)
         #expect(path?.attachResponse?.running == false)
         rig.advance(ms: 8)
         #expect(rig.transport.take(a).contains { $0.attachResponse?.running == true })

@@ -59,7 +59,7 @@ struct RelayTimerSliceTests {
                                           relayId: "sync-test", relayEndpoint: "tcp://127.0.0.1:1", params: rig.params,
                                           name: "p1", ttlMs: 60_000)
             let peer = RelayRig.address("slice-peer-\(index)")
-            _ = try rig.core.handle(Envelope(body: .attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1))),
+            _ = try rig.core.handle(Envelope(body: .attachRequest(AttachRequest(ticket: ticket, protocolVersion: SyncProtocol.current))),
                                     from: peer, now: rig.now)
             peers.append(peer)
         }
@@ -121,7 +121,7 @@ struct RelayTimerSlicingTests {
             let ticket = try signer.issue(sessionId: "s-\(index)", participantId: "p1", role: .player, slot: 1,
                                           relayId: "sync-slices", relayEndpoint: service.endpoint, params: params,
                                           name: "player", ttlMs: 60_000)
-            guard case .attachResponse = try client.request(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1))) else {
+            guard case .attachResponse = try client.request(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: SyncProtocol.current))) else {
                 Issue.record("attach \(index) refused")
                 return
             }

@@ -133,7 +133,7 @@ struct RelayTrustTests {
             let rig = RelayRig()
             let mallorysTicket = rig.ticket(slot: 2, participant: "p-mallory")
             _ = try rig.attach(a, slot: 1, participant: "h-host")
-            _ = try rig.send(.attachRequest(AttachRequest(ticket: mallorysTicket, protocolVersion: 1)), from: b)
+            _ = try rig.send(.attachRequest(AttachRequest(ticket: mallorysTicket, protocolVersion: SyncProtocol.current)), from: b)
             if leavesAtTheCoordinator {
                 try rig.send(.disconnectPeerRequest(DisconnectPeerRequest(sessionId: rig.sessionId, participantId: "p-mallory",
                                                                           reason: .leaving, message: "left the session")),
@@ -145,7 +145,7 @@ struct RelayTrustTests {
             #expect(victim.slot == 2)
             for resume in [false, true] {
                 do {
-                    try rig.send(.attachRequest(AttachRequest(ticket: mallorysTicket, protocolVersion: 1, resume: resume)), from: b)
+                    try rig.send(.attachRequest(AttachRequest(ticket: mallorysTicket, protocolVersion: SyncProtocol.current, resume: resume)), from: b)
                     Issue.record("the old ticket took the slot back (resume \(resume), left at the coordinator \(leavesAtTheCoordinator))")
                 } catch {
                     #expect(error.code == .permissionDenied && error.message.contains("You left this session"))
@@ -162,7 +162,7 @@ struct RelayTrustTests {
                                  from: RelayRig.address("coordinator"))
         #expect(reply == .ack(Ack(detail: "revoked")))
         #expect(throws: ServiceError.self) {
-            try rig.send(.attachRequest(AttachRequest(ticket: rig.ticket(slot: 2, participant: "p-never"), protocolVersion: 1)), from: b)
+            try rig.send(.attachRequest(AttachRequest(ticket: rig.ticket(slot: 2, participant: "p-never"), protocolVersion: SyncProtocol.current)), from: b)
         }
         // Another reason for a participant this relay does not know is still NOT_FOUND.
         let unknown = #expect(throws: ServiceError.self) {
@@ -176,7 +176,7 @@ struct RelayTrustTests {
         let rig = RelayRig()
         let kickedTicket = rig.ticket(slot: 2, participant: "p-kicked")
         _ = try rig.attach(a, slot: 1, participant: "h-host")
-        _ = try rig.send(.attachRequest(AttachRequest(ticket: kickedTicket, protocolVersion: 1)), from: b)
+        _ = try rig.send(.attachRequest(AttachRequest(ticket: kickedTicket, protocolVersion: SyncProtocol.current)), from: b)
         let coordinator = RelayRig.address("coordinator")
         try rig.send(.disconnectPeerRequest(DisconnectPeerRequest(sessionId: rig.sessionId, participantId: "p-kicked",
                                                                   reason: .kicked, message: "banned by the host")),
@@ -185,7 +185,7 @@ struct RelayTrustTests {
         // Back with the old ticket, fresh or resuming, from the old or a new connection: refused.
         for (peer, resume) in [(b, false), (b, true), (c, false), (c, true)] {
             do {
-                try rig.send(.attachRequest(AttachRequest(ticket: kickedTicket, protocolVersion: 1, resume: resume)), from: peer)
+                try rig.send(.attachRequest(AttachRequest(ticket: kickedTicket, protocolVersion: SyncProtocol.current, resume: resume)), from: peer)
                 Issue.record("the kicked participant attached again (resume \(resume))")
             } catch {
                 #expect(error.code == .permissionDenied)
@@ -202,7 +202,7 @@ struct RelayTrustTests {
         try rig.send(.closeRelaySessionRequest(CloseRelaySessionRequest(sessionId: rig.sessionId)), from: coordinator)
         rig.advance(ms: 8)
         do {
-            try rig.send(.attachRequest(AttachRequest(ticket: kickedTicket, protocolVersion: 1)), from: b)
+            try rig.send(.attachRequest(AttachRequest(ticket: kickedTicket, protocolVersion: SyncProtocol.current)), from: b)
             Issue.record("the kicked participant opened the session again")
         } catch {
             #expect(error.code == .permissionDenied)
@@ -227,7 +227,7 @@ struct RelayTrustTests {
         // coordinator seats a new participant, with a ticket of its own) is not barred.
         let rig = RelayRig()
         _ = try rig.attach(a, slot: 1, participant: "h-host")
-        _ = try rig.send(.attachRequest(AttachRequest(ticket: rig.ticket(slot: 2, participant: "p-guest"), protocolVersion: 1)), from: b)
+        _ = try rig.send(.attachRequest(AttachRequest(ticket: rig.ticket(slot: 2, participant: "p-guest"), protocolVersion: SyncProtocol.current)), from: b)
         try rig.send(.detach(Detach(reason: .leaving)), from: b)
         let back = try rig.attach(b, slot: 2, participant: "p-guest-again")
         #expect(back.slot == 2)

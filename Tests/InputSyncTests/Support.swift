@@ -116,12 +116,13 @@ final class RelayRig {
     }
 
     @discardableResult
-    /// Attaches `peer`; with `resume`, it holds confirmed frames `historyFrom ..< confirmed`
-    /// (by default none it could resend).
+    /// Attaches `peer` (speaking `protocolVersion`); with `resume`, it holds confirmed frames
+    /// `historyFrom ..< confirmed` (by default none it could resend).
     func attach(_ peer: PeerAddress, slot: Int, role: Role = .player, resume: Bool = false, confirmed: Int = 0,
-                historyFrom: Int? = nil, participant: String? = nil, paths: Int = 1) throws(ServiceError) -> AttachResponse {
+                historyFrom: Int? = nil, participant: String? = nil, paths: Int = 1,
+                protocolVersion: UInt32 = SyncProtocol.current) throws(ServiceError) -> AttachResponse {
         let body = try send(.attachRequest(AttachRequest(ticket: ticket(slot: slot, role: role, participant: participant),
-                                                         protocolVersion: 1, resume: resume,
+                                                         protocolVersion: protocolVersion, resume: resume,
                                                          confirmedFrames: UInt32(confirmed),
                                                          historyFromFrame: UInt32(historyFrom ?? confirmed),
                                                          paths: UInt32(paths))), from: peer)

@@ -37,6 +37,16 @@ struct SyncOptionsTests {
         #expect(resolved.coordinator == nil && resolved.relay.replayDirectory == nil)
     }
 
+    @Test func theTransferWindowComesFromTheFlagOrTheEnvironment() throws {
+        #expect(try resolve(["--cluster-secret", Self.secret]).relay.transferWindowBytes == 1 << 20)
+        #expect(try resolve(["--cluster-secret", Self.secret], environment: ["NETPLAY_TRANSFER_WINDOW": "4096"])
+                .relay.transferWindowBytes == 4096)
+        #expect(try resolve(["--cluster-secret", Self.secret, "--transfer-window", "256"],
+                            environment: ["NETPLAY_TRANSFER_WINDOW": "4096"]).relay.transferWindowBytes == 256)
+        #expect(message { try resolve(["--cluster-secret", Self.secret, "--transfer-window", "100"]) }
+                == "--transfer-window must be a whole number from 256 to 67108864, got '100'")
+    }
+
     @Test func theClusterSecretIsFoundBesideTheDataDirectory() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-sync-options-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }

@@ -11,11 +11,12 @@ final class PlayCluster: TestCluster, @unchecked Sendable {
     static let secret = String(repeating: "a7", count: 32)
 
     /// `curveSecretKey` (Z85): every service encrypts its public endpoint with it
-    /// (NETPLAY_CURVE_SECRET_KEY); nil: plain.
-    init(curveSecretKey: String? = nil) throws {
+    /// (NETPLAY_CURVE_SECRET_KEY); nil: plain. `relayArguments`: netplay-sync's own flags.
+    init(curveSecretKey: String? = nil, relayArguments: [String] = []) throws {
         var options = Options(secret: Self.secret)
         options.name = "play"
         options.coordinatorArguments = ["--password-cost", "minimum", "--relay-refresh-interval", "0.5"]
+        options.relayArguments = relayArguments
         options.curveSecretKey = curveSecretKey
         try super.init(options)
     }

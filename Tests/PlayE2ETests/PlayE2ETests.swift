@@ -163,7 +163,7 @@ struct PlayE2ETests {
         let alice = try BlockingClient(endpoint: cluster.relayEndpoint, timeout: 5)
         let bob = try BlockingClient(endpoint: cluster.relayEndpoint, timeout: 5)
         for (client, ticket) in [(alice, hostTicket), (bob, bobTicket)] {
-            guard case .attachResponse = try client.requestEnvelope(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1))).body else {
+            guard case .attachResponse = try client.requestEnvelope(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: SyncProtocol.current))).body else {
                 Issue.record("attach refused for \(ticket.name)")
                 return
             }
@@ -209,7 +209,7 @@ struct PlayE2ETests {
         let ticket = try #require(try cluster.createSession(room: "tickets", maxPlayers: 2, coordinator: coordinator).ticket)
         let relay = try BlockingClient(endpoint: cluster.relayEndpoint, timeout: 3)
         func attach(_ ticket: JoinTicket) throws -> Envelope {
-            try relay.requestEnvelope(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1)))
+            try relay.requestEnvelope(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: SyncProtocol.current)))
         }
         // Forged: a genuine ticket with its slot changed, and one signed with another secret.
         var altered = ticket

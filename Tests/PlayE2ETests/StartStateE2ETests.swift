@@ -6,12 +6,16 @@ import Testing
 /// others join into its state, before frame 0; the host restarts the match from its state.
 @Suite("Start a match from the host's state", .ownThread)
 struct StartStateE2ETests {
+    static let smallestWindow = ["--transfer-window", "256"]
+
     /// A host warmed up 500 frames, two joiners and a spectator from their boot: all load the
     /// host's state before frame 0 and finish with the same checksum, which the relay's replay
-    /// (from the host's state it recorded) reproduces.
+    /// (from the host's state it recorded) reproduces. The relay's transfer window is the
+    /// smallest it takes (256 bytes, chunks of 64): the arena's 344-byte state reaches each
+    /// only as NetplayKit acknowledges its chunks.
     @Test(.timeLimit(.minutes(4)))
     func joinersAndASpectatorStartFromTheWarmedHostsState() throws {
-        let cluster = try PlayCluster()
+        let cluster = try PlayCluster(relayArguments: Self.smallestWindow)
         let room = "warm", frames = 1200
         let host = try cluster.peer("host", ["--players", "3", "--warmup-frames", "500"] + Match.host
                                         + Match.common(room: room, frames: frames, seed: 51))
@@ -37,11 +41,11 @@ struct StartStateE2ETests {
     }
 
     /// The host restarts the match mid-way from the state it began from: the joiner and the
-    /// spectator load it at the restart's frame, all three still agree at the end, and the
-    /// relay's replay of the match after the restart reproduces it.
+    /// spectator load it at the restart's frame (paced, as above), all three still agree at the
+    /// end, and the relay's replay of the match after the restart reproduces it.
     @Test(.timeLimit(.minutes(4)))
     func theHostRestartsTheMatchFromItsState() throws {
-        let cluster = try PlayCluster()
+        let cluster = try PlayCluster(relayArguments: Self.smallestWindow)
         let room = "restart", frames = 1200
         let host = try cluster.peer("host", ["--players", "2", "--warmup-frames", "300", "--restart-at", "600"] + Match.host
                                         + Match.common(room: room, frames: frames, seed: 61))

@@ -52,7 +52,7 @@ struct AttachedHost {
         session = try #require(created, "no session could be created")
         let ticket = try #require(session.ticket)
         relay = try BlockingClient(endpoint: ticket.relayEndpoint, timeout: 2)
-        guard case .attachResponse = try relay.request(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1, content: nes))) else {
+        guard case .attachResponse = try relay.request(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: SyncProtocol.current, content: nes))) else {
             throw HarnessError("attach failed")
         }
     }
@@ -294,7 +294,7 @@ struct ThreatModelTests {
         }
         let ticket = try #require(joined.ticket)
         let player = try BlockingClient(endpoint: ticket.relayEndpoint, timeout: 2)
-        guard case .attachResponse = try player.request(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1, content: nes))) else {
+        guard case .attachResponse = try player.request(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: SyncProtocol.current, content: nes))) else {
             Issue.record("attach failed"); return
         }
         _ = try coordinator.request(.kickParticipantRequest(KickParticipantRequest(
@@ -304,7 +304,7 @@ struct ThreatModelTests {
         var refused: ErrorCode?
         _ = eventually(within: 5) {
             let again = try? BlockingClient(endpoint: ticket.relayEndpoint, timeout: 2)
-            refused = again.flatMap { refusal($0, .attachRequest(AttachRequest(ticket: ticket, protocolVersion: 1, content: nes))) }
+            refused = again.flatMap { refusal($0, .attachRequest(AttachRequest(ticket: ticket, protocolVersion: SyncProtocol.current, content: nes))) }
             return refused != nil
         }
         #expect(refused == .permissionDenied, "re-attach with the old ticket: \(String(describing: refused))")

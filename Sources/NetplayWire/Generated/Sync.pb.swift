@@ -252,7 +252,8 @@ public enum PeerEventKind: Int32, Sendable, Hashable, CaseIterable, CustomString
 public struct AttachRequest: Sendable, Hashable {
     /// The coordinator's ticket.
     public var ticket: JoinTicket
-    /// Sync protocol version of the peer, currently 1.
+    /// Sync protocol version of the peer, currently 2 (2: it acknowledges the progress of a state
+    /// transfer it receives, see StateTransferAck; 0 counts as 1).
     public var protocolVersion: UInt32
     /// Client software, e.g. "netplay-peer 0.1".
     public var clientVersion: String
@@ -378,6 +379,10 @@ public struct AttachResponse: Sendable, Hashable {
     /// With running, at a fresh start: wait this long before simulating the first frame, so every
     /// player starts at the same moment (the relay measured each player's round trip first).
     public var startDelayUs: UInt32
+    /// The relay's sync protocol version (0: 1, a relay from before it was sent). From 2 the relay
+    /// paces the StateChunks it sends a peer of protocol 2 by that peer's progress
+    /// acknowledgements (StateTransferAck), and the peer sends them.
+    public var protocolVersion: UInt32
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -394,7 +399,8 @@ public struct AttachResponse: Sendable, Hashable {
         awaitedInputFrame: UInt32 = 0,
         recovering: Bool = false,
         transferId: UInt32 = 0,
-        startDelayUs: UInt32 = 0
+        startDelayUs: UInt32 = 0,
+        protocolVersion: UInt32 = 0
     ) {
         self.sessionId = sessionId
         self.role = role
@@ -410,6 +416,7 @@ public struct AttachResponse: Sendable, Hashable {
         self.recovering = recovering
         self.transferId = transferId
         self.startDelayUs = startDelayUs
+        self.protocolVersion = protocolVersion
     }
 }
 
@@ -654,7 +661,10 @@ public struct StateChunk: Sendable, Hashable {
     }
 }
 
-/// A receiving peer reports the transfer's outcome (replied with nothing).
+/// A receiving peer reports the transfer's outcome (replied with nothing). Between relay and peer
+/// of protocol 2 it also reports progress: after each chunk but the last, an acknowledgement with
+/// loaded false and no error; the relay sends a peer at most a window of bytes beyond the ones it
+/// acknowledged.
 public struct StateTransferAck: Sendable, Hashable {
     /// The transfer.
     public var transferId: UInt32
@@ -1312,6 +1322,7 @@ extension AttachResponse: WireMessage, _CMessage {
         c.pointee.recovering = self.recovering ? 1 : 0
         c.pointee.transfer_id = self.transferId
         c.pointee.start_delay_us = self.startDelayUs
+        c.pointee.protocol_version = self.protocolVersion
     }
 
     init(_c c: UnsafePointer<Netplay__V1__AttachResponse>) throws(WireError) {
@@ -1343,6 +1354,7 @@ extension AttachResponse: WireMessage, _CMessage {
         self.recovering = c.pointee.recovering != 0
         self.transferId = c.pointee.transfer_id
         self.startDelayUs = c.pointee.start_delay_us
+        self.protocolVersion = c.pointee.protocol_version
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -1363,6 +1375,7 @@ extension AttachResponse: WireMessage, _CMessage {
         w.key("recovering"); w.bool(self.recovering)
         w.key("transferId"); w.integer(self.transferId)
         w.key("startDelayUs"); w.integer(self.startDelayUs)
+        w.key("protocolVersion"); w.integer(self.protocolVersion)
         w.close()
     }
 }

@@ -1101,7 +1101,8 @@ extension AttachResponse {
             awaitedInputFrame: 4000000011,
             recovering: true,
             transferId: 4000000013,
-            startDelayUs: 4000000014
+            startDelayUs: 4000000014,
+            protocolVersion: 4000000015
         )
     }
 }

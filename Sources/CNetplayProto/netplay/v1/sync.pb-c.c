@@ -1448,7 +1448,7 @@ const ProtobufCMessageDescriptor netplay__v1__peer_info__descriptor =
   (ProtobufCMessageInit) netplay__v1__peer_info__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__attach_response__field_descriptors[14] =
+static const ProtobufCFieldDescriptor netplay__v1__attach_response__field_descriptors[15] =
 {
   {
     "session_id",
@@ -1618,12 +1618,25 @@ static const ProtobufCFieldDescriptor netplay__v1__attach_response__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "protocol_version",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__AttachResponse, protocol_version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__attach_response__field_indices_by_name[] = {
   10,   /* field[10] = awaited_input_frame */
   5,   /* field[5] = confirmed_frames */
   3,   /* field[3] = params */
   6,   /* field[6] = peers */
+  14,   /* field[14] = protocol_version */
   11,   /* field[11] = recovering */
   8,   /* field[8] = relay_id */
   1,   /* field[1] = role */
@@ -1638,7 +1651,7 @@ static const unsigned netplay__v1__attach_response__field_indices_by_name[] = {
 static const ProtobufCIntRange netplay__v1__attach_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 14 }
+  { 0, 15 }
 };
 const ProtobufCMessageDescriptor netplay__v1__attach_response__descriptor =
 {
@@ -1648,7 +1661,7 @@ const ProtobufCMessageDescriptor netplay__v1__attach_response__descriptor =
   "Netplay__V1__AttachResponse",
   "netplay.v1",
   sizeof(Netplay__V1__AttachResponse),
-  14,
+  15,
   netplay__v1__attach_response__field_descriptors,
   netplay__v1__attach_response__field_indices_by_name,
   1,  netplay__v1__attach_response__number_ranges,

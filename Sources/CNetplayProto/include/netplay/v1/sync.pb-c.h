@@ -196,7 +196,8 @@ struct  Netplay__V1__AttachRequest
    */
   Netplay__V1__JoinTicket *ticket;
   /*
-   * Sync protocol version of the peer, currently 1.
+   * Sync protocol version of the peer, currently 2 (2: it acknowledges the progress of a state
+   * transfer it receives, see StateTransferAck; 0 counts as 1).
    */
   uint32_t protocol_version;
   /*
@@ -354,10 +355,16 @@ struct  Netplay__V1__AttachResponse
    * player starts at the same moment (the relay measured each player's round trip first).
    */
   uint32_t start_delay_us;
+  /*
+   * The relay's sync protocol version (0: 1, a relay from before it was sent). From 2 the relay
+   * paces the StateChunks it sends a peer of protocol 2 by that peer's progress
+   * acknowledgements (StateTransferAck), and the peer sends them.
+   */
+  uint32_t protocol_version;
 };
 #define NETPLAY__V1__ATTACH_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__attach_response__descriptor) \
-    , (char *)protobuf_c_empty_string, NETPLAY__V1__ROLE__ROLE_UNSPECIFIED, 0, NULL, 0, 0, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, NETPLAY__V1__ROLE__ROLE_UNSPECIFIED, 0, NULL, 0, 0, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0 }
 
 
 /*
@@ -646,7 +653,10 @@ struct  Netplay__V1__StateChunk
 
 
 /*
- * A receiving peer reports the transfer's outcome (replied with nothing).
+ * A receiving peer reports the transfer's outcome (replied with nothing). Between relay and peer
+ * of protocol 2 it also reports progress: after each chunk but the last, an acknowledgement with
+ * loaded false and no error; the relay sends a peer at most a window of bytes beyond the ones it
+ * acknowledged.
  */
 struct  Netplay__V1__StateTransferAck
 {

@@ -1,0 +1,191 @@
+import Foundation
+import NetplayService
+import NetplayWire
+import Testing
+@testable import InputSync
+import NetplayTestSupport
+
+/// A state transfer's targets are sent chunks as fast as each acknowledges them, so that a
+/// target that stops reading costs the relay a window, not a copy of the state.
+@Suite("Relay: state transfers paced by their targets", .ownThread)
+struct RelayTransferPacingTests {
+    let a = RelayRig.address("peer-a")
+    let b = RelayRig.address("peer-b")
+    /// Chunks of 100 bytes, a window of 300.
+    static let chunk = 100
+    static let window = 300
+    /// Short, so that the fake players stay within their liveness while transfers time out.
+    static let timeoutMs = 200
+
+    /// A running pair that played 100 frames, on a relay with a 300-byte window and a history
+    /// short enough that late joiners need a state.
+    func runningMatch() throws -> RelayRig {
+        let rig = RelayRig(maxSpectators: 40) {
+            $0.lateJoinReplayLimit = 20
+            $0.transferWindowBytes = Self.window
+            $0.transferTimeoutMs = Self.timeoutMs
+        }
+        _ = try rig.attach(a, slot: 1)
+        _ = try rig.attach(b, slot: 2)
+        for frame in 0 ..< 100 {
+            try rig.batch(a, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        _ = rig.transport.take(a)
+        _ = rig.transport.take(b)
+        return rig
+    }
+
+    /// The state request the reference got (after a timer tick).
+    func request(_ rig: RelayRig) throws -> StateRequest {
+        rig.advance(ms: 8)
+        return try #require(rig.transport.take(a).compactMap { body -> StateRequest? in
+            if case .stateRequest(let request) = body { return request }
+            return nil
+        }.first)
+    }
+
+    /// The reference sends a state of `chunks` chunks at once, as NetplayKit does.
+    func serve(_ rig: RelayRig, _ request: StateRequest, chunks: Int) throws {
+        let total = chunks * Self.chunk
+        for index in 0 ..< chunks {
+            try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 90, offset: UInt64(index * Self.chunk),
+                                                totalSize: UInt64(total), data: Array(repeating: UInt8(index), count: Self.chunk),
+                                                checksum: 5, last: index == chunks - 1)), from: a)
+        }
+    }
+
+    func chunks(_ rig: RelayRig, to peer: PeerAddress) -> [StateChunk] {
+        rig.transport.take(peer).compactMap { body -> StateChunk? in
+            if case .stateChunk(let chunk) = body { return chunk }
+            return nil
+        }
+    }
+
+    func acknowledge(_ rig: RelayRig, _ request: StateRequest, bytes: Int, from peer: PeerAddress) throws {
+        try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, receivedBytes: UInt64(bytes))), from: peer)
+    }
+
+    @Test func aTargetGetsAWindowAtATimeAndTheRestAsItAcknowledges() throws {
+        let rig = try runningMatch()
+        let joiner = RelayRig.address("late")
+        let welcome = try rig.attach(joiner, slot: 0, role: .spectator)
+        #expect(welcome.stateFollows)
+        #expect(welcome.protocolVersion == SyncProtocol.current)
+        _ = rig.transport.take(joiner)
+        let request = try request(rig)
+        try serve(rig, request, chunks: 10)
+        // A window's worth, nothing more, however long it waits.
+        #expect(chunks(rig, to: joiner).map(\.offset) == [0, 100, 200])
+        rig.advance(ms: UInt64(Self.timeoutMs) / 2)
+        #expect(chunks(rig, to: joiner).isEmpty)
+        // Each acknowledgement moves the window on; a stale or inflated one moves it no further
+        // than what was sent.
+        try acknowledge(rig, request, bytes: 100, from: joiner)
+        #expect(chunks(rig, to: joiner).map(\.offset) == [300])
+        try acknowledge(rig, request, bytes: 50, from: joiner)
+        #expect(chunks(rig, to: joiner).isEmpty)
+        try acknowledge(rig, request, bytes: 1_000_000, from: joiner)
+        #expect(chunks(rig, to: joiner).map(\.offset) == [400, 500, 600])
+        try acknowledge(rig, request, bytes: 700, from: joiner)
+        // With the last chunk it runs from the state's frame: the inputs from 90 follow it.
+        let rest = rig.transport.take(joiner)
+        let offsets = rest.compactMap { body -> UInt64? in if case .stateChunk(let chunk) = body { chunk.offset } else { nil } }
+        #expect(offsets == [700, 800, 900])
+        let inputs = rest.compactMap { body -> InputBroadcast? in if case .inputBroadcast(let b) = body { b } else { nil } }
+        #expect(inputs.first?.players.first?.startFrame == 90)
+        let lastChunkAt = try #require(rest.lastIndex { if case .stateChunk(let chunk) = $0 { chunk.last } else { false } })
+        let firstInputsAt = try #require(rest.firstIndex { if case .inputBroadcast = $0 { true } else { false } })
+        #expect(lastChunkAt < firstInputsAt)
+    }
+
+    /// The attack: a stranger's own session, its host serving a large state to many spectators
+    /// that never read. Each is sent a window and then dropped after the transfer timeout (and
+    /// retried a few times), while a spectator that reads gets the whole state.
+    @Test func targetsThatNeverAcknowledgeCostAWindowEachAndDoNotHoldUpTheOthers() throws {
+        let rig = try runningMatch()
+        let silent = (0 ..< 32).map { RelayRig.address("silent-\($0)") }
+        for peer in silent { _ = try rig.attach(peer, slot: 0, role: .spectator) }
+        let reader = RelayRig.address("reader")
+        _ = try rig.attach(reader, slot: 0, role: .spectator)
+        var sentToSilent = 0
+        var transfers = 0
+        var readerDone = false
+        // Transfers follow one another until the silent ones are given up on.
+        while transfers < 20 {
+            rig.advance(ms: 8)
+            guard let request = rig.transport.take(a).compactMap({ body -> StateRequest? in
+                if case .stateRequest(let request) = body { return request }
+                return nil
+            }).first else { break }
+            transfers += 1
+            try serve(rig, request, chunks: 10)
+            var received = 0
+            while !readerDone {
+                let got = chunks(rig, to: reader)
+                guard !got.isEmpty else { break }
+                received += got.count * Self.chunk
+                readerDone = got.last?.last == true
+                if !readerDone { try acknowledge(rig, request, bytes: received, from: reader) }
+            }
+            sentToSilent += silent.reduce(0) { $0 + chunks(rig, to: $1).reduce(0) { $0 + $1.data.count } }
+            rig.advance(ms: UInt64(Self.timeoutMs) + 10)
+        }
+        #expect(readerDone)
+        // Every silent spectator: a window per try, 1 + loadRetries tries; never a whole state.
+        let tries = 1 + InputSync.RelaySession.loadRetries
+        #expect(transfers == tries, "\(transfers) transfers")
+        #expect(sentToSilent == silent.count * Self.window * tries, "\(sentToSilent) bytes to the silent spectators")
+        let stalls = rig.transport.published.filter { $0.topic == "sync.transfer_failed" }
+        #expect(stalls.count == silent.count * tries)
+        rig.advance(ms: 100)
+        #expect(rig.transport.take(a).allSatisfy { if case .stateRequest = $0 { false } else { true } })
+    }
+
+    /// A peer of sync protocol 1 never acknowledges progress: it gets the state whole, as
+    /// before, but one transfer serves only one of them (each would hold a copy at the relay).
+    @Test func peersOfProtocolOneGetTheStateWholeOneTransferAtATime() throws {
+        let rig = try runningMatch()
+        let old = (0 ..< 3).map { RelayRig.address("old-\($0)") }
+        for peer in old {
+            let welcome = try rig.attach(peer, slot: 0, role: .spectator, protocolVersion: 1)
+            #expect(welcome.stateFollows)
+        }
+        let current = RelayRig.address("current")
+        _ = try rig.attach(current, slot: 0, role: .spectator)
+        var served: [[Int]] = []
+        for _ in 0 ..< old.count {
+            let request = try request(rig)
+            try serve(rig, request, chunks: 10)
+            served.append(old.indices.filter { chunks(rig, to: old[$0]).count == 10 })
+            // The transfer ends once every target got the state (the paced one acknowledges).
+            var received = 0
+            while true {
+                let got = chunks(rig, to: current)
+                guard !got.isEmpty else { break }
+                received += got.count * Self.chunk
+                try acknowledge(rig, request, bytes: received, from: current)
+            }
+        }
+        #expect(served == [[0], [1], [2]])
+    }
+
+    /// A target attaching again (a new connection) mid-transfer leaves it: the chunks it had
+    /// went to the old connection. It gets a fresh transfer once this one ends.
+    @Test func aTargetThatAttachesAgainMidTransferGetsAFreshOne() throws {
+        let rig = try runningMatch()
+        let joiner = RelayRig.address("late")
+        _ = try rig.attach(joiner, slot: 0, role: .spectator, participant: "watcher")
+        let first = try request(rig)
+        try serve(rig, first, chunks: 10)
+        #expect(chunks(rig, to: joiner).count == 3)
+        let again = RelayRig.address("late-again")
+        #expect(try rig.attach(again, slot: 0, role: .spectator, participant: "watcher").stateFollows)
+        // The old transfer has nobody left: it ends, and the next one serves the new connection.
+        let second = try request(rig)
+        #expect(second.transferId != first.transferId)
+        try serve(rig, second, chunks: 2)
+        #expect(chunks(rig, to: again).map(\.offset) == [0, 100])
+        #expect(chunks(rig, to: joiner).isEmpty)
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import NetplayService
+import NetplayTestSupport
+import NetplayWire
+import Testing
+import ZeroMQ
+
+/// The attack a hostile-client probe found: a stranger's own session, its host answering the
+/// relay's state request with a large state, and many spectators that attach but never read
+/// their sockets. A relay that sent every target the whole state at once left a copy queued in
+/// libzmq for each (33 targets and 64 MiB took it to 2 GiB); paced by the targets'
+/// acknowledgements, each silent one costs a window.
+@Suite("Attack: a state transfer to targets that never read", .ownThread)
+struct StateTransferFloodTests {
+    static let stateBytes = 32 << 20
+    static let chunkBytes = 65536
+    static let silentSpectators = 12
+
+    /// The relay's resident memory, from /proc.
+    static func residentBytes(_ pid: Int32) -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kib = Int(line.split(separator: " ").dropFirst().first { !$0.isEmpty } ?? "") else { return 0 }
+        return kib << 10
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func silentTargetsOfALargeStateCostTheRelayAWindowEachNotACopy() throws {
+        var options = TestCluster.Options(secret: String(repeating: "5c", count: 32))
+        options.name = "flood"
+        options.discovery = false
+        options.coordinatorArguments = ["--password-cost", "minimum", "--discovery", "none"]
+        let cluster = try TestCluster(options)
+        let relayPid = try #require(cluster.relay?.pid)
+        let coordinator = try BlockingClient(endpoint: cluster.coordinatorEndpoint, timeout: 5, serverKey: cluster.serverKey)
+        let content = ContentInfo(gameName: "Flood", crc32: 0x0BAD_F00D, coreId: "nestopia", coreVersion: "1.52.0", system: "nes")
+        let settings = SessionSettings(roomName: "flood", content: content, transport: .relay, maxPlayers: 2,
+                                       spectatorsAllowed: true, maxSpectators: UInt32(Self.silentSpectators))
+        guard case .createSessionResponse(let created) = try coordinator.request(.createSessionRequest(
+            CreateSessionRequest(settings: settings, hostName: "mallory"))), let hostTicket = created.ticket else {
+            Issue.record("no session")
+            return
+        }
+        func ticket(_ role: Role, _ name: String) throws -> JoinTicket {
+            guard case .joinSessionResponse(let joined) = try coordinator.request(.joinSessionRequest(JoinSessionRequest(
+                sessionId: created.session.sessionId, role: role, name: name, content: content))),
+                let ticket = joined.ticket else { throw HarnessError("no ticket for \(name)") }
+            return ticket
+        }
+        func attach(_ ticket: JoinTicket, startFromHostState: Bool = false) throws -> [UInt8] {
+            try Envelope(requestId: 1, body: .attachRequest(AttachRequest(
+                ticket: ticket, protocolVersion: SyncProtocol.current, content: content,
+                startFromHostState: startFromHostState))).encoded()
+        }
+        // The host asks that the match start from its state: before frame 0 the relay asks it
+        // for the state, for everyone else.
+        let host = try BlockingClient(endpoint: hostTicket.relayEndpoint, timeout: 0.2, serverKey: cluster.serverKey)
+        try host.sendRaw(attach(hostTicket, startFromHostState: true))
+        // Spectators whose sockets hold one message and are never read.
+        var silent: [Socket] = []
+        for index in 0 ..< Self.silentSpectators {
+            let socket = try SocketDefaults.connectedClient(.dealer, to: hostTicket.relayEndpoint, serverKey: cluster.serverKey) {
+                try $0.set(.receiveHighWaterMark(1))
+            }
+            _ = try socket.send(attach(try ticket(.spectator, "silent \(index)")))
+            silent.append(socket)
+        }
+        // A second player (also never read) completes the match: the start asks for the state.
+        let second = try BlockingClient(endpoint: hostTicket.relayEndpoint, timeout: 0.2, serverKey: cluster.serverKey)
+        try second.sendRaw(attach(try ticket(.player, "mallory too")))
+        // Everyone keeps talking (a silent peer would be dropped for silence), never reading.
+        let keepalive = try Envelope(body: .peerStats(PeerStats())).encoded()
+        func keepAlive() throws {
+            for socket in silent { _ = try socket.send(keepalive) }
+            try second.sendRaw(keepalive)
+            try host.sendRaw(keepalive)
+        }
+        var request: StateRequest?
+        let deadline = Date().addingTimeInterval(15)
+        while request == nil, Date() < deadline {
+            try keepAlive()
+            while let frame = try? host.receiveRaw() {
+                if case .stateRequest(let asked)? = (try? Envelope(decoding: frame))?.body { request = asked }
+            }
+        }
+        let asked = try #require(request, "the relay never asked the host for its state")
+        #expect(asked.reason == .matchStart)
+        let before = Self.residentBytes(relayPid)
+
+        // The host sends 32 MiB at once.
+        let chunk = min(Int(asked.maxChunkBytes), Self.chunkBytes)
+        var offset = 0
+        while offset < Self.stateBytes {
+            let end = min(offset + chunk, Self.stateBytes)
+            try host.sendRaw(try Envelope(body: .stateChunk(StateChunk(
+                transferId: asked.transferId, frame: 0, offset: UInt64(offset), totalSize: UInt64(Self.stateBytes),
+                data: [UInt8](repeating: UInt8(truncatingIfNeeded: offset >> 16), count: end - offset),
+                last: end == Self.stateBytes, reason: .matchStart))).encoded())
+            offset = end
+        }
+        // The relay's memory over the next 4 seconds (well within the transfer timeout).
+        var peak = before
+        for _ in 0 ..< 40 {
+            try keepAlive()
+            peak = max(peak, Self.residentBytes(relayPid))
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        let grew = peak - before
+        // Sent whole to each of 13 targets, the state would stay queued many times over (about
+        // 300 MiB here); paced, the relay holds it once plus a window per target.
+        let bound = Self.stateBytes * 3
+        #expect(grew < bound, "the relay grew by \(grew >> 20) MiB (from \(before >> 20) MiB) for \(Self.silentSpectators + 1) silent targets of a \(Self.stateBytes >> 20) MiB state")
+        #expect(cluster.relay?.waitForExit(seconds: 0) == nil, "the relay exited")
+        // The relay still serves: the coordinator still lists it.
+        #expect(ClusterLaunchPlan.listsRelay(coordinator, relayId: "sync-0"))
+    }
+}
