@@ -266,7 +266,7 @@ struct DiscoveryProcessTests {
     func beacon(_ id: String, endpoint: String) throws -> [UInt8] {
         var room = makeRoom("ignored", transport: .lan)
         room.hostEndpoint = endpoint
-        return try LanBeaconCodec.encode(LanBeacon(protocolVersion: SyncProtocol.current, beaconId: id, sequence: 1, intervalMs: 20_000, room: room))
+        return try LanBeaconCodec.encode(LanBeacon(protocolVersion: 1, beaconId: id, sequence: 1, intervalMs: 20_000, room: room))
     }
 
     func beaconRoomIds(_ discovery: DiscoveryProcess) -> Set<String> {
