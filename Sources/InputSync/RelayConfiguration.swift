@@ -53,6 +53,11 @@ public struct RelayConfiguration: Sendable {
     /// quarter of it, so that acknowledgements keep a window flowing.
     public var transferWindowBytes: Int = 1 << 20
 
+    /// Bytes of states all transfers in flight may hold at once, across sessions (each keeps its
+    /// state once; at least ``maxStateBytes``). A transfer whose state does not fit is refused
+    /// (`OVERLOADED`) and its session tries again a second later.
+    public var maxTransferBytes: Int = 256 << 20
+
     /// The chunk size a state request asks for.
     var transferChunkBytes: Int { max(64, min(maxChunkBytes, 65536, transferWindowBytes / 4)) }
     /// A session with nobody attached for this long ends.
@@ -128,6 +133,7 @@ public struct RelayConfiguration: Sendable {
         if startSyncTimeoutMs < 0 || startStateTimeoutMs < 0 || lobbyPingIntervalMs < 1 || frameDelayHoldMs < 0 { return "start sync timings must be >= 0 ms" }
         if maxPathsPerParticipant < 1 || maxPathsPerParticipant > 16 { return "the paths per participant must be 1 ... 16" }
         if transferWindowBytes < 256 || transferWindowBytes > 64 << 20 { return "the transfer window must be 256 ... 67108864 bytes" }
+        if maxTransferBytes < maxStateBytes { return "the transfer memory must hold the largest state (\(maxStateBytes) bytes)" }
         return nil
     }
 }

@@ -33,6 +33,8 @@ public final class RelayCore {
     private let packer = InputBroadcastPacker()
     /// Participants the host removed, refused at attach until their tickets are of no use.
     let revocations: RevocationBook
+    /// Bytes of states in transfer, across sessions.
+    let transferBudget: TransferBudget
     /// Starts, departures and ends the coordinator must hear about (``RelayService`` sends them
     /// with its refreshes; nothing else reads them).
     public let lifecycle = LifecycleFacts()
@@ -43,6 +45,7 @@ public final class RelayCore {
         self.verifier = verifier
         self.transport = transport
         revocations = RevocationBook(capacity: configuration.maxRevocations)
+        transferBudget = TransferBudget(capacity: configuration.maxTransferBytes)
     }
 
     // MARK: - Reading
@@ -308,7 +311,8 @@ public final class RelayCore {
         let session = RelaySession(sessionId: ticket.sessionId, params: params, configuration: configuration,
                                    transport: transport, now: now,
                                    origin: recovering ? Self.recoveryOrigin(request, backlog: configuration.recoveryBacklogFrames) : 0,
-                                   packer: packer, revocations: revocations, lifecycle: lifecycle)
+                                   packer: packer, revocations: revocations, lifecycle: lifecycle,
+                                   transferBudget: transferBudget)
         if recovering { session.beginRecovery(confirmed: Int(request.confirmedFrames), spectator: ticket.role == .spectator, now: now) }
         sessions[ticket.sessionId] = session
         return session

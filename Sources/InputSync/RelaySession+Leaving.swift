@@ -81,7 +81,10 @@ extension RelaySession {
         peerEvent(.left, participant, frame: slot > 0 ? timeline.stored(slot - 1) : timeline.confirmed,
                   detail: detail, now: now)
         transfer?.targets.removeAll { $0 === participant }
-        if transfer?.reference === participant { abortTransfer(reason: "the reference left", now: now) }
+        // A state already whole goes on to its targets without its reference.
+        if let transfer, transfer.reference === participant, !transfer.complete {
+            abortTransfer(reason: "the reference left", now: now)
+        }
         if running {
             fillVacantSlots()
             let before = timeline.confirmed

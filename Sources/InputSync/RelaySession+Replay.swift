@@ -47,6 +47,7 @@ extension RelaySession {
     func end(reason: DetachReason, detail: String, now: UInt64) {
         guard !ended else { return }
         ended = true
+        transfer = nil  // what it held goes back to the relay's budget
         for participant in participants {
             if let address = participant.address {
                 transport.send(.detach(Detach(reason: reason, message: String(detail.prefix(256)))), to: address)

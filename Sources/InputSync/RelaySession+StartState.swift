@@ -106,6 +106,10 @@ extension RelaySession {
         guard transfer == nil else {
             throw ServiceError(.invalidState, "A state transfer is under way; restart again in a moment.", retryAfterMs: 500)
         }
+        guard now >= transferRetryAtMs else {
+            throw ServiceError(.overloaded, "This relay holds as many states in transfer as it may; restart again in a moment.",
+                               retryAfterMs: UInt32(transferRetryAtMs - now))
+        }
         guard frame >= timeline.oldest, frame <= timeline.confirmed else {
             throw ServiceError(.badRequest, "A restart is at a confirmed frame this relay still holds inputs after (\(timeline.oldest) ... \(timeline.confirmed)); got \(frame).",
                                field: "StartSessionRequest.restart_frame")

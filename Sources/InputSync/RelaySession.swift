@@ -102,7 +102,14 @@ final class RelaySession {
     @exclusivity(unchecked) var playersGoneAtMs: UInt64?
 
     @exclusivity(unchecked) var checksums = ChecksumBook()
-    @exclusivity(unchecked) var transfer: ActiveTransfer?
+    /// The transfer in flight; ending it (nil, or another) gives back what it reserved.
+    @exclusivity(unchecked) var transfer: ActiveTransfer? {
+        didSet { if let old = oldValue, old !== transfer { transferBudget.release(old.reservedBytes) } }
+    }
+    /// The relay's budget for states in transfer (shared by its sessions).
+    let transferBudget: TransferBudget
+    /// No transfer begins before this (the budget was full).
+    var transferRetryAtMs: UInt64 = 0
     var nextTransferId: UInt32 = 1
     var desyncs = 0
     var resyncs = 0
@@ -129,8 +136,9 @@ final class RelaySession {
 
     init(sessionId: String, params: SyncParams, configuration: RelayConfiguration, transport: RelayTransport,
          now: UInt64, origin: Int = 0, packer: InputBroadcastPacker = InputBroadcastPacker(),
-         revocations: RevocationBook? = nil, lifecycle: LifecycleFacts? = nil) {
+         revocations: RevocationBook? = nil, lifecycle: LifecycleFacts? = nil, transferBudget: TransferBudget? = nil) {
         self.sessionId = sessionId
+        self.transferBudget = transferBudget ?? TransferBudget(capacity: configuration.maxTransferBytes)
         self.packer = packer
         self.revocations = revocations ?? RevocationBook(capacity: configuration.maxRevocations)
         self.lifecycle = lifecycle ?? LifecycleFacts(enabled: false)

@@ -38,6 +38,9 @@ public struct SyncOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Bytes of a state transfer sent to a participant beyond what it acknowledged (env NETPLAY_TRANSFER_WINDOW, default 1048576, 256 ... 67108864): what one that stops reading can leave queued here; chunks are at most a quarter of it.", valueName: "bytes"))
     public var transferWindow: Int?
 
+    @Option(help: ArgumentHelp("Bytes of states all state transfers may hold at once (env NETPLAY_TRANSFER_MEMORY, default 268435456, 67108864 ... 1099511627776): a transfer beyond it waits.", valueName: "bytes"))
+    public var transferMemory: Int?
+
     @Flag(help: "Write no replay files.")
     public var noReplays = false
 
@@ -113,6 +116,8 @@ public struct SyncOptions: ParsableArguments, Sendable {
         relay.maxPathsPerParticipant = pathsValue
         relay.transferWindowBytes = try setting.integer(transferWindow, "NETPLAY_TRANSFER_WINDOW", name: "--transfer-window",
                                                         default: relay.transferWindowBytes, range: 256 ... 64 << 20)
+        relay.maxTransferBytes = try setting.integer(transferMemory, "NETPLAY_TRANSFER_MEMORY", name: "--transfer-memory",
+                                                     default: relay.maxTransferBytes, range: relay.maxStateBytes ... 1 << 40)
         relay.replayDirectory = noReplays ? nil : service.dataDirectory.appendingPathComponent("replays")
         let retroArch = try resolveRetroArch(setting, advertised: advertised.isEmpty ? service.endpoint : advertised)
         if let problem = relay.validationError() { throw ValidationError(problem) }

@@ -1,4 +1,5 @@
 import Foundation
+import NetplayAuth
 import NetplayService
 import NetplayWire
 import Testing
@@ -170,6 +171,29 @@ struct RelayTransferPacingTests {
         #expect(served == [[0], [1], [2]])
     }
 
+    /// The relay holds the whole state once the reference sent it: the reference leaving then
+    /// stops nothing, and the target gets the rest as it acknowledges.
+    @Test func aWholeStateReachesItsTargetAfterTheReferenceLeft() throws {
+        let rig = try runningMatch()
+        let joiner = RelayRig.address("late")
+        _ = try rig.attach(joiner, slot: 0, role: .spectator)
+        let request = try request(rig)
+        try serve(rig, request, chunks: 10)
+        #expect(chunks(rig, to: joiner).count == 3)
+        try rig.send(.detach(Detach(reason: .leaving)), from: a)
+        var received = 300
+        var offsets: [UInt64] = []
+        while true {
+            try acknowledge(rig, request, bytes: received, from: joiner)
+            let got = chunks(rig, to: joiner)
+            guard !got.isEmpty else { break }
+            offsets += got.map(\.offset)
+            received += got.count * Self.chunk
+        }
+        #expect(offsets == (3 ..< 10).map { UInt64($0 * Self.chunk) })
+        #expect(!rig.transport.published.contains { $0.topic == "sync.transfer_failed" })
+    }
+
     /// A target attaching again (a new connection) mid-transfer leaves it: the chunks it had
     /// went to the old connection. It gets a fresh transfer once this one ends.
     @Test func aTargetThatAttachesAgainMidTransferGetsAFreshOne() throws {
@@ -187,5 +211,77 @@ struct RelayTransferPacingTests {
         try serve(rig, second, chunks: 2)
         #expect(chunks(rig, to: again).map(\.offset) == [0, 100])
         #expect(chunks(rig, to: joiner).isEmpty)
+    }
+
+    /// States in transfer share one budget across the relay's sessions: a transfer whose state
+    /// does not fit is refused (OVERLOADED) and its session asks again a second later; a
+    /// transfer that ends, or a session that ends with one, gives its bytes back.
+    @Test func statesInTransferShareTheRelaysBudget() throws {
+        let rig = RelayRig(maxSpectators: 4) {
+            $0.lateJoinReplayLimit = 20
+            $0.transferWindowBytes = Self.window
+            $0.transferTimeoutMs = Self.timeoutMs
+            $0.maxStateBytes = 1_000
+            $0.maxTransferBytes = 1_500
+        }
+        _ = try rig.attach(a, slot: 1)
+        _ = try rig.attach(b, slot: 2)
+        for frame in 0 ..< 100 {
+            try rig.batch(a, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        // A second session on the same relay, its own pair playing, a late spectator in each.
+        let other = "s-other-\(UInt32.random(in: 1 ... .max))"
+        func ticket(_ slot: Int, role: Role = .player, participant: String) throws -> JoinTicket {
+            try JoinTicketSigner(keyRing: rig.keyRing).issue(
+                sessionId: other, participantId: participant, role: role, slot: UInt32(slot), relayId: "sync-test",
+                relayEndpoint: "tcp://127.0.0.1:1", params: rig.params, name: participant, ttlMs: 60_000, nowUnixMs: UnixTime.nowMs())
+        }
+        let (c, d, watcher) = (RelayRig.address("peer-c"), RelayRig.address("peer-d"), RelayRig.address("watcher-2"))
+        for (peer, slot) in [(c, 1), (d, 2)] {
+            try rig.send(.attachRequest(AttachRequest(ticket: try ticket(slot, participant: "q\(slot)"), protocolVersion: SyncProtocol.current)), from: peer)
+        }
+        for frame in 0 ..< 100 {
+            try rig.batch(c, slot: 1, start: frame, [1])
+            try rig.batch(d, slot: 2, start: frame, [2])
+        }
+        _ = rig.transport.take(a)
+        _ = rig.transport.take(c)
+        let late = RelayRig.address("late")
+        _ = try rig.attach(late, slot: 0, role: .spectator)
+        try rig.send(.attachRequest(AttachRequest(ticket: try ticket(0, role: .spectator, participant: "w"),
+                                                  protocolVersion: SyncProtocol.current)), from: watcher)
+        rig.advance(ms: 8)
+        func requests(_ peer: PeerAddress) -> [StateRequest] {
+            rig.transport.take(peer).compactMap { if case .stateRequest(let request) = $0 { request } else { nil } }
+        }
+        let first = try #require(requests(a).first)
+        let second = try #require(requests(c).first)
+        func firstChunk(_ request: StateRequest, size: Int) -> StateChunk {
+            StateChunk(transferId: request.transferId, frame: 90, offset: 0, totalSize: UInt64(size),
+                       data: Array(repeating: 1, count: Self.chunk), last: size == Self.chunk)
+        }
+        // The first session's 1000-byte state is held (the spectator acknowledges nothing yet).
+        try rig.send(.stateChunk(firstChunk(first, size: 1_000)), from: a)
+        #expect(rig.core.transferBudget.held == 1_000)
+        // The second's does not fit beside it: refused, and asked again only after a second.
+        do {
+            try rig.send(.stateChunk(firstChunk(second, size: 1_000)), from: c)
+            Issue.record("a state beyond the budget was taken")
+        } catch {
+            #expect(error.code == .overloaded)
+        }
+        #expect(rig.core.transferBudget.held == 1_000)
+        rig.advance(ms: 900)
+        #expect(requests(c).isEmpty)
+        // The first session ends: its bytes go back, and the second's next try fits.
+        _ = try rig.core.control(.closeRelaySessionRequest(CloseRelaySessionRequest(sessionId: rig.sessionId)), now: rig.now)
+        #expect(rig.core.transferBudget.held == 0)
+        rig.advance(ms: 200)
+        let again = try #require(requests(c).first)
+        try rig.send(.stateChunk(firstChunk(again, size: Self.chunk)), from: c)
+        // A transfer that ends gives its bytes back too.
+        #expect(rig.core.transferBudget.held == 0)
+        #expect(rig.transport.take(watcher).contains { if case .stateChunk = $0 { true } else { false } })
     }
 }

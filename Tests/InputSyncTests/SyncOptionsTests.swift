@@ -37,7 +37,7 @@ struct SyncOptionsTests {
         #expect(resolved.coordinator == nil && resolved.relay.replayDirectory == nil)
     }
 
-    @Test func theTransferWindowComesFromTheFlagOrTheEnvironment() throws {
+    @Test func theTransferWindowAndMemoryComeFromTheFlagOrTheEnvironment() throws {
         #expect(try resolve(["--cluster-secret", Self.secret]).relay.transferWindowBytes == 1 << 20)
         #expect(try resolve(["--cluster-secret", Self.secret], environment: ["NETPLAY_TRANSFER_WINDOW": "4096"])
                 .relay.transferWindowBytes == 4096)
@@ -45,6 +45,11 @@ struct SyncOptionsTests {
                             environment: ["NETPLAY_TRANSFER_WINDOW": "4096"]).relay.transferWindowBytes == 256)
         #expect(message { try resolve(["--cluster-secret", Self.secret, "--transfer-window", "100"]) }
                 == "--transfer-window must be a whole number from 256 to 67108864, got '100'")
+        #expect(try resolve(["--cluster-secret", Self.secret]).relay.maxTransferBytes == 256 << 20)
+        #expect(try resolve(["--cluster-secret", Self.secret], environment: ["NETPLAY_TRANSFER_MEMORY": "134217728"])
+                .relay.maxTransferBytes == 128 << 20)
+        #expect(message { try resolve(["--cluster-secret", Self.secret, "--transfer-memory", "1000"]) }
+                == "--transfer-memory must be a whole number from 67108864 to 1099511627776, got '1000'")
     }
 
     @Test func theClusterSecretIsFoundBesideTheDataDirectory() throws {

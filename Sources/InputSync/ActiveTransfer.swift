@@ -1,0 +1,61 @@
+import NetplayService
+import NetplayWire
+
+/// A state transfer in flight: a reference player's saved state, kept once and relayed chunk
+/// by chunk to the targets (diverged players, late joiners, returning peers), each at its own
+/// pace.
+final class ActiveTransfer {
+    let id: UInt32
+    let reason: StateTransferReason
+    let reference: RelayPeer
+    /// Everyone it serves: begun for, not removed since (``deliveries`` says how far each got).
+    var targets: [RelayPeer]
+    let deliveries: [TransferDelivery]
+    var frame: Int?
+    var totalSize: UInt64 = 0
+    var nextOffset: UInt64 = 0
+    /// When the reference last sent a chunk (or the transfer began).
+    var lastProgressMs: UInt64
+    /// The chunks received so far, in order; the last one ends the state.
+    var chunks: [StateChunk] = []
+    var complete: Bool { chunks.last?.last == true }
+    /// The host's start state, kept for the replay header (a start transfer before frame 0).
+    var collected: [UInt8] = []
+    /// What it reserved of the relay's ``TransferBudget`` (its state's size, from its first chunk).
+    var reservedBytes = 0
+
+    init(id: UInt32, reason: StateTransferReason, reference: RelayPeer, targets: [RelayPeer], now: UInt64) {
+        self.id = id
+        self.reason = reason
+        self.reference = reference
+        self.targets = targets
+        deliveries = targets.map { TransferDelivery(peer: $0, now: now) }
+        lastProgressMs = now
+    }
+}
+
+/// How far one target of a transfer got: the chunks sent to it (on the connection it had when
+/// the transfer began) and the bytes it acknowledged.
+final class TransferDelivery {
+    let peer: RelayPeer
+    let address: PeerAddress?
+    /// Sent at most a window beyond what it acknowledged (see ``RelayPeer/pacesTransfers``).
+    let paced: Bool
+    var nextChunk = 0
+    var sentBytes: UInt64 = 0
+    var acknowledgedBytes: UInt64 = 0
+    /// When it last acknowledged progress (or the transfer began).
+    var lastProgressMs: UInt64
+    /// It was sent the last chunk, or left the transfer (gone, attached again, stalled).
+    var finished = false
+
+    init(peer: RelayPeer, now: UInt64) {
+        self.peer = peer
+        address = peer.address
+        paced = peer.pacesTransfers
+        lastProgressMs = now
+    }
+
+    /// Whether it owes an acknowledgement of chunks sent to it.
+    var owesAcknowledgement: Bool { !finished && paced && sentBytes > acknowledgedBytes }
+}
