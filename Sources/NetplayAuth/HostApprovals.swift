@@ -7,8 +7,8 @@ import NetplayWire
 ///
 /// A join is known by the joiner's idempotency key (random, chosen by the joiner, sent only
 /// over its own link): the first ask files it and answers AWAITING_HOST; each ask with the same
-/// key (and the same name, role and slot: ALREADY_EXISTS otherwise) keeps it alive and gets the
-/// decision once there is one. The host sees the waiting joins
+/// key (and the same request but for its relay round trips: ALREADY_EXISTS otherwise) keeps it
+/// alive and gets the decision once there is one. The host sees the waiting joins
 /// by a `pending_id` that is not the key, so nobody can answer for the joiner. A join nobody
 /// asked about for ``askTimeoutMs`` (the joiner gave up), or waiting longer than ``maxWaitMs``, is
 /// dropped; so is a decision not picked up within ``askTimeoutMs``.
@@ -29,6 +29,8 @@ public struct HostApprovals: Sendable {
         var name: String
         var role: Role
         var requestedSlot: UInt32
+        /// The request's HMAC under the book's own key, idempotency key and round trips left out.
+        var fingerprint: [UInt8]
         var requestedAtUnixMs: UInt64
         var firstAskedMs: UInt64
         var lastAskedMs: UInt64
@@ -43,6 +45,8 @@ public struct HostApprovals: Sendable {
     public let capacity: Int
     private var entries: [Entry] = []
     private var nextId = 1
+    /// Keys the fingerprints (they cover passwords); random per book, never stored.
+    private let fingerprintKey = Sodium.randomBytes(32)
 
     /// An empty book with these limits.
     public init(askTimeoutMs: UInt64 = 15_000, maxWaitMs: UInt64 = 180_000, capacity: Int = 64) {
@@ -65,12 +69,12 @@ public struct HostApprovals: Sendable {
         }
         let name = String(request.name.prefix(64))
         let role = request.admittedRole
+        let fingerprint = try fingerprint(of: request)
         if let index = entries.firstIndex(where: { $0.key == key }) {
-            // The host decides on a name, a role and a slot: the key asks only about that join (it
-            // is not a credential another joiner could use to come in on an approval).
-            guard entries[index].name == name, entries[index].role == role,
-                  entries[index].requestedSlot == request.preferredSlot else {
-                throw ServiceError(.alreadyExists, "This idempotency key was used for another join (another name, role or slot).",
+            // The host decides on a join: the key asks only about that very request (it is not
+            // a credential another joiner could use to come in on an approval).
+            guard Sodium.constantTimeEquals(entries[index].fingerprint, fingerprint) else {
+                throw ServiceError(.alreadyExists, "This idempotency key was used for another join (another name, role, slot, password or game).",
                                    field: "JoinSessionRequest.idempotency_key")
             }
             entries[index].lastAskedMs = nowMs
@@ -88,8 +92,21 @@ public struct HostApprovals: Sendable {
         let pendingId = "j-\(nextId)-" + Hex.encode(Sodium.randomBytes(4))
         nextId += 1
         entries.append(Entry(pendingId: pendingId, key: key, name: name, role: role, requestedSlot: request.preferredSlot,
-                             requestedAtUnixMs: unixMs, firstAskedMs: nowMs, lastAskedMs: nowMs, decision: .waiting))
+                             fingerprint: fingerprint, requestedAtUnixMs: unixMs, firstAskedMs: nowMs, lastAskedMs: nowMs, decision: .waiting))
         throw Self.awaiting
+    }
+
+    /// What tells this join from any other: the request but for its idempotency key and relay
+    /// round trips (a retry measures those again).
+    private func fingerprint(of request: JoinSessionRequest) throws(ServiceError) -> [UInt8] {
+        var same = request
+        same.idempotencyKey = ""
+        same.relayRtts = []
+        do {
+            return Sodium.hmacSHA256(key: fingerprintKey, Array("netplay.approval.v1".utf8), try same.encoded())
+        } catch {
+            throw ServiceError(.badRequest, "The join cannot be encoded: \(error).", field: "JoinSessionRequest")
+        }
     }
 
     private static let awaiting = ServiceError(.awaitingHost, "The host has not decided on your join yet; ask again shortly.",

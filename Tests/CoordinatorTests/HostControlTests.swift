@@ -35,8 +35,9 @@ struct HostControlTests {
         #expect(code { try h.join(id, name: "mallory", slot: 3, key: "bob-approval-key-1") } == .alreadyExists)
         #expect(code { try h.join(id, name: "bob", role: .spectator, key: "bob-approval-key-1") } == .alreadyExists)
         #expect(code { try h.join(id, name: "bob", slot: 2, key: "bob-approval-key-1") } == .alreadyExists)
+        #expect(code { try h.join(id, name: "bob", password: "guess", slot: 3, key: "bob-approval-key-1") } == .alreadyExists)
         #expect(h.session(id).participants.count == 1)
-        let bob = try h.join(id, name: "bob", slot: 3, key: "bob-approval-key-1")
+        let bob = try h.join(id, name: "bob", slot: 3, key: "bob-approval-key-1", rtts: ["sync-0": 40])  // round trips are measured anew
         #expect(bob.slot == 3 && bob.ticket?.slot == 3)
         #expect(try list(h, id, as: host).isEmpty)
         // The same key again is the same join (idempotent), not a new one to approve.
