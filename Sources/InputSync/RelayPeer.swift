@@ -65,13 +65,6 @@ final class RelayPeer {
     /// Transferred states it reported it could not load, or stalled (stopped acknowledging
     /// chunks), since its last successful load.
     var failedLoads = 0
-    /// Whether it acknowledges the progress of the state transfers it receives (sync protocol 2):
-    /// such a peer is sent at most ``RelayConfiguration/transferWindowBytes`` beyond what it
-    /// acknowledged; an older one gets each state whole, and a transfer takes at most one of them.
-    var pacesTransfers = true
-    /// Transfers it stopped acknowledging since its last successful load; beyond
-    /// ``RelaySession/loadRetries`` it is sent no more.
-    var stalledTransfers = 0
     /// In a match that starts from the host's state: whether it holds that state (see
     /// ``RelaySession/startStateReady(now:)``).
     var startState: StartStateProgress = .missing
@@ -130,6 +123,15 @@ final class RelayPeer {
     var chatCount = 0
     /// The client software it reported when it attached ("NetplayKit 0.1.0", "netplay-peer 0.1.0").
     var clientVersion = ""
+
+    // State transfers (cold: kept after the fields the input path reads).
+    /// Whether it acknowledges the progress of the state transfers it receives (sync protocol 2):
+    /// such a peer is sent at most ``RelayConfiguration/transferWindowBytes`` beyond what it
+    /// acknowledged; an older one gets each state whole, and a transfer takes at most one of them.
+    var pacesTransfers = true
+    /// Transfers it stopped acknowledging since its last successful load; beyond
+    /// ``RelaySession/loadRetries`` it is sent no more.
+    var stalledTransfers = 0
 
     init(participantId: String, name: String, role: Role, slot: Int, address: PeerAddress, now: UInt64,
          ticketExpiresAtUnixMs: UInt64, isHost: Bool = false) {
