@@ -463,9 +463,21 @@ public final class RelayCore {
                 "desyncs": .number(session.desyncs),
                 "resyncs": .number(session.resyncs),
                 "replay": session.replay.map { .string($0.url.path) } ?? .null,
+                "transfer": session.transfer.map { transfer in
+                    ["id": .number(Int(transfer.id)), "reason": .string(transfer.reason.protoName),
+                     "reference": .string(transfer.reference.participantId),
+                     "state_bytes": .number(Int(transfer.totalSize)), "received_bytes": .number(Int(transfer.nextOffset)),
+                     "targets": .array(transfer.deliveries.map { delivery in
+                         ["participant_id": .string(delivery.peer.participantId), "paced": .bool(delivery.paced),
+                          "sent_bytes": .number(Int(delivery.sentBytes)),
+                          "acknowledged_bytes": .number(Int(delivery.acknowledgedBytes)),
+                          "finished": .bool(delivery.finished)]
+                     })] as JSONValue
+                } ?? .null,
             ])
         }
         return ["relay_id": .string(configuration.relayId), "sessions": .array(list), "peers": .number(peers.count),
-                "revoked_participants": .number(revocations.count)]
+                "revoked_participants": .number(revocations.count),
+                "transfer_bytes_held": .number(transferBudget.held), "transfer_bytes_capacity": .number(transferBudget.capacity)]
     }
 }

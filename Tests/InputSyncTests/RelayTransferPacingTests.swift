@@ -78,6 +78,12 @@ struct RelayTransferPacingTests {
         try serve(rig, request, chunks: 10)
         // A window's worth, nothing more, however long it waits.
         #expect(chunks(rig, to: joiner).map(\.offset) == [0, 100, 200])
+        // netplayctl introspect shows the transfer, each target's progress and the relay's budget.
+        let dump = rig.core.introspect().rendered()
+        #expect(dump.contains(#""received_bytes":1000,"reference":"p1","state_bytes":1000"#), "\(dump)")
+        #expect(dump.contains(#"{"acknowledged_bytes":0,"finished":false,"paced":true,"#), "\(dump)")
+        #expect(dump.contains(#""sent_bytes":300}"#), "\(dump)")
+        #expect(dump.contains(#""transfer_bytes_held":1000"#), "\(dump)")
         rig.advance(ms: UInt64(Self.timeoutMs) / 2)
         #expect(chunks(rig, to: joiner).isEmpty)
         // Each acknowledgement moves the window on; a stale or inflated one moves it no further
