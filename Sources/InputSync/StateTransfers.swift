@@ -153,11 +153,17 @@ extension RelaySession {
             transfer.frame = frame
             transfer.totalSize = chunk.totalSize
         }
-        let end = chunk.offset + UInt64(chunk.data.count)
-        guard chunk.offset == transfer.nextOffset, end <= transfer.totalSize,
-              chunk.last == (end == transfer.totalSize) else {
+        // In order (checked before adding, so no offset can overflow), within the state, and no
+        // chunk after the last. Every chunk but the last carries at least a quarter of the asked
+        // size or a 64th of the state (and never nothing), so a state cannot be kept as
+        // millions of tiny chunks.
+        let smallest = max(1, min(configuration.transferChunkBytes / 4, Int(transfer.totalSize / 64)))
+        let end = transfer.nextOffset + UInt64(chunk.data.count)
+        guard !transfer.complete, chunk.offset == transfer.nextOffset, end <= transfer.totalSize,
+              chunk.last == (end == transfer.totalSize),
+              chunk.last || chunk.data.count >= smallest else {
             abortTransfer(reason: "chunk out of order", now: now)
-            throw ServiceError(.badRequest, "Chunks must arrive in order and end exactly at total_size (expected offset \(transfer.nextOffset)).",
+            throw ServiceError(.badRequest, "Chunks must arrive in order, each but the last of at least \(smallest) bytes, and end exactly at total_size (expected offset \(transfer.nextOffset)).",
                                field: "StateChunk.offset")
         }
         transfer.nextOffset = end

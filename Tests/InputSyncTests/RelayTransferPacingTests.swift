@@ -290,4 +290,27 @@ struct RelayTransferPacingTests {
         #expect(rig.core.transferBudget.held == 0)
         #expect(rig.transport.take(watcher).contains { if case .stateChunk = $0 { true } else { false } })
     }
+
+    /// Found by review: an offset near 2^64 overflowed (a crash of every session on the relay),
+    /// and a state sent as tiny or empty chunks, or chunks after the last, grew the relay's copy
+    /// without bound. Each is refused and abandons the transfer.
+    @Test func hostileChunksAreRefusedNotACrashOrAHoard() throws {
+        for hostile in [StateChunk(frame: 90, offset: .max, totalSize: 1_000, data: [1]),
+                        StateChunk(frame: 90, offset: 0, totalSize: 1_000, data: [1]),
+                        StateChunk(frame: 90, offset: 0, totalSize: 1_000, data: [])] {
+            let rig = try runningMatch()
+            _ = try rig.attach(RelayRig.address("late"), slot: 0, role: .spectator)
+            var chunk = hostile
+            chunk.transferId = try request(rig).transferId
+            #expect(throws: ServiceError.self) { try rig.send(.stateChunk(chunk), from: a) }
+            #expect(rig.core.transferBudget.held == 0, "abandoned: \(hostile.offset) \(hostile.data.count)")
+        }
+        // A chunk after the last.
+        let rig = try runningMatch()
+        _ = try rig.attach(RelayRig.address("late"), slot: 0, role: .spectator)
+        let asked = try request(rig)
+        try serve(rig, asked, chunks: 10)
+        let extra = StateChunk(transferId: asked.transferId, frame: 90, offset: 1_000, totalSize: 1_000, data: [], last: true)
+        #expect(throws: ServiceError.self) { try rig.send(.stateChunk(extra), from: a) }
+    }
 }
