@@ -119,10 +119,7 @@ extension RelaySession {
         let targets = Self.servable(candidates)
         guard beginTransfer(reason: .restart, reference: host, targets: targets, now: now, atLeastFrame: frame) else { return }
         // Those one transfer cannot serve catch up from a later state (of the restarted match).
-        for deferred in candidates where !targets.contains(where: { $0 === deferred }) {
-            deferred.awaitingTransfer = 0
-            deferred.awaitingReason = .reconnect
-        }
+        for deferred in candidates where !targets.contains(where: { $0 === deferred }) { requestCatchUpTransfer(deferred) }
         // Their checksums from the old state are no evidence until they load the new one.
         for target in targets where target.slot > 0 { resyncedAt[target.slot - 1] = .max }
         // A replay file starts from one state: this one ends here, and once the transfer is

@@ -91,11 +91,8 @@ extension RelaySession {
         target.stalledTransfers += 1
         let retry = target.stalledTransfers <= Self.loadRetries
         if target.startState == .sent(transfer.id) { target.startState = .missing }
-        if target.awaitingTransfer == nil, transfer.reason == .restart {
-            // It plays on from the state before the restart: a state of now is its way back.
-            target.awaitingTransfer = 0
-            target.awaitingReason = .reconnect
-        }
+        // It plays on from the state before the restart: a state of now is its way back.
+        if transfer.reason == .restart { requestCatchUpTransfer(target) }
         transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()), severity: .error,
                           message: "\(target.participantId) acknowledged \(delivery.acknowledgedBytes) of the \(delivery.sentBytes) bytes of transfer \(transfer.id) sent to it and nothing more for \(configuration.transferTimeoutMs) ms"
                               + (retry ? "; another transfer follows" : "; giving up after \(Self.loadRetries) retries"),
