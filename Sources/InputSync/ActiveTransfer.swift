@@ -16,6 +16,8 @@ final class ActiveTransfer {
     var nextOffset: UInt64 = 0
     /// When the reference last sent a chunk (or the transfer began).
     var lastProgressMs: UInt64
+    /// When it began: with its state's size, it has until ``deadlineMs(timeoutMs:minRate:)``.
+    let beganMs: UInt64
     /// The chunks received so far, in order; the last one ends the state.
     var chunks: [StateChunk] = []
     var complete: Bool { chunks.last?.last == true }
@@ -31,6 +33,20 @@ final class ActiveTransfer {
         self.targets = targets
         deliveries = targets.map { TransferDelivery(peer: $0, now: now) }
         lastProgressMs = now
+        beganMs = now
+    }
+
+    /// When it must have reached every target: `timeoutMs` after it began, plus its state's
+    /// size at `minRate` bytes per second. Nil before the first chunk names the size.
+    func deadlineMs(timeoutMs: Int, minRate: Int) -> UInt64? {
+        guard frame != nil else { return nil }
+        return beganMs + UInt64(timeoutMs) + totalSize * 1000 / UInt64(max(minRate, 1))
+    }
+
+    /// Whether `peer` is a target still waiting for chunks of it (not sent the last one, not
+    /// left): its checksums are no evidence until it has the state.
+    func awaits(_ peer: RelayPeer) -> Bool {
+        deliveries.contains { $0.peer === peer && !$0.finished } && targets.contains { $0 === peer }
     }
 }
 
@@ -48,6 +64,8 @@ final class TransferDelivery {
     var lastProgressMs: UInt64
     /// It was sent the last chunk, or left the transfer (gone, attached again, stalled).
     var finished = false
+    /// It was sent the last chunk.
+    var delivered = false
 
     init(peer: RelayPeer, now: UInt64) {
         self.peer = peer

@@ -58,7 +58,7 @@ extension RelaySession {
         players.indices.filter { index in
             guard let player = players[index], slotModes[index] == .active, player.isConnected,
                   player.awaitingTransfer == nil else { return false }
-            return !(transfer?.targets.contains { $0 === player } ?? false)
+            return !(transfer?.awaits(player) ?? false)
         }
     }
 

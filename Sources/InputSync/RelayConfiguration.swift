@@ -58,6 +58,13 @@ public struct RelayConfiguration: Sendable {
     /// (`OVERLOADED`) and its session tries again a second later.
     public var maxTransferBytes: Int = 256 << 20
 
+    /// The slowest a state transfer may go, in bytes per second: a transfer of a state of `n`
+    /// bytes has ``transferTimeoutMs`` plus `n` / this to reach every target, so a reference or
+    /// a target sending or acknowledging a trickle cannot keep one open (and its state held,
+    /// and the session's next transfers waiting) for hours. 256 KiB/s sends a 16 MiB state in
+    /// a minute.
+    public var transferMinRateBytes: Int = 256 << 10
+
     /// The chunk size a state request asks for.
     var transferChunkBytes: Int { max(64, min(maxChunkBytes, 65536, transferWindowBytes / 4)) }
     /// A session with nobody attached for this long ends.
@@ -133,6 +140,7 @@ public struct RelayConfiguration: Sendable {
         if startSyncTimeoutMs < 0 || startStateTimeoutMs < 0 || lobbyPingIntervalMs < 1 || frameDelayHoldMs < 0 { return "start sync timings must be >= 0 ms" }
         if maxPathsPerParticipant < 1 || maxPathsPerParticipant > 16 { return "the paths per participant must be 1 ... 16" }
         if transferWindowBytes < 256 || transferWindowBytes > 64 << 20 { return "the transfer window must be 256 ... 67108864 bytes" }
+        if transferMinRateBytes < 1024 || transferMinRateBytes > 1 << 30 { return "the transfer minimum rate must be 1024 ... 1073741824 bytes per second" }
         if maxTransferBytes < maxStateBytes { return "the transfer memory must hold the largest state (\(maxStateBytes) bytes)" }
         return nil
     }

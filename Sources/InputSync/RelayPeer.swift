@@ -127,11 +127,14 @@ final class RelayPeer {
     // State transfers (cold: kept after the fields the input path reads).
     /// Whether it acknowledges the progress of the state transfers it receives (sync protocol 2):
     /// such a peer is sent at most ``RelayConfiguration/transferWindowBytes`` beyond what it
-    /// acknowledged; an older one gets each state whole, and a transfer takes at most one of them.
+    /// acknowledged; an older one gets each state whole, and only states of at most that size.
     var pacesTransfers = true
-    /// Transfers it stopped acknowledging since its last successful load; beyond
-    /// ``RelaySession/loadRetries`` it is sent no more.
+    /// Transfers it stopped acknowledging (or, of sync protocol 1, could not be sent) since its
+    /// last successful load, on connection ``stalledOn``; beyond ``RelaySession/loadRetries``
+    /// it is sent no more there. A new connection starts with a clean record: nothing is
+    /// queued for it at the relay.
     var stalledTransfers = 0
+    var stalledOn: PeerAddress?
 
     init(participantId: String, name: String, role: Role, slot: Int, address: PeerAddress, now: UInt64,
          ticketExpiresAtUnixMs: UInt64, isHost: Bool = false) {

@@ -43,6 +43,12 @@ extension RelaySession {
         }
         // A fresh primary attach (reconnect, resume) ends the paths of the old connection.
         routes.dropExtraPaths(of: participant)
+        // Nothing queued at the relay for a new connection: its transfers start with a clean
+        // record (on the same one, what it left unread is still queued).
+        if let stalledOn = participant.stalledOn, stalledOn != peer {
+            participant.stalledTransfers = 0
+            participant.stalledOn = nil
+        }
         participant.address = peer
         participant.lastHeardMs = now
         participant.disconnectedSinceMs = nil

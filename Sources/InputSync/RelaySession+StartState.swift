@@ -38,15 +38,13 @@ extension RelaySession {
     func startStateReady(now: UInt64) -> Bool {
         guard startStateSlot != nil else { return true }
         guard let host = startStateHost, host.isConnected else { return false }
-        let lacking = Self.servable(participants.filter {
+        let lacking = participants.filter {
             $0 !== host && $0.isConnected && $0.startState == .missing && $0.stalledTransfers <= Self.loadRetries
-        })
+        }
         let waiting = participants.contains { $0 !== host && $0.isConnected && $0.startState != .loaded }
         guard waiting else { return true }
-        if let transfer {
-            checkProgress(of: transfer, now: now)
-            return false
-        }
+        // A transfer in flight is watched by the timers (``tick(now:)``), whether or not the start waits.
+        guard transfer == nil else { return false }
         if !lacking.isEmpty, beginTransfer(reason: .matchStart, reference: host, targets: lacking, now: now) {
             for target in lacking { target.startState = .sent(transfer!.id) }
         }
@@ -115,11 +113,8 @@ extension RelaySession {
                                field: "StartSessionRequest.restart_frame")
         }
         startStateSlot = host.slot - 1
-        let candidates = participants.filter { $0 !== host && $0.isConnected && $0.awaitingTransfer == nil }
-        let targets = Self.servable(candidates)
+        let targets = participants.filter { $0 !== host && $0.isConnected && $0.awaitingTransfer == nil }
         guard beginTransfer(reason: .restart, reference: host, targets: targets, now: now, atLeastFrame: frame) else { return }
-        // Those one transfer cannot serve catch up from a later state (of the restarted match).
-        for deferred in candidates where !targets.contains(where: { $0 === deferred }) { requestCatchUpTransfer(deferred) }
         // Their checksums from the old state are no evidence until they load the new one.
         for target in targets where target.slot > 0 { resyncedAt[target.slot - 1] = .max }
         // A replay file starts from one state: this one ends here, and once the transfer is
@@ -134,22 +129,20 @@ extension RelaySession {
                           sessionId: sessionId)
     }
 
-    /// A restart transfer's targets, once its last chunk went (`frame`) or it was abandoned:
-    /// their checksums count again from the state's frame on, and spectators (who replace
-    /// their engine with the state) get the inputs from that frame again.
-    /// Then the replay goes on in a new file that starts from the restart's state.
+    /// A restart transfer ended (`frame` the state's, nil when it was abandoned before the state
+    /// was whole): the targets it did not reach count their checksums from there (those still
+    /// short of it wait for a catch-up transfer, see ``stalled(_:of:late:)``); those it reached
+    /// did at their last chunk. Abandoned early, the replay stops here.
     func restartTransferEnded(_ transfer: ActiveTransfer, frame: Int?) {
-        continueReplayAfterRestart(transfer, frame: frame)
-        for target in transfer.targets {
-            if target.slot > 0 { resyncedAt[target.slot - 1] = (frame ?? timeline.confirmed) + 1 }
-            if let frame, !target.isPlayer, target.sentFrames > frame {
-                target.sentFrames = frame
-                target.awaitedFrame = min(target.awaitedFrame, frame)
-            }
+        if frame == nil { continueReplayAfterRestart(transfer, frame: nil) }
+        for delivery in transfer.deliveries where !delivery.delivered && delivery.peer.slot > 0 {
+            resyncedAt[delivery.peer.slot - 1] = (frame ?? timeline.confirmed) + 1
         }
     }
 
-    private func continueReplayAfterRestart(_ transfer: ActiveTransfer, frame: Int?) {
+    /// The session's replay goes on in a new file that starts from the restart's state (once
+    /// whole, `frame` its frame), or stops for good with the reason.
+    func continueReplayAfterRestart(_ transfer: ActiveTransfer, frame: Int?) {
         guard configuration.replayDirectory != nil, replay == nil else { return }
         let reason: String
         if let frame {

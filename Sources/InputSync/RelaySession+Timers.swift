@@ -15,6 +15,8 @@ extension RelaySession {
             checkSilence(now: now)
         }
         guard running else {
+            // A start-state transfer is watched here too while the start does not wait (the host away).
+            if let transfer { checkProgress(of: transfer, now: now) }
             if startSyncSinceMs != nil { driveStartSync(now: now) } else { pingWaitingPlayers(now: now) }
             return
         }

@@ -43,11 +43,10 @@ extension RelaySession {
     func driveTransfers(now: UInt64) {
         if let transfer { checkProgress(of: transfer, now: now) }
         guard transfer == nil else { return }
-        let waiting = participants.filter {
+        let targets = participants.filter {
             $0.isConnected && $0.awaitingTransfer != nil && $0.stalledTransfers <= Self.loadRetries
         }
-        let targets = Self.servable(waiting)
-        guard let first = targets.first, let reference = transferReference(excluding: waiting) else { return }
+        guard let first = targets.first, let reference = transferReference(excluding: targets) else { return }
         // A state from the newer half of the frames this relay holds inputs after: an older one
         // (a peer prefers its latest state at a checksum frame) may fall out of the history
         // before its targets can run from it, and they would need another transfer.
@@ -56,45 +55,44 @@ extension RelaySession {
                       atLeastFrame: newerHalf)
     }
 
-    /// The candidates one transfer serves: every peer that paces its transfers, and at most one
-    /// that does not (sync protocol 1 gets each state whole at once, and libzmq would queue a
-    /// copy for each at the relay); the others wait for the next transfer.
-    static func servable(_ candidates: [RelayPeer]) -> [RelayPeer] {
-        var unpacedTaken = false
-        return candidates.filter { candidate in
-            if candidate.pacesTransfers { return true }
-            defer { unpacedTaken = true }
-            return !unpacedTaken
-        }
-    }
-
-    /// Abandons `transfer` when its reference sent no chunk for the transfer timeout; drops the
-    /// targets that acknowledged none of the chunks sent to them for as long (each gets another
-    /// transfer, up to ``loadRetries`` times).
+    /// Abandons `transfer` when its reference sent no chunk for the transfer timeout, or its
+    /// state is not whole by its deadline (see ``ActiveTransfer/deadlineMs(timeoutMs:minRate:)``);
+    /// drops the targets that acknowledged none of the chunks sent to them for as long, and,
+    /// past the deadline, every target still short of the state (each gets another transfer,
+    /// up to ``loadRetries`` times). A trickle of chunks or acknowledgements keeps no transfer,
+    /// its state held and its session's next transfers waiting, open for long.
     func checkProgress(of transfer: ActiveTransfer, now: UInt64) {
         let timeout = UInt64(configuration.transferTimeoutMs)
-        if !transfer.complete, now &- transfer.lastProgressMs >= timeout {
-            abortTransfer(reason: "no chunk for \(configuration.transferTimeoutMs) ms", now: now)
+        let late = transfer.deadlineMs(timeoutMs: configuration.transferTimeoutMs,
+                                       minRate: configuration.transferMinRateBytes).map { now >= $0 } ?? false
+        if !transfer.complete, late || now &- transfer.lastProgressMs >= timeout {
+            abortTransfer(reason: late ? "its \(transfer.totalSize)-byte state did not arrive at \(configuration.transferMinRateBytes) bytes/s"
+                                       : "no chunk for \(configuration.transferTimeoutMs) ms",
+                          now: now)
             return
         }
-        for delivery in transfer.deliveries where delivery.owesAcknowledgement && now &- delivery.lastProgressMs >= timeout {
+        for delivery in transfer.deliveries where !delivery.finished {
+            guard late || (delivery.owesAcknowledgement && now &- delivery.lastProgressMs >= timeout) else { continue }
             delivery.finished = true
-            stalled(delivery, of: transfer)
+            stalled(delivery, of: transfer, late: late)
         }
         pump(transfer, now: now)  // also notices targets that left, and ends a transfer nobody waits for
     }
 
     /// A target stopped acknowledging chunks (it does not read, or its link died): it leaves the
     /// transfer, and waits for another unless it stalled more than ``loadRetries`` times.
-    private func stalled(_ delivery: TransferDelivery, of transfer: ActiveTransfer) {
+    private func stalled(_ delivery: TransferDelivery, of transfer: ActiveTransfer, late: Bool) {
         let target = delivery.peer
         target.stalledTransfers += 1
+        target.stalledOn = delivery.address
         let retry = target.stalledTransfers <= Self.loadRetries
         if target.startState == .sent(transfer.id) { target.startState = .missing }
         // It plays on from the state before the restart: a state of now is its way back.
         if transfer.reason == .restart { requestCatchUpTransfer(target) }
         transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()), severity: .error,
-                          message: "\(target.participantId) acknowledged \(delivery.acknowledgedBytes) of the \(delivery.sentBytes) bytes of transfer \(transfer.id) sent to it and nothing more for \(configuration.transferTimeoutMs) ms"
+                          message: "\(target.participantId) acknowledged \(delivery.acknowledgedBytes) of the \(delivery.sentBytes) bytes of transfer \(transfer.id) sent to it and "
+                              + (late ? "not the whole \(transfer.totalSize) bytes at \(configuration.transferMinRateBytes) bytes/s"
+                                      : "nothing more for \(configuration.transferTimeoutMs) ms")
                               + (retry ? "; another transfer follows" : "; giving up after \(Self.loadRetries) retries"),
                           sessionId: sessionId)
     }
@@ -105,7 +103,7 @@ extension RelaySession {
         self.transfer = nil
         for target in transfer.targets where target.awaitingTransfer != nil { target.awaitingTransfer = 0 }
         if transfer.reason == .matchStart { startTransferEnded(transfer, completed: false) }
-        if transfer.reason == .restart { restartTransferEnded(transfer, frame: nil) }
+        if transfer.reason == .restart { restartTransferEnded(transfer, frame: transfer.complete ? transfer.frame : nil) }
         transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()), severity: .error,
                           message: "state transfer \(transfer.id) of \(sessionId) abandoned: \(reason)",
                           sessionId: sessionId)
@@ -172,6 +170,8 @@ extension RelaySession {
             if chunk.last, transfer.reason == .matchStart { startStateBytes = transfer.collected }
         }
         transfer.chunks.append(chunk)
+        // The session's next replay file starts from a restart's state as soon as it is whole.
+        if chunk.last, transfer.reason == .restart { continueReplayAfterRestart(transfer, frame: frame) }
         pump(transfer, now: now)
     }
 
@@ -189,6 +189,10 @@ extension RelaySession {
                 delivery.finished = true  // gone, removed or attached again: a later transfer serves it
                 continue
             }
+            if !delivery.paced, transfer.frame != nil, transfer.totalSize > window {
+                refuseUnpaced(delivery, of: transfer, now: now)
+                continue
+            }
             while delivery.nextChunk < transfer.chunks.count {
                 let chunk = transfer.chunks[delivery.nextChunk]
                 let size = UInt64(chunk.data.count)
@@ -200,6 +204,7 @@ extension RelaySession {
                 delivery.sentBytes += size
                 guard chunk.last else { continue }
                 delivery.finished = true
+                delivery.delivered = true
                 served = true
                 if let frame = transfer.frame { received(transfer, frame: frame, by: target, now: now) }
             }
@@ -225,10 +230,37 @@ extension RelaySession {
             target.rttProbe = nil
             target.lastAuthoritativeSendMs = now
         }
-        // The state of a match's start is frame 0's: its checksums count (from every peer).
-        if target.slot > 0, transfer.reason != .matchStart {
-            resyncedAt[target.slot - 1] = max(resyncedAt[target.slot - 1], frame + 1)
+        switch transfer.reason {
+        case .matchStart:
+            break  // the state of frame 0: its checksums count (from every peer)
+        case .restart:
+            // Its checksums count again from the state's frame on; a spectator (which replaces
+            // its engine with the state) gets the inputs from that frame again.
+            if target.slot > 0 { resyncedAt[target.slot - 1] = frame + 1 }
+            if !target.isPlayer, target.sentFrames > frame {
+                target.sentFrames = frame
+                target.awaitedFrame = min(target.awaitedFrame, frame)
+            }
+        default:
+            if target.slot > 0 { resyncedAt[target.slot - 1] = max(resyncedAt[target.slot - 1], frame + 1) }
         }
+    }
+
+    /// A target of sync protocol 1 acknowledges no progress, so it would be sent the whole state
+    /// at once, queued at the relay if it does not read: it gets states of at most one window
+    /// (as much as a target of protocol 2 that stops reading can leave queued), and is told to
+    /// update for a larger one, which it is not offered again on this connection.
+    private func refuseUnpaced(_ delivery: TransferDelivery, of transfer: ActiveTransfer, now: UInt64) {
+        delivery.finished = true
+        let target = delivery.peer
+        target.stalledTransfers = Self.loadRetries + 1
+        target.stalledOn = delivery.address
+        if target.startState == .sent(transfer.id) { target.startState = .missing }
+        let reason = "States over \(configuration.transferWindowBytes) bytes go only to peers of sync protocol \(SyncProtocol.pacedStateTransfers) or later; this one is \(transfer.totalSize) bytes. Update the client."
+        send(.error(ServiceError(.unsupportedVersion, reason).reply), to: target, now: now)
+        transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()), severity: .error,
+                          message: "\(target.participantId) speaks sync protocol 1 and is not sent the \(transfer.totalSize)-byte state of transfer \(transfer.id) (over the \(configuration.transferWindowBytes)-byte window)",
+                          sessionId: sessionId)
     }
 
     /// How long a session waits before another transfer once one did not fit the budget.

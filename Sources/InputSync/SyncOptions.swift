@@ -41,6 +41,9 @@ public struct SyncOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Bytes of states all state transfers may hold at once (env NETPLAY_TRANSFER_MEMORY, default 268435456, 67108864 ... 1099511627776): a transfer beyond it waits.", valueName: "bytes"))
     public var transferMemory: Int?
 
+    @Option(help: ArgumentHelp("Slowest a state transfer may go (env NETPLAY_TRANSFER_MIN_RATE, default 262144, 1024 ... 1073741824): a state of n bytes has the transfer timeout plus n / rate seconds to reach every target; a target still short of it is dropped from the transfer, and retried.", valueName: "bytes/s"))
+    public var transferMinRate: Int?
+
     @Flag(help: "Write no replay files.")
     public var noReplays = false
 
@@ -116,6 +119,8 @@ public struct SyncOptions: ParsableArguments, Sendable {
         relay.maxPathsPerParticipant = pathsValue
         relay.transferWindowBytes = try setting.integer(transferWindow, "NETPLAY_TRANSFER_WINDOW", name: "--transfer-window",
                                                         default: relay.transferWindowBytes, range: 256 ... 64 << 20)
+        relay.transferMinRateBytes = try setting.integer(transferMinRate, "NETPLAY_TRANSFER_MIN_RATE", name: "--transfer-min-rate",
+                                                         default: relay.transferMinRateBytes, range: 1024 ... 1 << 30)
         relay.maxTransferBytes = try setting.integer(transferMemory, "NETPLAY_TRANSFER_MEMORY", name: "--transfer-memory",
                                                      default: relay.maxTransferBytes, range: relay.maxStateBytes ... 1 << 40)
         relay.replayDirectory = noReplays ? nil : service.dataDirectory.appendingPathComponent("replays")

@@ -15,7 +15,7 @@ extension NetplayMatch {
     func sendAttach(now: UInt64, attempt: Int) {
         let resume = attachedOnce
         attachRequestId = takeRequestId()
-        let request = AttachRequest(ticket: admission.ticket, protocolVersion: SyncProtocol.current, clientVersion: options.clientVersion,
+        let request = AttachRequest(ticket: admission.ticket, protocolVersion: attachProtocol, clientVersion: options.clientVersion,
                                     resume: resume, confirmedFrames: UInt32(resume ? confirmedFrames : 0),
                                     firstUnackedFrame: UInt32(max(ownNewest + 1, 0)), content: options.content,
                                     gameOptions: Array(options.gameOptions.prefix(4096)),
@@ -73,11 +73,15 @@ extension NetplayMatch {
                 case .lost(let path, let reason): self?.note(.pathLost(path: path, reason: reason))
                 }
             }
-            link.attachPaths(ticket: admission.ticket, clientVersion: options.clientVersion, paths: pathTarget,
+            link.attachPaths(ticket: admission.ticket, clientVersion: options.clientVersion, protocolVersion: attachProtocol,
+                             paths: pathTarget,
                              backoff: options.backoff, attachTimeoutMs: options.attachTimeoutMs, now: now)
         }
         params = response.params
         relayPacesTransfers = SyncProtocol.version(response.protocolVersion) >= SyncProtocol.pacedStateTransfers
+        // A state half received on the connection before is not continued: the relay (perhaps
+        // another one, or the same one rebuilt, whose transfer ids start over) sends states anew.
+        assembly = nil
         slot = Int(response.slot)
         peers = response.peers
         if wasAttached, case .attaching = phase { note(.reconnected) }
@@ -176,6 +180,11 @@ extension NetplayMatch {
                 if case .attaching(let attempt, _, _) = phase {
                     scheduleReattach(attempt: attempt + 1, now: now, why: error.message)
                 }
+            case .unsupportedVersion where attachProtocol > 1:
+                // An older relay: attach again at once with the version before (it sends
+                // states whole, and expects no progress acknowledgements).
+                attachProtocol -= 1
+                if case .attaching(let attempt, _, _) = phase { sendAttach(now: now, attempt: attempt) }
             default:
                 finish(.refused(error.code, error.message))
             }

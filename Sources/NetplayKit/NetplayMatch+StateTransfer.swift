@@ -63,7 +63,8 @@ extension NetplayMatch {
     }
 
     func receiveChunk(_ chunk: StateChunk, now: UInt64) {
-        if assembly?.transferId != chunk.transferId {
+        // A first chunk always starts a state (a relay rebuilt since may reuse a transfer id).
+        if assembly?.transferId != chunk.transferId || chunk.offset == 0 {
             guard chunk.offset == 0 else { return }
             assembly = Assembly(transferId: chunk.transferId, frame: Int(chunk.frame), reason: chunk.reason,
                                 checksum: chunk.checksum, bytes: [])

@@ -66,6 +66,9 @@ public final class NetplayMatch<G: SerializableGame> {
     var phase: Phase = .idle
     private var nextRequestId: UInt64 = 1
     var attachRequestId: UInt64 = 0
+    /// The sync protocol version it attaches with: ``SyncProtocol/current``, one lower after a
+    /// relay refused it `UNSUPPORTED_VERSION` (an older relay), down to 1.
+    var attachProtocol = SyncProtocol.current
     /// Since when an attach waits for its fresh connection to come up (nothing could be sent yet).
     var attachConnectingSinceMs: UInt64?
     var attachedOnce = false

@@ -53,9 +53,12 @@ final class RelayLink {
     private var paths: [Path]
     private var backoff: Backoff
     private var attachTimeoutMs: UInt64
-    /// What additional paths attach with (set by ``attachPaths(ticket:clientVersion:now:)``).
+    /// What additional paths attach with (set by
+    /// ``attachPaths(ticket:clientVersion:protocolVersion:paths:backoff:attachTimeoutMs:now:)``):
+    /// the primary's ticket, client and sync protocol version.
     private var ticket: JoinTicket?
     private var clientVersion = ""
+    private var protocolVersion = SyncProtocol.current
     private var nextRequestId: UInt64 = 1 << 62
     /// The primary's connection count, and the one the paths were last attached for.
     private var generation = 0
@@ -155,10 +158,11 @@ final class RelayLink {
 
     /// The primary attached (first time or again): `paths - 1` additional paths attach with
     /// `ticket`, fresh connections each, unless they already did for this primary connection.
-    func attachPaths(ticket: JoinTicket, clientVersion: String, paths count: Int, backoff: Backoff,
+    func attachPaths(ticket: JoinTicket, clientVersion: String, protocolVersion: UInt32, paths count: Int, backoff: Backoff,
                      attachTimeoutMs: Int, now: UInt64) {
         self.ticket = ticket
         self.clientVersion = clientVersion
+        self.protocolVersion = protocolVersion
         if count != paths.count {
             setPathCount(count)
             self.backoff = backoff
@@ -223,7 +227,7 @@ final class RelayLink {
                 }
                 // Sent directly (not through the simulated delay): a fresh connection takes
                 // nothing until it is up (ZMQ_IMMEDIATE), so the attach waits for it here.
-                let request = AttachRequest(ticket: ticket, protocolVersion: SyncProtocol.current, clientVersion: clientVersion,
+                let request = AttachRequest(ticket: ticket, protocolVersion: protocolVersion, clientVersion: clientVersion,
                                             resume: true, additionalPath: true)
                 if transmit(Envelope(requestId: nextRequestId + 1, body: .attachRequest(request)), on: index) {
                     nextRequestId += 1

@@ -226,3 +226,83 @@ struct RelayStartStateTests {
         #expect(notices(rig).first?.referenceSlot == 1 && notices(rig).first?.divergedSlots == [2])
     }
 }
+
+/// State transfers of a start or a restart that a target stops acknowledging, watched whatever
+/// the session waits for.
+@Suite("Relay: start and restart transfers with a silent target", .ownThread)
+struct RelayStartTransferStallTests {
+    let host = RelayRig.address("host")
+    let b = RelayRig.address("peer-b")
+    let c = RelayRig.address("peer-c")
+
+    /// A 300-byte window and a 200 ms transfer timeout.
+    func rig(players: Int) -> RelayRig {
+        RelayRig(players: players, checksumInterval: 10, maxSpectators: 4) {
+            $0.transferWindowBytes = 300
+            $0.transferTimeoutMs = 200
+            $0.startStateTimeoutMs = 60_000
+            $0.startSyncTimeoutMs = 60_000
+        }
+    }
+
+    /// `from` sends a 400-byte state of `frame` in four chunks for `request`.
+    func serve(_ rig: RelayRig, _ request: StateRequest, frame: UInt32, from peer: PeerAddress) throws {
+        for index in 0 ..< 4 {
+            try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: frame, offset: UInt64(index * 100), totalSize: 400,
+                                                data: Array(repeating: 3, count: 100), last: index == 3, reason: request.reason)),
+                         from: peer)
+        }
+    }
+
+    var held: (RelayRig) -> Bool = { $0.core.introspect().rendered().contains(#""transfer_bytes_held":400"#) }
+
+    /// Before the start, a player leaves: the start waits for its slot again, and the host's
+    /// state on its way to a target that stopped reading must not stay held meanwhile.
+    @Test func aStartTransferIsWatchedWhileTheStartWaitsForAPlayer() throws {
+        let rig = rig(players: 3)
+        let request = AttachRequest(ticket: rig.ticket(slot: 1, participant: "h-host"), protocolVersion: SyncProtocol.current,
+                                    startFromHostState: true)
+        _ = try rig.send(.attachRequest(request), from: host)
+        _ = try rig.attach(b, slot: 2)
+        _ = try rig.attach(c, slot: 3)
+        rig.advance(ms: 8)
+        let stateRequest = try #require(stateRequests(rig.transport.take(host)).first)
+        #expect(stateRequest.reason == .matchStart)
+        try serve(rig, stateRequest, frame: 0, from: host)
+        #expect(stateChunks(rig.transport.take(c)).count == 3)
+        #expect(held(rig))
+        try rig.send(.detach(Detach(reason: .leaving)), from: b)
+        rig.advance(ms: 300)
+        // The silent target was dropped at the timeout; the transfer ended and gave its state back.
+        #expect(rig.transport.published.filter { $0.topic == "sync.transfer_failed" }.count == 1)
+        #expect(!held(rig))
+    }
+
+    /// A spectator that got the whole state of the host's restart gets the inputs from the
+    /// state's frame at once, though the transfer still waits on another spectator.
+    @Test func aRestartTargetRunsFromTheStateAtItsLastChunk() throws {
+        let rig = rig(players: 2)
+        let watcher = RelayRig.address("watcher")
+        let silent = RelayRig.address("silent")
+        _ = try rig.attach(host, slot: 1, participant: "h-host")
+        _ = try rig.attach(b, slot: 2)
+        _ = try rig.attach(watcher, slot: 0, role: .spectator)
+        _ = try rig.attach(silent, slot: 0, role: .spectator)
+        for frame in 0 ..< 30 {
+            try rig.batch(host, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        rig.advance(ms: 8)
+        _ = rig.transport.take(watcher)
+        try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId, restart: true, restartFrame: 20)), from: host)
+        let request = try #require(stateRequests(rig.transport.take(host)).first)
+        try serve(rig, request, frame: 20, from: host)
+        #expect(stateChunks(rig.transport.take(watcher)).count == 3)
+        try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, receivedBytes: 300)), from: watcher)
+        let after = rig.transport.take(watcher)
+        #expect(stateChunks(after).map(\.last) == [true])
+        let inputs = after.compactMap { body -> InputBroadcast? in if case .inputBroadcast(let b) = body { b } else { nil } }
+        #expect(inputs.first?.players.first?.startFrame == 20, "\(inputs.map { $0.players.map(\.startFrame) })")
+        #expect(held(rig), "the transfer still waits on the silent spectator")
+    }
+}

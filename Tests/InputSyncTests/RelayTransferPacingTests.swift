@@ -20,11 +20,12 @@ struct RelayTransferPacingTests {
 
     /// A running pair that played 100 frames, on a relay with a 300-byte window and a history
     /// short enough that late joiners need a state.
-    func runningMatch() throws -> RelayRig {
+    func runningMatch(minRate: Int? = nil) throws -> RelayRig {
         let rig = RelayRig(maxSpectators: 40) {
             $0.lateJoinReplayLimit = 20
             $0.transferWindowBytes = Self.window
             $0.transferTimeoutMs = Self.timeoutMs
+            if let minRate { $0.transferMinRateBytes = minRate }
         }
         _ = try rig.attach(a, slot: 1)
         _ = try rig.attach(b, slot: 2)
@@ -65,6 +66,19 @@ struct RelayTransferPacingTests {
 
     func acknowledge(_ rig: RelayRig, _ request: StateRequest, bytes: Int, from peer: PeerAddress) throws {
         try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, receivedBytes: UInt64(bytes))), from: peer)
+    }
+
+    /// `peer` reads the chunks sent to it, acknowledging each batch but the last, until no more
+    /// come: the bytes it got.
+    func readAll(_ rig: RelayRig, _ request: StateRequest, by peer: PeerAddress) throws -> Int {
+        var received = 0
+        while true {
+            let got = chunks(rig, to: peer)
+            guard !got.isEmpty else { return received }
+            received += got.reduce(0) { $0 + $1.data.count }
+            if got.last?.last == true { return received }
+            try acknowledge(rig, request, bytes: received, from: peer)
+        }
     }
 
     @Test func aTargetGetsAWindowAtATimeAndTheRestAsItAcknowledges() throws {
@@ -127,14 +141,7 @@ struct RelayTransferPacingTests {
             }).first else { break }
             transfers += 1
             try serve(rig, request, chunks: 10)
-            var received = 0
-            while !readerDone {
-                let got = chunks(rig, to: reader)
-                guard !got.isEmpty else { break }
-                received += got.count * Self.chunk
-                readerDone = got.last?.last == true
-                if !readerDone { try acknowledge(rig, request, bytes: received, from: reader) }
-            }
+            if !readerDone { readerDone = try readAll(rig, request, by: reader) == 10 * Self.chunk }
             sentToSilent += silent.reduce(0) { $0 + chunks(rig, to: $1).reduce(0) { $0 + $1.data.count } }
             rig.advance(ms: UInt64(Self.timeoutMs) + 10)
         }
@@ -149,32 +156,152 @@ struct RelayTransferPacingTests {
         #expect(rig.transport.take(a).allSatisfy { if case .stateRequest = $0 { false } else { true } })
     }
 
-    /// A peer of sync protocol 1 never acknowledges progress: it gets the state whole, as
-    /// before, but one transfer serves only one of them (each would hold a copy at the relay).
-    @Test func peersOfProtocolOneGetTheStateWholeOneTransferAtATime() throws {
+    /// A peer of sync protocol 1 never acknowledges progress, so it would be sent a state whole,
+    /// queued at the relay if it does not read: states of at most a window (what a paced target
+    /// that stops reading leaves queued) still reach every one of them in one transfer; a larger
+    /// one is refused them (UNSUPPORTED_VERSION, "update"), and not offered again on that
+    /// connection, while a paced target gets it. A new connection starts with a clean record.
+    @Test func peersOfProtocolOneGetStatesUpToAWindowAndAreToldToUpdateForLarger() throws {
         let rig = try runningMatch()
         let old = (0 ..< 3).map { RelayRig.address("old-\($0)") }
         for peer in old {
-            let welcome = try rig.attach(peer, slot: 0, role: .spectator, protocolVersion: 1)
+            let welcome = try rig.attach(peer, slot: 0, role: .spectator, participant: "old-\(peer.routingId.last!)", protocolVersion: 1)
             #expect(welcome.stateFollows)
         }
         let current = RelayRig.address("current")
         _ = try rig.attach(current, slot: 0, role: .spectator)
-        var served: [[Int]] = []
-        for _ in 0 ..< old.count {
-            let request = try request(rig)
-            try serve(rig, request, chunks: 10)
-            served.append(old.indices.filter { chunks(rig, to: old[$0]).count == 10 })
-            // The transfer ends once every target got the state (the paced one acknowledges).
-            var received = 0
-            while true {
-                let got = chunks(rig, to: current)
-                guard !got.isEmpty else { break }
-                received += got.count * Self.chunk
-                try acknowledge(rig, request, bytes: received, from: current)
+        // A large state: the paced spectator gets it as it acknowledges; the old ones are told why not.
+        let large = try request(rig)
+        try serve(rig, large, chunks: 10)
+        for peer in old {
+            let got = rig.transport.take(peer)
+            #expect(stateChunks(got).isEmpty)
+            let refusal = got.compactMap { body -> ErrorReply? in if case .error(let error) = body { error } else { nil } }
+            #expect(refusal.map(\.code) == [.unsupportedVersion])
+            #expect(refusal.first?.message.contains("Update the client") == true)
+        }
+        #expect(try readAll(rig, large, by: current) == 1000)
+        // Not offered again on those connections: no transfer follows for them.
+        rig.advance(ms: 100)
+        #expect(stateRequests(rig.transport.take(a)).isEmpty)
+        // Attached again from new connections, they are served states of at most a window, all
+        // in one transfer, whole at once.
+        let renewed = old.map { RelayRig.address("renewed-\($0.routingId.last!)") }
+        for (peer, again) in zip(old, renewed) {
+            _ = try rig.attach(again, slot: 0, role: .spectator, participant: "old-\(peer.routingId.last!)", protocolVersion: 1)
+        }
+        let small = try request(rig)
+        try serve(rig, small, chunks: 3)
+        for peer in renewed { #expect(chunks(rig, to: peer).map(\.offset) == [0, 100, 200]) }
+        rig.advance(ms: 8)
+        #expect(stateRequests(rig.transport.take(a)).isEmpty, "the transfer ended with every target served")
+    }
+
+    /// A transfer has its timeout plus its state's size at the minimum rate to reach every
+    /// target: a target that acknowledges a trickle (never silent for a timeout) is dropped at
+    /// that deadline, and the transfer ends, so the session's next transfers do not wait on it
+    /// and its state is not held; its other targets were served meanwhile.
+    @Test func aTrickleOfAcknowledgementsKeepsNoTransferOpenPastItsDeadline() throws {
+        // 1000 bytes at 1024 bytes/s: 976 ms, plus the 200 ms timeout.
+        let rig = try runningMatch(minRate: 1024)
+        let trickler = RelayRig.address("trickler")
+        let reader = RelayRig.address("reader")
+        _ = try rig.attach(trickler, slot: 0, role: .spectator)
+        _ = try rig.attach(reader, slot: 0, role: .spectator)
+        let request = try request(rig)
+        let began = rig.now - 8
+        try serve(rig, request, chunks: 10)
+        #expect(try readAll(rig, request, by: reader) == 1000)
+        #expect(chunks(rig, to: trickler).count == 3)
+        // Ten bytes more every 150 ms: progress, never a full chunk's room.
+        var trickled = 0
+        while rig.now < began + 1_300 {
+            trickled += 10
+            try acknowledge(rig, request, bytes: trickled, from: trickler)
+            rig.advance(ms: 150)
+        }
+        let failures = rig.transport.published.filter { $0.topic == "sync.transfer_failed" }
+        #expect(failures.count == 1)
+        #expect(rig.core.introspect().rendered().contains(#""transfer_bytes_held":0"#), "the state is given back")
+        // It is tried again (a fresh transfer, from the state's start).
+        rig.advance(ms: 8)
+        let again = try #require(stateRequests(rig.transport.take(a)).first)
+        #expect(again.transferId != request.transferId)
+    }
+
+    /// A reference that sends a trickle of chunks (each within the timeout of the last) is
+    /// abandoned at the transfer's deadline, and its state given back.
+    @Test func aTrickleOfChunksKeepsNoTransferOpenPastItsDeadline() throws {
+        let rig = try runningMatch(minRate: 1024)
+        let joiner = RelayRig.address("late")
+        _ = try rig.attach(joiner, slot: 0, role: .spectator)
+        let request = try request(rig)
+        let began = rig.now - 8
+        var offset = 0
+        var refused: ServiceError?
+        while rig.now < began + 1_300, offset < 1000 {
+            do {
+                try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 90, offset: UInt64(offset), totalSize: 1000,
+                                                    data: Array(repeating: 1, count: 25), last: false)), from: a)
+            } catch {
+                refused = error
+                break
+            }
+            offset += 25
+            let got = chunks(rig, to: joiner).reduce(0) { $0 + $1.data.count }
+            if got > 0 { try acknowledge(rig, request, bytes: offset, from: joiner) }
+            rig.advance(ms: 150)
+        }
+        // Abandoned at 1176 ms: the next chunk is for a transfer that is no more.
+        #expect(refused?.code == .invalidState)
+        #expect(offset == 200)
+        let failures = rig.transport.published.filter { $0.topic == "sync.transfer_failed" }
+        #expect(failures.count == 1)
+        #expect(rig.core.introspect().rendered().contains(#""transfer_bytes_held":0"#))
+    }
+
+    /// The checksums of a target that got the whole state count again at once, though the
+    /// transfer still waits for another target: a player diverging again is noticed.
+    @Test func aServedTargetsChecksumsCountWhileTheTransferServesOthers() throws {
+        let rig = RelayRig(players: 4, checksumInterval: 10) {
+            $0.transferWindowBytes = Self.window
+            $0.transferTimeoutMs = 10_000
+            $0.checksumTimeoutMs = 60_000
+        }
+        let peers = (1 ... 4).map { RelayRig.address("p\($0)") }
+        for (index, peer) in peers.enumerated() { _ = try rig.attach(peer, slot: index + 1) }
+        func play(_ frames: Range<Int>) throws {
+            for frame in frames {
+                for (index, peer) in peers.enumerated() { try rig.batch(peer, slot: index + 1, start: frame, [UInt8(index)]) }
             }
         }
-        #expect(served == [[0], [1], [2]])
+        func report(_ frame: Int, _ checksums: [UInt64]) throws {
+            for (index, peer) in peers.enumerated() {
+                try rig.send(.checksumReport(ChecksumReport(slot: UInt32(index + 1),
+                                                            checksums: [FrameChecksum(frame: UInt32(frame), checksum: checksums[index])])),
+                             from: peer)
+            }
+        }
+        try play(0 ..< 30)
+        // Slots 3 and 4 each differ from slots 1 and 2: both get slot 1's state.
+        try report(10, [1, 1, 3, 4])
+        #expect(notices(rig).last?.divergedSlots == [3, 4])
+        let request = try #require(stateRequests(rig.transport.take(peers[0])).first)
+        for index in 0 ..< 4 {
+            try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 20, offset: UInt64(index * 100), totalSize: 400,
+                                                data: Array(repeating: 9, count: 100), last: index == 3)), from: peers[0])
+        }
+        #expect(chunks(rig, to: peers[2]).count == 3)
+        #expect(chunks(rig, to: peers[3]).count == 3)
+        _ = rig.transport.take(peers[0])
+        // Slot 3 acknowledges, gets the last chunk and loads the state; slot 4 acknowledges
+        // nothing (the transfer stays open for it).
+        try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, receivedBytes: 300)), from: peers[2])
+        #expect(chunks(rig, to: peers[2]).map(\.last) == [true])
+        try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, receivedBytes: 400, loaded: true)), from: peers[2])
+        try play(30 ..< 40)
+        try report(30, [7, 7, 8, 7])
+        #expect(notices(rig).last?.frame == 30 && notices(rig).last?.divergedSlots == [3])
     }
 
     /// The relay holds the whole state once the reference sent it: the reference leaving then

@@ -37,7 +37,7 @@ struct SyncOptionsTests {
         #expect(resolved.coordinator == nil && resolved.relay.replayDirectory == nil)
     }
 
-    @Test func theTransferWindowAndMemoryComeFromTheFlagOrTheEnvironment() throws {
+    @Test func theTransferWindowMemoryAndMinimumRateComeFromTheFlagOrTheEnvironment() throws {
         #expect(try resolve(["--cluster-secret", Self.secret]).relay.transferWindowBytes == 1 << 20)
         #expect(try resolve(["--cluster-secret", Self.secret], environment: ["NETPLAY_TRANSFER_WINDOW": "4096"])
                 .relay.transferWindowBytes == 4096)
@@ -50,6 +50,13 @@ struct SyncOptionsTests {
                 .relay.maxTransferBytes == 128 << 20)
         #expect(message { try resolve(["--cluster-secret", Self.secret, "--transfer-memory", "1000"]) }
                 == "--transfer-memory must be a whole number from 67108864 to 1099511627776, got '1000'")
+        #expect(try resolve(["--cluster-secret", Self.secret]).relay.transferMinRateBytes == 256 << 10)
+        #expect(try resolve(["--cluster-secret", Self.secret], environment: ["NETPLAY_TRANSFER_MIN_RATE": "65536"])
+                .relay.transferMinRateBytes == 65536)
+        #expect(try resolve(["--cluster-secret", Self.secret, "--transfer-min-rate", "2048"],
+                            environment: ["NETPLAY_TRANSFER_MIN_RATE": "65536"]).relay.transferMinRateBytes == 2048)
+        #expect(message { try resolve(["--cluster-secret", Self.secret, "--transfer-min-rate", "10"]) }
+                == "--transfer-min-rate must be a whole number from 1024 to 1073741824, got '10'")
     }
 
     @Test func theClusterSecretIsFoundBesideTheDataDirectory() throws {

@@ -4,82 +4,29 @@ import NetplayTestSupport
 import NetplayWire
 import Synchronization
 import Testing
-import ZeroMQ
 @testable import NetplayKit
 
 /// A path to a real coordinator that loses the answers to creates and joins (or the answers
 /// `loses` names) while ``losing`` is set (the requests go through): what a player on a bad link
-/// sees when the coordinator did what it was asked and only its reply went missing. A ROUTER
-/// takes the lobby's connections and forwards each on a DEALER of its own to the coordinator.
+/// sees when the coordinator did what it was asked and only its reply went missing.
 final class AnswerLosingPath: Sendable {
-    let endpoint: String
     let losing = Atomic<Bool>(true)
     /// Answers thrown away so far.
     let lost = Atomic<Int>(0)
-    private let stopped = Atomic<Bool>(false)
-    private let finished = DispatchSemaphore(value: 0)
+    private let path = Mutex<InterceptingPath?>(nil)
+
+    var endpoint: String { path.withLock { $0!.endpoint } }
 
     init(to coordinator: String, loses: @escaping @Sendable (Envelope.Body) -> Bool = \.isCreateOrJoinAnswer) throws {
-        let front = try Context.shared.socket(.router)
-        try front.bind("tcp://127.0.0.1:*")
-        endpoint = try front.lastEndpoint
-        let path = Relay(front: front, coordinator: coordinator, loses: loses)
-        Thread.detachNewThread { [self] in
-            defer { finished.signal() }
-            while !stopped.load(ordering: .relaxed) {
-                let (moved, dropped) = path.pump(losing: losing.load(ordering: .relaxed))
-                lost.add(dropped, ordering: .relaxed)
-                if !moved { usleep(1_000) }
-            }
-        }
+        let intercepting = try InterceptingPath(to: coordinator, toClient: { [weak self] _, envelope in
+            guard let self, losing.load(ordering: .relaxed), let envelope, loses(envelope.body) else { return .forward }
+            lost.add(1, ordering: .relaxed)
+            return .drop
+        })
+        path.withLock { $0 = intercepting }
     }
 
-    func stop() {
-        stopped.store(true, ordering: .relaxed)
-        finished.wait()
-    }
-
-    /// The sockets, owned by the path's thread.
-    private final class Relay: @unchecked Sendable {
-        let front: Socket
-        let coordinator: String
-        let loses: @Sendable (Envelope.Body) -> Bool
-        var backs: [[UInt8]: Socket] = [:]
-
-        init(front: Socket, coordinator: String, loses: @escaping @Sendable (Envelope.Body) -> Bool) {
-            self.front = front
-            self.coordinator = coordinator
-            self.loses = loses
-        }
-
-        /// Moves what is waiting either way: whether anything was, and how many answers were lost.
-        func pump(losing: Bool) -> (moved: Bool, lost: Int) {
-            var (moved, lost) = (false, 0)
-            while let frames = try? front.receiveMultipart(flags: .dontWait), frames.count == 2 {
-                moved = true
-                guard let back = back(for: frames[0]) else { continue }
-                _ = try? back.send(frames[1])
-            }
-            for (connection, back) in backs {
-                while let reply = try? back.receive(flags: .dontWait) {
-                    moved = true
-                    if losing, let envelope = try? Envelope(decoding: reply), loses(envelope.body) {
-                        lost += 1
-                        continue
-                    }
-                    _ = try? front.sendMultipart([connection, reply])
-                }
-            }
-            return (moved, lost)
-        }
-
-        private func back(for connection: [UInt8]) -> Socket? {
-            if let back = backs[connection] { return back }
-            guard let back = try? Context.shared.socket(.dealer), (try? back.connect(coordinator)) != nil else { return nil }
-            backs[connection] = back
-            return back
-        }
-    }
+    func stop() { path.withLock { $0?.stop() } }
 }
 
 extension Envelope.Body {

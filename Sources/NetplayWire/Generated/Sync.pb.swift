@@ -253,7 +253,9 @@ public struct AttachRequest: Sendable, Hashable {
     /// The coordinator's ticket.
     public var ticket: JoinTicket
     /// Sync protocol version of the peer, currently 2 (2: it acknowledges the progress of a state
-    /// transfer it receives, see StateTransferAck; 0 counts as 1).
+    /// transfer it receives, see StateTransferAck; 0 counts as 1). A relay refuses a version above
+    /// its own with UNSUPPORTED_VERSION (the peer attaches again with a lower one), and sends a peer
+    /// of 1 only states of at most its transfer window.
     public var protocolVersion: UInt32
     /// Client software, e.g. "netplay-peer 0.1".
     public var clientVersion: String

@@ -197,7 +197,9 @@ struct  Netplay__V1__AttachRequest
   Netplay__V1__JoinTicket *ticket;
   /*
    * Sync protocol version of the peer, currently 2 (2: it acknowledges the progress of a state
-   * transfer it receives, see StateTransferAck; 0 counts as 1).
+   * transfer it receives, see StateTransferAck; 0 counts as 1). A relay refuses a version above
+   * its own with UNSUPPORTED_VERSION (the peer attaches again with a lower one), and sends a peer
+   * of 1 only states of at most its transfer window.
    */
   uint32_t protocol_version;
   /*
