@@ -16,8 +16,12 @@ final class ActiveTransfer {
     var nextOffset: UInt64 = 0
     /// When the reference last sent a chunk (or the transfer began).
     var lastProgressMs: UInt64
-    /// When it began: with its state's size, it has until ``deadlineMs(timeoutMs:minRate:)``.
+    /// When it began: the reference has until ``stateDeadlineMs(timeoutMs:minRate:)`` to send
+    /// the whole state.
     let beganMs: UInt64
+    /// When the state became whole: the targets have until
+    /// ``deliveryDeadlineMs(timeoutMs:minRate:)`` to take it.
+    var completedMs: UInt64?
     /// The chunks received so far, in order; the last one ends the state.
     var chunks: [StateChunk] = []
     var complete: Bool { chunks.last?.last == true }
@@ -36,11 +40,26 @@ final class ActiveTransfer {
         beganMs = now
     }
 
-    /// When it must have reached every target: `timeoutMs` after it began, plus its state's
-    /// size at `minRate` bytes per second. Nil before the first chunk names the size.
-    func deadlineMs(timeoutMs: Int, minRate: Int) -> UInt64? {
+    /// When the reference must have sent the whole state: `timeoutMs` after the transfer began,
+    /// plus the state's size at `minRate` bytes per second. Nil before the first chunk names
+    /// the size.
+    func stateDeadlineMs(timeoutMs: Int, minRate: Int) -> UInt64? {
         guard frame != nil else { return nil }
-        return beganMs + UInt64(timeoutMs) + totalSize * 1000 / UInt64(max(minRate, 1))
+        return Self.allowance(from: beganMs, timeoutMs: timeoutMs, bytes: totalSize, minRate: minRate)
+    }
+
+    /// When every target must have been sent the whole state: as long again from when it
+    /// became whole (a slow reference costs its targets nothing). Nil until then.
+    func deliveryDeadlineMs(timeoutMs: Int, minRate: Int) -> UInt64? {
+        guard let completedMs else { return nil }
+        return Self.allowance(from: completedMs, timeoutMs: timeoutMs, bytes: totalSize, minRate: minRate)
+    }
+
+    /// `start` plus `timeoutMs` plus `bytes` at `minRate` bytes per second, saturating.
+    static func allowance(from start: UInt64, timeoutMs: Int, bytes: UInt64, minRate: Int) -> UInt64 {
+        let (scaled, overflow) = bytes.multipliedReportingOverflow(by: 1000)
+        let sending = overflow ? UInt64.max : scaled / UInt64(max(minRate, 1))
+        return start.addingSaturating(UInt64(max(timeoutMs, 0))).addingSaturating(sending)
     }
 
     /// Whether `peer` is a target still waiting for chunks of it (not sent the last one, not
@@ -74,6 +93,20 @@ final class TransferDelivery {
         lastProgressMs = now
     }
 
+    /// Whether its peer left the transfer: gone, removed from it, or attached again on another
+    /// connection (the chunks went to the old one; a later transfer serves it).
+    func left(_ transfer: ActiveTransfer) -> Bool {
+        !peer.isConnected || peer.address != address || !transfer.targets.contains { $0 === peer }
+    }
+
     /// Whether it owes an acknowledgement of chunks sent to it.
     var owesAcknowledgement: Bool { !finished && paced && sentBytes > acknowledgedBytes }
+}
+
+extension UInt64 {
+    /// The sum, or `UInt64.max` where it would overflow.
+    func addingSaturating(_ other: UInt64) -> UInt64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? .max : sum
+    }
 }

@@ -134,9 +134,11 @@ extension RelaySession {
         // The host serves the state when it is in the winning group; else the lowest slot there.
         let connected = majority.filter { players[$0]?.isConnected == true }
         let reference = connected.contains { $0 == host } ? host : connected.min()
-        let targets = diverged.compactMap { players[$0] }
+        // Not those given up on (stalled too often, or refused a state too large for their
+        // protocol): another transfer would only make the reference upload it again.
+        let targets = diverged.compactMap { players[$0] }.filter { $0.stalledTransfers <= Self.loadRetries }
         var started = false
-        if transfer == nil, let reference, let source = players[reference] {
+        if transfer == nil, !targets.isEmpty, let reference, let source = players[reference] {
             started = beginTransfer(reason: .desync, reference: source, targets: targets, now: now, atLeastFrame: frame)
         }
         let notice = DesyncNotice(sessionId: sessionId, frame: UInt32(frame), checksums: checksumsBySlot,

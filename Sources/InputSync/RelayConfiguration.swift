@@ -141,6 +141,8 @@ public struct RelayConfiguration: Sendable {
         if maxPathsPerParticipant < 1 || maxPathsPerParticipant > 16 { return "the paths per participant must be 1 ... 16" }
         if transferWindowBytes < 256 || transferWindowBytes > 64 << 20 { return "the transfer window must be 256 ... 67108864 bytes" }
         if transferMinRateBytes < 1024 || transferMinRateBytes > 1 << 30 { return "the transfer minimum rate must be 1024 ... 1073741824 bytes per second" }
+        if transferTimeoutMs < 1 { return "the transfer timeout must be >= 1 ms" }
+        if maxStateBytes < 1 || maxStateBytes > 1 << 40 { return "the largest state must be 1 ... 1099511627776 bytes" }
         if maxTransferBytes < maxStateBytes { return "the transfer memory must hold the largest state (\(maxStateBytes) bytes)" }
         return nil
     }

@@ -130,11 +130,14 @@ final class RelayPeer {
     /// acknowledged; an older one gets each state whole, and only states of at most that size.
     var pacesTransfers = true
     /// Transfers it stopped acknowledging (or, of sync protocol 1, could not be sent) since its
-    /// last successful load, on connection ``stalledOn``; beyond ``RelaySession/loadRetries``
-    /// it is sent no more there. A new connection starts with a clean record: nothing is
-    /// queued for it at the relay.
+    /// last successful load, the last on connection ``stalledOn``; beyond
+    /// ``RelaySession/loadRetries`` it is sent no more. A new connection gets one more try
+    /// (nothing is queued for it at the relay), as leaving and joining again would.
     var stalledTransfers = 0
     var stalledOn: PeerAddress?
+    /// Of sync protocol 1, it was refused a state larger than the window: only an attach that
+    /// paces its transfers (protocol 2 or later) clears its record.
+    var refusedUnpaced = false
 
     init(participantId: String, name: String, role: Role, slot: Int, address: PeerAddress, now: UInt64,
          ticketExpiresAtUnixMs: UInt64, isHost: Bool = false) {

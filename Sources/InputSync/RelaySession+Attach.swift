@@ -43,10 +43,16 @@ extension RelaySession {
         }
         // A fresh primary attach (reconnect, resume) ends the paths of the old connection.
         routes.dropExtraPaths(of: participant)
-        // Nothing queued at the relay for a new connection: its transfers start with a clean
-        // record (on the same one, what it left unread is still queued).
-        if let stalledOn = participant.stalledOn, stalledOn != peer {
+        participant.pacesTransfers = SyncProtocol.version(request.protocolVersion) >= SyncProtocol.pacedStateTransfers
+        // Nothing is queued at the relay for a new connection (on the same one, what it left
+        // unread still is): one more try there, as a peer leaving and joining again would get.
+        // A peer refused a state for its protocol gets one only once it paces its transfers.
+        if participant.refusedUnpaced, participant.pacesTransfers {
+            participant.refusedUnpaced = false
             participant.stalledTransfers = 0
+            participant.stalledOn = nil
+        } else if !participant.refusedUnpaced, let stalledOn = participant.stalledOn, stalledOn != peer {
+            participant.stalledTransfers = min(participant.stalledTransfers, Self.loadRetries)
             participant.stalledOn = nil
         }
         participant.address = peer
@@ -57,7 +63,6 @@ extension RelaySession {
         participant.name = ticket.name
         participant.ticketExpiresAtUnixMs = max(participant.ticketExpiresAtUnixMs, ticket.expiresAtUnixMs)
         participant.clientVersion = String(request.clientVersion.prefix(64))
-        participant.pacesTransfers = SyncProtocol.version(request.protocolVersion) >= SyncProtocol.pacedStateTransfers
         participant.announcedPaths = min(max(Int(request.paths), 1), configuration.maxPathsPerParticipant)
         routes.set(peer, session: self, participant: participant)
         noteStartState(of: request, from: participant)

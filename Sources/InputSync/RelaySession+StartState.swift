@@ -41,7 +41,11 @@ extension RelaySession {
         let lacking = participants.filter {
             $0 !== host && $0.isConnected && $0.startState == .missing && $0.stalledTransfers <= Self.loadRetries
         }
-        let waiting = participants.contains { $0 !== host && $0.isConnected && $0.startState != .loaded }
+        // Those given up on (stalled too often, or of protocol 1 for a state too large) hold
+        // nobody up: they start as late joiners do.
+        let waiting = participants.contains {
+            $0 !== host && $0.isConnected && $0.startState != .loaded && $0.stalledTransfers <= Self.loadRetries
+        }
         guard waiting else { return true }
         // A transfer in flight is watched by the timers (``tick(now:)``), whether or not the start waits.
         guard transfer == nil else { return false }
@@ -135,7 +139,8 @@ extension RelaySession {
     /// did at their last chunk. Abandoned early, the replay stops here.
     func restartTransferEnded(_ transfer: ActiveTransfer, frame: Int?) {
         if frame == nil { continueReplayAfterRestart(transfer, frame: nil) }
-        for delivery in transfer.deliveries where !delivery.delivered && delivery.peer.slot > 0 {
+        for delivery in transfer.deliveries where !delivery.delivered && delivery.peer.slot > 0
+            && transfer.targets.contains(where: { $0 === delivery.peer }) {
             resyncedAt[delivery.peer.slot - 1] = (frame ?? timeline.confirmed) + 1
         }
     }

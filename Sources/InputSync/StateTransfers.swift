@@ -56,27 +56,45 @@ extension RelaySession {
     }
 
     /// Abandons `transfer` when its reference sent no chunk for the transfer timeout, or its
-    /// state is not whole by its deadline (see ``ActiveTransfer/deadlineMs(timeoutMs:minRate:)``);
+    /// state is not whole by its deadline (``ActiveTransfer/stateDeadlineMs(timeoutMs:minRate:)``);
     /// drops the targets that acknowledged none of the chunks sent to them for as long, and,
-    /// past the deadline, every target still short of the state (each gets another transfer,
+    /// past the targets' deadline (``ActiveTransfer/deliveryDeadlineMs(timeoutMs:minRate:)``,
+    /// as long again from when the state became whole), every target still short of the state
+    /// (each gets another transfer,
     /// up to ``loadRetries`` times). A trickle of chunks or acknowledgements keeps no transfer,
     /// its state held and its session's next transfers waiting, open for long.
     func checkProgress(of transfer: ActiveTransfer, now: UInt64) {
         let timeout = UInt64(configuration.transferTimeoutMs)
-        let late = transfer.deadlineMs(timeoutMs: configuration.transferTimeoutMs,
-                                       minRate: configuration.transferMinRateBytes).map { now >= $0 } ?? false
-        if !transfer.complete, late || now &- transfer.lastProgressMs >= timeout {
-            abortTransfer(reason: late ? "its \(transfer.totalSize)-byte state did not arrive at \(configuration.transferMinRateBytes) bytes/s"
-                                       : "no chunk for \(configuration.transferTimeoutMs) ms",
+        let (timeoutMs, minRate) = (configuration.transferTimeoutMs, configuration.transferMinRateBytes)
+        if !transfer.complete {
+            let late = transfer.stateDeadlineMs(timeoutMs: timeoutMs, minRate: minRate).map { now >= $0 } ?? false
+            guard late || now &- transfer.lastProgressMs >= timeout else {
+                checkTargets(of: transfer, late: false, now: now)
+                return
+            }
+            abortTransfer(reason: late ? "its \(transfer.totalSize)-byte state did not arrive at \(minRate) bytes/s"
+                                       : "no chunk for \(timeoutMs) ms",
                           now: now)
             return
         }
+        let late = transfer.deliveryDeadlineMs(timeoutMs: timeoutMs, minRate: minRate).map { now >= $0 } ?? false
+        checkTargets(of: transfer, late: late, now: now)
+    }
+
+    /// Drops the targets that stalled (or, `late`, every one still short of the state), then
+    /// sends on and ends the transfer if nobody waits for it any more.
+    private func checkTargets(of transfer: ActiveTransfer, late: Bool, now: UInt64) {
+        let timeout = UInt64(configuration.transferTimeoutMs)
         for delivery in transfer.deliveries where !delivery.finished {
+            if delivery.left(transfer) {
+                delivery.finished = true  // not a stall: a later transfer serves it
+                continue
+            }
             guard late || (delivery.owesAcknowledgement && now &- delivery.lastProgressMs >= timeout) else { continue }
             delivery.finished = true
             stalled(delivery, of: transfer, late: late)
         }
-        pump(transfer, now: now)  // also notices targets that left, and ends a transfer nobody waits for
+        pump(transfer, now: now)  // ends a transfer nobody waits for
     }
 
     /// A target stopped acknowledging chunks (it does not read, or its link died): it leaves the
@@ -170,6 +188,7 @@ extension RelaySession {
             if chunk.last, transfer.reason == .matchStart { startStateBytes = transfer.collected }
         }
         transfer.chunks.append(chunk)
+        if chunk.last { transfer.completedMs = now }
         // The session's next replay file starts from a restart's state as soon as it is whole.
         if chunk.last, transfer.reason == .restart { continueReplayAfterRestart(transfer, frame: frame) }
         pump(transfer, now: now)
@@ -184,9 +203,8 @@ extension RelaySession {
         var served = false
         for delivery in transfer.deliveries where !delivery.finished {
             let target = delivery.peer
-            guard target.isConnected, target.address == delivery.address,
-                  transfer.targets.contains(where: { $0 === target }) else {
-                delivery.finished = true  // gone, removed or attached again: a later transfer serves it
+            guard !delivery.left(transfer) else {
+                delivery.finished = true  // a later transfer serves it
                 continue
             }
             if !delivery.paced, transfer.frame != nil, transfer.totalSize > window {
@@ -254,8 +272,11 @@ extension RelaySession {
         delivery.finished = true
         let target = delivery.peer
         target.stalledTransfers = Self.loadRetries + 1
-        target.stalledOn = delivery.address
+        target.refusedUnpaced = true
         if target.startState == .sent(transfer.id) { target.startState = .missing }
+        // It waits for a state it is never sent (its checksums, from a state it does not
+        // share, count no more) unless it attaches again pacing its transfers.
+        if transfer.reason != .matchStart || running { requestCatchUpTransfer(target) }
         let reason = "States over \(configuration.transferWindowBytes) bytes go only to peers of sync protocol \(SyncProtocol.pacedStateTransfers) or later; this one is \(transfer.totalSize) bytes. Update the client."
         send(.error(ServiceError(.unsupportedVersion, reason).reply), to: target, now: now)
         transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()), severity: .error,

@@ -51,6 +51,9 @@ extension NetplayMatch {
         if lookUp, every > 0, attempt >= every, attempt % every == 0, lookUpRelay(attempt: attempt) { return }
         let delay = UInt64(backoff.delayMs(attempt: attempt))
         try? link.open()
+        // A fresh connection, perhaps to another relay or one upgraded since: the current version
+        // first (an older relay's refusal steps it down again).
+        attachProtocol = SyncProtocol.current
         attachConnectingSinceMs = nil
         phase = .attaching(attempt: attempt, nextAttemptMs: now + delay, sentAtMs: nil)
         state = .connecting(to: admission.relayEndpoint, attempt: attempt)

@@ -254,20 +254,27 @@ struct RelayStartTransferStallTests {
         }
     }
 
+    /// The host (asking for a start from its state), b and c (of sync protocol `cProtocol`)
+    /// attach to a three-player session: the relay's request for the host's state.
+    func startFromHost(_ rig: RelayRig, cProtocol: UInt32 = SyncProtocol.current) throws -> StateRequest {
+        let request = AttachRequest(ticket: rig.ticket(slot: 1, participant: "h-host"), protocolVersion: SyncProtocol.current,
+                                    startFromHostState: true)
+        _ = try rig.send(.attachRequest(request), from: host)
+        _ = try rig.attach(b, slot: 2)
+        _ = try rig.attach(c, slot: 3, protocolVersion: cProtocol)
+        rig.advance(ms: 8)
+        let stateRequest = try #require(stateRequests(rig.transport.take(host)).first)
+        #expect(stateRequest.reason == .matchStart)
+        return stateRequest
+    }
+
     var held: (RelayRig) -> Bool = { $0.core.introspect().rendered().contains(#""transfer_bytes_held":400"#) }
 
     /// Before the start, a player leaves: the start waits for its slot again, and the host's
     /// state on its way to a target that stopped reading must not stay held meanwhile.
     @Test func aStartTransferIsWatchedWhileTheStartWaitsForAPlayer() throws {
         let rig = rig(players: 3)
-        let request = AttachRequest(ticket: rig.ticket(slot: 1, participant: "h-host"), protocolVersion: SyncProtocol.current,
-                                    startFromHostState: true)
-        _ = try rig.send(.attachRequest(request), from: host)
-        _ = try rig.attach(b, slot: 2)
-        _ = try rig.attach(c, slot: 3)
-        rig.advance(ms: 8)
-        let stateRequest = try #require(stateRequests(rig.transport.take(host)).first)
-        #expect(stateRequest.reason == .matchStart)
+        let stateRequest = try startFromHost(rig)
         try serve(rig, stateRequest, frame: 0, from: host)
         #expect(stateChunks(rig.transport.take(c)).count == 3)
         #expect(held(rig))
@@ -276,6 +283,26 @@ struct RelayStartTransferStallTests {
         // The silent target was dropped at the timeout; the transfer ended and gave its state back.
         #expect(rig.transport.published.filter { $0.topic == "sync.transfer_failed" }.count == 1)
         #expect(!held(rig))
+    }
+
+    /// A participant of sync protocol 1, refused the host's start state (larger than the
+    /// window), holds nobody's start up: the match starts once the others loaded it.
+    @Test func aParticipantRefusedTheStartStateDoesNotHoldTheStartUp() throws {
+        let rig = rig(players: 3)
+        let stateRequest = try startFromHost(rig, cProtocol: 1)
+        try serve(rig, stateRequest, frame: 0, from: host)
+        #expect(stateChunks(rig.transport.take(c)).isEmpty)
+        var got = 0
+        while got < 400 {
+            let chunks = stateChunks(rig.transport.take(b))
+            guard !chunks.isEmpty else { break }
+            got += chunks.reduce(0) { $0 + $1.data.count }
+            try rig.send(.stateTransferAck(StateTransferAck(transferId: stateRequest.transferId, receivedBytes: UInt64(got),
+                                                            loaded: got == 400)), from: b)
+        }
+        #expect(got == 400)
+        rig.advance(ms: 100)
+        #expect(rig.transport.take(host).contains { $0.attachResponse?.running == true }, "the match started")
     }
 
     /// A spectator that got the whole state of the host's restart gets the inputs from the

@@ -59,6 +59,20 @@ struct SyncOptionsTests {
                 == "--transfer-min-rate must be a whole number from 1024 to 1073741824, got '10'")
     }
 
+    /// A configuration built in code (an embedding app, not flags) is checked too: no timeout,
+    /// rate or state size that would stall or overflow a transfer's deadline.
+    @Test func aTransfersLimitsAreCheckedInAConfigurationBuiltInCode() {
+        func problem(_ change: (inout RelayConfiguration) -> Void) -> String? {
+            var configuration = RelayConfiguration(relayId: "r", advertisedEndpoint: "tcp://127.0.0.1:1")
+            change(&configuration)
+            return configuration.validationError()
+        }
+        #expect(problem { _ in } == nil)
+        #expect(problem { $0.transferTimeoutMs = 0 } == "the transfer timeout must be >= 1 ms")
+        #expect(problem { $0.transferMinRateBytes = 10 } == "the transfer minimum rate must be 1024 ... 1073741824 bytes per second")
+        #expect(problem { $0.maxStateBytes = 1 << 50 } == "the largest state must be 1 ... 1099511627776 bytes")
+    }
+
     @Test func theClusterSecretIsFoundBesideTheDataDirectory() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-sync-options-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }

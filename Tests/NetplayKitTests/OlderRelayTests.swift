@@ -68,14 +68,26 @@ extension NetplayKitTests {
         let spectator = try NetplayMatch(game: Arena(playerCount: 2),
                                          admission: Admission(ticket: joined.ticket, relayEndpoint: older.endpoint), options: options)
         spectator.start()
-        let finished = drive([hostMatch, joinMatch, spectator], seconds: 30, until: {
+        // Once watching, its link goes dark for 2 s: it reconnects, trying the current version
+        // first again (the relay might have been upgraded meanwhile).
+        var outage = false
+        let finished = drive([hostMatch, joinMatch, spectator], seconds: 40, each: {
+            if !outage, spectator.currentFrame >= 500 {
+                outage = true
+                spectator.simulateOutage(milliseconds: 2_000)
+            }
+        }, until: {
             hostMatch.reportedChecksums[900] != nil && spectator.currentFrame >= 900
         })
         #expect(finished, "spectator \(spectator.currentFrame) \(spectator.state), events \(spectator.events)")
-        // Refused once; then the primary and every additional path attach with protocol 1.
+        // Refused, then the primary and every additional path attach with protocol 1; after the
+        // outage the same again.
         let versions = older.attachVersions.withLock { $0 }
-        #expect(versions.first == SyncProtocol.current && versions.count >= 2 && versions.dropFirst().allSatisfy { $0 == 1 },
+        let refusals = versions.indices.filter { versions[$0] == SyncProtocol.current }
+        #expect(refusals.count == 2 && refusals.first == 0 && versions.filter { $0 != SyncProtocol.current }.allSatisfy { $0 == 1 },
                 "\(versions) \(spectator.events)")
+        #expect(refusals.allSatisfy { $0 + 1 < versions.count && versions[$0 + 1] == 1 }, "\(versions)")
+        #expect(spectator.events.contains { if case .reconnected = $0 { true } else { false } }, "\(spectator.events)")
         #expect(spectator.startFrame > 0, "it started from a transferred state")
         #expect(spectator.game.checksum() == hostMatch.reportedChecksums[900])
         #expect(older.progressAcknowledgements.load(ordering: .relaxed) == 0)
