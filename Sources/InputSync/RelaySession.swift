@@ -111,6 +111,9 @@ final class RelaySession {
     /// No transfer begins before this (the budget was full).
     var transferRetryAtMs: UInt64 = 0
     var nextTransferId: UInt32 = 1
+    /// A transfer dropped before its state was whole because nobody was left to take it (see
+    /// ``pump(_:now:)``): the rest of its reference's chunks are let go without an error each.
+    var droppedTransfer: (id: UInt32, reference: RelayPeer)?
     var desyncs = 0
     var resyncs = 0
     /// Why each recent transfer happened (its acknowledgement arrives after it completed).

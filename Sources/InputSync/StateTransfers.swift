@@ -130,6 +130,7 @@ extension RelaySession {
     /// A chunk from the reference: checked, then relayed to every target.
     func receive(_ chunk: StateChunk, from participant: RelayPeer, now: UInt64) throws(ServiceError) {
         guard let transfer, transfer.id == chunk.transferId, transfer.reference === participant else {
+            if let dropped = droppedTransfer, dropped.id == chunk.transferId, dropped.reference === participant { return }
             throw ServiceError(.invalidState, "No state transfer \(chunk.transferId) is expected from you.",
                                field: "StateChunk.transfer_id")
         }
@@ -227,8 +228,17 @@ extension RelaySession {
                 if let frame = transfer.frame { received(transfer, frame: frame, by: target, now: now) }
             }
         }
-        // Ends once the state is whole and every target got it or left (a reference still sending
-        // to nobody finishes, or times out).
+        // Nobody left to take a state not yet whole (every target left or was refused): it ends
+        // now, its reservation given back, and the reference's chunks still coming are let go.
+        // Not a restart's: its state starts the session's next replay file.
+        if self.transfer === transfer, !transfer.complete, transfer.reason != .restart,
+           transfer.deliveries.allSatisfy({ $0.finished && !$0.delivered }) {
+            droppedTransfer = (transfer.id, transfer.reference)
+            self.transfer = nil
+            if transfer.reason == .matchStart { startTransferEnded(transfer, completed: false) }
+            return
+        }
+        // Ends once the state is whole and every target got it or left.
         guard self.transfer === transfer, transfer.complete, transfer.deliveries.allSatisfy(\.finished) else {
             if served { deliverConfirmed(now: now) }
             return

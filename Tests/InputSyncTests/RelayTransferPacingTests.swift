@@ -203,6 +203,28 @@ struct RelayTransferPacingTests {
         for peer in updated { #expect(try readAll(rig, again, by: peer) == 1000) }
     }
 
+    /// A transfer nobody is left to take (its one target, of protocol 1, refused the state)
+    /// ends at once: its reservation is given back, and the rest of the reference's chunks are
+    /// let go without an error each.
+    @Test func aTransferNobodyTakesEndsAtOnce() throws {
+        let rig = try runningMatch()
+        let old = RelayRig.address("old")
+        _ = try rig.attach(old, slot: 0, role: .spectator, protocolVersion: 1)
+        let request = try request(rig)
+        try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 90, totalSize: 1000,
+                                            data: Array(repeating: 0, count: Self.chunk))), from: a)
+        #expect(rig.core.introspect().rendered().contains(#""transfer_bytes_held":0"#))
+        for index in 1 ..< 10 {
+            let reply = try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 90, offset: UInt64(index * Self.chunk),
+                                                            totalSize: 1000, data: Array(repeating: 0, count: Self.chunk),
+                                                            last: index == 9)), from: a)
+            #expect(reply == nil)
+        }
+        #expect(!rig.transport.take(a).contains { if case .error = $0 { true } else { false } })
+        rig.advance(ms: 100)
+        #expect(stateRequests(rig.transport.take(a)).isEmpty)
+    }
+
     /// States of at most a window reach every peer of protocol 1 in one transfer, whole at once.
     @Test func peersOfProtocolOneGetAStateOfAWindowWhole() throws {
         let rig = try runningMatch()
