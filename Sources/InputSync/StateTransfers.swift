@@ -57,34 +57,25 @@ extension RelaySession {
 
     /// Abandons `transfer` when its reference sent no chunk for the transfer timeout, or its
     /// state is not whole by its deadline (``ActiveTransfer/stateDeadlineMs(timeoutMs:minRate:)``);
-    /// drops the targets that acknowledged none of the chunks sent to them for as long, and,
-    /// past the targets' deadline (``ActiveTransfer/deliveryDeadlineMs(timeoutMs:minRate:)``,
+    /// drops the targets that left, those that acknowledged none of the chunks sent to them for
+    /// as long, and, past the targets' deadline (``ActiveTransfer/deliveryDeadlineMs(timeoutMs:minRate:)``,
     /// as long again from when the state became whole), every target still short of the state
-    /// (each gets another transfer,
-    /// up to ``loadRetries`` times). A trickle of chunks or acknowledgements keeps no transfer,
-    /// its state held and its session's next transfers waiting, open for long.
+    /// (each gets another transfer, up to ``loadRetries`` times). A trickle of chunks or
+    /// acknowledgements keeps no transfer, its state held and its session's next transfers
+    /// waiting, open for long.
     func checkProgress(of transfer: ActiveTransfer, now: UInt64) {
-        let timeout = UInt64(configuration.transferTimeoutMs)
         let (timeoutMs, minRate) = (configuration.transferTimeoutMs, configuration.transferMinRateBytes)
+        let timeout = UInt64(timeoutMs)
         if !transfer.complete {
             let late = transfer.stateDeadlineMs(timeoutMs: timeoutMs, minRate: minRate).map { now >= $0 } ?? false
-            guard late || now &- transfer.lastProgressMs >= timeout else {
-                checkTargets(of: transfer, late: false, now: now)
+            if late || now &- transfer.lastProgressMs >= timeout {
+                abortTransfer(reason: late ? "its \(transfer.totalSize)-byte state did not arrive at \(minRate) bytes/s"
+                                           : "no chunk for \(timeoutMs) ms",
+                              now: now)
                 return
             }
-            abortTransfer(reason: late ? "its \(transfer.totalSize)-byte state did not arrive at \(minRate) bytes/s"
-                                       : "no chunk for \(timeoutMs) ms",
-                          now: now)
-            return
         }
         let late = transfer.deliveryDeadlineMs(timeoutMs: timeoutMs, minRate: minRate).map { now >= $0 } ?? false
-        checkTargets(of: transfer, late: late, now: now)
-    }
-
-    /// Drops the targets that stalled (or, `late`, every one still short of the state), then
-    /// sends on and ends the transfer if nobody waits for it any more.
-    private func checkTargets(of transfer: ActiveTransfer, late: Bool, now: UInt64) {
-        let timeout = UInt64(configuration.transferTimeoutMs)
         for delivery in transfer.deliveries where !delivery.finished {
             if delivery.left(transfer) {
                 delivery.finished = true  // not a stall: a later transfer serves it
