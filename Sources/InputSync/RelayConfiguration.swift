@@ -72,7 +72,7 @@ public struct RelayConfiguration: Sendable {
     /// An expired ticket still lets a participant the session knows resume within this long.
     public var resumeGraceMs: UInt64 = 600_000
     /// A session rebuilt after a restart waits this long for every slot's player to return
-    /// before substituting for the missing ones.
+    /// before substituting for the missing ones, or taking their frames from the others' history.
     public var recoveryWaitMs: Int = 3_000
     /// A session rebuilt after a restart starts its timeline up to this many frames before the
     /// first returning peer's confirmed frame (as far as that peer can resend), so returning

@@ -58,6 +58,10 @@ final class RelayPeer {
     /// The confirmed frames its last resumed attach said it holds (0: it did not resume): in a
     /// session rebuilt after a restart, the history it may resend lies below this.
     var resumedHolding = 0
+    /// The first of those frames it can resend (`AttachRequest.history_from_frame`); nil when
+    /// its last attach did not resume. Another player's history for its slot is taken only
+    /// below it: from here on its own resends are the word on its own inputs.
+    var resumedHistoryFrom: Int?
     /// The state transfer it waits for before receiving inputs (late join, reconnect).
     var awaitingTransfer: UInt32?
     /// Why it waits (late join or reconnect), for the transfer request.

@@ -70,6 +70,7 @@ extension RelaySession {
 
         let holds = request.resume ? Int(request.confirmedFrames) : 0
         participant.resumedHolding = holds
+        participant.resumedHistoryFrom = request.resume ? min(Int(request.historyFromFrame), holds) : nil
         endRecoveryIfDue(now: now)
         let needsTransfer = placeCursor(participant, holds: holds)
         peerEvent(event, participant, frame: timeline.confirmed,

@@ -25,13 +25,14 @@ extension RelaySession {
     /// adopts the frames it lacks (they were final before the restart). Only history: frames
     /// below what the sender's resumed attach said it had confirmed, and below
     /// ``recoveryFrameLimit``, within ``RelayConfiguration/recoveryHistoryMs`` of the rebuild. A
-    /// player cannot write the frames other players are about to send: those are theirs.
+    /// player cannot write the frames other players are about to send: those are theirs. Nor,
+    /// whatever it claims, another player's frames that player can resend itself (see
+    /// ``historyEnd(slot:from:now:)``).
     func adoptHistory(_ history: InputBroadcast, from participant: RelayPeer, now: UInt64) throws(ServiceError) {
         endRecoveryIfDue(now: now)
         guard recovering, participant.isPlayer, history.authoritative else {
             throw ServiceError(.permissionDenied, "Peers send InputBroadcast only to rebuild a session after a relay restart.")
         }
-        let end = min(participant.resumedHolding, recoveryFrameLimit)
         guard Int(history.inputSize) == inputSize else {
             throw ServiceError(.badRequest, "Inputs are \(inputSize) bytes in this session.", field: "InputBroadcast.input_size")
         }
@@ -49,6 +50,7 @@ extension RelaySession {
             guard start + count <= Self.frameLimit else {
                 throw ServiceError(.badRequest, "A match on this relay ends at frame \(Self.frameLimit).", field: "PlayerInputs.start_frame")
             }
+            guard let end = historyEnd(slot: slot, from: participant, now: now) else { continue }
             var frame = timeline.stored(slot)
             let last = min(start + count, end)
             guard frame >= start, frame < last else { continue }
@@ -64,6 +66,44 @@ extension RelaySession {
         }
         let before = timeline.confirmed
         if timeline.updateConfirmed() { confirmedMoved(from: before, now: now) }
+    }
+
+    /// Where `participant`'s resent history for `slot` stops (exclusive), or nil for not now.
+    ///
+    /// Its own slot: at what its resumed attach said it had confirmed. Another player's slot
+    /// is that player's to resend once it is back, and a liar who returned first with an
+    /// inflated claim could otherwise write it (play for that player) up to the claim: from
+    /// the owner only the frames below its own history (which it cannot resend) are taken.
+    /// Until the owner is back, and while the wait for the returning players lasts, nothing
+    /// (the sender repeats its history); after that wait, an absent owner's frames up to the
+    /// lowest confirmed frame any returning player claimed (the others' claims bound a liar's).
+    func historyEnd(slot: Int, from participant: RelayPeer, now: UInt64) -> Int? {
+        let end = min(participant.resumedHolding, recoveryFrameLimit)
+        if participant.slot - 1 == slot { return end }
+        if let owner = players[slot], let ownerHistory = owner.resumedHistoryFrom { return min(end, ownerHistory) }
+        guard now >= substitutionHoldUntilMs else { return nil }
+        return min(end, lowestResumedClaim ?? end)
+    }
+
+    /// The lowest confirmed frame a player's resumed attach claimed in this rebuilt session
+    /// (nil: no player resumed): every frame below it was final before the restart, so it
+    /// comes as history, not as a substitute.
+    var lowestResumedClaim: Int? {
+        var lowest: Int?
+        for case let player? in players where player.resumedHistoryFrom != nil {
+            lowest = min(lowest ?? .max, player.resumedHolding)
+        }
+        return lowest
+    }
+
+    /// While the rebuild takes history, the frame below which no slot is substituted
+    /// (``lowestResumedClaim``, at most ``recoveryFrameLimit``): a returning player's history
+    /// for it may still be on its way (NetplayKit repeats it every 250 ms), and a substitute
+    /// there would contradict what the players confirmed before the restart. 0 otherwise.
+    func historyOnlyBelow(now: UInt64) -> Int {
+        endRecoveryIfDue(now: now)
+        guard recovering, let lowest = lowestResumedClaim else { return 0 }
+        return min(lowest, recoveryFrameLimit)
     }
 
     /// Ends the rebuild's history window once it is over (later attaches are told the session

@@ -84,10 +84,13 @@ extension RelaySession {
     /// nominal frame rate (a session slowed down by latency does not look like lag). Round trips
     /// are the relay's own measurements, capped (``RelayConfiguration/maxCountedRttMs``): no
     /// player's word, and no player however slow, pushes a deadline past tolerance + half the cap.
+    /// In a session rebuilt after a restart, frames final before it are not substituted while
+    /// their history may still come (``historyOnlyBelow(now:)``).
     func substituteLateInputs(now: UInt64) {
         guard now >= substitutionHoldUntilMs else { return }
         var frame = timeline.confirmed
-        while frame < timeline.newest {
+        let historyBelow = recovering ? historyOnlyBelow(now: now) : 0
+        while frame < timeline.newest, frame >= historyBelow {
             guard let sent = arrivals.sendEstimate(frame: frame) else { return }
             var blocked = false
             for slot in 0 ..< slotCount where slotModes[slot] == .active && timeline.stored(slot) == frame {

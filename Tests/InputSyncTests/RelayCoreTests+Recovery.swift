@@ -14,14 +14,18 @@ extension RelayCoreTests {
         #expect(response.recovering && response.running && response.confirmedFrames == 500)
         let second = try rig.attach(b, slot: 2, resume: true, confirmed: 505)
         #expect(second.recovering)
-        // B held 5 more confirmed frames: it resends them as history; both then continue.
+        // B held 5 more confirmed frames: it resends them as history; A's frames among them are
+        // A's to resend (its own unacknowledged inputs), and both then continue.
         try rig.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, players: [
             PlayerInputs(slot: 1, startFrame: 500, inputs: [1, 1, 1, 1, 1]),
             PlayerInputs(slot: 2, startFrame: 500, inputs: [2, 2, 2, 2, 2]),
         ])), from: b)
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 500)
+        try rig.batch(a, slot: 1, start: 500, [1, 1, 1, 1, 1])
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 505)
+        rig.advance(ms: 100)
         let toA = rig.transport.broadcasts(a, authoritative: true)
-        #expect(toA.last?.players.first?.startFrame == 500 && toA.last?.confirmedFrames == 505)
+        #expect(toA.last?.players.first?.startFrame == 500 && toA.last?.confirmedFrames == 505, "\(toA)")
         try rig.batch(a, slot: 1, start: 505, [1])
         try rig.batch(b, slot: 2, start: 505, [2])
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 506)
@@ -34,18 +38,21 @@ extension RelayCoreTests {
         let rig = RelayRig()
         let first = try rig.attach(a, slot: 1, resume: true, confirmed: 500, historyFrom: 380)
         #expect(first.recovering && first.running && first.confirmedFrames == 380 && first.startFrame == 500)
-        // A resends what it holds from 380, every slot, in runs of at most 128 frames.
-        for start in stride(from: 380, to: 500, by: 100) {
-            let count = min(100, 500 - start)
-            try rig.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, players: [
-                PlayerInputs(slot: 1, startFrame: UInt32(start), inputs: Array(repeating: 1, count: count)),
-                PlayerInputs(slot: 2, startFrame: UInt32(start), inputs: Array(repeating: 2, count: count)),
-            ])), from: a)
-        }
-        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 500)
-        // B had confirmed only 490 when the relay died: it is served frames 490 ..< 500 as inputs.
+        // A resends what it holds from 380, every slot, in runs of at most 128 frames (as
+        // NetplayKit does every 250 ms until the relay confirmed it all).
+        try resendHistory(rig, from: a, frames: 380 ..< 500, values: [1, 2])
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        #expect(session.timeline.stored(0) == 500 && session.timeline.stored(1) == 380, "B's frames wait for B")
+        // B had confirmed only 490 when the relay died, and holds it all from 0: it resends its
+        // history from the relay's confirmed frame and its own inputs from 490; A repeats.
         let second = try rig.attach(b, slot: 2, resume: true, confirmed: 490, historyFrom: 0)
         #expect(second.recovering && !second.stateFollows && second.startFrame == 490)
+        try resendHistory(rig, from: b, frames: 380 ..< 490, values: [1, 2])
+        try rig.batch(b, slot: 2, start: 490, Array(repeating: 2, count: 10))
+        try resendHistory(rig, from: a, frames: 380 ..< 500, values: [1, 2])
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 500)
+        rig.advance(ms: 100)
+        // It is served frames 490 ..< 500 as inputs.
         let toB = rig.transport.broadcasts(b, authoritative: true)
         #expect(toB.first?.players.first?.startFrame == 490, "\(toB)")
         #expect(toB.last?.confirmedFrames == 500)
@@ -103,15 +110,105 @@ extension RelayCoreTests {
         #expect(session.timeline.stored(0) == 30, "the host's frames from 30 are the host's to send")
         try rig.batch(a, slot: 1, start: 30, [1])
         #expect(session.timeline.stored(0) == 31)
-        // Lying about what she held reaches no further than 2 s of frames past the first return.
+        // Lying about what she held gains her nothing: the host is back, and its frames are its own.
         _ = try rig.attach(b, slot: 2, resume: true, confirmed: 1_000_000)
         for start in stride(from: 31, to: 400, by: 128) { try forge(1, from: start) }
-        #expect(session.timeline.stored(0) == 150, "30 confirmed + 2 s at 60 fps")
+        #expect(session.timeline.stored(0) == 31)
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)])
+        for start in stride(from: 31, to: 400, by: 128) { try forge(1, from: start) }
+        #expect(session.timeline.stored(0) == 31, "not after the wait for returning players either")
         // Once the history window is over, no history at all; later attaches are told so.
         rig.advance(ms: UInt64(RelayConfiguration(relayId: "r", advertisedEndpoint: "").recoveryHistoryMs))
         #expect(try !rig.attach(b, slot: 2, resume: true, confirmed: 30).recovering)
         let late = #expect(throws: ServiceError.self) { try forge(2, from: 0) }
         #expect(late?.code == .permissionDenied)
+    }
+
+    /// Found reviewing the rebuild: the first player back set the history bound with its own
+    /// claim, so a liar returning first could write the frames the others were about to play
+    /// (its claim plus 2 s) for every slot, before their owners were back to send them.
+    @Test func aLiarReturningFirstCannotPlayForThePlayersStillOnTheirWay() throws {
+        let rig = RelayRig()
+        let session = try #require({ () throws -> RelaySession? in
+            // The truth: both confirmed 500. Mallory (slot 2) claims 600 and forges slot 1.
+            _ = try rig.attach(b, slot: 2, resume: true, confirmed: 600, historyFrom: 0)
+            return rig.core.sessions[rig.sessionId]
+        }())
+        func forge() throws { try resendHistory(rig, from: b, frames: 0 ..< 600, values: [0xAA, 2]) }
+        try forge()
+        #expect(session.timeline.stored(0) == 0, "slot 1's owner may still come back")
+        #expect(session.timeline.stored(1) == 600, "her own frames are hers")
+        // The host returns with the truth and resends it; her repeats change nothing.
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 500, historyFrom: 0)
+        try forge()
+        #expect(session.timeline.stored(0) == 0)
+        try resendHistory(rig, from: a, frames: 0 ..< 500, values: [1, 2])
+        try forge()
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)])
+        try forge()
+        #expect(session.timeline.stored(0) == 500)
+        #expect(session.timeline.inputs(slot: 0, from: 0, to: 500).allSatisfy { $0 == 1 })
+        // Frames 500 on are the host's to play, as it does.
+        try rig.batch(a, slot: 1, start: 500, [7])
+        #expect(session.timeline.inputs(slot: 0, from: 500, to: 501) == [7])
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 501)
+    }
+
+    /// A player who does not come back after the restart: once the wait for the others is over,
+    /// its confirmed frames come from the others' history, up to the lowest confirmed frame a
+    /// returning player claimed (not a liar's higher one), and no substitute takes their place
+    /// while that history may still be on its way.
+    @Test func anAbsentPlayersFramesComeFromHistoryUpToTheLowestClaim() throws {
+        let rig = RelayRig(players: 3)
+        let session = try #require({ () throws -> RelaySession? in
+            _ = try rig.attach(a, slot: 1, resume: true, confirmed: 500, historyFrom: 0)
+            return rig.core.sessions[rig.sessionId]
+        }())
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 520, historyFrom: 0)  // inflated
+        func resend(from peer: PeerAddress, to end: Int, slot3 value: UInt8) throws {
+            try resendHistory(rig, from: peer, frames: 0 ..< end, values: [1, 2, value])
+        }
+        // A's history was lost on the way: its own inputs from the rebuilt origin arrive first.
+        try rig.batch(a, slot: 1, start: 0, Array(repeating: 1, count: 100))
+        try resend(from: b, to: 520, slot3: 0xAA)
+        try rig.batch(b, slot: 2, start: 520, Array(repeating: 2, count: 10))
+        #expect(session.timeline.stored(2) == 0, "slot 3's owner may still come back")
+        // The wait ends with A's history still in flight: frames 0 ..< 100 arrived live, yet
+        // nothing below 500 is substituted meanwhile.
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)])
+        #expect(session.timeline.stored(2) == 0)
+        // The liar's repeat arrives first: her frames count up to the host's claim, no further.
+        try resend(from: b, to: 520, slot3: 0xAA)
+        #expect(session.timeline.stored(2) == 500)
+        try resend(from: a, to: 500, slot3: 3)
+        try rig.batch(a, slot: 1, start: 500, Array(repeating: 1, count: 30))
+        #expect(session.timeline.stored(0) == 530)
+        // Beyond it, the absent player is substituted as usual.
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: 1_000)
+        #expect(session.timeline.stored(2) == 530)
+        #expect(session.timeline.status(slot: 2, frame: 510) != .received)
+    }
+
+    /// Sends `peer`'s history of `frames` as NetplayKit resends it to a rebuilt session:
+    /// authoritative broadcasts of at most 100 frames, slot `i + 1`'s run all `values[i]`.
+    private func resendHistory(_ rig: RelayRig, from peer: PeerAddress, frames: Range<Int>, values: [UInt8]) throws {
+        for start in stride(from: frames.lowerBound, to: frames.upperBound, by: 100) {
+            let count = min(100, frames.upperBound - start)
+            let runs = values.enumerated().map { index, value in
+                PlayerInputs(slot: UInt32(index + 1), startFrame: UInt32(start), inputs: Array(repeating: value, count: count))
+            }
+            try rig.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, players: runs)), from: peer)
+        }
+    }
+
+    /// Lets the rebuilt session's wait for returning players (and `ms` more) pass, the players
+    /// `keepingAlive` (peer, slot) acknowledging as they would meanwhile.
+    private func waitOutTheReturns(_ rig: RelayRig, keepingAlive players: [(PeerAddress, Int)], ms: UInt64? = nil) throws {
+        let total = ms ?? UInt64(RelayConfiguration(relayId: "r", advertisedEndpoint: "").recoveryWaitMs) + 500
+        for _ in 0 ..< total / 100 {
+            rig.advance(ms: 100)
+            for (peer, slot) in players { try rig.batch(peer, slot: slot, start: 0, []) }
+        }
     }
 
     @Test func aSpectatorReturningFirstDoesNotCutThePlayersHistoryShort() throws {
@@ -123,12 +220,8 @@ extension RelayCoreTests {
             return rig.core.sessions[rig.sessionId]
         }())
         _ = try rig.attach(a, slot: 1, resume: true, confirmed: 400)
-        for start in stride(from: 100, to: 400, by: 100) {
-            try rig.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, players: [
-                PlayerInputs(slot: 1, startFrame: UInt32(start), inputs: Array(repeating: 1, count: 100)),
-                PlayerInputs(slot: 2, startFrame: UInt32(start), inputs: Array(repeating: 2, count: 100)),
-            ])), from: a)
-        }
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 400)  // holding nothing before 400
+        try resendHistory(rig, from: a, frames: 100 ..< 400, values: [1, 2])
         #expect(session.timeline.stored(0) == 400 && session.timeline.stored(1) == 400)
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 400)
     }
@@ -186,6 +279,8 @@ extension RelayCoreTests {
         let rig = RelayRig(restarting: dead)
         let first = try rig.attach(a, slot: 1, resume: true, confirmed: 150, historyFrom: 0)
         #expect(first.recovering && first.confirmedFrames == 0)
+        // B is back too, holding nothing before 150: A's history gives its frames before that.
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 150)
         try rig.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, players: [
             PlayerInputs(slot: 1, startFrame: 0, inputs: (0 ..< 128).map { UInt8($0 & 0xFF) }),
             PlayerInputs(slot: 2, startFrame: 0, inputs: Array(repeating: 2, count: 128)),
@@ -194,7 +289,6 @@ extension RelayCoreTests {
             PlayerInputs(slot: 1, startFrame: 128, inputs: (128 ..< 150).map { UInt8($0 & 0xFF) }),
             PlayerInputs(slot: 2, startFrame: 128, inputs: Array(repeating: 2, count: 22)),
         ])), from: a)
-        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 150)
         for frame in 150 ..< 300 {
             try rig.batch(a, slot: 1, start: frame, [UInt8(frame & 0xFF)])
             try rig.batch(b, slot: 2, start: frame, [2])
