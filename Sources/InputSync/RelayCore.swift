@@ -307,13 +307,13 @@ public final class RelayCore {
             throw ServiceError(.overloaded, "This relay serves its maximum of \(configuration.maxSessions) sessions; try another.",
                                retryAfterMs: 1000)
         }
-        let recovering = request.resume
+        let rebuild = request.resume ? RecoveryStart(sessionId: ticket.sessionId, params: params, request: request,
+                                                       configuration: configuration, date: Date()) : nil
         let session = RelaySession(sessionId: ticket.sessionId, params: params, configuration: configuration,
-                                   transport: transport, now: now,
-                                   origin: recovering ? Self.recoveryOrigin(request, backlog: configuration.recoveryBacklogFrames) : 0,
+                                   transport: transport, now: now, origin: rebuild?.origin ?? 0,
                                    packer: packer, revocations: revocations, lifecycle: lifecycle,
                                    transferBudget: transferBudget)
-        if recovering { session.beginRecovery(confirmed: Int(request.confirmedFrames), spectator: ticket.role == .spectator, now: now) }
+        if let rebuild { session.beginRecovery(rebuild, confirmed: Int(request.confirmedFrames), spectator: ticket.role == .spectator, now: now) }
         sessions[ticket.sessionId] = session
         return session
     }
@@ -352,15 +352,6 @@ public final class RelayCore {
         participant.lastHeardMs = now
         participant.disconnectedSinceMs = nil
         return session.welcome(participant, transferFollows: nil)
-    }
-
-    /// Where a session rebuilt after a restart starts its timeline: as early as the first
-    /// returning peer can resend every player's confirmed inputs (at most `backlog` frames
-    /// before its confirmed frame), so the others, who may have confirmed a little less when
-    /// the relay died, find the frames they lack here and need no state transfer.
-    static func recoveryOrigin(_ request: AttachRequest, backlog: Int) -> Int {
-        let confirmed = Int(request.confirmedFrames)
-        return min(confirmed, max(Int(request.historyFromFrame), confirmed - backlog, 0))
     }
 
     // MARK: - Timers and lifecycle
@@ -446,6 +437,7 @@ public final class RelayCore {
                 "session_id": .string(id),
                 "running": .bool(session.running),
                 "recovering": .bool(session.recovering),
+                "rebuilt_from_replay_to": session.rebuiltFromReplayTo.map { .number($0) } ?? .null,
                 "confirmed_frames": .number(session.timeline.confirmed),
                 "players": .array(session.players.map { player in
                     guard let player else { return .null }

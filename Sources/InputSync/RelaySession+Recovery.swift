@@ -2,23 +2,53 @@ import Foundation
 import NetplayService
 import NetplayWire
 
-// RelaySession: rebuilding a running match after the relay restarted, from what its peers resend.
+// RelaySession: rebuilding a running match after the relay restarted, from its replay and what
+// its peers resend.
 extension RelaySession {
     // MARK: - Restart recovery
 
     /// This session is rebuilt after a relay restart: the match was running, its first
     /// returning peer resumed it holding `confirmed` frames (a spectator: its delay behind the
     /// players). It runs from now, with substitution held back while the others return and
-    /// resend, and its replay file continues.
-    func beginRecovery(confirmed: Int, spectator: Bool, now: UInt64) {
+    /// resend, and its replay file continues. A replay that vouches for what was confirmed
+    /// before seeds the timeline, and bounds what any peer's history may add.
+    func beginRecovery(_ start: RecoveryStart, confirmed: Int, spectator: Bool, now: UInt64) {
         recovering = true
         recoveryEndsAtMs = now + UInt64(configuration.recoveryHistoryMs)
         let playersConfirmed = confirmed + (spectator ? spectatorDelay : 0)
         recoveryFrameLimit = min(playersConfirmed + 2 * Int(framesPerSecond.rounded(.up)), Self.frameLimit)
+        if let record = start.record {
+            recoveryFrameLimit = min(recoveryFrameLimit, record.confirmedBound)
+            seed(from: record)
+        }
         running = true
         startedAtMs = now
         substitutionHoldUntilMs = now + UInt64(configuration.recoveryWaitMs)
-        continueReplay()
+        let source = rebuiltFromReplayTo.map { "frames \(timeline.origin) ..< \($0) from its replay, the rest from its peers" }
+            ?? "from its peers (no fresh replay of it here)"
+        transport.publish(topic: "sync.session_rebuilt", .eventRecord(EventRecord()), severity: .notice,
+                          message: "session \(sessionId) rebuilt after a relay restart from frame \(timeline.origin): \(source)",
+                          sessionId: sessionId)
+        continueReplay(start.replay)
+    }
+
+    /// Takes the frames `record` holds from the timeline's origin on, for every slot: the dead
+    /// relay's own record of what it confirmed, which no returning peer need resend, nor can
+    /// contradict.
+    private func seed(from record: LeftBehindReplay) {
+        let first = timeline.origin
+        guard first >= record.file.startFrame, first < record.end else { return }
+        record.file.inputs.withUnsafeBytes { raw in
+            for frame in first ..< record.end {
+                for slot in 0 ..< slotCount {
+                    let offset = ((frame - record.file.startFrame) * slotCount + slot) * inputSize
+                    timeline.append(slot: slot, from: UnsafeRawBufferPointer(rebasing: raw[offset ..< offset + inputSize]),
+                                    status: record.file.status(frame: frame, slot: slot))
+                }
+            }
+        }
+        _ = timeline.updateConfirmed()
+        rebuiltFromReplayTo = record.end
     }
 
     /// A returning peer of a rebuilt session resends the confirmed inputs it holds; the relay

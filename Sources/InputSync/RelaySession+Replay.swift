@@ -6,12 +6,13 @@ import NetplayWire
 extension RelaySession {
     // MARK: - Replay
 
-    /// A session rebuilt after a restart continues the replay the dead relay left, when the
-    /// rebuilt timeline still holds the first frame that file lacks; otherwise says why not.
-    func continueReplay() {
-        guard let directory = configuration.replayDirectory, replay == nil else { return }
+    /// A session rebuilt after a restart continues the replay the dead relay left (`left`), when
+    /// the rebuilt timeline still holds the first frame that file lacks; otherwise says why not.
+    func continueReplay(_ left: Result<LeftBehindReplay?, any Error>) {
+        guard configuration.replayDirectory != nil, replay == nil else { return }
         do {
-            guard let writer = try ReplayWriter(continuing: sessionId, in: directory) else { return }
+            guard let left = try left.get() else { return }
+            let writer = try ReplayWriter(continuing: left)
             guard writer.nextFrame >= timeline.origin else {
                 transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()), severity: .error,
                                   message: "cannot continue the replay of \(sessionId): frames \(writer.nextFrame) ..< \(timeline.origin) were lost with the relay",

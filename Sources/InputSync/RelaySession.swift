@@ -93,6 +93,9 @@ final class RelaySession {
     /// spectator's plus its delay) plus two seconds of frames (what the dead relay may have
     /// confirmed that it had not seen).
     var recoveryFrameLimit = 0
+    /// Rebuilt after a restart with the frames before this one taken from the dead relay's
+    /// replay (nil: not rebuilt, or from the peers alone).
+    var rebuiltFromReplayTo: Int?
     @exclusivity(unchecked) var substitutionHoldUntilMs: UInt64 = 0
     @exclusivity(unchecked) var lastStatsMs: UInt64 = 0
     @exclusivity(unchecked) var lastHintsMs: UInt64 = 0

@@ -18,7 +18,7 @@ final class ReplayWriter {
 
     init(directory: URL, sessionId: String, header: ReplayHeader, startFrame: Int) throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let safe = String(sessionId.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" })
+        let safe = Self.stem(of: sessionId)
         var candidate = directory.appendingPathComponent("\(safe).replay")
         var suffix = 1
         while FileManager.default.fileExists(atPath: candidate.path) {
@@ -35,26 +35,21 @@ final class ReplayWriter {
         write(.replayHeader(header))
     }
 
-    /// Continues the replay a relay that died left behind for `sessionId` in `directory`: the
-    /// newest file of the session without a footer, cut back to its last complete frame, with
-    /// records appended from the first frame it lacks. Nil when there is none to continue.
-    init?(continuing sessionId: String, in directory: URL) throws {
-        let safe = String(sessionId.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" })
-        let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter {
-            $0 == "\(safe).replay" || ($0.hasPrefix("\(safe)-") && $0.hasSuffix(".replay")
-                                        && Int($0.dropFirst(safe.count + 1).dropLast(7)) != nil)
-        }
-        func suffix(_ name: String) -> Int { name == "\(safe).replay" ? 1 : Int(name.dropFirst(safe.count + 1).dropLast(7)) ?? 0 }
-        guard let newest = names.max(by: { suffix($0) < suffix($1) }) else { return nil }
-        let candidate = directory.appendingPathComponent(newest)
-        let (file, validBytes) = try ReplayFile.read(candidate)
-        guard file.footer == nil, file.header.sessionId == sessionId else { return nil }
-        url = candidate
-        handle = try FileHandle(forUpdating: candidate)
-        try handle.truncate(atOffset: UInt64(validBytes))
+    /// Continues the replay a relay that died left behind (``LeftBehindReplay``): cut back to
+    /// its last complete frame, with records appended from the first frame it lacks.
+    init(continuing left: LeftBehindReplay) throws {
+        url = left.url
+        handle = try FileHandle(forUpdating: left.url)
+        try handle.truncate(atOffset: UInt64(left.validBytes))
         try handle.seekToEnd()
-        startFrame = file.startFrame
-        recordedFrames = file.startFrame + file.frameCount
+        startFrame = left.file.startFrame
+        recordedFrames = left.end
+    }
+
+    /// The file name stem of `sessionId`'s replays (characters outside letters, digits and
+    /// `-_.` become `_`).
+    static func stem(of sessionId: String) -> String {
+        String(sessionId.map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" })
     }
 
     /// The first frame not recorded yet.

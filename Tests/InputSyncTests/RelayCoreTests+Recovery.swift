@@ -201,6 +201,34 @@ extension RelayCoreTests {
         }
     }
 
+    @Test func aLeftBehindReplayVouchesOnlyWhileFreshAndForItsOwnSession() throws {
+        let dead = try deadRelay(playing: 150)
+        let left = try #require(try LeftBehindReplay.find(dead.sessionId, in: dead.replayDirectory))
+        #expect(left.end == 128 && left.confirmedBound == 192)
+        #expect(left.vouches(for: dead.params, at: Date()))
+        #expect(!left.vouches(for: dead.params, at: Date(timeIntervalSinceNow: LeftBehindReplay.freshSeconds + 1)))
+        var other = dead.params
+        other.inputSize = 2
+        #expect(!left.vouches(for: other, at: Date()), "another session's shape")
+        #expect(try LeftBehindReplay.find("another-session", in: dead.replayDirectory) == nil)
+        // One the relay finished (a footer) is no match to continue.
+        try dead.send(.detach(Detach(reason: .leaving)), from: a)
+        try dead.send(.detach(Detach(reason: .leaving)), from: b)
+        #expect(try LeftBehindReplay.find(dead.sessionId, in: dead.replayDirectory) == nil)
+    }
+
+    /// A relay that ran a pair's match for `frames` frames (player 1's input the frame's low
+    /// byte, player 2's 2), for a restarted one to find what it left.
+    private func deadRelay(playing frames: Int) throws -> RelayRig {
+        let dead = RelayRig()
+        try runningPair(dead)
+        for frame in 0 ..< frames {
+            try dead.batch(a, slot: 1, start: frame, [UInt8(frame & 0xFF)])
+            try dead.batch(b, slot: 2, start: frame, [2])
+        }
+        return dead
+    }
+
     /// Lets the rebuilt session's wait for returning players (and `ms` more) pass, the players
     /// `keepingAlive` (peer, slot) acknowledging as they would meanwhile.
     private func waitOutTheReturns(_ rig: RelayRig, keepingAlive players: [(PeerAddress, Int)], ms: UInt64? = nil) throws {
@@ -228,9 +256,9 @@ extension RelayCoreTests {
 
     @Test func aRebuiltSessionGoesNoFurtherBackThanItsBacklog() {
         let request = AttachRequest(resume: true, confirmedFrames: 5_000, historyFromFrame: 100)
-        #expect(RelayCore.recoveryOrigin(request, backlog: 600) == 4_400)
-        #expect(RelayCore.recoveryOrigin(AttachRequest(resume: true, confirmedFrames: 300, historyFromFrame: 0), backlog: 600) == 0)
-        #expect(RelayCore.recoveryOrigin(AttachRequest(resume: true, confirmedFrames: 300, historyFromFrame: 900), backlog: 600) == 300)
+        #expect(RecoveryStart.origin(request, backlog: 600) == 4_400)
+        #expect(RecoveryStart.origin(AttachRequest(resume: true, confirmedFrames: 300, historyFromFrame: 0), backlog: 600) == 0)
+        #expect(RecoveryStart.origin(AttachRequest(resume: true, confirmedFrames: 300, historyFromFrame: 900), backlog: 600) == 300)
     }
 
     @Test func replaysRecordConfirmedInputsAndAgreedChecksums() throws {
@@ -262,12 +290,7 @@ extension RelayCoreTests {
     /// the restarted relay continues that file from the first frame it lacks, so the replay of
     /// the whole match is one file again.
     @Test func aRestartedRelayContinuesTheReplayTheDeadOneLeft() throws {
-        let dead = RelayRig()
-        try runningPair(dead)
-        for frame in 0 ..< 150 {
-            try dead.batch(a, slot: 1, start: frame, [UInt8(frame & 0xFF)])
-            try dead.batch(b, slot: 2, start: frame, [2])
-        }
+        let dead = try deadRelay(playing: 150)
         let url = try #require(dead.core.replayURL(of: dead.sessionId))
         // Killed while writing a frame: a partial length prefix after the last record.
         let handle = try FileHandle(forWritingTo: url)
@@ -278,7 +301,9 @@ extension RelayCoreTests {
 
         let rig = RelayRig(restarting: dead)
         let first = try rig.attach(a, slot: 1, resume: true, confirmed: 150, historyFrom: 0)
-        #expect(first.recovering && first.confirmedFrames == 0)
+        // The file's 128 frames seed the rebuilt timeline: confirmed before, and in the relay's own words.
+        #expect(first.recovering && first.confirmedFrames == 128)
+        #expect(rig.core.sessions[rig.sessionId]?.rebuiltFromReplayTo == 128)
         // B is back too, holding nothing before 150: A's history gives its frames before that.
         _ = try rig.attach(b, slot: 2, resume: true, confirmed: 150)
         try rig.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, players: [
@@ -305,17 +330,45 @@ extension RelayCoreTests {
     }
 
     @Test func aRestartedRelayThatLostFramesClosesTheOldReplayAndSaysWhy() throws {
-        let dead = RelayRig()
-        try runningPair(dead)
-        for frame in 0 ..< 150 {
-            try dead.batch(a, slot: 1, start: frame, [1])
-            try dead.batch(b, slot: 2, start: frame, [2])
-        }
+        let dead = try deadRelay(playing: 150)
         let url = try #require(dead.core.replayURL(of: dead.sessionId))
+        // Nothing was written to it for a minute: its writer may have failed, or the match gone on
+        // without it, so it vouches for nothing.
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -60)], ofItemAtPath: url.path)
         let rig = RelayRig(restarting: dead)
         // The returning peer holds nothing before frame 1,000 (the file ends at 128).
         _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_200, historyFrom: 1_000)
         #expect(rig.transport.published.contains { $0.topic == "sync.replay_failed" && $0.severity == .error })
         #expect(try ReplayFile(contentsOf: url).footer?.reason.contains("lost") == true)
+        #expect(rig.core.sessions[rig.sessionId]?.rebuiltFromReplayTo == nil)
+    }
+
+    /// Found reviewing the rebuild: the first peer back chose where the rebuilt timeline starts
+    /// (its claim less the backlog), so by claiming thousands of frames more than it held it left
+    /// the others no inputs to run on: they needed a state, which in a two-player match it served.
+    /// A fresh replay of the dead relay's is its own record of the match: it seeds the timeline,
+    /// and no claim counts beyond what that relay can have confirmed.
+    @Test func aRestartedRelayTakesItsReplayOverAnyClaim() throws {
+        let dead = try deadRelay(playing: 300)
+        #expect(try ReplayFile(contentsOf: try #require(dead.core.replayURL(of: dead.sessionId))).frameCount == 256)
+
+        let rig = RelayRig(restarting: dead)
+        // Mallory (slot 2) returns first, claiming 5,000 frames, and resends a forged history.
+        let first = try rig.attach(b, slot: 2, resume: true, confirmed: 5_000, historyFrom: 0)
+        #expect(first.confirmedFrames == 256, "the replay's frames, not her claim")
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        #expect(session.timeline.origin == 0 && session.rebuiltFromReplayTo == 256)
+        try resendHistory(rig, from: b, frames: 0 ..< 1_000, values: [0xAA, 0xBB])
+        #expect(session.timeline.inputs(slot: 0, from: 0, to: 256) == (0 ..< 256).map { UInt8($0 & 0xFF) })
+        #expect(session.timeline.inputs(slot: 1, from: 0, to: 256).allSatisfy { $0 == 2 })
+        #expect(session.timeline.stored(0) == 256, "A's frames wait for A")
+        #expect(session.timeline.stored(1) == 256 + ReplayWriter.framesPerRecord,
+                "her own history counts no further than the dead relay can have confirmed")
+        // A returns with the truth (300): it runs on from inputs, no state transfer.
+        let second = try rig.attach(a, slot: 1, resume: true, confirmed: 300, historyFrom: 0)
+        #expect(!second.stateFollows && second.confirmedFrames == 256)
+        try resendHistory(rig, from: a, frames: 256 ..< 300, values: [1, 2])
+        #expect(session.timeline.stored(0) == 300)
+        #expect(InputSyncTests.stateRequests(rig.transport.take(b)).isEmpty)
     }
 }

@@ -133,6 +133,14 @@ struct PlayE2ETests {
         let (host, join) = try cluster.runningPair(room: room, hostSeed: 31, joinSeed: 32)
         Thread.sleep(forTimeInterval: 8)  // about frame 1000
         try cluster.restartRelayAfterCrash()
+        // It takes the frames confirmed before the crash from the dead relay's replay, not from a
+        // peer's word (netplayctl introspect: rebuilt_from_replay_to).
+        let probe = try TestKeys(dataRoot: cluster.dataRoot).operatorClient(endpoint: cluster.relayEndpoint, timeout: 3)
+        let rebuilt = eventually(within: 20) {
+            guard case .introspectResponse(let report)? = try? probe.request(.introspectRequest(IntrospectRequest())) else { return false }
+            return report.json.range(of: #""rebuilt_from_replay_to": ?[0-9]"#, options: .regularExpression) != nil
+        }
+        #expect(rebuilt, "the rebuilt session did not take the dead relay's replay")
         let results = [host, join].map { $0.result(within: 150) }
         for (process, result) in zip([host, join], results) {
             #expect(result != nil, "\(process.name) failed:\n\(process.log.suffix(3000))\nrelay:\n\(cluster.relay?.log.suffix(6000) ?? "")")

@@ -1,0 +1,41 @@
+import Foundation
+import NetplayWire
+
+/// How a session rebuilt after a relay restart starts: from its first returning peer's resumed
+/// attach, and the replay the dead relay left for it.
+struct RecoveryStart {
+    /// Where its timeline starts.
+    let origin: Int
+    /// The replay to continue (nil: none), or why it could not be read.
+    let replay: Result<LeftBehindReplay?, any Error>
+    /// The replay, when it vouches for what was confirmed before (``LeftBehindReplay/vouches(for:at:)``).
+    let record: LeftBehindReplay?
+
+    /// The start for session `sessionId` of `params` (as its verified ticket says), whose first
+    /// returning peer sent `request`, at `date`.
+    init(sessionId: String, params: SyncParams, request: AttachRequest, configuration: RelayConfiguration, date: Date) {
+        if let directory = configuration.replayDirectory {
+            replay = Result { try LeftBehindReplay.find(sessionId, in: directory) }
+        } else {
+            replay = .success(nil)
+        }
+        let found = (try? replay.get()) ?? nil
+        record = found.flatMap { $0.vouches(for: params, at: date) ? $0 : nil }
+        origin = Self.origin(request, backlog: configuration.recoveryBacklogFrames, record: record)
+    }
+
+    /// Where a session rebuilt after a restart starts its timeline: as early as the first
+    /// returning peer can resend every player's confirmed inputs (at most `backlog` frames
+    /// before its confirmed frame), so the others, who may have confirmed a little less when
+    /// the relay died, find the frames they lack here and need no state transfer. With a
+    /// `record` of the dead relay's, the claim counts only up to what that relay can have
+    /// confirmed, and the start lies within the frames it holds (which seed the timeline): a
+    /// peer claiming more than it holds cannot move the start past the others.
+    static func origin(_ request: AttachRequest, backlog: Int, record: LeftBehindReplay? = nil) -> Int {
+        var confirmed = Int(request.confirmedFrames)
+        if let record { confirmed = min(confirmed, record.confirmedBound) }
+        let origin = min(confirmed, max(Int(request.historyFromFrame), confirmed - backlog, 0))
+        guard let record else { return origin }
+        return min(max(origin, record.file.startFrame), record.end)
+    }
+}
