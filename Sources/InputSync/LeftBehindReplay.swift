@@ -33,20 +33,27 @@ struct LeftBehindReplay {
             && file.header.params.maxPlayers == params.maxPlayers && file.header.params.inputSize == params.inputSize
     }
 
-    /// The replay `sessionId` left in `directory`, or nil when there is none to continue (none,
-    /// or the newest has a footer: it ended).
+    /// The replay `sessionId` left in `directory`, or nil when there is none to continue: none,
+    /// or the session's newest file (by when it was last written) has a footer (it ended).
+    /// Files of another session whose id shares the name's stem are passed over; one renamed
+    /// `.failed` (its writer failed) is not a candidate.
     static func find(_ sessionId: String, in directory: URL) throws -> LeftBehindReplay? {
-        let safe = ReplayWriter.stem(of: sessionId)
+        let stem = ReplayWriter.stem(of: sessionId)
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter {
-            $0 == "\(safe).replay" || ($0.hasPrefix("\(safe)-") && $0.hasSuffix(".replay")
-                                        && Int($0.dropFirst(safe.count + 1).dropLast(7)) != nil)
+            $0 == "\(stem).replay" || ($0.hasPrefix("\(stem)-") && $0.hasSuffix(".replay")
+                                        && Int($0.dropFirst(stem.count + 1).dropLast(7)) != nil)
         }
-        func suffix(_ name: String) -> Int { name == "\(safe).replay" ? 1 : Int(name.dropFirst(safe.count + 1).dropLast(7)) ?? 0 }
-        guard let newest = names.max(by: { suffix($0) < suffix($1) }) else { return nil }
-        let url = directory.appendingPathComponent(newest)
-        let (file, validBytes) = try ReplayFile.read(url)
-        guard file.footer == nil, file.header.sessionId == sessionId else { return nil }
-        let modifiedAt = (try? FileManager.default.attributesOfItem(atPath: url.path)[.modificationDate] as? Date) ?? .distantPast
-        return LeftBehindReplay(url: url, file: file, validBytes: validBytes, modifiedAt: modifiedAt)
+        let candidates = names.map { name -> (url: URL, modifiedAt: Date) in
+            let url = directory.appendingPathComponent(name)
+            let modifiedAt = (try? FileManager.default.attributesOfItem(atPath: url.path)[.modificationDate] as? Date) ?? .distantPast
+            return (url, modifiedAt)
+        }
+        for candidate in candidates.sorted(by: { $0.modifiedAt > $1.modifiedAt }) {
+            let (file, validBytes) = try ReplayFile.read(candidate.url)
+            guard file.header.sessionId == sessionId else { continue }
+            guard file.footer == nil else { return nil }
+            return LeftBehindReplay(url: candidate.url, file: file, validBytes: validBytes, modifiedAt: candidate.modifiedAt)
+        }
+        return nil
     }
 }

@@ -28,14 +28,13 @@ struct RecoveryStart {
     /// returning peer can resend every player's confirmed inputs (at most `backlog` frames
     /// before its confirmed frame), so the others, who may have confirmed a little less when
     /// the relay died, find the frames they lack here and need no state transfer. With a
-    /// `record` of the dead relay's, the claim counts only up to what that relay can have
-    /// confirmed, and the start lies within the frames it holds (which seed the timeline): a
-    /// peer claiming more than it holds cannot move the start past the others.
+    /// `record` of the dead relay's, no claim counts: the timeline starts `backlog` frames
+    /// before the record's end (or at its first frame), seeded from it, so a peer claiming more
+    /// than it holds cannot move the start past the others, nor one claiming less have the whole
+    /// match seeded.
     static func origin(_ request: AttachRequest, backlog: Int, record: LeftBehindReplay? = nil) -> Int {
-        var confirmed = Int(request.confirmedFrames)
-        if let record { confirmed = min(confirmed, record.confirmedBound) }
-        let origin = min(confirmed, max(Int(request.historyFromFrame), confirmed - backlog, 0))
-        guard let record else { return origin }
-        return min(max(origin, record.file.startFrame), record.end)
+        if let record { return min(max(record.file.startFrame, record.end - backlog), record.end) }
+        let confirmed = Int(request.confirmedFrames)
+        return min(confirmed, max(Int(request.historyFromFrame), confirmed - backlog, 0))
     }
 }

@@ -193,6 +193,12 @@ extension RelaySession {
             arrivals.sample(frame: frame, slots: slotCount) { slotModes[$0] == .active && !substituting[$0] }
         }
         replay?.framesConfirmed(through: timeline.confirmed, timeline: timeline)
+        if let failure = replay?.failure {
+            transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()), severity: .error,
+                              message: "stopped writing the replay of \(sessionId) (kept as .replay.failed): \(failure)",
+                              sessionId: sessionId)
+            replay = nil
+        }
     }
 
     /// Confirmed frames moved: record them and deliver them to everyone.

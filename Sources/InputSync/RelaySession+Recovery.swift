@@ -101,39 +101,36 @@ extension RelaySession {
     /// Where `participant`'s resent history for `slot` stops (exclusive), or nil for not now.
     ///
     /// Its own slot: at what its resumed attach said it had confirmed. Another player's slot
-    /// is that player's to resend once it is back, and a liar who returned first with an
-    /// inflated claim could otherwise write it (play for that player) up to the claim: from
-    /// the owner only the frames below its own history (which it cannot resend) are taken.
-    /// Until the owner is back, and while the wait for the returning players lasts, nothing
-    /// (the sender repeats its history); after that wait, an absent owner's frames up to the
-    /// lowest confirmed frame any returning player claimed (the others' claims bound a liar's).
+    /// is that player's to resend while it is back (resumed and connected), and a liar who
+    /// returned first with an inflated claim could otherwise write it (play for that player) up
+    /// to the claim: from the others only the frames below the owner's own history (which it
+    /// cannot resend) are taken. Until the owner is back, and while the wait for the returning
+    /// players lasts, nothing (the sender repeats its history); after that wait, an absent
+    /// owner's frames up to the sender's claim, as for its own (the others hold them
+    /// confirmed; a substitute there would contradict them).
     func historyEnd(slot: Int, from participant: RelayPeer, now: UInt64) -> Int? {
         let end = min(participant.resumedHolding, recoveryFrameLimit)
         if participant.slot - 1 == slot { return end }
-        if let owner = players[slot], let ownerHistory = owner.resumedHistoryFrom { return min(end, ownerHistory) }
-        guard now >= substitutionHoldUntilMs else { return nil }
-        return min(end, lowestResumedClaim ?? end)
-    }
-
-    /// The lowest confirmed frame a player's resumed attach claimed in this rebuilt session
-    /// (nil: no player resumed): every frame below it was final before the restart, so it
-    /// comes as history, not as a substitute.
-    var lowestResumedClaim: Int? {
-        var lowest: Int?
-        for case let player? in players where player.resumedHistoryFrom != nil {
-            lowest = min(lowest ?? .max, player.resumedHolding)
+        if let owner = players[slot], owner.isConnected, let ownerHistory = owner.resumedHistoryFrom {
+            return min(end, ownerHistory)
         }
-        return lowest
+        guard now >= substitutionHoldUntilMs else { return nil }
+        return end
     }
 
-    /// While the rebuild takes history, the frame below which no slot is substituted
-    /// (``lowestResumedClaim``, at most ``recoveryFrameLimit``): a returning player's history
-    /// for it may still be on its way (NetplayKit repeats it every 250 ms), and a substitute
-    /// there would contradict what the players confirmed before the restart. 0 otherwise.
+    /// While the rebuild takes history, the frame below which no slot is substituted: the
+    /// highest confirmed frame a connected player's resumed attach claimed, at most
+    /// ``recoveryFrameLimit`` (0 otherwise). Those frames were final before the restart, and a
+    /// returning player's history for them may still be on its way (NetplayKit repeats it every
+    /// 250 ms): a substitute there would contradict what that player confirmed.
     func historyOnlyBelow(now: UInt64) -> Int {
         endRecoveryIfDue(now: now)
-        guard recovering, let lowest = lowestResumedClaim else { return 0 }
-        return min(lowest, recoveryFrameLimit)
+        guard recovering else { return 0 }
+        var highest = 0
+        for case let player? in players where player.isConnected && player.resumedHistoryFrom != nil {
+            highest = max(highest, player.resumedHolding)
+        }
+        return min(highest, recoveryFrameLimit)
     }
 
     /// Ends the rebuild's history window once it is over (later attaches are told the session

@@ -14,7 +14,8 @@ final class ReplayWriter {
     private var recordedFrames: Int
     private let startFrame: Int
     private var pendingChecksums: [FrameChecksum] = []
-    private var failed = false
+    /// Why writing failed (nil: it has not); nothing more is written after a failure.
+    private(set) var failure: String?
 
     init(directory: URL, sessionId: String, header: ReplayHeader, startFrame: Int) throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -56,7 +57,7 @@ final class ReplayWriter {
     var nextFrame: Int { recordedFrames }
 
     private func write(_ body: Envelope.Body) {
-        guard !failed else { return }
+        guard failure == nil else { return }
         do {
             let bytes = try Envelope(body: body).encoded()
             var frame = [UInt8]()
@@ -69,8 +70,15 @@ final class ReplayWriter {
             frame.append(contentsOf: bytes)
             try handle.write(contentsOf: frame)
         } catch {
-            failed = true
+            failure = "\(error)"
+            markFailed()
         }
+    }
+
+    /// Renames the file `….replay.failed`: it lacks frames from here on, so no restarted relay
+    /// may take it for the match's record (``LeftBehindReplay``), nor continue it.
+    func markFailed() {
+        try? FileManager.default.moveItem(at: url, to: url.appendingPathExtension("failed"))
     }
 
     /// A checksum agreed at `frame`; written with the next record.

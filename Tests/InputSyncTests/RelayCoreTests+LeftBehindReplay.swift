@@ -1,0 +1,72 @@
+import Foundation
+import Glibc
+import NetplayWire
+import Testing
+@testable import InputSync
+
+// The replay a dead relay left behind: when it vouches for the match, which file it is, and a
+// writer that fails leaving none to vouch.
+extension RelayCoreTests {
+    @Test func aLeftBehindReplayVouchesOnlyWhileFreshAndForItsOwnSession() throws {
+        let dead = try deadRelay(playing: 150)
+        let left = try #require(try LeftBehindReplay.find(dead.sessionId, in: dead.replayDirectory))
+        #expect(left.end == 128 && left.confirmedBound == 192)
+        #expect(left.vouches(for: dead.params, at: Date()))
+        // The rebuilt start is the backlog before the file's end (or its first frame), whatever
+        // the first peer back claims.
+        func origin(claiming confirmed: Int, from history: Int, backlog: Int = 100) -> Int {
+            RecoveryStart.origin(AttachRequest(resume: true, confirmedFrames: UInt32(confirmed), historyFromFrame: UInt32(history)),
+                                 backlog: backlog, record: left)
+        }
+        #expect(origin(claiming: 5_000, from: 0) == 28 && origin(claiming: 5_000, from: 4_000) == 28)
+        #expect(origin(claiming: 0, from: 0) == 28 && origin(claiming: 130, from: 100) == 28)
+        #expect(origin(claiming: 130, from: 100, backlog: 600) == 0)
+        #expect(!left.vouches(for: dead.params, at: Date(timeIntervalSinceNow: LeftBehindReplay.freshSeconds + 1)))
+        var other = dead.params
+        other.inputSize = 2
+        #expect(!left.vouches(for: other, at: Date()), "another session's shape")
+        #expect(try LeftBehindReplay.find("another-session", in: dead.replayDirectory) == nil)
+        // One the relay finished (a footer) is no match to continue.
+        try dead.send(.detach(Detach(reason: .leaving)), from: a)
+        try dead.send(.detach(Detach(reason: .leaving)), from: b)
+        #expect(try LeftBehindReplay.find(dead.sessionId, in: dead.replayDirectory) == nil)
+    }
+
+    @Test func theNewestReplayOfTheSessionIsTheOneLeftBehind() throws {
+        let dead = try deadRelay(playing: 150)
+        let directory = dead.replayDirectory
+        let url = try #require(dead.core.replayURL(of: dead.sessionId))
+        // An older file of the same session, ended, under a higher suffix (a lower one was free),
+        // and a file of another session whose id shares the name's stem.
+        let older = directory.appendingPathComponent("\(ReplayWriter.stem(of: dead.sessionId))-7.replay")
+        try FileManager.default.copyItem(at: url, to: older)
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -300)], ofItemAtPath: older.path)
+        #expect(try LeftBehindReplay.find(dead.sessionId, in: directory)?.url == url)
+        #expect(try LeftBehindReplay.find("\(dead.sessionId)-7", in: directory) == nil, "not another session's file")
+    }
+
+    /// Found reviewing the rebuild from replays: a writer that failed (a full disk) stopped
+    /// silently and left a file without a footer that a relay restarted soon after would take for
+    /// the whole match, capping every claim at its end: the players' frames since could not be
+    /// restored. Now the failure is reported and the file renamed `.replay.failed`.
+    @Test func aReplayWriterThatFailsSaysSoAndLeavesNoRecord() throws {
+        let rig = try deadRelay(playing: 100)
+        let url = try #require(rig.core.replayURL(of: rig.sessionId))
+        // The disk fills: the file's descriptor now writes to /dev/full (ENOSPC).
+        let descriptor = try #require(try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").first {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)")) == url.path
+        }.flatMap { Int32($0) })
+        let full = open("/dev/full", O_WRONLY)
+        #expect(full >= 0 && dup2(full, descriptor) == descriptor)
+        close(full)
+        for frame in 100 ..< 200 {
+            try rig.batch(a, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        #expect(rig.transport.published.contains { $0.topic == "sync.replay_failed" && $0.severity == .error })
+        #expect(!FileManager.default.fileExists(atPath: url.path))
+        #expect(FileManager.default.fileExists(atPath: url.path + ".failed"))
+        #expect(try LeftBehindReplay.find(rig.sessionId, in: rig.replayDirectory) == nil)
+        #expect(rig.core.replayURL(of: rig.sessionId) == nil, "nothing more is written")
+    }
+}
