@@ -95,6 +95,9 @@ public struct RelayConfiguration: Sendable {
     public var maxTicketLifetimeMs: UInt64 = 600_000
     /// Removed participants remembered at most (the oldest-expiring are forgotten first).
     public var maxRevocations: Int = 10_000
+    /// Where the revoked participants are kept across restarts (nil: in memory only), so a
+    /// relay restarted on its data directory still refuses a kicked player's old tickets.
+    public var revocationsFile: URL?
     /// Round trips the relay measures to every player (its own pings, answered by the peers)
     /// before a match starts, so deadlines, time sync and the start itself are right from the
     /// first frame (0: start at once, without measuring).

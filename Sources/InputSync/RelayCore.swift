@@ -44,7 +44,8 @@ public final class RelayCore {
         self.configuration = configuration
         self.verifier = verifier
         self.transport = transport
-        revocations = RevocationBook(capacity: configuration.maxRevocations)
+        revocations = RevocationBook(capacity: configuration.maxRevocations, journal: configuration.revocationsFile,
+                                     nowUnixMs: UnixTime.nowMs())
         transferBudget = TransferBudget(capacity: configuration.maxTransferBytes)
     }
 
@@ -428,6 +429,9 @@ public final class RelayCore {
         peers.removeAll()
     }
 
+    /// Why the revoked participants could not all be kept on disk or read back (nil: no trouble).
+    public var revocationsProblem: String? { revocations.journal?.problem }
+
     /// The relay's state for `netplayctl introspect`.
     public func introspect() -> JSONValue {
         var list: [JSONValue] = []
@@ -470,6 +474,7 @@ public final class RelayCore {
         }
         return ["relay_id": .string(configuration.relayId), "sessions": .array(list), "peers": .number(peers.count),
                 "revoked_participants": .number(revocations.count),
+                "revocations_problem": revocationsProblem.map { .string($0) } ?? .null,
                 "transfer_bytes_held": .number(transferBudget.held), "transfer_bytes_capacity": .number(transferBudget.capacity)]
     }
 }

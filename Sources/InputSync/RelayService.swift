@@ -86,6 +86,9 @@ public final class RelayService: RawFrameService, RelayTransport {
         if configuration.advertisedEndpoint.isEmpty { configuration.advertisedEndpoint = runtime.boundEndpoint }
         if configuration.eventsEndpoint.isEmpty { configuration.eventsEndpoint = runtime.boundEventsEndpoint ?? "" }
         core = RelayCore(configuration: configuration, verifier: JoinTicketVerifier(keyRing: keyRing), transport: self)
+        if let problem = core!.revocationsProblem {
+            runtime.logger.warning("revoked participants not all restored", metadata: ["problem": "\(problem)"])
+        }
         inputsTotal = runtime.metrics.counter("netplay_sync_inputs_total", help: "Player inputs accepted by the relay.")
         eventsTotal = runtime.metrics.counter("netplay_sync_events_total", help: "Session events published (joins, leaves, substitutions, desyncs).")
         // The runtime runs these only while it runs this service (which it holds), so the

@@ -1,8 +1,11 @@
+import Foundation
+
 /// Participants removed from a session (kicked or banned by the host, or gone on their own),
 /// remembered until no ticket issued to them before could still admit them: the relay refuses
 /// their attaches meanwhile. Bounded: entries expire, and past the capacity the one expiring
 /// soonest is forgotten first, a departure's before any kick's (joining and leaving is cheap; it
-/// must not push a kick out). Shared by a relay's sessions; reactor thread only.
+/// must not push a kick out). With a ``RevocationJournal`` it outlives the process. Shared by a
+/// relay's sessions; reactor thread only.
 final class RevocationBook {
     private struct Key: Hashable {
         let sessionId: String
@@ -17,9 +20,30 @@ final class RevocationBook {
 
     private var entries: [Key: Entry] = [:]
     let capacity: Int
+    /// Where the entries persist (nil: memory only).
+    let journal: RevocationJournal?
 
-    init(capacity: Int) {
+    /// A book of at most `capacity` entries; with `journal`, holding what it recorded that is
+    /// still in force at `nowUnixMs`, and recording every revocation there.
+    init(capacity: Int, journal url: URL? = nil, nowUnixMs: UInt64 = 0) {
         self.capacity = max(1, capacity)
+        guard let url else {
+            journal = nil
+            return
+        }
+        let journal = RevocationJournal(url: url, compactAt: 2 * self.capacity)
+        self.journal = journal
+        for line in journal.load() where line.until > nowUnixMs {
+            insert(Key(sessionId: line.session, participantId: line.participant),
+                   until: line.until, kicked: line.kicked, nowUnixMs: nowUnixMs)
+        }
+        journal.rewrite(lines)
+    }
+
+    /// The entries as journal lines.
+    private var lines: [RevocationJournal.Line] {
+        entries.map { RevocationJournal.Line(session: $0.key.sessionId, participant: $0.key.participantId,
+                                             until: $0.value.untilUnixMs, kicked: $0.value.kicked) }
     }
 
     /// Entries held now (expired ones included until the next purge).
@@ -29,6 +53,19 @@ final class RevocationBook {
     /// already was; `kicked` when the host removed it (else it left).
     func revoke(sessionId: String, participantId: String, untilUnixMs until: UInt64, kicked: Bool = true, nowUnixMs: UInt64) {
         let key = Key(sessionId: sessionId, participantId: participantId)
+        let entry = insert(key, until: until, kicked: kicked, nowUnixMs: nowUnixMs)
+        guard let journal else { return }
+        journal.append(RevocationJournal.Line(session: sessionId, participant: participantId,
+                                              until: entry.untilUnixMs, kicked: entry.kicked))
+        if journal.wantsCompaction {
+            purge(nowUnixMs: nowUnixMs)
+            journal.rewrite(lines)
+        }
+    }
+
+    /// Records `key` until `until` (or longer if it already was), making room past the capacity.
+    @discardableResult
+    private func insert(_ key: Key, until: UInt64, kicked: Bool, nowUnixMs: UInt64) -> Entry {
         if entries[key] == nil, entries.count >= capacity {
             purge(nowUnixMs: nowUnixMs)
             if entries.count >= capacity {
@@ -40,7 +77,9 @@ final class RevocationBook {
             }
         }
         let old = entries[key]
-        entries[key] = Entry(untilUnixMs: max(old?.untilUnixMs ?? 0, until), kicked: kicked || old?.kicked == true)
+        let entry = Entry(untilUnixMs: max(old?.untilUnixMs ?? 0, until), kicked: kicked || old?.kicked == true)
+        entries[key] = entry
+        return entry
     }
 
     /// Whether `participantId` is refused in `sessionId` at `nowUnixMs`.

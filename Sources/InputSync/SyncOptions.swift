@@ -124,6 +124,7 @@ public struct SyncOptions: ParsableArguments, Sendable {
         relay.maxTransferBytes = try setting.integer(transferMemory, "NETPLAY_TRANSFER_MEMORY", name: "--transfer-memory",
                                                      default: relay.maxTransferBytes, range: relay.maxStateBytes ... 1 << 40)
         relay.replayDirectory = noReplays ? nil : service.dataDirectory.appendingPathComponent("replays")
+        relay.revocationsFile = service.dataDirectory.appendingPathComponent("revocations.jsonl")
         let retroArch = try resolveRetroArch(setting, advertised: advertised.isEmpty ? service.endpoint : advertised)
         if let problem = relay.validationError() { throw ValidationError(problem) }
         return Resolved(service: service, relay: relay, keyRing: keyRing, coordinator: coordinatorEndpoint, retroArch: retroArch)

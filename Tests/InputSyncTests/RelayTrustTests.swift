@@ -222,6 +222,44 @@ struct RelayTrustTests {
         _ = try rig.attach(b, slot: 2, participant: "p-other")
     }
 
+    /// Found reviewing the rebuild after a restart: the removals lived in memory only, so a player
+    /// kicked before the relay died resumed its match on the restarted one with its old ticket.
+    @Test func aKickOutlivesTheRelay() throws {
+        let dead = RelayRig()
+        _ = try dead.attach(a, slot: 1)
+        _ = try dead.attach(b, slot: 2)
+        dead.core.revoke(sessionId: dead.sessionId, participantId: "p2")
+        let rig = RelayRig(restarting: dead)
+        let refused = #expect(throws: ServiceError.self) { try rig.attach(b, slot: 2, resume: true, confirmed: 10) }
+        #expect(refused?.code == .permissionDenied)
+        #expect(rig.core.revocationsProblem == nil)
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 10)
+    }
+
+    @Test func theRevocationJournalKeepsWhatIsInForceAndStaysBounded() throws {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("revocations-\(UUID().uuidString).jsonl")
+        defer { try? FileManager.default.removeItem(at: url) }
+        let book = RevocationBook(capacity: 4, journal: url, nowUnixMs: 0)
+        book.revoke(sessionId: "s", participantId: "kicked", untilUnixMs: 1_000, kicked: true, nowUnixMs: 0)
+        book.revoke(sessionId: "s", participantId: "left", untilUnixMs: 200, kicked: false, nowUnixMs: 0)
+        // Read back after a restart at 500: what is still in force, nothing else.
+        let again = RevocationBook(capacity: 4, journal: url, nowUnixMs: 500)
+        #expect(again.isRevoked(sessionId: "s", participantId: "kicked", nowUnixMs: 500))
+        #expect(!again.isRevoked(sessionId: "s", participantId: "left", nowUnixMs: 500) && again.count == 1)
+        // Many departures: the file is rewritten with the live entries, never past twice the capacity.
+        for index in 0 ..< 50 {
+            again.revoke(sessionId: "s", participantId: "gone\(index)", untilUnixMs: 2_000, kicked: false, nowUnixMs: 600)
+        }
+        let lines = try String(contentsOf: url, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count <= 8, "\(lines.count) lines")
+        #expect(RevocationBook(capacity: 4, journal: url, nowUnixMs: 700).isRevoked(sessionId: "s", participantId: "kicked", nowUnixMs: 700))
+        // A damaged file: the lines that read are kept, the rest reported.
+        try Data("not json\n".utf8 + (try Data(contentsOf: url))).write(to: url)
+        let damaged = RevocationBook(capacity: 4, journal: url, nowUnixMs: 700)
+        #expect(damaged.isRevoked(sessionId: "s", participantId: "kicked", nowUnixMs: 700))
+        #expect(damaged.journal?.problem?.contains("1 unreadable lines skipped") == true)
+    }
+
     @Test func aPlayerWhoLeftComesBackThroughANewJoin() throws {
         // Leaving is for good for that participant and its tickets; joining again (the
         // coordinator seats a new participant, with a ticket of its own) is not barred.

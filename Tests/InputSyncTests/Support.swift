@@ -79,6 +79,7 @@ final class RelayRig {
         replayDirectory = dead.replayDirectory
         var configuration = RelayConfiguration(relayId: "sync-test", advertisedEndpoint: "tcp://127.0.0.1:1")
         configuration.replayDirectory = replayDirectory
+        configuration.revocationsFile = Self.revocationsFile(beside: replayDirectory)
         configuration.startSyncSamples = 0
         core = RelayCore(configuration: configuration, verifier: JoinTicketVerifier(keyRing: keyRing), transport: transport)
     }
@@ -94,6 +95,7 @@ final class RelayRig {
         replayDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-tests-\(UUID().uuidString)")
         var configuration = RelayConfiguration(relayId: "sync-test", advertisedEndpoint: "tcp://127.0.0.1:1")
         configuration.replayDirectory = replayDirectory
+        configuration.revocationsFile = Self.revocationsFile(beside: replayDirectory)
         // The fake peers answer no pings: matches start at once unless a test asks otherwise.
         configuration.startSyncSamples = 0
         configure(&configuration)
@@ -109,6 +111,9 @@ final class RelayRig {
     }
 
     static func address(_ name: String) -> PeerAddress { PeerAddress(routingId: Array(name.utf8)) }
+
+    /// The rig's revocation journal, in its data directory (beside the replays).
+    static func revocationsFile(beside replays: URL) -> URL { replays.appendingPathExtension("revocations") }
 
     @discardableResult
     func send(_ body: Envelope.Body, from peer: PeerAddress) throws(ServiceError) -> Envelope.Body? {

@@ -308,6 +308,19 @@ struct ThreatModelTests {
             return refused != nil
         }
         #expect(refused == .permissionDenied, "re-attach with the old ticket: \(String(describing: refused))")
+        // Nor after the relay died and the supervisor started it again: resuming the match with
+        // the old ticket would have a fresh relay rebuild it, with the kicked player in it.
+        let relayPid = try #require(cluster.pids()["sync-0"])
+        kill(Int32(relayPid), SIGKILL)
+        var afterRestart: ErrorCode?
+        _ = eventually(within: 15) {
+            guard let pid = cluster.pids()["sync-0"], pid != relayPid,
+                  let again = try? BlockingClient(endpoint: ticket.relayEndpoint, timeout: 2) else { return false }
+            afterRestart = refusal(again, .attachRequest(AttachRequest(ticket: ticket, protocolVersion: SyncProtocol.current,
+                                                                      resume: true, confirmedFrames: 60, content: nes)))
+            return afterRestart != nil
+        }
+        #expect(afterRestart == .permissionDenied, "resume after the relay restarted: \(String(describing: afterRestart))")
         // Nor does a new name from the same address.
         #expect(refusal(coordinator, .joinSessionRequest(JoinSessionRequest(
             sessionId: host.sessionId, role: .player, name: "not-mallory", content: nes))) == .banned)

@@ -1,0 +1,82 @@
+import Foundation
+
+/// The revocation book's entries on disk, so a relay restarted on its data directory still
+/// refuses whom the dead one refused (a kicked player must not come back through the rebuild of
+/// its match). One JSON object a line, appended as revocations are made; rewritten with the live
+/// entries only when it is read, and once it holds twice the book's capacity in lines. A file it
+/// cannot read or write costs the restart its memory, not the relay its work: ``problem`` says why.
+final class RevocationJournal {
+    /// One revocation: session, participant, until when (wall clock, ms), whether a kick.
+    struct Line: Codable, Equatable {
+        let session: String
+        let participant: String
+        let until: UInt64
+        let kicked: Bool
+    }
+
+    let url: URL
+    private var handle: FileHandle?
+    private var lines = 0
+    private let compactAt: Int
+    /// Why the file could not be read or written in full (nil: no trouble).
+    private(set) var problem: String?
+
+    /// A journal in `url`, rewritten once it reaches `compactAt` lines.
+    init(url: URL, compactAt: Int) {
+        self.url = url
+        self.compactAt = max(1, compactAt)
+    }
+
+    /// Whether it has grown enough to be rewritten.
+    var wantsCompaction: Bool { lines >= compactAt }
+
+    /// The revocations in the file (none when there is no file); lines that do not decode are
+    /// skipped and counted in ``problem``.
+    func load() -> [Line] {
+        guard FileManager.default.fileExists(atPath: url.path) else { return [] }
+        let data: Data
+        do { data = try Data(contentsOf: url) } catch {
+            problem = "cannot read \(url.path): \(error.localizedDescription)"
+            return []
+        }
+        let decoder = JSONDecoder()
+        var loaded: [Line] = []
+        var unreadable = 0
+        for line in data.split(separator: UInt8(ascii: "\n")) where !line.isEmpty {
+            if let entry = try? decoder.decode(Line.self, from: Data(line)) { loaded.append(entry) } else { unreadable += 1 }
+        }
+        if unreadable > 0 { problem = "\(url.path): \(unreadable) unreadable lines skipped" }
+        return loaded
+    }
+
+    /// Replaces the file with `entries` (atomically) and appends to it from then on.
+    func rewrite(_ entries: [Line]) {
+        try? handle?.close()
+        handle = nil
+        do {
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data(entries.map(Self.encode).joined()).write(to: url, options: .atomic)
+            handle = try FileHandle(forWritingTo: url)
+            try handle?.seekToEnd()
+            lines = entries.count
+        } catch {
+            problem = "cannot write \(url.path): \(error.localizedDescription)"
+        }
+    }
+
+    /// Appends one revocation.
+    func append(_ entry: Line) {
+        guard let handle else { return }
+        do {
+            try handle.write(contentsOf: Self.encode(entry))
+            lines += 1
+        } catch {
+            problem = "cannot write \(url.path): \(error.localizedDescription)"
+            self.handle = nil
+        }
+    }
+
+    private static func encode(_ entry: Line) -> [UInt8] {
+        ((try? JSONEncoder().encode(entry)).map { [UInt8]($0) } ?? []) + [UInt8(ascii: "\n")]
+    }
+}
