@@ -26,10 +26,12 @@ struct LeftBehindReplay {
     var confirmedBound: Int { end + ReplayWriter.framesPerRecord }
 
     /// Whether its frames can stand for what the dead relay confirmed, for a session of
-    /// `params`, at `date`: written within ``freshSeconds`` (an older one may be from a
-    /// writer that failed, or lag behind the match), with the session's slots and input size.
+    /// `params`, at `date`: written within ``freshSeconds`` (an older one may lag behind the
+    /// match), with the session's slots and input size, and frames a match can have (a damaged
+    /// header must not carry the rebuilt timeline past the wire's last frame).
     func vouches(for params: SyncParams, at date: Date) -> Bool {
-        abs(date.timeIntervalSince(modifiedAt)) <= Self.freshSeconds
+        file.startFrame <= end && confirmedBound <= RelaySession.frameLimit
+            && abs(date.timeIntervalSince(modifiedAt)) <= Self.freshSeconds
             && file.header.params.maxPlayers == params.maxPlayers && file.header.params.inputSize == params.inputSize
     }
 

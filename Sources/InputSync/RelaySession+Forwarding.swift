@@ -195,7 +195,7 @@ extension RelaySession {
         replay?.framesConfirmed(through: timeline.confirmed, timeline: timeline)
         if let failure = replay?.failure {
             transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()), severity: .error,
-                              message: "stopped writing the replay of \(sessionId) (kept as .replay.failed): \(failure)",
+                              message: "stopped writing the replay of \(sessionId): \(failure)",
                               sessionId: sessionId)
             replay = nil
         }

@@ -14,6 +14,7 @@ extension RelaySession {
     /// before seeds the timeline, and bounds what any peer's history may add.
     func beginRecovery(_ start: RecoveryStart, confirmed: Int, spectator: Bool, now: UInt64) {
         recovering = true
+        rebuiltAtMs = now
         recoveryEndsAtMs = now + UInt64(configuration.recoveryHistoryMs)
         let playersConfirmed = confirmed + (spectator ? spectatorDelay : 0)
         recoveryFrameLimit = min(playersConfirmed + 2 * Int(framesPerSecond.rounded(.up)), Self.frameLimit)
@@ -46,6 +47,12 @@ extension RelaySession {
                                     status: record.file.status(frame: frame, slot: slot))
                 }
             }
+        }
+        // A slot vacant when the relay died (its player left, was kicked, never came) stays so
+        // until a player attaches to it, rather than waiting each frame for a player who is gone.
+        for slot in 0 ..< slotCount {
+            let status = record.file.status(frame: record.end - 1, slot: slot)
+            if status == .disconnected || status == .empty { slotModes[slot] = .vacant(status) }
         }
         _ = timeline.updateConfirmed()
         rebuiltFromReplayTo = record.end
@@ -122,16 +129,22 @@ extension RelaySession {
     /// highest confirmed frame a connected player's resumed attach claimed, at most
     /// ``recoveryFrameLimit`` (0 otherwise). Those frames were final before the restart, and a
     /// returning player's history for them may still be on its way (NetplayKit repeats it every
-    /// 250 ms): a substitute there would contradict what that player confirmed.
+    /// 250 ms): a substitute there would contradict what that player confirmed. Only for
+    /// ``historyGraceMs`` past the wait for returning players: a claim whose frames never come
+    /// (a liar's) holds the match no longer.
     func historyOnlyBelow(now: UInt64) -> Int {
         endRecoveryIfDue(now: now)
-        guard recovering else { return 0 }
+        guard recovering, now < substitutionHoldUntilMs &+ Self.historyGraceMs else { return 0 }
         var highest = 0
         for case let player? in players where player.isConnected && player.resumedHistoryFrom != nil {
             highest = max(highest, player.resumedHolding)
         }
         return min(highest, recoveryFrameLimit)
     }
+
+    /// How long past the wait for returning players substitution still spares the frames their
+    /// claims say were final (eight of NetplayKit's history repeats).
+    static let historyGraceMs: UInt64 = 2_000
 
     /// Ends the rebuild's history window once it is over (later attaches are told the session
     /// is not recovering, and resent history is refused).

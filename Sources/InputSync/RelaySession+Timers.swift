@@ -67,6 +67,13 @@ extension RelaySession {
         if connectedCount > 0 { lastConnectedMs = now }
         guard running else { return }
         for (index, player) in players.enumerated() {
+            if player == nil, let rebuilt = rebuiltAtMs, slotModes[index] == .active,
+               now &- rebuilt >= UInt64(configuration.disconnectGraceMs) {
+                // Rebuilt after a restart, and nobody came back to this slot within the grace.
+                slotModes[index] = .vacant(.disconnected)
+                substituting[index] = false
+                continue
+            }
             guard let player, !player.isConnected, let since = player.disconnectedSinceMs,
                   slotModes[index] == .active,
                   now &- since >= UInt64(configuration.disconnectGraceMs) else { continue }

@@ -96,6 +96,9 @@ final class RelaySession {
     /// Rebuilt after a restart with the frames before this one taken from the dead relay's
     /// replay (nil: not rebuilt, or from the peers alone).
     var rebuiltFromReplayTo: Int?
+    /// When it was rebuilt after a restart (nil: it was not): a slot nobody attached to since
+    /// becomes vacant after the disconnect grace, as a player who never came back would.
+    var rebuiltAtMs: UInt64?
     @exclusivity(unchecked) var substitutionHoldUntilMs: UInt64 = 0
     @exclusivity(unchecked) var lastStatsMs: UInt64 = 0
     @exclusivity(unchecked) var lastHintsMs: UInt64 = 0

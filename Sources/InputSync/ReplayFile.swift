@@ -78,7 +78,20 @@ final class ReplayWriter {
     /// Renames the file `….replay.failed`: it lacks frames from here on, so no restarted relay
     /// may take it for the match's record (``LeftBehindReplay``), nor continue it.
     func markFailed() {
-        try? FileManager.default.moveItem(at: url, to: url.appendingPathExtension("failed"))
+        var target = url.appendingPathExtension("failed")
+        var suffix = 1
+        while FileManager.default.fileExists(atPath: target.path) {
+            suffix += 1
+            target = url.appendingPathExtension("\(suffix).failed")
+        }
+        do {
+            try FileManager.default.moveItem(at: url, to: target)
+            failure = (failure ?? "") + " (kept as \(target.lastPathComponent))"
+        } catch {
+            // It stays under its name, without a footer: truncated to its header, it vouches for nothing.
+            try? handle.truncate(atOffset: 0)
+            failure = (failure ?? "") + " (cannot rename it: \(error.localizedDescription); emptied)"
+        }
     }
 
     /// A checksum agreed at `frame`; written with the next record.

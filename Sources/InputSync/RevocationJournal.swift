@@ -30,14 +30,15 @@ final class RevocationJournal {
     /// Whether it has grown enough to be rewritten.
     var wantsCompaction: Bool { lines >= compactAt }
 
-    /// The revocations in the file (none when there is no file); lines that do not decode are
-    /// skipped and counted in ``problem``.
-    func load() -> [Line] {
+    /// The revocations in the file (none when there is no file), or nil when it cannot be read
+    /// (then it is left as it is, and not written to: what it holds may be readable again
+    /// later). Lines that do not decode are skipped and counted in ``problem``.
+    func load() -> [Line]? {
         guard FileManager.default.fileExists(atPath: url.path) else { return [] }
         let data: Data
         do { data = try Data(contentsOf: url) } catch {
             problem = "cannot read \(url.path): \(error.localizedDescription)"
-            return []
+            return nil
         }
         let decoder = JSONDecoder()
         var loaded: [Line] = []
@@ -49,18 +50,24 @@ final class RevocationJournal {
         return loaded
     }
 
-    /// Replaces the file with `entries` (atomically) and appends to it from then on.
+    /// Replaces the file with `entries` (atomically) and appends to it from then on. When that
+    /// fails (a full disk), the old file and its handle stay, and the next try waits for as many
+    /// lines again.
     func rewrite(_ entries: [Line]) {
-        try? handle?.close()
-        handle = nil
         do {
             try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try Data(entries.map(Self.encode).joined()).write(to: url, options: .atomic)
-            handle = try FileHandle(forWritingTo: url)
-            try handle?.seekToEnd()
+            let encoder = JSONEncoder()
+            var bytes: [UInt8] = []
+            for entry in entries { bytes += Self.encode(entry, with: encoder) }
+            try Data(bytes).write(to: url, options: .atomic)
+            let fresh = try FileHandle(forWritingTo: url)
+            try fresh.seekToEnd()
+            try? handle?.close()
+            handle = fresh
             lines = entries.count
         } catch {
             problem = "cannot write \(url.path): \(error.localizedDescription)"
+            lines = 0
         }
     }
 
@@ -68,7 +75,7 @@ final class RevocationJournal {
     func append(_ entry: Line) {
         guard let handle else { return }
         do {
-            try handle.write(contentsOf: Self.encode(entry))
+            try handle.write(contentsOf: Self.encode(entry, with: JSONEncoder()))
             lines += 1
         } catch {
             problem = "cannot write \(url.path): \(error.localizedDescription)"
@@ -76,7 +83,7 @@ final class RevocationJournal {
         }
     }
 
-    private static func encode(_ entry: Line) -> [UInt8] {
-        ((try? JSONEncoder().encode(entry)).map { [UInt8]($0) } ?? []) + [UInt8(ascii: "\n")]
+    private static func encode(_ entry: Line, with encoder: JSONEncoder) -> [UInt8] {
+        ((try? encoder.encode(entry)).map { [UInt8]($0) } ?? []) + [UInt8(ascii: "\n")]
     }
 }

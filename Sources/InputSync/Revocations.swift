@@ -31,9 +31,10 @@ final class RevocationBook {
             journal = nil
             return
         }
-        let journal = RevocationJournal(url: url, compactAt: 2 * self.capacity)
+        let journal = RevocationJournal(url: url, compactAt: 2 * min(self.capacity, 1 << 40))
         self.journal = journal
-        for line in journal.load() where line.until > nowUnixMs {
+        guard let loaded = journal.load() else { return }
+        for line in loaded where line.until > nowUnixMs {
             insert(Key(sessionId: line.session, participantId: line.participant),
                    until: line.until, kicked: line.kicked, nowUnixMs: nowUnixMs)
         }
@@ -53,8 +54,7 @@ final class RevocationBook {
     /// already was; `kicked` when the host removed it (else it left).
     func revoke(sessionId: String, participantId: String, untilUnixMs until: UInt64, kicked: Bool = true, nowUnixMs: UInt64) {
         let key = Key(sessionId: sessionId, participantId: participantId)
-        let entry = insert(key, until: until, kicked: kicked, nowUnixMs: nowUnixMs)
-        guard let journal else { return }
+        guard let entry = insert(key, until: until, kicked: kicked, nowUnixMs: nowUnixMs), let journal else { return }
         journal.append(RevocationJournal.Line(session: sessionId, participant: participantId,
                                               until: entry.untilUnixMs, kicked: entry.kicked))
         if journal.wantsCompaction {
@@ -63,13 +63,16 @@ final class RevocationBook {
         }
     }
 
-    /// Records `key` until `until` (or longer if it already was), making room past the capacity.
+    /// Records `key` until `until` (or longer if it already was), making room past the capacity;
+    /// nil when it is a departure and the book is full of kicks (a departure never pushes a kick
+    /// out).
     @discardableResult
-    private func insert(_ key: Key, until: UInt64, kicked: Bool, nowUnixMs: UInt64) -> Entry {
+    private func insert(_ key: Key, until: UInt64, kicked: Bool, nowUnixMs: UInt64) -> Entry? {
         if entries[key] == nil, entries.count >= capacity {
             purge(nowUnixMs: nowUnixMs)
             if entries.count >= capacity {
                 let departures = entries.filter { !$0.value.kicked }
+                if departures.isEmpty && !kicked { return nil }
                 let candidates = departures.isEmpty ? entries : departures
                 if let soonest = candidates.min(by: { $0.value.untilUnixMs < $1.value.untilUnixMs })?.key {
                     entries.removeValue(forKey: soonest)

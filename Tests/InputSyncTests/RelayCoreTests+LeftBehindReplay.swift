@@ -22,6 +22,11 @@ extension RelayCoreTests {
         #expect(origin(claiming: 0, from: 0) == 28 && origin(claiming: 130, from: 100) == 28)
         #expect(origin(claiming: 130, from: 100, backlog: 600) == 0)
         #expect(!left.vouches(for: dead.params, at: Date(timeIntervalSinceNow: LeftBehindReplay.freshSeconds + 1)))
+        // A damaged header whose frames no match can have (past the wire's last frame) vouches for nothing.
+        var damaged = left.file
+        damaged.startFrame = Int(UInt32.max) - 10
+        #expect(!LeftBehindReplay(url: left.url, file: damaged, validBytes: left.validBytes, modifiedAt: left.modifiedAt)
+            .vouches(for: dead.params, at: Date()))
         var other = dead.params
         other.inputSize = 2
         #expect(!left.vouches(for: other, at: Date()), "another session's shape")
@@ -30,6 +35,30 @@ extension RelayCoreTests {
         try dead.send(.detach(Detach(reason: .leaving)), from: a)
         try dead.send(.detach(Detach(reason: .leaving)), from: b)
         #expect(try LeftBehindReplay.find(dead.sessionId, in: dead.replayDirectory) == nil)
+    }
+
+    /// Found reviewing the rebuild: a slot vacant when the relay died (its player left or was
+    /// kicked, and is refused now) came back active, so every frame waited the lag tolerance for
+    /// a player who was gone. The replay says the slot was vacant; it stays so.
+    @Test func aSlotVacantBeforeTheRestartStaysVacant() throws {
+        let dead = RelayRig(players: 3)
+        try attachTrio(dead)
+        for frame in 0 ..< 150 {
+            try dead.batch(a, slot: 1, start: frame, [1])
+            try dead.batch(b, slot: 2, start: frame, [2])
+            if frame < 50 { try dead.batch(c, slot: 3, start: frame, [3]) }
+            if frame == 50 { try dead.send(.detach(Detach(reason: .leaving)), from: c) }
+            dead.advance(ms: 4)
+        }
+        let rig = RelayRig(restarting: dead)
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 150, historyFrom: 0)
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 150, historyFrom: 0)
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        #expect(session.slotModes[2] == .vacant(.disconnected))
+        try rig.batch(a, slot: 1, start: 128, Array(repeating: 1, count: 30))
+        try rig.batch(b, slot: 2, start: 128, Array(repeating: 2, count: 30))
+        rig.advance(ms: 8)
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 158, "no wait for the player who left")
     }
 
     @Test func theNewestReplayOfTheSessionIsTheOneLeftBehind() throws {

@@ -192,6 +192,26 @@ extension RelayCoreTests {
         #expect(session.timeline.status(slot: 2, frame: 525) != .received)
     }
 
+    /// Found reviewing the rebuild: a connected player claiming frames it never sends held every
+    /// substitute below its claim until the rebuild's 20 s were over. Now only for a short grace
+    /// past the wait for returning players.
+    @Test func aClaimWhoseFramesNeverComeHoldsTheMatchOnlyBriefly() throws {
+        let rig = RelayRig(players: 3)
+        let session = try #require({ () throws -> RelaySession? in
+            _ = try rig.attach(a, slot: 1, resume: true, confirmed: 100, historyFrom: 0)
+            return rig.core.sessions[rig.sessionId]
+        }())
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 10_000, historyFrom: 0)  // and never resends
+        try resendHistory(rig, from: a, frames: 0 ..< 100, values: [1, 2, 3])
+        try rig.batch(a, slot: 1, start: 100, Array(repeating: 1, count: 30))
+        try rig.batch(b, slot: 2, start: 0, Array(repeating: 2, count: 128))
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)])
+        try resendHistory(rig, from: a, frames: 0 ..< 100, values: [1, 2, 3])
+        #expect(session.timeline.stored(2) == 100, "slot 3's frames past 100 wait for B's history a while")
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: RelaySession.historyGraceMs + 500)
+        #expect(session.timeline.stored(2) == 130, "then they are substituted")
+    }
+
     /// A player back from the restart whose connection drops before it resent its frames no
     /// longer holds them back: after the wait they come from the others' history.
     @Test func aReturnedPlayerWhoDropsAgainLeavesItsFramesToTheOthersHistory() throws {
@@ -209,6 +229,25 @@ extension RelayCoreTests {
         try resendHistory(rig, from: b, frames: 0 ..< 500, values: [1, 2])
         #expect(session.timeline.stored(0) == 500)
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 500)
+    }
+
+    /// Rebuilt with no replay, a slot nobody comes back to becomes vacant after the disconnect
+    /// grace, as a player who never came back would have.
+    @Test func aSlotNobodyReturnsToBecomesVacantAfterTheGrace() throws {
+        let grace: UInt64 = 3_000
+        let rig = RelayRig(players: 3) { $0.disconnectGraceMs = Int(grace) }
+        let session = try #require({ () throws -> RelaySession? in
+            _ = try rig.attach(a, slot: 1, resume: true, confirmed: 100, historyFrom: 0)
+            return rig.core.sessions[rig.sessionId]
+        }())
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 100, historyFrom: 0)
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: grace - 500)
+        #expect(session.slotModes[2] == .active)
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: 1_000)
+        #expect(session.slotModes[2] == .vacant(.disconnected))
+        // A player attaching to it later makes it active again.
+        _ = try rig.attach(c, slot: 3, resume: true, confirmed: 100, historyFrom: 0)
+        #expect(session.slotModes[2] == .active)
     }
 
     /// Sends `peer`'s history of `frames` as NetplayKit resends it to a rebuilt session:

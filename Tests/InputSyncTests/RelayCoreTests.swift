@@ -12,6 +12,11 @@ struct RelayCoreTests {
     let b = RelayRig.address("peer-b")
     let c = RelayRig.address("peer-c")
 
+    /// Attaches players 1, 2 and 3 of a three-player `rig` (peers a, b and c).
+    func attachTrio(_ rig: RelayRig) throws {
+        for (peer, slot) in [(a, 1), (b, 2), (c, 3)] { _ = try rig.attach(peer, slot: slot) }
+    }
+
     func runningPair(_ rig: RelayRig, first participant: String? = nil) throws {
         let first = try rig.attach(a, slot: 1, participant: participant)
         #expect(!first.running)
@@ -192,9 +197,7 @@ struct RelayCoreTests {
 
     @Test func aDesyncIsDetectedAndTheDivergedPlayerGetsTheMajorityState() throws {
         let rig = RelayRig(players: 3, checksumInterval: 10)
-        _ = try rig.attach(a, slot: 1)
-        _ = try rig.attach(b, slot: 2)
-        _ = try rig.attach(c, slot: 3)
+        try attachTrio(rig)
         for frame in 0 ..< 12 {
             try rig.batch(a, slot: 1, start: frame, [1])
             try rig.batch(b, slot: 2, start: frame, [2])

@@ -258,6 +258,21 @@ struct RelayTrustTests {
         let damaged = RevocationBook(capacity: 4, journal: url, nowUnixMs: 700)
         #expect(damaged.isRevoked(sessionId: "s", participantId: "kicked", nowUnixMs: 700))
         #expect(damaged.journal?.problem?.contains("1 unreadable lines skipped") == true)
+        // One that cannot be read at all is left as it is (not replaced by an empty one).
+        let unreadable = url.appendingPathExtension("dir")
+        try FileManager.default.createDirectory(at: unreadable, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: unreadable) }
+        let blind = RevocationBook(capacity: 4, journal: unreadable, nowUnixMs: 0)
+        #expect(blind.journal?.problem?.contains("cannot read") == true)
+        var isDirectory: ObjCBool = false
+        #expect(FileManager.default.fileExists(atPath: unreadable.path, isDirectory: &isDirectory) && isDirectory.boolValue)
+        // A book full of kicks: a departure does not push one out.
+        let kicks = RevocationBook(capacity: 2)
+        kicks.revoke(sessionId: "s", participantId: "k1", untilUnixMs: 100, kicked: true, nowUnixMs: 0)
+        kicks.revoke(sessionId: "s", participantId: "k2", untilUnixMs: 100, kicked: true, nowUnixMs: 0)
+        kicks.revoke(sessionId: "s", participantId: "left", untilUnixMs: 1_000, kicked: false, nowUnixMs: 0)
+        #expect(kicks.isRevoked(sessionId: "s", participantId: "k1", nowUnixMs: 50)
+                && kicks.isRevoked(sessionId: "s", participantId: "k2", nowUnixMs: 50))
     }
 
     @Test func aPlayerWhoLeftComesBackThroughANewJoin() throws {
