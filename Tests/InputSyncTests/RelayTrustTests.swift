@@ -258,6 +258,16 @@ struct RelayTrustTests {
         let damaged = RevocationBook(capacity: 4, journal: url, nowUnixMs: 700)
         #expect(damaged.isRevoked(sessionId: "s", participantId: "kicked", nowUnixMs: 700))
         #expect(damaged.journal?.problem?.contains("1 unreadable lines skipped") == true)
+        // More lines than the book holds (a smaller capacity after a restart): kicks are kept first.
+        let crowded = url.appendingPathExtension("crowded")
+        defer { try? FileManager.default.removeItem(at: crowded) }
+        let crowd = (0 ..< 10).map { RevocationJournal.Line(session: "s", participant: "gone\($0)", until: 5_000 + UInt64($0), kicked: false) }
+            + [RevocationJournal.Line(session: "s", participant: "kicked", until: 1_000, kicked: true)]
+        try Data(crowd.map { try JSONEncoder().encode($0) + Data("\n".utf8) }.joined()).write(to: crowded)
+        let small = RevocationBook(capacity: 4, journal: crowded, nowUnixMs: 0)
+        #expect(small.count == 4 && small.isRevoked(sessionId: "s", participantId: "kicked", nowUnixMs: 10))
+        #expect(small.isRevoked(sessionId: "s", participantId: "gone9", nowUnixMs: 10)
+                && !small.isRevoked(sessionId: "s", participantId: "gone0", nowUnixMs: 10))
         // One that cannot be read at all is left as it is (not replaced by an empty one).
         let unreadable = url.appendingPathExtension("dir")
         try FileManager.default.createDirectory(at: unreadable, withIntermediateDirectories: true)

@@ -132,7 +132,10 @@ struct PlaneSeparationTests {
         let keys = TestKeys(dataRoot: root)
         for (instance, kind, ports) in [("discovery-1", "discovery", Ports.discovery), ("coordinator-1", "coordinator", Ports.coordinator),
                                         ("sync-0", "sync", Ports.relay)] {
-            #expect(FileManager.default.fileExists(atPath: "\(root)/keys/cluster/\(instance).pub"))
+            // Discovery's start is not waited for above (the relay registers with the coordinator
+            // alone): under load its key may take a moment longer to appear.
+            #expect(eventually(within: 10) { FileManager.default.fileExists(atPath: "\(root)/keys/cluster/\(instance).pub") },
+                    "\(instance) published no key:\n\(logs())")
             let member = try keys.member(instance)
             #expect(member.kind == kind)
             #expect(member.endpoint == publicEndpoint(ports.public) && member.control == controlEndpoint(ports.control),
