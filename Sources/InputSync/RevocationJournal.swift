@@ -18,6 +18,7 @@ final class RevocationJournal {
     private var handle: FileHandle?
     private var lines = 0
     private let compactAt: Int
+    private let encoder = JSONEncoder()
     /// Why the file could not be read or written in full (nil: no trouble).
     private(set) var problem: String?
 
@@ -56,7 +57,6 @@ final class RevocationJournal {
     func rewrite(_ entries: [Line]) {
         do {
             try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-            let encoder = JSONEncoder()
             var bytes: [UInt8] = []
             for entry in entries { bytes += Self.encode(entry, with: encoder) }
             try Data(bytes).write(to: url, options: .atomic)
@@ -75,7 +75,7 @@ final class RevocationJournal {
     func append(_ entry: Line) {
         guard let handle else { return }
         do {
-            try handle.write(contentsOf: Self.encode(entry, with: JSONEncoder()))
+            try handle.write(contentsOf: Self.encode(entry, with: encoder))
             lines += 1
         } catch {
             problem = "cannot write \(url.path): \(error.localizedDescription)"
