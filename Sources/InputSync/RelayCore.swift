@@ -14,6 +14,9 @@ public final class RelayCore {
     /// The configuration.
     public let configuration: RelayConfiguration
     private let verifier: JoinTicketVerifier
+    /// Signs the progress proofs peers get with their statistics, and checks the ones they
+    /// resume with (``ResumeClaim``).
+    private let progressProofs: ProgressProofs
     private unowned(unsafe) let transport: RelayTransport
     private(set) var sessions: [String: RelaySession] = [:] { didSet { tickOrderStale = true } }
     let peers = PeerRoutes()
@@ -43,6 +46,7 @@ public final class RelayCore {
     public init(configuration: RelayConfiguration, verifier: JoinTicketVerifier, transport: RelayTransport) {
         self.configuration = configuration
         self.verifier = verifier
+        progressProofs = ProgressProofs(keyRing: verifier.keyRing)
         self.transport = transport
         revocations = RevocationBook(capacity: configuration.maxRevocations, journal: configuration.revocationsFile,
                                      nowUnixMs: UnixTime.nowMs())
@@ -289,6 +293,8 @@ public final class RelayCore {
             throw ServiceError(.badRequest, "A resumed match holds frames history_from_frame ... confirmed_frames, at most \(RelaySession.frameLimit).",
                                field: "AttachRequest.confirmed_frames")
         }
+        let request = try ResumeClaim.bounded(request, sessionId: ticket.sessionId, framesPerSecond: params.framesPerSecond,
+                                              proofs: progressProofs, allowanceMs: configuration.progressAllowanceMs)
         let session = try session(for: ticket, request: request, now: now)
         session.adoptContent(of: request)
         return try session.admit(ticket, request: request, from: peer, routes: peers, now: now)
@@ -313,7 +319,7 @@ public final class RelayCore {
         let session = RelaySession(sessionId: ticket.sessionId, params: params, configuration: configuration,
                                    transport: transport, now: now, origin: rebuild?.origin ?? 0,
                                    packer: packer, revocations: revocations, lifecycle: lifecycle,
-                                   transferBudget: transferBudget)
+                                   transferBudget: transferBudget, progressProofs: progressProofs)
         if let rebuild { session.beginRecovery(rebuild, confirmed: Int(request.confirmedFrames), spectator: ticket.role == .spectator, now: now) }
         sessions[ticket.sessionId] = session
         return session
@@ -451,6 +457,7 @@ public final class RelayCore {
                             "substituted_frames": .number(session.substitutedFrames[player.slot - 1]),
                             "resends": .number(player.resends), "rtt_ms": .number(player.rttMs),
                             "paths": .number(player.pathCount),
+                            "resumed_claim": player.resumedHistoryFrom != nil ? .number(player.resumedHolding) : .null,
                             "reported_ping_ms": .number(Int(player.stats.pingMs)), "host": .bool(player.isHost),
                             "client": .string(player.clientVersion),
                             "ack_delay_ms": .number(Int(player.ackDelayMs.rounded()))]

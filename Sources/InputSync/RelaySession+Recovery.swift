@@ -28,7 +28,8 @@ extension RelaySession {
         let source = rebuiltFromReplayTo.map { "frames \(timeline.origin) ..< \($0) from its replay, the rest from its peers" }
             ?? "from its peers (no fresh replay of it here)"
         transport.publish(topic: "sync.session_rebuilt", .eventRecord(EventRecord()), severity: .notice,
-                          message: "session \(sessionId) rebuilt after a relay restart from frame \(timeline.origin): \(source)",
+                          message: "session \(sessionId) rebuilt after a relay restart from frame \(timeline.origin): \(source); "
+                            + "the first returning peer's claim counted to frame \(confirmed)",
                           sessionId: sessionId)
         continueReplay(start.replay)
     }

@@ -289,9 +289,12 @@ extension RelaySession {
                             resyncs: UInt32(clamping: resyncs))
     }
 
+    /// Sends the statistics to every peer, with a fresh progress proof of the confirmed frames
+    /// (kept to resume with, see ``ResumeClaim``), and pushes them to telemetry.
     private func sendStats(now: UInt64) {
-        let stats = sessionStats()
-        sendToAll(.sessionStats(stats), now: now)
+        var stats = sessionStats()
         transport.pushStats(stats)
+        stats.progress = progressProofs?.proof(sessionId: sessionId, confirmedFrames: UInt32(clamping: timeline.confirmed))
+        sendToAll(.sessionStats(stats), now: now)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import NetplayAuth
 import NetplayService
 import NetplayWire
 
@@ -62,6 +63,8 @@ final class RelaySession {
     let revocations: RevocationBook
     /// What the coordinator must hear about (shared by the relay's sessions).
     let lifecycle: LifecycleFacts
+    /// Signs the progress proof sent with the statistics (nil: none sent).
+    let progressProofs: ProgressProofs?
     @exclusivity(unchecked) var slotModes: [SlotMode]
     @exclusivity(unchecked) var substituting: [Bool]
     @exclusivity(unchecked) var substitutedFrames: [Int]
@@ -145,8 +148,10 @@ final class RelaySession {
 
     init(sessionId: String, params: SyncParams, configuration: RelayConfiguration, transport: RelayTransport,
          now: UInt64, origin: Int = 0, packer: InputBroadcastPacker = InputBroadcastPacker(),
-         revocations: RevocationBook? = nil, lifecycle: LifecycleFacts? = nil, transferBudget: TransferBudget? = nil) {
+         revocations: RevocationBook? = nil, lifecycle: LifecycleFacts? = nil, transferBudget: TransferBudget? = nil,
+         progressProofs: ProgressProofs? = nil) {
         self.sessionId = sessionId
+        self.progressProofs = progressProofs
         self.transferBudget = transferBudget ?? TransferBudget(capacity: configuration.maxTransferBytes)
         self.packer = packer
         self.revocations = revocations ?? RevocationBook(capacity: configuration.maxRevocations)
@@ -156,7 +161,7 @@ final class RelaySession {
         self.transport = transport
         slotCount = Int(params.maxPlayers)
         inputSize = Int(params.inputSize)
-        framesPerSecond = Double(max(params.frameRateMhz, 1000)) / 1000
+        framesPerSecond = params.framesPerSecond
         lagTolerance = max(1, Int(params.lagToleranceFrames))
         lagToleranceMs = UInt64((Double(lagTolerance) * 1000 / framesPerSecond).rounded())
         arrivals = ArrivalBook(slots: Int(params.maxPlayers))

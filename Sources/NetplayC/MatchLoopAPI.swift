@@ -63,7 +63,7 @@ extension np_match_status {
         confirmed_frames = Int64(match.confirmedFrames)
         start_frame = Int64(match.startFrame)
         input_size = Int(match.params.inputSize)
-        frame_rate_hz = max(1, Double(match.params.frameRateMhz) / 1000)
+        frame_rate_hz = match.params.framesPerSecond
         copyCString(match.admission.sessionId, into: &session_id)
         copyCString(match.state.description, into: &description)
     }

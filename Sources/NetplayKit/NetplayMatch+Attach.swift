@@ -21,7 +21,7 @@ extension NetplayMatch {
                                     gameOptions: Array(options.gameOptions.prefix(4096)),
                                     historyFromFrame: UInt32(resume ? resendableHistoryStart : 0),
                                     startFromHostState: options.startFromHostState && role == .player,
-                                    paths: UInt32(pathTarget))
+                                    paths: UInt32(pathTarget), progress: resume ? progressProof : nil)
         guard link.send(.attachRequest(request), requestId: attachRequestId, now: now) else {
             // The fresh connection is not up yet (its handshakes take round trips on a long path;
             // nothing is queued until then): try again on the next ticks, within the attach timeout.
@@ -139,7 +139,7 @@ extension NetplayMatch {
         var configuration = SessionConfiguration(playerCount: Int(params.maxPlayers), inputSize: Int(params.inputSize))
         configuration.predictionWindow = Int(params.predictionWindow)
         configuration.inputDelay = Int(params.frameDelay)
-        configuration.framesPerSecond = max(1, Int((Double(params.frameRateMhz) / 1000).rounded()))
+        configuration.framesPerSecond = Int(params.framesPerSecond.rounded())
         configuration.checksumInterval = Int(params.checksumIntervalFrames)
         configuration.stateRingCapacity = max(32, configuration.predictionWindow * 2 + 32)
         configuration.inputHistory = max(1024, configuration.stateRingCapacity * 4 + 64)

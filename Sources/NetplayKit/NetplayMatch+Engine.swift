@@ -83,7 +83,7 @@ extension NetplayMatch {
     /// Takes a time-sync hint: the offset from the session's mean goes to the pacing (see
     /// ``PacingController``), and with an automatic delay, the delay to use.
     func follow(_ hint: TimeSyncHint, session: P2PSession<G>, now: UInt64) {
-        pacer.frameMs = 1000 / max(1, Double(params.frameRateMhz) / 1000)
+        pacer.frameMs = 1000 / params.framesPerSecond
         pacer.follow(aheadMs: Double(hint.aheadUs) / 1000, now: now)
         if params.frameDelayAuto, hint.frameDelay > 0, Int(hint.frameDelay) != session.inputDelay {
             let from = session.inputDelay

@@ -52,6 +52,7 @@ extension NetplayMatch {
             if phase == .waitingForStart { updateLobbyState() }
         case .sessionStats(let stats):
             lastSessionStats = stats
+            if let proof = stats.progress, proof.confirmedFrames >= progressProof?.confirmedFrames ?? 0 { progressProof = proof }
         case .chatMessage(let message):
             let line = ChatLine(from: message.fromName, slot: Int(message.fromSlot), text: message.text,
                                 sentAtUnixMs: message.sentAtUnixMs)

@@ -153,6 +153,10 @@ public final class NetplayMatch<G: SerializableGame> {
     var rollbackFrames = 0
     var maxRollback = 0
     var lastSessionStats: NetplayWire.SessionStats?
+    /// The relay's signed statement of the furthest confirmed frame seen (with the statistics),
+    /// presented when the match resumes: a relay rebuilding it counts a claim of confirmed
+    /// frames only up to what this certifies.
+    var progressProof: ProgressProof?
     var desyncs = 0
     var resyncs = 0
     /// Match frame -> checksum this peer reported (the engine's confirmed checksums).
@@ -203,7 +207,7 @@ public final class NetplayMatch<G: SerializableGame> {
         self.params = ticketParams
         self.slot = admission.slot
         self.backoff = options.backoff
-        pacer = PacingController(pacing: options.pacing, frameMs: 1000 / max(1, Double(ticketParams.frameRateMhz) / 1000))
+        pacer = PacingController(pacing: options.pacing, frameMs: 1000 / ticketParams.framesPerSecond)
         link = try RelayLink(endpoint: admission.relayEndpoint, conditions: options.conditions, serverKey: options.serverKey)
         (states, stateContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(64))
         (chat, chatContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))

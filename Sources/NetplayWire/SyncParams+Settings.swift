@@ -8,4 +8,7 @@ extension SyncParams {
                   checksumIntervalFrames: settings.checksumIntervalFrames, maxSpectators: maxSpectators,
                   frameDelayAuto: settings.frameDelayAuto)
     }
+
+    /// Frames per second the match runs at (`frame_rate_mhz` / 1000; at least 1).
+    public var framesPerSecond: Double { Double(max(frameRateMhz, 1000)) / 1000 }
 }

@@ -137,7 +137,7 @@ struct PeerRunner<G: SerializableGame> {
         }
     }
 
-    private var framesPerSecond: Double { max(1, Double(match.params.frameRateMhz) / 1000) }
+    private var framesPerSecond: Double { match.params.framesPerSecond }
 
     /// The checksum at the target frame once known: players take the checksum their engine
     /// reported for it (confirmed); spectators hash their game on reaching it.

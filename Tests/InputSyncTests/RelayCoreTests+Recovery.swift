@@ -252,7 +252,7 @@ extension RelayCoreTests {
 
     /// Sends `peer`'s history of `frames` as NetplayKit resends it to a rebuilt session:
     /// authoritative broadcasts of at most 100 frames, slot `i + 1`'s run all `values[i]`.
-    private func resendHistory(_ rig: RelayRig, from peer: PeerAddress, frames: Range<Int>, values: [UInt8]) throws {
+    func resendHistory(_ rig: RelayRig, from peer: PeerAddress, frames: Range<Int>, values: [UInt8]) throws {
         for start in stride(from: frames.lowerBound, to: frames.upperBound, by: 100) {
             let count = min(100, frames.upperBound - start)
             let runs = values.enumerated().map { index, value in
@@ -276,7 +276,7 @@ extension RelayCoreTests {
 
     /// Lets the rebuilt session's wait for returning players (and `ms` more) pass, the players
     /// `keepingAlive` (peer, slot) acknowledging as they would meanwhile.
-    private func waitOutTheReturns(_ rig: RelayRig, keepingAlive players: [(PeerAddress, Int)], ms: UInt64? = nil) throws {
+    func waitOutTheReturns(_ rig: RelayRig, keepingAlive players: [(PeerAddress, Int)], ms: UInt64? = nil) throws {
         let total = ms ?? UInt64(RelayConfiguration(relayId: "r", advertisedEndpoint: "").recoveryWaitMs) + 500
         for _ in 0 ..< total / 100 {
             rig.advance(ms: 100)

@@ -120,17 +120,41 @@ final class RelayRig {
         try core.handle(Envelope(body: body), from: peer, now: now)
     }
 
+    /// The progress proof a resumed attach presents.
+    enum Proof {
+        /// A genuine proof of the frames claimed (an honest peer that saw the last statistics).
+        case ofClaim
+        /// A genuine proof of these frames.
+        case of(Int)
+        /// None.
+        case none
+        /// This one.
+        case given(ProgressProof)
+    }
+
+    /// A genuine progress proof of `frames` in the rig's session, as a relay with its key signs.
+    func proof(_ frames: Int) -> ProgressProof {
+        ProgressProofs(keyRing: keyRing).proof(sessionId: sessionId, confirmedFrames: UInt32(frames))
+    }
+
     @discardableResult
     /// Attaches `peer` (speaking `protocolVersion`); with `resume`, it holds confirmed frames
-    /// `historyFrom ..< confirmed` (by default none it could resend).
+    /// `historyFrom ..< confirmed` (by default none it could resend) and presents `proof`.
     func attach(_ peer: PeerAddress, slot: Int, role: Role = .player, resume: Bool = false, confirmed: Int = 0,
                 historyFrom: Int? = nil, participant: String? = nil, paths: Int = 1,
-                protocolVersion: UInt32 = SyncProtocol.current) throws(ServiceError) -> AttachResponse {
+                protocolVersion: UInt32 = SyncProtocol.current, proof: Proof = .ofClaim) throws(ServiceError) -> AttachResponse {
+        var progress: ProgressProof?
+        switch proof {
+        case .ofClaim: progress = resume ? self.proof(confirmed) : nil
+        case .of(let frames): progress = self.proof(frames)
+        case .none: progress = nil
+        case .given(let given): progress = given
+        }
         let body = try send(.attachRequest(AttachRequest(ticket: ticket(slot: slot, role: role, participant: participant),
                                                          protocolVersion: protocolVersion, resume: resume,
                                                          confirmedFrames: UInt32(confirmed),
                                                          historyFromFrame: UInt32(historyFrom ?? confirmed),
-                                                         paths: UInt32(paths))), from: peer)
+                                                         paths: UInt32(paths), progress: progress)), from: peer)
         guard case .attachResponse(let response)? = body else { fatalError("no attach response") }
         return response
     }

@@ -154,6 +154,44 @@ struct PlayE2ETests {
         #expect(replayed?.checksum == results[0]?.checksum, "replay: \(replayed?.description ?? "none")")
     }
 
+    /// Restarted without the dead relay's replay (`--no-replays`, as a relay taking a session
+    /// over from another replica), the rebuild counts each returning peer's claim only as far as
+    /// the progress proof NetplayKit kept from the relay's statistics: the honest peers' claims
+    /// count in full (far past what an unproven claim counts for), and the match ends agreed.
+    @Test(.timeLimit(.minutes(4)))
+    func aRelayKilledMidMatchWithoutItsReplayCountsTheProvenClaims() throws {
+        let cluster = try PlayCluster()
+        let (host, join) = try cluster.runningPair(room: "restart-unrecorded", hostSeed: 33, joinSeed: 34)
+        Thread.sleep(forTimeInterval: 8)
+        let keys = TestKeys(dataRoot: cluster.dataRoot)
+        /// Every number `"key": N` in the relay's introspection report.
+        func introspected(_ key: String) -> [Int] {
+            guard let probe = try? keys.operatorClient(endpoint: cluster.relayEndpoint, timeout: 3),
+                  case .introspectResponse(let report)? = try? probe.request(.introspectRequest(IntrospectRequest())) else { return [] }
+            let json = report.json
+            let pattern = try! NSRegularExpression(pattern: "\"\(key)\": ?([0-9]+)")
+            return pattern.matches(in: json, range: NSRange(json.startIndex..., in: json)).compactMap { match in
+                Range(match.range(at: 1), in: json).flatMap { Int(json[$0]) }
+            }
+        }
+        // What the match had confirmed just before the kill: the peers hold about as much.
+        let confirmed = try #require(introspected("confirmed_frames").first)
+        try cluster.restartRelayAfterCrash(extraArguments: ["--no-replays"])
+        var claims: [Int] = []
+        let counted = eventually(within: 20) {
+            claims = introspected("resumed_claim")
+            return claims.count == 2
+        }
+        #expect(counted, "both players did not resume on the restarted relay")
+        // An unproven claim counts 3 s of play (360 frames at the match's 120 Hz): far short.
+        #expect(confirmed > 600 && claims.allSatisfy { $0 >= confirmed - 30 }, "claims counted \(claims) of \(confirmed) confirmed")
+        let results = [host, join].map { $0.result(within: 150) }
+        for (process, result) in zip([host, join], results) {
+            #expect(result != nil, "\(process.name) failed:\n\(process.log.suffix(3000))\nrelay:\n\(cluster.relay?.log.suffix(6000) ?? "")")
+        }
+        #expect(Set(results.compactMap { $0?.checksum }).count == 1, "checksums differ: \(results.map { $0?.description ?? "none" })")
+    }
+
     /// The host's decisions at the coordinator reach the relay at once: a kicked player is
     /// detached there (its inputs are refused from then on), and ending the session detaches
     /// everyone and ends it on the relay.

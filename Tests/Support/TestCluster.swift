@@ -92,9 +92,9 @@ open class TestCluster: @unchecked Sendable {
     }
 
     /// Starts (or restarts) relay `sync-0` and waits until the coordinator lists it.
-    public func startRelay() throws {
+    public func startRelay(extraArguments: [String] = []) throws {
         relay = try ServiceProcess("netplay-sync", plan.relayArguments(
-            endpoint: relayEndpoint, instance: "sync-0", events: relayEvents, extra: options.relayArguments),
+            endpoint: relayEndpoint, instance: "sync-0", events: relayEvents, extra: options.relayArguments + extraArguments),
             environment: serviceEnvironment)
         try waitHealthy(relayEndpoint, relay!)
         let client = try BlockingClient(endpoint: coordinatorEndpoint, timeout: 1, serverKey: serverKey)
@@ -103,10 +103,10 @@ open class TestCluster: @unchecked Sendable {
     }
 
     /// Kills the relay with SIGKILL (no drain, no goodbye) and starts a fresh one on the same
-    /// endpoint and data directory.
-    public func restartRelayAfterCrash() throws {
+    /// endpoint and data directory (with `extraArguments` added to its command line).
+    public func restartRelayAfterCrash(extraArguments: [String] = []) throws {
         relay?.kill9()
-        try startRelay()
+        try startRelay(extraArguments: extraArguments)
     }
 
     /// Waits until `endpoint` answers Health (30 s at most).

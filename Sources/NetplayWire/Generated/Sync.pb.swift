@@ -289,6 +289,11 @@ public struct AttachRequest: Sendable, Hashable {
     /// paths are attached, so that the start and the first inputs ride all of them (a lost segment
     /// on the one path a start took would start that player a retransmission late).
     public var paths: UInt32
+    /// With resume: the newest ProgressProof the peer received in this session (SessionStats).
+    /// A relay bounds confirmed_frames to the proof's frames plus its progress allowance (the
+    /// frames a match can confirm between two proofs): a peer cannot claim frames the match never
+    /// reached. Without a proof the claim counts from frame 0.
+    public var progress: ProgressProof?
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -303,7 +308,8 @@ public struct AttachRequest: Sendable, Hashable {
         historyFromFrame: UInt32 = 0,
         additionalPath: Bool = false,
         startFromHostState: Bool = false,
-        paths: UInt32 = 0
+        paths: UInt32 = 0,
+        progress: ProgressProof? = nil
     ) {
         self.ticket = ticket
         self.protocolVersion = protocolVersion
@@ -317,6 +323,32 @@ public struct AttachRequest: Sendable, Hashable {
         self.additionalPath = additionalPath
         self.startFromHostState = startFromHostState
         self.paths = paths
+        self.progress = progress
+    }
+}
+
+/// A relay's signed statement that a session had confirmed frames 0 ..< confirmed_frames:
+/// mac = HMAC-SHA256(cluster key key_id, "netplay.progress.v1" | session_id | 0 |
+/// confirmed_frames as 4 bytes big-endian). Any relay holding the cluster secret checks it, so a
+/// relay that restarted (or took the session over) learns how far the match had come from
+/// something a peer cannot forge.
+public struct ProgressProof: Sendable, Hashable {
+    /// Frames 0 ..< confirmed_frames were confirmed.
+    public var confirmedFrames: UInt32
+    /// The cluster key that signed it.
+    public var keyId: UInt32
+    /// The HMAC.
+    public var mac: [UInt8]
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(
+        confirmedFrames: UInt32 = 0,
+        keyId: UInt32 = 0,
+        mac: [UInt8] = []
+    ) {
+        self.confirmedFrames = confirmedFrames
+        self.keyId = keyId
+        self.mac = mac
     }
 }
 
@@ -804,6 +836,9 @@ public struct SessionStats: Sendable, Hashable {
     public var desyncs: UInt32
     /// Resyncs completed so far.
     public var resyncs: UInt32
+    /// The relay's signed statement of the confirmed frames, sent to peers (not to telemetry):
+    /// a peer keeps the newest and presents it when it resumes (AttachRequest.progress).
+    public var progress: ProgressProof?
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
     public init(
@@ -813,7 +848,8 @@ public struct SessionStats: Sendable, Hashable {
         peers: [PeerStats] = [],
         timestampUnixMs: UInt64 = 0,
         desyncs: UInt32 = 0,
-        resyncs: UInt32 = 0
+        resyncs: UInt32 = 0,
+        progress: ProgressProof? = nil
     ) {
         self.sessionId = sessionId
         self.relayId = relayId
@@ -822,6 +858,7 @@ public struct SessionStats: Sendable, Hashable {
         self.timestampUnixMs = timestampUnixMs
         self.desyncs = desyncs
         self.resyncs = resyncs
+        self.progress = progress
     }
 }
 
@@ -1143,6 +1180,11 @@ extension AttachRequest: WireMessage, _CMessage {
         c.pointee.additional_path = self.additionalPath ? 1 : 0
         c.pointee.start_from_host_state = self.startFromHostState ? 1 : 0
         c.pointee.paths = self.paths
+        if let v = self.progress {
+            let p = arena.allocate(Netplay__V1__ProgressProof.self)
+            try v._fill(p, arena, validate)
+            c.pointee.progress = p
+        }
     }
 
     init(_c c: UnsafePointer<Netplay__V1__AttachRequest>) throws(WireError) {
@@ -1159,6 +1201,7 @@ extension AttachRequest: WireMessage, _CMessage {
         self.additionalPath = c.pointee.additional_path != 0
         self.startFromHostState = c.pointee.start_from_host_state != 0
         self.paths = c.pointee.paths
+        if let p = c.pointee.progress { self.progress = try ProgressProof(_c: p) } else { self.progress = nil }
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -1175,6 +1218,65 @@ extension AttachRequest: WireMessage, _CMessage {
         w.key("additionalPath"); w.bool(self.additionalPath)
         w.key("startFromHostState"); w.bool(self.startFromHostState)
         w.key("paths"); w.integer(self.paths)
+        if let v = self.progress { w.key("progress"); v._json(&w) }
+        w.close()
+    }
+}
+
+extension ProgressProof: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "ProgressProof" }
+
+    typealias CStruct = Netplay__V1__ProgressProof
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__ProgressProof>? {
+        netplay__v1__progress_proof__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__ProgressProof>) { netplay__v1__progress_proof__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__ProgressProof>) -> Int { netplay__v1__progress_proof__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__ProgressProof>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__progress_proof__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `ProgressProof` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `ProgressProof` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__ProgressProof>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__progress_proof__init(c)
+        c.pointee.confirmed_frames = self.confirmedFrames
+        c.pointee.key_id = self.keyId
+        if validate {
+            try _wireCheckBytes(self.mac, "ProgressProof.mac", maxLen: 32, required: false)
+        }
+        if !self.mac.isEmpty { c.pointee.mac = arena.binary(self.mac) }
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__ProgressProof>) throws(WireError) {
+        self.confirmedFrames = c.pointee.confirmed_frames
+        self.keyId = c.pointee.key_id
+        self.mac = try _wireReadBytes(c.pointee.mac, "ProgressProof.mac", maxLen: 32, required: false)
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
+        w.key("confirmedFrames"); w.integer(self.confirmedFrames)
+        w.key("keyId"); w.integer(self.keyId)
+        w.key("mac"); w.bytes(self.mac)
         w.close()
     }
 }
@@ -2395,6 +2497,11 @@ extension SessionStats: WireMessage, _CMessage {
         c.pointee.timestamp_unix_ms = self.timestampUnixMs
         c.pointee.desyncs = self.desyncs
         c.pointee.resyncs = self.resyncs
+        if let v = self.progress {
+            let p = arena.allocate(Netplay__V1__ProgressProof.self)
+            try v._fill(p, arena, validate)
+            c.pointee.progress = p
+        }
     }
 
     init(_c c: UnsafePointer<Netplay__V1__SessionStats>) throws(WireError) {
@@ -2418,6 +2525,7 @@ extension SessionStats: WireMessage, _CMessage {
         self.timestampUnixMs = c.pointee.timestamp_unix_ms
         self.desyncs = c.pointee.desyncs
         self.resyncs = c.pointee.resyncs
+        if let p = c.pointee.progress { self.progress = try ProgressProof(_c: p) } else { self.progress = nil }
     }
 
     func _json(_ w: inout _JSONWriter) {
@@ -2431,6 +2539,7 @@ extension SessionStats: WireMessage, _CMessage {
         w.key("timestampUnixMs"); w.integer(self.timestampUnixMs)
         w.key("desyncs"); w.integer(self.desyncs)
         w.key("resyncs"); w.integer(self.resyncs)
+        if let v = self.progress { w.key("progress"); v._json(&w) }
         w.close()
     }
 }

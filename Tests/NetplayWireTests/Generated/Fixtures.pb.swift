@@ -1066,7 +1066,19 @@ extension AttachRequest {
             historyFromFrame: 4000000009,
             additionalPath: true,
             startFromHostState: true,
-            paths: 4000000012
+            paths: 4000000012,
+            progress: ProgressProof.sample
+        )
+    }
+}
+
+extension ProgressProof {
+    /// A `ProgressProof` with every field set to a non-default, valid value.
+    static var sample: ProgressProof {
+        ProgressProof(
+            confirmedFrames: 4000000001,
+            keyId: 4000000002,
+            mac: [0x01, 0xAB, 0x00, 0xFF, 0x03]
         )
     }
 }
@@ -1276,7 +1288,8 @@ extension SessionStats {
             peers: [PeerStats.sample, PeerStats.sample],
             timestampUnixMs: 1099511627781,
             desyncs: 4000000006,
-            resyncs: 4000000007
+            resyncs: 4000000007,
+            progress: ProgressProof.sample
         )
     }
 }
@@ -1646,6 +1659,7 @@ let allMessageSamples: [any WireMessage] = [
     ScaleServiceResponse.sample,
     StopClusterRequest.sample,
     AttachRequest.sample,
+    ProgressProof.sample,
     PeerInfo.sample,
     AttachResponse.sample,
     InputBatch.sample,
@@ -1679,7 +1693,7 @@ let allMessageSamples: [any WireMessage] = [
 ]
 
 /// The number of messages in the schema (Envelope excluded).
-let schemaMessageCount = 112
+let schemaMessageCount = 113
 
 /// The number of members of the `Envelope.body` oneof in the schema.
 let schemaBodyMemberCount = 87
@@ -3278,6 +3292,11 @@ let wireViolations: [WireViolation] = [
         expected: .tooLong(field: "AttachRequest.game_options", limit: 4096)
     ),
     WireViolation(
+        label: "ProgressProof.mac @max_len 32",
+        body: { var m = AttachRequest.sample; m.progress?.mac = [UInt8](repeating: 7, count: 33); return .attachRequest(m) }(),
+        expected: .tooLong(field: "ProgressProof.mac", limit: 32)
+    ),
+    WireViolation(
         label: "PeerInfo.participant_id @max_len 64",
         body: { var m = AttachResponse.sample; m.peers[0].participantId = String(repeating: "x", count: 65); return .attachResponse(m) }(),
         expected: .tooLong(field: "PeerInfo.participant_id", limit: 64)
@@ -3750,4 +3769,4 @@ let wireViolations: [WireViolation] = [
 ]
 
 /// The number of validation rules in the schema reachable from an Envelope body.
-let schemaViolationCount = 410
+let schemaViolationCount = 411

@@ -52,6 +52,51 @@ void   netplay__v1__attach_request__free_unpacked
   assert(message->base.descriptor == &netplay__v1__attach_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   netplay__v1__progress_proof__init
+                     (Netplay__V1__ProgressProof         *message)
+{
+  static const Netplay__V1__ProgressProof init_value = NETPLAY__V1__PROGRESS_PROOF__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__progress_proof__get_packed_size
+                     (const Netplay__V1__ProgressProof *message)
+{
+  assert(message->base.descriptor == &netplay__v1__progress_proof__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__progress_proof__pack
+                     (const Netplay__V1__ProgressProof *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__progress_proof__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__progress_proof__pack_to_buffer
+                     (const Netplay__V1__ProgressProof *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__progress_proof__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__ProgressProof *
+       netplay__v1__progress_proof__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__ProgressProof *)
+     protobuf_c_message_unpack (&netplay__v1__progress_proof__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__progress_proof__free_unpacked
+                     (Netplay__V1__ProgressProof *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__progress_proof__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   netplay__v1__peer_info__init
                      (Netplay__V1__PeerInfo         *message)
 {
@@ -1177,7 +1222,7 @@ void   netplay__v1__replay_footer__free_unpacked
   assert(message->base.descriptor == &netplay__v1__replay_footer__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descriptors[12] =
+static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descriptors[13] =
 {
   {
     "ticket",
@@ -1323,6 +1368,18 @@ static const ProtobufCFieldDescriptor netplay__v1__attach_request__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "progress",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__AttachRequest, progress),
+    &netplay__v1__progress_proof__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__attach_request__field_indices_by_name[] = {
   9,   /* field[9] = additional_path */
@@ -1333,6 +1390,7 @@ static const unsigned netplay__v1__attach_request__field_indices_by_name[] = {
   7,   /* field[7] = game_options */
   8,   /* field[8] = history_from_frame */
   11,   /* field[11] = paths */
+  12,   /* field[12] = progress */
   1,   /* field[1] = protocol_version */
   3,   /* field[3] = resume */
   10,   /* field[10] = start_from_host_state */
@@ -1341,7 +1399,7 @@ static const unsigned netplay__v1__attach_request__field_indices_by_name[] = {
 static const ProtobufCIntRange netplay__v1__attach_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 12 }
+  { 0, 13 }
 };
 const ProtobufCMessageDescriptor netplay__v1__attach_request__descriptor =
 {
@@ -1351,11 +1409,75 @@ const ProtobufCMessageDescriptor netplay__v1__attach_request__descriptor =
   "Netplay__V1__AttachRequest",
   "netplay.v1",
   sizeof(Netplay__V1__AttachRequest),
-  12,
+  13,
   netplay__v1__attach_request__field_descriptors,
   netplay__v1__attach_request__field_indices_by_name,
   1,  netplay__v1__attach_request__number_ranges,
   (ProtobufCMessageInit) netplay__v1__attach_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__progress_proof__field_descriptors[3] =
+{
+  {
+    "confirmed_frames",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__ProgressProof, confirmed_frames),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "key_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__ProgressProof, key_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mac",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__ProgressProof, mac),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__progress_proof__field_indices_by_name[] = {
+  0,   /* field[0] = confirmed_frames */
+  1,   /* field[1] = key_id */
+  2,   /* field[2] = mac */
+};
+static const ProtobufCIntRange netplay__v1__progress_proof__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor netplay__v1__progress_proof__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.ProgressProof",
+  "ProgressProof",
+  "Netplay__V1__ProgressProof",
+  "netplay.v1",
+  sizeof(Netplay__V1__ProgressProof),
+  3,
+  netplay__v1__progress_proof__field_descriptors,
+  netplay__v1__progress_proof__field_indices_by_name,
+  1,  netplay__v1__progress_proof__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__progress_proof__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor netplay__v1__peer_info__field_descriptors[5] =
@@ -2787,7 +2909,7 @@ const ProtobufCMessageDescriptor netplay__v1__peer_stats__descriptor =
   (ProtobufCMessageInit) netplay__v1__peer_stats__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__session_stats__field_descriptors[7] =
+static const ProtobufCFieldDescriptor netplay__v1__session_stats__field_descriptors[8] =
 {
   {
     "session_id",
@@ -2873,11 +2995,24 @@ static const ProtobufCFieldDescriptor netplay__v1__session_stats__field_descript
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "progress",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__SessionStats, progress),
+    &netplay__v1__progress_proof__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned netplay__v1__session_stats__field_indices_by_name[] = {
   2,   /* field[2] = confirmed_frame */
   5,   /* field[5] = desyncs */
   3,   /* field[3] = peers */
+  7,   /* field[7] = progress */
   1,   /* field[1] = relay_id */
   6,   /* field[6] = resyncs */
   0,   /* field[0] = session_id */
@@ -2886,7 +3021,7 @@ static const unsigned netplay__v1__session_stats__field_indices_by_name[] = {
 static const ProtobufCIntRange netplay__v1__session_stats__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor netplay__v1__session_stats__descriptor =
 {
@@ -2896,7 +3031,7 @@ const ProtobufCMessageDescriptor netplay__v1__session_stats__descriptor =
   "Netplay__V1__SessionStats",
   "netplay.v1",
   sizeof(Netplay__V1__SessionStats),
-  7,
+  8,
   netplay__v1__session_stats__field_descriptors,
   netplay__v1__session_stats__field_indices_by_name,
   1,  netplay__v1__session_stats__number_ranges,

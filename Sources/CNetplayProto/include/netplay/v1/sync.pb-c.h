@@ -18,6 +18,7 @@ PROTOBUF_C__BEGIN_DECLS
 #include "netplay/v1/coordinator.pb-c.h"
 
 typedef struct Netplay__V1__AttachRequest Netplay__V1__AttachRequest;
+typedef struct Netplay__V1__ProgressProof Netplay__V1__ProgressProof;
 typedef struct Netplay__V1__PeerInfo Netplay__V1__PeerInfo;
 typedef struct Netplay__V1__AttachResponse Netplay__V1__AttachResponse;
 typedef struct Netplay__V1__InputBatch Netplay__V1__InputBatch;
@@ -254,10 +255,45 @@ struct  Netplay__V1__AttachRequest
    * on the one path a start took would start that player a retransmission late).
    */
   uint32_t paths;
+  /*
+   * With resume: the newest ProgressProof the peer received in this session (SessionStats).
+   * A relay bounds confirmed_frames to the proof's frames plus its progress allowance (the
+   * frames a match can confirm between two proofs): a peer cannot claim frames the match never
+   * reached. Without a proof the claim counts from frame 0.
+   */
+  Netplay__V1__ProgressProof *progress;
 };
 #define NETPLAY__V1__ATTACH_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__attach_request__descriptor) \
-    , NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, {0,NULL}, 0, 0, 0, 0 }
+    , NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, {0,NULL}, 0, 0, 0, 0, NULL }
+
+
+/*
+ * A relay's signed statement that a session had confirmed frames 0 ..< confirmed_frames:
+ * mac = HMAC-SHA256(cluster key key_id, "netplay.progress.v1" | session_id | 0 |
+ * confirmed_frames as 4 bytes big-endian). Any relay holding the cluster secret checks it, so a
+ * relay that restarted (or took the session over) learns how far the match had come from
+ * something a peer cannot forge.
+ */
+struct  Netplay__V1__ProgressProof
+{
+  ProtobufCMessage base;
+  /*
+   * Frames 0 ..< confirmed_frames were confirmed.
+   */
+  uint32_t confirmed_frames;
+  /*
+   * The cluster key that signed it.
+   */
+  uint32_t key_id;
+  /*
+   * The HMAC. @max_len 32
+   */
+  ProtobufCBinaryData mac;
+};
+#define NETPLAY__V1__PROGRESS_PROOF__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__progress_proof__descriptor) \
+    , 0, 0, {0,NULL} }
 
 
 /*
@@ -823,10 +859,15 @@ struct  Netplay__V1__SessionStats
    * Resyncs completed so far.
    */
   uint32_t resyncs;
+  /*
+   * The relay's signed statement of the confirmed frames, sent to peers (not to telemetry):
+   * a peer keeps the newest and presents it when it resumes (AttachRequest.progress).
+   */
+  Netplay__V1__ProgressProof *progress;
 };
 #define NETPLAY__V1__SESSION_STATS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__session_stats__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, 0, 0, NULL }
 
 
 /*
@@ -1145,6 +1186,25 @@ Netplay__V1__AttachRequest *
                       const uint8_t       *data);
 void   netplay__v1__attach_request__free_unpacked
                      (Netplay__V1__AttachRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Netplay__V1__ProgressProof methods */
+void   netplay__v1__progress_proof__init
+                     (Netplay__V1__ProgressProof         *message);
+size_t netplay__v1__progress_proof__get_packed_size
+                     (const Netplay__V1__ProgressProof   *message);
+size_t netplay__v1__progress_proof__pack
+                     (const Netplay__V1__ProgressProof   *message,
+                      uint8_t             *out);
+size_t netplay__v1__progress_proof__pack_to_buffer
+                     (const Netplay__V1__ProgressProof   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__ProgressProof *
+       netplay__v1__progress_proof__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__progress_proof__free_unpacked
+                     (Netplay__V1__ProgressProof *message,
                       ProtobufCAllocator *allocator);
 /* Netplay__V1__PeerInfo methods */
 void   netplay__v1__peer_info__init
@@ -1626,6 +1686,9 @@ void   netplay__v1__replay_footer__free_unpacked
 typedef void (*Netplay__V1__AttachRequest_Closure)
                  (const Netplay__V1__AttachRequest *message,
                   void *closure_data);
+typedef void (*Netplay__V1__ProgressProof_Closure)
+                 (const Netplay__V1__ProgressProof *message,
+                  void *closure_data);
 typedef void (*Netplay__V1__PeerInfo_Closure)
                  (const Netplay__V1__PeerInfo *message,
                   void *closure_data);
@@ -1712,6 +1775,7 @@ extern const ProtobufCEnumDescriptor    netplay__v1__input_status__descriptor;
 extern const ProtobufCEnumDescriptor    netplay__v1__state_transfer_reason__descriptor;
 extern const ProtobufCEnumDescriptor    netplay__v1__peer_event_kind__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__attach_request__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__progress_proof__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__peer_info__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__attach_response__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__input_batch__descriptor;
