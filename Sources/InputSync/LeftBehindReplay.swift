@@ -11,7 +11,8 @@ struct LeftBehindReplay {
 
     /// The file.
     let url: URL
-    /// What it holds.
+    /// What it holds: the header, and its last frames (at least those ``find(_:in:lastFrames:)``
+    /// was asked for, when it has them).
     let file: ReplayFile
     /// Bytes of complete frames (a relay killed while writing leaves a partial one after them).
     let validBytes: Int
@@ -38,8 +39,10 @@ struct LeftBehindReplay {
     /// The replay `sessionId` left in `directory`, or nil when there is none to continue: none,
     /// or the session's newest file (by when it was last written) has a footer (it ended).
     /// Files of another session whose id shares the name's stem are passed over; one renamed
-    /// `.failed` (its writer failed) is not a candidate.
-    static func find(_ sessionId: String, in directory: URL) throws -> LeftBehindReplay? {
+    /// `.failed` (its writer failed) is not a candidate. Only its last `lastFrames` frames are
+    /// read (all of them when nil): a rebuild seeds no more than its backlog, and a long match's
+    /// file would otherwise be decoded whole on the relay's one thread.
+    static func find(_ sessionId: String, in directory: URL, lastFrames: Int? = nil) throws -> LeftBehindReplay? {
         let stem = ReplayWriter.stem(of: sessionId)
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter {
             $0 == "\(stem).replay" || ($0.hasPrefix("\(stem)-") && $0.hasSuffix(".replay")
@@ -51,7 +54,7 @@ struct LeftBehindReplay {
             return (url, modifiedAt)
         }
         for candidate in candidates.sorted(by: { $0.modifiedAt > $1.modifiedAt }) {
-            let (file, validBytes) = try ReplayFile.read(candidate.url)
+            let (file, validBytes) = try ReplayFile.read(candidate.url, lastFrames: lastFrames)
             guard file.header.sessionId == sessionId else { continue }
             guard file.footer == nil else { return nil }
             return LeftBehindReplay(url: candidate.url, file: file, validBytes: validBytes, modifiedAt: candidate.modifiedAt)

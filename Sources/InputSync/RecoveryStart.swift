@@ -15,7 +15,8 @@ struct RecoveryStart {
     /// returning peer sent `request`, at `date`.
     init(sessionId: String, params: SyncParams, request: AttachRequest, configuration: RelayConfiguration, date: Date) {
         if let directory = configuration.replayDirectory {
-            replay = Result { try LeftBehindReplay.find(sessionId, in: directory) }
+            let backlog = max(configuration.recoveryBacklogFrames, 1)
+            replay = Result { try LeftBehindReplay.find(sessionId, in: directory, lastFrames: backlog) }
         } else {
             replay = .success(nil)
         }

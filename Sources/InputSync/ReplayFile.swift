@@ -43,7 +43,7 @@ final class ReplayWriter {
         handle = try FileHandle(forUpdating: left.url)
         try handle.truncate(atOffset: UInt64(left.validBytes))
         try handle.seekToEnd()
-        startFrame = left.file.startFrame
+        startFrame = Int(left.file.header.startFrame)
         recordedFrames = left.end
     }
 
@@ -135,7 +135,8 @@ final class ReplayWriter {
 public struct ReplayFile: Sendable {
     /// The header (game, sync parameters, players).
     public var header: ReplayHeader
-    /// The first frame recorded.
+    /// The first frame recorded (read for its tail only: the first frame of that tail; the
+    /// match's recording starts at the header's `start_frame`).
     public var startFrame: Int
     /// Frames recorded.
     public var frameCount: Int
@@ -171,33 +172,66 @@ public struct ReplayFile: Sendable {
     }
 
     /// Reads `url`; also returns how many bytes hold complete frames (a relay killed while
-    /// writing leaves a partial one after them).
-    static func read(_ url: URL) throws -> (file: ReplayFile, validBytes: Int) {
-        let data: [UInt8]
-        do { data = [UInt8](try Data(contentsOf: url)) } catch {
+    /// writing leaves a partial one after them). With `lastFrames`, only the header, the footer
+    /// and the records holding the file's last `lastFrames` frames (or more, to a record's
+    /// start) are decoded, and ``startFrame`` is the first of those: what a relay rebuilding a
+    /// session needs of a long match's file, for the cost of its tail (the records before it are
+    /// only stepped over by their lengths, not checked).
+    static func read(_ url: URL, lastFrames: Int? = nil) throws -> (file: ReplayFile, validBytes: Int) {
+        let data: Data
+        do { data = try Data(contentsOf: url, options: .alwaysMapped) } catch {
             throw ReplayError("cannot read \(url.path): \(error.localizedDescription)")
         }
-        var offset = 0
-        var envelopes: [Envelope] = []
-        while offset + 4 <= data.count {
-            let length = Int(data[offset]) << 24 | Int(data[offset + 1]) << 16 | Int(data[offset + 2]) << 8 | Int(data[offset + 3])
-            guard length <= WireLimits.default.maxFrameBytes, offset + 4 + length <= data.count else { break }
-            do {
-                envelopes.append(try Envelope(decoding: Array(data[offset + 4 ..< offset + 4 + length])))
-            } catch {
-                throw ReplayError("record at byte \(offset) is not a valid envelope: \(error)")
+        return try data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws -> (file: ReplayFile, validBytes: Int) in
+            // Where each complete record lies, from the length prefixes alone.
+            var records: [Range<Int>] = []
+            var offset = 0
+            while offset + 4 <= bytes.count {
+                let length = Int(bytes[offset]) << 24 | Int(bytes[offset + 1]) << 16 | Int(bytes[offset + 2]) << 8 | Int(bytes[offset + 3])
+                guard length <= WireLimits.default.maxFrameBytes, offset + 4 + length <= bytes.count else { break }
+                records.append(offset + 4 ..< offset + 4 + length)
+                offset += 4 + length
             }
-            offset += 4 + length
+            func decode(_ index: Int) throws -> Envelope {
+                do {
+                    return try Envelope(decoding: UnsafeRawBufferPointer(rebasing: bytes[records[index]]))
+                } catch {
+                    throw ReplayError("record at byte \(records[index].lowerBound - 4) is not a valid envelope: \(error)")
+                }
+            }
+            guard !records.isEmpty else { throw ReplayError("\(url.lastPathComponent) does not start with a ReplayHeader") }
+            var envelopes = [try decode(0)]
+            if let lastFrames {
+                // From the end back to the record that reaches `lastFrames` before the end.
+                var tail: [Envelope] = []
+                var frames = 0
+                for index in stride(from: records.count - 1, to: 0, by: -1) where frames < lastFrames {
+                    let envelope = try decode(index)
+                    if case .replayRecord(let record) = envelope.body { frames += Int(record.frameCount) }
+                    tail.append(envelope)
+                }
+                envelopes += tail.reversed()
+            } else {
+                for index in 1 ..< records.count { envelopes.append(try decode(index)) }
+            }
+            return (try ReplayFile(url: url, envelopes: envelopes, tail: lastFrames != nil), offset)
         }
-        return (try ReplayFile(url: url, envelopes: envelopes), offset)
     }
 
-    private init(url: URL, envelopes: [Envelope]) throws {
+    private init(url: URL, envelopes: [Envelope], tail: Bool = false) throws {
         guard case .replayHeader(let header)? = envelopes.first?.body else {
             throw ReplayError("\(url.lastPathComponent) does not start with a ReplayHeader")
         }
         self.header = header
         startFrame = Int(header.startFrame)
+        if tail {
+            for envelope in envelopes.dropFirst() {
+                if case .replayRecord(let record) = envelope.body, record.frameCount > 0 {
+                    startFrame = Int(record.startFrame)
+                    break
+                }
+            }
+        }
         frameCount = 0
         inputs = []
         statuses = []

@@ -37,6 +37,43 @@ extension RelayCoreTests {
         #expect(try LeftBehindReplay.find(dead.sessionId, in: dead.replayDirectory) == nil)
     }
 
+    /// A rebuild reads only the end of a long match's replay (it seeds no more than its
+    /// backlog): the same frames a whole read gives, from a record's start at most 64 frames
+    /// before the backlog; and the continued file still counts the whole match in its footer.
+    @Test func aRebuildReadsOnlyTheTailOfALongReplay() throws {
+        let dead = try deadRelay(playing: 2_000)
+        let url = try #require(dead.core.replayURL(of: dead.sessionId))
+        let whole = try ReplayFile.read(url)
+        let tail = try ReplayFile.read(url, lastFrames: 600)
+        #expect(whole.file.startFrame == 0 && whole.file.frameCount == 1_984)
+        #expect(tail.validBytes == whole.validBytes && tail.file.header == whole.file.header)
+        #expect(tail.file.startFrame + tail.file.frameCount == 1_984)
+        #expect(tail.file.startFrame <= 1_984 - 600 && tail.file.startFrame > 1_984 - 600 - 64)
+        for frame in tail.file.startFrame ..< 1_984 {
+            #expect(tail.file.input(frame: frame, slot: 0) == whole.file.input(frame: frame, slot: 0))
+            #expect(tail.file.status(frame: frame, slot: 1) == whole.file.status(frame: frame, slot: 1))
+        }
+        #expect(try ReplayFile.read(url, lastFrames: 5_000).file.frameCount == 1_984, "all there is")
+
+        let rig = RelayRig(restarting: dead)
+        let first = try rig.attach(a, slot: 1, resume: true, confirmed: 2_000, historyFrom: 0)
+        #expect(first.confirmedFrames == 1_984)
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        #expect(session.timeline.origin == 1_984 - 600, "the backlog before the file's end")
+        #expect(session.rebuiltFromReplayTo == 1_984 && session.timeline.stored(0) == 1_984)
+        #expect(session.timeline.inputs(slot: 0, from: 1_384, to: 1_984) == (1_384 ..< 1_984).map { UInt8($0 & 0xFF) })
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 2_000, historyFrom: 0)
+        for frame in 1_984 ..< 2_100 {
+            try rig.batch(a, slot: 1, start: frame, [UInt8(frame & 0xFF)])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        try rig.send(.detach(Detach(reason: .leaving)), from: a)
+        try rig.send(.detach(Detach(reason: .leaving)), from: b)
+        let replay = try ReplayFile(contentsOf: url)
+        #expect(replay.startFrame == 0 && replay.frameCount >= 2_099)
+        #expect(replay.footer.map { Int($0.frameCount) } == replay.frameCount, "the footer counts the whole match")
+    }
+
     /// Found reviewing the rebuild: a slot vacant when the relay died (its player left or was
     /// kicked, and is refused now) came back active, so every frame waited the lag tolerance for
     /// a player who was gone. The replay says the slot was vacant; it stays so.
