@@ -12,8 +12,9 @@ struct RecoveryStart {
     let record: LeftBehindReplay?
 
     /// The start for session `sessionId` of `params` (as its verified ticket says), whose first
-    /// returning peer sent `request`, at `date`.
-    init(sessionId: String, params: SyncParams, request: AttachRequest, configuration: RelayConfiguration, date: Date) {
+    /// returning peer sent `request` making `claim`, at `date`.
+    init(sessionId: String, params: SyncParams, request: AttachRequest, claim: ResumeClaim, spectator: Bool,
+         configuration: RelayConfiguration, date: Date) {
         if let directory = configuration.replayDirectory {
             let backlog = max(configuration.recoveryBacklogFrames, 1)
             replay = Result { try LeftBehindReplay.find(sessionId, in: directory, lastFrames: backlog) }
@@ -22,7 +23,14 @@ struct RecoveryStart {
         }
         let found = (try? replay.get()) ?? nil
         record = found.flatMap { $0.vouches(for: params, at: date) ? $0 : nil }
-        origin = Self.origin(request, backlog: configuration.recoveryBacklogFrames, record: record)
+        var counted = request
+        counted.confirmedFrames = UInt32(claim.proven)
+        counted.historyFromFrame = min(request.historyFromFrame, counted.confirmedFrames)
+        // Alone in its match a player leaves nobody below the start.
+        let latestStart = params.maxPlayers > 1
+            ? claim.latestStart(framesPerSecond: params.framesPerSecond, spectatorDelay: spectator ? Int(params.spectatorDelayFrames) : 0)
+            : nil
+        origin = Self.origin(counted, backlog: configuration.recoveryBacklogFrames, record: record, latestStart: latestStart)
     }
 
     /// Where a session rebuilt after a restart starts its timeline: as early as the first
@@ -32,10 +40,12 @@ struct RecoveryStart {
     /// `record` of the dead relay's, no claim counts: the timeline starts `backlog` frames
     /// before the record's end (or at its first frame), seeded from it, so a peer claiming more
     /// than it holds cannot move the start past the others, nor one claiming less have the whole
-    /// match seeded.
-    static func origin(_ request: AttachRequest, backlog: Int, record: LeftBehindReplay? = nil) -> Int {
+    /// match seeded. Without one, no later than `latestStart` (``ResumeClaim/latestStart(framesPerSecond:spectatorDelay:)``):
+    /// a peer that says it holds nothing before its claim cannot leave the others below the start.
+    static func origin(_ request: AttachRequest, backlog: Int, record: LeftBehindReplay? = nil, latestStart: Int? = nil) -> Int {
         if let record { return min(max(record.file.startFrame, record.end - backlog), record.end) }
         let confirmed = Int(request.confirmedFrames)
-        return min(confirmed, max(Int(request.historyFromFrame), confirmed - backlog, 0))
+        let start = min(confirmed, max(Int(request.historyFromFrame), confirmed - backlog, 0))
+        return min(start, latestStart ?? start)
     }
 }

@@ -81,12 +81,10 @@ public struct RelayConfiguration: Sendable {
     /// A session rebuilt after a restart takes resent history for this long (NetplayKit repeats
     /// it for 20 s on a lossy link); after that, only live inputs move it.
     public var recoveryHistoryMs: Int = 20_000
-    /// A resumed attach's claim of confirmed frames counts up to the frames its progress proof
-    /// certifies (``ProgressProof``, sent with every session statistics, every
-    /// ``statsIntervalMs``) plus this much play at the session's frame rate: what a match can
-    /// confirm between two proofs, with room for a lost one. A claim beyond it (a liar's, or a
-    /// proof withheld) is cut to it, so a rebuilt session neither starts nor takes anyone's
-    /// history past where the match had come.
+    /// A resumed attach's claim of confirmed frames counts, beyond the peer's own slot, up to
+    /// the frames its progress proof certifies (``ProgressProof``, sent with every session
+    /// statistics, every ``statsIntervalMs``) plus this much play at the session's frame rate:
+    /// what a match can confirm between two proofs, with room for a lost one (``ResumeClaim``).
     public var progressAllowanceMs: Int = 3_000
     /// Where replay files go (nil: no replays).
     public var replayDirectory: URL?
@@ -141,8 +139,8 @@ public struct RelayConfiguration: Sendable {
         if recoveryBacklogFrames < 0 || recoveryBacklogFrames * 2 > historyFrames {
             return "the recovery backlog must be 0 ... history/2 frames"
         }
-        if progressAllowanceMs < statsIntervalMs {
-            return "the progress allowance must be at least the stats interval (\(statsIntervalMs) ms)"
+        if progressAllowanceMs < 2 * statsIntervalMs {
+            return "the progress allowance must be at least twice the stats interval (\(2 * statsIntervalMs) ms): room for a lost proof"
         }
         if silenceTimeoutMs < 100 { return "the silence timeout must be >= 100 ms" }
         if resendIntervalMs < 1 || hintIntervalMs < 1 || statsIntervalMs < 1 { return "intervals must be >= 1 ms" }

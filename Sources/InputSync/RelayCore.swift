@@ -293,16 +293,18 @@ public final class RelayCore {
             throw ServiceError(.badRequest, "A resumed match holds frames history_from_frame ... confirmed_frames, at most \(RelaySession.frameLimit).",
                                field: "AttachRequest.confirmed_frames")
         }
-        let request = try ResumeClaim.bounded(request, sessionId: ticket.sessionId, framesPerSecond: params.framesPerSecond,
-                                              proofs: progressProofs, allowanceMs: configuration.progressAllowanceMs)
-        let session = try session(for: ticket, request: request, now: now)
+        let claim = ResumeClaim(request, sessionId: ticket.sessionId, framesPerSecond: params.framesPerSecond,
+                                spectatorDelay: ticket.role == .spectator ? Int(params.spectatorDelayFrames) : 0,
+                                proofs: progressProofs, allowanceMs: configuration.progressAllowanceMs)
+        let session = try session(for: ticket, request: request, claim: claim, now: now)
         session.adoptContent(of: request)
-        return try session.admit(ticket, request: request, from: peer, routes: peers, now: now)
+        return try session.admit(ticket, request: request, claim: claim, from: peer, routes: peers, now: now)
     }
 
     /// The session `ticket` names, or a new one (rebuilt from what its peers resend, when the
     /// attach resumes a match this relay does not know: it restarted).
-    private func session(for ticket: JoinTicket, request: AttachRequest, now: UInt64) throws(ServiceError) -> RelaySession {
+    private func session(for ticket: JoinTicket, request: AttachRequest, claim: ResumeClaim,
+                         now: UInt64) throws(ServiceError) -> RelaySession {
         let params = ticket.params
         if let existing = sessions[ticket.sessionId] {
             guard existing.params.inputSize == params.inputSize, existing.params.maxPlayers == params.maxPlayers else {
@@ -314,13 +316,23 @@ public final class RelayCore {
             throw ServiceError(.overloaded, "This relay serves its maximum of \(configuration.maxSessions) sessions; try another.",
                                retryAfterMs: 1000)
         }
-        let rebuild = request.resume ? RecoveryStart(sessionId: ticket.sessionId, params: params, request: request,
-                                                       configuration: configuration, date: Date()) : nil
+        let spectator = ticket.role == .spectator
+        let rebuild = request.resume ? RecoveryStart(sessionId: ticket.sessionId, params: params, request: request, claim: claim,
+                                                       spectator: spectator, configuration: configuration, date: Date()) : nil
+        if let rebuild, rebuild.record == nil, claim.certified == nil, !claim.isProven {
+            // Nothing here says how far the match had come, and the claim cannot pick the start
+            // (a liar's would leave the others below it, needing a state it serves; a start cut
+            // to what counts would leave nobody holding its frames): the rebuild waits for a
+            // returning peer with a progress proof (NetplayKit retries after this).
+            let why = claim.proofProblem ?? (request.progress == nil ? "none was presented" : "it covers fewer frames")
+            throw ServiceError(.unavailable, "This relay rebuilds the match after a restart from a claim its progress proof covers (\(why)); another player's return starts it.",
+                               retryAfterMs: 1000)
+        }
         let session = RelaySession(sessionId: ticket.sessionId, params: params, configuration: configuration,
                                    transport: transport, now: now, origin: rebuild?.origin ?? 0,
                                    packer: packer, revocations: revocations, lifecycle: lifecycle,
-                                   transferBudget: transferBudget, progressProofs: progressProofs)
-        if let rebuild { session.beginRecovery(rebuild, confirmed: Int(request.confirmedFrames), spectator: ticket.role == .spectator, now: now) }
+                                   transferBudget: transferBudget, progressProofs: progressProofs, proofKeyId: ticket.keyId)
+        if let rebuild { session.beginRecovery(rebuild, confirmed: claim.proven, spectator: spectator, now: now) }
         sessions[ticket.sessionId] = session
         return session
     }
@@ -458,6 +470,7 @@ public final class RelayCore {
                             "resends": .number(player.resends), "rtt_ms": .number(player.rttMs),
                             "paths": .number(player.pathCount),
                             "resumed_claim": player.resumedHistoryFrom != nil ? .number(player.resumedHolding) : .null,
+                            "resumed_proven": player.resumedHistoryFrom != nil ? .number(player.resumedProven) : .null,
                             "reported_ping_ms": .number(Int(player.stats.pingMs)), "host": .bool(player.isHost),
                             "client": .string(player.clientVersion),
                             "ack_delay_ms": .number(Int(player.ackDelayMs.rounded()))]

@@ -58,6 +58,9 @@ final class RelayPeer {
     /// The confirmed frames its last resumed attach said it holds (0: it did not resume): in a
     /// session rebuilt after a restart, the history it may resend lies below this.
     var resumedHolding = 0
+    /// As many of those as its progress proof covers (``ResumeClaim/proven``): how far its
+    /// history of other players' slots, and its claim's hold on substitutes, reach.
+    var resumedProven = 0
     /// The first of those frames it can resend (`AttachRequest.history_from_frame`); nil when
     /// its last attach did not resume. Another player's history for its slot is taken only
     /// below it: from here on its own resends are the word on its own inputs.

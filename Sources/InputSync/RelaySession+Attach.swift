@@ -20,7 +20,7 @@ extension RelaySession {
     /// replaced; a new player takes its slot (from whoever held it), a new spectator a free
     /// spectator place. `routes` learns the connection (and forgets the replaced ones). Then
     /// the participant's cursor is placed, the match starts if it can, and the reply is built.
-    func admit(_ ticket: JoinTicket, request: AttachRequest, from peer: PeerAddress, routes: PeerRoutes,
+    func admit(_ ticket: JoinTicket, request: AttachRequest, claim: ResumeClaim, from peer: PeerAddress, routes: PeerRoutes,
                now: UInt64) throws(ServiceError) -> AttachResponse {
         guard ticket.role == .player || ticket.role == .spectator else {
             throw ServiceError(.ticketInvalid, "The ticket names no role.")
@@ -70,8 +70,10 @@ extension RelaySession {
 
         let holds = request.resume ? Int(request.confirmedFrames) : 0
         participant.resumedHolding = holds
+        participant.resumedProven = claim.proven
         participant.resumedHistoryFrom = request.resume ? min(Int(request.historyFromFrame), holds) : nil
         endRecoveryIfDue(now: now)
+        if recovering { raiseRecoveryFrameLimit(provenClaim: claim.proven, spectator: participant.role == .spectator) }
         let needsTransfer = placeCursor(participant, holds: holds)
         peerEvent(event, participant, frame: timeline.confirmed,
                   detail: event == .reconnected ? "back" : "attached as \(participant.role == .player ? "player \(participant.slot)" : "spectator")",

@@ -8,20 +8,18 @@ extension RelaySession {
     // MARK: - Restart recovery
 
     /// This session is rebuilt after a relay restart: the match was running, its first
-    /// returning peer resumed it holding `confirmed` frames (a spectator: its delay behind the
-    /// players). It runs from now, with substitution held back while the others return and
-    /// resend, and its replay file continues. A replay that vouches for what was confirmed
-    /// before seeds the timeline, and bounds what any peer's history may add.
+    /// returning peer resumed it holding `confirmed` frames as far as its progress proof covers
+    /// (a spectator: its delay behind the players). It runs from now, with substitution held
+    /// back while the others return and resend, and its replay file continues. A replay that
+    /// vouches for what was confirmed before seeds the timeline, and bounds what any peer's
+    /// history may add.
     func beginRecovery(_ start: RecoveryStart, confirmed: Int, spectator: Bool, now: UInt64) {
         recovering = true
         rebuiltAtMs = now
         recoveryEndsAtMs = now + UInt64(configuration.recoveryHistoryMs)
-        let playersConfirmed = confirmed + (spectator ? spectatorDelay : 0)
-        recoveryFrameLimit = min(playersConfirmed + 2 * Int(framesPerSecond.rounded(.up)), Self.frameLimit)
-        if let record = start.record {
-            recoveryFrameLimit = min(recoveryFrameLimit, record.confirmedBound)
-            seed(from: record)
-        }
+        recoveryFrameCeiling = min(start.record?.confirmedBound ?? Self.frameLimit, Self.frameLimit)
+        raiseRecoveryFrameLimit(provenClaim: confirmed, spectator: spectator)
+        if let record = start.record { seed(from: record) }
         running = true
         startedAtMs = now
         substitutionHoldUntilMs = now + UInt64(configuration.recoveryWaitMs)
@@ -106,19 +104,28 @@ extension RelaySession {
         if timeline.updateConfirmed() { confirmedMoved(from: before, now: now) }
     }
 
+    /// History may reach two seconds of frames past a returning peer's proven claim (what the
+    /// dead relay may have confirmed that this peer had not seen yet), the highest such claim
+    /// so far, at most ``recoveryFrameCeiling``.
+    func raiseRecoveryFrameLimit(provenClaim: Int, spectator: Bool) {
+        let playersConfirmed = provenClaim + (spectator ? spectatorDelay : 0)
+        let limit = min(playersConfirmed + 2 * Int(framesPerSecond.rounded(.up)), recoveryFrameCeiling)
+        recoveryFrameLimit = max(recoveryFrameLimit, limit)
+    }
+
     /// Where `participant`'s resent history for `slot` stops (exclusive), or nil for not now.
     ///
-    /// Its own slot: at what its resumed attach said it had confirmed. Another player's slot
-    /// is that player's to resend while it is back (resumed and connected), and a liar who
-    /// returned first with an inflated claim could otherwise write it (play for that player) up
-    /// to the claim: from the others only the frames below the owner's own history (which it
-    /// cannot resend) are taken. Until the owner is back, and while the wait for the returning
-    /// players lasts, nothing (the sender repeats its history); after that wait, an absent
-    /// owner's frames up to the sender's claim, as for its own (the others hold them
-    /// confirmed; a substitute there would contradict them).
+    /// Its own slot: at what its resumed attach said it had confirmed (its own inputs). Another
+    /// player's slot is that player's to resend while it is back (resumed and connected), and a
+    /// liar who returned first with an inflated claim could otherwise write it (play for that
+    /// player) up to the claim: from the others only the frames below the owner's own history
+    /// (which it cannot resend) are taken. Until the owner is back, and while the wait for the
+    /// returning players lasts, nothing (the sender repeats its history); after that wait, an
+    /// absent owner's frames up to as much of the sender's claim as its progress proof covers
+    /// (the others hold them confirmed; a substitute there would contradict them).
     func historyEnd(slot: Int, from participant: RelayPeer, now: UInt64) -> Int? {
-        let end = min(participant.resumedHolding, recoveryFrameLimit)
-        if participant.slot - 1 == slot { return end }
+        if participant.slot - 1 == slot { return min(participant.resumedHolding, recoveryFrameLimit) }
+        let end = min(participant.resumedProven, recoveryFrameLimit)
         if let owner = players[slot], owner.isConnected, let ownerHistory = owner.resumedHistoryFrom {
             return min(end, ownerHistory)
         }
@@ -138,7 +145,7 @@ extension RelaySession {
         guard recovering, now < substitutionHoldUntilMs &+ Self.historyGraceMs else { return 0 }
         var highest = 0
         for case let player? in players where player.isConnected && player.resumedHistoryFrom != nil {
-            highest = max(highest, player.resumedHolding)
+            highest = max(highest, player.resumedProven)
         }
         return min(highest, recoveryFrameLimit)
     }

@@ -294,7 +294,8 @@ extension RelaySession {
     private func sendStats(now: UInt64) {
         var stats = sessionStats()
         transport.pushStats(stats)
-        stats.progress = progressProofs?.proof(sessionId: sessionId, confirmedFrames: UInt32(clamping: timeline.confirmed))
+        stats.progress = progressProofs?.proof(sessionId: sessionId, confirmedFrames: UInt32(clamping: timeline.confirmed),
+                                               keyId: proofKeyId)
         sendToAll(.sessionStats(stats), now: now)
     }
 }

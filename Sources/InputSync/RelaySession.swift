@@ -65,6 +65,8 @@ final class RelaySession {
     let lifecycle: LifecycleFacts
     /// Signs the progress proof sent with the statistics (nil: none sent).
     let progressProofs: ProgressProofs?
+    /// The key the proofs are signed with: the session's first ticket's.
+    let proofKeyId: UInt32?
     @exclusivity(unchecked) var slotModes: [SlotMode]
     @exclusivity(unchecked) var substituting: [Bool]
     @exclusivity(unchecked) var substitutedFrames: [Int]
@@ -96,6 +98,9 @@ final class RelaySession {
     /// spectator's plus its delay) plus two seconds of frames (what the dead relay may have
     /// confirmed that it had not seen).
     var recoveryFrameLimit = 0
+    /// The highest ``recoveryFrameLimit`` may rise to: what the dead relay's replay says it can
+    /// have confirmed, or the wire's last frame.
+    var recoveryFrameCeiling = 0
     /// Rebuilt after a restart with the frames before this one taken from the dead relay's
     /// replay (nil: not rebuilt, or from the peers alone).
     var rebuiltFromReplayTo: Int?
@@ -149,9 +154,10 @@ final class RelaySession {
     init(sessionId: String, params: SyncParams, configuration: RelayConfiguration, transport: RelayTransport,
          now: UInt64, origin: Int = 0, packer: InputBroadcastPacker = InputBroadcastPacker(),
          revocations: RevocationBook? = nil, lifecycle: LifecycleFacts? = nil, transferBudget: TransferBudget? = nil,
-         progressProofs: ProgressProofs? = nil) {
+         progressProofs: ProgressProofs? = nil, proofKeyId: UInt32? = nil) {
         self.sessionId = sessionId
         self.progressProofs = progressProofs
+        self.proofKeyId = proofKeyId
         self.transferBudget = transferBudget ?? TransferBudget(capacity: configuration.maxTransferBytes)
         self.packer = packer
         self.revocations = revocations ?? RevocationBook(capacity: configuration.maxRevocations)

@@ -18,9 +18,12 @@ public struct ProgressProofs: Sendable {
     /// Creates a signer and checker over the cluster's key ring.
     public init(keyRing: TicketKeyRing) { self.keyRing = keyRing }
 
-    /// The proof that session `sessionId` confirmed frames `0 ..< confirmedFrames`.
-    public func proof(sessionId: String, confirmedFrames: UInt32) -> ProgressProof {
-        let keyId = keyRing.signingKeyId
+    /// The proof that session `sessionId` confirmed frames `0 ..< confirmedFrames`, signed with
+    /// key `keyId` when the ring holds it (the session's tickets' key: one the whole cluster
+    /// holds, where a relay given a new key first would sign with a key the others lack yet),
+    /// otherwise with the ring's signing key.
+    public func proof(sessionId: String, confirmedFrames: UInt32, keyId: UInt32? = nil) -> ProgressProof {
+        let keyId = keyId.flatMap { keyRing.keys[$0] != nil ? $0 : nil } ?? keyRing.signingKeyId
         return ProgressProof(confirmedFrames: confirmedFrames, keyId: keyId,
                              mac: Self.mac(key: keyRing.keys[keyId] ?? [], sessionId: sessionId, confirmedFrames: confirmedFrames))
     }

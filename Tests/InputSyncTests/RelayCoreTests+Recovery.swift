@@ -10,10 +10,19 @@ import Testing
 extension RelayCoreTests {
     @Test func aRestartedRelayRebuildsTheSessionFromWhatPeersResend() throws {
         let rig = RelayRig()
-        let response = try rig.attach(a, slot: 1, resume: true, confirmed: 500)
-        #expect(response.recovering && response.running && response.confirmedFrames == 500)
-        let second = try rig.attach(b, slot: 2, resume: true, confirmed: 505)
+        // A holds the frames from 460; the relay's last proof said 500. The rebuilt timeline
+        // starts no later than a second before it (a peer may not have seen the last broadcasts
+        // it speaks of), and A resends its history from there, as NetplayKit does.
+        let response = try rig.attach(a, slot: 1, resume: true, confirmed: 500, historyFrom: 460)
+        #expect(response.recovering && response.running && response.confirmedFrames == 440)
+        // Its own frames 440 ..< 460 wait for B's history (B holds every frame from 0).
+        try resendHistory(rig, from: a, frames: 460 ..< 500, values: [1, 2])
+        let second = try rig.attach(b, slot: 2, resume: true, confirmed: 505, historyFrom: 0, proof: .of(500))
         #expect(second.recovering)
+        // B resends from the start (A's frames only below 460: from there on they are A's to
+        // resend, which A repeats, as NetplayKit does every 250 ms).
+        try resendHistory(rig, from: b, frames: 440 ..< 500, values: [1, 2])
+        try resendHistory(rig, from: a, frames: 460 ..< 500, values: [1, 2])
         // B held 5 more confirmed frames: it resends them as history; A's frames among them are
         // A's to resend (its own unacknowledged inputs), and both then continue.
         try rig.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, players: [
@@ -96,7 +105,8 @@ extension RelayCoreTests {
     @Test func aReturningPlayerCannotWriteTheInputsOthersAreAboutToSend() throws {
         let rig = RelayRig()
         let session = try #require({ () throws -> RelaySession? in
-            _ = try rig.attach(a, slot: 1, resume: true, confirmed: 30)  // the host returns first
+            // The host returns first, 30 frames into the match (no proof needed yet).
+            _ = try rig.attach(a, slot: 1, resume: true, confirmed: 30, proof: .none)
             return rig.core.sessions[rig.sessionId]
         }())
         func forge(_ slot: UInt32, from start: Int) throws {
@@ -105,13 +115,13 @@ extension RelayCoreTests {
             ])), from: b)
         }
         // Mallory says she held 30 confirmed frames, as the host did: nothing from 30 on is history.
-        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 30)
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 30, proof: .none)
         try forge(1, from: 30)
         #expect(session.timeline.stored(0) == 30, "the host's frames from 30 are the host's to send")
         try rig.batch(a, slot: 1, start: 30, [1])
         #expect(session.timeline.stored(0) == 31)
         // Lying about what she held gains her nothing: the host is back, and its frames are its own.
-        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 1_000_000)
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 1_000_000, proof: .none)
         for start in stride(from: 31, to: 400, by: 128) { try forge(1, from: start) }
         #expect(session.timeline.stored(0) == 31)
         try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)])
@@ -130,8 +140,9 @@ extension RelayCoreTests {
     @Test func aLiarReturningFirstCannotPlayForThePlayersStillOnTheirWay() throws {
         let rig = RelayRig()
         let session = try #require({ () throws -> RelaySession? in
-            // The truth: both confirmed 500. Mallory (slot 2) claims 600 and forges slot 1.
-            _ = try rig.attach(b, slot: 2, resume: true, confirmed: 600, historyFrom: 0)
+            // The truth: both confirmed 500 (the relay's last proof says so). Mallory (slot 2)
+            // claims 600 and forges slot 1.
+            _ = try rig.attach(b, slot: 2, resume: true, confirmed: 600, historyFrom: 0, proof: .of(500))
             return rig.core.sessions[rig.sessionId]
         }())
         func forge() throws { try resendHistory(rig, from: b, frames: 0 ..< 600, values: [0xAA, 2]) }
@@ -289,12 +300,14 @@ extension RelayCoreTests {
         // frame is theirs minus its delay, and the players' history beyond it is still history.
         let rig = RelayRig(spectatorDelay: 300)
         let session = try #require({ () throws -> RelaySession? in
-            _ = try rig.attach(c, slot: 0, role: .spectator, resume: true, confirmed: 100)
+            // Its proof, like every peer's, speaks of the players' frames.
+            _ = try rig.attach(c, slot: 0, role: .spectator, resume: true, confirmed: 100, proof: .of(400))
             return rig.core.sessions[rig.sessionId]
         }())
-        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 400)
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 400, historyFrom: 0)
         _ = try rig.attach(b, slot: 2, resume: true, confirmed: 400)  // holding nothing before 400
-        try resendHistory(rig, from: a, frames: 100 ..< 400, values: [1, 2])
+        #expect(session.timeline.origin == 40, "a second before its proof, less its delay")
+        try resendHistory(rig, from: a, frames: 40 ..< 400, values: [1, 2])
         #expect(session.timeline.stored(0) == 400 && session.timeline.stored(1) == 400)
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 400)
     }

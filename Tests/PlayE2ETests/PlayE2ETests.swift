@@ -155,14 +155,15 @@ struct PlayE2ETests {
     }
 
     /// Restarted without the dead relay's replay (`--no-replays`, as a relay taking a session
-    /// over from another replica), the rebuild counts each returning peer's claim only as far as
-    /// the progress proof NetplayKit kept from the relay's statistics: the honest peers' claims
-    /// count in full (far past what an unproven claim counts for), and the match ends agreed.
+    /// over from another replica), the rebuild starts only from a claim a progress proof covers,
+    /// which NetplayKit kept from the relay's statistics: past NetplayKit's 1,024 frames of
+    /// history, the honest peers' claims count in full, and the match ends agreed. Without the
+    /// proofs it is never rebuilt.
     @Test(.timeLimit(.minutes(4)))
     func aRelayKilledMidMatchWithoutItsReplayCountsTheProvenClaims() throws {
         let cluster = try PlayCluster()
         let (host, join) = try cluster.runningPair(room: "restart-unrecorded", hostSeed: 33, joinSeed: 34)
-        Thread.sleep(forTimeInterval: 8)
+        Thread.sleep(forTimeInterval: 12)
         let keys = TestKeys(dataRoot: cluster.dataRoot)
         /// Every number `"key": N` in the relay's introspection report.
         func introspected(_ key: String) -> [Int] {
@@ -179,12 +180,12 @@ struct PlayE2ETests {
         try cluster.restartRelayAfterCrash(extraArguments: ["--no-replays"])
         var claims: [Int] = []
         let counted = eventually(within: 20) {
-            claims = introspected("resumed_claim")
+            claims = introspected("resumed_proven")
             return claims.count == 2
         }
         #expect(counted, "both players did not resume on the restarted relay")
         // An unproven claim counts 3 s of play (360 frames at the match's 120 Hz): far short.
-        #expect(confirmed > 600 && claims.allSatisfy { $0 >= confirmed - 30 }, "claims counted \(claims) of \(confirmed) confirmed")
+        #expect(confirmed > 1_100 && claims.allSatisfy { $0 >= confirmed - 30 }, "claims proven \(claims) of \(confirmed) confirmed")
         let results = [host, join].map { $0.result(within: 150) }
         for (process, result) in zip([host, join], results) {
             #expect(result != nil, "\(process.name) failed:\n\(process.log.suffix(3000))\nrelay:\n\(cluster.relay?.log.suffix(6000) ?? "")")

@@ -289,10 +289,13 @@ public struct AttachRequest: Sendable, Hashable {
     /// paths are attached, so that the start and the first inputs ride all of them (a lost segment
     /// on the one path a start took would start that player a retransmission late).
     public var paths: UInt32
-    /// With resume: the newest ProgressProof the peer received in this session (SessionStats).
-    /// A relay bounds confirmed_frames to the proof's frames plus its progress allowance (the
-    /// frames a match can confirm between two proofs): a peer cannot claim frames the match never
-    /// reached. Without a proof the claim counts from frame 0.
+    /// With resume: the ProgressProof of the most frames the peer received in this session
+    /// (SessionStats). Beyond the peer's own slot, a relay counts confirmed_frames only up to the
+    /// proof's frames plus its progress allowance (3 s of play, the frames a match can confirm
+    /// between two proofs): a peer cannot claim frames the match never reached. Without a proof, or
+    /// with one that does not verify, the claim counts the allowance from frame 0, and a relay
+    /// rebuilding the session with no replay of its own refuses the attach with UNAVAILABLE until a
+    /// peer with a proof has started the rebuild.
     public var progress: ProgressProof?
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
@@ -329,7 +332,7 @@ public struct AttachRequest: Sendable, Hashable {
 
 /// A relay's signed statement that a session had confirmed frames 0 ..< confirmed_frames:
 /// mac = HMAC-SHA256(cluster key key_id, "netplay.progress.v1" | session_id | 0 |
-/// confirmed_frames as 4 bytes big-endian). Any relay holding the cluster secret checks it, so a
+/// confirmed_frames as 4 bytes big-endian), with the key of the session's tickets. Any relay holding the cluster secret checks it, so a
 /// relay that restarted (or took the session over) learns how far the match had come from
 /// something a peer cannot forge.
 public struct ProgressProof: Sendable, Hashable {
@@ -837,7 +840,8 @@ public struct SessionStats: Sendable, Hashable {
     /// Resyncs completed so far.
     public var resyncs: UInt32
     /// The relay's signed statement of the confirmed frames, sent to peers (not to telemetry):
-    /// a peer keeps the newest and presents it when it resumes (AttachRequest.progress).
+    /// a peer keeps the one of the most frames and presents it when it resumes
+    /// (AttachRequest.progress).
     public var progress: ProgressProof?
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).

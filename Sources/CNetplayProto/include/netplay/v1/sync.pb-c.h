@@ -256,10 +256,13 @@ struct  Netplay__V1__AttachRequest
    */
   uint32_t paths;
   /*
-   * With resume: the newest ProgressProof the peer received in this session (SessionStats).
-   * A relay bounds confirmed_frames to the proof's frames plus its progress allowance (the
-   * frames a match can confirm between two proofs): a peer cannot claim frames the match never
-   * reached. Without a proof the claim counts from frame 0.
+   * With resume: the ProgressProof of the most frames the peer received in this session
+   * (SessionStats). Beyond the peer's own slot, a relay counts confirmed_frames only up to the
+   * proof's frames plus its progress allowance (3 s of play, the frames a match can confirm
+   * between two proofs): a peer cannot claim frames the match never reached. Without a proof, or
+   * with one that does not verify, the claim counts the allowance from frame 0, and a relay
+   * rebuilding the session with no replay of its own refuses the attach with UNAVAILABLE until a
+   * peer with a proof has started the rebuild.
    */
   Netplay__V1__ProgressProof *progress;
 };
@@ -271,7 +274,7 @@ struct  Netplay__V1__AttachRequest
 /*
  * A relay's signed statement that a session had confirmed frames 0 ..< confirmed_frames:
  * mac = HMAC-SHA256(cluster key key_id, "netplay.progress.v1" | session_id | 0 |
- * confirmed_frames as 4 bytes big-endian). Any relay holding the cluster secret checks it, so a
+ * confirmed_frames as 4 bytes big-endian), with the key of the session's tickets. Any relay holding the cluster secret checks it, so a
  * relay that restarted (or took the session over) learns how far the match had come from
  * something a peer cannot forge.
  */
@@ -861,7 +864,8 @@ struct  Netplay__V1__SessionStats
   uint32_t resyncs;
   /*
    * The relay's signed statement of the confirmed frames, sent to peers (not to telemetry):
-   * a peer keeps the newest and presents it when it resumes (AttachRequest.progress).
+   * a peer keeps the one of the most frames and presents it when it resumes
+   * (AttachRequest.progress).
    */
   Netplay__V1__ProgressProof *progress;
 };
