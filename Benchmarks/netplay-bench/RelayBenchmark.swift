@@ -81,7 +81,7 @@ struct RelayBenchmark: ParsableCommand {
               + "medians of 7 alternating runs: the resumed attach that rebuilds it \(format(rebuild.rebuildMs, 2)) ms (on the relay's one thread), "
               + "\(format(rebuild.rebuildMs / max(rebuild.rawReadMs, 0.001), 2))x reading the whole file (\(format(rebuild.rawReadMs, 2)) ms); "
               + "decoding the whole file, as a rebuild did before it read only the tail: \(format(rebuild.wholeDecodeMs, 2)) ms")
-        print("progress proof (HMAC-SHA256, one per session per statistics interval): \(format(rebuild.proofNs, 0)) ns each")
+        print("progress proof (HMAC-SHA256 under each cluster key, one key here; one proof per session per statistics interval): \(format(rebuild.proofNs, 0)) ns each")
     }
 
     struct Figures {

@@ -319,6 +319,12 @@ public final class RelayCore {
         let spectator = ticket.role == .spectator
         let rebuild = request.resume ? RecoveryStart(sessionId: ticket.sessionId, params: params, request: request, claim: claim,
                                                        spectator: spectator, configuration: configuration, date: Date()) : nil
+        if let rebuild, rebuild.record == nil, spectator {
+            // A spectator resends no history, and one watching far behind would start the
+            // timeline before what the players hold: a returning player starts it.
+            throw ServiceError(.unavailable, "This relay rebuilds the match after a restart once a player is back; watch again then.",
+                               retryAfterMs: 1000)
+        }
         if let rebuild, rebuild.record == nil, claim.certified == nil, !claim.isProven {
             // Nothing here says how far the match had come, and the claim cannot pick the start
             // (a liar's would leave the others below it, needing a state it serves; a start cut
@@ -331,7 +337,7 @@ public final class RelayCore {
         let session = RelaySession(sessionId: ticket.sessionId, params: params, configuration: configuration,
                                    transport: transport, now: now, origin: rebuild?.origin ?? 0,
                                    packer: packer, revocations: revocations, lifecycle: lifecycle,
-                                   transferBudget: transferBudget, progressProofs: progressProofs, proofKeyId: ticket.keyId)
+                                   transferBudget: transferBudget, progressProofs: progressProofs)
         if let rebuild { session.beginRecovery(rebuild, confirmed: claim.proven, spectator: spectator, now: now) }
         sessions[ticket.sessionId] = session
         return session

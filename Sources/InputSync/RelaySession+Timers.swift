@@ -294,8 +294,7 @@ extension RelaySession {
     private func sendStats(now: UInt64) {
         var stats = sessionStats()
         transport.pushStats(stats)
-        stats.progress = progressProofs?.proof(sessionId: sessionId, confirmedFrames: UInt32(clamping: timeline.confirmed),
-                                               keyId: proofKeyId)
+        stats.progress = progressProofs?.proof(sessionId: sessionId, confirmedFrames: UInt32(clamping: timeline.confirmed))
         sendToAll(.sessionStats(stats), now: now)
     }
 }

@@ -65,8 +65,6 @@ final class RelaySession {
     let lifecycle: LifecycleFacts
     /// Signs the progress proof sent with the statistics (nil: none sent).
     let progressProofs: ProgressProofs?
-    /// The key the proofs are signed with: the session's first ticket's.
-    let proofKeyId: UInt32?
     @exclusivity(unchecked) var slotModes: [SlotMode]
     @exclusivity(unchecked) var substituting: [Bool]
     @exclusivity(unchecked) var substitutedFrames: [Int]
@@ -154,10 +152,9 @@ final class RelaySession {
     init(sessionId: String, params: SyncParams, configuration: RelayConfiguration, transport: RelayTransport,
          now: UInt64, origin: Int = 0, packer: InputBroadcastPacker = InputBroadcastPacker(),
          revocations: RevocationBook? = nil, lifecycle: LifecycleFacts? = nil, transferBudget: TransferBudget? = nil,
-         progressProofs: ProgressProofs? = nil, proofKeyId: UInt32? = nil) {
+         progressProofs: ProgressProofs? = nil) {
         self.sessionId = sessionId
         self.progressProofs = progressProofs
-        self.proofKeyId = proofKeyId
         self.transferBudget = transferBudget ?? TransferBudget(capacity: configuration.maxTransferBytes)
         self.packer = packer
         self.revocations = revocations ?? RevocationBook(capacity: configuration.maxRevocations)

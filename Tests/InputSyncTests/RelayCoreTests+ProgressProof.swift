@@ -35,8 +35,7 @@ extension RelayCoreTests {
 
     /// Found reviewing the proofs: a liar saying it holds nothing before its claim chose the
     /// start, past what the others held, so they needed a state (which it served). The start is
-    /// now no later than a second before what its proof certifies; for a spectator, that less
-    /// its delay.
+    /// now no later than a second before what its proof certifies.
     @Test func aLiarReturningFirstCannotStartTheRebuildPastTheOthers() throws {
         let rig = RelayRig()
         _ = try rig.attach(b, slot: 2, resume: true, confirmed: 300 + allowance, historyFrom: 300 + allowance, proof: .of(300))
@@ -46,13 +45,24 @@ extension RelayCoreTests {
         let host = try rig.attach(a, slot: 1, resume: true, confirmed: 310, historyFrom: 0, proof: .of(300))
         #expect(!host.stateFollows)
 
+        // A spectator (which resends nothing) never starts a rebuild without a replay: watching
+        // far behind, it would start the timeline before what the players hold (it used to
+        // start one, from its own frame, which stalled once its delay passed the players'
+        // history).
         let watched = RelayRig(spectatorDelay: 300)
+        do {
+            _ = try watched.attach(c, slot: 0, role: .spectator, resume: true, confirmed: 5_000, historyFrom: 5_000, proof: .of(600))
+            Issue.record("a spectator started the rebuild")
+        } catch {
+            #expect(error.code == .unavailable && error.retryAfterMs > 0, "\(error)")
+        }
+        #expect(watched.core.sessions[watched.sessionId] == nil)
+        let player = try watched.attach(a, slot: 1, resume: true, confirmed: 600, historyFrom: 0, proof: .of(600))
+        #expect(player.recovering)
+        // Then it resumes, its claim counting, for others, to its proof less its delay.
         _ = try watched.attach(c, slot: 0, role: .spectator, resume: true, confirmed: 5_000, historyFrom: 5_000, proof: .of(600))
         let rebuilt = try #require(watched.core.sessions[watched.sessionId])
-        #expect(rebuilt.participants.first?.resumedProven == 600 - 300 + allowance)
-        #expect(rebuilt.timeline.origin == 600 - 300 - 60)
-        let player = try watched.attach(a, slot: 1, resume: true, confirmed: 600, historyFrom: 0, proof: .of(600))
-        #expect(!player.stateFollows)
+        #expect(rebuilt.participants.first { $0.role == .spectator }?.resumedProven == 600 - 300 + allowance)
     }
 
     /// Found reviewing the proofs: a claim cut to what counts without a proof started the
@@ -91,9 +101,9 @@ extension RelayCoreTests {
         let otherSession = ProgressProofs(keyRing: rig.keyRing).proof(sessionId: "another", confirmedFrames: 5_000)
         let otherCluster = ProgressProofs(keyRing: TicketKeyRing.generate()).proof(sessionId: rig.sessionId, confirmedFrames: 5_000)
         var truncated = rig.proof(5_000)
-        truncated.mac.removeLast()
+        truncated.macs[0].mac.removeLast()
         var rotated = rig.proof(5_000)
-        rotated.keyId = rig.keyRing.signingKeyId + 1
+        rotated.macs[0].keyId = rig.keyRing.signingKeyId + 1
         for forged in [altered, otherSession, otherCluster, truncated, rotated] {
             do {
                 _ = try rig.attach(b, slot: 2, resume: true, confirmed: 5_000, historyFrom: 0, proof: .given(forged))
@@ -109,8 +119,8 @@ extension RelayCoreTests {
         #expect(rig.core.sessions[rig.sessionId]?.players[1]?.resumedProven == allowance)
     }
 
-    /// Every peer's statistics carry a proof of the confirmed frames, signed with the session's
-    /// tickets' key, that any relay with the cluster secret accepts; telemetry's copy has none.
+    /// Every peer's statistics carry a proof of the confirmed frames that any relay with the
+    /// cluster secret accepts; telemetry's copy has none.
     @Test func statisticsCarryAProofOfTheConfirmedFrames() throws {
         let rig = RelayRig()
         try runningPair(rig)
@@ -124,7 +134,7 @@ extension RelayCoreTests {
                 return nil
             }
             let proof = try #require(stats.last?.progress, "no proof to \(peer)")
-            #expect(proof.confirmedFrames == UInt32(confirmed) && proof.keyId == rig.ticket(slot: 1).keyId)
+            #expect(proof.confirmedFrames == UInt32(confirmed))
             #expect(ProgressProofs(keyRing: rig.keyRing).check(proof, sessionId: rig.sessionId) == .success(confirmed))
         }
         #expect(!rig.transport.stats.isEmpty && rig.transport.stats.allSatisfy { $0.progress == nil })

@@ -295,23 +295,6 @@ extension RelayCoreTests {
         }
     }
 
-    @Test func aSpectatorReturningFirstDoesNotCutThePlayersHistoryShort() throws {
-        // A spectator watches 300 frames (5 s) behind the players: returning first, its confirmed
-        // frame is theirs minus its delay, and the players' history beyond it is still history.
-        let rig = RelayRig(spectatorDelay: 300)
-        let session = try #require({ () throws -> RelaySession? in
-            // Its proof, like every peer's, speaks of the players' frames.
-            _ = try rig.attach(c, slot: 0, role: .spectator, resume: true, confirmed: 100, proof: .of(400))
-            return rig.core.sessions[rig.sessionId]
-        }())
-        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 400, historyFrom: 0)
-        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 400)  // holding nothing before 400
-        #expect(session.timeline.origin == 40, "a second before its proof, less its delay")
-        try resendHistory(rig, from: a, frames: 40 ..< 400, values: [1, 2])
-        #expect(session.timeline.stored(0) == 400 && session.timeline.stored(1) == 400)
-        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 400)
-    }
-
     @Test func aRebuiltSessionGoesNoFurtherBackThanItsBacklog() {
         let request = AttachRequest(resume: true, confirmedFrames: 5_000, historyFromFrame: 100)
         #expect(RecoveryStart.origin(request, backlog: 600) == 4_400)

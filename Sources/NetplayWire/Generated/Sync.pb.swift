@@ -293,9 +293,11 @@ public struct AttachRequest: Sendable, Hashable {
     /// (SessionStats). Beyond the peer's own slot, a relay counts confirmed_frames only up to the
     /// proof's frames plus its progress allowance (3 s of play, the frames a match can confirm
     /// between two proofs): a peer cannot claim frames the match never reached. Without a proof, or
-    /// with one that does not verify, the claim counts the allowance from frame 0, and a relay
-    /// rebuilding the session with no replay of its own refuses the attach with UNAVAILABLE until a
-    /// peer with a proof has started the rebuild.
+    /// with one that does not verify, the claim counts the allowance from frame 0. A relay
+    /// rebuilding the session with no replay that vouches for it starts the timeline no later than
+    /// a second before the proof's frames, and refuses with UNAVAILABLE (retry) a first attach
+    /// claiming more than the allowance without a valid proof, and any spectator's, until a player
+    /// has started the rebuild.
     public var progress: ProgressProof?
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
@@ -330,26 +332,34 @@ public struct AttachRequest: Sendable, Hashable {
     }
 }
 
-/// A relay's signed statement that a session had confirmed frames 0 ..< confirmed_frames:
-/// mac = HMAC-SHA256(cluster key key_id, "netplay.progress.v1" | session_id | 0 |
-/// confirmed_frames as 4 bytes big-endian), with the key of the session's tickets. Any relay holding the cluster secret checks it, so a
-/// relay that restarted (or took the session over) learns how far the match had come from
-/// something a peer cannot forge.
+/// A relay's signed statement that a session had confirmed frames 0 ..< confirmed_frames, under
+/// every key of the signing relay's cluster key ring: each mac = HMAC-SHA256(that key,
+/// "netplay.progress.v1" | session_id | 0 | confirmed_frames as 4 bytes big-endian). Any relay
+/// holding one of those keys checks it, so a relay that restarted (or took the session over)
+/// learns how far the match had come from something a peer cannot forge, while a key is being
+/// added to the cluster or retired.
 public struct ProgressProof: Sendable, Hashable {
     /// Frames 0 ..< confirmed_frames were confirmed.
     public var confirmedFrames: UInt32
-    /// The cluster key that signed it.
+    /// One HMAC per key.
+    public var macs: [KeyedMac]
+
+    /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
+    public init(confirmedFrames: UInt32 = 0, macs: [KeyedMac] = []) {
+        self.confirmedFrames = confirmedFrames
+        self.macs = macs
+    }
+}
+
+/// An HMAC and the id of the cluster key it was made with.
+public struct KeyedMac: Sendable, Hashable {
+    /// The key id in the cluster secret's key ring.
     public var keyId: UInt32
     /// The HMAC.
     public var mac: [UInt8]
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).
-    public init(
-        confirmedFrames: UInt32 = 0,
-        keyId: UInt32 = 0,
-        mac: [UInt8] = []
-    ) {
-        self.confirmedFrames = confirmedFrames
+    public init(keyId: UInt32 = 0, mac: [UInt8] = []) {
         self.keyId = keyId
         self.mac = mac
     }
@@ -1263,22 +1273,99 @@ extension ProgressProof: WireMessage, _CMessage {
     func _fill(_ c: UnsafeMutablePointer<Netplay__V1__ProgressProof>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
         netplay__v1__progress_proof__init(c)
         c.pointee.confirmed_frames = self.confirmedFrames
-        c.pointee.key_id = self.keyId
-        if validate {
-            try _wireCheckBytes(self.mac, "ProgressProof.mac", maxLen: 32, required: false)
+        if !self.macs.isEmpty {
+            let values = self.macs
+            if validate {
+                try _wireCheckCount(values.count, 8, "ProgressProof.macs")
+            }
+            c.pointee.n_macs = values.count
+            let array = arena.allocate(UnsafeMutablePointer<Netplay__V1__KeyedMac>?.self, count: values.count)
+            for i in 0..<values.count {
+                let p = arena.allocate(Netplay__V1__KeyedMac.self)
+                try values[i]._fill(p, arena, validate)
+                array[i] = p
+            }
+            c.pointee.macs = array
         }
-        if !self.mac.isEmpty { c.pointee.mac = arena.binary(self.mac) }
     }
 
     init(_c c: UnsafePointer<Netplay__V1__ProgressProof>) throws(WireError) {
         self.confirmedFrames = c.pointee.confirmed_frames
-        self.keyId = c.pointee.key_id
-        self.mac = try _wireReadBytes(c.pointee.mac, "ProgressProof.mac", maxLen: 32, required: false)
+        do {
+            let n = c.pointee.n_macs
+            try _wireCheckCount(n, 8, "ProgressProof.macs")
+            var values: [KeyedMac] = []
+            if n > 0 {
+                guard let array = c.pointee.macs else { throw .missingField("ProgressProof.macs") }
+                values.reserveCapacity(n)
+                for i in 0..<n {
+                    guard let p = array[i] else { throw .missingField("ProgressProof.macs") }
+                    values.append(try KeyedMac(_c: p))
+                }
+            }
+            self.macs = values
+        }
     }
 
     func _json(_ w: inout _JSONWriter) {
         w.open()
         w.key("confirmedFrames"); w.integer(self.confirmedFrames)
+        w.key("macs"); w.openArray()
+        for e in self.macs { e._json(&w) }
+        w.closeArray()
+        w.close()
+    }
+}
+
+extension KeyedMac: WireMessage, _CMessage {
+    /// The message's name in the schema.
+    public static var protoName: String { "KeyedMac" }
+
+    typealias CStruct = Netplay__V1__KeyedMac
+    static func _cUnpack(_ count: Int, _ data: UnsafePointer<UInt8>) -> UnsafeMutablePointer<Netplay__V1__KeyedMac>? {
+        netplay__v1__keyed_mac__unpack(nil, count, data)
+    }
+    static func _cFree(_ p: UnsafeMutablePointer<Netplay__V1__KeyedMac>) { netplay__v1__keyed_mac__free_unpacked(p, nil) }
+    static func _cPackedSize(_ p: UnsafePointer<Netplay__V1__KeyedMac>) -> Int { netplay__v1__keyed_mac__get_packed_size(p) }
+    static func _cPack(_ p: UnsafePointer<Netplay__V1__KeyedMac>, _ out: UnsafeMutablePointer<UInt8>) -> Int { netplay__v1__keyed_mac__pack(p, out) }
+
+    /// Encodes this message alone (not wrapped in an Envelope, e.g. to sign it), validating
+    /// every field first.
+    public func encoded() throws(WireError) -> [UInt8] { try _wireEncode(self, limits: .default, validate: true) }
+
+    /// Decodes and validates `KeyedMac` encoded alone. Never crashes; any bad input is a `WireError`.
+    public init(decoding bytes: [UInt8], limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// Decodes and validates `KeyedMac` from borrowed memory, without copying it first.
+    public init(decoding bytes: UnsafeRawBufferPointer, limits: WireLimits = .default) throws(WireError) {
+        self = try _wireDecode(bytes, limits)
+    }
+
+    /// The message as one line of JSON (lowerCamelCase names, enums by name, bytes as hex).
+    public func jsonLine() -> String {
+        var w = _JSONWriter()
+        _json(&w)
+        return w.output
+    }
+
+    func _fill(_ c: UnsafeMutablePointer<Netplay__V1__KeyedMac>, _ arena: WireArena, _ validate: Bool) throws(WireError) {
+        netplay__v1__keyed_mac__init(c)
+        c.pointee.key_id = self.keyId
+        if validate {
+            try _wireCheckBytes(self.mac, "KeyedMac.mac", maxLen: 32, required: false)
+        }
+        if !self.mac.isEmpty { c.pointee.mac = arena.binary(self.mac) }
+    }
+
+    init(_c c: UnsafePointer<Netplay__V1__KeyedMac>) throws(WireError) {
+        self.keyId = c.pointee.key_id
+        self.mac = try _wireReadBytes(c.pointee.mac, "KeyedMac.mac", maxLen: 32, required: false)
+    }
+
+    func _json(_ w: inout _JSONWriter) {
+        w.open()
         w.key("keyId"); w.integer(self.keyId)
         w.key("mac"); w.bytes(self.mac)
         w.close()

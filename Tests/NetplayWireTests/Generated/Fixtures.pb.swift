@@ -1077,8 +1077,17 @@ extension ProgressProof {
     static var sample: ProgressProof {
         ProgressProof(
             confirmedFrames: 4000000001,
-            keyId: 4000000002,
-            mac: [0x01, 0xAB, 0x00, 0xFF, 0x03]
+            macs: [KeyedMac.sample, KeyedMac.sample]
+        )
+    }
+}
+
+extension KeyedMac {
+    /// A `KeyedMac` with every field set to a non-default, valid value.
+    static var sample: KeyedMac {
+        KeyedMac(
+            keyId: 4000000001,
+            mac: [0x01, 0xAB, 0x00, 0xFF, 0x02]
         )
     }
 }
@@ -1660,6 +1669,7 @@ let allMessageSamples: [any WireMessage] = [
     StopClusterRequest.sample,
     AttachRequest.sample,
     ProgressProof.sample,
+    KeyedMac.sample,
     PeerInfo.sample,
     AttachResponse.sample,
     InputBatch.sample,
@@ -1693,7 +1703,7 @@ let allMessageSamples: [any WireMessage] = [
 ]
 
 /// The number of messages in the schema (Envelope excluded).
-let schemaMessageCount = 113
+let schemaMessageCount = 114
 
 /// The number of members of the `Envelope.body` oneof in the schema.
 let schemaBodyMemberCount = 87
@@ -3292,9 +3302,14 @@ let wireViolations: [WireViolation] = [
         expected: .tooLong(field: "AttachRequest.game_options", limit: 4096)
     ),
     WireViolation(
-        label: "ProgressProof.mac @max_len 32",
-        body: { var m = AttachRequest.sample; m.progress?.mac = [UInt8](repeating: 7, count: 33); return .attachRequest(m) }(),
-        expected: .tooLong(field: "ProgressProof.mac", limit: 32)
+        label: "ProgressProof.macs @max_count 8",
+        body: { var m = AttachRequest.sample; m.progress?.macs = Array(repeating: KeyedMac.sample, count: 9); return .attachRequest(m) }(),
+        expected: .tooLong(field: "ProgressProof.macs", limit: 8)
+    ),
+    WireViolation(
+        label: "KeyedMac.mac @max_len 32",
+        body: { var m = AttachRequest.sample; m.progress?.macs[0].mac = [UInt8](repeating: 7, count: 33); return .attachRequest(m) }(),
+        expected: .tooLong(field: "KeyedMac.mac", limit: 32)
     ),
     WireViolation(
         label: "PeerInfo.participant_id @max_len 64",
@@ -3769,4 +3784,4 @@ let wireViolations: [WireViolation] = [
 ]
 
 /// The number of validation rules in the schema reachable from an Envelope body.
-let schemaViolationCount = 411
+let schemaViolationCount = 412

@@ -97,6 +97,51 @@ void   netplay__v1__progress_proof__free_unpacked
   assert(message->base.descriptor == &netplay__v1__progress_proof__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   netplay__v1__keyed_mac__init
+                     (Netplay__V1__KeyedMac         *message)
+{
+  static const Netplay__V1__KeyedMac init_value = NETPLAY__V1__KEYED_MAC__INIT;
+  *message = init_value;
+}
+size_t netplay__v1__keyed_mac__get_packed_size
+                     (const Netplay__V1__KeyedMac *message)
+{
+  assert(message->base.descriptor == &netplay__v1__keyed_mac__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t netplay__v1__keyed_mac__pack
+                     (const Netplay__V1__KeyedMac *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &netplay__v1__keyed_mac__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t netplay__v1__keyed_mac__pack_to_buffer
+                     (const Netplay__V1__KeyedMac *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &netplay__v1__keyed_mac__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Netplay__V1__KeyedMac *
+       netplay__v1__keyed_mac__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Netplay__V1__KeyedMac *)
+     protobuf_c_message_unpack (&netplay__v1__keyed_mac__descriptor,
+                                allocator, len, data);
+}
+void   netplay__v1__keyed_mac__free_unpacked
+                     (Netplay__V1__KeyedMac *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &netplay__v1__keyed_mac__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   netplay__v1__peer_info__init
                      (Netplay__V1__PeerInfo         *message)
 {
@@ -1416,7 +1461,7 @@ const ProtobufCMessageDescriptor netplay__v1__attach_request__descriptor =
   (ProtobufCMessageInit) netplay__v1__attach_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor netplay__v1__progress_proof__field_descriptors[3] =
+static const ProtobufCFieldDescriptor netplay__v1__progress_proof__field_descriptors[2] =
 {
   {
     "confirmed_frames",
@@ -1431,25 +1476,13 @@ static const ProtobufCFieldDescriptor netplay__v1__progress_proof__field_descrip
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "key_id",
+    "macs",
     2,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_UINT32,
-    0,   /* quantifier_offset */
-    offsetof(Netplay__V1__ProgressProof, key_id),
-    NULL,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-  {
-    "mac",
-    3,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_BYTES,
-    0,   /* quantifier_offset */
-    offsetof(Netplay__V1__ProgressProof, mac),
-    NULL,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Netplay__V1__ProgressProof, n_macs),
+    offsetof(Netplay__V1__ProgressProof, macs),
+    &netplay__v1__keyed_mac__descriptor,
     NULL,
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -1457,13 +1490,12 @@ static const ProtobufCFieldDescriptor netplay__v1__progress_proof__field_descrip
 };
 static const unsigned netplay__v1__progress_proof__field_indices_by_name[] = {
   0,   /* field[0] = confirmed_frames */
-  1,   /* field[1] = key_id */
-  2,   /* field[2] = mac */
+  1,   /* field[1] = macs */
 };
 static const ProtobufCIntRange netplay__v1__progress_proof__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor netplay__v1__progress_proof__descriptor =
 {
@@ -1473,11 +1505,62 @@ const ProtobufCMessageDescriptor netplay__v1__progress_proof__descriptor =
   "Netplay__V1__ProgressProof",
   "netplay.v1",
   sizeof(Netplay__V1__ProgressProof),
-  3,
+  2,
   netplay__v1__progress_proof__field_descriptors,
   netplay__v1__progress_proof__field_indices_by_name,
   1,  netplay__v1__progress_proof__number_ranges,
   (ProtobufCMessageInit) netplay__v1__progress_proof__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor netplay__v1__keyed_mac__field_descriptors[2] =
+{
+  {
+    "key_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__KeyedMac, key_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mac",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Netplay__V1__KeyedMac, mac),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned netplay__v1__keyed_mac__field_indices_by_name[] = {
+  0,   /* field[0] = key_id */
+  1,   /* field[1] = mac */
+};
+static const ProtobufCIntRange netplay__v1__keyed_mac__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor netplay__v1__keyed_mac__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "netplay.v1.KeyedMac",
+  "KeyedMac",
+  "Netplay__V1__KeyedMac",
+  "netplay.v1",
+  sizeof(Netplay__V1__KeyedMac),
+  2,
+  netplay__v1__keyed_mac__field_descriptors,
+  netplay__v1__keyed_mac__field_indices_by_name,
+  1,  netplay__v1__keyed_mac__number_ranges,
+  (ProtobufCMessageInit) netplay__v1__keyed_mac__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor netplay__v1__peer_info__field_descriptors[5] =

@@ -19,6 +19,7 @@ PROTOBUF_C__BEGIN_DECLS
 
 typedef struct Netplay__V1__AttachRequest Netplay__V1__AttachRequest;
 typedef struct Netplay__V1__ProgressProof Netplay__V1__ProgressProof;
+typedef struct Netplay__V1__KeyedMac Netplay__V1__KeyedMac;
 typedef struct Netplay__V1__PeerInfo Netplay__V1__PeerInfo;
 typedef struct Netplay__V1__AttachResponse Netplay__V1__AttachResponse;
 typedef struct Netplay__V1__InputBatch Netplay__V1__InputBatch;
@@ -260,9 +261,11 @@ struct  Netplay__V1__AttachRequest
    * (SessionStats). Beyond the peer's own slot, a relay counts confirmed_frames only up to the
    * proof's frames plus its progress allowance (3 s of play, the frames a match can confirm
    * between two proofs): a peer cannot claim frames the match never reached. Without a proof, or
-   * with one that does not verify, the claim counts the allowance from frame 0, and a relay
-   * rebuilding the session with no replay of its own refuses the attach with UNAVAILABLE until a
-   * peer with a proof has started the rebuild.
+   * with one that does not verify, the claim counts the allowance from frame 0. A relay
+   * rebuilding the session with no replay that vouches for it starts the timeline no later than
+   * a second before the proof's frames, and refuses with UNAVAILABLE (retry) a first attach
+   * claiming more than the allowance without a valid proof, and any spectator's, until a player
+   * has started the rebuild.
    */
   Netplay__V1__ProgressProof *progress;
 };
@@ -272,11 +275,12 @@ struct  Netplay__V1__AttachRequest
 
 
 /*
- * A relay's signed statement that a session had confirmed frames 0 ..< confirmed_frames:
- * mac = HMAC-SHA256(cluster key key_id, "netplay.progress.v1" | session_id | 0 |
- * confirmed_frames as 4 bytes big-endian), with the key of the session's tickets. Any relay holding the cluster secret checks it, so a
- * relay that restarted (or took the session over) learns how far the match had come from
- * something a peer cannot forge.
+ * A relay's signed statement that a session had confirmed frames 0 ..< confirmed_frames, under
+ * every key of the signing relay's cluster key ring: each mac = HMAC-SHA256(that key,
+ * "netplay.progress.v1" | session_id | 0 | confirmed_frames as 4 bytes big-endian). Any relay
+ * holding one of those keys checks it, so a relay that restarted (or took the session over)
+ * learns how far the match had come from something a peer cannot forge, while a key is being
+ * added to the cluster or retired.
  */
 struct  Netplay__V1__ProgressProof
 {
@@ -286,7 +290,24 @@ struct  Netplay__V1__ProgressProof
    */
   uint32_t confirmed_frames;
   /*
-   * The cluster key that signed it.
+   * One HMAC per key. @max_count 8
+   */
+  size_t n_macs;
+  Netplay__V1__KeyedMac **macs;
+};
+#define NETPLAY__V1__PROGRESS_PROOF__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__progress_proof__descriptor) \
+    , 0, 0,NULL }
+
+
+/*
+ * An HMAC and the id of the cluster key it was made with.
+ */
+struct  Netplay__V1__KeyedMac
+{
+  ProtobufCMessage base;
+  /*
+   * The key id in the cluster secret's key ring.
    */
   uint32_t key_id;
   /*
@@ -294,9 +315,9 @@ struct  Netplay__V1__ProgressProof
    */
   ProtobufCBinaryData mac;
 };
-#define NETPLAY__V1__PROGRESS_PROOF__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__progress_proof__descriptor) \
-    , 0, 0, {0,NULL} }
+#define NETPLAY__V1__KEYED_MAC__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&netplay__v1__keyed_mac__descriptor) \
+    , 0, {0,NULL} }
 
 
 /*
@@ -1210,6 +1231,25 @@ Netplay__V1__ProgressProof *
 void   netplay__v1__progress_proof__free_unpacked
                      (Netplay__V1__ProgressProof *message,
                       ProtobufCAllocator *allocator);
+/* Netplay__V1__KeyedMac methods */
+void   netplay__v1__keyed_mac__init
+                     (Netplay__V1__KeyedMac         *message);
+size_t netplay__v1__keyed_mac__get_packed_size
+                     (const Netplay__V1__KeyedMac   *message);
+size_t netplay__v1__keyed_mac__pack
+                     (const Netplay__V1__KeyedMac   *message,
+                      uint8_t             *out);
+size_t netplay__v1__keyed_mac__pack_to_buffer
+                     (const Netplay__V1__KeyedMac   *message,
+                      ProtobufCBuffer     *buffer);
+Netplay__V1__KeyedMac *
+       netplay__v1__keyed_mac__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   netplay__v1__keyed_mac__free_unpacked
+                     (Netplay__V1__KeyedMac *message,
+                      ProtobufCAllocator *allocator);
 /* Netplay__V1__PeerInfo methods */
 void   netplay__v1__peer_info__init
                      (Netplay__V1__PeerInfo         *message);
@@ -1693,6 +1733,9 @@ typedef void (*Netplay__V1__AttachRequest_Closure)
 typedef void (*Netplay__V1__ProgressProof_Closure)
                  (const Netplay__V1__ProgressProof *message,
                   void *closure_data);
+typedef void (*Netplay__V1__KeyedMac_Closure)
+                 (const Netplay__V1__KeyedMac *message,
+                  void *closure_data);
 typedef void (*Netplay__V1__PeerInfo_Closure)
                  (const Netplay__V1__PeerInfo *message,
                   void *closure_data);
@@ -1780,6 +1823,7 @@ extern const ProtobufCEnumDescriptor    netplay__v1__state_transfer_reason__desc
 extern const ProtobufCEnumDescriptor    netplay__v1__peer_event_kind__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__attach_request__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__progress_proof__descriptor;
+extern const ProtobufCMessageDescriptor netplay__v1__keyed_mac__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__peer_info__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__attach_response__descriptor;
 extern const ProtobufCMessageDescriptor netplay__v1__input_batch__descriptor;
