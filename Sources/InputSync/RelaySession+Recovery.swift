@@ -150,6 +150,57 @@ extension RelaySession {
         return min(highest, recoveryFrameLimit)
     }
 
+    /// A rebuilt timeline can start below every frame its returning players can send for a slot
+    /// (the first player back loaded a state in the second before its proof and nobody else back
+    /// holds the frames before it; one returned first with a low claim on purpose). Nobody
+    /// substitutes those frames (substitution waits for later arrivals), so the match would stay
+    /// there. Once the wait for returning players and its grace are over, and the confirmed
+    /// frame has not moved for a second, each slot held up at a frame nobody connected can send
+    /// moves on, without data (status `empty`), to the first frame someone can: those frames are
+    /// below what every connected peer holds, so none is sent them. A peer returning later that
+    /// needs them replays empty inputs there, disagrees at the next checksum, and gets a state.
+    func skipFramesNobodyCanSend(now: UInt64) {
+        if timeline.confirmed != recoveryConfirmedSeen || recoveryConfirmedMovedMs == 0 {
+            recoveryConfirmedSeen = timeline.confirmed
+            recoveryConfirmedMovedMs = now
+            return
+        }
+        guard now >= substitutionHoldUntilMs &+ Self.historyGraceMs, now &- recoveryConfirmedMovedMs >= 1_000 else { return }
+        var skipped: [String] = []
+        for slot in 0 ..< slotCount where timeline.stored(slot) == timeline.confirmed {
+            let frame = timeline.stored(slot)
+            guard let next = firstSendable(slot: slot, from: frame), next > frame,
+                  next - frame <= configuration.historyFrames / 2 else { continue }
+            timeline.skip(slot: slot, to: next)
+            skipped.append("slot \(slot + 1): \(frame) ..< \(next)")
+        }
+        guard !skipped.isEmpty else { return }
+        transport.publish(topic: "sync.frames_skipped", .eventRecord(EventRecord()), severity: .warning,
+                          message: "session \(sessionId): no returning peer can send frames \(skipped.joined(separator: ", ")); moved on without them",
+                          sessionId: sessionId)
+        let before = timeline.confirmed
+        if timeline.updateConfirmed() { confirmedMoved(from: before, now: now) }
+    }
+
+    /// The first frame from `frame` on that a connected player can still send for `slot` (its
+    /// owner: history from its `history_from_frame`, then live inputs; another player: its
+    /// history below its proven claim and below what the owner, when back, resends itself), or
+    /// nil when none can or one attached without resuming (what it holds is not known).
+    func firstSendable(slot: Int, from frame: Int) -> Int? {
+        var first: Int?
+        for case let player? in players where player.isConnected {
+            guard let from = player.resumedHistoryFrom else { return nil }
+            var end = Int.max
+            if player.slot - 1 != slot {
+                end = min(player.resumedProven, recoveryFrameLimit)
+                if let owner = players[slot], owner.isConnected, let ownerFrom = owner.resumedHistoryFrom { end = min(end, ownerFrom) }
+            }
+            let start = max(from, frame)
+            if start < end { first = min(first ?? start, start) }
+        }
+        return first
+    }
+
     /// How long past the wait for returning players substitution still spares the frames their
     /// claims say were final (eight of NetplayKit's history repeats).
     static let historyGraceMs: UInt64 = 2_000

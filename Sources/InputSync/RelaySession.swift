@@ -105,6 +105,10 @@ final class RelaySession {
     /// When it was rebuilt after a restart (nil: it was not): a slot nobody attached to since
     /// becomes vacant after the disconnect grace, as a player who never came back would.
     var rebuiltAtMs: UInt64?
+    /// While a rebuilt session recovers: the confirmed frame last seen, and when it last moved
+    /// (``skipFramesNobodyCanSend(now:)``).
+    var recoveryConfirmedSeen = 0
+    var recoveryConfirmedMovedMs: UInt64 = 0
     @exclusivity(unchecked) var substitutionHoldUntilMs: UInt64 = 0
     @exclusivity(unchecked) var lastStatsMs: UInt64 = 0
     @exclusivity(unchecked) var lastHintsMs: UInt64 = 0

@@ -94,6 +94,28 @@ extension RelayCoreTests {
         #expect(try young.attach(a, slot: 1, resume: true, confirmed: allowance, historyFrom: 0, proof: .none).recovering)
     }
 
+    /// Found reviewing the proofs: the start a second before the first player's proof can lie
+    /// below every frame anyone back can send (it loaded a state at 1,000, just before its proof
+    /// of 1,020, and the other player is not back). Nobody substitutes those frames, and the
+    /// match stayed there; once the wait is over it moves on without them.
+    @Test func framesNobodyBackCanSendAreSkippedNotWaitedForForever() throws {
+        let rig = RelayRig()
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_050, historyFrom: 1_000, proof: .of(1_020))
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        #expect(session.timeline.origin == 960)
+        try resendHistory(rig, from: a, frames: 1_000 ..< 1_050, values: [1, 2])
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1)])
+        try resendHistory(rig, from: a, frames: 1_000 ..< 1_050, values: [1, 2])
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 960, "held while the others may still come back")
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1)], ms: RelaySession.historyGraceMs + 1_500)
+        #expect(rig.transport.published.contains { $0.topic == "sync.frames_skipped" })
+        try resendHistory(rig, from: a, frames: 1_000 ..< 1_050, values: [1, 2])
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_050)
+        #expect(session.timeline.status(slot: 0, frame: 980) == .empty && session.timeline.status(slot: 0, frame: 1_000) == .received)
+        try rig.batch(a, slot: 1, start: 1_050, [1])
+        #expect(session.timeline.stored(0) == 1_051)
+    }
+
     @Test func aForgedProofCountsForNothing() throws {
         let rig = RelayRig()
         var altered = rig.proof(300)
