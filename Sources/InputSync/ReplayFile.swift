@@ -205,10 +205,12 @@ public struct ReplayFile: Sendable {
                 // From the end back to the record that reaches `lastFrames` before the end.
                 var tail: [Envelope] = []
                 var frames = 0
-                for index in stride(from: records.count - 1, to: 0, by: -1) where frames < lastFrames {
+                var index = records.count - 1
+                while index > 0, frames < lastFrames {
                     let envelope = try decode(index)
                     if case .replayRecord(let record) = envelope.body { frames += Int(record.frameCount) }
                     tail.append(envelope)
+                    index -= 1
                 }
                 envelopes += tail.reversed()
             } else {
