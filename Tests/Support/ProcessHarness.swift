@@ -101,17 +101,25 @@ public enum BuildProducts {
     }
 }
 
-/// Loopback ports for test processes, chosen so parallel tests do not clash: the kernel picks
-/// a free port, and each is handed out once per test run.
+/// Loopback ports for test processes, chosen so parallel tests do not clash: each is free when
+/// picked and handed out once per test run.
+///
+/// They come from 10000-16999, below the kernel's ephemeral range (32768+) and below the
+/// shifted clusters' ports (`ClusterPorts`: 17000+) and the supervisor suites' blocks (20000+).
+/// A port from the ephemeral range can be taken by any outgoing connection (or a client's
+/// reconnect to itself) while the service on it is down, and a test that restarts a killed
+/// service on its old endpoint then fails to bind it ("address already in use").
 public enum TestPorts {
     private static let handedOut = Mutex<Set<Int>>([])
+    /// Where the ports come from.
+    public static let range = 10000...16999
 
-    /// A currently free TCP port on 127.0.0.1.
+    /// A currently free TCP port on 127.0.0.1, from `range`.
     public static func free() -> Int {
         while true {
-            let port = FreePort.tcp() ?? 0
+            let port = Int.random(in: range)
             let fresh = handedOut.withLock { $0.insert(port).inserted }
-            if fresh && port > 0 { return port }
+            if fresh && FreePort.isFree(port) { return port }
         }
     }
 
