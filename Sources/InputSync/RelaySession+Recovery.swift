@@ -122,13 +122,13 @@ extension RelaySession {
     /// (which it cannot resend) are taken. Until the owner is back, and while the wait for the
     /// returning players lasts, nothing (the sender repeats its history); after that wait, an
     /// absent owner's frames up to as much of the sender's claim as its progress proof covers
-    /// (the others hold them confirmed; a substitute there would contradict them).
+    /// (the others hold them confirmed; a substitute there would contradict them). An owner that
+    /// held the match up with frames it said it had and did not send (``historyForfeitedSlots``)
+    /// counts as not back.
     func historyEnd(slot: Int, from participant: RelayPeer, now: UInt64) -> Int? {
         if participant.slot - 1 == slot { return min(participant.resumedHolding, recoveryFrameLimit) }
         let end = min(participant.resumedProven, recoveryFrameLimit)
-        if let owner = players[slot], owner.isConnected, let ownerHistory = owner.resumedHistoryFrom {
-            return min(end, ownerHistory)
-        }
+        if let ownerHistory = ownersOwnHistoryStart(slot: slot) { return min(end, ownerHistory) }
         guard now >= substitutionHoldUntilMs else { return nil }
         return end
     }
@@ -150,16 +150,32 @@ extension RelaySession {
         return min(highest, recoveryFrameLimit)
     }
 
-    /// A rebuilt timeline can start below every frame its returning players can send for a slot
-    /// (the first player back loaded a state in the second before its proof and nobody else back
-    /// holds the frames before it; one returned first with a low claim on purpose). Nobody
-    /// substitutes those frames (substitution waits for later arrivals), so the match would stay
+    /// Where `slot`'s player, back and connected, resends its own history from (the others'
+    /// history for the slot counts below it only), or nil: not back, back without saying, or it
+    /// forfeited that (``historyForfeitedSlots``).
+    private func ownersOwnHistoryStart(slot: Int) -> Int? {
+        guard let owner = players[slot], owner.isConnected, !historyForfeitedSlots.contains(slot) else { return nil }
+        return owner.resumedHistoryFrom
+    }
+
+    /// A rebuilt match can be held at a frame of a slot that nobody sends. Substitution waits for
+    /// later arrivals, which frames final before the restart never get, so the match would stay
     /// there. Once the wait for returning players and its grace are over, and the confirmed
-    /// frame has not moved for a second, each slot held up at a frame nobody connected can send
-    /// moves on, without data (status `empty`), to the first frame someone can: those frames are
-    /// below what every connected peer holds, so none is sent them. A peer returning later that
-    /// needs them replays empty inputs there, disagrees at the next checksum, and gets a state.
-    func skipFramesNobodyCanSend(now: UInt64) {
+    /// frame has not moved for a second, each slot held up at such a frame moves on:
+    ///
+    /// - Its player is back (not loading a state), said it holds its inputs from there on, and
+    ///   did not send the frame (a griefer back with a low claim; NetplayKit repeats its
+    ///   history every 250 ms): the others' history counts for the slot as if that player were
+    ///   not back (``historyForfeitedSlots``), the frames they hold confirmed as its own. They
+    ///   repeat theirs too; a second later the next rule applies.
+    /// - Nobody connected can send it (the first player back loaded a state in the second before
+    ///   its proof and nobody else back holds the frames before it): it moves on, without data
+    ///   (status `empty`), to the first frame someone can: those frames are below what every
+    ///   connected peer holds, so none is sent them. A peer returning later that needs them
+    ///   replays empty inputs there, disagrees at the next checksum, and gets a state.
+    ///
+    /// A frame some input for has arrived is not held here: substitution covers it.
+    func moveOnFromFramesNobodySends(now: UInt64) {
         if timeline.confirmed != recoveryConfirmedSeen || recoveryConfirmedMovedMs == 0 {
             recoveryConfirmedSeen = timeline.confirmed
             recoveryConfirmedMovedMs = now
@@ -169,6 +185,16 @@ extension RelaySession {
         var skipped: [String] = []
         for slot in 0 ..< slotCount where timeline.stored(slot) == timeline.confirmed {
             let frame = timeline.stored(slot)
+            if let from = ownersOwnHistoryStart(slot: slot), from <= frame, players[slot]?.awaitingTransfer == nil,
+               arrivals.sendEstimate(frame: frame) == nil {
+                historyForfeitedSlots.insert(slot)
+                recoveryConfirmedMovedMs = now
+                transport.publish(topic: "sync.history_forfeited", .eventRecord(EventRecord()), severity: .warning,
+                                  message: "session \(sessionId): the player in slot \(slot + 1) said it holds its inputs from frame \(from) "
+                                    + "and sent none from \(frame) for a second; the slot's frames are taken from the others' history",
+                                  sessionId: sessionId)
+                continue
+            }
             guard let next = firstSendable(slot: slot, from: frame), next > frame,
                   next - frame <= configuration.historyFrames / 2 else { continue }
             timeline.skip(slot: slot, to: next)
@@ -183,17 +209,20 @@ extension RelaySession {
     }
 
     /// The first frame from `frame` on that a connected player can still send for `slot` (its
-    /// owner: history from its `history_from_frame`, then live inputs; another player: its
-    /// history below its proven claim and below what the owner, when back, resends itself), or
-    /// nil when none can or one attached without resuming (what it holds is not known).
+    /// owner, unless it forfeited its history: from its `history_from_frame`, then live inputs;
+    /// another player: its history below its proven claim and below what the owner, when back,
+    /// resends itself), or nil when none can or one attached without resuming (what it holds is
+    /// not known).
     func firstSendable(slot: Int, from frame: Int) -> Int? {
         var first: Int?
         for case let player? in players where player.isConnected {
             guard let from = player.resumedHistoryFrom else { return nil }
             var end = Int.max
-            if player.slot - 1 != slot {
+            if player.slot - 1 == slot {
+                if historyForfeitedSlots.contains(slot) { continue }
+            } else {
                 end = min(player.resumedProven, recoveryFrameLimit)
-                if let owner = players[slot], owner.isConnected, let ownerFrom = owner.resumedHistoryFrom { end = min(end, ownerFrom) }
+                if let ownerFrom = ownersOwnHistoryStart(slot: slot) { end = min(end, ownerFrom) }
             }
             let start = max(from, frame)
             if start < end { first = min(first ?? start, start) }

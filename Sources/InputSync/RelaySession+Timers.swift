@@ -21,7 +21,7 @@ extension RelaySession {
             return
         }
         endRecoveryIfDue(now: now)
-        if recovering { skipFramesNobodyCanSend(now: now) }
+        if recovering { moveOnFromFramesNobodySends(now: now) }
         if !heldForwards.isEmpty { releaseHeldForwards(now: now) }
         if timeline.newest > timeline.confirmed { substituteLateInputs(now: now) }
         if vacantSlots > 0 { fillVacantSlots() }

@@ -106,9 +106,14 @@ final class RelaySession {
     /// becomes vacant after the disconnect grace, as a player who never came back would.
     var rebuiltAtMs: UInt64?
     /// While a rebuilt session recovers: the confirmed frame last seen, and when it last moved
-    /// (``skipFramesNobodyCanSend(now:)``).
+    /// (``moveOnFromFramesNobodySends(now:)``).
     var recoveryConfirmedSeen = 0
     var recoveryConfirmedMovedMs: UInt64 = 0
+    /// While a rebuilt session recovers: the slots whose player, back and saying it holds the
+    /// frame the match was held at, sent none of it for a second past the wait: the others'
+    /// history now counts for them as if that player were not back
+    /// (``moveOnFromFramesNobodySends(now:)``).
+    var historyForfeitedSlots: Set<Int> = []
     @exclusivity(unchecked) var substitutionHoldUntilMs: UInt64 = 0
     @exclusivity(unchecked) var lastStatsMs: UInt64 = 0
     @exclusivity(unchecked) var lastHintsMs: UInt64 = 0

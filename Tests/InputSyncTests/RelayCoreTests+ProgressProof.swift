@@ -116,6 +116,46 @@ extension RelayCoreTests {
         #expect(session.timeline.stored(0) == 1_051)
     }
 
+    /// Left open by the last note: a player back first with a low claim, saying it holds its own
+    /// inputs from there, that then sends none, held the rebuilt match for good (nobody else may
+    /// write a slot its player resends itself, and frames final before the restart get no
+    /// substitution deadline). Once it has let the match wait a second past the returns, its
+    /// slot's frames come from the others' history, as if it were not back.
+    @Test func aPlayerBackWithALowClaimWhoSendsNothingHoldsTheRebuiltMatchOnlyBriefly() throws {
+        let rig = RelayRig()
+        // Mallory (slot 2) had seen 990 frames confirmed; she says 700, holding hers from 700.
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        #expect(session.timeline.origin == 700)
+        // The host holds everything to 1,000 and resends it, Mallory's slot too.
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(990))
+        try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2])
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)])
+        try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2])
+        #expect(session.timeline.stored(0) == 1_000 && session.timeline.stored(1) == 700, "hers are hers while she may send them")
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: RelaySession.historyGraceMs + 1_500)
+        #expect(rig.transport.published.contains { $0.topic == "sync.history_forfeited" })
+        #expect(!rig.transport.published.contains { $0.topic == "sync.frames_skipped" })
+        try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2])
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_000)
+        #expect(session.timeline.status(slot: 1, frame: 800) == .received)
+        // From there on she is a player like any: her inputs, or substitutes when late.
+        try rig.batch(b, slot: 2, start: 1_000, [2])
+        #expect(session.timeline.stored(1) == 1_001)
+
+        // Where the host holds nothing from before 750 either, her slot moves on to 750 with the
+        // host's own, rather than wait on her.
+        let later = RelayRig()
+        _ = try later.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
+        _ = try later.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 750, proof: .of(990))
+        try waitOutTheReturns(later, keepingAlive: [(a, 1), (b, 2)], ms: UInt64(RelayConfiguration(relayId: "r", advertisedEndpoint: "").recoveryWaitMs)
+                                + RelaySession.historyGraceMs + 2_500)
+        try resendHistory(later, from: a, frames: 750 ..< 1_000, values: [1, 2])
+        let rebuilt = try #require(later.core.sessions[later.sessionId])
+        #expect(rebuilt.timeline.status(slot: 1, frame: 720) == .empty && rebuilt.timeline.status(slot: 1, frame: 800) == .received)
+        #expect(later.core.confirmedFrames(of: later.sessionId) == 1_000)
+    }
+
     @Test func aForgedProofCountsForNothing() throws {
         let rig = RelayRig()
         var altered = rig.proof(300)
