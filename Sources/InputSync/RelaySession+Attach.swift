@@ -72,6 +72,7 @@ extension RelaySession {
         participant.resumedHolding = holds
         participant.resumedProven = claim.proven
         participant.resumedHistoryFrom = request.resume ? min(Int(request.historyFromFrame), holds) : nil
+        participant.resumedAtMs = now
         endRecoveryIfDue(now: now)
         if recovering { raiseRecoveryFrameLimit(provenClaim: claim.proven, spectator: participant.role == .spectator) }
         let needsTransfer = placeCursor(participant, holds: holds)

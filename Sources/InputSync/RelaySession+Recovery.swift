@@ -123,8 +123,8 @@ extension RelaySession {
     /// returning players lasts, nothing (the sender repeats its history); after that wait, an
     /// absent owner's frames up to as much of the sender's claim as its progress proof covers
     /// (the others hold them confirmed; a substitute there would contradict them). An owner that
-    /// held the match up with frames it said it had and did not send (``historyForfeitedSlots``)
-    /// counts as not back.
+    /// held the match up with frames it said it had and did not send counts as not back below
+    /// what every other slot holds (``historyForfeited``).
     func historyEnd(slot: Int, from participant: RelayPeer, now: UInt64) -> Int? {
         if participant.slot - 1 == slot { return min(participant.resumedHolding, recoveryFrameLimit) }
         let end = min(participant.resumedProven, recoveryFrameLimit)
@@ -151,31 +151,64 @@ extension RelaySession {
     }
 
     /// Where `slot`'s player, back and connected, resends its own history from (the others'
-    /// history for the slot counts below it only), or nil: not back, back without saying, or it
-    /// forfeited that (``historyForfeitedSlots``).
+    /// history for the slot counts below it only), or nil: not back, or back without saying.
+    /// Where it forfeited its history (``historyForfeited``), no lower than ``forfeitableEnd(slot:)``.
     private func ownersOwnHistoryStart(slot: Int) -> Int? {
-        guard let owner = players[slot], owner.isConnected, !historyForfeitedSlots.contains(slot) else { return nil }
-        return owner.resumedHistoryFrom
+        guard let owner = players[slot], owner.isConnected, let from = owner.resumedHistoryFrom else { return nil }
+        return historyForfeited.contains(slot) ? max(from, forfeitableEnd(slot: slot)) : from
     }
 
-    /// A rebuilt match can be held at a frame of a slot that nobody sends. Substitution waits for
-    /// later arrivals, which frames final before the restart never get, so the match would stay
-    /// there. Once the wait for returning players and its grace are over, and the confirmed
-    /// frame has not moved for a second, each slot held up at such a frame moves on:
-    ///
-    /// - Its player is back (not loading a state), said it holds its inputs from there on, and
-    ///   did not send the frame (a griefer back with a low claim; NetplayKit repeats its
-    ///   history every 250 ms): the others' history counts for the slot as if that player were
-    ///   not back (``historyForfeitedSlots``), the frames they hold confirmed as its own. They
-    ///   repeat theirs too; a second later the next rule applies.
-    /// - Nobody connected can send it (the first player back loaded a state in the second before
-    ///   its proof and nobody else back holds the frames before it): it moves on, without data
-    ///   (status `empty`), to the first frame someone can: those frames are below what every
-    ///   connected peer holds, so none is sent them. A peer returning later that needs them
-    ///   replays empty inputs there, disagrees at the next checksum, and gets a state.
-    ///
-    /// A frame some input for has arrived is not held here: substitution covers it.
-    func moveOnFromFramesNobodySends(now: UInt64) {
+    /// How far the others' history may stand in for `slot`'s player once it forfeited its own:
+    /// to the frames every other active slot holds (never its player's next moves), and no
+    /// further than another returning player's history can reach (what its proof covers), so
+    /// that frames only its player can send stay its own.
+    private func forfeitableEnd(slot: Int) -> Int {
+        var held = Int.max
+        for other in 0 ..< slotCount where other != slot && slotModes[other] == .active {
+            held = min(held, timeline.stored(other))
+        }
+        var reach = 0
+        for case let player? in players where player.slot - 1 != slot && player.isConnected && player.resumedHistoryFrom != nil {
+            reach = max(reach, min(player.resumedProven, recoveryFrameLimit))
+        }
+        return held == .max ? 0 : min(held, reach)
+    }
+
+    /// A returning player says it holds its own inputs from its `history_from_frame`, and while
+    /// it is back nobody else may write them. One that returned first with a low claim on
+    /// purpose, and sends none, would hold the rebuilt match for good (frames final before the
+    /// restart get no substitution deadline: no live input arrives for them). So once the wait
+    /// for returning players and its grace are over, and the player has had that grace since
+    /// its own resumed attach (NetplayKit repeats its history every 250 ms), a slot held at a
+    /// frame the other slots already hold, that no live input arrived for and that its player
+    /// said it holds, is taken from the others' history as if that player were not back, as far
+    /// as ``forfeitableEnd(slot:)`` (event `sync.history_forfeited`). The others repeat their
+    /// history too; their copies are the inputs it confirmed before the restart.
+    func forfeitHistoryNotSent(now: UInt64) {
+        guard now >= substitutionHoldUntilMs &+ Self.historyGraceMs else { return }
+        for slot in 0 ..< slotCount where slotModes[slot] == .active && !historyForfeited.contains(slot) {
+            let frame = timeline.stored(slot)
+            guard let owner = players[slot], let from = ownersOwnHistoryStart(slot: slot), from <= frame,
+                  now &- owner.resumedAtMs >= Self.historyGraceMs, arrivals.sendEstimate(frame: frame) == nil,
+                  forfeitableEnd(slot: slot) > frame else { continue }
+            historyForfeited.insert(slot)
+            transport.publish(topic: "sync.history_forfeited", .eventRecord(EventRecord()), severity: .warning,
+                              message: "session \(sessionId): the player in slot \(slot + 1) said it holds its inputs from frame \(from) "
+                                + "and had not sent frame \(frame), which the others hold; its frames to \(forfeitableEnd(slot: slot)) are taken from their history",
+                              sessionId: sessionId)
+        }
+    }
+
+    /// A rebuilt timeline can start below every frame its returning players can send for a slot
+    /// (the first player back loaded a state in the second before its proof and nobody else back
+    /// holds the frames before it). Nobody substitutes those frames (substitution waits for
+    /// later arrivals), so the match would stay there. Once the wait for returning players and
+    /// its grace are over, and the confirmed frame has not moved for a second, each slot held
+    /// up at a frame nobody connected can send moves on, without data (status `empty`), to the
+    /// first frame someone can: those frames are below what every connected peer holds, so
+    /// none is sent them. A peer returning later that needs them replays empty inputs there,
+    /// disagrees at the next checksum, and gets a state.
+    func skipFramesNobodyCanSend(now: UInt64) {
         if timeline.confirmed != recoveryConfirmedSeen || recoveryConfirmedMovedMs == 0 {
             recoveryConfirmedSeen = timeline.confirmed
             recoveryConfirmedMovedMs = now
@@ -185,16 +218,6 @@ extension RelaySession {
         var skipped: [String] = []
         for slot in 0 ..< slotCount where timeline.stored(slot) == timeline.confirmed {
             let frame = timeline.stored(slot)
-            if let from = ownersOwnHistoryStart(slot: slot), from <= frame, players[slot]?.awaitingTransfer == nil,
-               arrivals.sendEstimate(frame: frame) == nil {
-                historyForfeitedSlots.insert(slot)
-                recoveryConfirmedMovedMs = now
-                transport.publish(topic: "sync.history_forfeited", .eventRecord(EventRecord()), severity: .warning,
-                                  message: "session \(sessionId): the player in slot \(slot + 1) said it holds its inputs from frame \(from) "
-                                    + "and sent none from \(frame) for a second; the slot's frames are taken from the others' history",
-                                  sessionId: sessionId)
-                continue
-            }
             guard let next = firstSendable(slot: slot, from: frame), next > frame,
                   next - frame <= configuration.historyFrames / 2 else { continue }
             timeline.skip(slot: slot, to: next)
@@ -209,17 +232,17 @@ extension RelaySession {
     }
 
     /// The first frame from `frame` on that a connected player can still send for `slot` (its
-    /// owner, unless it forfeited its history: from its `history_from_frame`, then live inputs;
-    /// another player: its history below its proven claim and below what the owner, when back,
-    /// resends itself), or nil when none can or one attached without resuming (what it holds is
-    /// not known).
+    /// owner: history from its `history_from_frame`, or from what it forfeited, then live
+    /// inputs; another player: its history below its proven claim and below what the owner,
+    /// when back, resends itself), or nil when none can or one attached without resuming (what
+    /// it holds is not known).
     func firstSendable(slot: Int, from frame: Int) -> Int? {
         var first: Int?
         for case let player? in players where player.isConnected {
-            guard let from = player.resumedHistoryFrom else { return nil }
+            guard var from = player.resumedHistoryFrom else { return nil }
             var end = Int.max
             if player.slot - 1 == slot {
-                if historyForfeitedSlots.contains(slot) { continue }
+                from = ownersOwnHistoryStart(slot: slot) ?? from
             } else {
                 end = min(player.resumedProven, recoveryFrameLimit)
                 if let ownerFrom = ownersOwnHistoryStart(slot: slot) { end = min(end, ownerFrom) }
@@ -228,6 +251,16 @@ extension RelaySession {
             if start < end { first = min(first ?? start, start) }
         }
         return first
+    }
+
+    /// When a rebuilt session's history window is over, nothing can fill frames final before the
+    /// restart but their own players' live inputs, and no live input of anyone's arrived for
+    /// them to time a substitution by. For those frames (below ``recoveryFrameLimit``, held up
+    /// by a slot while another slot holds them) substitution times its deadline from the
+    /// window's end instead: a player that sent nothing there by then is lagging.
+    func substitutionTimeForFramesFinalBeforeTheRestart(_ frame: Int) -> UInt64? {
+        guard rebuiltAtMs != nil, !recovering, frame < recoveryFrameLimit else { return nil }
+        return recoveryEndsAtMs
     }
 
     /// How long past the wait for returning players substitution still spares the frames their

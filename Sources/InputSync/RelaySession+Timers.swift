@@ -21,7 +21,10 @@ extension RelaySession {
             return
         }
         endRecoveryIfDue(now: now)
-        if recovering { moveOnFromFramesNobodySends(now: now) }
+        if recovering {
+            forfeitHistoryNotSent(now: now)
+            skipFramesNobodyCanSend(now: now)
+        }
         if !heldForwards.isEmpty { releaseHeldForwards(now: now) }
         if timeline.newest > timeline.confirmed { substituteLateInputs(now: now) }
         if vacantSlots > 0 { fillVacantSlots() }
@@ -93,13 +96,15 @@ extension RelaySession {
     /// are the relay's own measurements, capped (``RelayConfiguration/maxCountedRttMs``): no
     /// player's word, and no player however slow, pushes a deadline past tolerance + half the cap.
     /// In a session rebuilt after a restart, frames final before it are not substituted while
-    /// their history may still come (``historyOnlyBelow(now:)``).
+    /// their history may still come (``historyOnlyBelow(now:)``), and once its history window is
+    /// over, those that no live input arrived for are timed from the window's end
+    /// (``substitutionTimeForFramesFinalBeforeTheRestart(_:)``).
     func substituteLateInputs(now: UInt64) {
         guard now >= substitutionHoldUntilMs else { return }
         var frame = timeline.confirmed
         let historyBelow = recovering ? historyOnlyBelow(now: now) : 0
         while frame < timeline.newest, frame >= historyBelow {
-            guard let sent = arrivals.sendEstimate(frame: frame) else { return }
+            guard let sent = arrivals.sendEstimate(frame: frame) ?? substitutionTimeForFramesFinalBeforeTheRestart(frame) else { return }
             var blocked = false
             for slot in 0 ..< slotCount where slotModes[slot] == .active && timeline.stored(slot) == frame {
                 // Half its round trip, and as much again as its round trips vary (4 mean

@@ -106,14 +106,14 @@ final class RelaySession {
     /// becomes vacant after the disconnect grace, as a player who never came back would.
     var rebuiltAtMs: UInt64?
     /// While a rebuilt session recovers: the confirmed frame last seen, and when it last moved
-    /// (``moveOnFromFramesNobodySends(now:)``).
+    /// (``skipFramesNobodyCanSend(now:)``).
     var recoveryConfirmedSeen = 0
     var recoveryConfirmedMovedMs: UInt64 = 0
-    /// While a rebuilt session recovers: the slots whose player, back and saying it holds the
-    /// frame the match was held at, sent none of it for a second past the wait: the others'
-    /// history now counts for them as if that player were not back
-    /// (``moveOnFromFramesNobodySends(now:)``).
-    var historyForfeitedSlots: Set<Int> = []
+    /// While a rebuilt session recovers: slots whose player, back and saying it holds its inputs
+    /// from the frame the match is held at, had not sent it when the wait for returning players
+    /// and its grace were over: the others' history counts for the slot as if that player were
+    /// not back, below what the others hold (``forfeitHistoryNotSent(now:)``).
+    var historyForfeited: Set<Int> = []
     @exclusivity(unchecked) var substitutionHoldUntilMs: UInt64 = 0
     @exclusivity(unchecked) var lastStatsMs: UInt64 = 0
     @exclusivity(unchecked) var lastHintsMs: UInt64 = 0

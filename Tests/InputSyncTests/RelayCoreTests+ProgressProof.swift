@@ -119,8 +119,8 @@ extension RelayCoreTests {
     /// Left open by the last note: a player back first with a low claim, saying it holds its own
     /// inputs from there, that then sends none, held the rebuilt match for good (nobody else may
     /// write a slot its player resends itself, and frames final before the restart get no
-    /// substitution deadline). Once it has let the match wait a second past the returns, its
-    /// slot's frames come from the others' history, as if it were not back.
+    /// substitution deadline). Once the wait for returns and its grace are over, its slot's
+    /// frames the other slots hold come from the others' history, as if it were not back.
     @Test func aPlayerBackWithALowClaimWhoSendsNothingHoldsTheRebuiltMatchOnlyBriefly() throws {
         let rig = RelayRig()
         // Mallory (slot 2) had seen 990 frames confirmed; she says 700, holding hers from 700.
@@ -133,27 +133,114 @@ extension RelayCoreTests {
         try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)])
         try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2])
         #expect(session.timeline.stored(0) == 1_000 && session.timeline.stored(1) == 700, "hers are hers while she may send them")
-        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: RelaySession.historyGraceMs + 1_500)
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: RelaySession.historyGraceMs)
         #expect(rig.transport.published.contains { $0.topic == "sync.history_forfeited" })
-        #expect(!rig.transport.published.contains { $0.topic == "sync.frames_skipped" })
         try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2])
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_000)
-        #expect(session.timeline.status(slot: 1, frame: 800) == .received)
+        #expect(session.timeline.status(slot: 1, frame: 800) == .received && session.timeline.inputs(slot: 1, from: 800, to: 801) == [2])
+        #expect(!rig.transport.published.contains { $0.topic == "sync.frames_skipped" })
         // From there on she is a player like any: her inputs, or substitutes when late.
         try rig.batch(b, slot: 2, start: 1_000, [2])
         #expect(session.timeline.stored(1) == 1_001)
 
-        // Where the host holds nothing from before 750 either, her slot moves on to 750 with the
-        // host's own, rather than wait on her.
+        // Where the host holds nothing from before 750 either, both slots move on to 750 (the
+        // host's own and hers) rather than wait on her, and hers fill from the host's history.
         let later = RelayRig()
         _ = try later.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
         _ = try later.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 750, proof: .of(990))
-        try waitOutTheReturns(later, keepingAlive: [(a, 1), (b, 2)], ms: UInt64(RelayConfiguration(relayId: "r", advertisedEndpoint: "").recoveryWaitMs)
-                                + RelaySession.historyGraceMs + 2_500)
-        try resendHistory(later, from: a, frames: 750 ..< 1_000, values: [1, 2])
+        for _ in 0 ..< 4 {
+            try waitOutTheReturns(later, keepingAlive: [(a, 1), (b, 2)], ms: 2_000)
+            try resendHistory(later, from: a, frames: 750 ..< 1_000, values: [1, 2])
+        }
         let rebuilt = try #require(later.core.sessions[later.sessionId])
         #expect(rebuilt.timeline.status(slot: 1, frame: 720) == .empty && rebuilt.timeline.status(slot: 1, frame: 800) == .received)
         #expect(later.core.confirmedFrames(of: later.sessionId) == 1_000)
+    }
+
+    /// Found reviewing the forfeit: she could keep the match held by sending one held frame a
+    /// little less than a second apart (the first version forfeited after a second without
+    /// progress); now her frames are the others' as soon as the wait and its grace are over.
+    @Test func aPlayerTricklingHerHeldFramesForfeitsThemToo() throws {
+        let rig = RelayRig()
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(990))
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        for step in 1 ... 70 {
+            rig.advance(ms: 100)
+            if step % 9 == 0 { try rig.batch(b, slot: 2, start: session.timeline.stored(1), [2]) } else { try rig.batch(b, slot: 2, start: 0, []) }
+            if step % 3 == 0 { try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2]) } else { try rig.batch(a, slot: 1, start: 0, []) }
+        }
+        #expect(rig.transport.published.contains { $0.topic == "sync.history_forfeited" })
+        #expect(try #require(rig.core.confirmedFrames(of: rig.sessionId)) >= 1_000)
+    }
+
+    /// Found reviewing the forfeit: once forfeited, a player's frames beyond what the others can
+    /// send for it were moved past as frames nobody sends, though it could send them itself.
+    /// The others stand in for it only as far as their proofs reach.
+    @Test func aForfeitLeavesAPlayerTheFramesOnlyItCanSend() throws {
+        let rig = RelayRig()
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
+        // The host's proof covers 700 frames: it can stand in for Mallory to 700 + 3 s only.
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(700))
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        for _ in 0 ..< 5 {
+            try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: 2_000)
+            try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2])
+        }
+        #expect(rig.transport.published.contains { $0.topic == "sync.history_forfeited" })
+        #expect(session.timeline.stored(1) == 700 + allowance && session.timeline.status(slot: 1, frame: 800) == .received)
+        #expect(!rig.transport.published.contains { $0.topic == "sync.frames_skipped" })
+        try rig.batch(b, slot: 2, start: 700 + allowance, Array(repeating: 2, count: 1_000 - 700 - allowance))
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_000)
+    }
+
+    /// Found reviewing the forfeit: a player returning late, its history one round trip away,
+    /// forfeited it on the first tick (the wait had long been over). Each player now has the
+    /// grace from its own resumed attach.
+    @Test func aPlayerReturningLateHasTheGraceToResendItsOwnFrames() throws {
+        let rig = RelayRig()
+        // The host's proof covers 700 frames: its history counts for Bob's slot to 700 + 3 s.
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(700))
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2])
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1)], ms: 9_000)
+        try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2])
+        let heldAt = session.timeline.stored(1)
+        #expect(heldAt == 700 + allowance && heldAt == rig.core.confirmedFrames(of: rig.sessionId))
+        // Bob comes back, within the disconnect grace, holding his frames from 0.
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(850))
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: 500)
+        try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2])
+        #expect(!rig.transport.published.contains { $0.topic == "sync.history_forfeited" })
+        #expect(session.timeline.stored(1) == heldAt, "his own frames are his to send")
+        try resendHistory(rig, from: b, frames: 0 ..< 1_000, values: [1, 3])
+        #expect(session.timeline.inputs(slot: 1, from: heldAt, to: heldAt + 1) == [3])
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_000)
+    }
+
+    /// Found reviewing the forfeit: once the history window is over nothing fills frames final
+    /// before the restart but their own player, and no live input times a substitution there;
+    /// a player that kept its claim alive until then (attaching again every second and a half,
+    /// so its grace never ran out) held the match for good. Past the window such frames are
+    /// substituted as a lagging player's.
+    @Test func framesFinalBeforeTheRestartAreSubstitutedOnceTheHistoryWindowIsOver() throws {
+        let rig = RelayRig()
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(990))
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        let window = UInt64(RelayConfiguration(relayId: "r", advertisedEndpoint: "").recoveryHistoryMs)
+        var elapsed: UInt64 = 0
+        while elapsed < window - 500 {
+            try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: 1_500)
+            elapsed += 1_500
+            _ = try rig.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
+            try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2])
+        }
+        #expect(session.recovering && rig.core.confirmedFrames(of: rig.sessionId) == 700)
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: 1_500)
+        #expect(!session.recovering)
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_000)
+        #expect(session.substitutedFrames[1] == 300)
     }
 
     @Test func aForgedProofCountsForNothing() throws {
