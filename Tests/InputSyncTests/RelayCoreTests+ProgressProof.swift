@@ -116,6 +116,14 @@ extension RelayCoreTests {
         #expect(session.timeline.stored(0) == 1_051)
     }
 
+    /// Mallory (slot 2), whose proof says the match had come to frame 990, is back first saying
+    /// she had 700 confirmed and holds her inputs from 700; then the host, holding all frames
+    /// from `hostHistoryFrom` to 1,000, with a proof of `hostProof`.
+    func malloryBackFirstWithALowClaim(_ rig: RelayRig, hostHistoryFrom: Int = 0, hostProof: Int = 990) throws {
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: hostHistoryFrom, proof: .of(hostProof))
+    }
+
     /// Left open by the last note: a player back first with a low claim, saying it holds its own
     /// inputs from there, that then sends none, held the rebuilt match for good (nobody else may
     /// write a slot its player resends itself, and frames final before the restart get no
@@ -146,8 +154,7 @@ extension RelayCoreTests {
         // Where the host holds nothing from before 750 either, both slots move on to 750 (the
         // host's own and hers) rather than wait on her, and hers fill from the host's history.
         let later = RelayRig()
-        _ = try later.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
-        _ = try later.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 750, proof: .of(990))
+        try malloryBackFirstWithALowClaim(later, hostHistoryFrom: 750)
         for _ in 0 ..< 4 {
             try waitOutTheReturns(later, keepingAlive: [(a, 1), (b, 2)], ms: 2_000)
             try resendHistory(later, from: a, frames: 750 ..< 1_000, values: [1, 2])
@@ -162,8 +169,7 @@ extension RelayCoreTests {
     /// progress); now her frames are the others' as soon as the wait and its grace are over.
     @Test func aPlayerTricklingHerHeldFramesForfeitsThemToo() throws {
         let rig = RelayRig()
-        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
-        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(990))
+        try malloryBackFirstWithALowClaim(rig)
         let session = try #require(rig.core.sessions[rig.sessionId])
         for step in 1 ... 70 {
             rig.advance(ms: 100)
@@ -179,9 +185,8 @@ extension RelayCoreTests {
     /// The others stand in for it only as far as their proofs reach.
     @Test func aForfeitLeavesAPlayerTheFramesOnlyItCanSend() throws {
         let rig = RelayRig()
-        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
         // The host's proof covers 700 frames: it can stand in for Mallory to 700 + 3 s only.
-        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(700))
+        try malloryBackFirstWithALowClaim(rig, hostProof: 700)
         let session = try #require(rig.core.sessions[rig.sessionId])
         for _ in 0 ..< 5 {
             try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: 2_000)
@@ -225,8 +230,7 @@ extension RelayCoreTests {
     /// substituted as a lagging player's.
     @Test func framesFinalBeforeTheRestartAreSubstitutedOnceTheHistoryWindowIsOver() throws {
         let rig = RelayRig()
-        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
-        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(990))
+        try malloryBackFirstWithALowClaim(rig)
         let session = try #require(rig.core.sessions[rig.sessionId])
         let window = UInt64(RelayConfiguration(relayId: "r", advertisedEndpoint: "").recoveryHistoryMs)
         var elapsed: UInt64 = 0
