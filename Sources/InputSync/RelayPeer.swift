@@ -65,9 +65,10 @@ final class RelayPeer {
     /// its last attach did not resume. Another player's history for its slot is taken only
     /// below it: from here on its own resends are the word on its own inputs.
     var resumedHistoryFrom: Int?
-    /// When its last resumed attach came: its history has ``RelaySession/historyGraceMs`` from
-    /// then before its slot's frames can be taken from the others' (``RelaySession/historyForfeited``).
-    var resumedAtMs: UInt64 = 0
+    /// When its first resumed attach to this relay came (0: none): its history has
+    /// ``RelaySession/historyGraceMs`` from then before its slot's frames can be taken from the
+    /// others' (``RelaySession/historyForfeited``); attaching again does not start it over.
+    var firstResumedAtMs: UInt64 = 0
     /// The state transfer it waits for before receiving inputs (late join, reconnect).
     var awaitingTransfer: UInt32?
     /// Why it waits (late join or reconnect), for the transfer request.

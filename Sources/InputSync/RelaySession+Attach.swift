@@ -72,7 +72,7 @@ extension RelaySession {
         participant.resumedHolding = holds
         participant.resumedProven = claim.proven
         participant.resumedHistoryFrom = request.resume ? min(Int(request.historyFromFrame), holds) : nil
-        participant.resumedAtMs = now
+        if request.resume && participant.firstResumedAtMs == 0 { participant.firstResumedAtMs = now }
         endRecoveryIfDue(now: now)
         if recovering { raiseRecoveryFrameLimit(provenClaim: claim.proven, spectator: participant.role == .spectator) }
         let needsTransfer = placeCursor(participant, holds: holds)

@@ -176,26 +176,44 @@ extension RelaySession {
 
     /// A returning player says it holds its own inputs from its `history_from_frame`, and while
     /// it is back nobody else may write them. One that returned first with a low claim on
-    /// purpose, and sends none, would hold the rebuilt match for good (frames final before the
-    /// restart get no substitution deadline: no live input arrives for them). So once the wait
-    /// for returning players and its grace are over, and the player has had that grace since
-    /// its own resumed attach (NetplayKit repeats its history every 250 ms), a slot held at a
-    /// frame the other slots already hold, that no live input arrived for and that its player
-    /// said it holds, is taken from the others' history as if that player were not back, as far
-    /// as ``forfeitableEnd(slot:)`` (event `sync.history_forfeited`). The others repeat their
+    /// purpose, and sends none (or one now and then), would hold the rebuilt match for good
+    /// (frames final before the restart get no substitution deadline: no live input arrives
+    /// for them). So once the wait for returning players and its grace are over, and the player
+    /// has had that grace since its first resumed attach (NetplayKit repeats its history every
+    /// 250 ms), a slot that holds the match at a frame its player said it holds, while the
+    /// match is held (``rebuildHeld``) and no live input arrived for that frame, is taken from
+    /// the others' history as if that player were not back, as far as
+    /// ``forfeitableEnd(slot:)`` (event `sync.history_forfeited`). The others repeat their
     /// history too; their copies are the inputs it confirmed before the restart.
     func forfeitHistoryNotSent(now: UInt64) {
-        guard now >= substitutionHoldUntilMs &+ Self.historyGraceMs else { return }
+        guard rebuildHeld, now >= substitutionHoldUntilMs &+ Self.historyGraceMs else { return }
         for slot in 0 ..< slotCount where slotModes[slot] == .active && !historyForfeited.contains(slot) {
             let frame = timeline.stored(slot)
-            guard let owner = players[slot], let from = ownersOwnHistoryStart(slot: slot), from <= frame,
-                  now &- owner.resumedAtMs >= Self.historyGraceMs, arrivals.sendEstimate(frame: frame) == nil,
-                  forfeitableEnd(slot: slot) > frame else { continue }
+            guard frame == timeline.confirmed, let owner = players[slot], let from = ownersOwnHistoryStart(slot: slot),
+                  from <= frame, now &- owner.firstResumedAtMs >= Self.historyGraceMs,
+                  arrivals.sendEstimate(frame: frame) == nil, forfeitableEnd(slot: slot) > frame else { continue }
             historyForfeited.insert(slot)
             transport.publish(topic: "sync.history_forfeited", .eventRecord(EventRecord()), severity: .warning,
                               message: "session \(sessionId): the player in slot \(slot + 1) said it holds its inputs from frame \(from) "
                                 + "and had not sent frame \(frame), which the others hold; its frames to \(forfeitableEnd(slot: slot)) are taken from their history",
                               sessionId: sessionId)
+        }
+    }
+
+    /// In a rebuilt session whose confirmed frame is below ``recoveryFrameLimit`` (frames that
+    /// may have been final before the restart), notes once a second whether the match is held:
+    /// its confirmed frame moved less than a quarter second of frames in the last second. A
+    /// match played, even slowly, is not; one whose player sends a frame now and then is.
+    func noteRebuildProgress(now: UInt64) {
+        guard rebuiltAtMs != nil, timeline.confirmed < recoveryFrameLimit else {
+            rebuildHeld = false
+            return
+        }
+        if rebuildProgressMark.atMs == 0 {
+            rebuildProgressMark = (timeline.confirmed, now)
+        } else if now &- rebuildProgressMark.atMs >= 1_000 {
+            rebuildHeld = timeline.confirmed - rebuildProgressMark.frame < Int((framesPerSecond / 4).rounded(.up))
+            rebuildProgressMark = (timeline.confirmed, now)
         }
     }
 
@@ -255,12 +273,21 @@ extension RelaySession {
 
     /// When a rebuilt session's history window is over, nothing can fill frames final before the
     /// restart but their own players' live inputs, and no live input of anyone's arrived for
-    /// them to time a substitution by. For those frames (below ``recoveryFrameLimit``, held up
-    /// by a slot while another slot holds them) substitution times its deadline from the
-    /// window's end instead: a player that sent nothing there by then is lagging.
+    /// them to time a substitution by. While the match is held (``rebuildHeld``) on such a frame
+    /// (below ``recoveryFrameLimit``), substitution times its deadline from the window's end
+    /// instead, for a slot that every other active slot is past there
+    /// (``othersArePast(_:besides:)``): a player that sent nothing there by then is lagging.
     func substitutionTimeForFramesFinalBeforeTheRestart(_ frame: Int) -> UInt64? {
-        guard rebuiltAtMs != nil, !recovering, frame < recoveryFrameLimit else { return nil }
+        guard rebuildHeld, !recovering, frame < recoveryFrameLimit else { return nil }
         return recoveryEndsAtMs
+    }
+
+    /// Whether every active slot but `slot` holds `frame`.
+    func othersArePast(_ frame: Int, besides slot: Int) -> Bool {
+        for other in 0 ..< slotCount where other != slot && slotModes[other] == .active && timeline.stored(other) <= frame {
+            return false
+        }
+        return true
     }
 
     /// How long past the wait for returning players substitution still spares the frames their

@@ -21,6 +21,7 @@ extension RelaySession {
             return
         }
         endRecoveryIfDue(now: now)
+        noteRebuildProgress(now: now)
         if recovering {
             forfeitHistoryNotSent(now: now)
             skipFramesNobodyCanSend(now: now)
@@ -97,16 +98,21 @@ extension RelaySession {
     /// player's word, and no player however slow, pushes a deadline past tolerance + half the cap.
     /// In a session rebuilt after a restart, frames final before it are not substituted while
     /// their history may still come (``historyOnlyBelow(now:)``), and once its history window is
-    /// over, those that no live input arrived for are timed from the window's end
-    /// (``substitutionTimeForFramesFinalBeforeTheRestart(_:)``).
+    /// over, those that no live input arrived for are timed from the window's end while the
+    /// match is held there (``substitutionTimeForFramesFinalBeforeTheRestart(_:)``).
     func substituteLateInputs(now: UInt64) {
         guard now >= substitutionHoldUntilMs else { return }
         var frame = timeline.confirmed
         let historyBelow = recovering ? historyOnlyBelow(now: now) : 0
         while frame < timeline.newest, frame >= historyBelow {
-            guard let sent = arrivals.sendEstimate(frame: frame) ?? substitutionTimeForFramesFinalBeforeTheRestart(frame) else { return }
+            let arrived = arrivals.sendEstimate(frame: frame)
+            guard let sent = arrived ?? substitutionTimeForFramesFinalBeforeTheRestart(frame) else { return }
             var blocked = false
             for slot in 0 ..< slotCount where slotModes[slot] == .active && timeline.stored(slot) == frame {
+                if arrived == nil && !othersArePast(frame, besides: slot) {
+                    blocked = true
+                    continue
+                }
                 // Half its round trip, and as much again as its round trips vary (4 mean
                 // deviations, as TCP's retransmission timeout): a lossy link's retransmitted
                 // segments are late, not lagging. Both measured by the relay, both capped.

@@ -114,6 +114,11 @@ final class RelaySession {
     /// and its grace were over: the others' history counts for the slot as if that player were
     /// not back, below what the others hold (``forfeitHistoryNotSent(now:)``).
     var historyForfeited: Set<Int> = []
+    /// In a rebuilt session whose confirmed frame is below ``recoveryFrameLimit``: the confirmed
+    /// frame at the start of the last whole second, and whether it moved less than a quarter
+    /// second of frames in it (the match is held, not played) (``noteRebuildProgress(now:)``).
+    var rebuildProgressMark: (frame: Int, atMs: UInt64) = (0, 0)
+    var rebuildHeld = false
     @exclusivity(unchecked) var substitutionHoldUntilMs: UInt64 = 0
     @exclusivity(unchecked) var lastStatsMs: UInt64 = 0
     @exclusivity(unchecked) var lastHintsMs: UInt64 = 0

@@ -223,28 +223,90 @@ extension RelayCoreTests {
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_000)
     }
 
-    /// Found reviewing the forfeit: once the history window is over nothing fills frames final
-    /// before the restart but their own player, and no live input times a substitution there;
-    /// a player that kept its claim alive until then (attaching again every second and a half,
-    /// so its grace never ran out) held the match for good. Past the window such frames are
-    /// substituted as a lagging player's.
-    @Test func framesFinalBeforeTheRestartAreSubstitutedOnceTheHistoryWindowIsOver() throws {
+    /// Found reviewing the forfeit: attaching again every second and a half started her grace
+    /// over, so she never forfeited. The grace runs from a player's first resumed attach.
+    @Test func attachingAgainAndAgainDoesNotStartTheGraceOver() throws {
         let rig = RelayRig()
         try malloryBackFirstWithALowClaim(rig)
-        let session = try #require(rig.core.sessions[rig.sessionId])
-        let window = UInt64(RelayConfiguration(relayId: "r", advertisedEndpoint: "").recoveryHistoryMs)
-        var elapsed: UInt64 = 0
-        while elapsed < window - 500 {
+        for _ in 0 ..< 5 {
             try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: 1_500)
-            elapsed += 1_500
             _ = try rig.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
             try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2])
         }
-        #expect(session.recovering && rig.core.confirmedFrames(of: rig.sessionId) == 700)
-        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: 1_500)
-        #expect(!session.recovering)
+        #expect(rig.transport.published.contains { $0.topic == "sync.history_forfeited" })
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_000)
-        #expect(session.substitutedFrames[1] == 300)
+    }
+
+    /// Found reviewing the forfeit: an honest player at the live edge always has a next frame
+    /// nobody sent yet, and a liar that filled her own slot ahead with history (and whose proof
+    /// reaches there) got his frames forfeited to her: she could write his next moves. A
+    /// match that is played, even slowly, forfeits nothing.
+    @Test func aPlayerPlayingLiveForfeitsNothing() throws {
+        let rig = RelayRig()
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(990))
+        let bob = try rig.attach(a, slot: 1, resume: true, confirmed: 700, historyFrom: 0, proof: .of(690))
+        #expect(!bob.stateFollows)
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        try resendHistory(rig, from: a, frames: 0 ..< 700, values: [3, 2])
+        var frame = 700
+        for step in 1 ... 100 {
+            rig.advance(ms: 100)
+            try rig.batch(a, slot: 1, start: frame, [3, 3, 3])
+            frame += 3
+            if step % 3 == 0 { try resendHistory(rig, from: b, frames: 0 ..< 1_000, values: [1, 2]) } else { try rig.batch(b, slot: 2, start: 0, []) }
+        }
+        #expect(!rig.transport.published.contains { $0.topic == "sync.history_forfeited" })
+        #expect(session.timeline.inputs(slot: 0, from: 950, to: 951) == [3])
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_000)
+    }
+
+    /// Once the history window is over nothing fills frames final before the restart but their
+    /// own player, and no live input times a substitution there; where nobody else's proof
+    /// reaches them (so they cannot be forfeited), a player that sends none of them held the
+    /// match for good. Past the window, while the match is held there, such frames are
+    /// substituted as a lagging player's, as far as the other slots are.
+    @Test func framesFinalBeforeTheRestartAreSubstitutedOnceTheHistoryWindowIsOver() throws {
+        let rig = RelayRig()
+        // The host's proof covers 100 frames: its history stands in for nobody past 100 + 3 s.
+        try malloryBackFirstWithALowClaim(rig, hostProof: 100)
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        let window = UInt64(RelayConfiguration(relayId: "r", advertisedEndpoint: "").recoveryHistoryMs)
+        for _ in 0 ..< Int(window / 2_000) - 1 {
+            try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: 2_000)
+            try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2])
+        }
+        #expect(session.recovering && rig.core.confirmedFrames(of: rig.sessionId) == 700)
+        #expect(!rig.transport.published.contains { $0.topic == "sync.history_forfeited" })
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: 2_500)
+        #expect(!session.recovering)
+        // Her frames to where the host's own slot goes (the rebuild's history limit).
+        #expect(session.timeline.stored(0) == session.recoveryFrameLimit)
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == session.recoveryFrameLimit)
+        #expect(session.substitutedFrames[1] == session.recoveryFrameLimit - 700)
+    }
+
+    /// Found reviewing the forfeit: past the window, a held match substituted every slot at a
+    /// frame no live input arrived for, an honest player's too, who had played up to where it
+    /// waits for the one holding the match. Only a slot every other slot is past is.
+    @Test func pastTheWindowOnlyTheSlotTheOthersWaitForIsSubstituted() throws {
+        let rig = RelayRig(players: 3)
+        _ = try rig.attach(c, slot: 3, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(100))
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 0, proof: .of(100))
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2, 3])
+        try resendHistory(rig, from: b, frames: 0 ..< 700, values: [1, 2, 3])
+        // Bob plays ten frames live, then waits for Mallory (as his prediction window makes him).
+        try rig.batch(b, slot: 2, start: 700, Array(repeating: 2, count: 10))
+        let window = UInt64(RelayConfiguration(relayId: "r", advertisedEndpoint: "").recoveryHistoryMs)
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2), (c, 3)], ms: window + 1_000)
+        #expect(!session.recovering)
+        #expect(session.timeline.stored(2) == 710, "hers where his live inputs time it, then the others are not past")
+        #expect(session.timeline.stored(1) == 710 && session.substitutedFrames[1] == 0, "he is not lagging: he waits for her")
+        try rig.batch(b, slot: 2, start: 710, Array(repeating: 2, count: 10))
+        rig.advance(ms: 500)
+        try rig.batch(b, slot: 2, start: 0, [])
+        #expect(session.timeline.stored(2) == 720)
     }
 
     @Test func aForgedProofCountsForNothing() throws {
