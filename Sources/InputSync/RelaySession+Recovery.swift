@@ -124,7 +124,7 @@ extension RelaySession {
     /// absent owner's frames up to as much of the sender's claim as its progress proof covers
     /// (the others hold them confirmed; a substitute there would contradict them). An owner that
     /// held the match up with frames it said it had and did not send counts as not back below
-    /// what every other slot holds (``historyForfeited``).
+    /// ``forfeitableEnd(slot:)`` (``historyForfeited``).
     func historyEnd(slot: Int, from participant: RelayPeer, now: UInt64) -> Int? {
         if participant.slot - 1 == slot { return min(participant.resumedHolding, recoveryFrameLimit) }
         let end = min(participant.resumedProven, recoveryFrameLimit)
@@ -163,15 +163,21 @@ extension RelaySession {
     /// further than another returning player's history can reach (what its proof covers), so
     /// that frames only its player can send stay its own.
     private func forfeitableEnd(slot: Int) -> Int {
-        var held = Int.max
-        for other in 0 ..< slotCount where other != slot && slotModes[other] == .active {
-            held = min(held, timeline.stored(other))
-        }
+        guard let held = framesEveryOtherSlotHolds(besides: slot) else { return 0 }
         var reach = 0
         for case let player? in players where player.slot - 1 != slot && player.isConnected && player.resumedHistoryFrom != nil {
             reach = max(reach, min(player.resumedProven, recoveryFrameLimit))
         }
-        return held == .max ? 0 : min(held, reach)
+        return min(held, reach)
+    }
+
+    /// The frames every active slot but `slot` holds (nil: there is no other active slot).
+    private func framesEveryOtherSlotHolds(besides slot: Int) -> Int? {
+        var held: Int?
+        for other in 0 ..< slotCount where other != slot && slotModes[other] == .active {
+            held = min(held ?? .max, timeline.stored(other))
+        }
+        return held
     }
 
     /// A returning player says it holds its own inputs from its `history_from_frame`, and while
@@ -284,10 +290,7 @@ extension RelaySession {
 
     /// Whether every active slot but `slot` holds `frame`.
     func othersArePast(_ frame: Int, besides slot: Int) -> Bool {
-        for other in 0 ..< slotCount where other != slot && slotModes[other] == .active && timeline.stored(other) <= frame {
-            return false
-        }
-        return true
+        framesEveryOtherSlotHolds(besides: slot).map { $0 > frame } ?? true
     }
 
     /// How long past the wait for returning players substitution still spares the frames their

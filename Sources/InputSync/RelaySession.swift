@@ -112,7 +112,7 @@ final class RelaySession {
     /// While a rebuilt session recovers: slots whose player, back and saying it holds its inputs
     /// from the frame the match is held at, had not sent it when the wait for returning players
     /// and its grace were over: the others' history counts for the slot as if that player were
-    /// not back, below what the others hold (``forfeitHistoryNotSent(now:)``).
+    /// not back, below what the others hold and their proofs reach (``forfeitHistoryNotSent(now:)``).
     var historyForfeited: Set<Int> = []
     /// In a rebuilt session whose confirmed frame is below ``recoveryFrameLimit``: the confirmed
     /// frame at the start of the last whole second, and whether it moved less than a quarter
