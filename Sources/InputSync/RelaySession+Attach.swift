@@ -74,7 +74,10 @@ extension RelaySession {
         participant.resumedHistoryFrom = request.resume ? min(Int(request.historyFromFrame), holds) : nil
         if request.resume && participant.firstResumedAtMs == 0 { participant.firstResumedAtMs = now }
         endRecoveryIfDue(now: now)
-        if recovering { raiseRecoveryFrameLimit(provenClaim: claim.proven, spectator: participant.role == .spectator) }
+        if recovering {
+            raiseRecoveryFrameLimit(provenClaim: claim.proven, spectator: participant.role == .spectator)
+            framesProvenFinal = max(framesProvenFinal, min(claim.certifiedPlayersFrames ?? 0, recoveryFrameCeiling))
+        }
         let needsTransfer = placeCursor(participant, holds: holds)
         peerEvent(event, participant, frame: timeline.confirmed,
                   detail: event == .reconnected ? "back" : "attached as \(participant.role == .player ? "player \(participant.slot)" : "spectator")",

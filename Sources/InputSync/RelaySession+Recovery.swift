@@ -124,7 +124,7 @@ extension RelaySession {
     /// absent owner's frames up to as much of the sender's claim as its progress proof covers
     /// (the others hold them confirmed; a substitute there would contradict them). An owner that
     /// held the match up with frames it said it had and did not send counts as not back below
-    /// ``forfeitableEnd(slot:)`` (``historyForfeited``).
+    /// ``forfeitableEnd(slot:besides:)`` (``historyForfeited``).
     func historyEnd(slot: Int, from participant: RelayPeer, now: UInt64) -> Int? {
         if participant.slot - 1 == slot { return min(participant.resumedHolding, recoveryFrameLimit) }
         let end = min(participant.resumedProven, recoveryFrameLimit)
@@ -152,29 +152,32 @@ extension RelaySession {
 
     /// Where `slot`'s player, back and connected, resends its own history from (the others'
     /// history for the slot counts below it only), or nil: not back, or back without saying.
-    /// Where it forfeited its history (``historyForfeited``), no lower than ``forfeitableEnd(slot:)``.
+    /// Where it forfeited its history (``historyForfeited``), no lower than ``forfeitableEnd(slot:besides:)``.
     private func ownersOwnHistoryStart(slot: Int) -> Int? {
         guard let owner = players[slot], owner.isConnected, let from = owner.resumedHistoryFrom else { return nil }
-        return historyForfeited.contains(slot) ? max(from, forfeitableEnd(slot: slot)) : from
+        return historyForfeited.contains(slot) ? max(from, forfeitableEnd(slot: slot, besides: historyForfeited)) : from
     }
 
     /// How far the others' history may stand in for `slot`'s player once it forfeited its own:
     /// to the frames every other active slot holds (never its player's next moves), and no
     /// further than another returning player's history can reach (what its proof covers), so
-    /// that frames only its player can send stay its own.
-    private func forfeitableEnd(slot: Int) -> Int {
-        guard let held = framesEveryOtherSlotHolds(besides: slot) else { return 0 }
+    /// that frames only its player can send stay its own. The slots in `forfeiting` (its own
+    /// included or not) count as not back: players holding the match together do not count for
+    /// each other.
+    private func forfeitableEnd(slot: Int, besides forfeiting: Set<Int>) -> Int {
+        guard let held = framesEveryOtherSlotHolds(besides: forfeiting.union([slot])) else { return 0 }
         var reach = 0
-        for case let player? in players where player.slot - 1 != slot && player.isConnected && player.resumedHistoryFrom != nil {
+        for case let player? in players where player.slot - 1 != slot && !forfeiting.contains(player.slot - 1)
+            && player.isConnected && player.resumedHistoryFrom != nil {
             reach = max(reach, min(player.resumedProven, recoveryFrameLimit))
         }
         return min(held, reach)
     }
 
-    /// The frames every active slot but `slot` holds (nil: there is no other active slot).
-    private func framesEveryOtherSlotHolds(besides slot: Int) -> Int? {
+    /// The frames every active slot not in `slots` holds (nil: there is no other active slot).
+    private func framesEveryOtherSlotHolds(besides slots: Set<Int>) -> Int? {
         var held: Int?
-        for other in 0 ..< slotCount where other != slot && slotModes[other] == .active {
+        for other in 0 ..< slotCount where !slots.contains(other) && slotModes[other] == .active {
             held = min(held ?? .max, timeline.stored(other))
         }
         return held
@@ -187,39 +190,61 @@ extension RelaySession {
     /// for them). So once the wait for returning players and its grace are over, and the player
     /// has had that grace since its first resumed attach (NetplayKit repeats its history every
     /// 250 ms), a slot that holds the match at a frame its player said it holds, while the
-    /// match is held (``rebuildHeld``) and no live input arrived for that frame, is taken from
-    /// the others' history as if that player were not back, as far as
-    /// ``forfeitableEnd(slot:)`` (event `sync.history_forfeited`). The others repeat their
-    /// history too; their copies are the inputs it confirmed before the restart.
+    /// match is held there (``matchHeld(at:)``) and no live input arrived for that frame, is
+    /// taken from the others' history as if that player were not back, as far as
+    /// ``forfeitableEnd(slot:besides:)`` (event `sync.history_forfeited`). The others repeat
+    /// their history too; their copies are the inputs it confirmed before the restart. Two or
+    /// more players holding the match at the same frame so (colluding) forfeit together: each
+    /// counts as not back for the others' reach, or each would wait on the other for good.
     func forfeitHistoryNotSent(now: UInt64) {
-        guard rebuildHeld, now >= substitutionHoldUntilMs &+ Self.historyGraceMs else { return }
+        guard now >= substitutionHoldUntilMs &+ Self.historyGraceMs, matchHeld(at: timeline.confirmed) else { return }
+        var holding: [(slot: Int, from: Int)] = []
         for slot in 0 ..< slotCount where slotModes[slot] == .active && !historyForfeited.contains(slot) {
             let frame = timeline.stored(slot)
             guard frame == timeline.confirmed, let owner = players[slot], let from = ownersOwnHistoryStart(slot: slot),
                   from <= frame, now &- owner.firstResumedAtMs >= Self.historyGraceMs,
-                  arrivals.sendEstimate(frame: frame) == nil, forfeitableEnd(slot: slot) > frame else { continue }
+                  arrivals.sendEstimate(frame: frame) == nil else { continue }
+            holding.append((slot, from))
+        }
+        let together = Set(holding.map(\.slot))
+        for (slot, from) in holding where forfeitableEnd(slot: slot, besides: together) > timeline.confirmed {
             historyForfeited.insert(slot)
             transport.publish(topic: "sync.history_forfeited", .eventRecord(EventRecord()), severity: .warning,
                               message: "session \(sessionId): the player in slot \(slot + 1) said it holds its inputs from frame \(from) "
-                                + "and had not sent frame \(frame), which the others hold; its frames to \(forfeitableEnd(slot: slot)) are taken from their history",
+                                + "and had not sent frame \(timeline.confirmed), which the others hold; its frames to "
+                                + "\(forfeitableEnd(slot: slot, besides: together)) are taken from their history",
                               sessionId: sessionId)
         }
+    }
+
+    /// Whether a rebuilt match at `frame` is held rather than played: its confirmed frame moved
+    /// less than a quarter second of frames in the last second (``rebuildHeld``), or `frame` is
+    /// below what a returning peer's progress proof says the dead relay confirmed
+    /// (``framesProvenFinal``): every player had sent it before the restart and resends it at
+    /// once when back, so a slot moving there at any pace is not played live.
+    func matchHeld(at frame: Int) -> Bool {
+        rebuildHeld || frame < framesProvenFinal
     }
 
     /// In a rebuilt session whose confirmed frame is below ``recoveryFrameLimit`` (frames that
     /// may have been final before the restart), notes once a second whether the match is held:
     /// its confirmed frame moved less than a quarter second of frames in the last second. A
     /// match played, even slowly, is not; one whose player sends a frame now and then is.
+    /// Moving a quarter second of frames within the second clears it at once.
     func noteRebuildProgress(now: UInt64) {
         guard rebuiltAtMs != nil, timeline.confirmed < recoveryFrameLimit else {
             rebuildHeld = false
+            rebuildProgressMark = (0, 0)
             return
         }
+        let quarterSecond = Int((framesPerSecond / 4).rounded(.up))
         if rebuildProgressMark.atMs == 0 {
             rebuildProgressMark = (timeline.confirmed, now)
         } else if now &- rebuildProgressMark.atMs >= 1_000 {
-            rebuildHeld = timeline.confirmed - rebuildProgressMark.frame < Int((framesPerSecond / 4).rounded(.up))
+            rebuildHeld = timeline.confirmed - rebuildProgressMark.frame < quarterSecond
             rebuildProgressMark = (timeline.confirmed, now)
+        } else if rebuildHeld, timeline.confirmed - rebuildProgressMark.frame >= quarterSecond {
+            rebuildHeld = false
         }
     }
 
@@ -279,18 +304,24 @@ extension RelaySession {
 
     /// When a rebuilt session's history window is over, nothing can fill frames final before the
     /// restart but their own players' live inputs, and no live input of anyone's arrived for
-    /// them to time a substitution by. While the match is held (``rebuildHeld``) on such a frame
-    /// (below ``recoveryFrameLimit``), substitution times its deadline from the window's end
-    /// instead, for a slot that every other active slot is past there
-    /// (``othersArePast(_:besides:)``): a player that sent nothing there by then is lagging.
+    /// them to time a substitution by. While the match is held there (``matchHeld(at:)``) on
+    /// such a frame (below ``recoveryFrameLimit``), substitution times its deadline from the
+    /// window's end instead, for a slot that every other active slot is past there
+    /// (``waitsForAnother(_:at:now:)``): a player that sent nothing there by then is lagging.
     func substitutionTimeForFramesFinalBeforeTheRestart(_ frame: Int) -> UInt64? {
-        guard rebuildHeld, !recovering, frame < recoveryFrameLimit else { return nil }
+        guard rebuiltAtMs != nil, !recovering, frame < recoveryFrameLimit, matchHeld(at: frame) else { return nil }
         return recoveryEndsAtMs
     }
 
-    /// Whether every active slot but `slot` holds `frame`.
-    func othersArePast(_ frame: Int, besides slot: Int) -> Bool {
-        framesEveryOtherSlotHolds(besides: slot).map { $0 > frame } ?? true
+    /// Whether `slot`, at a frame final before the restart that no live input arrived for,
+    /// waits for another slot rather than holds the match: some other active slot is not past
+    /// `frame` either (an honest player played up to where the one holding the match is, and
+    /// its prediction window stops it there). Only until the disconnect grace past the history
+    /// window: two players holding the match together at one frame each wait for the other, and
+    /// are substituted from then on, as a player gone that long would be.
+    func waitsForAnother(_ slot: Int, at frame: Int, now: UInt64) -> Bool {
+        guard now < recoveryEndsAtMs &+ UInt64(configuration.disconnectGraceMs) else { return false }
+        return framesEveryOtherSlotHolds(besides: [slot]).map { $0 <= frame } ?? false
     }
 
     /// How long past the wait for returning players substitution still spares the frames their

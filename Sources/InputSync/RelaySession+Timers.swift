@@ -109,7 +109,7 @@ extension RelaySession {
             guard let sent = arrived ?? substitutionTimeForFramesFinalBeforeTheRestart(frame) else { return }
             var blocked = false
             for slot in 0 ..< slotCount where slotModes[slot] == .active && timeline.stored(slot) == frame {
-                if arrived == nil && !othersArePast(frame, besides: slot) {
+                if arrived == nil && waitsForAnother(slot, at: frame, now: now) {
                     blocked = true
                     continue
                 }

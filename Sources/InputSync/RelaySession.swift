@@ -119,6 +119,11 @@ final class RelaySession {
     /// second of frames in it (the match is held, not played) (``noteRebuildProgress(now:)``).
     var rebuildProgressMark: (frame: Int, atMs: UInt64) = (0, 0)
     var rebuildHeld = false
+    /// While a rebuilt session recovers: the highest frame a returning peer's verified progress
+    /// proof says the dead relay had confirmed. Every player had sent its inputs to there before
+    /// the restart, and resends them at once when back: below it a match is not played live
+    /// (``matchHeld(at:)``).
+    var framesProvenFinal = 0
     @exclusivity(unchecked) var substitutionHoldUntilMs: UInt64 = 0
     @exclusivity(unchecked) var lastStatsMs: UInt64 = 0
     @exclusivity(unchecked) var lastHintsMs: UInt64 = 0

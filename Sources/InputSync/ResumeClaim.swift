@@ -17,6 +17,9 @@ struct ResumeClaim {
     let proven: Int
     /// The frames its proof certifies (nil: none, or one that does not verify).
     let certified: Int?
+    /// The players' frames its proof certifies the relay had confirmed (a spectator's: its delay
+    /// fewer), so every active player had sent them; nil as ``certified``.
+    let certifiedPlayersFrames: Int?
     /// Why its proof certifies nothing (nil: it verified, or there was none).
     let proofProblem: String?
 
@@ -36,6 +39,7 @@ struct ResumeClaim {
             }
         }
         self.certified = certified
+        certifiedPlayersFrames = certified.map { max($0 - spectatorDelay, 0) }
         proofProblem = problem
         let allowance = Int((Double(allowanceMs) * framesPerSecond / 1000).rounded(.up))
         proven = min(claimed, max((certified ?? 0) - spectatorDelay, 0) + allowance)

@@ -240,10 +240,12 @@ extension RelayCoreTests {
     /// Found reviewing the forfeit: an honest player at the live edge always has a next frame
     /// nobody sent yet, and a liar that filled her own slot ahead with history (and whose proof
     /// reaches there) got his frames forfeited to her: she could write his next moves. A
-    /// match that is played, even slowly, forfeits nothing.
+    /// match that is played, even slowly, past what the proofs say was confirmed before the
+    /// restart forfeits nothing.
     @Test func aPlayerPlayingLiveForfeitsNothing() throws {
         let rig = RelayRig()
-        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(990))
+        // Her own slot counts to her claim; her proof of 710 lets her history reach his to 710 + 3 s.
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(710))
         let bob = try rig.attach(a, slot: 1, resume: true, confirmed: 700, historyFrom: 0, proof: .of(690))
         #expect(!bob.stateFollows)
         let session = try #require(rig.core.sessions[rig.sessionId])
@@ -256,7 +258,7 @@ extension RelayCoreTests {
             if step % 3 == 0 { try resendHistory(rig, from: b, frames: 0 ..< 1_000, values: [1, 2]) } else { try rig.batch(b, slot: 2, start: 0, []) }
         }
         #expect(!rig.transport.published.contains { $0.topic == "sync.history_forfeited" })
-        #expect(session.timeline.inputs(slot: 0, from: 950, to: 951) == [3])
+        #expect(session.timeline.inputs(slot: 0, from: 800, to: 801) == [3])
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_000)
     }
 

@@ -1,0 +1,106 @@
+import Foundation
+import NetplayWire
+import Testing
+@testable import InputSync
+
+// Players who hold a rebuilt match on purpose, beyond the one liar of the forfeit tests
+// (RelayCoreTests+ProgressProof.swift): two holding it together, and one moving just fast enough
+// not to look held.
+extension RelayCoreTests {
+    /// A three-player match the relay's proofs say had come to frame 990: Bob and Carol back
+    /// first, each saying it had 700 confirmed and holds its inputs from 700; then the host,
+    /// holding all frames to 1,000, with a proof of `hostProof`.
+    func twoBackFirstWithLowClaims(hostProof: Int) throws -> RelayRig {
+        let rig = RelayRig(players: 3)
+        for (peer, slot) in [(b, 2), (c, 3)] {
+            _ = try rig.attach(peer, slot: slot, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
+        }
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(hostProof))
+        return rig
+    }
+
+    /// Found in the last note's review: in a three-player rebuild, two players back first with
+    /// low claims at the same frame, neither sending it, each counted the other's slot as one
+    /// the forfeit could not pass, so neither forfeited and the match waited on them for good.
+    /// Holding it together, they forfeit together.
+    @Test func twoPlayersHoldingTheMatchTogetherForfeitTogether() throws {
+        let rig = try twoBackFirstWithLowClaims(hostProof: 990)
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        for _ in 0 ..< 4 {
+            try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2), (c, 3)], ms: 2_000)
+            try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2, 3])
+        }
+        #expect(rig.transport.published.filter { $0.topic == "sync.history_forfeited" }.count == 2)
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_000)
+        #expect(session.timeline.inputs(slot: 1, from: 800, to: 801) == [2] && session.timeline.inputs(slot: 2, from: 800, to: 801) == [3])
+        #expect(session.substitutedFrames == [0, 0, 0])
+    }
+
+    /// The same two, where nobody else's proof reaches their frames (nothing can stand in for
+    /// them): past the history window each waits for the other, and neither was substituted.
+    /// From the disconnect grace past the window on, they are, as players gone that long.
+    @Test func twoPlayersHoldingTheMatchBeyondEveryonesReachAreSubstitutedInTheEnd() throws {
+        // The host's proof covers 100 frames: its history stands in for nobody past 100 + 3 s.
+        let rig = try twoBackFirstWithLowClaims(hostProof: 100)
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        let defaults = RelayConfiguration(relayId: "r", advertisedEndpoint: "")
+        let window = UInt64(defaults.recoveryHistoryMs)
+        for _ in 0 ..< Int(window / 2_000) - 1 {
+            try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2), (c, 3)], ms: 2_000)
+            try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2, 3])
+        }
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2), (c, 3)], ms: 2_500)
+        #expect(!session.recovering && rig.core.confirmedFrames(of: rig.sessionId) == 700)
+        #expect(!rig.transport.published.contains { $0.topic == "sync.history_forfeited" })
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2), (c, 3)], ms: UInt64(defaults.disconnectGraceMs))
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == session.recoveryFrameLimit)
+        #expect(session.substitutedFrames[1] == session.recoveryFrameLimit - 700 && session.substitutedFrames[2] == session.recoveryFrameLimit - 700)
+    }
+
+    /// Found in the last note's review: sending a quarter second of her held frames each second
+    /// kept the match from counting as held, so it crawled at a quarter speed through every frame
+    /// she said she lacked: over four minutes for a 4,096-frame history. Below what a proof says
+    /// the dead relay confirmed, every player had sent its frames and resends them at once, so
+    /// her slot forfeits at any pace there; an old proof of her own does not lower that line.
+    @Test func aPlayerMovingHerHeldFramesAtAQuarterSpeedForfeitsThemToo() throws {
+        let rig = RelayRig()
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(700))
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(990))
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        let quarterSecond = 15
+        var forfeitedAt: Int?
+        for step in 1 ... 80 {
+            rig.advance(ms: 100)
+            let hers = session.timeline.stored(1)
+            if step % 10 == 0 {
+                try rig.batch(b, slot: 2, start: hers, Array(repeating: 2, count: quarterSecond))
+            } else {
+                try rig.batch(b, slot: 2, start: 0, [])
+            }
+            if step % 3 == 0 { try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2]) } else { try rig.batch(a, slot: 1, start: 0, []) }
+            if forfeitedAt == nil, rig.transport.published.contains(where: { $0.topic == "sync.history_forfeited" }) { forfeitedAt = step }
+        }
+        #expect(!session.rebuildHeld, "she moves it a quarter second a second")
+        #expect(try #require(forfeitedAt) <= 60)
+        #expect(try #require(rig.core.confirmedFrames(of: rig.sessionId)) >= 1_000)
+    }
+
+    /// Found in the last note's review: whether the match was held was judged once a second, so
+    /// a match that had started to move again still counted as held for up to a second (its
+    /// frames open to forfeits and substitution meant for a held one). A quarter second of
+    /// frames clears it at once.
+    @Test func aHeldMatchThatMovesAgainIsNoLongerHeld() throws {
+        let rig = RelayRig()
+        // The host's proof covers 100 frames: nothing of hers can be forfeited, she holds the match.
+        try malloryBackFirstWithALowClaim(rig, hostProof: 100)
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: 2_000)
+        try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2])
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: 1_500)
+        #expect(session.rebuildHeld && rig.core.confirmedFrames(of: rig.sessionId) == 700)
+        try rig.batch(b, slot: 2, start: 700, Array(repeating: 2, count: 15))
+        rig.advance(ms: 10)
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 715)
+        #expect(!session.rebuildHeld)
+    }
+}
