@@ -76,7 +76,7 @@ extension RelaySession {
         endRecoveryIfDue(now: now)
         if recovering {
             raiseRecoveryFrameLimit(provenClaim: claim.proven, spectator: participant.role == .spectator)
-            framesProvenFinal = max(framesProvenFinal, min(claim.certifiedPlayersFrames ?? 0, recoveryFrameCeiling))
+            framesProvenFinal = max(framesProvenFinal, min(claim.certified ?? 0, recoveryFrameCeiling))
         }
         let needsTransfer = placeCursor(participant, holds: holds)
         peerEvent(event, participant, frame: timeline.confirmed,

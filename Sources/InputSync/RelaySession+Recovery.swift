@@ -152,10 +152,12 @@ extension RelaySession {
 
     /// Where `slot`'s player, back and connected, resends its own history from (the others'
     /// history for the slot counts below it only), or nil: not back, or back without saying.
-    /// Where it forfeited its history (``historyForfeited``), no lower than ``forfeitableEnd(slot:besides:)``.
+    /// Where it forfeited its history (``historyForfeited``), no lower than
+    /// ``forfeitableEnd(slot:besides:)`` up to the forfeit's cap.
     private func ownersOwnHistoryStart(slot: Int) -> Int? {
         guard let owner = players[slot], owner.isConnected, let from = owner.resumedHistoryFrom else { return nil }
-        return historyForfeited.contains(slot) ? max(from, forfeitableEnd(slot: slot, besides: historyForfeited)) : from
+        guard let forfeit = historyForfeited[slot] else { return from }
+        return max(from, min(forfeitableEnd(slot: slot, besides: Set(historyForfeited.keys)), forfeit.cap))
     }
 
     /// How far the others' history may stand in for `slot`'s player once it forfeited its own:
@@ -192,27 +194,35 @@ extension RelaySession {
     /// 250 ms), a slot that holds the match at a frame its player said it holds, while the
     /// match is held there (``matchHeld(at:)``) and no live input arrived for that frame, is
     /// taken from the others' history as if that player were not back, as far as
-    /// ``forfeitableEnd(slot:besides:)`` (event `sync.history_forfeited`). The others repeat
-    /// their history too; their copies are the inputs it confirmed before the restart. Two or
-    /// more players holding the match at the same frame so (colluding) forfeit together: each
-    /// counts as not back for the others' reach, or each would wait on the other for good.
+    /// ``forfeitableEnd(slot:besides:)`` (event `sync.history_forfeited`); where the match only
+    /// stands below ``framesProvenFinal`` (it moves, as a live match may), no further than that:
+    /// past it come that player's next moves, and a player that forfeited so is not forfeited
+    /// further while it plays on (``HistoryForfeit/ownerPlaysOn(_:framesPerSecond:now:)``): its
+    /// frames were taken ahead of where it played, and the match stands still while it catches up. The others repeat their history too; their copies
+    /// are the inputs confirmed before the restart. Players holding the match so together (at
+    /// the same frame, or one at a time) forfeit together: the holding and the forfeited slots
+    /// count as not back for each other's reach, or each would wait on the other for good.
     func forfeitHistoryNotSent(now: UInt64) {
-        guard now >= substitutionHoldUntilMs &+ Self.historyGraceMs, matchHeld(at: timeline.confirmed) else { return }
+        let frame = timeline.confirmed
+        guard now >= substitutionHoldUntilMs &+ Self.historyGraceMs, matchHeld(at: frame) else { return }
+        let cap = rebuildHeld ? Int.max : framesProvenFinal
         var holding: [(slot: Int, from: Int)] = []
-        for slot in 0 ..< slotCount where slotModes[slot] == .active && !historyForfeited.contains(slot) {
-            let frame = timeline.stored(slot)
-            guard frame == timeline.confirmed, let owner = players[slot], let from = ownersOwnHistoryStart(slot: slot),
+        for slot in 0 ..< slotCount where slotModes[slot] == .active && historyForfeited[slot]?.cap ?? .min < cap {
+            guard timeline.stored(slot) == frame, let owner = players[slot], let from = ownersOwnHistoryStart(slot: slot),
                   from <= frame, now &- owner.firstResumedAtMs >= Self.historyGraceMs,
                   arrivals.sendEstimate(frame: frame) == nil else { continue }
+            if let forfeit = historyForfeited[slot], forfeit.ownerPlaysOn(owner, framesPerSecond: framesPerSecond, now: now) { continue }
             holding.append((slot, from))
         }
-        let together = Set(holding.map(\.slot))
-        for (slot, from) in holding where forfeitableEnd(slot: slot, besides: together) > timeline.confirmed {
-            historyForfeited.insert(slot)
+        guard !holding.isEmpty else { return }
+        let together = Set(holding.map(\.slot)).union(historyForfeited.keys)
+        for (slot, from) in holding {
+            let end = min(forfeitableEnd(slot: slot, besides: together), cap)
+            guard end > frame else { continue }
+            historyForfeited[slot] = HistoryForfeit(cap: cap, ownerFrame: players[slot]?.reportedFrame ?? 0, atMs: now)
             transport.publish(topic: "sync.history_forfeited", .eventRecord(EventRecord()), severity: .warning,
                               message: "session \(sessionId): the player in slot \(slot + 1) said it holds its inputs from frame \(from) "
-                                + "and had not sent frame \(timeline.confirmed), which the others hold; its frames to "
-                                + "\(forfeitableEnd(slot: slot, besides: together)) are taken from their history",
+                                + "and had not sent frame \(frame), which the others hold; its frames to \(end) are taken from their history",
                               sessionId: sessionId)
         }
     }
@@ -220,8 +230,8 @@ extension RelaySession {
     /// Whether a rebuilt match at `frame` is held rather than played: its confirmed frame moved
     /// less than a quarter second of frames in the last second (``rebuildHeld``), or `frame` is
     /// below what a returning peer's progress proof says the dead relay confirmed
-    /// (``framesProvenFinal``): every player had sent it before the restart and resends it at
-    /// once when back, so a slot moving there at any pace is not played live.
+    /// (``framesProvenFinal``): final there for every slot, so a slot moving there at any pace
+    /// is not being played live.
     func matchHeld(at frame: Int) -> Bool {
         rebuildHeld || frame < framesProvenFinal
     }
@@ -306,8 +316,9 @@ extension RelaySession {
     /// restart but their own players' live inputs, and no live input of anyone's arrived for
     /// them to time a substitution by. While the match is held there (``matchHeld(at:)``) on
     /// such a frame (below ``recoveryFrameLimit``), substitution times its deadline from the
-    /// window's end instead, for a slot that every other active slot is past there
-    /// (``waitsForAnother(_:at:now:)``): a player that sent nothing there by then is lagging.
+    /// window's end instead, for a slot that does not wait for another there
+    /// (``waitsForAnother(_:at:now:)``: every other active slot is past it, or the disconnect
+    /// grace past the window is over): a player that sent nothing there by then is lagging.
     func substitutionTimeForFramesFinalBeforeTheRestart(_ frame: Int) -> UInt64? {
         guard rebuiltAtMs != nil, !recovering, frame < recoveryFrameLimit, matchHeld(at: frame) else { return nil }
         return recoveryEndsAtMs

@@ -112,16 +112,18 @@ final class RelaySession {
     /// While a rebuilt session recovers: slots whose player, back and saying it holds its inputs
     /// from the frame the match is held at, had not sent it when the wait for returning players
     /// and its grace were over: the others' history counts for the slot as if that player were
-    /// not back, below what the others hold and their proofs reach (``forfeitHistoryNotSent(now:)``).
-    var historyForfeited: Set<Int> = []
+    /// not back, below what the others hold and their proofs reach, and the forfeit's cap
+    /// (``forfeitHistoryNotSent(now:)``).
+    var historyForfeited: [Int: HistoryForfeit] = [:]
     /// In a rebuilt session whose confirmed frame is below ``recoveryFrameLimit``: the confirmed
     /// frame at the start of the last whole second, and whether it moved less than a quarter
     /// second of frames in it (the match is held, not played) (``noteRebuildProgress(now:)``).
     var rebuildProgressMark: (frame: Int, atMs: UInt64) = (0, 0)
     var rebuildHeld = false
-    /// While a rebuilt session recovers: the highest frame a returning peer's verified progress
-    /// proof says the dead relay had confirmed. Every player had sent its inputs to there before
-    /// the restart, and resends them at once when back: below it a match is not played live
+    /// In a rebuilt session: the highest frame a verified progress proof presented while it took
+    /// history says the dead relay had confirmed. Every slot's inputs below it were final
+    /// there (its player's, or substitutes), the others hold them in their history, and a
+    /// returning player sends its own on attaching: below it a match is not played live
     /// (``matchHeld(at:)``).
     var framesProvenFinal = 0
     @exclusivity(unchecked) var substitutionHoldUntilMs: UInt64 = 0

@@ -15,11 +15,10 @@ struct ResumeClaim {
     let claimed: Int
     /// As many of them as count for other players' frames and the rebuild's bounds.
     let proven: Int
-    /// The frames its proof certifies (nil: none, or one that does not verify).
+    /// The frames its proof certifies the relay had confirmed (nil: none, or one that does not
+    /// verify): the players' frames, for a spectator's proof too (every participant gets the
+    /// same proof; a spectator holds its delay fewer).
     let certified: Int?
-    /// The players' frames its proof certifies the relay had confirmed (a spectator's: its delay
-    /// fewer), so every active player had sent them; nil as ``certified``.
-    let certifiedPlayersFrames: Int?
     /// Why its proof certifies nothing (nil: it verified, or there was none).
     let proofProblem: String?
 
@@ -39,7 +38,6 @@ struct ResumeClaim {
             }
         }
         self.certified = certified
-        certifiedPlayersFrames = certified.map { max($0 - spectatorDelay, 0) }
         proofProblem = problem
         let allowance = Int((Double(allowanceMs) * framesPerSecond / 1000).rounded(.up))
         proven = min(claimed, max((certified ?? 0) - spectatorDelay, 0) + allowance)

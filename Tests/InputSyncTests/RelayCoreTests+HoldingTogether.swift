@@ -103,4 +103,50 @@ extension RelayCoreTests {
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 715)
         #expect(!session.rebuildHeld)
     }
+
+    /// Found reviewing the group forfeit: two players holding the match one frame apart (the
+    /// second sends the first's frame and no more) each counted the other's slot against its
+    /// own forfeit, one at a time, and held the match until the window and the disconnect grace
+    /// were over. The forfeited slots count as not back for the next one too.
+    @Test func twoPlayersHoldingTheMatchOneFrameApartForfeitToo() throws {
+        let rig = RelayRig(players: 3)
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
+        _ = try rig.attach(c, slot: 3, resume: true, confirmed: 701, historyFrom: 700, proof: .of(990))
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(990))
+        try resendHistory(rig, from: c, frames: 700 ..< 701, values: [1, 2, 3])
+        for _ in 0 ..< 4 {
+            try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2), (c, 3)], ms: 2_000)
+            try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2, 3])
+        }
+        #expect(rig.transport.published.filter { $0.topic == "sync.history_forfeited" }.count == 2)
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_000)
+    }
+
+    /// Found reviewing the proven-frames rule: a player playing live below what a proof says was
+    /// confirmed forfeits there (those frames were final before the restart), but the forfeit
+    /// ran on to where the liar's history and proof reach, 3 s of his next moves. It stops at
+    /// the proven frame.
+    @Test func aForfeitBelowTheProvenFramesStopsThere() throws {
+        let rig = RelayRig()
+        // Her proof says the match came to 990; she claims 1,170 (the allowance counts it all).
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 1_170, historyFrom: 0, proof: .of(990))
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 700, historyFrom: 0, proof: .of(690))
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        try bobPlaysLiveFrom700(rig, besideHerHistoryTo: 1_170)
+        #expect(rig.transport.published.contains { $0.topic == "sync.history_forfeited" })
+        #expect(session.timeline.inputs(slot: 0, from: 980, to: 981) == [1], "below her proof, from her history")
+        #expect(session.timeline.inputs(slot: 0, from: 990, to: 1_000) == Array(repeating: 3, count: 10), "his own from there")
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_000)
+    }
+
+    /// Found reviewing the proven-frames rule: every participant gets the same proof of the
+    /// players' confirmed frames, a spectator too, but a spectator's counted its delay short,
+    /// leaving that many frames below the proof where a trickle was not held.
+    @Test func aSpectatorsProofSaysHowFarThePlayersCame() throws {
+        let rig = RelayRig(spectatorDelay: 120)
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(900))
+        _ = try rig.attach(c, slot: 0, role: .spectator, resume: true, confirmed: 870, historyFrom: 870, proof: .of(990))
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        #expect(session.framesProvenFinal == 990)
+    }
 }

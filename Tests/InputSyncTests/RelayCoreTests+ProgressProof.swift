@@ -249,17 +249,21 @@ extension RelayCoreTests {
         let bob = try rig.attach(a, slot: 1, resume: true, confirmed: 700, historyFrom: 0, proof: .of(690))
         #expect(!bob.stateFollows)
         let session = try #require(rig.core.sessions[rig.sessionId])
-        try resendHistory(rig, from: a, frames: 0 ..< 700, values: [3, 2])
-        var frame = 700
-        for step in 1 ... 100 {
-            rig.advance(ms: 100)
-            try rig.batch(a, slot: 1, start: frame, [3, 3, 3])
-            frame += 3
-            if step % 3 == 0 { try resendHistory(rig, from: b, frames: 0 ..< 1_000, values: [1, 2]) } else { try rig.batch(b, slot: 2, start: 0, []) }
-        }
+        try bobPlaysLiveFrom700(rig, besideHerHistoryTo: 1_000)
         #expect(!rig.transport.published.contains { $0.topic == "sync.history_forfeited" })
         #expect(session.timeline.inputs(slot: 0, from: 800, to: 801) == [3])
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_000)
+    }
+
+    /// Bob (slot 1), back with his history to 700, plays 300 frames live over 10 s (input 3)
+    /// while Mallory (slot 2) resends her history (1 for his slot, 2 for hers) to `end` now and then.
+    func bobPlaysLiveFrom700(_ rig: RelayRig, besideHerHistoryTo end: Int) throws {
+        try resendHistory(rig, from: a, frames: 0 ..< 700, values: [3, 2])
+        for step in 1 ... 100 {
+            rig.advance(ms: 100)
+            try rig.batch(a, slot: 1, start: 697 + 3 * step, [3, 3, 3])
+            if step % 3 == 0 { try resendHistory(rig, from: b, frames: 0 ..< end, values: [1, 2]) } else { try rig.batch(b, slot: 2, start: 0, []) }
+        }
     }
 
     /// Once the history window is over nothing fills frames final before the restart but their
