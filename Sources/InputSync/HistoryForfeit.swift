@@ -1,25 +1,44 @@
 /// A rebuilt session's record of a player who forfeited its own history
 /// (``RelaySession/forfeitHistoryNotSent(now:)``): how far the others' history may stand in for
-/// its slot, and where the player itself played when it forfeited.
+/// its slot, and whether its player plays on since.
 struct HistoryForfeit {
-    /// The frame the forfeit reaches to at most: `Int.max` when the match stood still there,
-    /// ``RelaySession/framesProvenFinal`` when it was forfeited only for standing below it
-    /// (the frames past it are that player's next moves).
+    /// The frame the forfeit reaches to at most: ``RelaySession/framesProvenFinal`` when it was
+    /// forfeited below it (the frames past it may be that player's next moves), `Int.max` when
+    /// it was forfeited at or past it, the match standing still there.
     let cap: Int
-    /// The frame its player reported playing (`InputBatch.current_frame`) when it forfeited.
-    let ownerFrame: Int
-    /// When it forfeited.
-    let atMs: UInt64
+    /// The frame its player reported playing at the start of the last whole second
+    /// (`InputBatch.current_frame`), and when that second began.
+    private var mark: (frame: Int, atMs: UInt64)
+    /// Whether its player played on in the last whole second (``notePlay(of:framesPerSecond:now:)``).
+    private(set) var playsOn = true
 
-    /// Whether `owner` plays on since it forfeited below the proven frames: its reported frame
-    /// moved in the last second, and by a quarter of the frames the time since called for. An
-    /// honest player whose frames were taken ahead of where it played catches up through them
-    /// (the match stands still meanwhile, and looks held) and is not forfeited further. A liar
-    /// reporting frames it does not play gains little: the frame it reports goes no further
-    /// than the match's newest frame allows, and the history window ends the forfeits anyway.
-    func ownerPlaysOn(_ owner: RelayPeer, framesPerSecond: Double, now: UInt64) -> Bool {
-        guard cap != .max, now &- owner.reportedAtMs < 1_000 else { return false }
-        let quarterSpeed = Int(Double(now &- atMs) * framesPerSecond / 4_000)
-        return owner.reportedFrame - ownerFrame >= quarterSpeed
+    init(cap: Int, owner: RelayPeer?, now: UInt64) {
+        self.cap = cap
+        mark = (owner?.reportedFrame ?? 0, now)
+    }
+
+    /// Notes, once a second, whether `owner` plays on through the frames a forfeit below the
+    /// proven ones took ahead of where it played: it loads a state (it cannot send meanwhile),
+    /// or its reported frame moved a quarter second of frames in the last second and is not yet
+    /// half a second past the forfeit's cap. An honest player catching up so (the match stands
+    /// still meanwhile, and looks held) is not forfeited further, nor in the half second it
+    /// takes the match to stop looking held once it is through. That is the player's word: a
+    /// liar reporting frames it does not play holds the match so until the history window is
+    /// over (the forfeits end with it), when its slot is substituted at once
+    /// (``RelaySession/waitsForAnother(_:at:now:)`` spares no slot that forfeited).
+    mutating func notePlay(of owner: RelayPeer, framesPerSecond: Double, now: UInt64) {
+        guard cap != .max else {
+            playsOn = false
+            return
+        }
+        if owner.awaitingTransfer != nil {
+            playsOn = true
+        } else if now &- mark.atMs >= 1_000 {
+            let quarterSecond = Int((framesPerSecond / 4).rounded(.up))
+            playsOn = owner.reportedFrame - mark.frame >= quarterSecond && owner.reportedFrame < cap + 2 * quarterSecond
+        } else {
+            return
+        }
+        mark = (owner.reportedFrame, now)
     }
 }

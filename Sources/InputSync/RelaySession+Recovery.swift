@@ -157,29 +157,36 @@ extension RelaySession {
     private func ownersOwnHistoryStart(slot: Int) -> Int? {
         guard let owner = players[slot], owner.isConnected, let from = owner.resumedHistoryFrom else { return nil }
         guard let forfeit = historyForfeited[slot] else { return from }
-        return max(from, min(forfeitableEnd(slot: slot, besides: Set(historyForfeited.keys)), forfeit.cap))
+        return max(from, min(forfeitableEnd(slot: slot, besides: forfeitedSlots), forfeit.cap))
+    }
+
+    /// The slots in ``historyForfeited``, one bit each (slot `n`: bit `n`).
+    private var forfeitedSlots: Int {
+        historyForfeited.keys.reduce(0) { $0 | 1 << $1 }
     }
 
     /// How far the others' history may stand in for `slot`'s player once it forfeited its own:
     /// to the frames every other active slot holds (never its player's next moves), and no
     /// further than another returning player's history can reach (what its proof covers), so
-    /// that frames only its player can send stay its own. The slots in `forfeiting` (its own
-    /// included or not) count as not back: players holding the match together do not count for
-    /// each other.
-    private func forfeitableEnd(slot: Int, besides forfeiting: Set<Int>) -> Int {
-        guard let held = framesEveryOtherSlotHolds(besides: forfeiting.union([slot])) else { return 0 }
+    /// that frames only its player can send stay its own. The slots in `forfeiting` (one bit
+    /// each; its own included or not) count as not back: players holding the match together do
+    /// not count for each other.
+    private func forfeitableEnd(slot: Int, besides forfeiting: Int) -> Int {
+        let besides = forfeiting | 1 << slot
+        guard let held = framesEveryOtherSlotHolds(besides: besides) else { return 0 }
         var reach = 0
-        for case let player? in players where player.slot - 1 != slot && !forfeiting.contains(player.slot - 1)
+        for case let player? in players where besides & 1 << (player.slot - 1) == 0
             && player.isConnected && player.resumedHistoryFrom != nil {
             reach = max(reach, min(player.resumedProven, recoveryFrameLimit))
         }
         return min(held, reach)
     }
 
-    /// The frames every active slot not in `slots` holds (nil: there is no other active slot).
-    private func framesEveryOtherSlotHolds(besides slots: Set<Int>) -> Int? {
+    /// The frames every active slot not in `slots` (one bit each) holds (nil: there is no other
+    /// active slot).
+    private func framesEveryOtherSlotHolds(besides slots: Int) -> Int? {
         var held: Int?
-        for other in 0 ..< slotCount where !slots.contains(other) && slotModes[other] == .active {
+        for other in 0 ..< slotCount where slots & 1 << other == 0 && slotModes[other] == .active {
             held = min(held ?? .max, timeline.stored(other))
         }
         return held
@@ -194,32 +201,37 @@ extension RelaySession {
     /// 250 ms), a slot that holds the match at a frame its player said it holds, while the
     /// match is held there (``matchHeld(at:)``) and no live input arrived for that frame, is
     /// taken from the others' history as if that player were not back, as far as
-    /// ``forfeitableEnd(slot:besides:)`` (event `sync.history_forfeited`); where the match only
-    /// stands below ``framesProvenFinal`` (it moves, as a live match may), no further than that:
-    /// past it come that player's next moves, and a player that forfeited so is not forfeited
-    /// further while it plays on (``HistoryForfeit/ownerPlaysOn(_:framesPerSecond:now:)``): its
-    /// frames were taken ahead of where it played, and the match stands still while it catches up. The others repeat their history too; their copies
-    /// are the inputs confirmed before the restart. Players holding the match so together (at
-    /// the same frame, or one at a time) forfeit together: the holding and the forfeited slots
-    /// count as not back for each other's reach, or each would wait on the other for good.
+    /// ``forfeitableEnd(slot:besides:)`` (event `sync.history_forfeited`); where the match
+    /// stands below ``framesProvenFinal``, no further than that: past it may come that player's
+    /// next moves, and another's history reaches up to 3 s past its own proof. A player that
+    /// forfeited so is not forfeited further while it plays on
+    /// (``HistoryForfeit/notePlay(of:framesPerSecond:now:)``): its frames were taken ahead
+    /// of where it played, and the match stands still while it catches up. The others repeat
+    /// their history too; their copies are the inputs confirmed before the restart. Players
+    /// holding the match so together (at one frame, or one frame apart) forfeit together: the
+    /// holding and the forfeited slots count as not back for each other's reach, or each would
+    /// wait on the other for good.
     func forfeitHistoryNotSent(now: UInt64) {
         let frame = timeline.confirmed
         guard now >= substitutionHoldUntilMs &+ Self.historyGraceMs, matchHeld(at: frame) else { return }
-        let cap = rebuildHeld ? Int.max : framesProvenFinal
+        let cap = frame < framesProvenFinal ? framesProvenFinal : .max
         var holding: [(slot: Int, from: Int)] = []
         for slot in 0 ..< slotCount where slotModes[slot] == .active && historyForfeited[slot]?.cap ?? .min < cap {
             guard timeline.stored(slot) == frame, let owner = players[slot], let from = ownersOwnHistoryStart(slot: slot),
                   from <= frame, now &- owner.firstResumedAtMs >= Self.historyGraceMs,
                   arrivals.sendEstimate(frame: frame) == nil else { continue }
-            if let forfeit = historyForfeited[slot], forfeit.ownerPlaysOn(owner, framesPerSecond: framesPerSecond, now: now) { continue }
+            if historyForfeited[slot] != nil {
+                historyForfeited[slot]?.notePlay(of: owner, framesPerSecond: framesPerSecond, now: now)
+                if historyForfeited[slot]?.playsOn == true { continue }
+            }
             holding.append((slot, from))
         }
         guard !holding.isEmpty else { return }
-        let together = Set(holding.map(\.slot)).union(historyForfeited.keys)
+        let together = holding.reduce(forfeitedSlots) { $0 | 1 << $1.slot }
         for (slot, from) in holding {
             let end = min(forfeitableEnd(slot: slot, besides: together), cap)
             guard end > frame else { continue }
-            historyForfeited[slot] = HistoryForfeit(cap: cap, ownerFrame: players[slot]?.reportedFrame ?? 0, atMs: now)
+            historyForfeited[slot] = HistoryForfeit(cap: cap, owner: players[slot], now: now)
             transport.publish(topic: "sync.history_forfeited", .eventRecord(EventRecord()), severity: .warning,
                               message: "session \(sessionId): the player in slot \(slot + 1) said it holds its inputs from frame \(from) "
                                 + "and had not sent frame \(frame), which the others hold; its frames to \(end) are taken from their history",
@@ -329,10 +341,11 @@ extension RelaySession {
     /// `frame` either (an honest player played up to where the one holding the match is, and
     /// its prediction window stops it there). Only until the disconnect grace past the history
     /// window: two players holding the match together at one frame each wait for the other, and
-    /// are substituted from then on, as a player gone that long would be.
+    /// are substituted from then on, as a player gone that long would be. Never a slot that
+    /// forfeited its history (``historyForfeited``): it has held the match before.
     func waitsForAnother(_ slot: Int, at frame: Int, now: UInt64) -> Bool {
-        guard now < recoveryEndsAtMs &+ UInt64(configuration.disconnectGraceMs) else { return false }
-        return framesEveryOtherSlotHolds(besides: [slot]).map { $0 <= frame } ?? false
+        guard historyForfeited[slot] == nil, now < recoveryEndsAtMs &+ UInt64(configuration.disconnectGraceMs) else { return false }
+        return framesEveryOtherSlotHolds(besides: 1 << slot).map { $0 <= frame } ?? false
     }
 
     /// How long past the wait for returning players substitution still spares the frames their

@@ -122,9 +122,9 @@ final class RelaySession {
     var rebuildHeld = false
     /// In a rebuilt session: the highest frame a verified progress proof presented while it took
     /// history says the dead relay had confirmed. Every slot's inputs below it were final
-    /// there (its player's, or substitutes), the others hold them in their history, and a
-    /// returning player sends its own on attaching: below it a match is not played live
-    /// (``matchHeld(at:)``).
+    /// there (its player's, or substitutes), so a returning player holding them confirmed has
+    /// them in its history, and their own player sends its own on attaching: below it a match
+    /// is not played live (``matchHeld(at:)``).
     var framesProvenFinal = 0
     @exclusivity(unchecked) var substitutionHoldUntilMs: UInt64 = 0
     @exclusivity(unchecked) var lastStatsMs: UInt64 = 0

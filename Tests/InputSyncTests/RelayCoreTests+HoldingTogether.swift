@@ -26,11 +26,12 @@ extension RelayCoreTests {
     @Test func twoPlayersHoldingTheMatchTogetherForfeitTogether() throws {
         let rig = try twoBackFirstWithLowClaims(hostProof: 990)
         let session = try #require(rig.core.sessions[rig.sessionId])
-        for _ in 0 ..< 4 {
+        for _ in 0 ..< 5 {
             try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2), (c, 3)], ms: 2_000)
             try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2, 3])
         }
-        #expect(rig.transport.published.filter { $0.topic == "sync.history_forfeited" }.count == 2)
+        // Each forfeits to the proven frame, then past it once the match stands still there.
+        #expect(rig.transport.published.filter { $0.topic == "sync.history_forfeited" }.count == 4)
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_000)
         #expect(session.timeline.inputs(slot: 1, from: 800, to: 801) == [2] && session.timeline.inputs(slot: 2, from: 800, to: 801) == [3])
         #expect(session.substitutedFrames == [0, 0, 0])
@@ -114,11 +115,12 @@ extension RelayCoreTests {
         _ = try rig.attach(c, slot: 3, resume: true, confirmed: 701, historyFrom: 700, proof: .of(990))
         _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(990))
         try resendHistory(rig, from: c, frames: 700 ..< 701, values: [1, 2, 3])
-        for _ in 0 ..< 4 {
+        for _ in 0 ..< 5 {
             try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2), (c, 3)], ms: 2_000)
             try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2, 3])
         }
-        #expect(rig.transport.published.filter { $0.topic == "sync.history_forfeited" }.count == 2)
+        // Each forfeits to the proven frame, then past it once the match stands still there.
+        #expect(rig.transport.published.filter { $0.topic == "sync.history_forfeited" }.count == 4)
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_000)
     }
 
@@ -148,5 +150,33 @@ extension RelayCoreTests {
         _ = try rig.attach(c, slot: 0, role: .spectator, resume: true, confirmed: 870, historyFrom: 870, proof: .of(990))
         let session = try #require(rig.core.sessions[rig.sessionId])
         #expect(session.framesProvenFinal == 990)
+    }
+
+    /// Found reviewing the catch-up rule: two players forfeited below the proven frames, then
+    /// reporting a rising frame they never send, counted as playing on (not forfeited further),
+    /// and past the history window each waited for the other until the disconnect grace was
+    /// over too: 35 s. A slot that forfeited never waits for another: the window ends it.
+    @Test func playersReportingPlayTheyDoNotSendHoldTheMatchOnlyForTheWindow() throws {
+        let rig = RelayRig(players: 3)
+        for (peer, slot) in [(b, 2), (c, 3)] {
+            _ = try rig.attach(peer, slot: slot, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
+        }
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_050, historyFrom: 0, proof: .of(990))
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        let window = RelayConfiguration(relayId: "r", advertisedEndpoint: "").recoveryHistoryMs
+        for step in 1 ... window / 100 + 10 {
+            rig.advance(ms: 100)
+            for (peer, slot) in [(b, 2), (c, 3)] { try rig.batch(peer, slot: slot, start: 0, [], current: 2 * step) }
+            if step % 20 == 0, session.recovering {
+                try resendHistory(rig, from: a, frames: 0 ..< 1_050, values: [1, 2, 3])
+            } else {
+                try rig.batch(a, slot: 1, start: 0, [])
+            }
+            if step == window / 100 - 10 {
+                #expect(rig.core.confirmedFrames(of: rig.sessionId) == 990, "to the proven frames, then held while they say they play")
+            }
+        }
+        #expect(!session.recovering)
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_050, "substituted once the window is over")
     }
 }
