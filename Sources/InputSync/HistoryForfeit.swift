@@ -9,7 +9,7 @@ struct HistoryForfeit {
     /// The frame its player reported playing at the start of the last whole second
     /// (`InputBatch.current_frame`), and when that second began.
     private var mark: (frame: Int, atMs: UInt64)
-    /// Whether its player played on in the last whole second (``notePlay(of:framesPerSecond:now:)``).
+    /// Whether its player played on in the last whole second (``notePlay(of:quarterSecond:now:)``).
     private(set) var playsOn = true
 
     init(cap: Int, owner: RelayPeer?, now: UInt64) {
@@ -26,15 +26,12 @@ struct HistoryForfeit {
     /// liar reporting frames it does not play holds the match so until the history window is
     /// over (the forfeits end with it), when its slot is substituted at once
     /// (``RelaySession/waitsForAnother(_:at:now:)`` spares no slot that forfeited).
-    mutating func notePlay(of owner: RelayPeer, framesPerSecond: Double, now: UInt64) {
-        guard cap != .max else {
-            playsOn = false
-            return
-        }
+    /// `quarterSecond`: a quarter second of the match's frames. Only a capped forfeit is asked:
+    /// one with no cap is never forfeited further.
+    mutating func notePlay(of owner: RelayPeer, quarterSecond: Int, now: UInt64) {
         if owner.awaitingTransfer != nil {
             playsOn = true
         } else if now &- mark.atMs >= 1_000 {
-            let quarterSecond = Int((framesPerSecond / 4).rounded(.up))
             playsOn = owner.reportedFrame - mark.frame >= quarterSecond && owner.reportedFrame < cap + 2 * quarterSecond
         } else {
             return

@@ -205,7 +205,7 @@ extension RelaySession {
     /// stands below ``framesProvenFinal``, no further than that: past it may come that player's
     /// next moves, and another's history reaches up to 3 s past its own proof. A player that
     /// forfeited so is not forfeited further while it plays on
-    /// (``HistoryForfeit/notePlay(of:framesPerSecond:now:)``): its frames were taken ahead
+    /// (``HistoryForfeit/notePlay(of:quarterSecond:now:)``): its frames were taken ahead
     /// of where it played, and the match stands still while it catches up. The others repeat
     /// their history too; their copies are the inputs confirmed before the restart. Players
     /// holding the match so together (at one frame, or one frame apart) forfeit together: the
@@ -221,7 +221,7 @@ extension RelaySession {
                   from <= frame, now &- owner.firstResumedAtMs >= Self.historyGraceMs,
                   arrivals.sendEstimate(frame: frame) == nil else { continue }
             if historyForfeited[slot] != nil {
-                historyForfeited[slot]?.notePlay(of: owner, framesPerSecond: framesPerSecond, now: now)
+                historyForfeited[slot]?.notePlay(of: owner, quarterSecond: quarterSecondOfFrames, now: now)
                 if historyForfeited[slot]?.playsOn == true { continue }
             }
             holding.append((slot, from))
@@ -248,18 +248,25 @@ extension RelaySession {
         rebuildHeld || frame < framesProvenFinal
     }
 
+    /// A quarter second of the match's frames, rounded up: the least a match played (however
+    /// slowly) moves in a second.
+    var quarterSecondOfFrames: Int {
+        Int((framesPerSecond / 4).rounded(.up))
+    }
+
     /// In a rebuilt session whose confirmed frame is below ``recoveryFrameLimit`` (frames that
     /// may have been final before the restart), notes once a second whether the match is held:
     /// its confirmed frame moved less than a quarter second of frames in the last second. A
     /// match played, even slowly, is not; one whose player sends a frame now and then is.
     /// Moving a quarter second of frames within the second clears it at once.
     func noteRebuildProgress(now: UInt64) {
-        guard rebuiltAtMs != nil, timeline.confirmed < recoveryFrameLimit else {
+        guard rebuiltAtMs != nil else { return }
+        guard timeline.confirmed < recoveryFrameLimit else {
             rebuildHeld = false
             rebuildProgressMark = (0, 0)
             return
         }
-        let quarterSecond = Int((framesPerSecond / 4).rounded(.up))
+        let quarterSecond = quarterSecondOfFrames
         if rebuildProgressMark.atMs == 0 {
             rebuildProgressMark = (timeline.confirmed, now)
         } else if now &- rebuildProgressMark.atMs >= 1_000 {
