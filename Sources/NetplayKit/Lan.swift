@@ -61,6 +61,8 @@ public final class LanHost: Sendable {
     public let endpoint: String
     private let relay: RunningService
     let lanAdmission: LanAdmission
+    /// The secret the room's tickets are signed with, generated for this room.
+    let keyRing: TicketKeyRing
     private let stopBeacon = StopFlag()
     private let beaconDone = DispatchSemaphore(value: 0)
 
@@ -83,6 +85,7 @@ public final class LanHost: Sendable {
         var sessionSettings = settings.sessionSettings(content: content, inputSize: inputSize, lanEndpoint: endpoint)
         sessionSettings.transport = .lan
         let keyRing = TicketKeyRing.generate()
+        self.keyRing = keyRing
         let lanAdmission = LanAdmission(sessionId: sessionId, settings: sessionSettings, relayEndpoint: endpoint, keyRing: keyRing)
         self.lanAdmission = lanAdmission
         var relayConfiguration = RelayConfiguration(relayId: "", advertisedEndpoint: endpoint)

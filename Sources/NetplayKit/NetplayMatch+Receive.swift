@@ -93,6 +93,7 @@ extension NetplayMatch {
             relayConfirmedFrames = max(relayConfirmedFrames, Int(broadcast.confirmedFrames))
             if recoveryResend != nil { recoveryResend!.relayConfirmed = max(recoveryResend!.relayConfirmed, Int(broadcast.confirmedFrames)) }
         }
+        if recoveryResend != nil { recoveryResend!.relayAwaited = max(recoveryResend!.relayAwaited, Int(broadcast.awaitedInputFrame)) }
         var messages: [RollbackMessage] = []
         let runs = broadcast.players.map { ($0, broadcast.authoritative) } + broadcast.forwarded.map { ($0, false) }
         for (run, authoritative) in runs {

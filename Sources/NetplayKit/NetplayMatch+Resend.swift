@@ -36,27 +36,31 @@ extension NetplayMatch {
     func resendForRecovery(_ response: AttachResponse, now: UInt64) {
         resendHistory(from: Int(response.confirmedFrames), now: now)
         if role == .player { resendOwnInputs(from: Int(response.awaitedInputFrame), now: now) }
-        // History travels as input traffic, which a lossy link may drop, and a rebuilt relay
-        // cannot confirm past a gap: repeat it until the relay's broadcasts confirm it all.
-        if Int(response.confirmedFrames) < confirmedFrames {
-            recoveryResend = RecoveryResend(target: confirmedFrames, relayConfirmed: Int(response.confirmedFrames),
-                                            nextMs: now + 250, untilMs: now + 20_000)
-        } else {
-            recoveryResend = nil
-        }
+        // Both travel as input traffic, which a lossy link may drop, and a rebuilt relay can
+        // neither confirm past a gap in the history nor take this player's later inputs past a
+        // gap in its own: repeat each until the relay's broadcasts show it arrived.
+        let resend = RecoveryResend(historyTarget: confirmedFrames, relayConfirmed: Int(response.confirmedFrames),
+                                    ownTarget: role == .player ? ownNewest : -1, relayAwaited: Int(response.awaitedInputFrame),
+                                    nextMs: now + 250, untilMs: now + 20_000)
+        recoveryResend = resend.isComplete ? nil : resend
     }
 
-    /// Repeats the history for a rebuilt relay until it confirmed what this peer had.
+    /// Repeats, every quarter second, what the rebuilt relay still lacks of this peer's history
+    /// and of its own inputs, until it has them all (or 20 s passed).
     func driveRecoveryResend(now: UInt64) {
         guard var resend = recoveryResend else { return }
-        if resend.relayConfirmed >= resend.target || now >= resend.untilMs {
+        if resend.isComplete || now >= resend.untilMs {
             recoveryResend = nil
             return
         }
         guard now >= resend.nextMs else { return }
         resend.nextMs = now + 250
         recoveryResend = resend
-        resendHistory(from: resend.relayConfirmed, now: now)
+        if resend.relayConfirmed < resend.historyTarget { resendHistory(from: resend.relayConfirmed, now: now) }
+        // Below its confirmed frames its history carries them: repeated as live inputs, frames
+        // final before the restart would look played to the relay.
+        let ownFrom = max(resend.relayAwaited, resend.historyTarget)
+        if ownFrom <= resend.ownTarget { resendOwnInputs(from: ownFrom, now: now) }
     }
 
     /// Sends the relay every player's confirmed inputs from `start` to ``confirmedFrames``, 128

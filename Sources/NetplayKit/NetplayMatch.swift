@@ -123,13 +123,23 @@ public final class NetplayMatch<G: SerializableGame> {
     lazy var pathTarget = min(max(params.maxPlayers > 2 ? max(options.paths, options.pathsOnLoss) : options.paths, 1),
                               NetplayMatchOptions.maxPaths)
 
-    /// After a relay restart: the history this peer repeats until the rebuilt relay confirms `target`.
+    /// After a relay restart: the history this peer repeats until the rebuilt relay confirms
+    /// `historyTarget`, and a player's own inputs it repeats until the relay awaits past `ownTarget`.
     struct RecoveryResend {
-        var target: Int
+        var historyTarget: Int
         /// What the rebuilt relay confirmed, as far as its messages told.
         var relayConfirmed: Int
+        /// This player's newest input when the relay came back (-1 for a spectator): the dead
+        /// relay may have acknowledged inputs up to it that the rebuilt one never got, and the
+        /// engine sends only what no relay acknowledged.
+        var ownTarget: Int
+        /// The first of this player's inputs the rebuilt relay awaits, as far as its messages told.
+        var relayAwaited: Int
         var nextMs: UInt64
         var untilMs: UInt64
+
+        /// Whether the rebuilt relay has everything this peer repeats.
+        var isComplete: Bool { relayConfirmed >= historyTarget && relayAwaited > ownTarget }
     }
     var recoveryResend: RecoveryResend?
 
