@@ -88,7 +88,7 @@ extension NetplayMatch {
         slot = Int(response.slot)
         peers = response.peers
         if wasAttached, case .attaching = phase { note(.reconnected) }
-        if response.recovering, attachedOnce { resendForRecovery(response, now: now) }
+        if response.recovering, wasAttached { resendForRecovery(response, now: now) }
         if !response.running {
             phase = .waitingForStart
             updateLobbyState()

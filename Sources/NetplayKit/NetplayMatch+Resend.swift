@@ -35,7 +35,10 @@ extension NetplayMatch {
 
     func resendForRecovery(_ response: AttachResponse, now: UInt64) {
         resendHistory(from: Int(response.confirmedFrames), now: now)
-        if role == .player { resendOwnInputs(from: Int(response.awaitedInputFrame), now: now) }
+        // Its own inputs only from its confirmed frames on: below them its history carries them,
+        // and as live inputs they would make frames final before the restart look played (a
+        // liar holding the match there would be spared her forfeit).
+        if role == .player { resendOwnInputs(from: max(Int(response.awaitedInputFrame), confirmedFrames), now: now) }
         // Both travel as input traffic, which a lossy link may drop, and a rebuilt relay can
         // neither confirm past a gap in the history nor take this player's later inputs past a
         // gap in its own: repeat each until the relay's broadcasts show it arrived.
@@ -57,8 +60,6 @@ extension NetplayMatch {
         resend.nextMs = now + 250
         recoveryResend = resend
         if resend.relayConfirmed < resend.historyTarget { resendHistory(from: resend.relayConfirmed, now: now) }
-        // Below its confirmed frames its history carries them: repeated as live inputs, frames
-        // final before the restart would look played to the relay.
         let ownFrom = max(resend.relayAwaited, resend.historyTarget)
         if ownFrom <= resend.ownTarget { resendOwnInputs(from: ownFrom, now: now) }
     }

@@ -10,13 +10,13 @@ import Testing
 @testable import NetplayKit
 
 /// A path that loses a player's first resend to a rebuilt relay of the inputs the dead relay
-/// had acknowledged and nobody confirmed: once armed with those frames, every batch carrying
-/// one is lost for the 150 ms after the first (the link may carry a batch on several paths, and
-/// each path's attach answer asks for the resend again; a repeat comes 250 ms later).
+/// had acknowledged and nobody confirmed: once armed with those frames, from the rebuilt
+/// relay's first recovering attach answer on, every batch carrying one is lost for 150 ms (the
+/// link may carry a batch on several paths; a repeat comes 250 ms later).
 final class LostOwnResendPath: Sendable {
     private struct State {
         var unconfirmed: Range<Int>?
-        var droppedAtMs: UInt64?
+        var recoveringSinceMs: UInt64?
         var dropped = 0
     }
     private let state = Mutex(State())
@@ -33,12 +33,18 @@ final class LostOwnResendPath: Sendable {
             let now = self.nowMs
             let frames = Int(batch.startFrame) ..< Int(batch.startFrame) + batch.inputs.count / Int(batch.inputSize)
             return state.withLock { state in
-                guard let unconfirmed = state.unconfirmed, frames.overlaps(unconfirmed) else { return .forward }
-                if state.droppedAtMs == nil { state.droppedAtMs = now }
-                guard now - state.droppedAtMs! < 150 else { return .forward }
+                guard let unconfirmed = state.unconfirmed, let since = state.recoveringSinceMs, frames.overlaps(unconfirmed),
+                      now - since < 150 else { return .forward }
                 state.dropped += 1
                 return .drop
             }
+        }, toClient: { [weak self] _, envelope in
+            guard let self, case .attachResponse(let response)? = envelope?.body, response.recovering else { return .forward }
+            let now = self.nowMs
+            state.withLock { state in
+                if state.unconfirmed != nil, state.recoveringSinceMs == nil { state.recoveringSinceMs = now }
+            }
+            return .forward
         })
         path.withLock { $0 = intercepting }
     }
@@ -64,7 +70,11 @@ extension NetplayKitTests {
     /// relay forfeited the joiner's frames.)
     @Test func aPlayersLostOwnInputResendToARebuiltRelayIsRepeated() throws {
         let port = UInt16(TestPorts.free())
-        let host = try lanHost("kit-resend", port: port)
+        // Lag tolerance of a second: the relay does not substitute the stalled host meanwhile, so
+        // the joiner's inputs it acknowledges stay unconfirmed.
+        let host = try LanHost(settings: { var room = settings("kit-resend"); room.lagTolerance = 120; return room }(),
+                               content: content, inputSize: Arena.inputSize, hostName: "alice", bindAddress: "127.0.0.1",
+                               advertiseAddress: "127.0.0.1", beaconHost: "127.0.0.1", beaconPort: port, beaconIntervalMs: 200)
         defer { host.stop() }
         let path = try LostOwnResendPath(to: host.endpoint)
         defer { path.stop() }
@@ -80,7 +90,7 @@ extension NetplayKitTests {
         // The host stalls: the joiner runs its prediction window ahead, and the relay takes and
         // acknowledges its inputs without confirming them.
         _ = drive([joinMatch], seconds: 0.4, until: { false })
-        let unconfirmed = hostMatch.confirmedFrames ..< joinMatch.ownNewest + 1
+        let unconfirmed = joinMatch.confirmedFrames ..< joinMatch.ownNewest + 1
         #expect(unconfirmed.count >= 8, "the joiner should have run ahead of the stalled host: \(unconfirmed)")
 
         // The relay stops and a new one, knowing nothing of the match, takes its endpoint.
