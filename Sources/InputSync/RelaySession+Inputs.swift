@@ -77,8 +77,13 @@ extension RelaySession {
             // Caught up only after a lag tolerance's worth of its own inputs in a row.
             caughtUpFrom[slot] = caughtUpFrom[slot] ?? first
         }
+        // Below what a returning player said was confirmed before the restart, its inputs are
+        // not play (its history carries them): noted, they would spare a player holding the
+        // rebuilt match there its forfeit (``forfeitHistoryNotSent(now:)``).
         let sentAt = now &- UInt64(participant.rttMs / 2)
-        for frame in first ..< last { arrivals.note(frame: frame, slot: slot, sentAt: sentAt) }
+        for frame in max(first, participant.resumedHolding) ..< max(last, participant.resumedHolding) {
+            arrivals.note(frame: frame, slot: slot, sentAt: sentAt)
+        }
         if substituting[slot], let from = caughtUpFrom[slot], last - from >= lagTolerance {
             substituting[slot] = false
             caughtUpFrom[slot] = nil

@@ -179,4 +179,26 @@ extension RelayCoreTests {
         #expect(!session.recovering)
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 1_050, "substituted once the window is over")
     }
+
+    /// Found reviewing NetplayKit's repeated own-input resend: the host's own inputs at frames
+    /// below what it said was confirmed before the restart, arriving live (its history for its
+    /// slot lost), counted as play at the frame Mallory holds the match, so she was not
+    /// forfeited and her slot waited for a substitute instead. They are not play: she forfeits.
+    @Test func liveInputsBelowTheSendersClaimDoNotSpareAForfeit() throws {
+        let rig = RelayRig()
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 700, historyFrom: 700, proof: .of(990))
+        _ = try rig.attach(a, slot: 1, resume: true, confirmed: 1_000, historyFrom: 0, proof: .of(990))
+        try resendHistory(rig, from: a, frames: 0 ..< 700, values: [1, 2])
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)])
+        for start in stride(from: 700, to: 1_000, by: 100) {
+            try rig.batch(a, slot: 1, start: start, Array(repeating: 1, count: 100))
+        }
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        #expect(session.timeline.stored(0) == 1_000 && session.timeline.stored(1) == 700)
+        try waitOutTheReturns(rig, keepingAlive: [(a, 1), (b, 2)], ms: RelaySession.historyGraceMs)
+        #expect(rig.transport.published.contains { $0.topic == "sync.history_forfeited" })
+        try resendHistory(rig, from: a, frames: 0 ..< 1_000, values: [1, 2])
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 990)
+        #expect(session.substitutedFrames == [0, 0])
+    }
 }
