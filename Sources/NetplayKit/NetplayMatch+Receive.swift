@@ -91,9 +91,8 @@ extension NetplayMatch {
         if broadcast.authoritative {
             record(broadcast)
             relayConfirmedFrames = max(relayConfirmedFrames, Int(broadcast.confirmedFrames))
-            if recoveryResend != nil { recoveryResend!.relayConfirmed = max(recoveryResend!.relayConfirmed, Int(broadcast.confirmedFrames)) }
         }
-        if recoveryResend != nil { recoveryResend!.relayAwaited = max(recoveryResend!.relayAwaited, Int(broadcast.awaitedInputFrame)) }
+        recoveryResend?.note(broadcast)
         var messages: [RollbackMessage] = []
         let runs = broadcast.players.map { ($0, broadcast.authoritative) } + broadcast.forwarded.map { ($0, false) }
         for (run, authoritative) in runs {

@@ -34,17 +34,13 @@ extension NetplayMatch {
     }
 
     func resendForRecovery(_ response: AttachResponse, now: UInt64) {
-        resendHistory(from: Int(response.confirmedFrames), now: now)
-        // Its own inputs only from its confirmed frames on: below them its history carries them,
-        // and as live inputs they would make frames final before the restart look played (a
-        // liar holding the match there would be spared her forfeit).
-        if role == .player { resendOwnInputs(from: max(Int(response.awaitedInputFrame), confirmedFrames), now: now) }
         // Both travel as input traffic, which a lossy link may drop, and a rebuilt relay can
         // neither confirm past a gap in the history nor take this player's later inputs past a
-        // gap in its own: repeat each until the relay's broadcasts show it arrived.
+        // gap in its own: sent now, then repeated until the relay's broadcasts show it arrived.
         let resend = RecoveryResend(historyTarget: confirmedFrames, relayConfirmed: Int(response.confirmedFrames),
                                     ownTarget: role == .player ? ownNewest : -1, relayAwaited: Int(response.awaitedInputFrame),
                                     nextMs: now + 250, untilMs: now + 20_000)
+        sendWhatTheRelayLacks(resend, now: now)
         recoveryResend = resend.isComplete ? nil : resend
     }
 
@@ -59,6 +55,14 @@ extension NetplayMatch {
         guard now >= resend.nextMs else { return }
         resend.nextMs = now + 250
         recoveryResend = resend
+        sendWhatTheRelayLacks(resend, now: now)
+    }
+
+    /// Sends the history the relay has not confirmed, and this player's own inputs it awaits
+    /// from the confirmed frames on: below them the history carries them, and as live inputs
+    /// they would make frames final before the restart look played (a liar holding the match
+    /// there would be spared her forfeit).
+    private func sendWhatTheRelayLacks(_ resend: RecoveryResend, now: UInt64) {
         if resend.relayConfirmed < resend.historyTarget { resendHistory(from: resend.relayConfirmed, now: now) }
         let ownFrom = max(resend.relayAwaited, resend.historyTarget)
         if ownFrom <= resend.ownTarget { resendOwnInputs(from: ownFrom, now: now) }

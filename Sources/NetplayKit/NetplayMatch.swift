@@ -140,6 +140,12 @@ public final class NetplayMatch<G: SerializableGame> {
 
         /// Whether the rebuilt relay has everything this peer repeats.
         var isComplete: Bool { relayConfirmed >= historyTarget && relayAwaited > ownTarget }
+
+        /// Learns from a broadcast of the rebuilt relay what it confirmed and awaits.
+        mutating func note(_ broadcast: InputBroadcast) {
+            if broadcast.authoritative { relayConfirmed = max(relayConfirmed, Int(broadcast.confirmedFrames)) }
+            relayAwaited = max(relayAwaited, Int(broadcast.awaitedInputFrame))
+        }
     }
     var recoveryResend: RecoveryResend?
 

@@ -21,7 +21,6 @@ final class LostOwnResendPath: Sendable {
     }
     private let state = Mutex(State())
     private let path = Mutex<InterceptingPath?>(nil)
-    private let origin = ContinuousClock.now
 
     var endpoint: String { path.withLock { $0!.endpoint } }
     /// Batches carrying the unconfirmed inputs that were lost.
@@ -30,17 +29,17 @@ final class LostOwnResendPath: Sendable {
     init(to relay: String) throws {
         let intercepting = try InterceptingPath(to: relay, toService: { [weak self] _, envelope in
             guard let self, case .inputBatch(let batch)? = envelope?.body, batch.inputSize > 0, !batch.inputs.isEmpty else { return .forward }
-            let now = self.nowMs
+            let now = UnixTime.nowMs()
             let frames = Int(batch.startFrame) ..< Int(batch.startFrame) + batch.inputs.count / Int(batch.inputSize)
             return state.withLock { state in
                 guard let unconfirmed = state.unconfirmed, let since = state.recoveringSinceMs, frames.overlaps(unconfirmed),
-                      now - since < 150 else { return .forward }
+                      now &- since < 150 else { return .forward }
                 state.dropped += 1
                 return .drop
             }
         }, toClient: { [weak self] _, envelope in
             guard let self, case .attachResponse(let response)? = envelope?.body, response.recovering else { return .forward }
-            let now = self.nowMs
+            let now = UnixTime.nowMs()
             state.withLock { state in
                 if state.unconfirmed != nil, state.recoveringSinceMs == nil { state.recoveringSinceMs = now }
             }
@@ -51,11 +50,6 @@ final class LostOwnResendPath: Sendable {
 
     /// From now on, loses the first resend of `frames`.
     func loseFirstResend(of frames: Range<Int>) { state.withLock { $0.unconfirmed = frames } }
-
-    private var nowMs: UInt64 {
-        let elapsed = ContinuousClock.now - origin
-        return UInt64(elapsed.components.seconds) * 1000 + UInt64(elapsed.components.attoseconds / 1_000_000_000_000_000)
-    }
 
     func stop() { path.withLock { $0?.stop() } }
 }
