@@ -88,9 +88,7 @@ final class MeshHarness<Base: Game> where Base.State: Equatable {
             node.inbox.removeAll()
             return
         }
-        let inbox = node.inbox
-        node.inbox.removeAll()
-        for delivery in inbox { node.session.handle(delivery.message, from: delivery.from, now: now) }
+        for delivery in node.inbox.takeAll() { node.session.handle(delivery.message, from: delivery.from, now: now) }
         node.session.poll(now: now)
         for event in node.session.drainEvents() {
             node.events.append(event)
@@ -125,9 +123,7 @@ final class MeshHarness<Base: Game> where Base.State: Equatable {
     private func tick(_ watcher: Watcher) {
         let now = watcher.nextTickMs()
         watcher.ticks += 1
-        let inbox = watcher.inbox
-        watcher.inbox.removeAll()
-        for delivery in inbox { watcher.session.handle(delivery.message, from: delivery.from, now: now) }
+        for delivery in watcher.inbox.takeAll() { watcher.session.handle(delivery.message, from: delivery.from, now: now) }
         watcher.session.poll(now: now)
         watcher.maxStep = max(watcher.maxStep, watcher.session.advanceFrame())
         watcher.events.append(contentsOf: watcher.session.drainEvents())

@@ -46,9 +46,7 @@ final class RelayHarness<Base: Game> where Base.State: Equatable {
     private func tick(_ client: Client) throws {
         let now = client.nextTickMs()
         client.ticks += 1
-        let inbox = client.inbox
-        client.inbox.removeAll()
-        for delivery in inbox { client.session.handle(delivery.message, from: delivery.from, now: now) }
+        for delivery in client.inbox.takeAll() { client.session.handle(delivery.message, from: delivery.from, now: now) }
         client.session.poll(now: now)
         noteEvents(client)
         if client.session.state == .running {
@@ -77,9 +75,7 @@ final class RelayHarness<Base: Game> where Base.State: Equatable {
 
     private func tickRelay(now: UInt64) {
         relayTicks += 1
-        let inbox = relayInbox
-        relayInbox.removeAll()
-        for delivery in inbox { relay.handle(delivery.message, from: delivery.from, now: now) }
+        for delivery in relayInbox.takeAll() { relay.handle(delivery.message, from: delivery.from, now: now) }
         relay.poll(now: now)
         for out in relay.drain() { network.send(out.message, from: relay.id, to: out.peer, now: now) }
     }

@@ -37,3 +37,11 @@ final class SimulatedPlayer<Base: Game> where Base.State: Equatable {
     /// The newest frame this player both confirmed and simulated.
     var settledFrame: Frame { min(session.confirmedFrame, session.currentFrame - 1) }
 }
+
+extension Array {
+    /// Empties the array and returns what it held: an inbox handled once per tick.
+    mutating func takeAll() -> [Element] {
+        defer { removeAll() }
+        return self
+    }
+}
