@@ -167,11 +167,14 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .executableTarget(
-            name: "netplay-peer",
+        // netplay-peer's commands (options, the game loop, host, join, spectate, replay, demo),
+        // a library so its options are tested like the services'.
+        .target(
+            name: "PeerCommand",
             dependencies: ["NetplayKit", "InputSync", "NetplayAuth", "NetplayService", "NetplayWire", "Rollback", "Games", "Libretro",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
+        .executableTarget(name: "netplay-peer", dependencies: ["PeerCommand", "NetplayService"]),
 
         // MARK: Benchmarks (make bench)
         .executableTarget(
@@ -223,6 +226,8 @@ let package = Package(
         .testTarget(name: "NetplayAuthTests", dependencies: ["NetplayTestSupport", "NetplayAuth", "NetplayWire"]),
         .testTarget(name: "RollbackTests", dependencies: ["NetplayTestSupport", "Rollback", "Games"]),
         .testTarget(name: "GamesTests", dependencies: ["NetplayTestSupport", "Games", "Rollback"]),
+        .testTarget(name: "PeerCommandTests", dependencies: ["NetplayTestSupport", "PeerCommand", "NetplayLAN", "NetplayKit",
+                                                  .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .testTarget(name: "IPv4SocketsTests", dependencies: ["IPv4Sockets", "NetplayTestSupport"]),
         .testTarget(name: "WANHarnessTests", dependencies: ["NetplayTestSupport", "WANHarness", "SystemTools", "netplay-wanlink"]),
         .testTarget(

@@ -44,7 +44,7 @@ public struct SyncOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Slowest a state transfer may go (env NETPLAY_TRANSFER_MIN_RATE, default 262144, 1024 ... 1073741824): a state of n bytes has the transfer timeout plus n / rate seconds to reach every target; a target still short of it is dropped from the transfer, and retried.", valueName: "bytes/s"))
     public var transferMinRate: Int?
 
-    @Flag(help: "Write no replay files.")
+    @Flag(help: "Write no replay files (env NETPLAY_NO_REPLAYS=1).")
     public var noReplays = false
 
     @Option(help: ArgumentHelp("Relay RetroArch netplay (RetroArch's relay server protocol) on this TCP port, or HOST:PORT to bind one address; 'off' disables (env NETPLAY_RETROARCH_PORT, default off; RetroArch's default relay port is 55435). See docs/retroarch.md.", valueName: "port"))
@@ -123,7 +123,7 @@ public struct SyncOptions: ParsableArguments, Sendable {
                                                          default: relay.transferMinRateBytes, range: 1024 ... 1 << 30)
         relay.maxTransferBytes = try setting.integer(transferMemory, "NETPLAY_TRANSFER_MEMORY", name: "--transfer-memory",
                                                      default: relay.maxTransferBytes, range: relay.maxStateBytes ... 1 << 40)
-        relay.replayDirectory = noReplays ? nil : service.dataDirectory.appendingPathComponent("replays")
+        relay.replayDirectory = setting.isOn(noReplays, "NETPLAY_NO_REPLAYS") ? nil : service.dataDirectory.appendingPathComponent("replays")
         relay.revocationsFile = service.dataDirectory.appendingPathComponent("revocations.jsonl")
         let retroArch = try resolveRetroArch(setting, advertised: advertised.isEmpty ? service.endpoint : advertised)
         if let problem = relay.validationError() { throw ValidationError(problem) }

@@ -26,4 +26,58 @@ struct ExecutableHelpTests {
         #expect(lines.count == 1, "\(executable): \(result.output)")
         #expect(lines.first?.hasPrefix("\(executable): ") == true, "\(result.output)")
     }
+
+    /// Every flag of the services, the supervisor and netplay-peer (each subcommand) names the
+    /// `NETPLAY_*` variable it falls back to, so a deployment can set anything through the
+    /// environment. Not netplayctl: its connection flags have variables (its commands' own tests),
+    /// while its commands' arguments (what to list, whom to kick, --json) are the call itself.
+    @Test(arguments: ["netplay-supervisor", "netplay-discovery", "netplay-coordinator", "netplay-sync", "netplay-telemetry",
+                      "netplay-peer"])
+    func everyFlagNamesItsEnvironmentVariable(executable: String) throws {
+        let path = try BuildProducts.url(of: executable).path
+        var commands: [[String]] = [[]]
+        var checked = 0
+        while let command = commands.popLast() {
+            let help = try run(path, command + ["--help"], timeout: 30).output
+            for (flag, text) in Self.optionBlocks(of: help) where !Self.actions.contains(flag) {
+                checked += 1
+                #expect(text.contains("NETPLAY_"), "\(executable) \(command.joined(separator: " ")) \(flag) names no NETPLAY_* variable: \(text)")
+            }
+            commands += Self.subcommands(of: help).map { command + [$0] }
+        }
+        #expect(checked > 10, "\(executable): only \(checked) flags found")
+    }
+
+    /// Flags that are actions of one call, not settings: help, version, the supervisor's
+    /// validate-and-exit.
+    static let actions: Set<String> = ["-h", "--help", "--version", "--check"]
+
+    /// The options sections of a help screen (OPTIONS:, and groups such as SERVICE OPTIONS (...):):
+    /// each flag with its whole (wrapped) text.
+    static func optionBlocks(of help: String) -> [(String, String)] {
+        var blocks: [(String, String)] = []
+        var inOptions = false
+        for line in help.split(separator: "\n", omittingEmptySubsequences: false) {
+            if let first = line.first, first != " " {
+                inOptions = line.hasSuffix(":") && line.contains("OPTIONS")
+            } else if inOptions, line.hasPrefix("  -"), let flag = line.split(separator: " ").first {
+                blocks.append((String(flag.trimmingCharacters(in: CharacterSet(charactersIn: ","))), String(line)))
+            } else if inOptions, line.hasPrefix(" "), !blocks.isEmpty {
+                blocks[blocks.count - 1].1 += " " + line.trimmingCharacters(in: .whitespaces)
+            }
+        }
+        return blocks
+    }
+
+    /// The names a SUBCOMMANDS section lists (not `help`).
+    static func subcommands(of help: String) -> [String] {
+        guard help.contains("SUBCOMMANDS:"), let section = help.components(separatedBy: "SUBCOMMANDS:").last else { return [] }
+        var names: [String] = []
+        for line in section.split(separator: "\n", omittingEmptySubsequences: false).dropFirst() {
+            if line.isEmpty { break }
+            guard line.hasPrefix("  "), !line.hasPrefix("   "), let name = line.split(separator: " ").first else { continue }
+            if name != "help" { names.append(String(name.replacingOccurrences(of: "(default)", with: ""))) }
+        }
+        return names
+    }
 }

@@ -37,6 +37,13 @@ struct SyncOptionsTests {
         #expect(resolved.coordinator == nil && resolved.relay.replayDirectory == nil)
     }
 
+    @Test func replaysAreSwitchedOffByTheFlagOrTheEnvironment() throws {
+        let secret = ["NETPLAY_CLUSTER_SECRET": Self.secret]
+        #expect(try resolve([], environment: secret).relay.replayDirectory != nil)
+        #expect(try resolve([], environment: secret.merging(["NETPLAY_NO_REPLAYS": "1"]) { $1 }).relay.replayDirectory == nil)
+        #expect(try resolve([], environment: secret.merging(["NETPLAY_NO_REPLAYS": "0"]) { $1 }).relay.replayDirectory != nil)
+    }
+
     @Test func theTransferWindowMemoryAndMinimumRateComeFromTheFlagOrTheEnvironment() throws {
         #expect(try resolve(["--cluster-secret", Self.secret]).relay.transferWindowBytes == 1 << 20)
         #expect(try resolve(["--cluster-secret", Self.secret], environment: ["NETPLAY_TRANSFER_WINDOW": "4096"])

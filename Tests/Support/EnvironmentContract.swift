@@ -10,7 +10,7 @@ public struct EnvironmentContract {
     public let named: Set<String>
     /// The variables the resolution consulted, over every environment tried.
     public let read: Set<String>
-    /// Where the help's "(env NETPLAY_X, default D" disagrees with the default the resolution
+    /// Where the help's "(env NETPLAY_X, default D" (or "default 'D E'") disagrees with the default the resolution
     /// falls back to for that variable (one line each); settings whose default is worked out
     /// (`<data-dir>/…`, per service) are not compared.
     public let defaultsDisagreeing: [String]
@@ -25,8 +25,9 @@ public struct EnvironmentContract {
         for type in options {
             let help = type.helpMessage(includeHidden: true, columns: 100_000)
             for match in help.matches(of: /NETPLAY_[A-Z0-9_]+/) { named.insert(String(match.output)) }
-            for match in help.matches(of: /env (NETPLAY_[A-Z0-9_]+), default ([^,;)\s]+)/) {
-                stated[String(match.output.1)] = String(match.output.2)
+            // A default with spaces is quoted: "default 'netplay-peer room'".
+            for match in help.matches(of: /env (NETPLAY_[A-Z0-9_]+), default (?:'([^']*)'|([^,;)\s]+))/) {
+                stated[String(match.output.1)] = String(match.output.2 ?? match.output.3 ?? "")
             }
         }
         var read: Set<String> = []

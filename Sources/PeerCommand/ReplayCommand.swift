@@ -14,24 +14,45 @@ struct Replay: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Replay a relay's replay file and check its checksums.")
 
     @Argument(help: "The replay file (under the relay's data dir, replays/).") var file: String
-    @Option(help: "Stop at this frame (default: every recorded frame).") var frames: Int?
-    @Option(help: ArgumentHelp("The libretro core of a core match (with --content).", valueName: "path")) var core: String?
-    @Option(help: ArgumentHelp("The content of a core match.", valueName: "file")) var content: String?
+    @Option(help: ArgumentHelp("Stop at this frame (env NETPLAY_FRAMES; default: every recorded frame).", valueName: "frame"))
+    var frames: String?
+    @Option(help: ArgumentHelp("The libretro core of a core match, with --content (env NETPLAY_CORE).", valueName: "path"))
+    var core: String?
+    @Option(help: ArgumentHelp("The content of a core match (env NETPLAY_CONTENT).", valueName: "file"))
+    var content: String?
+
+    /// `--frames`, `--core` and `--content`, each else its variable.
+    struct Resolved {
+        var frames: Int?
+        var core: String?
+        var content: String?
+    }
+
+    func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Resolved {
+        let setting = SettingResolver(environment: environment)
+        let resolved = Resolved(frames: try PeerOptions.frame(frames, "NETPLAY_FRAMES", name: "--frames", setting),
+                                core: setting.text(core, "NETPLAY_CORE"), content: setting.text(content, "NETPLAY_CONTENT"))
+        guard (resolved.core == nil) == (resolved.content == nil) else { throw ValidationError("--core and --content go together") }
+        return resolved
+    }
+
+    func validate() throws { _ = try resolve() }
 
     func run() throws {
+        let options = try resolve()
         let replay: ReplayFile
         do { replay = try ReplayFile(contentsOf: URL(fileURLWithPath: file)) } catch {
             throw ValidationError("\(error)")
         }
-        if replay.header.content.coreId.hasPrefix("libretro.") || core != nil {
-            try replayCore(replay)
+        if replay.header.content.coreId.hasPrefix("libretro.") || options.core != nil {
+            try replayCore(replay, options)
         }
         guard let (sample, players, seed) = SampleGame.parse(options: replay.header.gameOptions,
                                                               coreId: replay.header.content.coreId) else {
             throw ValidationError("the replay's game options do not name a sample game")
         }
         try Self.checkStart(of: replay)
-        let end = Self.end(of: replay, frames: frames)
+        let end = Self.end(of: replay, frames: options.frames)
         switch sample {
         case .arena: try replayGame(Arena(playerCount: max(players, 2), seed: seed), replay, end: end)
         case .pd: try replayGame(PrisonersDilemma(maxRounds: 1_000_000), replay, end: end)
@@ -40,13 +61,13 @@ struct Replay: ParsableCommand {
 
     /// A core match: the same core and content, loaded like the players loaded them, start
     /// from the same state (checked against the initial checksum the host recorded).
-    func replayCore(_ replay: ReplayFile) throws -> Never {
-        guard let core, let content else { throw ValidationError("this replay is of a libretro core: pass --core and --content") }
+    func replayCore(_ replay: ReplayFile, _ options: Resolved) throws -> Never {
+        guard let core = options.core, let content = options.content else { throw ValidationError("this replay is of a libretro core: pass --core and --content") }
         guard let (players, buttons, initial) = LoadedCore.parse(options: replay.header.gameOptions) else {
             throw ValidationError("the replay's game options do not describe a libretro match")
         }
         try Self.checkStart(of: replay)
-        let loaded = try PeerOptions.load(core: core, content: content, players: players, buttons: String(buttons, radix: 16))
+        let loaded = try PeerSettings.load(core: core, content: content, players: players, buttons: String(buttons, radix: 16))
         let recorded = replay.header.content
         guard loaded.content.crc32 == recorded.crc32, loaded.content.coreId == recorded.coreId,
               loaded.content.coreVersion == recorded.coreVersion else {
@@ -58,7 +79,7 @@ struct Replay: ParsableCommand {
             throw ValidationError("the core starts in state 0x\(String(loaded.initialChecksum, radix: 16)), the match started in "
                                   + "0x\(String(initial, radix: 16)): another core build or options")
         }
-        let end = Self.end(of: replay, frames: frames)
+        let end = Self.end(of: replay, frames: options.frames)
         try replayGame(SerializableCoreGame(game: try LibretroGame(core: loaded.core, playerCount: players,
                                                                    buttonMask: JoypadButtons(rawValue: buttons))), replay, end: end)
     }

@@ -13,25 +13,64 @@ struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Play a visible two-player match through the local cluster (started for the demo if none is up).")
 
-    @Option(help: ArgumentHelp("Discovery endpoint of a running cluster (env NETPLAY_DISCOVERY).", valueName: "endpoint"))
+    @Option(help: ArgumentHelp("Discovery endpoint of a running cluster (env NETPLAY_DISCOVERY, default \(ServiceDefaults.discoveryEndpoint)).", valueName: "endpoint"))
     var discovery: String?
-    @Option(help: ArgumentHelp("Coordinator endpoint of a running cluster (env NETPLAY_COORDINATOR).", valueName: "endpoint"))
+    @Option(help: ArgumentHelp("Coordinator endpoint of a running cluster (env NETPLAY_COORDINATOR, default \(ServiceDefaults.coordinatorEndpoint)).", valueName: "endpoint"))
     var coordinator: String?
     @OptionGroup var curve: CurveClientOptions
-    @Option(help: "Frames to play (60 per second).") var frames = 1200
-    @Option(help: "Simulated round trip of each peer to the relay, ms.") var rtt = 80
-    @Option(help: "Simulated jitter, ms.") var jitter = 10
-    @Option(help: "Simulated loss of input traffic, 0 ... 1.") var loss = 0.02
-    @Option(help: "Draw the arena every this many frames (0 = never).") var renderEvery = 60
-    @Flag(help: "Always start a private cluster, even when one is up.") var ownCluster = false
+    @Option(help: ArgumentHelp("Frames to play, 60 per second (env NETPLAY_FRAMES, default 1200).", valueName: "n"))
+    var frames: String?
+    @Option(help: ArgumentHelp("Simulated round trip of each peer to the relay, ms (env NETPLAY_RTT, default 80).", valueName: "ms"))
+    var rtt: String?
+    @Option(help: ArgumentHelp("Simulated jitter, ms (env NETPLAY_JITTER, default 10).", valueName: "ms"))
+    var jitter: String?
+    @Option(help: ArgumentHelp("Simulated loss of input traffic, 0 ... 1 (env NETPLAY_LOSS, default 0.02).", valueName: "p"))
+    var loss: String?
+    @Option(help: ArgumentHelp("Draw the arena every this many frames; 0 = never (env NETPLAY_RENDER_EVERY, default 60).", valueName: "frames"))
+    var renderEvery: String?
+    @Flag(help: "Always start a private cluster, even when one is up (env NETPLAY_OWN_CLUSTER=1).") var ownCluster = false
+
+    /// What the demo runs with: its flags, else their variables, else the defaults.
+    struct Resolved {
+        var discovery: String
+        var coordinator: String
+        var serverKey: [UInt8]?
+        var frames: Int
+        var rtt: Int
+        var jitter: Int
+        var loss: Double
+        var renderEvery: Int
+        var ownCluster: Bool
+    }
+
+    func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Resolved {
+        let setting = SettingResolver(environment: environment)
+        let resolved = Resolved(
+            discovery: setting.text(discovery, "NETPLAY_DISCOVERY", default: ServiceDefaults.discoveryEndpoint),
+            coordinator: setting.text(coordinator, "NETPLAY_COORDINATOR", default: ServiceDefaults.coordinatorEndpoint),
+            serverKey: try curve.serverKey(environment: environment),
+            frames: try setting.integer(frames, "NETPLAY_FRAMES", name: "--frames", default: 1200, range: 1 ... PeerOptions.maxFrame),
+            rtt: try setting.integer(rtt, "NETPLAY_RTT", name: "--rtt", default: 80, range: 0 ... 60_000),
+            jitter: try setting.integer(jitter, "NETPLAY_JITTER", name: "--jitter", default: 10, range: 0 ... 60_000),
+            loss: try setting.number(loss, "NETPLAY_LOSS", name: "--loss", default: 0.02, range: 0 ... 1),
+            renderEvery: try setting.integer(renderEvery, "NETPLAY_RENDER_EVERY", name: "--render-every", default: 60,
+                                             range: 0 ... PeerOptions.maxFrame),
+            ownCluster: setting.isOn(ownCluster, "NETPLAY_OWN_CLUSTER"))
+        try EndpointValidator.validate(resolved.discovery, name: "--discovery")
+        try EndpointValidator.validate(resolved.coordinator, name: "--coordinator")
+        return resolved
+    }
+
+    func validate() throws { _ = try resolve() }
 
     func run() throws {
-        let setting = SettingResolver()
-        var discoveryEndpoint = setting.text(discovery, "NETPLAY_DISCOVERY") ?? ServiceDefaults.discoveryEndpoint
-        var coordinatorEndpoint = setting.text(coordinator, "NETPLAY_COORDINATOR") ?? ServiceDefaults.coordinatorEndpoint
-        let serverKey = try curve.serverKey()
+        let demo = try resolve()
+        let (frames, rtt, jitter, loss, renderEvery) = (demo.frames, demo.rtt, demo.jitter, demo.loss, demo.renderEvery)
+        var discoveryEndpoint = demo.discovery
+        var coordinatorEndpoint = demo.coordinator
+        let serverKey = demo.serverKey
         var cluster: DemoCluster?
-        if !ownCluster && DemoCluster.isUp(discovery: discoveryEndpoint, coordinator: coordinatorEndpoint, serverKey: serverKey) {
+        if !demo.ownCluster && DemoCluster.isUp(discovery: discoveryEndpoint, coordinator: coordinatorEndpoint, serverKey: serverKey) {
             say("using the cluster at \(coordinatorEndpoint) (discovery \(discoveryEndpoint))\(serverKey == nil ? "" : ", encrypted")")
         } else {
             say("no cluster is up: starting discovery, coordinator and a relay for the demo")
@@ -82,17 +121,15 @@ final class DemoChild: @unchecked Sendable {
     private let log = LineLog()
     private var drain: PipeDrain?
 
-    /// `plain`: the child gets no NETPLAY_CURVE_* variables (it plays in the demo's unencrypted cluster).
+    /// The child plays with the demo's `arguments` alone: of the `NETPLAY_*` variables (every
+    /// netplay-peer flag has one) it keeps only the cluster's key, and none when `plain` (it plays
+    /// in the demo's unencrypted cluster).
     init(label: String, arguments: [String], plain: Bool) throws {
         self.label = label
         process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         process.arguments = arguments
-        if plain {
-            var environment = ProcessInfo.processInfo.environment
-            environment.removeValue(forKey: "NETPLAY_CURVE_SERVER_KEY")
-            environment.removeValue(forKey: "NETPLAY_CURVE_SECRET_KEY")
-            process.environment = environment
-        }
+        let kept: Set<String> = plain ? [] : ["NETPLAY_CURVE_SERVER_KEY", "NETPLAY_CURVE_SECRET_KEY"]
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("NETPLAY_") || kept.contains($0.key) }
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe

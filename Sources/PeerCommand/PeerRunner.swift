@@ -14,7 +14,7 @@ import Rollback
 /// The common game loop: ticks the match at the session's frame rate, applies the chaos options,
 /// stops at the target frame and prints the result line.
 struct PeerRunner<G: SerializableGame> {
-    let options: PeerOptions
+    let options: PeerSettings
     let match: NetplayMatch<G>
     /// The input of (slot, frame).
     let script: (Int, Int) -> GameInput
@@ -45,7 +45,7 @@ struct PeerRunner<G: SerializableGame> {
             if let lagAt = options.lagAt, !lagDone, frame >= lagAt {
                 lagDone = true
                 log("freezing \(options.lagMs) ms at frame \(frame) (a weak client)")
-                usleep(UInt32(options.lagMs) * 1000)
+                usleep(UInt32(options.lagMs) * 1000)  // at most 600 s: PeerOptions' range
                 nextTick = .now
             }
             if let outageAt = options.outageAt, !outageDone, frame >= outageAt {
@@ -158,7 +158,7 @@ struct PeerRunner<G: SerializableGame> {
 }
 
 /// Plays `game` in a match for `admission` with the options' chaos and inputs.
-func play<G: SerializableGame>(_ base: G, script: @escaping (Int, Int) -> GameInput, admission: Admission, options: PeerOptions,
+func play<G: SerializableGame>(_ base: G, script: @escaping (Int, Int) -> GameInput, admission: Admission, options: PeerSettings,
                                content: ContentInfo?, gameOptions: [UInt8], label: String, resultSuffix: String = "",
                                onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0, players: Int,
                                hostStart: HostStart = HostStart()) throws -> Never {
@@ -167,15 +167,15 @@ func play<G: SerializableGame>(_ base: G, script: @escaping (Int, Int) -> GameIn
     var matchOptions = NetplayMatchOptions()
     matchOptions.clientVersion = "netplay-peer \(NetplayVersion.current)"
     matchOptions.conditions = options.conditions
-    matchOptions.paths = try options.resolvedPaths()
-    matchOptions.pathsOnLoss = try options.resolvedPathsOnLoss()
+    matchOptions.paths = options.paths
+    matchOptions.pathsOnLoss = options.pathsOnLoss
     matchOptions.content = content
     matchOptions.gameOptions = gameOptions
-    matchOptions.pacing = options.pacing == "frame-rate" ? .frameRate : .wholeFrames
+    matchOptions.pacing = options.pacing
     matchOptions.startFromHostState = hostStart.fromHostState
     if admission.role == .spectator { matchOptions.stopAtFrame = options.frames }
     // Cluster rooms encrypt like the cluster; a LAN room's in-process relay is plain.
-    if admission.coordinatorEndpoint != nil { matchOptions.serverKey = try options.curve.serverKey() }
+    if admission.coordinatorEndpoint != nil { matchOptions.serverKey = options.serverKey }
     let match = try NetplayMatch(game: game, admission: admission, options: matchOptions)
     var runner = PeerRunner(options: options, match: match, script: script, label: label)
     runner.resultSuffix = resultSuffix
@@ -186,12 +186,12 @@ func play<G: SerializableGame>(_ base: G, script: @escaping (Int, Int) -> GameIn
 }
 
 /// Dispatches on the sample game (joiners learn it from the room's core id).
-func play(sample: SampleGame, players: Int, seed: UInt64, admission: Admission, options: PeerOptions,
+func play(sample: SampleGame, players: Int, seed: UInt64, admission: Admission, options: PeerSettings,
           host: Bool, label: String, onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0,
           hostStart: HostStart = HostStart()) throws -> Never {
     let gameOptions = SampleGame.options(game: sample, players: players, seed: seed)
     let content = host ? sample.content() : nil
-    let kind = InputScript.Kind(rawValue: options.inputs) ?? .random
+    let kind = options.inputs
     let script = { (slot: Int, frame: Int) in InputScript(kind: kind, seed: options.inputSeed, slot: slot, game: sample).input(frame: frame) }
     switch sample {
     case .arena:
@@ -206,7 +206,7 @@ func play(sample: SampleGame, players: Int, seed: UInt64, admission: Admission, 
 }
 
 /// Plays a loaded libretro core in a match for `admission`.
-func playCore(_ loaded: LoadedCore, players: Int, admission: Admission, options: PeerOptions, host: Bool, label: String,
+func playCore(_ loaded: LoadedCore, players: Int, admission: Admission, options: PeerSettings, host: Bool, label: String,
               onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0, hostStart: HostStart = HostStart()) throws -> Never {
     let sessionInputSize = Int(admission.ticket.params.inputSize)
     guard sessionInputSize == loaded.inputLayout.inputSize else {
@@ -216,7 +216,7 @@ func playCore(_ loaded: LoadedCore, players: Int, admission: Admission, options:
     }
     let game = SerializableCoreGame(game: try LibretroGame(core: loaded.core, playerCount: players, buttonMask: loaded.buttonMask,
                                                            inputLayout: loaded.inputLayout))
-    let kind = InputScript.Kind(rawValue: options.inputs) ?? .random
+    let kind = options.inputs
     let script = { (slot: Int, frame: Int) in
         CoreInputScript(kind: kind, seed: options.inputSeed, slot: slot, layout: loaded.inputLayout).input(frame: frame)
     }

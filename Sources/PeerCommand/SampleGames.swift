@@ -68,7 +68,7 @@ struct DesyncingGame<Base: SerializableGame>: SerializableGame {
 
 /// Deterministic inputs per slot: random held buttons (changing every few frames), or idle.
 struct InputScript {
-    enum Kind: String { case random, idle, cooperate, defect }
+    enum Kind: String, CaseIterable { case random, idle, cooperate, defect }
     let kind: Kind
     let seed: UInt64
     let slot: Int
