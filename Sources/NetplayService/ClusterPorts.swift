@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Port offsets that make the design's whole endpoint table free, so a cluster on shifted ports
 /// (NETPLAY_PORT_OFFSET: a test's, a benchmark's) never meets a developer's `make up` or another
 /// test's cluster.
@@ -10,15 +12,36 @@ public enum ClusterPorts {
     /// discovery's tests), bound on every address.
     public static let beaconPort = 7102
 
-    /// An offset that makes every design port free (TCP) and the beacon's UDP port free.
+    /// An offset that makes every design port free (TCP) and the beacon's UDP port free, and
+    /// whose ports no offset handed out in this process (and not released) uses: offsets 200
+    /// apart share ports, and a port free only because its service is down for a moment (a test
+    /// kills it to watch the restart) would otherwise go to a second cluster, and the first
+    /// one's service could never bind it again. Give it back with ``release(_:)``.
     public static func freeOffset() -> Int {
-        for _ in 0..<200 {
+        for attempt in 0..<400 {
             let offset = Int.random(in: 100...230) * 100  // ports stay below the ephemeral range (32768+)
-            if designPorts.allSatisfy({ FreePort.isFree($0 + offset) })
+            let ports = self.ports(of: offset)
+            // After 200 tries, any offset free right now (more clusters at once than fit apart).
+            let unclaimed = attempt >= 200 || claims.withLock { $0.values.allSatisfy { $0.isDisjoint(with: ports) } }
+            if unclaimed, designPorts.allSatisfy({ FreePort.isFree($0 + offset) })
                 && FreePort.isFree(beaconPort + offset, on: "0.0.0.0", udp: true) {
+                claims.withLock { $0[offset] = ports }
                 return offset
             }
         }
         return 30000
     }
+
+    /// Gives back an offset from ``freeOffset()``: its cluster is stopped.
+    public static func release(_ offset: Int) {
+        _ = claims.withLock { $0.removeValue(forKey: offset) }
+    }
+
+    /// The ports a cluster at `offset` binds.
+    public static func ports(of offset: Int) -> Set<Int> {
+        Set(designPorts.map { $0 + offset } + [beaconPort + offset])
+    }
+
+    /// Offsets handed out and not released, with their ports.
+    private static let claims = Mutex<[Int: Set<Int>]>([:])
 }

@@ -41,6 +41,7 @@ struct ClusterE2ETests {
                 kill(pid, SIGKILL)
             }
             try? FileManager.default.removeItem(at: directory)
+            ClusterPorts.release(offset)
         }
 
         private var madeClient: BlockingClient?
@@ -147,7 +148,10 @@ struct ClusterE2ETests {
     @Test func upDetachedThenDown() throws {
         let offset = ClusterPorts.freeOffset()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-detached-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
+        defer {
+            try? FileManager.default.removeItem(at: directory)
+            ClusterPorts.release(offset)
+        }
         let runDirectory = directory.appendingPathComponent("run").path
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("NETPLAY_") && $0.key != "SYNC_REPLICAS" }
         environment["NETPLAY_PORT_OFFSET"] = String(offset)

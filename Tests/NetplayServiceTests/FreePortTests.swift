@@ -55,7 +55,20 @@ struct FreePortTests {
     @Test func aClusterOffsetFreesTheWholeDesignTable() throws {
         #expect(inSomeTry {
             let offset = ClusterPorts.freeOffset()
+            defer { ClusterPorts.release(offset) }
             return offset % 100 == 0 && offset + 9400 < 32768 && ClusterPorts.designPorts.allSatisfy { FreePort.isFree($0 + offset) }
         })
+    }
+
+    /// Two clusters of one test run never share a port, even one that is free for a moment
+    /// (its service killed to watch the restart): offsets 200 apart would.
+    @Test func offsetsHandedOutShareNoPortUntilReleased() {
+        let offsets = (0 ..< 6).map { _ in ClusterPorts.freeOffset() }
+        defer { offsets.forEach(ClusterPorts.release) }
+        for (index, offset) in offsets.enumerated() {
+            for other in offsets[(index + 1)...] {
+                #expect(ClusterPorts.ports(of: offset).isDisjoint(with: ClusterPorts.ports(of: other)), "\(offset) and \(other)")
+            }
+        }
     }
 }

@@ -74,6 +74,7 @@ public final class SupervisedCluster: @unchecked Sendable {
         supervisor.send(SIGTERM)
         if supervisor.waitForExit(seconds: 20) == nil { supervisor.kill9() }
         try? FileManager.default.removeItem(at: directory)
+        ClusterPorts.release(offset)
     }
 
     deinit { if supervisor.process.isRunning { stop() } }
