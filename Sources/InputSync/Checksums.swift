@@ -43,7 +43,10 @@ extension RelaySession {
                 throw ServiceError(.badRequest, "Frame \(frame) is too far ahead for a checksum.",
                                    field: "ChecksumReport.checksums.frame")
             }
-            guard frame >= resyncedAt[slot], frame > checksums.lastAgreedFrame - 600 else { continue }
+            // A checksum is of a confirmed frame's state: a report far past the confirmed frames
+            // (a liar's) is not kept, so it cannot take the places honest reports need.
+            guard frame >= resyncedAt[slot], frame > checksums.lastAgreedFrame - 600,
+                  frame <= timeline.confirmed + checksumInterval else { continue }
             if checksums.pending[frame] == nil {
                 guard checksums.pending.count < configuration.maxPendingChecksums else { continue }
                 checksums.firstReportMs[frame] = now

@@ -24,7 +24,7 @@ extension RelayCore {
                             "paths": .number(player.pathCount),
                             "resumed_claim": player.resumedHistoryFrom != nil ? .number(player.resumedHolding) : .null,
                             "resumed_proven": player.resumedHistoryFrom != nil ? .number(player.resumedProven) : .null,
-                            "reported_ping_ms": .number(Int(player.stats.pingMs)), "host": .bool(player.isHost),
+                            "reported_ping_ms": .number(player.stats.pingMs), "host": .bool(player.isHost),
                             "client": .string(player.clientVersion),
                             "ack_delay_ms": .number(Int(player.ackDelayMs.rounded()))]
                 }),

@@ -50,16 +50,16 @@ extension RelayService {
             .object(["session_id": .string(report.session.base64), "join": .string(report.join),
                      "direct": .string(report.directEndpoint), "host_nick": .string(report.hostNick),
                      "core": .string(report.coreName), "core_version": .string(report.coreVersion),
-                     "content_crc": .number(Int(report.contentCRC)), "clients": .number(report.clients),
-                     "pending_clients": .number(report.pendingClients), "bytes_from_host": .number(Int(report.counters.bytesFromHost)),
-                     "bytes_to_host": .number(Int(report.counters.bytesToHost)), "inputs": .number(Int(report.counters.inputs)),
-                     "crc_checks": .number(Int(report.counters.crcChecks)), "resync_requests": .number(Int(report.counters.resyncRequests)),
-                     "last_frame": .number(Int(report.lastFrame)), "host_rtt_ms": .number(Int(report.hostRTTMs)),
-                     "link_rtt_ms": .number(Int(report.linkRTTMs))])
+                     "content_crc": .number(report.contentCRC), "clients": .number(report.clients),
+                     "pending_clients": .number(report.pendingClients), "bytes_from_host": .number(report.counters.bytesFromHost),
+                     "bytes_to_host": .number(report.counters.bytesToHost), "inputs": .number(report.counters.inputs),
+                     "crc_checks": .number(report.counters.crcChecks), "resync_requests": .number(report.counters.resyncRequests),
+                     "last_frame": .number(report.lastFrame), "host_rtt_ms": .number(report.hostRTTMs),
+                     "link_rtt_ms": .number(report.linkRTTMs)])
         }
         var closes: [String: JSONValue] = [:]
-        for (reason, count) in snapshot.closes { closes[reason.rawValue] = .number(Int(count)) }
-        return .object(["port": .number(Int(tunnel.boundPort)), "sessions": .array(sessions), "links": .number(snapshot.links),
+        for (reason, count) in snapshot.closes { closes[reason.rawValue] = .number(count) }
+        return .object(["port": .number(tunnel.boundPort), "sessions": .array(sessions), "links": .number(snapshot.links),
                         "connections": .number(snapshot.connections), "closed": .object(closes)])
     }
 

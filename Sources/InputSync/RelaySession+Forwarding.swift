@@ -240,7 +240,9 @@ extension RelaySession {
         // unacknowledged frame again in each message for a while.
         let redundant = now < participant.redundantUntilMs
         let from = max(redundant ? participant.awaitedFrame : participant.sentFrames, participant.firstFrame)
-        guard limit - from <= 128, from >= timeline.oldest else { return false }
+        // `from` past `limit` (a cursor left above the frames owed) sends nothing rather than
+        // a reversed range, which would trap the relay.
+        guard from <= limit, limit - from <= 128, from >= timeline.oldest else { return false }
         let awaited = participant.isPlayer ? timeline.stored(participant.slot - 1) : 0
         participant.toldAwaitedInput = awaited
         if participant.awaitedFrame >= participant.sentFrames { participant.lastAuthoritativeSendMs = now }

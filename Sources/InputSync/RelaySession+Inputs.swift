@@ -62,9 +62,14 @@ extension RelaySession {
         }
         noteAcknowledgement(participant, batch.awaitedFrame)
 
-        guard slotModes[slot] == .active, count > 0, start + count > stored, start <= stored else { return }
+        // No slot runs more than maxFramesAhead past the confirmed frames (at most half the
+        // history), so the history always holds every frame not confirmed yet: a slot run ahead
+        // batch after batch overwrote the frames the others still needed, and the match froze.
+        // What is cut off comes again: the sender is told the frame its slot awaits.
+        let ceiling = timeline.confirmed + configuration.maxFramesAhead
+        guard slotModes[slot] == .active, count > 0, start + count > stored, start <= stored, stored < ceiling else { return }
         let first = stored
-        let last = min(start + count, first + configuration.maxFramesAhead)
+        let last = min(start + count, first + configuration.maxFramesAhead, ceiling)
         var frame = first
         while frame < last {
             let offset = (frame - start) * inputSize

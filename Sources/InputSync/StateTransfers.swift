@@ -256,9 +256,13 @@ extension RelaySession {
             // Its checksums count again from the state's frame on; a spectator (which replaces
             // its engine with the state) gets the inputs from that frame again.
             if target.slot > 0 { resyncedAt[target.slot - 1] = frame + 1 }
-            if !target.isPlayer, target.sentFrames > frame {
-                target.sentFrames = frame
+            // Its cursor moves back to the state's frame as a whole: left above it (a resumed
+            // claim, a late join past the frame), the first frame it is owed would be above the
+            // frames sent next.
+            if !target.isPlayer, target.sentFrames > frame || target.firstFrame > frame {
+                target.sentFrames = min(target.sentFrames, frame)
                 target.awaitedFrame = min(target.awaitedFrame, frame)
+                target.firstFrame = min(target.firstFrame, frame)
             }
         default:
             if target.slot > 0 { resyncedAt[target.slot - 1] = max(resyncedAt[target.slot - 1], frame + 1) }

@@ -10,12 +10,14 @@ public enum EndpointPorts {
         return Int(digits)
     }
 
-    /// `endpoint` with its port moved by `delta` (unchanged when it has no numeric port or
-    /// the port is 0, which means "any").
+    /// `endpoint` with its port moved by `delta` (unchanged when it has no numeric port, the
+    /// port is 0, which means "any", or the sum does not fit an Int: a port that large fails
+    /// the endpoint's validation, with a line naming it, instead of trapping here).
     public static func shift(_ endpoint: String, by delta: Int) -> String {
         guard delta != 0, let port = port(of: endpoint), port != 0, let colon = endpoint.lastIndex(of: ":") else {
             return endpoint
         }
-        return String(endpoint[...colon]) + String(port + delta)
+        let (shifted, overflow) = port.addingReportingOverflow(delta)
+        return overflow ? endpoint : String(endpoint[...colon]) + String(shifted)
     }
 }

@@ -172,13 +172,18 @@ extension ClusterSupervisor {
     }
 
     func heartbeat(_ beat: ServiceHeartbeat) -> HandlerOutcome {
+        // A pid no process can have (over Int32.max) is the sender's word, not a reason to trap.
+        guard beat.pid == 0 || pid_t(exactly: beat.pid) != nil else {
+            return .reply(.error(ServiceError(.badRequest, "Heartbeat pid \(beat.pid) is not a process id.").reply))
+        }
+        let pid = pid_t(beat.pid)
         let match = instances.first { $0.name == beat.instance && $0.running }
-            ?? instances.first { beat.pid != 0 && $0.pid == pid_t(beat.pid) && $0.running }
+            ?? instances.first { pid != 0 && $0.pid == pid && $0.running }
         guard let instance = match else {
             if instances.contains(where: { $0.name == beat.instance }) { return .none }  // a process we already let go
             return .reply(.error(ServiceError(.notFound, "Instance '\(beat.instance)' is not part of cluster \(config.name).").reply))
         }
-        if beat.pid != 0 && pid_t(beat.pid) != instance.pid { return .none }  // a stale process
+        if pid != 0 && pid != instance.pid { return .none }  // a stale process
         instance.lastHeartbeat = .now
         instance.lastHeartbeatUnixMs = UnixTime.nowMs()
         instance.heartbeatSequence = beat.sequence

@@ -70,13 +70,13 @@ public struct RetroArchBoard {
             return [
                 "relay": .string(s.relayId), "session_id": .string(s.sessionId), "join": .string(s.join),
                 "direct": .string(s.directEndpoint), "host_nick": .string(s.hostNick), "core": .string(s.coreName),
-                "core_version": .string(s.coreVersion), "content_crc": .number(Int(s.contentCrc)), "clients": .number(Int(s.clients)),
-                "pending_clients": .number(Int(s.pendingClients)), "bytes_from_host": .number(Int(s.bytesFromHost)),
-                "bytes_to_host": .number(Int(s.bytesToHost)), "inputs": .number(Int(s.inputs)), "crc_checks": .number(Int(s.crcChecks)),
-                "resync_requests": .number(Int(s.resyncRequests)), "savestates": .number(Int(s.savestates)),
-                "frame": .number(Int(s.lastFrame)), "host_rtt_ms": .number(Int(s.hostRttMs)), "link_rtt_ms": .number(Int(s.linkRttMs)),
-                "clients_joined": .number(Int(s.clientsJoined)), "opened_at_unix_ms": .number(Int(s.openedAtUnixMs)),
-                "last_resync_at_unix_ms": .number(Int(s.lastResyncAtUnixMs)), "age_s": .double((now - entry.receivedAt).rounded(toPlaces: 1)),
+                "core_version": .string(s.coreVersion), "content_crc": .number(s.contentCrc), "clients": .number(s.clients),
+                "pending_clients": .number(s.pendingClients), "bytes_from_host": .number(s.bytesFromHost),
+                "bytes_to_host": .number(s.bytesToHost), "inputs": .number(s.inputs), "crc_checks": .number(s.crcChecks),
+                "resync_requests": .number(s.resyncRequests), "savestates": .number(s.savestates),
+                "frame": .number(s.lastFrame), "host_rtt_ms": .number(s.hostRttMs), "link_rtt_ms": .number(s.linkRttMs),
+                "clients_joined": .number(s.clientsJoined), "opened_at_unix_ms": .number(s.openedAtUnixMs),
+                "last_resync_at_unix_ms": .number(s.lastResyncAtUnixMs), "age_s": .double((now - entry.receivedAt).rounded(toPlaces: 1)),
             ]
         })]
     }

@@ -303,6 +303,27 @@ struct AbuseLimitTests {
         #expect(code { try h.core.renew(renew, at: h.time) } == .banned)
     }
 
+    /// A participant renewing (or choosing its slot) in a loop keeps one ticket row: each
+    /// renewal signs a fresh nonce, and every one was a row until it expired (300 s by default):
+    /// the database grew with the request rate.
+    @Test func renewingInALoopKeepsOneTicketRowAParticipant() throws {
+        let h = try Harness()
+        let host = try h.create(maxPlayers: 4)
+        let id = host.session.sessionId
+        let bob = try h.join(id, name: "bob", source: "10.0.0.5")
+        #expect(try h.store.liveTicketCount(nowUnixMs: h.time.unixMs) == 2)
+        var nonces: Set<[UInt8]> = []
+        for _ in 0 ..< 200 {
+            let renewed = try h.core.renew(RenewTicketRequest(sessionId: id, participantId: bob.participantId,
+                                                              participantToken: bob.participantToken), at: h.time)
+            if case .sessionResponse(let response) = renewed.reply, let ticket = response.ticket { nonces.insert(ticket.nonce) }
+            _ = try h.core.chooseSlot(ChooseSlotRequest(sessionId: id, participantId: bob.participantId,
+                                                        participantToken: bob.participantToken, slot: 2), at: h.time)
+        }
+        #expect(nonces.count == 200, "each renewal is a fresh ticket")
+        #expect(try h.store.liveTicketCount(nowUnixMs: h.time.unixMs) == 2)
+    }
+
     @Test func aKickedParticipantCannotRenewItsTicket() throws {
         let h = try Harness()
         let host = try h.create(maxPlayers: 4)

@@ -111,6 +111,28 @@ struct RelayPlacementTests {
         #expect(h.core.measuredRtts[id]?.count == 2, "bob's and carol's")
     }
 
+    /// A participant's figures go with it: each join is a new participant, and a session that
+    /// lives long (a running LAN match never idles out) kept every figure of everyone who ever
+    /// joined and left it, about 4 KB a join.
+    @Test func theFiguresOfAParticipantThatLeftOrWasKickedAreForgotten() throws {
+        let h = try Harness(relays: ["sync-a", "sync-b"])
+        let host = try h.create(maxPlayers: 3)
+        let id = host.session.sessionId
+        let bob = try h.join(id, name: "bob", rtts: ["sync-a": 30, "sync-b": 25])
+        let carol = try h.join(id, name: "carol", rtts: ["sync-a": 40, "sync-b": 35])
+        #expect(h.core.measuredRtts[id]?[bob.participantId] != nil && h.core.measuredRtts[id]?[carol.participantId] != nil)
+        _ = try h.core.leave(LeaveSessionRequest(sessionId: id, participantId: bob.participantId, participantToken: bob.participantToken),
+                             at: h.time)
+        #expect(h.core.measuredRtts[id]?[bob.participantId] == nil)
+        _ = try h.core.kick(KickParticipantRequest(sessionId: id, participantId: host.participantId, participantToken: host.participantToken,
+                                                   targetParticipantId: carol.participantId), at: h.time)
+        #expect(h.core.measuredRtts[id]?[carol.participantId] == nil)
+        // The sweep forgets any left behind (a participant removed some other way).
+        h.core.measuredRtts[id, default: [:]]["gone"] = ["sync-a": 1]
+        h.core.pruneMeasuredRtts()
+        #expect(h.core.measuredRtts[id]?["gone"] == nil)
+    }
+
     @Test func smallGainsAndRunningMatchesDoNotMove() throws {
         let h = try Harness(relays: ["sync-a", "sync-b"])
         let id = try h.create(maxPlayers: 3, rtts: ["sync-a": 30, "sync-b": 35]).session.sessionId

@@ -34,6 +34,29 @@ struct RoomRegistryTests {
         #expect(event.sequence == 2 && event.room.currentPlayers == 2 && event.room.createdAtUnixMs == at(10).unixMs)
     }
 
+    /// What a RetroArch LAN query is answered with: the next matching room after the last one
+    /// advertised, wrapping around, so repeated queries go through them all.
+    @Test func theNextMatchingRoomGoesRoundInIdOrder() throws {
+        let registry = RoomRegistry()
+        #expect(registry.nextRoom(after: "", where: { _ in true }) == nil)
+        for (id, transport) in [("a", Transport.lan), ("b", .relay), ("c", .lan), ("d", .relay)] {
+            _ = try registry.announce(makeRoom(id, transport: transport), announcerId: "c", ttlMs: 0, at: at(0))
+        }
+        let lan = { (room: Room) in room.transport == .lan }
+        var seen: [String] = []
+        var last = ""
+        for _ in 0 ..< 5 {
+            let room = try #require(registry.nextRoom(after: last, where: lan))
+            seen.append(room.roomId)
+            last = room.roomId
+        }
+        #expect(seen == ["a", "c", "a", "c", "a"])
+        #expect(registry.nextRoom(after: "b", where: lan)?.roomId == "c")
+        #expect(registry.nextRoom(after: "zzz", where: lan)?.roomId == "a", "past the last id, from the first")
+        #expect(registry.nextRoom(after: "a", where: { $0.roomId == "a" })?.roomId == "a", "the room itself, last")
+        #expect(registry.nextRoom(after: "a", where: { $0.region == "mars" }) == nil)
+    }
+
     @Test func onlyTheAnnouncerMayChangeARoom() throws {
         let registry = RoomRegistry()
         _ = try registry.announce(makeRoom("a"), announcerId: "c1", ttlMs: 0, at: at(0))

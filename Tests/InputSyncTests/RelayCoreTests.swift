@@ -195,6 +195,25 @@ struct RelayCoreTests {
         #expect(frames.max() == 12 - 5)
     }
 
+    /// Checksums are of confirmed frames' states: reports far past the confirmed frames are not
+    /// kept. A liar reporting hundreds of future frames took every pending place (256), and the
+    /// honest reports that followed were dropped: no desync was ever detected again.
+    @Test func futureChecksumsTakeNoPlaceFromTheHonestReports() throws {
+        let rig = RelayRig(players: 3, checksumInterval: 2)
+        try attachTrio(rig)
+        let lies = stride(from: 40, to: 40 + 2 * 270, by: 2).map { FrameChecksum(frame: UInt32($0), checksum: 9) }
+        try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: lies)), from: b)
+        for frame in 0 ..< 12 {
+            try rig.batch(a, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+            try rig.batch(c, slot: 3, start: frame, [3])
+        }
+        try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 10, checksum: 111)])), from: a)
+        try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 10, checksum: 222)])), from: b)
+        try rig.send(.checksumReport(ChecksumReport(slot: 3, checksums: [FrameChecksum(frame: 10, checksum: 111)])), from: c)
+        #expect(rig.transport.published.contains { $0.topic == "sync.desync" }, "the honest reports of frame 10 were judged")
+    }
+
     @Test func aDesyncIsDetectedAndTheDivergedPlayerGetsTheMajorityState() throws {
         let rig = RelayRig(players: 3, checksumInterval: 10)
         try attachTrio(rig)
@@ -302,6 +321,35 @@ struct RelayCoreTests {
         // A state from the older half is still accepted (a peer may hold nothing newer).
         try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 400, totalSize: 1, data: [4], last: true)), from: a)
         #expect(rig.transport.take(spectator).contains { if case .stateChunk = $0 { true } else { false } })
+    }
+
+    /// A player's inputs are taken no further than `maxFramesAhead` past the confirmed frames,
+    /// however many batches it sends (each may start that far past its own newest): the history
+    /// then always holds every frame not confirmed. A player that ran its slot past the history
+    /// had the ring overwrite frames the others still needed, and the match froze for good.
+    @Test func aPlayerRunningAheadStopsAtTheFramesAheadLimitAndTheMatchGoesOn() throws {
+        let rig = RelayRig() { $0.historyFrames = 256; $0.maxFramesAhead = 64 }
+        try runningPair(rig)
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        try playBoth(rig, frames: 0 ..< 10)
+        for start in stride(from: 10, to: 2_000, by: 60) {
+            try? rig.batch(a, slot: 1, start: start, Array(repeating: 1, count: 60))  // past its slot's reach: refused
+        }
+        #expect(session.timeline.stored(0) == 10 + 64, "a holds \(session.timeline.stored(0)) frames")
+        #expect(session.timeline.oldest <= session.timeline.confirmed)
+        _ = rig.transport.take(b)
+        // b plays on; every frame reaches it as inputs, none as a state.
+        for frame in 10 ..< 60 { try rig.batch(b, slot: 2, start: frame, [2]) }
+        rig.advance(ms: 40)  // the confirmation of b's own last frames waits a deferral
+        let got = rig.transport.take(b)
+        #expect(!got.contains { if case .stateRequest = $0 { true } else { false } })
+        #expect(!got.contains { if case .stateChunk = $0 { true } else { false } })
+        #expect(rig.core.confirmedFrames(of: rig.sessionId) == 60)
+        #expect(got.contains { if case .inputBroadcast(let broadcast) = $0 { broadcast.confirmedFrames == 60 } else { false } })
+        #expect(session.timeline.inputs(slot: 0, from: 59, to: 60) == [1])
+        // As the match moves, a's slot may move ahead again.
+        for start in stride(from: 74, to: 400, by: 60) { try? rig.batch(a, slot: 1, start: start, Array(repeating: 1, count: 60)) }
+        #expect(session.timeline.stored(0) == 60 + 64)
     }
 
     @Test func aTargetThatCannotLoadTheStateGetsAnotherUpToTheRetryLimit() throws {

@@ -332,4 +332,35 @@ struct RelayStartTransferStallTests {
         #expect(inputs.first?.players.first?.startFrame == 20, "\(inputs.map { $0.players.map(\.startFrame) })")
         #expect(held(rig), "the transfer still waits on the silent spectator")
     }
+
+    /// A spectator whose cursor is above the frame the host restarts from (it attached claiming
+    /// frames the match has not confirmed, or late-joined by a state past that frame) runs from
+    /// the restart's state like the others: it is sent the inputs from that frame. The relay
+    /// composed its next broadcast from above the frames it owed, a range with its bounds
+    /// reversed, and trapped: one spectator took every session on the relay down.
+    @Test(arguments: [Int(Int32.max) - 1, 25])
+    func aRestartBelowASpectatorsCursorSendsItTheInputsFromTheRestart(claim: Int) throws {
+        let rig = rig(players: 2)
+        let watcher = RelayRig.address("watcher")
+        _ = try rig.attach(host, slot: 1, participant: "h-host")
+        _ = try rig.attach(b, slot: 2)
+        for frame in 0 ..< 30 {
+            try rig.batch(host, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        rig.advance(ms: 8)
+        _ = try rig.attach(watcher, slot: 0, role: .spectator, resume: true, confirmed: claim)
+        _ = rig.transport.take(watcher)
+        try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId, restart: true, restartFrame: 20)), from: host)
+        let request = try #require(stateRequests(rig.transport.take(host)).first)
+        try serve(rig, request, frame: 20, from: host)
+        try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, receivedBytes: 300)), from: watcher)
+        for frame in 30 ..< 40 {
+            try rig.batch(host, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        rig.advance(ms: 8)
+        let inputs = rig.transport.take(watcher).compactMap { body -> InputBroadcast? in if case .inputBroadcast(let b) = body { b } else { nil } }
+        #expect(inputs.first?.players.first?.startFrame == 20, "\(inputs.map { $0.players.map(\.startFrame) })")
+    }
 }

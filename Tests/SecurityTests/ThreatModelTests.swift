@@ -158,6 +158,13 @@ struct ThreatModelTests {
         #expect(refusal(member, .serviceHeartbeat(ServiceHeartbeat(service: "coordinator", instance: "coordinator", ready: false,
                                                                    sequence: 99))) == .permissionDenied)
         #expect(refusal(member, .stopClusterRequest(StopClusterRequest())) == .permissionDenied)
+        // A heartbeat's pid is its sender's word: one no process can have is refused, not a trap
+        // (pid_t(UInt32.max) took the supervisor down, and every service with it).
+        for instance in ["intruder", "coordinator"] {
+            let speaker = try cluster.keys.client(to: supervisor, as: try cluster.keys.memberKeys(kind: "sync", instance: instance))
+            #expect(refusal(speaker, .serviceHeartbeat(ServiceHeartbeat(service: "sync", instance: instance, pid: .max, ready: true)))
+                    == .badRequest)
+        }
         // Even the operator cannot scale without bound.
         let operatorClient = try cluster.keys.operatorClient(instance: "supervisor")
         #expect(refusal(operatorClient, .scaleServiceRequest(ScaleServiceRequest(service: "sync", replicas: 40))) == .badRequest)

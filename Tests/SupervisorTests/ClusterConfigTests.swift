@@ -139,6 +139,9 @@ struct ClusterConfigTests {
         ("services:\n  a: {command: x, args: [\"{nope}\"]}", "unknown placeholder {nope}"),
         ("services:\n  a: {command: x, args: [\"{b.endpoint}\"]}", "refers to unknown service 'b'"),
         ("services:\n  a: {command: x, endpoints: {endpoint: \"tcp://127.0.0.1\"}}", "needs a port"),
+        // A port past Int's range plus the offset was an overflow trap, not a line.
+        ("port_offset: 1\nservices:\n  a: {command: x, endpoints: {endpoint: \"tcp://h:9223372036854775807\"}}", "needs a port from 0 to 65535"),
+        ("services:\n  a: {command: x, replicas: 2, endpoints: {endpoint: \"tcp://h:9223372036854775807\"}}", "needs a port from 0 to 65535"),
         ("services:\n  a: {command: x, replicas: 2, instance: fixed}", "must contain {replica}"),
         ("services:\n  A: {command: x}", "service names are 1 to 48 lower-case"),
         ("services: [a, b]", "services: must be a non-empty mapping"),
@@ -210,5 +213,6 @@ struct RestartPolicyTests {
         #expect(EndpointPorts.shift("127.0.0.1:9400", by: 1) == "127.0.0.1:9401")
         #expect(EndpointPorts.shift("tcp://*:0", by: 10) == "tcp://*:0")
         #expect(EndpointPorts.shift("ipc:///tmp/x", by: 10) == "ipc:///tmp/x")
+        #expect(EndpointPorts.shift("tcp://h:9223372036854775807", by: 1) == "tcp://h:9223372036854775807", "no overflow trap")
     }
 }

@@ -177,4 +177,22 @@ struct RetroArchBoardTests {
         board.ingest(session, at: 31)
         #expect(board.metrics().isEmpty)
     }
+
+    /// A cluster member's report is its word: counters past Int64 (a liar's, or a wrapped one)
+    /// are shown clamped, and `/api/retroarch` does not trap on them (it did: `Int(UInt64.max)`).
+    @Test func countersPastInt64AreClampedNotATrap() {
+        var board = RetroArchBoard()
+        let huge = RetroArchSession(sessionId: "AAAAAAAAAAAAAAAC", relayId: "sync-0", join: "h|1|AAAAAAAAAAAAAAAC",
+                                    bytesFromHost: .max, bytesToHost: .max, inputs: .max, crcChecks: .max,
+                                    openedAtUnixMs: .max, lastResyncAtUnixMs: .max)
+        let taken = board.ingest(huge, at: 10)
+        #expect(taken)
+        guard case .object(let api) = board.json(now: 11), case .array(let rows)? = api["sessions"],
+              case .object(let row)? = rows.first else {
+            Issue.record("no API row")
+            return
+        }
+        #expect(row["bytes_from_host"] == .number(Int64.max) && row["opened_at_unix_ms"] == .number(Int64.max))
+        #expect(board.json(now: 11).rendered().contains("9223372036854775807"))
+    }
 }

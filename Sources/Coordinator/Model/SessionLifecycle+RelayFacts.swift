@@ -45,6 +45,7 @@ extension SessionCoordinator {
             guard (try? commit(session, [.updateSession(session), .deleteParticipant(sessionId: session.sessionId,
                                                                                      participantId: participant.participantId)],
                                at: time)) != nil else { continue }
+            forgetRtts(of: participant.participantId, in: session.sessionId)
             outcome.events.append(event(.left, session, participant: participant.participantId, reason: why, at: time))
             outcome.touched.append(session.sessionId)
         }

@@ -263,6 +263,7 @@ extension SessionCoordinator {
         session.participants.removeAll { $0.participantId == participant.participantId }
         session.version += 1
         try commit(session, [.updateSession(session), .deleteParticipant(sessionId: session.sessionId, participantId: participant.participantId)], at: time)
+        forgetRtts(of: participant.participantId, in: session.sessionId)
         var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
         outcome.events = [event(.left, session, participant: participant.participantId, at: time)]
         outcome.touched = [session.sessionId]
@@ -296,6 +297,7 @@ extension SessionCoordinator {
         session.version += 1
         changes.insert(.updateSession(session), at: 0)
         try commit(session, changes, at: time)
+        forgetRtts(of: target.participantId, in: session.sessionId)
         var outcome = Outcome(reply: .sessionResponse(SessionResponse(session: session.info)))
         outcome.events = [event(.kicked, session, participant: target.participantId,
                                 reason: request.reason.isEmpty ? "kicked by the host" : request.reason, at: time)]

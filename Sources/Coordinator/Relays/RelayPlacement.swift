@@ -79,8 +79,22 @@ extension SessionCoordinator {
         return outcome
     }
 
-    /// Forgets the measurements of sessions that ended (or never got stored).
+    /// Forgets the measurements of sessions that ended (or never got stored), and of
+    /// participants no longer in their session (each join is a new participant: a session that
+    /// lives long would otherwise keep every figure of everyone who ever joined it).
     func pruneMeasuredRtts() {
-        for sessionId in measuredRtts.keys where sessions[sessionId]?.isActive != true { measuredRtts[sessionId] = nil }
+        for (sessionId, byParticipant) in measuredRtts {
+            guard let session = sessions[sessionId], session.isActive else {
+                measuredRtts[sessionId] = nil
+                continue
+            }
+            let present = byParticipant.filter { session.participant($0.key) != nil }
+            if present.count != byParticipant.count { measuredRtts[sessionId] = present }
+        }
+    }
+
+    /// Forgets what `participantId` measured: it left the session.
+    func forgetRtts(of participantId: String, in sessionId: String) {
+        measuredRtts[sessionId]?[participantId] = nil
     }
 }

@@ -81,7 +81,9 @@ public struct CoordinatorOptions: ParsableArguments, Sendable {
         settings.relayTTLMs = UInt32(try resolver.number(relayTTL, "NETPLAY_RELAY_TTL", name: "--relay-ttl", default: 6,
                                                          range: 0.2...600) * 1000)
         let refresh = try resolver.number(relayRefreshInterval, "NETPLAY_RELAY_REFRESH_INTERVAL", name: "--relay-refresh-interval",
-                                          default: min(2, Double(settings.relayTTLMs) / 3000), range: 0.1...60)
+                                          // A third of the TTL, within the range a given value must be in (the
+                                          // wire's 100 ms floor: below it no relay could register).
+                                          default: max(0.1, min(2, Double(settings.relayTTLMs) / 3000)), range: 0.1...60)
         guard refresh * 1000 < Double(settings.relayTTLMs) else {
             throw ValidationError("--relay-refresh-interval (\(refresh) s) must be shorter than --relay-ttl")
         }

@@ -213,7 +213,7 @@ public final class SessionStore {
         return relays
     }
 
-    /// Tickets recorded and not yet expired at `nowUnixMs`.
+    /// Tickets recorded (each participant's newest) and not yet expired at `nowUnixMs`.
     public func liveTicketCount(nowUnixMs: UInt64) throws -> Int {
         var count = 0
         try database.query("SELECT COUNT(*) FROM tickets WHERE expires_ms > ?", [.int(Int64(nowUnixMs))]) { count = Int($0.int(0)) }
@@ -289,6 +289,12 @@ public final class SessionStore {
             try database.run("DELETE FROM tickets WHERE session_id = ?", [.text(sessionId)])
             try database.run("DELETE FROM sessions WHERE session_id = ?", [.text(sessionId)])
         case .saveTicket(let ticket):
+            // A participant's newest ticket replaces its earlier ones: every renewal signs a
+            // fresh nonce, and kept each as a row until it expired, a participant renewing in
+            // a loop grew the file without bound (the rows are a record; tickets verify by
+            // their MAC, and a kick revokes by participant).
+            try database.run("DELETE FROM tickets WHERE session_id = ? AND participant_id = ?",
+                             [.text(ticket.sessionId), .text(ticket.participantId)])
             try database.run("""
                 INSERT OR REPLACE INTO tickets(nonce, session_id, participant_id, role, slot, relay_id, issued_ms, expires_ms, key_id)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)

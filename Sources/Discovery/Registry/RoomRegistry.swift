@@ -289,6 +289,19 @@ public final class RoomRegistry {
     /// Every room, in room-id order (introspection, tests).
     public var allRooms: [Room] { ordered.map(\.room) }
 
+    /// The first room after `roomId` in room-id order, wrapping around (`roomId` itself last),
+    /// that `matches`; nil when none does. Copies no room but the one returned: a reply to
+    /// an anonymous LAN query walks the registry, it does not copy it.
+    public func nextRoom(after roomId: String, where matches: (Room) -> Bool) -> Room? {
+        guard !ordered.isEmpty else { return nil }
+        let start = firstIndex(after: roomId)
+        for step in 0 ..< ordered.count {
+            let entry = ordered[(start + step) % ordered.count]
+            if matches(entry.room) { return entry.room }
+        }
+        return nil
+    }
+
     // MARK: Validation
 
     /// Checks what the wire cannot: occupancy within capacity, a capacity of 1 to 8 players.

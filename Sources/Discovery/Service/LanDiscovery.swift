@@ -37,8 +37,8 @@ final class LanDiscovery {
                                                    burst: LanDiscovery.replyBurstPerSource)
     /// RANS replies in all, against queries with spoofed, ever-changing source addresses.
     private var totalReplyLimiter = RateLimiter<Int>(ratePerSecond: LanDiscovery.repliesPerSecond, burst: LanDiscovery.repliesPerSecond * 2)
-    /// Which of our LAN rooms the next RANS advertises (each query gets the next one).
-    private var advertiseCursor = 0
+    /// The LAN room the last RANS advertised: the next advertises the one after it.
+    private var lastAdvertised = ""
     private var localAddresses: Set<UInt32> = []
     private var localAddressesAt: UInt64?
 
@@ -240,21 +240,22 @@ final class LanDiscovery {
                 continue
             }
             count("queries")
-            let rooms = service.registry.allRooms.filter { $0.transport == .lan && $0.source != .retroarchLan }
-            guard !rooms.isEmpty else { continue }
             // One RANS per query at most (RetroArch answers one too): a 4-byte query never
             // turns into more than one 688-byte reply, and a reply needs tokens of the
-            // source's bucket and of the shared one.
+            // source's bucket and of the shared one. The tokens come first: only a query they
+            // admit looks at the registry (one walk, no copy), whatever the rate of queries.
             let seconds = Double(service.now.monotonicMs) / 1000
             guard case .allowed = replyLimiter.take(from.ip, now: seconds), case .allowed = totalReplyLimiter.take(0, now: seconds) else {
                 count("dropped")
                 continue
             }
-            let room = rooms[advertiseCursor % rooms.count]
-            advertiseCursor = (advertiseCursor + 1) % rooms.count
+            // Each answer advertises the next of our LAN rooms.
+            guard let room = service.registry.nextRoom(after: lastAdvertised, where: { $0.transport == .lan && $0.source != .retroarchLan })
+            else { continue }
+            lastAdvertised = room.roomId
             let advertisement = RetroArchAdvertisement.advertising(room, frontend: frontend, version: NetplayVersion.current)
             socket.send(advertisement.encoded(), to: from)
-            runtime.logger.debug("answered RANQ", metadata: ["from": "\(from)", "room": "\(room.roomId)", "lan_rooms": "\(rooms.count)"])
+            runtime.logger.debug("answered RANQ", metadata: ["from": "\(from)", "room": "\(room.roomId)"])
         }
     }
 
