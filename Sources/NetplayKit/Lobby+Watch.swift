@@ -154,6 +154,7 @@ final class RoomWatch: Sendable {
         var rooms: [String: Room] = [:]
         var sequence: UInt64?
         var token = ""
+        var pages = 0
         repeat {
             let reply = try lobby.call(requests, "discovery service",
                                        .watchRoomsRequest(WatchRoomsRequest(filter: filter, pageSize: 500, pageToken: token)),
@@ -163,8 +164,11 @@ final class RoomWatch: Sendable {
             }
             sequence = sequence ?? page.sequence
             for room in page.rooms { rooms[room.roomId] = room }
-            token = page.nextPageToken
-        } while !token.isEmpty && !isStopped
+            // As in a listing: an empty page or one naming itself as the next ends the snapshot,
+            // and so does the page limit (a broken discovery would otherwise never let go).
+            token = page.rooms.isEmpty || page.nextPageToken == token ? "" : page.nextPageToken
+            pages += 1
+        } while !token.isEmpty && !isStopped && pages < NetplayLobby.maxPages
         return (rooms, sequence ?? 0)
     }
 

@@ -101,10 +101,14 @@ public struct NetplayLobby: Sendable {
 
     // MARK: Browsing
 
+    /// The most pages one listing or watch snapshot asks for.
+    static let maxPages = 1_000
+
     /// Rooms listed in the lobby matching `filter` (in-progress rooms included by default).
     public func lobbyRooms(filter: RoomFilter = RoomFilter(includeInProgress: true), limit: Int = 500) throws -> [NetplayRoom] {
         var rooms: [NetplayRoom] = []
         var token = ""
+        var pages = 0
         repeat {
             let body = try call(discoveryEndpoint, "discovery service",
                                 .listRoomsRequest(ListRoomsRequest(filter: filter, pageSize: 100, pageToken: token)),
@@ -113,8 +117,11 @@ public struct NetplayLobby: Sendable {
                 throw NetplayError(.internal, "The discovery service answered \(body.name) to a room list.")
             }
             rooms += page.rooms.map(NetplayRoom.init)
-            token = page.nextPageToken
-        } while !token.isEmpty && rooms.count < limit
+            // A page that is empty, or names itself as the next, ends the list: discovery's
+            // never do, and a broken one would otherwise be asked forever.
+            token = page.rooms.isEmpty || page.nextPageToken == token ? "" : page.nextPageToken
+            pages += 1
+        } while !token.isEmpty && rooms.count < limit && pages < Self.maxPages
         return Array(rooms.prefix(limit))
     }
 

@@ -16,10 +16,10 @@ extension NetplayMatch {
         let resume = attachedOnce
         attachRequestId = takeRequestId()
         let request = AttachRequest(ticket: admission.ticket, protocolVersion: attachProtocol, clientVersion: options.clientVersion,
-                                    resume: resume, confirmedFrames: UInt32(resume ? confirmedFrames : 0),
-                                    firstUnackedFrame: UInt32(max(ownNewest + 1, 0)), content: options.content,
+                                    resume: resume, confirmedFrames: UInt32(clamping: resume ? confirmedFrames : 0),
+                                    firstUnackedFrame: UInt32(clamping: max(ownNewest + 1, 0)), content: options.content,
                                     gameOptions: Array(options.gameOptions.prefix(4096)),
-                                    historyFromFrame: UInt32(resume ? resendableHistoryStart : 0),
+                                    historyFromFrame: UInt32(clamping: resume ? resendableHistoryStart : 0),
                                     startFromHostState: options.startFromHostState && role == .player,
                                     paths: UInt32(pathTarget), progress: resume ? progressProof : nil)
         guard link.send(.attachRequest(request), requestId: attachRequestId, now: now) else {
@@ -67,6 +67,10 @@ extension NetplayMatch {
 
     func attached(_ response: AttachResponse, now: UInt64) {
         let wasAttached = attachedOnce
+        if let problem = implausible(response) {
+            finish(.failed("the relay's attach answer \(problem)"))
+            return
+        }
         attachedOnce = true
         relayKnowsUs = true
         if pathTarget > 1 || options.pathsOnLoss > 1 {
@@ -119,6 +123,25 @@ extension NetplayMatch {
             resendOwnInputs(from: Int(response.awaitedInputFrame), now: now)
         }
         enterPlaying()
+    }
+
+    /// Why an attach answer cannot be from a relay running this session, or nil: a start
+    /// frame past the wire's frame limit, a slot outside the session, or, once attached, a
+    /// session of another shape (input size, players) or another slot for a running engine.
+    /// Taken as they come, they trapped the match (frame numbers overflowing what it sends back,
+    /// its history rows indexed past their length) or left it unable to add an input.
+    func implausible(_ response: AttachResponse) -> String? {
+        if Int(response.startFrame) > Self.frameLimit { return "starts at frame \(response.startFrame), past the frame limit" }
+        if Int(response.slot) > Int(response.params.maxPlayers) || (role == .player) != (response.slot > 0) {
+            return "gives slot \(response.slot) in a session of \(response.params.maxPlayers) players"
+        }
+        guard attachedOnce else { return nil }
+        if response.params.inputSize != params.inputSize || response.params.maxPlayers != params.maxPlayers {
+            return "changes the session from \(params.maxPlayers) players of \(params.inputSize)-byte inputs to "
+                + "\(response.params.maxPlayers) of \(response.params.inputSize)"
+        }
+        if case .player = engine, Int(response.slot) != slot { return "moves this player from slot \(slot) to \(response.slot) mid-match" }
+        return nil
     }
 
     func enterPlaying() {

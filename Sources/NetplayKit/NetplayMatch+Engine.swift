@@ -120,14 +120,14 @@ extension NetplayMatch {
                     ownInputs[start + index] = Array(bytes[index * size ..< index * size + size])
                 }
                 ownNewest = max(ownNewest, start + message.inputs.count - 1)
-                link.send(.inputBatch(InputBatch(slot: UInt32(slot), startFrame: UInt32(max(start, 0)),
+                link.send(.inputBatch(InputBatch(slot: UInt32(clamping: slot), startFrame: UInt32(clamping: max(start, 0)),
                                                  inputSize: UInt32(size), inputs: Array(bytes.prefix(128 * size)),
-                                                 awaitedFrame: UInt32(max(message.ackFrame + 1 + offset, 0)),
-                                                 currentFrame: UInt32(max(message.senderFrame + offset, 0)))), now: now)
+                                                 awaitedFrame: UInt32(clamping: max(message.ackFrame + 1 + offset, 0)),
+                                                 currentFrame: UInt32(clamping: max(message.senderFrame + offset, 0)))), now: now)
             case .inputAck(let ack):
-                link.send(.inputBatch(InputBatch(slot: UInt32(slot), startFrame: 0, inputSize: UInt32(size),
-                                                 awaitedFrame: UInt32(max(ack.ackFrame + 1 + offset, 0)),
-                                                 currentFrame: UInt32(max(ack.senderFrame + offset, 0)))), now: now)
+                link.send(.inputBatch(InputBatch(slot: UInt32(clamping: slot), startFrame: 0, inputSize: UInt32(size),
+                                                 awaitedFrame: UInt32(clamping: max(ack.ackFrame + 1 + offset, 0)),
+                                                 currentFrame: UInt32(clamping: max(ack.senderFrame + offset, 0)))), now: now)
             case .qualityReport(let report):
                 lastPingMs = now
                 link.send(.ping(Ping(nonce: report.sentAtMs, sentAtUs: report.sentAtMs * 1000)),
@@ -135,7 +135,7 @@ extension NetplayMatch {
             case .checksumReport(let report):
                 let frame = report.frame + offset
                 reportedChecksums[frame] = report.checksum
-                checksums.append(FrameChecksum(frame: UInt32(frame), checksum: report.checksum))
+                checksums.append(FrameChecksum(frame: UInt32(clamping: frame), checksum: report.checksum))
             default:
                 break
             }
@@ -161,8 +161,8 @@ extension NetplayMatch {
                 syncRequests.append(request.nonce)
             case .inputAck(let ack):
                 link.send(.inputBatch(InputBatch(slot: 0, startFrame: 0, inputSize: params.inputSize,
-                                                 awaitedFrame: UInt32(max(ack.ackFrame + 1 + offset, 0)),
-                                                 currentFrame: UInt32(max(ack.senderFrame + offset, 0)))), now: now)
+                                                 awaitedFrame: UInt32(clamping: max(ack.ackFrame + 1 + offset, 0)),
+                                                 currentFrame: UInt32(clamping: max(ack.senderFrame + offset, 0)))), now: now)
             case .qualityReport(let report):
                 link.send(.ping(Ping(nonce: report.sentAtMs, sentAtUs: report.sentAtMs * 1000)),
                           requestId: takeRequestId(), now: now)

@@ -41,12 +41,15 @@ extension NetplayMatch {
             note(.desync(frame: Int(notice.frame), diverged: notice.divergedSlots.map(Int.init), resyncStarted: notice.resyncStarted))
         case .peerEvent(let event):
             note(.peer(event.kind, slot: Int(event.peer.slot), name: event.peer.name, frame: Int(event.frame), detail: event.detail))
-            if event.kind == .slotChanged, event.peer.participantId == admission.ticket.participantId, role == .player {
-                slot = Int(event.peer.slot)  // the host moved us before the start: our inputs go to this slot
+            if event.kind == .slotChanged, event.peer.participantId == admission.ticket.participantId, role == .player,
+               case .none = engine, (1 ... Int(params.maxPlayers)).contains(Int(event.peer.slot)) {
+                // The host moved us before the start: our inputs go to this slot. Never once the
+                // engine runs: its local player is fixed, and every input would be refused.
+                slot = Int(event.peer.slot)
             }
             if let index = peers.firstIndex(where: { $0.participantId == event.peer.participantId }) {
                 peers[index] = event.peer
-            } else {
+            } else if peers.count < Self.maxPeers {
                 peers.append(event.peer)
             }
             if phase == .waitingForStart { updateLobbyState() }
@@ -86,7 +89,15 @@ extension NetplayMatch {
     private func deliver(_ broadcast: InputBroadcast, now: UInt64) {
         let size = Int(params.inputSize)
         guard Int(broadcast.inputSize) == size || broadcast.players.isEmpty else { return }
-        let ack = Int(broadcast.awaitedInputFrame) - 1 - offset
+        // Frames past the wire's limit are no match's: such a broadcast is dropped whole.
+        let limit = Self.frameLimit
+        guard Int(broadcast.confirmedFrames) <= limit, Int(broadcast.awaitedInputFrame) <= limit,
+              (broadcast.players + broadcast.forwarded).allSatisfy({ Int($0.startFrame) + $0.inputs.count / max(size, 1) <= limit })
+        else { return }
+        // The relay cannot await our inputs past the newest we sent: a larger claim would
+        // stop our inputs for good (the engine sends only past what was acknowledged).
+        let awaited = role == .player ? min(Int(broadcast.awaitedInputFrame), max(ownNewest + 1, 0)) : Int(broadcast.awaitedInputFrame)
+        let ack = awaited - 1 - offset
         let confirmed = Int(broadcast.confirmedFrames) - 1 - offset
         if broadcast.authoritative {
             record(broadcast)

@@ -19,8 +19,8 @@ extension NetplayMatch {
                 current += 1
             }
             guard !bytes.isEmpty else { break }
-            link.send(.inputBatch(InputBatch(slot: UInt32(slot), startFrame: UInt32(start), inputSize: UInt32(size), inputs: bytes,
-                                             awaitedFrame: UInt32(confirmedFrames), currentFrame: UInt32(currentFrame))), now: now)
+            link.send(.inputBatch(InputBatch(slot: UInt32(slot), startFrame: UInt32(clamping: start), inputSize: UInt32(size), inputs: bytes,
+                                             awaitedFrame: UInt32(clamping: confirmedFrames), currentFrame: UInt32(clamping: currentFrame))), now: now)
             start = current
         }
     }
@@ -76,7 +76,7 @@ extension NetplayMatch {
         var frame = start
         let end = confirmedFrames
         while frame < end {
-            var runs: [PlayerInputs] = (0 ..< slots).map { PlayerInputs(slot: UInt32($0 + 1), startFrame: UInt32(frame)) }
+            var runs: [PlayerInputs] = (0 ..< slots).map { PlayerInputs(slot: UInt32($0 + 1), startFrame: UInt32(clamping: frame)) }
             var current = frame
             while current < end, current < frame + 128, let row = history[current] {
                 for player in 0 ..< slots {
@@ -87,7 +87,7 @@ extension NetplayMatch {
             }
             guard current > frame else { break }
             link.send(.inputBroadcast(InputBroadcast(authoritative: true, inputSize: UInt32(size), players: runs,
-                                                     confirmedFrames: UInt32(current))), now: now)
+                                                     confirmedFrames: UInt32(clamping: current))), now: now)
             frame = current
         }
     }

@@ -48,8 +48,10 @@ extension NetplayMatch {
     private func sendState(_ state: G.State, frame matchFrame: Int, checksum: UInt64, for request: NetplayWire.StateRequest,
                            now: UInt64) {
         let bytes = G.encode(state)
-        let chunkSize = Int(request.maxChunkBytes == 0 ? 65536 : min(request.maxChunkBytes, 262_144))
-        let frame = UInt32(matchFrame)
+        // At least 64 bytes a chunk (a quarter of the relay's smallest transfer window): a
+        // request for 1-byte chunks would send an envelope per byte of the state at once.
+        let chunkSize = Int(request.maxChunkBytes == 0 ? 65536 : min(max(request.maxChunkBytes, 64), 262_144))
+        let frame = UInt32(clamping: matchFrame)
         var start = 0
         repeat {
             let end = min(bytes.count, start + chunkSize)
@@ -66,17 +68,29 @@ extension NetplayMatch {
         // A first chunk always starts a state (a relay rebuilt since may reuse a transfer id).
         if assembly?.transferId != chunk.transferId || chunk.offset == 0 {
             guard chunk.offset == 0 else { return }
+            guard Int(chunk.frame) <= Self.frameLimit else {
+                refuseState(chunk, received: 0, "the state's frame \(chunk.frame) is past the frame limit", now: now)
+                return
+            }
             assembly = Assembly(transferId: chunk.transferId, frame: Int(chunk.frame), reason: chunk.reason,
-                                checksum: chunk.checksum, bytes: [])
+                                checksum: chunk.checksum, totalSize: chunk.totalSize, bytes: [])
+            assembly?.bytes.reserveCapacity(Int(min(chunk.totalSize, 1 << 26)))
         }
-        guard var current = assembly, UInt64(current.bytes.count) == chunk.offset else { return }
-        current.bytes += chunk.data
-        assembly = current
-        guard chunk.last else {
+        guard let received = assembly?.bytes.count, UInt64(received) == chunk.offset else { return }
+        // No larger than announced (and the wire caps what is announced): a relay sending
+        // chunks without end no longer grows the state until the app is killed.
+        guard let announced = assembly?.totalSize, UInt64(received + chunk.data.count) <= announced,
+              !chunk.last || UInt64(received + chunk.data.count) == announced else {
+            assembly = nil
+            refuseState(chunk, received: received, "the state's chunks do not add up to the \(chunk.totalSize) bytes announced", now: now)
+            return
+        }
+        assembly?.bytes.append(contentsOf: chunk.data)  // in place: each chunk used to copy the whole state so far
+        guard chunk.last, let current = assembly else {
             // The relay sends the next chunks once these are acknowledged.
             if relayPacesTransfers {
-                link.send(.stateTransferAck(StateTransferAck(transferId: current.transferId,
-                                                             receivedBytes: UInt64(current.bytes.count))), now: now)
+                link.send(.stateTransferAck(StateTransferAck(transferId: chunk.transferId,
+                                                             receivedBytes: UInt64(received + chunk.data.count))), now: now)
             }
             return
         }
@@ -114,6 +128,12 @@ extension NetplayMatch {
         pendingLoad = PendingLoad(transferId: current.transferId, frame: current.frame, state: state, reason: current.reason,
                                   deadlineMs: now + 1_000)
         retryPendingLoad(now: now)
+    }
+
+    /// Tells the relay the state of `chunk`'s transfer cannot be loaded, and why.
+    private func refuseState(_ chunk: StateChunk, received: Int, _ why: String, now: UInt64) {
+        note(.error(.malformed, why))
+        link.send(.stateTransferAck(StateTransferAck(transferId: chunk.transferId, receivedBytes: UInt64(received), error: why)), now: now)
     }
 
     func retryPendingLoad(now: UInt64) {

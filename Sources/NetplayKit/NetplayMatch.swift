@@ -40,8 +40,18 @@ public final class NetplayMatch<G: SerializableGame> {
         var frame: Int
         var reason: StateTransferReason
         var checksum: UInt64
+        /// What the first chunk announced (the wire caps it): the state may grow no larger.
+        var totalSize: UInt64
         var bytes: [UInt8]
     }
+
+    /// The highest frame the wire's matches reach (the relay's limit): a frame past it in a
+    /// message is a broken or hostile relay's, and would overflow the frame numbers sent back.
+    static var frameLimit: Int { Int(Int32.max) }
+
+    /// The most participants the relay can report (8 players and 64 spectators, with room to
+    /// spare): a relay announcing ever new ones grows the list no further.
+    static var maxPeers: Int { 128 }
 
     struct PendingLoad {
         var transferId: UInt32
@@ -325,7 +335,7 @@ public final class NetplayMatch<G: SerializableGame> {
         hud.resyncs = max(resyncs, Int(lastSessionStats?.resyncs ?? 0))
         hud.players = (lastSessionStats?.peers ?? []).map { peer in
             PlayerHUD(slot: Int(peer.slot), name: peer.name, connected: peer.connected, pingMs: Int(peer.pingMs),
-                      substitutedFrames: Int(peer.substitutedFrames),
+                      substitutedFrames: Int(clamping: peer.substitutedFrames),
                       isLocal: peer.slot == UInt32(slot) && peer.role == role)
         }
         return hud

@@ -73,6 +73,8 @@ final class RelayLink {
     private(set) var heldBackCopies = 0
     /// When each recent input broadcast first arrived (by a hash of its bytes), for the above.
     private var firstCopies: [UInt64: UInt64] = [:]
+    /// When ``firstCopies`` was last pruned.
+    private var lastCopyPruneMs: UInt64 = 0
     private(set) var sentMessages = 0
     private(set) var receivedMessages = 0
     private(set) var undecodable = 0
@@ -196,7 +198,16 @@ final class RelayLink {
         if let first = firstCopies[hash] {
             if now &- first >= 40 { heldBackCopies += 1 }
         } else {
-            if firstCopies.count >= 4_096 { firstCopies = firstCopies.filter { now &- $0.value < 1_000 } }
+            if firstCopies.count >= 4_096 {
+                // Pruned at most once a second: more distinct frames than fit in a second (a
+                // relay flooding) start the table over, which costs a miscount at most, where a
+                // prune per frame cost a pass over 4,096 entries for every frame.
+                if now &- lastCopyPruneMs >= 1_000 {
+                    firstCopies = firstCopies.filter { now &- $0.value < 1_000 }
+                    lastCopyPruneMs = now
+                }
+                if firstCopies.count >= 4_096 { firstCopies.removeAll(keepingCapacity: true) }
+            }
             firstCopies[hash] = now
         }
     }

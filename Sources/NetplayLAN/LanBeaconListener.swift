@@ -10,6 +10,9 @@ public enum LanBeaconListener {
     /// Listens on `port` for `milliseconds` and returns the newest beacon of each host that sent
     /// one with a room, leaving out hosts whose newest beacon said goodbye. A beacon older than
     /// one already heard from its host (lower sequence) is ignored.
+    /// The most hosts one listen keeps (discovery keeps at most 256 LAN rooms in all).
+    public static let maxHosts = 256
+
     public static func listen(port: UInt16 = LanBeaconCodec.defaultPort, milliseconds: Int) throws(UDPError) -> [LanBeacon] {
         let socket = try UDPSocket(port: port, shared: true)
         var newest: [String: LanBeacon] = [:]
@@ -18,9 +21,15 @@ public enum LanBeaconListener {
             let left = deadline - ContinuousClock.now
             let waitMs = Int32(max(1, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
             guard socket.waitReadable(milliseconds: waitMs) else { continue }
-            while let (datagram, _) = socket.receive() {
+            // Drained until the deadline at most (a flood must not keep the browser listening),
+            // and hosts kept up to `maxHosts` (a flood of made-up hosts must not grow it).
+            while ContinuousClock.now < deadline, let (datagram, _) = socket.receive() {
                 guard let beacon = LanBeaconCodec.decode(datagram), beacon.room != nil else { continue }
-                if let known = newest[beacon.beaconId], known.sequence > beacon.sequence { continue }
+                if let known = newest[beacon.beaconId] {
+                    if known.sequence > beacon.sequence { continue }
+                } else if newest.count >= maxHosts {
+                    continue
+                }
                 newest[beacon.beaconId] = beacon
             }
         }

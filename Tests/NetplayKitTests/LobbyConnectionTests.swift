@@ -17,6 +17,8 @@ final class ScriptedService: Sendable {
         case replyAfter(milliseconds: Int)
         case replyError(ErrorCode)
         case silence
+        /// This body as the answer.
+        case replyWith(Envelope.Body)
     }
 
     struct Arrival: Sendable {
@@ -70,6 +72,7 @@ final class ScriptedService: Sendable {
                 case .reply: body = .listRoomsResponse(ListRoomsResponse())
                 case .replyAfter(let milliseconds): body = .listRoomsResponse(ListRoomsResponse()); wait = milliseconds
                 case .replyError(let code): body = .error(ErrorReply(code: code, message: "scripted"))
+                case .replyWith(let scripted): body = scripted
                 }
                 guard let payload = try? Envelope(requestId: request.requestId, body: body).encoded() else { continue }
                 delayed.append((.now + .milliseconds(wait), [frames[0], payload]))
@@ -93,6 +96,19 @@ struct LobbyConnectionTests {
         var lobby = NetplayLobby(discovery: service.endpoint, coordinator: service.endpoint, timeout: timeout)
         lobby.measuresRelays = false
         return lobby
+    }
+
+    /// A discovery that answers every page with a next one (an empty page with a token, or a
+    /// page naming itself as the next) no longer keeps a listing asking forever.
+    @Test(arguments: [(0, "more", 1), (1, "again", 2)])
+    func aListingEndsOnAnEmptyPageOrOneThatRepeats(rooms: Int, token: String, requests: Int) throws {
+        let page = ListRoomsResponse(rooms: Array(repeating: Room(roomId: "r", sessionId: "r", roomName: "r"), count: rooms),
+                                     nextPageToken: token)
+        let service = try ScriptedService { _ in .replyWith(.listRoomsResponse(page)) }
+        defer { service.stop() }
+        let listed = try lobby(service).lobbyRooms()
+        #expect(service.log.count == requests, "\(service.log.count) pages asked for")
+        #expect(listed.count == rooms * requests)
     }
 
     @Test func callsShareOneConnectionInsteadOfAHandshakeEach() throws {

@@ -31,7 +31,7 @@ struct StateAssemblyTests {
     @Test func aFirstChunkStartsAStateOverAStaleOneOfTheSameTransferId() throws {
         let (match, _) = try waitingSpectator()
         // Half a state from the relay before, under the id the rebuilt relay uses again.
-        match.assembly = NetplayMatch<Arena>.Assembly(transferId: 1, frame: 40, reason: .lateJoin, checksum: 0, bytes: [9, 9, 9])
+        match.assembly = NetplayMatch<Arena>.Assembly(transferId: 1, frame: 40, reason: .lateJoin, checksum: 0, totalSize: 6, bytes: [9, 9, 9])
         let (bytes, checksum) = state()
         #expect(checksum != Arena(playerCount: 2).checksum())
         match.receiveChunk(StateChunk(transferId: 1, frame: 60, offset: 0, totalSize: UInt64(bytes.count), data: bytes,
@@ -40,9 +40,60 @@ struct StateAssemblyTests {
         #expect(match.game.checksum() == checksum)
     }
 
+    /// A relay sending chunks past the size the first announced (without end, say) gets the
+    /// transfer refused at once: the state grew until the app was killed, copying itself whole
+    /// at every chunk.
+    @Test func chunksPastTheAnnouncedSizeAreRefusedNotKept() throws {
+        let (match, _) = try waitingSpectator()
+        match.receiveChunk(StateChunk(transferId: 3, frame: 60, offset: 0, totalSize: 8, data: [1, 2, 3, 4, 5, 6], last: false,
+                                      reason: .lateJoin), now: 0)
+        #expect(match.assembly?.bytes.count == 6)
+        match.receiveChunk(StateChunk(transferId: 3, frame: 60, offset: 6, totalSize: 8, data: [7, 8, 9], last: false,
+                                      reason: .lateJoin), now: 0)
+        #expect(match.assembly == nil)
+        #expect(match.events.contains { if case .error(.malformed, _) = $0 { true } else { false } }, "\(match.events)")
+        // A last chunk short of the announced size is no state either.
+        match.receiveChunk(StateChunk(transferId: 4, frame: 60, offset: 0, totalSize: 8, data: [1, 2], last: true, reason: .lateJoin), now: 0)
+        #expect(match.assembly == nil && !match.events.contains { if case .stateLoaded = $0 { true } else { false } })
+    }
+
+    /// Frames past the wire's limit in a state or an attach answer end the match with a reason
+    /// instead of overflowing the frame numbers it sends back (a trap).
+    @Test func framesPastTheLimitAreRefused() throws {
+        let (match, params) = try waitingSpectator()
+        let (bytes, checksum) = state()
+        match.receiveChunk(StateChunk(transferId: 5, frame: .max, offset: 0, totalSize: UInt64(bytes.count), data: bytes,
+                                      checksum: checksum, last: true, reason: .lateJoin), now: 0)
+        #expect(match.assembly == nil && !match.events.contains { if case .stateLoaded = $0 { true } else { false } })
+        let (fresh, _) = try waitingSpectator()
+        fresh.phase = .attaching(attempt: 0, nextAttemptMs: 0, sentAtMs: 0)
+        fresh.attached(AttachResponse(role: .spectator, params: params, startFrame: .max, running: true), now: 0)
+        guard case .disconnected(.failed(let why)) = fresh.state else { Issue.record("\(fresh.state)"); return }
+        #expect(why.contains("frame limit"), "\(why)")
+    }
+
+    /// A relay that answers a re-attach with a session of another shape ends the match with a
+    /// reason: the recorded history's rows (of the old shape) were indexed past their length.
+    @Test func aReattachToASessionOfAnotherShapeEndsTheMatch() throws {
+        let (match, params) = try waitingSpectator()
+        match.attached(AttachResponse(role: .spectator, params: params, stateFollows: true, running: true), now: 0)
+        var wider = params
+        wider.inputSize = params.inputSize + 4
+        match.attached(AttachResponse(role: .spectator, params: wider, stateFollows: true, running: true), now: 0)
+        guard case .disconnected(.failed(let why)) = match.state else { Issue.record("\(match.state)"); return }
+        #expect(why.contains("changes the session"), "\(why)")
+    }
+
+    /// Figures past Int in the relay's statistics are shown clamped: reading the HUD trapped.
+    @Test func hugeStatisticsAreClampedInTheHUD() throws {
+        let (match, _) = try waitingSpectator()
+        match.lastSessionStats = NetplayWire.SessionStats(peers: [PeerStats(slot: 1, substitutedFrames: .max)])
+        #expect(match.hud.players.first?.substitutedFrames == Int.max)
+    }
+
     @Test func anAttachForgetsAHalfReceivedState() throws {
         let (match, params) = try waitingSpectator()
-        match.assembly = NetplayMatch<Arena>.Assembly(transferId: 7, frame: 40, reason: .lateJoin, checksum: 0, bytes: [9, 9, 9])
+        match.assembly = NetplayMatch<Arena>.Assembly(transferId: 7, frame: 40, reason: .lateJoin, checksum: 0, totalSize: 6, bytes: [9, 9, 9])
         match.attached(AttachResponse(role: .spectator, params: params, stateFollows: true, running: true), now: 0)
         #expect(match.assembly == nil)
     }
