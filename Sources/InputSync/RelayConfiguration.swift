@@ -16,7 +16,11 @@ public struct RelayConfiguration: Sendable {
     public var maxSessions: Int = 0
     /// Frames of inputs kept per session for resends, spectators and late joiners (a power of two).
     public var historyFrames: Int = 4096
-    /// How far beyond a slot's newest input a batch may start before it is refused as absurd.
+    /// How far beyond a slot's newest input a batch may start before it is refused as absurd,
+    /// and how far past the confirmed frames (or, for a player back at a rebuilt relay, past
+    /// the own inputs its history carries) a slot's inputs are taken: the history then holds
+    /// every frame not confirmed yet. 64 ... history/2: an honest player runs a prediction
+    /// window and an input delay (at most 48 frames) ahead.
     public var maxFramesAhead: Int = 600
     /// A late joiner whose first missing frame is more than this many frames behind the confirmed
     /// frame gets a state transfer instead of every input since.
@@ -134,7 +138,7 @@ public struct RelayConfiguration: Sendable {
     public func validationError() -> String? {
         if relayId.utf8.count > 64 { return "the relay id must be at most 64 bytes" }
         if historyFrames < 256 || historyFrames > 1 << 20 { return "history frames must be 256 ... 1048576" }
-        if maxFramesAhead < 16 || maxFramesAhead * 2 > historyFrames { return "max frames ahead must be 16 ... history/2" }
+        if maxFramesAhead < 64 || maxFramesAhead * 2 > historyFrames { return "max frames ahead must be 64 ... history/2" }
         if lateJoinReplayLimit < 0 { return "the late-join replay limit must be >= 0" }
         if recoveryBacklogFrames < 0 || recoveryBacklogFrames * 2 > historyFrames {
             return "the recovery backlog must be 0 ... history/2 frames"

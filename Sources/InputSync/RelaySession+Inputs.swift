@@ -66,7 +66,11 @@ extension RelaySession {
         // history), so the history always holds every frame not confirmed yet: a slot run ahead
         // batch after batch overwrote the frames the others still needed, and the match froze.
         // What is cut off comes again: the sender is told the frame its slot awaits.
-        let ceiling = timeline.confirmed + configuration.maxFramesAhead
+        // A player back at a rebuilt relay may hold its own inputs up to the claim its history
+        // carries (``historyEnd(slot:from:)``), past the rebuilt timeline's confirmed frames.
+        let resumedOwn = participant.resumedHolding > 0 ? min(participant.resumedHolding, recoveryFrameLimit) : 0
+        let ceiling = min(max(timeline.confirmed, resumedOwn) + configuration.maxFramesAhead,
+                          timeline.confirmed + configuration.historyFrames - configuration.maxFramesAhead)
         guard slotModes[slot] == .active, count > 0, start + count > stored, start <= stored, stored < ceiling else { return }
         let first = stored
         let last = min(start + count, first + configuration.maxFramesAhead, ceiling)

@@ -21,20 +21,26 @@ public enum ClusterPorts {
         for attempt in 0..<400 {
             let offset = Int.random(in: 100...230) * 100  // ports stay below the ephemeral range (32768+)
             let ports = self.ports(of: offset)
-            // After 200 tries, any offset free right now (more clusters at once than fit apart).
-            let unclaimed = attempt >= 200 || claims.withLock { $0.values.allSatisfy { $0.isDisjoint(with: ports) } }
-            if unclaimed, designPorts.allSatisfy({ FreePort.isFree($0 + offset) })
-                && FreePort.isFree(beaconPort + offset, on: "0.0.0.0", udp: true) {
-                claims.withLock { $0[offset] = ports }
-                return offset
+            // Checked and claimed under one lock, so two clusters set up at once cannot both
+            // take it; after 200 tries, any offset free right now (more clusters than fit apart).
+            let taken = claims.withLock { claimed -> Bool in
+                guard attempt >= 200 || claimed.allSatisfy({ self.ports(of: $0).isDisjoint(with: ports) }),
+                      designPorts.allSatisfy({ FreePort.isFree($0 + offset) }),
+                      FreePort.isFree(beaconPort + offset, on: "0.0.0.0", udp: true) else { return false }
+                claimed.append(offset)
+                return true
             }
+            if taken { return offset }
         }
         return 30000
     }
 
-    /// Gives back an offset from ``freeOffset()``: its cluster is stopped.
+    /// Gives back an offset from ``freeOffset()`` (once for each time it was handed out): its
+    /// cluster is stopped.
     public static func release(_ offset: Int) {
-        _ = claims.withLock { $0.removeValue(forKey: offset) }
+        claims.withLock { claimed in
+            if let index = claimed.firstIndex(of: offset) { claimed.remove(at: index) }
+        }
     }
 
     /// The ports a cluster at `offset` binds.
@@ -42,6 +48,6 @@ public enum ClusterPorts {
         Set(designPorts.map { $0 + offset } + [beaconPort + offset])
     }
 
-    /// Offsets handed out and not released, with their ports.
-    private static let claims = Mutex<[Int: Set<Int>]>([:])
+    /// Offsets handed out and not released (one entry each time).
+    private static let claims = Mutex<[Int]>([])
 }

@@ -261,21 +261,20 @@ protocol RoomEntryCommand: ParsableCommand {
 }
 
 extension RoomEntryCommand {
-    /// The peer's settings, and the password from its flag, else ``passwordVariable``.
-    func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> (PeerSettings, password: String) {
+    /// The peer's settings, the password from its flag, else ``passwordVariable``, and the
+    /// invite link (`--link`, else NETPLAY_JOIN_LINK), if any.
+    func resolve(environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws -> (PeerSettings, password: String, link: String?) {
         let peer = try entry.options.resolve(environment: environment)
-        return (peer, SettingResolver(environment: environment).text(password, Self.passwordVariable, default: ""))
+        return (peer, SettingResolver(environment: environment).text(password, Self.passwordVariable, default: ""),
+                try entry.invite.resolved(environment: environment))
     }
 
-    func validate() throws {
-        _ = try resolve()
-        _ = try entry.invite.resolved()
-    }
+    func validate() throws { _ = try resolve() }
 
     func run() throws {
-        let (peer, password) = try resolve()
-        try joinAndPlay(peer, role: Self.role, password: password, label: Self.role == .player ? "join" : "spectate",
-                        link: try entry.invite.resolved())
+        let (peer, password, link) = try resolve()
+        try joinAndPlay(peer, role: Self.role, password: password, label: Self.role == .player ? "join" : "spectate", link: link)
     }
 }
 

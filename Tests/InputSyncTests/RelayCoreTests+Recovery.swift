@@ -71,6 +71,21 @@ extension RelayCoreTests {
         #expect(rig.core.confirmedFrames(of: rig.sessionId) == 501)
     }
 
+    /// A player back first at a rebuilt relay (no replay) sends its own inputs from its claim,
+    /// a whole backlog past the rebuilt timeline's confirmed frames while the others' slots wait
+    /// for them: they are taken (a slot is capped past the confirmed frames, or past the own
+    /// inputs a returning player's history carries), not dropped until the others are back.
+    @Test func aReturningPlayersOwnInputsFromItsClaimAreTakenWhileTheOthersAreAway() throws {
+        let rig = RelayRig()
+        let first = try rig.attach(a, slot: 1, resume: true, confirmed: 5_000, historyFrom: 0)
+        #expect(first.recovering && first.confirmedFrames == 4_400)
+        try resendHistory(rig, from: a, frames: 4_400 ..< 5_000, values: [1, 2])
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        #expect(session.timeline.stored(0) == 5_000 && rig.core.confirmedFrames(of: rig.sessionId) == 4_400)
+        try rig.batch(a, slot: 1, start: 5_000, Array(repeating: 1, count: 10))
+        #expect(session.timeline.stored(0) == 5_010)
+    }
+
     @Test func aResumeClaimOrInputsBeyondTheFrameLimitAreRefusedNotACrash() throws {
         // A stranger with a genuine ticket to a session of its own claims to resume at the wire's
         // last frame, then sends an input there: the relay once trapped turning the frame after it

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import NetplayService
 import NetplayWire
 
@@ -74,8 +75,19 @@ public final class SupervisedCluster: @unchecked Sendable {
         supervisor.send(SIGTERM)
         if supervisor.waitForExit(seconds: 20) == nil { supervisor.kill9() }
         try? FileManager.default.removeItem(at: directory)
+        releasePorts()
+    }
+
+    /// Gives the port offset back, once.
+    private func releasePorts() {
+        guard !portsReleased.exchange(true, ordering: .relaxed) else { return }
         ClusterPorts.release(offset)
     }
 
-    deinit { if supervisor.process.isRunning { stop() } }
+    private let portsReleased = Atomic<Bool>(false)
+
+    deinit {
+        if supervisor.process.isRunning { stop() }
+        releasePorts()
+    }
 }
