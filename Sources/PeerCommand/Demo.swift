@@ -61,8 +61,6 @@ struct Demo: ParsableCommand {
         return resolved
     }
 
-    func validate() throws { _ = try resolve() }
-
     func run() throws {
         let demo = try resolve()
         let (frames, rtt, jitter, loss, renderEvery) = (demo.frames, demo.rtt, demo.jitter, demo.loss, demo.renderEvery)

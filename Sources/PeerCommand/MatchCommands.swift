@@ -114,8 +114,6 @@ struct Host: ParsableCommand {
         return host
     }
 
-    func validate() throws { _ = try resolve() }
-
     func run() throws {
         let host = try resolve()
         let options = host.peer
@@ -269,8 +267,6 @@ extension RoomEntryCommand {
         return (peer, SettingResolver(environment: environment).text(password, Self.passwordVariable, default: ""),
                 try entry.invite.resolved(environment: environment))
     }
-
-    func validate() throws { _ = try resolve() }
 
     func run() throws {
         let (peer, password, link) = try resolve()

@@ -31,6 +31,8 @@ public struct NetplayPeer: NetplayCommand {
 
 /// The flags every playing subcommand takes, each with a `NETPLAY_*` environment fallback (shown
 /// in `--help`); ``resolve(environment:)`` checks them into the ``PeerSettings`` the match runs with.
+/// Each command resolves first thing in `run()`, before anything is hosted or joined, rather than
+/// in `validate()`: parsing alone (as the tests do) then never reads the process's environment.
 struct PeerOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Discovery endpoint (env NETPLAY_DISCOVERY, default \(ServiceDefaults.discoveryEndpoint)).", valueName: "endpoint"))
     var discovery: String?

@@ -36,8 +36,6 @@ struct Replay: ParsableCommand {
         return resolved
     }
 
-    func validate() throws { _ = try resolve() }
-
     func run() throws {
         let options = try resolve()
         let replay: ReplayFile
