@@ -91,9 +91,9 @@ extension NetplayMatch {
         guard Int(broadcast.inputSize) == size || broadcast.players.isEmpty else { return }
         // Frames past the wire's limit are no match's: such a broadcast is dropped whole.
         let limit = Self.frameLimit
+        let withinLimit = { (run: PlayerInputs) in Int(run.startFrame) + run.inputs.count / max(size, 1) <= limit }
         guard Int(broadcast.confirmedFrames) <= limit, Int(broadcast.awaitedInputFrame) <= limit,
-              (broadcast.players + broadcast.forwarded).allSatisfy({ Int($0.startFrame) + $0.inputs.count / max(size, 1) <= limit })
-        else { return }
+              broadcast.players.allSatisfy(withinLimit), broadcast.forwarded.allSatisfy(withinLimit) else { return }
         // The relay cannot await our inputs past the newest we sent: a larger claim would
         // stop our inputs for good (the engine sends only past what was acknowledged).
         let awaited = role == .player ? min(Int(broadcast.awaitedInputFrame), max(ownNewest + 1, 0)) : Int(broadcast.awaitedInputFrame)

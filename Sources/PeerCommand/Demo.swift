@@ -13,11 +13,8 @@ struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Play a visible two-player match through the local cluster (started for the demo if none is up).")
 
-    @Option(help: ArgumentHelp("Discovery endpoint of a running cluster (env NETPLAY_DISCOVERY, default \(ServiceDefaults.discoveryEndpoint)).", valueName: "endpoint"))
-    var discovery: String?
-    @Option(help: ArgumentHelp("Coordinator endpoint of a running cluster (env NETPLAY_COORDINATOR, default \(ServiceDefaults.coordinatorEndpoint)).", valueName: "endpoint"))
-    var coordinator: String?
-    @OptionGroup var curve: CurveClientOptions
+    /// The running cluster to play through, if one is up.
+    @OptionGroup var runningCluster: ClusterEndpointOptions
     @Option(help: ArgumentHelp("Frames to play, 60 per second (env NETPLAY_FRAMES, default 1200).", valueName: "n"))
     var frames: String?
     @Option(help: ArgumentHelp("Simulated round trip of each peer to the relay, ms (env NETPLAY_RTT, default 80).", valueName: "ms"))
@@ -32,9 +29,8 @@ struct Demo: ParsableCommand {
 
     /// What the demo runs with: its flags, else their variables, else the defaults.
     struct Resolved {
-        var discovery: String
-        var coordinator: String
-        var serverKey: [UInt8]?
+        /// The running cluster's endpoints and key.
+        var cluster: ClusterEndpointOptions.Resolved
         var frames: Int
         var rtt: Int
         var jitter: Int
@@ -45,10 +41,8 @@ struct Demo: ParsableCommand {
 
     func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Resolved {
         let setting = SettingResolver(environment: environment)
-        let resolved = Resolved(
-            discovery: setting.text(discovery, "NETPLAY_DISCOVERY", default: ServiceDefaults.discoveryEndpoint),
-            coordinator: setting.text(coordinator, "NETPLAY_COORDINATOR", default: ServiceDefaults.coordinatorEndpoint),
-            serverKey: try curve.serverKey(environment: environment),
+        return Resolved(
+            cluster: try runningCluster.resolve(environment: environment),
             frames: try setting.integer(frames, "NETPLAY_FRAMES", name: "--frames", default: 1200, range: 1 ... PeerOptions.maxFrame),
             rtt: try setting.integer(rtt, "NETPLAY_RTT", name: "--rtt", default: 80, range: 0 ... 60_000),
             jitter: try setting.integer(jitter, "NETPLAY_JITTER", name: "--jitter", default: 10, range: 0 ... 60_000),
@@ -56,17 +50,14 @@ struct Demo: ParsableCommand {
             renderEvery: try setting.integer(renderEvery, "NETPLAY_RENDER_EVERY", name: "--render-every", default: 60,
                                              range: 0 ... PeerOptions.maxFrame),
             ownCluster: setting.isOn(ownCluster, "NETPLAY_OWN_CLUSTER"))
-        try EndpointValidator.validate(resolved.discovery, name: "--discovery")
-        try EndpointValidator.validate(resolved.coordinator, name: "--coordinator")
-        return resolved
     }
 
     func run() throws {
         let demo = try resolve()
         let (frames, rtt, jitter, loss, renderEvery) = (demo.frames, demo.rtt, demo.jitter, demo.loss, demo.renderEvery)
-        var discoveryEndpoint = demo.discovery
-        var coordinatorEndpoint = demo.coordinator
-        let serverKey = demo.serverKey
+        var discoveryEndpoint = demo.cluster.discovery
+        var coordinatorEndpoint = demo.cluster.coordinator
+        let serverKey = demo.cluster.serverKey
         var cluster: DemoCluster?
         if !demo.ownCluster && DemoCluster.isUp(discovery: discoveryEndpoint, coordinator: coordinatorEndpoint, serverKey: serverKey) {
             say("using the cluster at \(coordinatorEndpoint) (discovery \(discoveryEndpoint))\(serverKey == nil ? "" : ", encrypted")")
@@ -85,7 +76,7 @@ struct Demo: ParsableCommand {
                       "--hud-every", "2", "--timeout", "120"]
         // A running cluster's key reaches the peers as it reached the demo (flag or environment);
         // the private cluster is plain, so its peers get no key at all.
-        let keyArguments = cluster == nil ? curve.curveServerKey.map { ["--curve-server-key", $0] } ?? [] : []
+        let keyArguments = cluster == nil ? runningCluster.curve.curveServerKey.map { ["--curve-server-key", $0] } ?? [] : []
         say("room '\(room)': P1 hosts, P2 joins; \(frames) frames at 60 Hz, \(rtt) ms round trip, \(jitter) ms jitter, \(Int(loss * 100)) % loss")
         let host = try DemoChild(label: "P1", arguments: ["host", "--players", "2", "--frame-delay", "2", "--prediction-window", "12",
                                                          "--name", "Player 1", "--render-every", "\(renderEvery)", "--input-seed", "3"]

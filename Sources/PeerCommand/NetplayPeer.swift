@@ -34,11 +34,7 @@ public struct NetplayPeer: NetplayCommand {
 /// Each command resolves first thing in `run()`, before anything is hosted or joined, rather than
 /// in `validate()`: parsing alone (as the tests do) then never reads the process's environment.
 struct PeerOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Discovery endpoint (env NETPLAY_DISCOVERY, default \(ServiceDefaults.discoveryEndpoint)).", valueName: "endpoint"))
-    var discovery: String?
-    @Option(help: ArgumentHelp("Coordinator endpoint (env NETPLAY_COORDINATOR, default \(ServiceDefaults.coordinatorEndpoint)).", valueName: "endpoint"))
-    var coordinator: String?
-    @OptionGroup var curve: CurveClientOptions
+    @OptionGroup var cluster: ClusterEndpointOptions
     @Option(help: ArgumentHelp("Connections to the relay carrying the same inputs, 1 ... 4 (env NETPLAY_PATHS, default 3).", valueName: "n"))
     var paths: String?
     @Option(help: ArgumentHelp("Connections once the link shows loss (a broadcast held back on one while another brought it), 1 ... 4 (env NETPLAY_PATHS_ON_LOSS, default 4).", valueName: "n"))
@@ -99,11 +95,8 @@ struct PeerOptions: ParsableArguments {
     func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PeerSettings {
         let setting = SettingResolver(environment: environment)
         var peer = PeerSettings()
-        peer.discovery = setting.text(discovery, "NETPLAY_DISCOVERY", default: ServiceDefaults.discoveryEndpoint)
-        peer.coordinator = setting.text(coordinator, "NETPLAY_COORDINATOR", default: ServiceDefaults.coordinatorEndpoint)
-        try EndpointValidator.validate(peer.discovery, name: "--discovery")
-        try EndpointValidator.validate(peer.coordinator, name: "--coordinator")
-        peer.serverKey = try curve.serverKey(environment: environment)
+        let endpoints = try cluster.resolve(environment: environment)
+        (peer.discovery, peer.coordinator, peer.serverKey) = (endpoints.discovery, endpoints.coordinator, endpoints.serverKey)
         peer.paths = try setting.integer(paths, "NETPLAY_PATHS", name: "--paths", default: 3, range: 1 ... NetplayMatchOptions.maxPaths)
         peer.pathsOnLoss = try setting.integer(pathsOnLoss, "NETPLAY_PATHS_ON_LOSS", name: "--paths-on-loss", default: 4,
                                                range: 1 ... NetplayMatchOptions.maxPaths)
