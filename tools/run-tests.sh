@@ -6,13 +6,35 @@
 # - lets Swift Testing run at most cores + 1 test cases at once (its admission comes before a
 #   test's time limit starts). Unbounded, every end-to-end test starts its cluster at once and the
 #   timing checks of a two-core machine fail. Each test runs on a thread of its own (.ownThread,
-#   Tests/Support/TestLanes.swift), so this bound is the only one.
+#   Tests/Support/TestLanes.swift), so this bound is the only one;
+# - marks everything the run starts (the test process, the services, supervisors, RetroArch and
+#   namespace helpers it launches, which all inherit the environment) with RUN_TESTS_MARK
+#   and, when the run ends (passed, failed, crashed or interrupted), kills what still carries the
+#   mark and names it. A test process that crashes cannot stop its clusters itself, and a cluster
+#   left running holds ports and data the next run needs.
 set -uo pipefail
 log=$1; shift
 mkdir -p "$(dirname "$log")"
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-$(( $(nproc) + 1 ))}
-"${SWIFT:-swift}" test "$@" 2>&1 | tee "$log"
+mark="run-tests-$$-$(date +%s%N)"
+
+# Kills the processes that carry this run's mark (this shell and tee do not: only swift test's
+# environment has it) and prints what it killed.
+reap() {
+  local pids=() pid names
+  for pid in $(grep -lsxz "RUN_TESTS_MARK=$mark" /proc/[0-9]*/environ | cut -d/ -f3); do
+    [ "$pid" != "$$" ] && pids+=("$pid")
+  done
+  [ ${#pids[@]} -eq 0 ] && return 0
+  names=$(for pid in "${pids[@]}"; do cat "/proc/$pid/comm" 2>/dev/null; done | sort | uniq -c | awk '{printf "%s%s x%s", sep, $2, $1; sep=", "}')
+  kill -9 "${pids[@]}" 2>/dev/null
+  echo "run-tests: killed ${#pids[@]} process(es) the run left behind: $names" | tee -a "$log"
+}
+trap 'reap; exit 130' INT TERM
+
+RUN_TESTS_MARK=$mark "${SWIFT:-swift}" test "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
+reap
 if [ "$status" -ne 0 ]; then
   echo
   echo "run-tests: swift test exited $status (at most $SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH tests at once); what failed (whole log: $log):"
