@@ -64,10 +64,13 @@ final class ChildOutput {
         self.console = console
     }
 
-    /// Reads everything available on `fd` (non-blocking). Returns false at end of file.
-    func drain(_ fd: Int32) -> Bool {
+    /// Reads what is available on `fd` (non-blocking), at most `maxReads` buffers of 64 KiB:
+    /// a child that writes without pause would otherwise keep the pipe full and hold the
+    /// supervisor's loop here for good (no ticks, no heartbeats checked, no stop). The watcher is
+    /// level-triggered, so what is left is read on the next turn. Returns false at end of file.
+    func drain(_ fd: Int32, maxReads: Int = 4) -> Bool {
         var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
+        for _ in 0 ..< maxReads {
             let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if count > 0 {
                 consume(buffer[0..<count])
@@ -76,6 +79,7 @@ final class ChildOutput {
             if count == 0 { flush(); return false }
             return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
         }
+        return true
     }
 
     func consume(_ bytes: ArraySlice<UInt8>) {

@@ -200,6 +200,12 @@ public struct ServiceSpec: Sendable, Equatable {
             .replacingOccurrences(of: "{replica}", with: String(index))
     }
 
+    /// How many instances the service may have: a replicated one as many as `settings` lets it
+    /// be scaled to, any other one.
+    public func possibleReplicas(_ settings: SupervisorSettings) -> Int {
+        scalable ? max(replicas, settings.maxReplicas) : 1
+    }
+
     /// Endpoint `key` of replica `index`, with the replica's port step applied (the port
     /// offset is already in the stored value).
     public func endpoint(_ key: String, replica index: Int) -> String? {

@@ -14,6 +14,9 @@ public struct ClusterConfigError: Error, Sendable, Equatable, CustomStringConver
 /// environment (like docker-compose), then strict validation (unknown keys, unknown services,
 /// dependency cycles, replica counts, templates) with one-line errors.
 public enum ClusterConfigLoader {
+    /// The supervisor's own instance name (its key in the trust store): no service may take it.
+    public static let supervisorInstance = "supervisor"
+
     /// Loads and validates the file at `path`.
     public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ClusterConfigError) -> ClusterConfig {
         let name = (path as NSString).lastPathComponent
@@ -75,7 +78,8 @@ private struct Parser {
             throw ClusterConfigError("\(file): invalid YAML: \(Self.oneLine(error))")
         }
         guard let root else { throw fail("", "the file is empty; it needs at least a services: section") }
-        let value = try convert(root, path: "")
+        var seen = Conversion()
+        let value = try convert(root, path: "", seen: &seen)
         guard case .map(let top, _) = value else { throw fail("", "the top level must be a mapping (cluster:, services:, ...)") }
         try checkKeys(top, path: "", known: ["cluster", "port_offset", "supervisor", "environment", "data_dir", "services", "x-notes"])
 
@@ -87,10 +91,7 @@ private struct Parser {
             try checkKeys(entries, path: "supervisor", known: ["endpoint", "telemetry", "backoff", "intensity", "stop_timeout",
                                                                 "start_timeout", "heartbeat_timeout", "log_max_bytes", "log_files",
                                                                 "max_replicas", "cool_down"])
-            if let endpoint = try string(entries, "endpoint", path: "supervisor") {
-                try validateEndpoint(endpoint, path: "supervisor.endpoint")
-                settings.endpoint = EndpointPorts.shift(endpoint, by: offset)
-            }
+            if let endpoint = try string(entries, "endpoint", path: "supervisor") { settings.endpoint = endpoint }
             settings.telemetry = try string(entries, "telemetry", path: "supervisor")
             settings.backoff = try backoff(lookup(entries, "backoff"), path: "supervisor.backoff", base: settings.backoff)
             settings.intensity = try intensity(lookup(entries, "intensity"), path: "supervisor.intensity", base: settings.intensity)
@@ -103,6 +104,10 @@ private struct Parser {
             settings.logMaxBytes = try integer(entries, "log_max_bytes", path: "supervisor", range: 1024...(1 << 40)) ?? settings.logMaxBytes
             settings.logFiles = try integer(entries, "log_files", path: "supervisor", range: 0...100) ?? settings.logFiles
         }
+        // The offset moves the supervisor's endpoint too, the default one included: two clusters
+        // on one machine differ by their offsets alone.
+        settings.endpoint = EndpointPorts.shift(settings.endpoint, by: offset)
+        try validateEndpoint(settings.endpoint, path: "supervisor.endpoint")
         let environment = try stringMap(lookup(top, "environment"), path: "environment")
         // Without data_dir: NETPLAY_DATA_ROOT, as compose/cluster.yaml spells it, else ./data.
         let dataDirectory = try string(top, "data_dir", path: "") ?? SettingResolver(environment: self.environment).text(nil, "NETPLAY_DATA_ROOT") ?? "data"
@@ -116,7 +121,7 @@ private struct Parser {
             services.append(try service(name, body, settings: settings, offset: offset))
         }
         let config = ClusterConfig(name: clusterName, portOffset: offset, supervisor: settings, environment: environment,
-                                   dataDirectory: dataDirectory, services: try startOrder(services))
+                                   dataDirectory: dataDirectory, services: try startOrder(services, settings: settings))
         try validateTemplates(config)
         return config
     }
@@ -160,9 +165,18 @@ private struct Parser {
         if spec.scalable && !spec.instanceTemplate.contains("{replica}") {
             throw fail("\(path).instance", "a replicated service's instance name must contain {replica}")
         }
-        let sample = spec.instanceName(replica: 0)
-        guard TrustStore.isName(sample) else {
-            throw fail("\(path).instance", "instance names are 1 to 64 ASCII letters, digits, '-', '_' or '.'; got '\(sample)'")
+        // Every instance the service may have (a replicated one can be scaled up to
+        // supervisor.max_replicas) gets a valid name and ports a socket can bind.
+        for replica in 0 ..< spec.possibleReplicas(settings) {
+            let instance = spec.instanceName(replica: replica)
+            guard TrustStore.isName(instance) else {
+                throw fail("\(path).instance", "instance names are 1 to 64 ASCII letters, digits, '-', '_' or '.'; got '\(instance)'"
+                           + (replica > 0 ? " for replica \(replica) (up to supervisor.max_replicas)" : ""))
+            }
+            for (key, _) in spec.endpoints where replica > 0 {
+                guard let endpoint = spec.endpoint(key, replica: replica) else { continue }
+                try validateEndpoint(endpoint, path: "\(path).endpoints.\(key) (replica \(replica), port_step \(spec.portStep), up to supervisor.max_replicas)")
+            }
         }
         if let text = try string(entries, "restart", path: path) {
             guard let policy = RestartPolicy(rawValue: text) else {
@@ -195,7 +209,7 @@ private struct Parser {
     }
 
     /// Dependencies first, file order otherwise; reports unknown services and cycles.
-    func startOrder(_ services: [ServiceSpec]) throws -> [ServiceSpec] {
+    func startOrder(_ services: [ServiceSpec], settings: SupervisorSettings) throws -> [ServiceSpec] {
         let names = Set(services.map(\.name))
         for service in services {
             for dependency in service.dependsOn {
@@ -222,14 +236,17 @@ private struct Parser {
             ordered.append(byName[name]!)
         }
         for service in services { try visit(service.name, []) }
-        var instances: [String: String] = [:]
+        // Names stay unique however far each service is scaled, and none is the supervisor's own.
+        var instances: [String: String] = [ClusterConfigLoader.supervisorInstance: "the supervisor itself"]
         for service in ordered {
-            for replica in 0..<max(1, service.replicas) {
+            for replica in 0 ..< service.possibleReplicas(settings) {
                 let instance = service.instanceName(replica: replica)
+                let owner = replica >= max(1, service.replicas)
+                    ? "\(service.name) once scaled to \(replica + 1) (supervisor.max_replicas)" : service.name
                 if let other = instances[instance] {
-                    throw fail("services.\(service.name)", "instance name '\(instance)' is also used by \(other)")
+                    throw fail("services.\(service.name)", "instance name '\(instance)' of \(owner) is also used by \(other)")
                 }
-                instances[instance] = service.name
+                instances[instance] = owner
             }
         }
         return ordered
@@ -254,24 +271,47 @@ private struct Parser {
 
     // MARK: Values
 
-    func convert(_ node: Node, path: String) throws -> YAMLValue {
+    /// The most values a cluster file may hold: far beyond any real cluster, and a bound on the
+    /// work a hostile file can ask for.
+    static let maxValues = 100_000
+
+    /// What ``convert(_:path:seen:)`` has met so far: the places of the values, and how many.
+    struct Conversion {
+        var places: Set<Int> = []
+        var values = 0
+    }
+
+    /// The YAML tree as plain values, with `${VAR}`s interpolated. Aliases (`*name`) are refused:
+    /// Yams hands an alias back as the very node its anchor names, so a few nested aliases in a
+    /// file of 500 bytes expand into millions of values (gigabytes, then an abort). Such a node
+    /// comes back at its anchor's place in the file, which no two values of a file share.
+    func convert(_ node: Node, path: String, seen: inout Conversion) throws -> YAMLValue {
         let line = (node.mark?.line ?? 0)
+        seen.values += 1
+        guard seen.values <= Self.maxValues else { throw fail(path, "the file holds over \(Self.maxValues) values") }
+        var isEmptyScalar = false
+        if case .scalar(let scalar) = node, scalar.string.isEmpty { isEmptyScalar = true }  // may stand where the next token starts
+        if let mark = node.mark, !isEmptyScalar, !seen.places.insert(mark.line << 24 | mark.column).inserted {
+            throw fail(path, "YAML aliases (*name) are not supported: write the value out")
+        }
         switch node {
         case .scalar(let scalar):
             if scalar.style == .plain && ["", "~", "null", "Null", "NULL"].contains(scalar.string) { return .null(line: line) }
             return .scalar(try interpolate(scalar.string, path: path), line: line)
         case .sequence(let sequence):
-            return .list(try sequence.enumerated().map { try convert($0.element, path: "\(path)[\($0.offset)]") }, line: line)
+            var items: [YAMLValue] = []
+            for (offset, element) in sequence.enumerated() { items.append(try convert(element, path: "\(path)[\(offset)]", seen: &seen)) }
+            return .list(items, line: line)
         case .mapping(let mapping):
             var pairs: [(String, YAMLValue)] = []
             for (key, value) in mapping {
                 guard let keyText = key.string else { throw fail(path, "mapping keys must be strings") }
                 if pairs.contains(where: { $0.0 == keyText }) { throw fail(path, "duplicate key '\(keyText)'") }
-                pairs.append((keyText, try convert(value, path: path.isEmpty ? keyText : "\(path).\(keyText)")))
+                pairs.append((keyText, try convert(value, path: path.isEmpty ? keyText : "\(path).\(keyText)", seen: &seen)))
             }
             return .map(pairs, line: line)
         case .alias:
-            throw fail(path, "YAML aliases are not supported")
+            throw fail(path, "YAML aliases (*name) are not supported: write the value out")
         }
     }
 

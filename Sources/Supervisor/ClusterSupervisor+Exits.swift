@@ -18,9 +18,14 @@ extension ClusterSupervisor {
             runtime?.logger.info("\(instance.name) stopping", metadata: ["reason": "\(reason)", "signal": "\(kill ? "SIGKILL" : "SIGTERM")"])
         }
         instance.killSent = instance.killSent || kill
+        // The stop timeout counts from the first request: asked again and again (a restart
+        // request in a loop, a give-up during a scale-down), a child that ignores SIGTERM would
+        // otherwise never get its SIGKILL.
+        if instance.state != .stopping || instance.stopDeadline == nil {
+            instance.stopDeadline = .now + .milliseconds(Int(instance.spec.stopTimeout * 1000))
+        }
         instance.state = .stopping
         instance.ready = false
-        instance.stopDeadline = .now + .milliseconds(Int(instance.spec.stopTimeout * 1000))
     }
 
     func reapAll() {
@@ -36,7 +41,9 @@ extension ClusterSupervisor {
     }
 
     func exited(_ instance: SupervisedInstance, status: Int32) {
-        if instance.outputFD >= 0 { _ = instance.output.drain(instance.outputFD) }
+        // Its last words: what a pipe can hold (1 MiB at most), not what a grandchild that kept
+        // the pipe open may go on writing.
+        if instance.outputFD >= 0 { _ = instance.output.drain(instance.outputFD, maxReads: 16) }
         instance.output.flush()
         closeOutput(instance)
         instance.health?.close()

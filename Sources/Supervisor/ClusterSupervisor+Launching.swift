@@ -177,9 +177,9 @@ extension ClusterSupervisor {
             return .reply(.error(ServiceError(.badRequest, "Heartbeat pid \(beat.pid) is not a process id.").reply))
         }
         let pid = pid_t(beat.pid)
-        let match = instances.first { $0.name == beat.instance && $0.running }
-            ?? instances.first { pid != 0 && $0.pid == pid && $0.running }
-        guard let instance = match else {
+        // By name only (the name its key proved): a pid is the sender's word, and matching by it
+        // let any member key speak for the instance whose pid it named.
+        guard let instance = instances.first(where: { $0.name == beat.instance && $0.running }) else {
             if instances.contains(where: { $0.name == beat.instance }) { return .none }  // a process we already let go
             return .reply(.error(ServiceError(.notFound, "Instance '\(beat.instance)' is not part of cluster \(config.name).").reply))
         }

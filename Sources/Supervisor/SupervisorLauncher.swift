@@ -46,7 +46,7 @@ public enum SupervisorLauncher {
 
         let setting = SettingResolver(environment: environment)
         var common = settings.common
-        if setting.text(common.instance, "NETPLAY_INSTANCE") == nil { common.instance = "supervisor" }
+        if setting.text(common.instance, "NETPLAY_INSTANCE") == nil { common.instance = ClusterConfigLoader.supervisorInstance }
         // The cluster file's endpoint is the control endpoint (heartbeats, operator verbs); the
         // public one beside it (port + 5) answers only Health and Ping.
         let defaults = ServiceDefaults(kind: "supervisor", endpoint: publicEndpoint(besides: config.supervisor.endpoint), events: nil,

@@ -158,6 +158,13 @@ struct ThreatModelTests {
         #expect(refusal(member, .serviceHeartbeat(ServiceHeartbeat(service: "coordinator", instance: "coordinator", ready: false,
                                                                    sequence: 99))) == .permissionDenied)
         #expect(refusal(member, .stopClusterRequest(StopClusterRequest())) == .permissionDenied)
+        // Nor may it speak for one through its pid: a heartbeat in its own name, which is no
+        // instance of the cluster, carrying the coordinator's pid and "not ready" is refused. It
+        // was taken as the coordinator's, and marked it unready (or kept a hung one alive).
+        let coordinatorPid = try #require(before["coordinator"])
+        #expect(refusal(member, .serviceHeartbeat(ServiceHeartbeat(service: "sync", instance: "intruder", pid: coordinatorPid,
+                                                                   ready: false, sequence: 100))) == .notFound)
+        #expect(cluster.status()?.services.first { $0.instance == "coordinator" }?.ready == true)
         // A heartbeat's pid is its sender's word: one no process can have is refused, not a trap
         // (pid_t(UInt32.max) took the supervisor down, and every service with it).
         for instance in ["intruder", "coordinator"] {

@@ -84,6 +84,13 @@ struct ClusterConfigTests {
         #expect(plan.environment["NETPLAY_SUPERVISOR"] == "tcp://127.0.0.1:27000")
     }
 
+    /// The offset moves the supervisor's default endpoint too: two clusters told apart by their
+    /// offsets alone both bound 7000.
+    @Test func thePortOffsetMovesTheSupervisorsDefaultEndpoint() throws {
+        #expect(try parse("port_offset: 23117\nservices:\n  a: {command: x}").supervisor.endpoint == "tcp://127.0.0.1:30117")
+        #expect(try parse("services:\n  a: {command: x}").supervisor.endpoint == "tcp://127.0.0.1:7000")
+    }
+
     @Test func replicaPlansGetTheirOwnEndpointsInstanceAndDataDirectory() throws {
         let config = try parse("""
             data_dir: /tmp/d
@@ -148,6 +155,24 @@ struct ClusterConfigTests {
         ("services:\n  a: {command: x\n", "invalid YAML: line"),
         ("", "the file is empty"),
         ("supervisor: {intensity: {max_restarts: many}}\nservices:\n  a: {command: x}", "supervisor.intensity.max_restarts"),
+        // Aliases: Yams hands each back as its anchor's node, and nested ones (500 bytes of
+        // them) expanded into gigabytes and an abort, not a line.
+        ("x-a: &a [one, two]\nservices:\n  a: {command: x, args: *a}", "services.a.args: YAML aliases (*name) are not supported"),
+        ((0 ..< 9).map { level in level == 0 ? "x-l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"
+                            : "x-l\(level): &l\(level) [" + Array(repeating: "*l\(level - 1)", count: 10).joined(separator: ", ") + "]" }
+            .joined(separator: "\n") + "\nservices:\n  a: {command: x}", "YAML aliases (*name) are not supported"),
+        // Every instance a scaled service may have: unique names (also against the supervisor's
+        // own), valid names and ports. Two instances named sync-1 once sync was scaled to 2
+        // waited on each other for good, or ran side by side on one data directory.
+        ("services:\n  sync: {command: x, replicas: 1}\n  sync-1: {command: x}",
+         "instance name 'sync-1' of sync-1 is also used by sync once scaled to 2 (supervisor.max_replicas)"),
+        ("services:\n  a: {command: x, instance: supervisor}", "instance name 'supervisor' of a is also used by the supervisor itself"),
+        ("services:\n  web: {command: x, replicas: 1, instance: \"{service}-\(String(repeating: "a", count: 59)){replica}\"}",
+         "for replica 10 (up to supervisor.max_replicas)"),
+        ("port_offset: 1000\nservices:\n  web: {command: x, replicas: 2, port_step: 1000, endpoints: {endpoint: \"tcp://127.0.0.1:64000\"}}",
+         "services.web.endpoints.endpoint (replica 1, port_step 1000, up to supervisor.max_replicas): 'tcp://127.0.0.1:66000' needs a port"),
+        ("port_offset: 1000\nsupervisor: {endpoint: \"tcp://127.0.0.1:65000\"}\nservices:\n  a: {command: x}",
+         "supervisor.endpoint: 'tcp://127.0.0.1:66000' needs a port from 0 to 65535 (after the port offset)"),
     ])
     func badFilesGiveOneLineReasons(yaml: String, expected: String) {
         let message = failure(yaml)

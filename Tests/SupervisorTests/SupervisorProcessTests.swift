@@ -156,6 +156,22 @@ struct SupervisorProcessTests {
         #expect(status.services.allSatisfy { processIsGone(Int32($0.pid)) })
     }
 
+    /// A child that writes without pause (`yes`) keeps its pipe full: the supervisor read it in
+    /// one loop until the pipe was empty, which never came, and answered nothing (not even
+    /// SIGTERM) at 100 % CPU. It reads a bounded amount per turn of its loop.
+    @Test func aChildWritingWithoutPauseHoldsTheSupervisorUpInNothing() throws {
+        let chatty = "  chatty:\n    command: /usr/bin/yes\n    readiness: started\n    critical: false"
+        let cluster = try SupervisedCluster({ sampleCluster(supervisor: $0, replicas: 1, extraServices: chatty) },
+                                            extraArguments: ["--quiet"])
+        _ = try #require(cluster.waitRunning(), "\(cluster.log)")
+        for _ in 0 ..< 10 {
+            #expect(cluster.instance("chatty")?.state == .ready, "no status while chatty writes")
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        cluster.process.send(SIGTERM)
+        #expect(cluster.process.waitForExit(seconds: 10) == 0, "the supervisor did not stop: \(cluster.log.suffix(2000))")
+    }
+
     @Test func childrenDieWhenTheSupervisorIsKilled() throws {
         let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 1) }
         let status = try #require(cluster.waitRunning(), "\(cluster.log)")
