@@ -120,6 +120,14 @@ enum SignalStop {
         let first = installed.withLock { done -> Bool in defer { done = true }; return !done }
         guard first else { return }
         signal(SIGPIPE, SIG_IGN)
+        // A relay holds a descriptor per player connection (and per RetroArch connection): the
+        // usual soft limit of 1,024 is far below what the service's caps admit, and a process
+        // out of descriptors fails everything else too. The hard limit is the operator's.
+        var limit = rlimit()
+        if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max
+            _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+        }
         for (number, name) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")] {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())

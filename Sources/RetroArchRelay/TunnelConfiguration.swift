@@ -33,8 +33,9 @@ public struct TunnelConfiguration: Sendable, Equatable {
     public var pingIntervalSeconds: Double = 10
     /// Seconds a host's control connection may stay silent (no ping echo) before its session ends.
     public var hostTimeoutSeconds: Double = 240
-    /// Bytes a waiting client may send before its link exists.
-    public var maxBufferedBytes: Int = 1 << 20
+    /// Bytes a waiting client may send before its link exists (RetroArch's client sends its
+    /// header, then waits for the host's: tens of bytes).
+    public var maxBufferedBytes: Int = 64 << 10
 
     /// The port join strings name.
     public var joinPort: UInt16 { advertisePort == 0 ? port : advertisePort }
@@ -77,6 +78,12 @@ public struct TunnelConfiguration: Sendable, Equatable {
             guard pair.count == 2, let value = Double(pair[1]), value > 0, value.isFinite else {
                 throw LimitsError(description: "expected name=value with a positive number, got '\(item)'")
             }
+            func seconds() throws(LimitsError) -> Double {
+                guard value <= 86_400 else {  // and past it, milliseconds summed with a clock overflowed: a trap
+                    throw LimitsError(description: "\(pair[0]) must be at most 86400 seconds, got '\(pair[1])'")
+                }
+                return value
+            }
             func whole() throws(LimitsError) -> Int {
                 guard value == value.rounded(), value <= 1e9 else {
                     throw LimitsError(description: "\(pair[0]) must be a whole number, got '\(pair[1])'")
@@ -89,10 +96,10 @@ public struct TunnelConfiguration: Sendable, Equatable {
             case "pending": maxPendingLinks = try whole()
             case "connections": maxConnections = try whole()
             case "buffer": maxBufferedBytes = try whole()
-            case "prefix-timeout": prefixTimeoutSeconds = value
-            case "link-timeout": linkTimeoutSeconds = value
-            case "ping-interval": pingIntervalSeconds = value
-            case "host-timeout": hostTimeoutSeconds = value
+            case "prefix-timeout": prefixTimeoutSeconds = try seconds()
+            case "link-timeout": linkTimeoutSeconds = try seconds()
+            case "ping-interval": pingIntervalSeconds = try seconds()
+            case "host-timeout": hostTimeoutSeconds = try seconds()
             default:
                 throw LimitsError(description: "unknown limit '\(pair[0])' (sessions, clients, pending, connections, buffer, prefix-timeout, link-timeout, ping-interval, host-timeout)")
             }

@@ -72,6 +72,9 @@ public final class TunnelCore {
         }
         addresses[connection] = address
         if let session = portSessions[connection.listener] {
+            // Tracked before it joins: a join refused (the session full) closes what it knows of.
+            // Untracked, the refused connection stayed open, uncounted, without a timeout.
+            connections[connection] = .prefix(bytes: [], sinceMs: nowMs)
             join(session, client: connection, rest: [], nowMs: nowMs)
         } else {
             connections[connection] = .prefix(bytes: [], sinceMs: nowMs)

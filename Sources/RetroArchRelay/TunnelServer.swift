@@ -61,8 +61,15 @@ public final class TunnelServer: Sendable {
             throw TunnelServerError("cannot make the RetroArch tunnel's wake-up pipe: errno \(errno)")
         }
         wakeWrite = pipeFds[1]
-        let loop = try TunnelLoop(configuration: configuration, mainListener: fd, wakeRead: pipeFds[0], wallClockMs: wallClockMs,
+        let loop: TunnelLoop
+        do {
+            loop = try TunnelLoop(configuration: configuration, mainListener: fd, wakeRead: pipeFds[0], wallClockMs: wallClockMs,
                                   onEvent: onEvent)
+        } catch {
+            close(pipeFds[0])
+            close(pipeFds[1])
+            throw error
+        }
         let box = LoopBox(loop: loop, published: published, stopped: stopped)
         let thread = Thread { box.run() }
         thread.name = "retroarch-tunnel"
@@ -178,6 +185,8 @@ final class TunnelLoop: TunnelTransport {
     private var buffer = [UInt8](repeating: 0, count: TunnelLoop.readChunk)
     private var publish: ((TunnelSnapshot) -> Void)?
     private var stopping = false
+    /// Kept open to be given up when the process runs out of descriptors (``shedOne(_:)``).
+    private var spareFd: Int32 = -1
 
     init(configuration: TunnelConfiguration, mainListener: Int32, wakeRead: Int32, wallClockMs: @escaping @Sendable () -> UInt64,
          onEvent: @escaping @Sendable (TunnelEvent) -> Void) throws {
@@ -194,6 +203,7 @@ final class TunnelLoop: TunnelTransport {
         listenerPorts[0] = configuration.port
         watch(mainListener, token: Self.listenerToken, events: UInt32(EPOLLIN.rawValue))
         watch(wakeRead, token: Self.wakeToken, events: UInt32(EPOLLIN.rawValue))
+        spareFd = open("/dev/null", O_RDONLY | O_CLOEXEC)
     }
 
     static func nowMs() -> UInt64 {
@@ -219,8 +229,13 @@ final class TunnelLoop: TunnelTransport {
                     accept(listener: Int(token & ~Self.listenerToken))
                 } else if let connection = connections[token] {
                     if flags & UInt32(EPOLLOUT.rawValue) != 0 { flush(connection) }
-                    if flags & (UInt32(EPOLLIN.rawValue) | UInt32(EPOLLHUP.rawValue) | UInt32(EPOLLERR.rawValue)) != 0,
-                       connections[token] != nil {
+                    let gone = flags & (UInt32(EPOLLHUP.rawValue) | UInt32(EPOLLERR.rawValue) | UInt32(EPOLLRDHUP.rawValue)) != 0
+                    if gone, !connection.reading, connections[token] != nil {
+                        // Held (not read) and reset or hung up: a reset is reported whatever the
+                        // mask (level-triggered, on every wait: 100 % CPU), and a hang-up would
+                        // not be seen until the connection is read again, which may be never.
+                        hungUp(connection)
+                    } else if flags & UInt32(EPOLLIN.rawValue) != 0 || gone, connections[token] != nil {
                         read(connection)
                     }
                 } else if let connection = lingering[token] {
@@ -241,6 +256,7 @@ final class TunnelLoop: TunnelTransport {
         for fd in listeners.values { Glibc.close(fd) }
         Glibc.close(wakeRead)
         Glibc.close(epoll)
+        if spareFd >= 0 { Glibc.close(spareFd) }
         publishSnapshot()
     }
 
@@ -264,7 +280,10 @@ final class TunnelLoop: TunnelTransport {
 
     private func rewatch(_ connection: Connection) {
         var event = epoll_event()
-        event.events = (connection.reading ? UInt32(EPOLLIN.rawValue) : 0) | (connection.watchingWrites ? UInt32(EPOLLOUT.rawValue) : 0)
+        // A hang-up is watched for while the connection is open, also when it is held (not
+        // read); a closing one (its queue still being written) waits for writability only.
+        let hangUps = connection.closeBy == nil ? UInt32(EPOLLRDHUP.rawValue) : 0
+        event.events = (connection.reading ? UInt32(EPOLLIN.rawValue) : 0) | (connection.watchingWrites ? UInt32(EPOLLOUT.rawValue) : 0) | hangUps
         cepoll_set_token(&event, connection.key.id)
         epoll_ctl(epoll, EPOLL_CTL_MOD, connection.fd, &event)
     }
@@ -281,7 +300,10 @@ final class TunnelLoop: TunnelTransport {
                     cepoll_accept(listenFd, $0, &length)
                 }
             }
-            guard fd >= 0 else { return }
+            guard fd >= 0 else {
+                if errno == EMFILE || errno == ENFILE { shedOne(listenFd) }
+                return
+            }
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -289,9 +311,23 @@ final class TunnelLoop: TunnelTransport {
             nextId += 1
             let connection = Connection(fd: fd, key: TunnelConnection(listener: listener, id: id))
             connections[id] = connection
-            watch(fd, token: id, events: UInt32(EPOLLIN.rawValue))
+            watch(fd, token: id, events: UInt32(EPOLLIN.rawValue) | UInt32(EPOLLRDHUP.rawValue))
             core.opened(connection.key, address: Self.addressBytes(address), nowMs: Self.nowMs())
         }
+    }
+
+    /// Out of file descriptors: the connection stays in the listen backlog and, level-triggered,
+    /// the listener is reported again at once, for good. The spare descriptor kept for this lets
+    /// it be accepted and closed at once (refused as `connection_limit`), and is taken back.
+    private func shedOne(_ listenFd: Int32) {
+        guard spareFd >= 0 else { return }
+        Glibc.close(spareFd)
+        let fd = cepoll_accept(listenFd, nil, nil)
+        if fd >= 0 {
+            Glibc.close(fd)
+            onEvent(.refused(reason: .connectionLimit, address: ""))
+        }
+        spareFd = open("/dev/null", O_RDONLY | O_CLOEXEC)
     }
 
     static func addressBytes(_ storage: sockaddr_storage) -> [UInt8] {
@@ -329,13 +365,17 @@ final class TunnelLoop: TunnelTransport {
             } else if got < 0 && (errno == EAGAIN || errno == EINTR) {
                 return
             } else {
-                // Hung up (0) or reset: the core forgets it and closes what depends on it.
-                connections[id] = nil
-                core.closedByPeer(connection.key, nowMs: Self.nowMs())
-                release(connection)
+                hungUp(connection)
                 return
             }
         }
+    }
+
+    /// Hung up (read 0) or reset: the core forgets it and closes what depends on it.
+    private func hungUp(_ connection: Connection) {
+        connections[connection.key.id] = nil
+        core.closedByPeer(connection.key, nowMs: Self.nowMs())
+        release(connection)
     }
 
     // MARK: Writing, back-pressure
@@ -343,7 +383,7 @@ final class TunnelLoop: TunnelTransport {
     private func flush(_ connection: Connection) {
         while connection.queued > 0 {
             let written = connection.queue.withUnsafeBytes {
-                Glibc.write(connection.fd, $0.baseAddress! + connection.sent, connection.queued)
+                Glibc.send(connection.fd, $0.baseAddress! + connection.sent, connection.queued, Int32(MSG_NOSIGNAL))
             }
             if written > 0 {
                 connection.sent += written
@@ -382,7 +422,9 @@ final class TunnelLoop: TunnelTransport {
         var offset = 0
         if connection.queued == 0 {
             while offset < bytes.count {
-                let written = Glibc.write(connection.fd, bytes.baseAddress! + offset, bytes.count - offset)
+                // send, not write: a peer's reset must not raise SIGPIPE in a process that
+                // embeds the relay without ignoring it.
+                let written = Glibc.send(connection.fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
                 if written > 0 {
                     offset += written
                 } else if written < 0 && errno == EINTR {
@@ -401,8 +443,9 @@ final class TunnelLoop: TunnelTransport {
             connection.watchingWrites = true
             rewatch(connection)
         }
-        // Back-pressure: whoever is filling this queue stops reading until it drains.
-        if connection.queued > Self.highWater, let source = reading, source != key.id, let writer = connections[source], writer.reading {
+        // Back-pressure: whoever is filling this queue stops reading until it drains; a host
+        // whose own control requests fill its queue with answers it does not read stops too.
+        if connection.queued > Self.highWater, let source = reading, let writer = connections[source], writer.reading {
             writer.reading = false
             rewatch(writer)
             connection.holding.insert(source)

@@ -74,7 +74,12 @@ final class TunnelSession {
     /// Takes what `link`'s streams told about the host and its content.
     func learn(from link: Link) {
         if let name = link.fromHost.observation.nick { nick = name }
-        if let info = link.toHost.observation.info ?? link.fromHost.observation.info {
+        // A client's INFO names the host's content only once the host played on with it (sent
+        // inputs, a CRC or a state after it): any joiner could otherwise rename the session's
+        // core and content in the lobby, even one the host turned away.
+        let back = link.fromHost.observation
+        let hostPlayedOn = back.inputs > 0 || back.crcChecks > 0 || back.savestates > 0
+        if let info = (hostPlayedOn ? link.toHost.observation.info : nil) ?? back.info {
             (coreName, coreVersion, contentCRC) = (info.core, info.version, info.crc)
         }
         lastFrame = max(lastFrame, link.fromHost.observation.lastCRCFrame, link.fromHost.observation.lastHostFrame)

@@ -302,4 +302,52 @@ struct TunnelCoreTests {
         #expect(rig.transport.portsClosed == [101])
         #expect(rig.transport.closed == [client])
     }
+
+    /// A full session's plain port closes what it refuses. The refused connection was not yet
+    /// tracked, so the refusal closed nothing: it stayed open, uncounted and without a timeout,
+    /// and a loop of connects ran the process out of descriptors.
+    @Test func aFullSessionPortClosesAndCountsTheConnectionsItRefuses() throws {
+        var rig = TunnelRig(TunnelConfiguration(advertiseHost: "relay.example", sessionPorts: 40_000...40_100))
+        _ = try rig.host()
+        let pending = (0 ..< 8).map { _ in rig.connect(listener: 101) }
+        let refused = (0 ..< 5).map { _ in rig.connect(listener: 101) }
+        #expect(rig.transport.closed == refused)
+        #expect(rig.core.closes[.clientLimit] == 5)
+        #expect(rig.core.connectionCount == 1 + pending.count)
+        #expect(rig.core.reports().first?.pendingClients == 8)
+    }
+
+    /// A client's INFO names the session's core and content only once the host played on with
+    /// it: a joiner the host turned away (or one lying) renamed the session in the lobby.
+    @Test func onlyAClientTheHostPlaysWithNamesTheSessionsContent() throws {
+        typealias Meter = NetplayStreamMeterTests
+        var rig = TunnelRig()
+        let (control, session) = try rig.host()
+        func linked() throws -> (client: TunnelConnection, host: TunnelConnection) {
+            let (client, link) = try rig.client(of: session, control: control)
+            let hostLink = rig.connect(address: [192, 168, 1, 2])
+            rig.send(TunnelWire.message(TunnelWire.link, link), on: hostLink)
+            return (client, hostLink)
+        }
+        let header = [UInt8](repeating: 0xAB, count: NetplayStreamMeter.headerSize)
+        func info(_ core: String) -> [UInt8] {
+            Meter.message(NetplayStreamMeter.Command.info, [0, 0, 0, 1] + Meter.field(core) + Meter.field("6.6.6"))
+        }
+        let liar = try linked()
+        rig.send(header + info("Forged"), on: liar.client)
+        rig.send(header, on: liar.host)
+        rig.core.closedByPeer(liar.host, nowMs: rig.now)  // the host turned it away
+        #expect(rig.core.reports().first?.coreName == "")
+        let player = try linked()
+        rig.send(header + info("Nestopia"), on: player.client)
+        rig.send(header + Meter.message(NetplayStreamMeter.Command.input, [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]), on: player.host)
+        #expect(rig.core.reports().first?.coreName == "Nestopia")
+    }
+
+    @Test func limitsRefuseTimeoutsPastADay() {
+        var configuration = TunnelConfiguration(advertiseHost: "relay.example", sessionPorts: nil)
+        #expect(throws: TunnelConfiguration.LimitsError.self) { try configuration.applyLimits("host-timeout=1e17") }
+        #expect(throws: TunnelConfiguration.LimitsError.self) { try configuration.applyLimits("prefix-timeout=86401") }
+        #expect(throws: Never.self) { try configuration.applyLimits("link-timeout=86400,host-timeout=600") }
+    }
 }

@@ -9,7 +9,7 @@ func magic(_ text: String) -> [UInt8] { Array(text.utf8) }
 
 /// A plain TCP client, as a stranger (or a broken RetroArch) would connect to the tunnel port.
 final class RawTCP {
-    let fd: Int32
+    private(set) var fd: Int32
 
     init(port: Int) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -26,7 +26,17 @@ final class RawTCP {
         }
     }
 
-    deinit { close(fd) }
+    deinit { if fd >= 0 { close(fd) } }
+
+    /// Closes at once: with a reset (SO_LINGER 0) or with a plain hang-up.
+    func abort(reset: Bool) {
+        if reset {
+            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        }
+        close(fd)
+        fd = -1
+    }
 
     /// Sends everything (false when the relay already closed the connection).
     @discardableResult
@@ -63,6 +73,18 @@ final class RawTCP {
             if got <= 0 { return true }
         }
         return false
+    }
+
+    /// Sends what the socket takes without blocking, up to `count` bytes; returns how many.
+    func sendWithoutBlocking(_ count: Int) -> Int {
+        let chunk = [UInt8](repeating: 0x5A, count: 65_536)
+        var total = 0
+        while total < count {
+            let sent = chunk.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, min($0.count, count - total), Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+            if sent <= 0 { break }
+            total += sent
+        }
+        return total
     }
 
     /// Closes with a reset (SO_LINGER 0), as a crashed client would.
@@ -227,5 +249,67 @@ struct TunnelFuzzTests {
         #expect(closed["not_tunnel"] == 1 && closed["buffer_overflow"] == 1 && closed["client_limit"] == 1, "\(closed)")
         #expect(closed["link_timeout"] == 2 && closed["bad_control_message"] == 1, "\(closed)")
         #expect(relay.process.isRunning, "the relay died: \(relay.log.suffix(2_000))")
+    }
+
+    /// The CPU seconds process `pid` has used, from /proc.
+    static func cpuSeconds(_ pid: Int32) -> Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// A client held back (its host's link reads nothing, so the relay stopped reading the
+    /// client) that then resets. epoll reports a reset whatever a socket is watched for; the
+    /// relay ignored it for a held connection and, level-triggered, was woken for it on every
+    /// wait: the tunnel's thread spun at 100 % CPU for good and the dead client stayed open.
+    /// (A plain hang-up of this client could not reach the relay: its FIN waits behind the bytes
+    /// the relay does not read.)
+    @Test func aHeldClientThatResetsIsLetGoAndSpinsNothing() throws {
+        let port = TestPorts.free()
+        let endpoint = TestPorts.endpoint()
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-held-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let relay = try ServiceProcess("netplay-sync", [
+            "--endpoint", endpoint, "--events", "none", "--data-dir", root + "/sync-0", "--coordinator", "none",
+            "--cluster-secret", String(repeating: "ab", count: 32), "--telemetry", "none", "--retroarch-port", "\(port)",
+        ])
+        defer { relay.kill9() }
+        let health = try BlockingClient(endpoint: endpoint, timeout: 1)
+        try #require(eventually(within: 20) { (try? health.request(.healthRequest(HealthRequest()))) != nil }, "\(relay.log)")
+        let inspector = try TestKeys(dataRoot: root).operatorClient(endpoint: endpoint)
+        func connections() -> Int? {
+            guard case .introspectResponse(let dump)? = try? inspector.request(.introspectRequest(IntrospectRequest(section: "all"))),
+                  let json = try? JSONSerialization.jsonObject(with: Data(dump.json.utf8)) as? [String: Any],
+                  let state = json["state"] as? [String: Any], let retroarch = state["retroarch"] as? [String: Any] else { return nil }
+            return retroarch["connections"] as? Int
+        }
+
+        let (control, session) = try Self.host(port: port)
+        let client = try RawTCP(port: port)
+        client.send(magic("RATS") + session)
+        let link = Array(try #require(control.read(16))[4...])
+        let hostLink = try RawTCP(port: port)
+        hostLink.send(magic("RATL") + link)
+        client.send(Array("hello".utf8))
+        #expect(hostLink.read(5) == Array("hello".utf8), "no link")
+        // From now on the host's link reads nothing: the client's bytes fill its queue, and the client is held.
+        var sent = 0
+        for _ in 0 ..< 40 where sent < 16 << 20 {
+            sent += client.sendWithoutBlocking(16 << 20)
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(sent > 256 << 10, "the relay took only \(sent) bytes")
+        #expect(eventually(within: 3) { connections() == 3 }, "connections: \(connections() ?? -1) after \(sent) bytes")
+        client.abort(reset: true)
+        // Let go: the client at once, its partner once what was piped to it had its chance.
+        #expect(eventually(within: 5) { connections() == 1 }, "connections: \(connections() ?? -1)")
+        let before = Self.cpuSeconds(relay.pid)
+        Thread.sleep(forTimeInterval: 2)
+        let used = Self.cpuSeconds(relay.pid) - before
+        #expect(used < 0.8, "the relay used \(used) s of CPU in 2 s with nothing to do")
+        #expect(relay.process.isRunning, "the relay died: \(relay.log.suffix(2_000))")
+        _ = hostLink
     }
 }
