@@ -179,6 +179,12 @@ public struct SessionBoard {
             session.history[key] = history
             deltas.append((newRollbacks, newFrames))
         }
+        // Only the peers of this report keep a history: a reporter naming new peers report after
+        // report grew one session's histories without bound (and every dashboard refresh with them).
+        if session.history.count > stats.peers.count {
+            let current = Set(stats.peers.map(Self.key))
+            session.history = session.history.filter { current.contains($0.key) }
+        }
         session.stats = stats
         session.reporter = reporter
         session.updatedAt = now

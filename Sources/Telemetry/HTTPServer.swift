@@ -9,8 +9,9 @@ import NetplayService
 /// connection (`Connection: close`, no keep-alive), heads up to 16 KiB, GET and HEAD only.
 /// Bounded against slow and idle clients (``HTTPLimits``): a connection must deliver its head
 /// within the head timeout; each peer address and the server as a whole have a connection cap,
-/// and a connection over a cap evicts the oldest one still waiting for its head. A response
-/// that does not fit the socket buffer is flushed by a timer instead of blocking the reactor.
+/// and a connection over a cap evicts the oldest one still waiting for its head or whose
+/// response has stalled. A response that does not fit the socket buffer is flushed by a timer
+/// (backing off while the client reads nothing) instead of blocking the reactor.
 public final class HTTPServer {
     /// The address actually bound, `HOST:PORT`.
     public let boundAddress: String
@@ -40,6 +41,17 @@ public final class HTTPServer {
         var watcher: Watcher?
         let opened = ContinuousClock.now
         var headDone: ContinuousClock.Instant?
+        /// When its response last moved (its head, then each write that took bytes).
+        var progressed = ContinuousClock.now
+        /// The wait before the next write when the socket took nothing (5 ms, doubling to 200 ms).
+        var retryDelay = HTTPServer.firstRetry
+
+        /// A client whose response has not moved for a second (it does not read): like one that
+        /// has not sent its head, it is evicted before anyone is refused.
+        func isStalled(at now: ContinuousClock.Instant) -> Bool {
+            guard headDone != nil else { return false }
+            return written < output.count && now - progressed > .seconds(1)
+        }
         init(fd: Int32, address: String, serial: UInt64) {
             self.fd = fd
             self.address = address
@@ -47,6 +59,7 @@ public final class HTTPServer {
         }
     }
     private var serial: UInt64 = 0
+    static let firstRetry = 0.005
 
     /// Binds `address` (`HOST:PORT`, `tcp://HOST:PORT` or `http://HOST:PORT`; HOST an IPv4
     /// address, `localhost` or `*`) and serves with `handler`. Throws a one-line reason.
@@ -145,10 +158,15 @@ public final class HTTPServer {
         }
     }
 
-    /// The oldest connection (from `address`, or from anyone) that has not delivered its head.
+    /// The oldest connection (from `address`, or from anyone) that has not delivered its head,
+    /// or whose response has stalled. Only those were evictable once: clients asking for a large
+    /// page and then never reading held every place for the response timeout, and Prometheus's
+    /// scrapes were refused.
     private func oldestWaiting(from address: String?) -> Connection? {
+        let now = ContinuousClock.now
         var oldest: Connection?
-        for connection in connections.values where connection.headDone == nil && (address == nil || connection.address == address) {
+        for connection in connections.values where (connection.headDone == nil || connection.isStalled(at: now))
+            && (address == nil || connection.address == address) {
             if oldest == nil || connection.serial < oldest!.serial { oldest = connection }
         }
         return oldest
@@ -183,7 +201,10 @@ public final class HTTPServer {
             let count = buffer.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, $0.count, 0) }
             if count > 0 {
                 connection.input += buffer[0..<count]
-                if connection.input.count > HTTPRequest.maxHeadBytes + 4, Self.headEnd(connection.input, from: searched) == nil {
+                // A whole head: nothing after it is read (a client streaming bytes behind its
+                // head would otherwise keep the reactor here).
+                if Self.headEnd(connection.input, from: searched) != nil { break }
+                if connection.input.count > HTTPRequest.maxHeadBytes + 4 {
                     connection.headDone = ContinuousClock.now
                     dropped["malformed"]?.increment()
                     respond(connection, .error(431, "request head larger than \(HTTPRequest.maxHeadBytes) bytes"), headOnly: false)
@@ -191,7 +212,12 @@ public final class HTTPServer {
                 }
                 continue
             }
-            if count == 0 { drop(connection); return }  // peer closed before a full request
+            if count == 0 {
+                // The peer closed its side: answered if its head came whole (`printf ... | nc -N`),
+                // else dropped.
+                if Self.headEnd(connection.input, from: searched) == nil { drop(connection); return }
+                break
+            }
             if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { break }
             drop(connection)
             return
@@ -241,17 +267,27 @@ public final class HTTPServer {
         connection.watcher = nil
         connection.output = response.serialized(headOnly: headOnly)
         connection.written = 0
+        connection.progressed = ContinuousClock.now
         flush(connection)
     }
 
     private func flush(_ connection: Connection) {
+        let before = connection.written
         while connection.written < connection.output.count {
             let count = connection.output.withUnsafeBytes { buffer in
                 send(connection.fd, buffer.baseAddress! + connection.written, buffer.count - connection.written, Int32(MSG_NOSIGNAL))
             }
             if count > 0 { connection.written += count; continue }
             if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-                runtime?.after(seconds: 0.005) { [weak self, weak connection] _ in
+                // Sooner while the client reads, backing off while it does not: a few stalled
+                // clients polled every 5 ms were thousands of failing sends a second.
+                if connection.written > before {
+                    connection.progressed = ContinuousClock.now
+                    connection.retryDelay = Self.firstRetry
+                } else {
+                    connection.retryDelay = min(0.2, connection.retryDelay * 2)
+                }
+                runtime?.after(seconds: connection.retryDelay) { [weak self, weak connection] _ in
                     guard let self, let connection, self.connections[connection.fd] === connection else { return }
                     self.flush(connection)
                 }

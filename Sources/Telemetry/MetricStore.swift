@@ -212,8 +212,13 @@ public struct MetricStore {
                   metric.bucketBounds.allSatisfy({ $0.isFinite }) else { return .badHistogram }
         }
         if metric.kind != .histogram, ["_bucket", "_count", "_sum"].contains(where: { name.hasSuffix($0) }) { return .badSuffix }
+        // Unique names, none of the renamed reporter labels: a sample with one label name twice
+        // (`exported_service` given and made from `service`) is invalid to Prometheus, which
+        // then fails the whole scrape, every other series included.
+        var names = Set<String>()
         for label in metric.labels {
-            guard isLabelName(label.key), !label.key.hasPrefix("__"), label.key != "le" else { return .badLabel }
+            guard isLabelName(label.key), !label.key.hasPrefix("__"), label.key != "le", !label.key.hasPrefix("exported_"),
+                  names.insert(label.key).inserted else { return .badLabel }
         }
         return nil
     }
@@ -250,12 +255,26 @@ public struct PrometheusRenderer {
     /// The content type Prometheus expects.
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
-    /// Renders `entries`; families whose kind conflicts keep the first kind seen (the rest is
-    /// dropped and reported in `conflicts`).
+    /// Renders `entries`; a family whose kind conflicts keeps the kind most of its samples have
+    /// (the first seen on a tie); the rest is dropped and reported in `conflicts`. With the first
+    /// kind seen winning, one reporter whose name sorts first could drop every other instance's
+    /// series of a family by sending it as another kind.
     public static func render(_ entries: [Entry], conflicts: inout Int) -> String {
+        var kindVotes: [String: [(kind: Metric.Kind, count: Int)]] = [:]
+        for entry in entries {
+            var votes = kindVotes[entry.metric.name] ?? []
+            if let index = votes.firstIndex(where: { $0.kind == entry.metric.kind }) { votes[index].count += 1 } else { votes.append((entry.metric.kind, 1)) }
+            kindVotes[entry.metric.name] = votes
+        }
         var families: [String: (kind: Metric.Kind, help: String, samples: [(labels: [(String, String)], metric: Metric)])] = [:]
         for entry in entries {
             let metric = entry.metric
+            if let votes = kindVotes[metric.name], votes.count > 1,
+               let winner = votes.enumerated().max(by: { $0.element.count < $1.element.count || ($0.element.count == $1.element.count && $0.offset > $1.offset) }),
+               winner.element.kind != metric.kind {
+                conflicts += 1
+                continue
+            }
             var labels = entry.extraLabels
             let reserved = Set(labels.map(\.0))
             for label in metric.labels {

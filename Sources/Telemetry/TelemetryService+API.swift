@@ -102,8 +102,11 @@ extension TelemetryService {
             guard let parsed = EventLog.severity(named: text) else { return .error(400, "unknown severity '\(text)'") }
             severity = parsed
         }
-        let limit = Int(query["limit"] ?? "") ?? 100
-        guard (0...500).contains(limit) else { return .error(400, "limit must be from 0 to 500") }
+        var limit = 100
+        if let text = query["limit"], !text.isEmpty {
+            guard let given = Int(text), (1...500).contains(given) else { return .error(400, "limit must be from 1 to 500, got '\(text.prefix(32))'") }
+            limit = given
+        }
         let found = events.recent(topicPrefix: query["topic"] ?? "", sessionId: query["session"] ?? "", minSeverity: severity, limit: limit)
         return .json(["events": .array(found.map(EventLog.json))])
     }

@@ -176,10 +176,10 @@ public final class TelemetryService: Service {
             return .reply(.recentEventsResponse(RecentEventsResponse(events: found)))
         case .metricsSnapshot, .eventRecord, .sessionStats, .peerStats, .retroarchSession:
             // Also accepted on the request socket, one-way, from cluster members only.
-            guard let instance = request.caller.clusterInstance else {
+            guard request.caller.isCluster else {
                 throw ServiceError(.permissionDenied, "Telemetry ingests from cluster members only.")
             }
-            ingest(request.envelope, from: instance)
+            ingest(request.envelope, from: request.caller)
             return .none
         default:
             throw ServiceError(.unknownRequest, "Telemetry does not handle \(request.body.name); ask it RecentEventsRequest or use HTTP.")
@@ -228,31 +228,38 @@ public final class TelemetryService: Service {
             }
             if runtime?.trust == nil {
                 ingest(envelope)
-            } else if let instance = caller.clusterInstance {
-                ingest(envelope, from: instance)
+            } else if caller.isCluster {
+                ingest(envelope, from: caller)
             } else {
                 spoofedTotal?.increment()
             }
         }
     }
 
-    /// Ingests one envelope pushed by cluster member `instance` (its key proved it): metrics and
-    /// events must be its own, HUD statistics must come from a relay. Anything claiming to be
-    /// another instance is dropped and counted.
-    public func ingest(_ envelope: Envelope, from instance: String) {
-        let claimed: String?
+    /// Ingests one envelope pushed by cluster member `caller` (its key proved its kind and
+    /// instance): metrics and events must be its own, under its own service kind, and session
+    /// statistics must come from a relay (kind `sync`) about itself. Anything else is dropped and
+    /// counted. A member naming other services could fill every instance place
+    /// (`too_many_instances`) under names like `a/me`, `b/me`, ...
+    public func ingest(_ envelope: Envelope, from caller: Caller) {
+        guard case .cluster(let kind, let instance) = caller else {
+            spoofedTotal?.increment()
+            return
+        }
+        let claimed: (service: String?, instance: String)?
         switch envelope.body {
-        case .metricsSnapshot(let snapshot): claimed = snapshot.instance
-        case .eventRecord(let record): claimed = record.instance
-        case .sessionStats(let stats): claimed = stats.relayId
-        case .retroarchSession(let session): claimed = session.relayId
+        case .metricsSnapshot(let snapshot): claimed = (snapshot.service, snapshot.instance)
+        case .eventRecord(let record): claimed = (record.service, record.instance)
+        case .sessionStats(let stats): claimed = ("sync", stats.relayId)
+        case .retroarchSession(let session): claimed = ("sync", session.relayId)
         default: claimed = nil
         }
-        if let claimed, claimed != instance {
+        if let claimed, claimed.instance != instance || (claimed.service.map { $0 != kind } ?? false) {
             spoofedTotal?.increment()
-            if warned.insert("spoof:\(instance)").inserted {
-                runtime?.logger.warning("dropped telemetry that claims another instance",
-                                        metadata: ["sender": "\(instance)", "claimed": "\(claimed)"])
+            if warned.insert("spoof:\(kind)/\(instance)").inserted {
+                runtime?.logger.warning("dropped telemetry that claims another service or instance",
+                                        metadata: ["sender": "\(kind)/\(instance)",
+                                                   "claimed": "\(claimed.service.map { String($0.prefix(64)) } ?? "")/\(claimed.instance.prefix(64))"])
             }
             return
         }

@@ -221,8 +221,8 @@ struct ThreatModelTests {
     @Test func telemetryIngestsOnlyWhatMembersSayOfThemselves() throws {
         let cluster = try SupervisedCluster()
         defer { cluster.stop() }
-        func snapshot(instance: String, metric: String) -> Envelope.Body {
-            .metricsSnapshot(MetricsSnapshot(service: "sync", instance: instance, metrics: [
+        func snapshot(service: String = "sync", instance: String, metric: String) -> Envelope.Body {
+            .metricsSnapshot(MetricsSnapshot(service: service, instance: instance, metrics: [
                 Metric(name: metric, help: "test", kind: .gauge, value: 1)]))
         }
         // No key: the connection never completes.
@@ -236,12 +236,15 @@ struct ThreatModelTests {
         var page = ""
         let ownTaken = eventually(within: 10) {
             _ = try? member.send(try Envelope(body: snapshot(instance: "coordinator", metric: "netplay_forged_other")).encoded(), flags: .dontWait)
+            // Nor may it name another service (it could fill every instance place as a/me, b/me, ...).
+            _ = try? member.send(try Envelope(body: snapshot(service: "discovery", instance: "intruder",
+                                                             metric: "netplay_forged_service")).encoded(), flags: .dontWait)
             _ = try? member.send(try Envelope(body: snapshot(instance: "intruder", metric: "netplay_own_metric")).encoded(), flags: .dontWait)
             page = httpGet(cluster.http, "/metrics")?.body ?? ""
             return page.contains("netplay_own_metric")
         }
         #expect(ownTaken, "a member's own metrics never showed")
-        #expect(!page.contains("netplay_forged_other") && !page.contains("netplay_forged_plain"))
+        #expect(!page.contains("netplay_forged_other") && !page.contains("netplay_forged_plain") && !page.contains("netplay_forged_service"))
         #expect(page.contains("netplay_telemetry_spoofed_total"))
         let spoofed = page.split(separator: "\n").first { $0.hasPrefix("netplay_telemetry_spoofed_total") }
         #expect(spoofed.map { !$0.hasSuffix(" 0") } ?? false, "\(spoofed ?? "no spoofed counter")")

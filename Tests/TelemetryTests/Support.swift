@@ -9,8 +9,15 @@ import ZeroMQ
 /// of itself).
 final class Pusher {
     let socket: Socket
-    init(_ telemetry: TelemetryProcess, as instance: String) throws {
-        socket = try telemetry.keys.telemetryPusher(to: telemetry.ingest, instance: instance)
+    /// A member `instance` of service kind `kind` (default: the instance's name without its
+    /// replica number, as `sync` for `sync-0`): telemetry takes only what it says of itself.
+    init(_ telemetry: TelemetryProcess, as instance: String, kind: String? = nil) throws {
+        var derived = Substring(instance)
+        if let dash = derived.lastIndex(of: "-"), !derived[derived.index(after: dash)...].isEmpty,
+           derived[derived.index(after: dash)...].allSatisfy(\.isNumber) {
+            derived = derived[..<dash]
+        }
+        socket = try telemetry.keys.telemetryPusher(to: telemetry.ingest, kind: kind ?? String(derived), instance: instance)
     }
     deinit { socket.close() }
     func push(_ body: Envelope.Body) throws {

@@ -103,6 +103,72 @@ struct TelemetryHardeningTests {
         #expect(count > 0 && String(decoding: buffer[0..<max(0, count)], as: UTF8.self).hasPrefix("HTTP/1.1 200"))
     }
 
+    /// A request whose head and hang-up (FIN) arrive together is answered: the server dropped
+    /// a connection at its end of file before looking for a whole head in what it had read.
+    @Test func aRequestFollowedAtOnceByAHangUpIsAnswered() throws {
+        let telemetry = try TelemetryProcess()
+        #expect(telemetry.waitUp(), "\(telemetry.process.log)")
+        for _ in 0 ..< 20 {
+            let fd = Self.connectRaw(telemetry.http)
+            defer { close(fd) }
+            _ = "GET /healthz HTTP/1.0\r\n\r\n".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+            shutdown(fd, Int32(SHUT_WR))
+            var buffer = [UInt8](repeating: 0, count: 256)
+            let count = recv(fd, &buffer, buffer.count, 0)
+            #expect(String(decoding: buffer[0 ..< max(0, count)], as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+        }
+        // `limit` is a number from 1 to 500, nothing else.
+        for bad in ["0", "-1", "501", "99999999999999999999", "ten"] {
+            #expect(httpGet(telemetry.http, "/api/events?limit=\(bad)")?.status == 400, "limit=\(bad)")
+        }
+        #expect(httpGet(telemetry.http, "/api/events?limit=5")?.status == 200)
+    }
+
+    /// Clients that ask for a large page and never read hold their connections until the
+    /// response timeout; they are evicted like idle ones, so they cannot fill the caps and
+    /// have Prometheus's scrapes refused.
+    @Test func clientsThatNeverReadTheirResponseCannotFillTheConnectionCap() throws {
+        let telemetry = try TelemetryProcess(environment: ["NETPLAY_HTTP_MAX_PER_ADDRESS": "2"])
+        #expect(telemetry.waitUp(), "\(telemetry.process.log)")
+        // A /metrics page of megabytes: eight members' 1,000 series each, with long label values
+        // (more than the kernel's socket buffers take for a client that does not read).
+        let long = String(repeating: "v", count: 250)
+        for instance in (0 ..< 8).map({ "big-\($0)" }) {
+            try Pusher(telemetry, as: instance).push(.metricsSnapshot(MetricsSnapshot(service: "big", instance: instance, timestampUnixMs: 1,
+                                                                                      metrics: (0 ..< 1_000).map {
+                Metric(name: "netplay_big_\($0)", help: String(repeating: "h", count: 50), kind: .gauge,
+                       labels: [KeyValue(key: "a", value: long + "\($0)"), KeyValue(key: "b", value: long)], value: 1)
+            }, sequence: 1)))
+        }
+        var size = 0
+        #expect(eventually(within: 10) { size = httpGet(telemetry.http, "/metrics", timeout: 5)?.body.utf8.count ?? 0; return size > 4 << 20 },
+                "the page is only \(size) bytes")
+        // Two clients with a tiny receive window ask for it and read nothing.
+        var stalled: [Int32] = []
+        defer { for fd in stalled { close(fd) } }
+        for _ in 0 ..< 2 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var small: Int32 = 2048
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            let colon = telemetry.http.lastIndex(of: ":")!
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = UInt16(telemetry.http[telemetry.http.index(after: colon)...])!.bigEndian
+            inet_pton(AF_INET, String(telemetry.http[..<colon]), &address.sin_addr)
+            let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            #expect(connected == 0)
+            _ = "GET /metrics HTTP/1.1\r\n\r\n".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+            stalled.append(fd)
+        }
+        // Once their responses have stalled (a second without progress), a third client gets in,
+        // well before the 10 s response timeout would have freed a place.
+        Thread.sleep(forTimeInterval: 1)
+        #expect(eventually(within: 6) { httpGet(telemetry.http, "/healthz")?.status == 200 },
+                "a third client was refused beside two that never read")
+        #expect(Self.alive(telemetry.process))
+    }
+
     @Test func anIngestFloodStaysBounded() throws {
         let telemetry = try TelemetryProcess()
         #expect(telemetry.waitUp(), "\(telemetry.process.log)")

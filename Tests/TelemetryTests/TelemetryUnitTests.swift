@@ -40,6 +40,11 @@ struct MetricStoreTests {
         (Metric(name: "netplay_level", kind: .unspecified), .noKind),
         (Metric(name: "netplay_level", kind: .gauge, labels: [KeyValue(key: "bad-label", value: "x")]), .badLabel),
         (Metric(name: "netplay_level", kind: .gauge, labels: [KeyValue(key: "__name__", value: "x")]), .badLabel),
+        // A label name twice, given or made by the renaming of `service`/`instance`: invalid to
+        // Prometheus, which then failed the whole scrape.
+        (Metric(name: "netplay_level", kind: .gauge, labels: [KeyValue(key: "a", value: "x"), KeyValue(key: "a", value: "y")]), .badLabel),
+        (Metric(name: "netplay_level", kind: .gauge, labels: [KeyValue(key: "service", value: "x"),
+                                                              KeyValue(key: "exported_service", value: "y")]), .badLabel),
         (Metric(name: "netplay_h_seconds", kind: .histogram, bucketBounds: [0.2, 0.1], bucketCounts: [1, 2], count: 2), .badHistogram),
         (Metric(name: "netplay_h_seconds", kind: .histogram, bucketBounds: [0.1], bucketCounts: [1, 2], count: 2), .badHistogram),
         (Metric(name: "netplay_h_seconds", kind: .histogram, bucketBounds: [0.1, 0.2], bucketCounts: [3, 2], count: 3), .badHistogram),
@@ -77,6 +82,20 @@ struct MetricStoreTests {
                                               .init(metric: a, extraLabels: [("instance", "x")])], conflicts: &conflicts)
         #expect(conflicts == 2)
         #expect(text.components(separatedBy: "\n").filter { $0.hasPrefix("netplay_thing") }.count == 1)
+    }
+
+    /// A family's kind is the one most of its samples have: with the first kind seen winning, a
+    /// reporter whose name sorted first dropped every other instance's series of the family.
+    @Test func theKindMostSamplesHaveWinsAConflict() {
+        let lie = Metric(name: "netplay_uptime_seconds", kind: .histogram, bucketBounds: [], bucketCounts: [], count: 0)
+        let honest = Metric(name: "netplay_uptime_seconds", kind: .gauge, value: 5)
+        var conflicts = 0
+        let text = PrometheusRenderer.render([.init(metric: lie, extraLabels: [("instance", "0-liar")]),
+                                              .init(metric: honest, extraLabels: [("instance", "a")]),
+                                              .init(metric: honest, extraLabels: [("instance", "b")])], conflicts: &conflicts)
+        #expect(conflicts == 1)
+        #expect(text.contains("# TYPE netplay_uptime_seconds gauge"))
+        #expect(text.contains("netplay_uptime_seconds{instance=\"a\"} 5") && text.contains("netplay_uptime_seconds{instance=\"b\"} 5"))
     }
 
     @Test func silentInstancesAreForgottenAndRestartsNoticed() {
@@ -135,6 +154,18 @@ struct BoardTests {
         #expect(history.rollbacks == [4, 1, 0])
         #expect(board.forgetSilent(at: 12).isEmpty)
         #expect(board.forgetSilent(at: 14) == ["s1"])
+    }
+
+    /// Only the peers of a session's latest report keep a history: a reporter naming 64 new
+    /// peers in every report grew one session's histories (and each dashboard refresh) without bound.
+    @Test func aSessionKeepsHistoriesOfItsCurrentPeersOnly() {
+        var board = SessionBoard()
+        for report in 0 ..< 50 {
+            let peers = (0 ..< 64).map { PeerStats(slot: UInt32($0 % 8 + 1), name: "x\(report)-\($0)", role: .player, connected: true) }
+            board.ingest(SessionStats(sessionId: "s1", relayId: "sync-0", peers: peers), reporter: "sync-0", at: Double(report))
+        }
+        #expect(board.sessions["s1"]?.history.count == 64)
+        #expect(board.sessions["s1"]?.history.keys.allSatisfy { $0.contains("x49-") } == true)
     }
 
     @Test func httpRequestHeadsParse() {
