@@ -25,6 +25,9 @@ public struct TunnelConfiguration: Sendable, Equatable {
     public var maxPendingLinks: Int = 8
     /// Connections of every kind at most.
     public var maxConnections: Int = 8_192
+    /// Connections from one address at most: one source cannot hold every place (a host takes
+    /// one per client plus its control connection, so a LAN party behind one address fits).
+    public var maxConnectionsPerAddress: Int = 256
     /// Seconds a new connection has to send its 16-byte prefix.
     public var prefixTimeoutSeconds: Double = 10
     /// Seconds a client waits for the host to open its link (RetroArch's host gives up after 15).
@@ -70,7 +73,7 @@ public struct TunnelConfiguration: Sendable, Equatable {
         public let description: String
     }
 
-    /// Applies "name=value,..." limits (sessions, clients, pending, connections, prefix-timeout,
+    /// Applies "name=value,..." limits (sessions, clients, pending, connections, per-address, prefix-timeout,
     /// link-timeout, ping-interval, host-timeout in seconds, buffer in bytes).
     public mutating func applyLimits(_ text: String) throws(LimitsError) {
         for item in text.split(separator: ",") {
@@ -95,13 +98,14 @@ public struct TunnelConfiguration: Sendable, Equatable {
             case "clients": maxClientsPerSession = try whole()
             case "pending": maxPendingLinks = try whole()
             case "connections": maxConnections = try whole()
+            case "per-address": maxConnectionsPerAddress = try whole()
             case "buffer": maxBufferedBytes = try whole()
             case "prefix-timeout": prefixTimeoutSeconds = try seconds()
             case "link-timeout": linkTimeoutSeconds = try seconds()
             case "ping-interval": pingIntervalSeconds = try seconds()
             case "host-timeout": hostTimeoutSeconds = try seconds()
             default:
-                throw LimitsError(description: "unknown limit '\(pair[0])' (sessions, clients, pending, connections, buffer, prefix-timeout, link-timeout, ping-interval, host-timeout)")
+                throw LimitsError(description: "unknown limit '\(pair[0])' (sessions, clients, pending, connections, per-address, buffer, prefix-timeout, link-timeout, ping-interval, host-timeout)")
             }
         }
         if hostTimeoutSeconds <= pingIntervalSeconds {

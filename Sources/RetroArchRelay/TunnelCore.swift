@@ -31,6 +31,8 @@ public final class TunnelCore {
     private var generator: any RandomNumberGenerator
     private var connections: [TunnelConnection: State] = [:]
     private var addresses: [TunnelConnection: [UInt8]] = [:]
+    /// Open connections per address.
+    private var perAddress: [[UInt8]: Int] = [:]
     private var sessions: [TunnelID: TunnelSession] = [:]
     private var linkSessions: [TunnelID: TunnelSession] = [:]
     private var portSessions: [Int: TunnelSession] = [:]
@@ -70,6 +72,11 @@ public final class TunnelCore {
             refuse(connection, .connectionLimit, address: address)
             return
         }
+        guard perAddress[address, default: 0] < configuration.maxConnectionsPerAddress else {
+            refuse(connection, .addressLimit, address: address)
+            return
+        }
+        perAddress[address, default: 0] += 1
         addresses[connection] = address
         if let session = portSessions[connection.listener] {
             // Tracked before it joins: a join refused (the session full) closes what it knows of.
@@ -359,7 +366,10 @@ public final class TunnelCore {
 
     private func forget(_ connection: TunnelConnection, reason: TunnelCloseReason?, closeIt: Bool) {
         guard let state = connections.removeValue(forKey: connection) else { return }
-        addresses[connection] = nil
+        if let address = addresses.removeValue(forKey: connection) {
+            let left = perAddress[address, default: 1] - 1
+            perAddress[address] = left > 0 ? left : nil
+        }
         awaitingPrefix.remove(connection)
         answered.remove(connection)
         if closeIt { transport.close(connection) }

@@ -32,6 +32,8 @@ public enum TunnelCloseReason: String, Sendable, CaseIterable {
     case clientLimit = "client_limit"
     /// More connections than the relay accepts.
     case connectionLimit = "connection_limit"
+    /// More connections from one address than the relay accepts.
+    case addressLimit = "address_limit"
     /// A waiting client sent more than may be buffered before its link exists.
     case bufferOverflow = "buffer_overflow"
     /// The host did not open a client's link in time.

@@ -344,6 +344,22 @@ struct TunnelCoreTests {
         #expect(rig.core.reports().first?.coreName == "Nestopia")
     }
 
+    /// One address cannot hold every connection place: beyond its share it is refused, and
+    /// its places come back as its connections close.
+    @Test func oneAddressHoldsNoMoreThanItsShareOfConnections() throws {
+        var configuration = TunnelConfiguration(advertiseHost: "relay.example", sessionPorts: nil)
+        try configuration.applyLimits("per-address=3")
+        var rig = TunnelRig(configuration)
+        let mine = (0 ..< 3).map { _ in rig.connect(address: [198, 51, 100, 1]) }
+        let refused = rig.connect(address: [198, 51, 100, 1])
+        #expect(rig.transport.closed == [refused] && rig.core.closes[.addressLimit] == 1)
+        let other = rig.connect(address: [198, 51, 100, 2])
+        #expect(!rig.transport.closed.contains(other))
+        rig.core.closedByPeer(mine[0], nowMs: rig.now)
+        let again = rig.connect(address: [198, 51, 100, 1])
+        #expect(!rig.transport.closed.contains(again) && rig.core.connectionCount == 4)
+    }
+
     @Test func limitsRefuseTimeoutsPastADay() {
         var configuration = TunnelConfiguration(advertiseHost: "relay.example", sessionPorts: nil)
         #expect(throws: TunnelConfiguration.LimitsError.self) { try configuration.applyLimits("host-timeout=1e17") }
