@@ -102,6 +102,41 @@ final class RawTCP {
     }
 }
 
+/// A netplay-sync process on its own (no coordinator), its RetroArch tunnel on a free port.
+final class StandaloneRelay {
+    let port = TestPorts.free()
+    let endpoint = TestPorts.endpoint()
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-tunnel-\(UUID().uuidString)").path
+    let process: ServiceProcess
+    let health: BlockingClient
+
+    /// Starts it with `--retroarch-limits limits` (when given) and waits until it answers Health.
+    init(limits: String? = nil) throws {
+        process = try ServiceProcess("netplay-sync", [
+            "--endpoint", endpoint, "--events", "none", "--data-dir", root + "/sync-0", "--coordinator", "none",
+            "--cluster-secret", String(repeating: "ab", count: 32), "--telemetry", "none", "--retroarch-port", "\(port)",
+        ] + (limits.map { ["--retroarch-limits", $0] } ?? []))
+        health = try BlockingClient(endpoint: endpoint, timeout: 1)
+        guard eventually(within: 20, { (try? health.request(.healthRequest(HealthRequest()))) != nil }) else {
+            throw HarnessError("netplay-sync did not start: \(process.log)")
+        }
+    }
+
+    deinit {
+        process.kill9()
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    /// The tunnel's part of the relay's introspection, as an operator reads it.
+    func tunnelState() -> [String: Any]? {
+        guard let inspector = try? TestKeys(dataRoot: root).operatorClient(endpoint: endpoint),
+              case .introspectResponse(let dump)? = try? inspector.request(.introspectRequest(IntrospectRequest(section: "all"))),
+              let json = try? JSONSerialization.jsonObject(with: Data(dump.json.utf8)) as? [String: Any],
+              let state = json["state"] as? [String: Any] else { return nil }
+        return state["retroarch"] as? [String: Any]
+    }
+}
+
 /// What a stranger can throw at the tunnel port, against the real netplay-sync process: random
 /// bytes, truncated and unknown magics, forged ids, a waiting client that sends too much, streams
 /// that trickle, a host that sends garbage, connections reset by the hundred. Every one is closed
@@ -120,18 +155,8 @@ struct TunnelFuzzTests {
     }
 
     @Test func everyBadByteSequenceIsClosedAndCountedAndTheRelayStaysHealthy() throws {
-        let port = TestPorts.free()
-        let endpoint = TestPorts.endpoint()
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-fuzz-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let relay = try ServiceProcess("netplay-sync", [
-            "--endpoint", endpoint, "--events", "none", "--data-dir", root + "/sync-0", "--coordinator", "none",
-            "--cluster-secret", String(repeating: "ab", count: 32), "--telemetry", "none",
-            "--retroarch-port", "\(port)", "--retroarch-limits", "prefix-timeout=1,link-timeout=2,buffer=65536,clients=4,pending=2,per-address=2000",
-        ])
-        defer { relay.kill9() }
-        let health = try BlockingClient(endpoint: endpoint, timeout: 1)
-        try #require(eventually(within: 20) { (try? health.request(.healthRequest(HealthRequest()))) != nil }, "\(relay.log)")
+        let standalone = try StandaloneRelay(limits: "prefix-timeout=1,link-timeout=2,buffer=65536,clients=4,pending=2,per-address=2000")
+        let (port, relay, health) = (standalone.port, standalone.process, standalone.health)
         var generator = SystemRandomNumberGenerator()
 
         // 1. Random bytes, any length from 1 to 64: closed (at once when 16 arrive, else at the prefix timeout).
@@ -230,11 +255,7 @@ struct TunnelFuzzTests {
         // Every reason was counted (the relay's introspection, as an operator reads it), once the
         // prefix timeout (1 s) has passed for whatever the crowd left behind.
         Thread.sleep(forTimeInterval: 1.5)
-        let inspector = try TestKeys(dataRoot: root).operatorClient(endpoint: endpoint)
-        guard case .introspectResponse(let dump) = try inspector.request(.introspectRequest(IntrospectRequest(section: "all"))),
-              let json = try JSONSerialization.jsonObject(with: Data(dump.json.utf8)) as? [String: Any],
-              let state = json["state"] as? [String: Any], let retroarch = state["retroarch"] as? [String: Any],
-              let counts = retroarch["closed"] as? [String: Int] else {
+        guard let retroarch = standalone.tunnelState(), let counts = retroarch["closed"] as? [String: Int] else {
             Issue.record("no RetroArch figures in the relay's introspection")
             return
         }
@@ -268,24 +289,9 @@ struct TunnelFuzzTests {
     /// (A plain hang-up of this client could not reach the relay: its FIN waits behind the bytes
     /// the relay does not read.)
     @Test func aHeldClientThatResetsIsLetGoAndSpinsNothing() throws {
-        let port = TestPorts.free()
-        let endpoint = TestPorts.endpoint()
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-held-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let relay = try ServiceProcess("netplay-sync", [
-            "--endpoint", endpoint, "--events", "none", "--data-dir", root + "/sync-0", "--coordinator", "none",
-            "--cluster-secret", String(repeating: "ab", count: 32), "--telemetry", "none", "--retroarch-port", "\(port)",
-        ])
-        defer { relay.kill9() }
-        let health = try BlockingClient(endpoint: endpoint, timeout: 1)
-        try #require(eventually(within: 20) { (try? health.request(.healthRequest(HealthRequest()))) != nil }, "\(relay.log)")
-        let inspector = try TestKeys(dataRoot: root).operatorClient(endpoint: endpoint)
-        func connections() -> Int? {
-            guard case .introspectResponse(let dump)? = try? inspector.request(.introspectRequest(IntrospectRequest(section: "all"))),
-                  let json = try? JSONSerialization.jsonObject(with: Data(dump.json.utf8)) as? [String: Any],
-                  let state = json["state"] as? [String: Any], let retroarch = state["retroarch"] as? [String: Any] else { return nil }
-            return retroarch["connections"] as? Int
-        }
+        let standalone = try StandaloneRelay()
+        let (port, relay) = (standalone.port, standalone.process)
+        func connections() -> Int? { standalone.tunnelState()?["connections"] as? Int }
 
         let (control, session) = try Self.host(port: port)
         let client = try RawTCP(port: port)

@@ -74,16 +74,9 @@ struct LyingPlayerTests {
         let coordinator = try BlockingClient(endpoint: cluster.coordinatorEndpoint, timeout: 5, serverKey: cluster.serverKey)
         let settings = SessionSettings(roomName: "liar", content: Self.content, transport: .relay, maxPlayers: 2,
                                        spectatorsAllowed: true, maxSpectators: 2)
-        guard case .createSessionResponse(let created) = try coordinator.request(.createSessionRequest(
-            CreateSessionRequest(settings: settings, hostName: "mallory"))), let malloryTicket = created.ticket else {
-            Issue.record("no session for the liar")
-            return
-        }
+        let (created, malloryTicket) = try coordinator.createSession(settings, hostName: "mallory")
         func ticket(_ role: Role, _ name: String) throws -> JoinTicket {
-            guard case .joinSessionResponse(let joined) = try coordinator.request(.joinSessionRequest(JoinSessionRequest(
-                sessionId: created.session.sessionId, role: role, name: name, content: Self.content))),
-                let ticket = joined.ticket else { throw HarnessError("no ticket for \(name)") }
-            return ticket
+            try coordinator.ticket(session: created.session.sessionId, role, name, content: Self.content)
         }
         func attached(_ ticket: JoinTicket, resume: Bool = false, claiming confirmed: UInt32 = 0) throws -> RawPlayer {
             let socket = try BlockingClient(endpoint: ticket.relayEndpoint, timeout: 0.05, serverKey: cluster.serverKey)

@@ -38,16 +38,9 @@ struct StateTransferFloodTests {
         let content = ContentInfo(gameName: "Flood", crc32: 0x0BAD_F00D, coreId: "nestopia", coreVersion: "1.52.0", system: "nes")
         let settings = SessionSettings(roomName: "flood", content: content, transport: .relay, maxPlayers: 2,
                                        spectatorsAllowed: true, maxSpectators: UInt32(Self.silentSpectators))
-        guard case .createSessionResponse(let created) = try coordinator.request(.createSessionRequest(
-            CreateSessionRequest(settings: settings, hostName: "mallory"))), let hostTicket = created.ticket else {
-            Issue.record("no session")
-            return
-        }
+        let (created, hostTicket) = try coordinator.createSession(settings, hostName: "mallory")
         func ticket(_ role: Role, _ name: String) throws -> JoinTicket {
-            guard case .joinSessionResponse(let joined) = try coordinator.request(.joinSessionRequest(JoinSessionRequest(
-                sessionId: created.session.sessionId, role: role, name: name, content: content))),
-                let ticket = joined.ticket else { throw HarnessError("no ticket for \(name)") }
-            return ticket
+            try coordinator.ticket(session: created.session.sessionId, role, name, content: content)
         }
         func attach(_ ticket: JoinTicket, startFromHostState: Bool = false) throws -> [UInt8] {
             try Envelope(requestId: 1, body: .attachRequest(AttachRequest(
