@@ -183,7 +183,9 @@ final class ChildProcess {
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = ["--coordinator", "none", "--cluster-secret", TicketKeyRing.generate().text, "--data-dir", directory.path,
                              "--endpoint", FreePort.loopbackEndpoint(), "--events", "none", "--retroarch-port", "\(port)",
-                             "--retroarch-bind", "127.0.0.1", "--instance", "bench-retroarch", "--no-replays", "--log-level", "warning"]
+                             "--retroarch-bind", "127.0.0.1", "--instance", "bench-retroarch", "--no-replays", "--log-level", "warning",
+                             // Every generated player comes from 127.0.0.1: lift the per-address share.
+                             "--retroarch-limits", "per-address=1000000"]
         var environment = ProcessInfo.processInfo.environment
         environment["NETPLAY_TELEMETRY"] = "none"
         process.environment = environment
