@@ -46,6 +46,11 @@ final class GameCallbacks: @unchecked Sendable {
         self.raw = raw
     }
 
+    /// No callback runs from now on (`why` is reported as the failure).
+    func stop(_ why: String) {
+        if failure == nil { failure = why }
+    }
+
     private func fail(_ why: String) -> [UInt8] {
         if failure == nil { failure = why }
         return []

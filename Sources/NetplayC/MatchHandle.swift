@@ -3,12 +3,15 @@ import Foundation
 import NetplayAuth
 import NetplayKit
 import Rollback
+import Synchronization
 
 /// What an np_match handle stands for: a NetplayKit match of the frontend's callback game,
 /// the LAN room it hosts (if any) and the lobby that marks it started.
 ///
 /// NetplayKit's match is driven from one thread; so is an np_match (the C API's contract: one
-/// call on a match at a time, callbacks on the ticking thread), hence unchecked Sendable.
+/// call on a match at a time, callbacks on the ticking thread), hence unchecked Sendable. The
+/// contract is checked: a call while another thread is inside one on the same match is refused
+/// (``withMatch(_:_:)``), and so is a tick from inside the match's own callbacks.
 final class MatchHandle: @unchecked Sendable {
     let match: NetplayMatch<CallbackGame>
     let callbacks: GameCallbacks
@@ -19,6 +22,10 @@ final class MatchHandle: @unchecked Sendable {
     /// Chat lines the frontend read (``NetplayMatch/chatReceived`` numbering).
     var chatRead = 0
     private var freed = false
+    /// Inside ``tick(_:)``: the frontend's callbacks may be running.
+    private var ticking = false
+    /// The thread inside a call on this match, and how deep (a callback may call in again).
+    private let caller = Mutex<(thread: pthread_t?, depth: Int)>((nil, 0))
 
     init(match: NetplayMatch<CallbackGame>, callbacks: GameCallbacks, lanHost: LanHost?, lobby: NetplayLobby) {
         self.match = match
@@ -35,10 +42,38 @@ final class MatchHandle: @unchecked Sendable {
         return match
     }
 
+    /// Marks the calling thread as inside a call on this match; refused while another thread
+    /// is (overlapping calls would race on the match's sockets and state).
+    func enterCall() throws(CAPIFailure) {
+        let me = pthread_self()
+        let busy = caller.withLock { state -> Bool in
+            if let thread = state.thread, pthread_equal(thread, me) == 0 { return true }
+            state.thread = me
+            state.depth += 1
+            return false
+        }
+        if busy {
+            throw CAPIFailure.invalid("another thread is inside a call on this np_match: calls on one match must not overlap")
+        }
+    }
+
+    /// The end of a call ``enterCall()`` admitted.
+    func exitCall() {
+        caller.withLock { state in
+            state.depth -= 1
+            if state.depth == 0 { state.thread = nil }
+        }
+    }
+
     var isHost: Bool { match.isHost }
 
     /// One tick with `input`; the failure when the match is over or a callback failed.
     func tick(_ input: GameInput) throws(CAPIFailure) -> TickResult {
+        // From inside one of its own callbacks, a tick would re-enter the rollback engine
+        // mid-frame and corrupt it.
+        guard !ticking else { throw CAPIFailure.invalid("np_match_tick was called from inside this match's own callback") }
+        ticking = true
+        defer { ticking = false }
         try checkGame()
         if case .disconnected(let reason) = match.state { throw CAPIFailure(NP_ERR_ENDED, "the match is over: \(reason)") }
         let result = match.tick(input: input)
@@ -59,11 +94,26 @@ final class MatchHandle: @unchecked Sendable {
         throw CAPIFailure(NP_ERR_GAME, "a game callback failed, the match was left: \(failure)")
     }
 
-    /// Leaves (if not left), stops a LAN room's relay. Once.
+    /// Leaves (if not left), stops a LAN room's relay. Once. Freed from inside one of its own
+    /// callbacks (a frontend whose emulator failed), no callback runs again: the engine may still
+    /// be in the middle of a frame or a rollback, and the frontend is about to free what its
+    /// callbacks use.
     func close() {
         guard !freed else { return }
         freed = true
+        if ticking { callbacks.stop("the np_match was freed inside its own callback") }
         match.leave()
         lanHost?.stop()
+    }
+}
+
+/// Runs `body` on the live match behind `pointer` as one C API call: the handle is checked, the
+/// call admitted by ``MatchHandle/enterCall()``, and any failure becomes the `np_result`.
+func withMatch(_ pointer: OpaquePointer?, _ body: (MatchHandle) throws -> Void) -> np_result {
+    entry {
+        let handle = try MatchHandle.from(pointer)
+        try handle.enterCall()
+        defer { handle.exitCall() }
+        try body(handle)
     }
 }

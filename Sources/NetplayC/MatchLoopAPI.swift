@@ -7,8 +7,7 @@ import Rollback
 @_cdecl("np_match_tick")
 public func np_match_tick(_ match: OpaquePointer?, _ input: UnsafePointer<UInt8>?, _ inputSize: Int,
                           _ out: UnsafeMutablePointer<np_tick_result>?) -> np_result {
-    entry {
-        let handle = try MatchHandle.from(match)
+    withMatch(match) { handle in
         let expected = Int(handle.match.params.inputSize)
         guard inputSize == expected else {
             throw CAPIFailure.invalid("input_size is \(inputSize), the session's inputs are \(expected) bytes")
@@ -16,7 +15,7 @@ public func np_match_tick(_ match: OpaquePointer?, _ input: UnsafePointer<UInt8>
         guard let input else { throw CAPIFailure.invalid("input is NULL") }
         handle.callbacks.inputSize = expected
         let result = try handle.tick(GameInput(bytes: UnsafeBufferPointer(start: input, count: inputSize)))
-        out?.pointee = np_tick_result(frames_advanced: Int32(result.framesAdvanced), rolled_back_frames: Int32(result.rolledBackFrames),
+        out?.pointee = np_tick_result(frames_advanced: Int32(clamping: result.framesAdvanced), rolled_back_frames: Int32(clamping: result.rolledBackFrames),
                                       running: result.running ? 1 : 0, frame_interval_scale: handle.match.frameIntervalScale,
                                       first_frame_near: handle.match.firstFrameIsNear ? 1 : 0)
     }
@@ -32,14 +31,14 @@ extension np_match_status {
             state = NP_STATE_IDLE
         case .hosting(_, let players, let maxPlayers):
             state = NP_STATE_HOSTING
-            self.players = Int32(players)
-            max_players = Int32(maxPlayers)
+            self.players = Int32(clamping: players)
+            max_players = Int32(clamping: maxPlayers)
         case .connecting(_, let attempt):
             state = NP_STATE_CONNECTING
-            self.attempt = Int32(attempt)
+            self.attempt = Int32(clamping: attempt)
         case .connected(_, let players):
             state = NP_STATE_CONNECTED
-            self.players = Int32(players)
+            self.players = Int32(clamping: players)
         case .disconnected(let why):
             state = NP_STATE_DISCONNECTED
             switch why {
@@ -54,8 +53,9 @@ extension np_match_status {
             case .failed: reason = NP_REASON_FAILED
             }
         }
-        if max_players == 0 { max_players = Int32(match.params.maxPlayers) }
-        slot = Int32(match.slot)
+        // Clamped: what a relay says of the session (a hostile one too) never traps the frontend.
+        if max_players == 0 { max_players = Int32(clamping: match.params.maxPlayers) }
+        slot = Int32(clamping: match.slot)
         is_host = handle.isHost ? 1 : 0
         is_spectator = match.role == .spectator ? 1 : 0
         running = match.isRunning ? 1 : 0
@@ -71,8 +71,7 @@ extension np_match_status {
 
 @_cdecl("np_match_get_status")
 public func np_match_get_status(_ match: OpaquePointer?, _ out: UnsafeMutablePointer<np_match_status>?) -> np_result {
-    entry {
-        let handle = try MatchHandle.from(match)
+    withMatch(match) { handle in
         guard let out else { throw CAPIFailure.invalid("out is NULL") }
         out.pointee = np_match_status(handle)
     }
@@ -82,9 +81,9 @@ extension np_hud {
     /// The C form of `hud` (at most NP_HUD_MAX_PLAYERS rows).
     init(_ hud: HUDStats) {
         self.init()
-        ping_ms = Int32(hud.pingMs)
-        jitter_ms = Int32(hud.jitterMs)
-        frame_delay = Int32(hud.frameDelay)
+        ping_ms = Int32(clamping: hud.pingMs)
+        jitter_ms = Int32(clamping: hud.jitterMs)
+        frame_delay = Int32(clamping: hud.frameDelay)
         rollbacks = Int32(clamping: hud.rollbacks)
         rollback_frames = Int32(clamping: hud.rollbackFrames)
         max_rollback_frames = Int32(clamping: hud.maxRollbackFrames)
@@ -99,7 +98,7 @@ extension np_hud {
             let table = buffer.bindMemory(to: np_player_hud.self)
             for (index, player) in rows.enumerated() {
                 var row = np_player_hud()
-                row.slot = Int32(player.slot)
+                row.slot = Int32(clamping: player.slot)
                 copyCString(player.name, into: &row.name)
                 row.connected = player.connected ? 1 : 0
                 row.ping_ms = Int32(clamping: player.pingMs)
@@ -113,8 +112,7 @@ extension np_hud {
 
 @_cdecl("np_match_get_hud")
 public func np_match_get_hud(_ match: OpaquePointer?, _ out: UnsafeMutablePointer<np_hud>?) -> np_result {
-    entry {
-        let handle = try MatchHandle.from(match)
+    withMatch(match) { handle in
         guard let out else { throw CAPIFailure.invalid("out is NULL") }
         out.pointee = np_hud(handle.match.hud)
     }
@@ -122,8 +120,7 @@ public func np_match_get_hud(_ match: OpaquePointer?, _ out: UnsafeMutablePointe
 
 @_cdecl("np_match_reported_checksum")
 public func np_match_reported_checksum(_ match: OpaquePointer?, _ frame: Int64, _ out: UnsafeMutablePointer<UInt64>?) -> np_result {
-    entry {
-        let handle = try MatchHandle.from(match)
+    withMatch(match) { handle in
         guard let out else { throw CAPIFailure.invalid("out is NULL") }
         guard let checksum = handle.match.reportedChecksums[Int(frame)] else {
             throw CAPIFailure(NP_ERR_NOT_FOUND, "no checksum reported for frame \(frame) (yet)")
@@ -134,8 +131,7 @@ public func np_match_reported_checksum(_ match: OpaquePointer?, _ frame: Int64, 
 
 @_cdecl("np_match_start_now")
 public func np_match_start_now(_ match: OpaquePointer?) -> np_result {
-    entry {
-        let handle = try MatchHandle.from(match)
+    withMatch(match) { handle in
         guard handle.isHost else { throw CAPIFailure.invalid("only the host starts the match") }
         handle.match.startNow()
     }
@@ -143,8 +139,7 @@ public func np_match_start_now(_ match: OpaquePointer?) -> np_result {
 
 @_cdecl("np_match_send_chat")
 public func np_match_send_chat(_ match: OpaquePointer?, _ text: UnsafePointer<CChar>?) -> np_result {
-    entry {
-        let handle = try MatchHandle.from(match)
+    withMatch(match) { handle in
         guard let text = string(text), !text.isEmpty else { throw CAPIFailure.invalid("text is NULL or empty") }
         handle.match.sendChat(text)
     }
@@ -152,8 +147,7 @@ public func np_match_send_chat(_ match: OpaquePointer?, _ text: UnsafePointer<CC
 
 @_cdecl("np_match_next_chat")
 public func np_match_next_chat(_ match: OpaquePointer?, _ out: UnsafeMutablePointer<np_chat_line>?) -> np_result {
-    entry {
-        let handle = try MatchHandle.from(match)
+    withMatch(match) { handle in
         guard let out else { throw CAPIFailure.invalid("out is NULL") }
         let lines = handle.match.chatLines
         let firstKept = handle.match.chatReceived - lines.count
@@ -165,7 +159,7 @@ public func np_match_next_chat(_ match: OpaquePointer?, _ out: UnsafeMutablePoin
         let line = lines[handle.chatRead - firstKept]
         handle.chatRead += 1
         var row = np_chat_line()
-        row.slot = Int32(line.slot)
+        row.slot = Int32(clamping: line.slot)
         copyCString(line.from, into: &row.from)
         copyCString(line.text, into: &row.text)
         row.sent_at_unix_ms = Int64(clamping: line.sentAtUnixMs)
@@ -175,8 +169,7 @@ public func np_match_next_chat(_ match: OpaquePointer?, _ out: UnsafeMutablePoin
 
 @_cdecl("np_match_leave")
 public func np_match_leave(_ match: OpaquePointer?, _ waitSeconds: Double) -> np_result {
-    entry {
-        let handle = try MatchHandle.from(match)
+    withMatch(match) { handle in
         guard waitSeconds >= 0, waitSeconds <= 60 else { throw CAPIFailure.invalid("wait_seconds must be 0 ... 60") }
         handle.match.leave()
         if waitSeconds > 0 { handle.match.waitUntilLeft(seconds: waitSeconds) }

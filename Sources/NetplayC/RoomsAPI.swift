@@ -16,16 +16,17 @@ extension np_room {
         copyCString(room.content.coreId, into: &core_id)
         copyCString(room.content.coreVersion, into: &core_version)
         crc32 = room.content.crc32
-        max_players = Int32(room.maxPlayers)
-        players = Int32(room.currentPlayers)
+        // Clamped: a room is what a lobby or any LAN host says (a beacon is unauthenticated).
+        max_players = Int32(clamping: room.maxPlayers)
+        players = Int32(clamping: room.currentPlayers)
         spectators_allowed = room.spectatorsAllowed ? 1 : 0
-        spectators = Int32(room.currentSpectators)
+        spectators = Int32(clamping: room.currentSpectators)
         has_password = room.hasPassword ? 1 : 0
         in_progress = room.inProgress ? 1 : 0
-        frame_delay = Int32(room.frameDelay)
+        frame_delay = Int32(clamping: room.frameDelay)
         is_lan = room.isLAN ? 1 : 0
         copyCString(room.endpoint, into: &endpoint)
-        ping_ms = Int32(room.pingMs ?? -1)
+        ping_ms = Int32(clamping: room.pingMs ?? -1)
     }
 
     /// The room to join: what a join needs of it (session, LAN or lobby, endpoint).
@@ -62,9 +63,11 @@ public func np_client_browse(_ client: OpaquePointer?, _ lanMilliseconds: Int32,
         if found.isEmpty, let lobbyError { throw CAPIFailure(lobbyError) }
         var seen = Set<String>()
         found = lobby.measurePings(found.filter { seen.insert($0.id).inserted })
-        for (index, room) in found.prefix(capacity).enumerated() { rooms![index] = np_room(room) }
+        // size_t: a capacity past Int.max (SIZE_MAX) arrives negative and means "room for all".
+        let places = capacity < 0 ? Int.max : capacity
+        for (index, room) in found.prefix(places).enumerated() { rooms![index] = np_room(room) }
         count.pointee = found.count
-        if found.count > capacity {
+        if found.count > places {
             throw CAPIFailure(NP_ERR_BUFFER_TOO_SMALL, "\(found.count) rooms found, room for \(capacity)")
         }
     }

@@ -376,7 +376,11 @@ public final class NetplayMatch<G: SerializableGame> {
     /// Sends a chat line to everyone in the session.
     public func sendChat(_ text: String) {
         guard relayKnowsUs, !text.isEmpty else { return }
-        link.send(.chatMessage(ChatMessage(text: String(text.prefix(512)))), now: nowMs)
+        // At most 512 bytes of UTF-8 (the wire's limit), cut between characters: 512 characters
+        // could be three times that, and the message was then dropped as invalid.
+        var line = Substring(text.prefix(512))
+        while line.utf8.count > 512 { line = line.dropLast() }
+        link.send(.chatMessage(ChatMessage(text: String(line))), now: nowMs)
     }
 
     /// Leaves the match for good: detaches from the relay and, in a cluster room, tells the

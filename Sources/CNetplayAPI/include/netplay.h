@@ -82,6 +82,10 @@ np_result np_libretro_core_id(const char *library_name, char *out, size_t capaci
  * The frontend's game. Every callback runs on the thread that calls np_match_tick (or the call
  * creating the match), never concurrently, and gets `user` back. The callbacks must be
  * deterministic: the same state and inputs give the same next state on every peer.
+ * Calls on one np_match must not overlap (one thread at a time; a call while another thread is
+ * inside one on the same match returns NP_ERR_INVALID_ARGUMENT). A callback may call its match
+ * (status, HUD, chat, leave, free) but not np_match_tick (NP_ERR_INVALID_ARGUMENT); after
+ * np_match_free from a callback, no callback runs again.
  */
 typedef struct np_game_callbacks {
     void *user;
@@ -311,7 +315,7 @@ np_result np_match_reported_checksum(np_match *match, int64_t frame, uint64_t *o
 /* Host: starts the match now with whoever is there, without waiting for every slot to fill;
  * called before the relay answered the attach, the start goes out once it has. */
 np_result np_match_start_now(np_match *match);
-/* Sends a chat line to everyone (at most 512 bytes are sent). */
+/* Sends a chat line to everyone (at most 512 bytes of UTF-8 are sent, cut between characters). */
 np_result np_match_send_chat(np_match *match, const char *text);
 
 /* A chat line the match received (its own lines come back too: the relay sends each to all). */

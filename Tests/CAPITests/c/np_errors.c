@@ -42,6 +42,30 @@ static void advance(void *user, const uint8_t *inputs, size_t input_size, int pl
     (void)user, (void)inputs, (void)input_size, (void)players, (void)statuses, (void)resim;
 }
 
+/* A frontend that calls back into the match from its advance callback: a tick (refused), or a
+ * free (after which no callback may run). */
+static np_match *reentered;
+static int reentrant_mode;          /* 1: tick from advance, 2: free from advance */
+static np_result reentrant_tick = NP_OK;
+static int advances_after_free;
+static int freed_in_callback;
+static void reentrant_advance(void *user, const uint8_t *inputs, size_t input_size, int players, const uint8_t *statuses,
+                              int resim) {
+    (void)user, (void)inputs, (void)input_size, (void)players, (void)statuses, (void)resim;
+    if (freed_in_callback) { advances_after_free++; return; }
+    if (reentrant_mode == 1 && reentrant_tick == NP_OK) {
+        uint8_t input[2] = {0};
+        reentrant_tick = np_match_tick(reentered, input, 2, NULL);
+    } else if (reentrant_mode == 2) {
+        freed_in_callback = 1;
+        np_match_free(reentered);
+    }
+}
+static int save_after_free(void *user, uint8_t *buffer, size_t size) {
+    if (freed_in_callback) advances_after_free++;
+    return save(user, buffer, size);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: %s UNREACHABLE_ENDPOINT LAN_BEACON_PORT\n", argv[0]);
@@ -212,6 +236,61 @@ int main(int argc, char **argv) {
     expect_error(np_match_tick(match, input, 2, &tick), NP_ERR_GAME, "later ticks say so too");
     np_match_free(match);
     expect_error(np_match_tick(match, input, 2, &tick), NP_ERR_INVALID_HANDLE, "tick a freed match");
+    np_match_free(match);
+
+    /* A capacity of SIZE_MAX is room for everything, not a trap. */
+    expect(np_client_browse(lan_client, 0, rooms, (size_t)-1, &count) == NP_OK && count == 0, "browse with capacity SIZE_MAX");
+
+    /* Calls back into the match from its own callback: a tick is refused; a free stops every
+     * callback at once (the frontend is about to free what they use). */
+    np_game_callbacks reentrant = game;
+    reentrant.advance = reentrant_advance;
+    reentrant.save = save_after_free;
+    for (reentrant_mode = 1; reentrant_mode <= 2; reentrant_mode++) {
+        np_host_settings_init(&settings);
+        settings.room_name = reentrant_mode == 1 ? "reentrant-tick" : "reentrant-free";
+        settings.max_players = 1;
+        settings.lan = 1;
+        expect(np_client_host(lan_client, &settings, &content, 2, &reentrant, &reentered) == NP_OK, "re-entrant room hosted");
+        result = NP_OK;
+        for (int i = 0; i < 1000 && !freed_in_callback && (reentrant_mode == 2 || reentrant_tick == NP_OK); i++) {
+            result = np_match_tick(reentered, input, 2, &tick);
+            struct timespec pause = {0, 5000000};
+            nanosleep(&pause, NULL);
+        }
+        if (reentrant_mode == 1) {
+            expect_error(reentrant_tick, NP_ERR_INVALID_ARGUMENT, "a tick from inside a callback is refused");
+            np_match_free(reentered);
+        } else {
+            expect(freed_in_callback, "the match was freed from inside its advance callback");
+            expect(advances_after_free == 0, "no callback ran after the free");
+            expect_error(np_match_tick(reentered, input, 2, &tick), NP_ERR_INVALID_HANDLE, "the freed match is gone");
+        }
+    }
+
+    /* A chat line of 512 characters of three bytes each goes out cut to 512 bytes, whole
+     * characters only (it was dropped as invalid). */
+    np_host_settings_init(&settings);
+    settings.room_name = "long chat";
+    settings.max_players = 1;
+    settings.lan = 1;
+    expect(np_client_host(lan_client, &settings, &content, 2, &game, &match) == NP_OK, "long-chat room hosted");
+    char long_line[512 * 3 + 1];
+    for (int i = 0; i < 512; i++) memcpy(long_line + 3 * i, "\xe3\x81\x82", 3);  /* HIRAGANA A */
+    long_line[512 * 3] = 0;
+    sent = 0, heard = 0;
+    for (int i = 0; i < 600 && !heard; i++) {
+        expect(np_match_tick(match, input, 2, &tick) == NP_OK, "the long-chat room ticks");
+        if (!sent && np_match_get_status(match, &status) == NP_OK && status.running) {
+            expect(np_match_send_chat(match, long_line) == NP_OK, "long chat sent");
+            sent = 1;
+        }
+        heard = np_match_next_chat(match, &line) == NP_OK;
+        struct timespec pause = {0, 5000000};
+        nanosleep(&pause, NULL);
+    }
+    expect(heard && strlen(line.text) == 510 && memcmp(line.text, long_line, 510) == 0,
+           "the long chat line came back cut to 170 whole characters (510 bytes)");
     np_match_free(match);
     np_client_free(lan_client);
 
