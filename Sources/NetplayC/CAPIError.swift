@@ -11,7 +11,7 @@ struct CAPIFailure: Error {
     let result: np_result
     /// The reason, for np_last_error.
     let message: String
-    /// The wire error code of a refusal (NP_ERR_REFUSED), 0 otherwise.
+    /// The wire error code of a refusal (NP_ERR_REFUSED) or a service's NOT_FOUND, 0 otherwise.
     var wireCode: Int32 = 0
 
     init(_ result: np_result, _ message: String, wireCode: Int32 = 0) {
@@ -30,6 +30,8 @@ struct CAPIFailure: Error {
                 self.init(NP_ERR_UNAVAILABLE, error.description, wireCode: error.code.rawValue)
             case .internal, .unspecified:
                 self.init(NP_ERR_INTERNAL, error.description)
+            case .notFound:  // no such room or session (any more): what netplay.h names NP_ERR_NOT_FOUND for
+                self.init(NP_ERR_NOT_FOUND, error.description, wireCode: error.code.rawValue)
             default:
                 self.init(NP_ERR_REFUSED, error.description, wireCode: error.code.rawValue)
             }
@@ -69,7 +71,7 @@ final class LastError {
 
 /// Records `failure` as this thread's last error and returns its code.
 func report(_ failure: CAPIFailure) -> np_result {
-    LastError.current.set(failure.message, code: failure.result == NP_ERR_REFUSED ? failure.wireCode : 0)
+    LastError.current.set(failure.message, code: failure.result == NP_ERR_REFUSED || failure.result == NP_ERR_NOT_FOUND ? failure.wireCode : 0)
     return failure.result
 }
 

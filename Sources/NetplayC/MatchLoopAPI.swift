@@ -141,6 +141,7 @@ public func np_match_start_now(_ match: OpaquePointer?) -> np_result {
 public func np_match_send_chat(_ match: OpaquePointer?, _ text: UnsafePointer<CChar>?) -> np_result {
     withMatch(match) { handle in
         guard let text = string(text), !text.isEmpty else { throw CAPIFailure.invalid("text is NULL or empty") }
+        if case .disconnected(let reason) = handle.match.state { throw CAPIFailure(NP_ERR_ENDED, "the match is over: \(reason)") }
         handle.match.sendChat(text)
     }
 }

@@ -37,7 +37,7 @@ typedef int np_result;
 #define NP_ERR_INVALID_ARGUMENT 1 /* NULL or out-of-range argument, wrong struct_size or size */
 #define NP_ERR_INVALID_HANDLE 2   /* NULL, freed or foreign np_client / np_match */
 #define NP_ERR_BUFFER_TOO_SMALL 3 /* the caller's buffer is too small (the needed size is reported) */
-#define NP_ERR_NOT_FOUND 4        /* nothing there (yet): no such room, no checksum for that frame */
+#define NP_ERR_NOT_FOUND 4        /* nothing there (yet): no such room or session (np_last_error_code() 40), no checksum for that frame */
 #define NP_ERR_UNAVAILABLE 5      /* a service or host could not be reached */
 #define NP_ERR_REFUSED 6          /* a service refused: see np_last_error_code() (CONTENT_MISMATCH...) */
 #define NP_ERR_GAME 7             /* a game callback failed (save, load): the match was left */
@@ -48,7 +48,7 @@ typedef int np_result;
  * on this thread. */
 const char *np_last_error(void);
 /* The wire error code (docs/protocol: ErrorCode, e.g. 21 WRONG_PASSWORD, 60 CONTENT_MISMATCH) of
- * the last NP_ERR_REFUSED on the calling thread, 0 otherwise. */
+ * the last NP_ERR_REFUSED (or NP_ERR_NOT_FOUND from a service: 40) on the calling thread, 0 otherwise. */
 int np_last_error_code(void);
 
 /* NP_API_VERSION of the library loaded (compare its major with this header's). */
@@ -315,7 +315,8 @@ np_result np_match_reported_checksum(np_match *match, int64_t frame, uint64_t *o
 /* Host: starts the match now with whoever is there, without waiting for every slot to fill;
  * called before the relay answered the attach, the start goes out once it has. */
 np_result np_match_start_now(np_match *match);
-/* Sends a chat line to everyone (at most 512 bytes of UTF-8 are sent, cut between characters). */
+/* Sends a chat line to everyone (at most 512 bytes of UTF-8 are sent, cut between characters).
+ * NP_ERR_ENDED once the match is over. */
 np_result np_match_send_chat(np_match *match, const char *text);
 
 /* A chat line the match received (its own lines come back too: the relay sends each to all). */

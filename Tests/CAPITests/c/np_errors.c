@@ -234,6 +234,7 @@ int main(int argc, char **argv) {
     expect(np_match_get_status(match, &status) == NP_OK && status.state == NP_STATE_DISCONNECTED &&
                status.reason == NP_REASON_LEFT, "the match was left");
     expect_error(np_match_tick(match, input, 2, &tick), NP_ERR_GAME, "later ticks say so too");
+    expect_error(np_match_send_chat(match, "anyone?"), NP_ERR_ENDED, "chat on an ended match");
     np_match_free(match);
     expect_error(np_match_tick(match, input, 2, &tick), NP_ERR_INVALID_HANDLE, "tick a freed match");
     np_match_free(match);

@@ -416,6 +416,12 @@ int main(int argc, char **argv) {
         if (np_match_tick(match, wide, 3, NULL) != NP_ERR_INVALID_ARGUMENT) fail("a 3-byte input was accepted");
     } else {
         np_room room = find_room(client, room_name);
+        /* A session that does not exist: NP_ERR_NOT_FOUND, the wire's NOT_FOUND (40) with it. */
+        np_room ghost = room;
+        snprintf(ghost.session_id, sizeof ghost.session_id, "s-00000000deadbeef");
+        np_match *none = NULL;
+        if (np_client_join(client, &ghost, &content, "", 0, &game, &none) != NP_ERR_NOT_FOUND || np_last_error_code() != 40)
+            fail("joining a session that does not exist was not NP_ERR_NOT_FOUND (40)");
         np_result joined = np_client_join(client, &room, &content, "", 0, &game, &match);
         if (joined == NP_ERR_REFUSED) {
             printf("REFUSED code=%d %s\n", np_last_error_code(), np_last_error());
