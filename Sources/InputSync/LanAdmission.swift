@@ -31,6 +31,13 @@ public final class LanAdmission: Sendable {
         var bans = AdmissionBans()
         /// Where each participant joined from (what a ban binds to).
         var sources: [String: String] = [:]
+        /// Forgets a participant whose place was freed: what a joiner coming and going for the
+        /// room's whole life would otherwise grow without bound (a ban already copied its source).
+        mutating func forget(_ participantId: String) {
+            attached.remove(participantId)
+            sources[participantId] = nil
+        }
+
         /// Joins waiting for the host's decision (``SessionSettings/approveJoiners``).
         var approvals = HostApprovals()
         /// The host's commands for the relay, run on its next tick (``takeHostCommands()``).
@@ -117,6 +124,10 @@ public final class LanAdmission: Sendable {
     /// Whether the match has started.
     public var inProgress: Bool { state.withLock { $0.started } }
 
+    /// Participants the admission remembers having seen or where they joined from (tests:
+    /// bounded by the places, however many joiners came and went).
+    var rememberedParticipants: Int { state.withLock { $0.attached.union($0.sources.keys).count } }
+
     /// What the relay's session holds now: whether the match runs, and the participants in it
     /// (attached, or away but still holding their place). Places of participants that were in
     /// it and are gone (left, kicked, timed out), or that never attached within the pending-join
@@ -128,9 +139,11 @@ public final class LanAdmission: Sendable {
             for (slot, holder) in state.players where state.attached.contains(holder.participantId)
                 && !present.contains(holder.participantId) {
                 state.players[slot] = nil
+                state.forget(holder.participantId)
             }
             for id in state.spectators.keys where state.attached.contains(id) && !present.contains(id) {
                 state.spectators[id] = nil
+                state.forget(id)
             }
             state.attached.formUnion(present)
             for id in present { state.pending.settled(id) }
@@ -142,6 +155,7 @@ public final class LanAdmission: Sendable {
         for id in state.pending.expire(nowMs: now) where !state.attached.contains(id) {
             for (slot, holder) in state.players where holder.participantId == id { state.players[slot] = nil }
             state.spectators[id] = nil
+            state.forget(id)
         }
     }
 

@@ -292,7 +292,7 @@ struct DiscoveryProcessTests {
             #expect(one.send(try beacon("one-\(index)", endpoint: "tcp://127.0.0.2:7300"), to: target))
             usleep(5_000)
         }
-        let newest: Set<String> = Set((6..<10).map { "lan:one-\($0)" })
+        let newest: Set<String> = Set((6..<10).map { "lan:127.0.0.2:one-\($0)" })
         #expect(eventually(within: 5) { beaconRoomIds(discovery) == newest }, "\(beaconRoomIds(discovery).sorted())")
 
         // A beacon naming another host than its sender is refused; one naming none gets the sender's address.
@@ -300,9 +300,9 @@ struct DiscoveryProcessTests {
         #expect(liar.send(try beacon("liar-1", endpoint: "tcp://10.9.9.9:7300"), to: target))
         #expect(liar.send(try beacon("liar-2", endpoint: "tcp://example.com:7300"), to: target))
         #expect(liar.send(try beacon("plain", endpoint: ""), to: target))
-        #expect(eventually(within: 5) { beaconRoomIds(discovery).contains("lan:plain") })
-        #expect(beaconRoomIds(discovery) == newest.union(["lan:plain"]))
-        let plain = try #require(try discovery.list(RoomFilter(source: .lanBeacon)).rooms.first { $0.roomId == "lan:plain" })
+        #expect(eventually(within: 5) { beaconRoomIds(discovery).contains("lan:127.0.0.3:plain") })
+        #expect(beaconRoomIds(discovery) == newest.union(["lan:127.0.0.3:plain"]))
+        let plain = try #require(try discovery.list(RoomFilter(source: .lanBeacon)).rooms.first { $0.roomId == "lan:127.0.0.3:plain" })
         #expect(plain.hostEndpoint == "udp://127.0.0.3")
 
         // Seventy sources of four rooms each: 256 rooms in all, the least recently heard gone.
@@ -318,11 +318,11 @@ struct DiscoveryProcessTests {
         var ids: Set<String> = []
         let settled = eventually(within: 10) {
             ids = beaconRoomIds(discovery)
-            return ids.contains("lan:many-69-3")
+            return ids.contains("lan:127.0.1.70:many-69-3")
         }
         #expect(settled)
         #expect(ids.count == 256, "\(ids.count) LAN rooms")
-        #expect(ids.isDisjoint(with: newest.union(["lan:plain"])), "the oldest rooms made way")
+        #expect(ids.isDisjoint(with: newest.union(["lan:127.0.0.3:plain"])), "the oldest rooms made way")
         #expect(try discovery.list(RoomFilter(source: .lanBeacon)).totalMatching == 256)
         #expect(discovery.process.process.isRunning)
     }
@@ -365,10 +365,27 @@ struct DiscoveryProcessTests {
         }
         #expect(listed)
         let beaconRoom = try #require(try discovery.list(RoomFilter(source: .lanBeacon)).rooms.first)
-        #expect(beaconRoom.roomId == "lan:\(sender.beaconId)" && beaconRoom.transport == .lan)
+        #expect(beaconRoom.roomId == "lan:127.0.0.1:\(sender.beaconId)" && beaconRoom.transport == .lan)
         #expect(beaconRoom.hostEndpoint == "tcp://127.0.0.1:7399")
+        // A stranger repeating the host's beacon id (a goodbye, its own endpoint, a higher
+        // sequence) names a room of its own: the host's room stays the host's. The id once named
+        // one room for whoever held it, and a stranger that got in first kept it.
+        let stranger = try UDPSocket(host: "127.0.0.9", port: 0)
+        var squat = makeRoom("squat", transport: .lan)
+        squat.hostEndpoint = "tcp://127.0.0.9:6666"
+        let target = UDPAddress(ip: 0x7F00_0001, port: port)
+        #expect(stranger.send(try LanBeaconCodec.encode(LanBeacon(protocolVersion: LanBeaconCodec.protocolVersion, beaconId: sender.beaconId,
+                                                                 sequence: .max, intervalMs: 200, room: squat, goodbye: true)), to: target))
+        #expect(stranger.send(try LanBeaconCodec.encode(LanBeacon(protocolVersion: LanBeaconCodec.protocolVersion, beaconId: sender.beaconId,
+                                                                 sequence: .max, intervalMs: 200, room: squat)), to: target))
+        #expect(eventually(within: 3) { (try? discovery.list(RoomFilter(source: .lanBeacon)).totalMatching) == 2 })
+        let hosts = try discovery.list(RoomFilter(source: .lanBeacon)).rooms.map { "\($0.roomId) \($0.hostEndpoint)" }.sorted()
+        #expect(hosts == ["lan:127.0.0.1:\(sender.beaconId) tcp://127.0.0.1:7399", "lan:127.0.0.9:\(sender.beaconId) tcp://127.0.0.9:6666"])
         try sender.send(goodbye: true)
-        #expect(eventually(within: 3) { (try? discovery.list(RoomFilter(source: .lanBeacon)).totalMatching) == 0 })
+        #expect(eventually(within: 3) { (try? discovery.list(RoomFilter(source: .lanBeacon)).rooms.map(\.roomId)) == ["lan:127.0.0.9:\(sender.beaconId)"] })
+        squat.hostEndpoint = "tcp://127.0.0.9:6666"
+        #expect(stranger.send(try LanBeaconCodec.encode(LanBeacon(protocolVersion: LanBeaconCodec.protocolVersion, beaconId: sender.beaconId,
+                                                                 sequence: .max, intervalMs: 200, room: squat, goodbye: true)), to: target))
         // Garbage on the beacon port is ignored.
         let junk = try UDPSocket(host: "127.0.0.1", port: 0)
         junk.send(Array(repeating: 0xFF, count: 50), to: UDPAddress(ip: 0x7F00_0001, port: port))

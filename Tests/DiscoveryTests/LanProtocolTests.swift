@@ -90,7 +90,10 @@ struct LanProtocolTests {
         #expect(LanBeaconCodec.decode(RetroArchLAN.query) == nil)
         #expect(LanBeaconCodec.ttlMs(intervalMs: 1000) == 3000)
         #expect(LanBeaconCodec.ttlMs(intervalMs: 0) == 3000)
-        #expect(LanBeaconCodec.roomId(beaconId: String(repeating: "z", count: 64)).utf8.count == 64)
+        let source = UDPAddress(ip: 0xC0A8_0105, port: 7102)
+        #expect(LanBeaconCodec.roomId(beaconId: "abc", from: source) == "lan:192.168.1.5:abc")
+        #expect(LanBeaconCodec.roomId(beaconId: String(repeating: "z", count: 64), from: source).utf8.count == 64)
+        #expect(LanBeaconCodec.roomId(beaconId: String(repeating: "\u{3042}", count: 30), from: source).utf8.count <= 64)
     }
 
     @Test func udpSocketsTalkOverLoopback() throws {

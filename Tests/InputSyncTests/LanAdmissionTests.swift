@@ -50,4 +50,20 @@ struct LanAdmissionTests {
         #expect(try join(lan, "carol").slot == 2)
         #expect(lan.inProgress, "a match that ran stays started")
     }
+
+    /// A joiner coming and going for the room's whole life (join, attach, leave; or join and
+    /// never attach) leaves nothing behind: the admission remembered every participant it ever
+    /// saw and where each joined from.
+    @Test func joinersComingAndGoingLeaveNothingBehind() throws {
+        let lan = admission()
+        let host = try lan.hostTicket(name: "alice")
+        lan.sessionChanged(running: true, present: [host.participantId])
+        for round in 0 ..< 200 {
+            let joined = try join(lan, "mallory \(round)")
+            lan.sessionChanged(running: true, present: [host.participantId, joined.participantId])
+            lan.sessionChanged(running: true, present: [host.participantId])
+        }
+        #expect(lan.rememberedParticipants <= 2, "\(lan.rememberedParticipants) participants remembered")
+        #expect(try join(lan, "bob").slot == 2)
+    }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Games
 import InputSync
+import NetplayLAN
 import NetplayService
 import NetplayTestSupport
 import NetplayWire
@@ -129,6 +130,46 @@ struct NetplayKitTests {
         hostMatch.leave()
         joinMatch.leave()
         #expect(hostMatch.state == .disconnected(.left))
+    }
+
+    /// Anyone on the LAN can send a beacon. A stranger that learned the host's beacon id sends
+    /// a goodbye for it, the same id with its own endpoint, and beacons naming another address
+    /// than its own: the host's room stays listed at the host's endpoint, the stranger's room is
+    /// a room of its own, and the beacon naming someone else is not believed. The browser took
+    /// every beacon's word: a goodbye hid the room, an endpoint redirected joins (and their
+    /// passwords, sent in clear on a LAN) to the stranger.
+    @Test func aStrangersBeaconsNeitherHideNorRedirectARoom() throws {
+        let port = UInt16(TestPorts.free())
+        let host = try lanHost("kit-real", port: port)
+        defer { host.stop() }
+        let heard = try #require(try LanBeaconListener.listen(port: port, milliseconds: 1_000).first { $0.room?.roomName == "kit-real" })
+        func lie(_ id: String, endpoint: String, goodbye: Bool) throws -> [UInt8] {
+            var room = try #require(heard.room)
+            room.hostEndpoint = endpoint
+            room.roomId = "s-lobby-room"
+            return try LanBeaconCodec.encode(LanBeacon(protocolVersion: LanBeaconCodec.protocolVersion, beaconId: id, sequence: .max,
+                                                       intervalMs: 200, room: room, goodbye: goodbye))
+        }
+        let lies = [try lie(heard.beaconId, endpoint: "tcp://127.0.0.5:1", goodbye: true),
+                    try lie(heard.beaconId, endpoint: "tcp://127.0.0.5:6666", goodbye: false),
+                    try lie("someone-else", endpoint: "tcp://10.1.2.3:9", goodbye: false)]
+        let target = UDPAddress(ip: 0x7F00_0001, port: port)
+        let lying = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            defer { lying.signal() }
+            guard let stranger = try? UDPSocket(host: "127.0.0.5", port: 0) else { return }
+            for _ in 0 ..< 30 {
+                for datagram in lies { stranger.send(datagram, to: target) }
+                usleep(50_000)
+            }
+        }
+        let rooms = try NetplayLobby(discovery: nil, coordinator: nil, lanBeaconPort: port).lanRooms(listeningFor: 1_000)
+        lying.wait()
+        let real = rooms.filter { $0.roomName == "kit-real" }
+        #expect(real.contains { $0.endpoint == host.endpoint }, "the host's room is gone: \(real.map(\.endpoint))")
+        #expect(!rooms.contains { $0.endpoint.contains("10.1.2.3") }, "a beacon naming another address was believed")
+        #expect(Set(real.map(\.id)).count == real.count && !real.contains { $0.id == "s-lobby-room" })
+        #expect(real.allSatisfy { $0.isLAN })
     }
 
     @Test func theFirstFrameIsNearOnlyOnceTheLobbyIsFullUntilItRuns() throws {

@@ -148,7 +148,7 @@ final class LanDiscovery {
     }
 
     private func accept(_ beacon: LanBeacon, from: UDPAddress, runtime: ServiceRuntime, service: DiscoveryService) {
-        let roomId = LanBeaconCodec.roomId(beaconId: beacon.beaconId)
+        let roomId = LanBeaconCodec.roomId(beaconId: beacon.beaconId, from: from)
         let announcer = "lan:\(from.host)"
         if beacon.goodbye {
             if service.registry.announcer(of: roomId) == announcer {
@@ -166,9 +166,17 @@ final class LanDiscovery {
         room.transport = .lan
         if room.hostEndpoint.isEmpty {
             room.hostEndpoint = "udp://\(from.host)"  // the protocol's way to say "where this came from"
-        } else if let problem = claimProblem(room.hostEndpoint, from: from, service: service) {
+        } else if let problem = LanBeaconCodec.hostEndpointProblem(room.hostEndpoint, from: from,
+                                                                  localAddresses: { localAddressSet(service) }) {
             count("dropped")
             runtime.logger.debug("LAN beacon refused", metadata: ["from": "\(from)", "error": "\(problem)"])
+            return
+        }
+        // Checked before anything is evicted to make room for it: an invalid beacon from an
+        // address holding no rooms evicted the oldest room, and a stream of them flushed all.
+        do { try RoomRegistry.validate(room) } catch {
+            count("dropped")
+            runtime.logger.debug("LAN beacon refused", metadata: ["from": "\(from)", "error": "\(error.message)"])
             return
         }
         guard admit(roomId, announcer: announcer, from: from, runtime: runtime, service: service) else { return }
@@ -183,18 +191,6 @@ final class LanDiscovery {
             count("dropped")
             runtime.logger.debug("LAN beacon refused", metadata: ["from": "\(from)", "error": "\(error.message)"])
         }
-    }
-
-    /// Why a beacon's claimed host endpoint cannot be believed, or nil when it names the
-    /// datagram's source. A beacon from loopback comes from this machine, so it may name any of
-    /// this machine's own addresses (a host that sends its beacon to 127.0.0.1).
-    private func claimProblem(_ endpoint: String, from: UDPAddress, service: DiscoveryService) -> String? {
-        guard let host = UDPSocket.endpointHost(endpoint), let claimed = UDPAddress.parseIP(host) else {
-            return "host endpoint '\(endpoint)' does not name an IPv4 address"
-        }
-        if claimed == from.ip { return nil }
-        if from.isLoopback && (UDPAddress(ip: claimed, port: 0).isLoopback || localAddressSet(service).contains(claimed)) { return nil }
-        return "host endpoint '\(endpoint)' names another address than the sender \(from.host)"
     }
 
     /// This machine's interface addresses, looked up at most every 10 s.
