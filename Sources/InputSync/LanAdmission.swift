@@ -38,6 +38,10 @@ public final class LanAdmission: Sendable {
             sources[participantId] = nil
         }
 
+        /// Joins per sender address (``LanAdmission/joinsPerMinutePerSource``).
+        var joins = RateLimiter<String>(ratePerSecond: LanAdmission.joinsPerMinutePerSource / 60,
+                                        burst: LanAdmission.joinsPerMinutePerSource / 4, maxKeys: 10_000)
+
         /// Joins waiting for the host's decision (``SessionSettings/approveJoiners``).
         var approvals = HostApprovals()
         /// The host's commands for the relay, run on its next tick (``takeHostCommands()``).
@@ -120,6 +124,12 @@ public final class LanAdmission: Sendable {
     public var occupancy: (players: Int, spectators: Int) {
         state.withLock { ($0.players.count, $0.spectators.count) }
     }
+
+    /// Joins one address may send a minute (a quarter of them at once), as the coordinator's
+    /// `--join-rate` limits its own: one LAN stranger could otherwise hold every open place with
+    /// joins it never attaches (each place is held for the pending-join timeout), or fill the
+    /// host's approval book, and real joiners were refused.
+    public static let joinsPerMinutePerSource = 60.0
 
     /// Whether the match has started.
     public var inProgress: Bool { state.withLock { $0.started } }
@@ -220,6 +230,11 @@ public final class LanAdmission: Sendable {
                 }
                 let replayed = request.idempotencyKey.isEmpty ? nil
                     : state.admittedByKey[request.idempotencyKey].flatMap { $0.isAskedAgain(by: request, in: state) ? $0 : nil }
+                // A join asked again (its answer lost, or waiting for the host) costs nothing more.
+                if replayed == nil, !source.isEmpty, !(settings.approveJoiners && state.approvals.isFiled(key: request.idempotencyKey)),
+                   case .limited(let retry) = state.joins.take(source, now: Double(now) / 1000) {
+                    throw AdmissionDenial(.rateLimited, "Too many joins from your address; retry in \(retry) ms.", retryAfterMs: retry)
+                }
                 let room = room(state)
                 let plan = try state.policy.admit(request, source: source, room: room, now: Double(now) / 1000,
                                                   replay: replayed != nil)

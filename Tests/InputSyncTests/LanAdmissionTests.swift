@@ -66,4 +66,22 @@ struct LanAdmissionTests {
         #expect(lan.rememberedParticipants <= 2, "\(lan.rememberedParticipants) participants remembered")
         #expect(try join(lan, "bob").slot == 2)
     }
+
+    /// One address may send 60 joins a minute, 15 at once: a LAN stranger could otherwise hold
+    /// every open place with joins it never attaches, over and over. Others are not limited by it.
+    @Test func oneAddressJoinsAtTheCoordinatorsPaceNotWithoutBound() throws {
+        let lan = admission(players: 8)
+        _ = try lan.hostTicket(name: "alice")
+        func join(_ name: String, from source: String) -> ErrorCode? {
+            do {
+                _ = try lan.handle(.joinSessionRequest(JoinSessionRequest(sessionId: "lan-1", role: .player, name: name,
+                                                                          content: ContentInfo(gameName: "Arena"))), source: source)
+                return nil
+            } catch { return error.code }
+        }
+        let answers = (0 ..< 15).map { join("mallory \($0)", from: "10.0.0.9") }
+        #expect(answers.prefix(7).allSatisfy { $0 == nil } && answers.dropFirst(7).allSatisfy { $0 == .roomFull }, "\(answers)")
+        #expect(join("mallory 15", from: "10.0.0.9") == .rateLimited)
+        #expect(join("bob", from: "10.0.0.10") == .roomFull, "another address is not limited by mallory's joins")
+    }
 }
