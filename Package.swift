@@ -287,7 +287,7 @@ let package = Package(
         // A C frontend (compiled by the test against libNetplayC) hosts nestopia; netplay-peer joins.
         .testTarget(
             name: "CAPITests",
-            dependencies: ["CNetplayAPI", "NetplayC", "Rollback", "Libretro", "SystemTools", "NetplayTestSupport", "netplay-sync",
+            dependencies: ["CNetplayAPI", "NetplayC", "NetplayKit", "NetplayWire", "Rollback", "Libretro", "SystemTools", "NetplayTestSupport", "netplay-sync",
                            "netplay-peer", "netplay-discovery", "netplay-coordinator"],
             exclude: ["c"]
         ),

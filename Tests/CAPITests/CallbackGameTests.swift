@@ -1,5 +1,7 @@
 import CNetplayAPI
 @testable import NetplayC
+import NetplayKit
+import NetplayWire
 import Rollback
 import Testing
 import NetplayTestSupport
@@ -93,5 +95,19 @@ struct CallbackGameTests {
         #expect(callbacks.failure?.contains("load returned 3") == true)
         #expect(recorder.firstRuns == 0)
         #expect(game.saveState().isEmpty && game.checksum() == 0)
+    }
+
+    /// What a lobby, a LAN beacon (anyone's to send) or a relay says is copied into the C
+    /// structs clamped: a room claiming 2^32 - 1 players trapped the frontend in np_client_browse.
+    @Test func numbersFromTheNetworkAreClampedIntoTheCStructs() {
+        var room = NetplayRoom(Room(roomId: "r", sessionId: "s"))
+        room.maxPlayers = Int(UInt32.max)
+        room.currentPlayers = Int(UInt32.max)
+        room.currentSpectators = Int(UInt32.max)
+        room.frameDelay = Int(UInt32.max)
+        room.pingMs = Int.max
+        let row = np_room(room)
+        #expect(row.max_players == Int32.max && row.players == Int32.max && row.spectators == Int32.max)
+        #expect(row.frame_delay == Int32.max && row.ping_ms == Int32.max)
     }
 }

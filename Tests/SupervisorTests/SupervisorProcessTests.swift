@@ -172,6 +172,25 @@ struct SupervisorProcessTests {
         #expect(cluster.process.waitForExit(seconds: 10) == 0, "the supervisor did not stop: \(cluster.log.suffix(2000))")
     }
 
+    /// The stop timeout counts from the first request to stop: a restart asked again and again
+    /// (more often than the timeout) re-armed it each time, and a child that ignores SIGTERM was
+    /// never killed.
+    @Test func askingAgainDoesNotPushTheSigkillBack() throws {
+        // b ignores SIGTERM for as long as its own drain lets it (about a second): a SIGKILL
+        // 300 ms after the first request, whatever is asked meanwhile, comes before that.
+        let cluster = try SupervisedCluster {
+            sampleCluster(supervisor: $0, replicas: 1, stopTimeout: "300ms", bArguments: "[--drain-ms, \"60000\"]")
+        }
+        _ = try #require(cluster.waitRunning(), "\(cluster.log)")
+        let before = try #require(cluster.instance("b-0")?.pid)
+        for _ in 0 ..< 8 {  // every 100 ms for 0.8 s
+            _ = try? cluster.client.request(.restartServiceRequest(RestartServiceRequest(service: "b", kill: false)))
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        #expect(processIsGone(Int32(before)), "b-0 (ignoring SIGTERM) was not killed within 0.8 s of the first request")
+        #expect(cluster.log.contains("b-0 did not stop within 0.30 s; sending SIGKILL"), "\(cluster.log.suffix(2000))")
+    }
+
     @Test func childrenDieWhenTheSupervisorIsKilled() throws {
         let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 1) }
         let status = try #require(cluster.waitRunning(), "\(cluster.log)")
