@@ -383,9 +383,9 @@ struct DiscoveryProcessTests {
         #expect(hosts == ["lan:127.0.0.1:\(sender.beaconId) tcp://127.0.0.1:7399", "lan:127.0.0.9:\(sender.beaconId) tcp://127.0.0.9:6666"])
         try sender.send(goodbye: true)
         #expect(eventually(within: 3) { (try? discovery.list(RoomFilter(source: .lanBeacon)).rooms.map(\.roomId)) == ["lan:127.0.0.9:\(sender.beaconId)"] })
-        squat.hostEndpoint = "tcp://127.0.0.9:6666"
         #expect(stranger.send(try LanBeaconCodec.encode(LanBeacon(protocolVersion: LanBeaconCodec.protocolVersion, beaconId: sender.beaconId,
                                                                  sequence: .max, intervalMs: 200, room: squat, goodbye: true)), to: target))
+        #expect(eventually(within: 3) { (try? discovery.list().totalMatching) == 0 }, "the stranger's own goodbye removes its room")
         // Garbage on the beacon port is ignored.
         let junk = try UDPSocket(host: "127.0.0.1", port: 0)
         junk.send(Array(repeating: 0xFF, count: 50), to: UDPAddress(ip: 0x7F00_0001, port: port))
