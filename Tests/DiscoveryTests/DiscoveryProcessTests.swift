@@ -185,15 +185,28 @@ struct DiscoveryProcessTests {
     @Test func ourServiceAnswersARetroArchScanOverLoopback() throws {
         let port = try freeUDPPort()
         let discovery = try DiscoveryProcess(["--beacon-port", "0", "--retroarch-port", "\(port)"], lan: true)
-        _ = try discovery.announce(makeRoom("lan-room", game: "Super Mario Bros.", crc: 0x3337_EC46, transport: .lan), ttlMs: 0)
-        var lanRoom = makeRoom("lan-room-2", transport: .lan)
-        lanRoom.hostEndpoint = "tcp://10.1.2.3:7310"
-        _ = try discovery.announce(lanRoom)
-        _ = try discovery.announce(makeRoom("relay-room"))  // not a LAN room: not advertised
+        // Rooms a RetroArch client can join at this machine's address: a relayed RetroArch
+        // session's own port, on loopback or on one of this machine's interface addresses.
+        var relayed = makeRoom("ra-room", game: "Super Mario Bros.", crc: 0x3337_EC46)
+        relayed.hostEndpoint = "retroarch://127.0.0.1:7310"
+        _ = try discovery.announce(relayed, ttlMs: 0)
+        var second = makeRoom("ra-room-2", transport: .lan)
+        second.hostEndpoint = "retroarch://127.0.0.1:7311"
+        _ = try discovery.announce(second)
+        // Not advertised: RetroArch would take this machine's address for another host's room,
+        // and speak its protocol to a ZeroMQ host, or to nothing.
+        var elsewhere = makeRoom("ra-elsewhere", transport: .lan)
+        elsewhere.hostEndpoint = "retroarch://10.1.2.3:7312"
+        _ = try discovery.announce(elsewhere)
+        var zeromqHost = makeRoom("lan-zeromq", transport: .lan)
+        zeromqHost.hostEndpoint = "tcp://127.0.0.1:7313"
+        _ = try discovery.announce(zeromqHost)
+        _ = try discovery.announce(makeRoom("no-endpoint", transport: .lan))
+        _ = try discovery.announce(makeRoom("relay-room"))
         let scanner = try UDPSocket(host: "127.0.0.1", port: 0)
         let target = UDPAddress(ip: 0x7F00_0001, port: port)
         #expect(scanner.send(Array("nope".utf8), to: target))
-        // Each query gets one RANS, the next LAN room each time.
+        // Each query gets one RANS, the next joinable room each time.
         var replies: [RetroArchAdvertisement] = []
         for _ in 0..<2 {
             let before = replies.count
@@ -209,10 +222,11 @@ struct DiscoveryProcessTests {
             while let (datagram, _) = scanner.receive() { replies.append(RetroArchAdvertisement(decoding: datagram)!) }
             #expect(replies.count == before + 1, "one RANS per query, none for the junk datagram")
         }
-        let first = try #require(replies.first { $0.nick == "host-lan-room" })
+        let first = try #require(replies.first { $0.nick == "host-ra-room" })
         #expect(first.contentCRC == 0x3337_EC46 && first.core == "nestopia" && first.content == "Super Mario Bros.")
-        #expect(first.frontend.hasPrefix("netplay-toolkit") && first.port == 55435)
-        #expect(replies.first { $0.nick == "host-lan-room-2" }?.port == 7310)
+        #expect(first.frontend.hasPrefix("netplay-toolkit") && first.port == 7310)
+        #expect(replies.first { $0.nick == "host-ra-room-2" }?.port == 7311)
+        #expect(Set(replies.map(\.nick)) == ["host-ra-room", "host-ra-room-2"], "\(replies.map(\.nick))")
     }
 
     /// Datagrams waiting on `socket` within `seconds`: how many and how many bytes.
@@ -232,7 +246,11 @@ struct DiscoveryProcessTests {
     @Test func aRANQIsNoAmplifierAndAFloodIsRateLimited() throws {
         let port = try freeUDPPort()
         let discovery = try DiscoveryProcess(["--beacon-port", "0", "--retroarch-port", "\(port)", "--retroarch-bind", "127.0.0.1"], lan: true)
-        for index in 0..<40 { _ = try discovery.announce(makeRoom("lan-\(index)", transport: .lan)) }
+        for index in 0..<40 {
+            var room = makeRoom("ra-\(index)")
+            room.hostEndpoint = "retroarch://127.0.0.1:\(40_000 + index)"
+            _ = try discovery.announce(room)
+        }
         let target = UDPAddress(ip: 0x7F00_0001, port: port)
 
         // Anything but exactly RANQ gets nothing.

@@ -113,4 +113,29 @@ struct LanProtocolTests {
         // Zero-padded octets are the address the flags have always taken.
         #expect(try UDPSocket(host: "127.000.000.001", port: 0).localAddress.host == "127.0.0.1")
     }
+
+    @Test func aRANSAdvertisesOnlyRoomsRetroArchCanJoinAtThisMachinesAddress() {
+        let lanAddress = UDPAddress.parseIP("192.168.7.10")!
+        let local: Set<UInt32> = [0x7F00_0001, lanAddress]
+        let fromLan = UDPAddress("192.168.7.20:40000")!, fromLoopback = UDPAddress("127.0.0.1:40000")!
+        func room(_ endpoint: String, source: RoomSource = .lobby) -> Room {
+            Room(roomId: "r", hostEndpoint: endpoint, source: source)
+        }
+        func joinable(_ room: Room, _ from: UDPAddress) -> Bool {
+            LanDiscovery.joinableByRetroArch(room, askedFrom: from, localAddresses: local)
+        }
+        #expect(joinable(room("retroarch://192.168.7.10:40001"), fromLan))
+        #expect(joinable(room("retroarch://192.168.7.10:40001"), fromLoopback))
+        #expect(joinable(room("retroarch://127.0.0.1:40001"), fromLoopback))
+        // A loopback port is not reachable from another host.
+        #expect(!joinable(room("retroarch://127.0.0.1:40001"), fromLan))
+        // Another host's room: RetroArch would connect to this machine instead.
+        #expect(!joinable(room("retroarch://192.168.7.99:40001"), fromLan))
+        // Our ZeroMQ hosts, rooms without a port or an address, and RetroArch hosts found by a scan.
+        #expect(!joinable(room("tcp://192.168.7.10:7310"), fromLan))
+        #expect(!joinable(room(""), fromLan))
+        #expect(!joinable(room("retroarch://192.168.7.10"), fromLan))
+        #expect(!joinable(room("retroarch://relay.example.org:40001"), fromLan))
+        #expect(!joinable(room("retroarch://192.168.7.10:40001", source: .retroarchLan), fromLan))
+    }
 }

@@ -33,7 +33,7 @@ public struct DiscoveryOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Address the beacon listener binds (env NETPLAY_BEACON_BIND, default 0.0.0.0).", valueName: "ipv4"))
     public var beaconBind: String?
 
-    @Option(help: ArgumentHelp("UDP port answering RetroArch RANQ scans; 0 or none disables (env NETPLAY_RETROARCH_PORT, default 55435).", valueName: "port"))
+    @Option(help: ArgumentHelp("UDP port answering RetroArch RANQ LAN scans with the relayed RetroArch rooms joinable at this machine; 0 or none disables (env NETPLAY_RETROARCH_PORT, default 55435).", valueName: "port"))
     public var retroarchPort: String?
 
     @Option(help: ArgumentHelp("Address the RetroArch responder and scanner bind (env NETPLAY_RETROARCH_BIND, default 0.0.0.0).", valueName: "ipv4"))

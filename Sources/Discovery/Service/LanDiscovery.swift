@@ -245,14 +245,30 @@ final class LanDiscovery {
                 count("dropped")
                 continue
             }
-            // Each answer advertises the next of our LAN rooms.
-            guard let room = service.registry.nextRoom(after: lastAdvertised, where: { $0.transport == .lan && $0.source != .retroarchLan })
-            else { continue }
+            // Each answer advertises the next room a RetroArch client can join at this reply's
+            // source address: RetroArch takes the host from the datagram, not from the RANS.
+            let local = localAddressSet(service)
+            guard let room = service.registry.nextRoom(after: lastAdvertised, where: {
+                Self.joinableByRetroArch($0, askedFrom: from, localAddresses: local)
+            }) else { continue }
             lastAdvertised = room.roomId
             let advertisement = RetroArchAdvertisement.advertising(room, frontend: frontend, version: NetplayVersion.current)
             socket.send(advertisement.encoded(), to: from)
             runtime.logger.debug("answered RANQ", metadata: ["from": "\(from)", "room": "\(room.roomId)"])
         }
+    }
+
+    /// Whether a RetroArch client that heard `room` in a RANS from this machine could join it:
+    /// the room's host endpoint is `retroarch://IP:PORT` (a RetroArch relay session's own port;
+    /// our other rooms speak ZeroMQ, which RetroArch cannot) on one of this machine's addresses,
+    /// a loopback one only for a query from loopback. RetroArch hosts found by scanning answer
+    /// for themselves.
+    static func joinableByRetroArch(_ room: Room, askedFrom source: UDPAddress, localAddresses: Set<UInt32>) -> Bool {
+        guard room.source != .retroarchLan, room.hostEndpoint.hasPrefix("retroarch://"),
+              RetroArchAdvertisement.endpointPort(room.hostEndpoint) != nil,
+              let host = UDPSocket.endpointHost(room.hostEndpoint), let ip = UDPAddress.parseIP(host) else { return false }
+        if UDPAddress(ip: ip, port: 0).isLoopback { return source.isLoopback }
+        return localAddresses.contains(ip)
     }
 
     // MARK: RetroArch scanner
