@@ -10,7 +10,8 @@ struct CAPITests {
     /// NULL, freed and wrong-kind handles, wrong sizes, missing callbacks, bad settings and
     /// unreachable services return their NP_ERR_* with a reason; a game whose save fails ends
     /// its (one-player LAN) match with NP_ERR_GAME instead of crashing; the helpers give the
-    /// values the Swift side uses (CRC32, MD5, core id, state hash).
+    /// values the Swift side uses (CRC32, MD5, core id, state hash); a call on a match from a
+    /// second thread while the first is inside one is refused.
     @Test(.timeLimit(.minutes(2)))
     func errorPathsReturnErrors() throws {
         let program = try CFrontend.compile("np_errors")

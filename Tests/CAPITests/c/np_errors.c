@@ -7,6 +7,8 @@
  *   np_errors UNREACHABLE_ENDPOINT LAN_BEACON_PORT
  */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
@@ -61,6 +63,33 @@ static void reentrant_advance(void *user, const uint8_t *inputs, size_t input_si
         np_match_free(reentered);
     }
 }
+/* A second thread calling into a match while the ticking thread is inside a call on it (here:
+ * inside the advance callback of a tick): refused with a reason, and the match goes on. */
+static np_match *contended;
+static atomic_int tick_inside, other_done;
+static np_result other_result = NP_OK;
+static char other_error[256];
+static void pause_ms(long ms) {
+    struct timespec pause = {0, ms * 1000000L};
+    nanosleep(&pause, NULL);
+}
+static void *other_thread(void *arg) {
+    (void)arg;
+    while (!atomic_load(&tick_inside)) pause_ms(1);
+    np_match_status status;
+    other_result = np_match_get_status(contended, &status);
+    snprintf(other_error, sizeof other_error, "%s", np_last_error());
+    atomic_store(&other_done, 1);
+    return NULL;
+}
+static void holding_advance(void *user, const uint8_t *inputs, size_t input_size, int players, const uint8_t *statuses,
+                            int resim) {
+    (void)user, (void)inputs, (void)input_size, (void)players, (void)statuses, (void)resim;
+    if (atomic_load(&other_done)) return;
+    atomic_store(&tick_inside, 1);
+    for (int waited = 0; !atomic_load(&other_done) && waited < 5000; waited++) pause_ms(1);
+}
+
 static int save_after_free(void *user, uint8_t *buffer, size_t size) {
     if (freed_in_callback) advances_after_free++;
     return save(user, buffer, size);
@@ -268,6 +297,31 @@ int main(int argc, char **argv) {
             expect_error(np_match_tick(reentered, input, 2, &tick), NP_ERR_INVALID_HANDLE, "the freed match is gone");
         }
     }
+
+    /* Calls on one match from two threads at once: the second is refused, not raced. */
+    np_game_callbacks holding = game;
+    holding.advance = holding_advance;
+    np_host_settings_init(&settings);
+    settings.room_name = "two threads";
+    settings.max_players = 1;
+    settings.lan = 1;
+    expect(np_client_host(lan_client, &settings, &content, 2, &holding, &contended) == NP_OK, "two-thread room hosted");
+    pthread_t other;
+    expect(pthread_create(&other, NULL, other_thread, NULL) == 0, "second thread started");
+    for (int i = 0; i < 1000 && !atomic_load(&other_done); i++) {
+        expect(np_match_tick(contended, input, 2, &tick) == NP_OK, "the two-thread room ticks");
+        pause_ms(5);
+    }
+    pthread_join(other, NULL);
+    if (other_result != NP_ERR_INVALID_ARGUMENT || strstr(other_error, "another thread") == NULL) {
+        printf("FAILED a call from another thread mid-tick is refused: returned %d, '%s'\n", other_result, other_error);
+        exit(1);
+    }
+    expect(1, "a call from another thread mid-tick is refused");
+    np_match_status after;
+    expect(np_match_tick(contended, input, 2, &tick) == NP_OK && np_match_get_status(contended, &after) == NP_OK,
+           "the match goes on after the refusal");
+    np_match_free(contended);
 
     /* A chat line of 512 characters of three bytes each goes out cut to 512 bytes, whole
      * characters only (it was dropped as invalid). */
