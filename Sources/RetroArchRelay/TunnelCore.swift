@@ -342,6 +342,13 @@ public final class TunnelCore {
 
     // MARK: Closing
 
+    /// A connection the transport closed as it accepted it, before the core saw it (the process
+    /// out of file descriptors): counted and reported as the core's own `connection_limit`.
+    public func shedByTransport(address: [UInt8]) {
+        closes[.connectionLimit, default: 0] += 1
+        transport.tunnelEvent(.refused(reason: .connectionLimit, address: Self.text(address)))
+    }
+
     private func refuse(_ connection: TunnelConnection, _ reason: TunnelCloseReason, address: [UInt8]) {
         closes[reason, default: 0] += 1
         transport.tunnelEvent(.refused(reason: reason, address: Self.text(address)))

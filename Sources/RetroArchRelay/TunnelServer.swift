@@ -322,10 +322,14 @@ final class TunnelLoop: TunnelTransport {
     private func shedOne(_ listenFd: Int32) {
         guard spareFd >= 0 else { return }
         Glibc.close(spareFd)
-        let fd = cepoll_accept(listenFd, nil, nil)
+        var address = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let fd = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { cepoll_accept(listenFd, $0, &length) }
+        }
         if fd >= 0 {
             Glibc.close(fd)
-            onEvent(.refused(reason: .connectionLimit, address: ""))
+            core.shedByTransport(address: Self.addressBytes(address))
         }
         spareFd = open("/dev/null", O_RDONLY | O_CLOEXEC)
     }

@@ -110,12 +110,19 @@ final class StandaloneRelay {
     let process: ServiceProcess
     let health: BlockingClient
 
-    /// Starts it with `--retroarch-limits limits` (when given) and waits until it answers Health.
-    init(limits: String? = nil) throws {
-        process = try ServiceProcess("netplay-sync", [
+    /// Starts it with `--retroarch-limits limits` (when given), under a hard limit of
+    /// `descriptors` open files (when given, through prlimit), and waits until it answers Health.
+    init(limits: String? = nil, descriptors: Int? = nil) throws {
+        let arguments = [
             "--endpoint", endpoint, "--events", "none", "--data-dir", root + "/sync-0", "--coordinator", "none",
             "--cluster-secret", String(repeating: "ab", count: 32), "--telemetry", "none", "--retroarch-port", "\(port)",
-        ] + (limits.map { ["--retroarch-limits", $0] } ?? []))
+        ] + (limits.map { ["--retroarch-limits", $0] } ?? [])
+        if let descriptors {
+            process = try ServiceProcess(url: URL(fileURLWithPath: "/usr/bin/prlimit"),
+                                         ["--nofile=\(descriptors):\(descriptors)", try BuildProducts.url(of: "netplay-sync").path] + arguments)
+        } else {
+            process = try ServiceProcess("netplay-sync", arguments)
+        }
         health = try BlockingClient(endpoint: endpoint, timeout: 1)
         guard eventually(within: 20, { (try? health.request(.healthRequest(HealthRequest()))) != nil }) else {
             throw HarnessError("netplay-sync did not start: \(process.log)")
@@ -318,5 +325,42 @@ struct TunnelFuzzTests {
         #expect(used < 0.8, "the relay used \(used) s of CPU in 2 s with nothing to do")
         #expect(relay.process.isRunning, "the relay died: \(relay.log.suffix(2_000))")
         _ = hostLink
+    }
+
+    /// A relay out of file descriptors (a crowd of connections that send nothing, under a hard
+    /// limit of 160): each connection it cannot take is accepted on the spare descriptor and closed
+    /// at once, counted as `connection_limit`, instead of staying in the backlog and waking the
+    /// relay's thread for good. The relay keeps answering, spins nothing, and once the crowd
+    /// leaves, pipes a session again.
+    @Test func aRelayOutOfDescriptorsShedsWhatItCannotTakeAndRecovers() throws {
+        let standalone = try StandaloneRelay(limits: "per-address=5000,prefix-timeout=60", descriptors: 160)
+        let (port, relay, health) = (standalone.port, standalone.process, standalone.health)
+        var crowd: [RawTCP] = []
+        for _ in 0 ..< 300 { crowd.append(try RawTCP(port: port)) }
+        // The relay takes what its descriptors allow and closes the rest as it accepts them.
+        var shed = 0
+        _ = eventually(within: 10) {
+            shed = crowd.filter { $0.closedByPeer(within: 0.001) }.count
+            return shed >= 150
+        }
+        #expect(shed >= 150 && shed < 300, "\(shed) of 300 connections closed by a relay limited to 160 descriptors")
+        let before = Self.cpuSeconds(relay.pid)
+        Thread.sleep(forTimeInterval: 2)
+        let used = Self.cpuSeconds(relay.pid) - before
+        #expect(used < 0.8, "the relay used \(used) s of CPU in 2 s out of descriptors")
+        #expect((try? health.request(.healthRequest(HealthRequest()))) != nil, "the relay stopped answering")
+        crowd.removeAll()
+
+        // Descriptors back: a session opens and pipes.
+        let (control, session) = try Self.host(port: port)
+        let client = try RawTCP(port: port)
+        client.send(magic("RATS") + session + Array("hello host".utf8))
+        let link = Array(try #require(control.read(16))[4...])
+        let hostLink = try RawTCP(port: port)
+        hostLink.send(magic("RATL") + link)
+        #expect(hostLink.read(10) == Array("hello host".utf8))
+        let closed = standalone.tunnelState()?["closed"] as? [String: Int] ?? [:]
+        #expect((closed["connection_limit"] ?? 0) >= shed, "\(closed)")
+        #expect(relay.process.isRunning, "the relay died: \(relay.log.suffix(2_000))")
     }
 }
