@@ -34,6 +34,20 @@ public struct SerializableCoreGame: SerializableGame {
         }
     }
 
+    /// A state from elsewhere: one the core refuses (`retro_unserialize` fails on a corrupt or
+    /// foreign serialization of the right size) throws, and the core gets back the state it had,
+    /// which a refusal may have half overwritten.
+    public mutating func loadForeignState(_ state: State) throws {
+        let core = game.core
+        let before = try core.saveState()
+        do {
+            try core.loadState(core.state(from: state.bytes))
+        } catch {
+            try? core.loadState(before)
+            throw error
+        }
+    }
+
     public mutating func advanceFrame(_ inputs: FrameInputs) { game.advanceFrame(inputs) }
     public func checksum() -> UInt64 { game.checksum() }
 

@@ -105,8 +105,7 @@ extension NetplayMatch {
             return
         }
         if case .none = engine {
-            var game = initialGame
-            game.loadState(state)
+            guard let game = gameLoading(state, transferId: current.transferId, receivedBytes: current.bytes.count, now: now) else { return }
             if current.checksum != 0, game.checksum() != current.checksum {
                 link.send(.stateTransferAck(StateTransferAck(transferId: current.transferId,
                                                              receivedBytes: UInt64(current.bytes.count),
@@ -161,7 +160,7 @@ extension NetplayMatch {
         }
         pendingLoad = nil
         do {
-            try session.loadState(pending.state, frame: local)
+            try session.loadForeignState(pending.state, frame: local)
             if pending.reason == .desync { resyncs += 1 }
             note(.stateLoaded(frame: pending.frame, reason: pending.reason))
             link.send(.stateTransferAck(StateTransferAck(transferId: pending.transferId, loaded: true)), now: now)
@@ -175,8 +174,7 @@ extension NetplayMatch {
     /// Before frame 0 of a match from the host's state: the host's state replaces this peer's
     /// game, from which its engine starts when the match does.
     private func loadStartState(_ state: G.State, _ assembled: Assembly, now: UInt64) {
-        var game = initialGame
-        game.loadState(state)
+        guard let game = gameLoading(state, transferId: assembled.transferId, receivedBytes: assembled.bytes.count, now: now) else { return }
         guard assembled.checksum == 0 || game.checksum() == assembled.checksum else {
             link.send(.stateTransferAck(StateTransferAck(transferId: assembled.transferId, receivedBytes: UInt64(assembled.bytes.count),
                                                          error: "checksum mismatch after loading")), now: now)
@@ -191,8 +189,7 @@ extension NetplayMatch {
     /// Restarts the rollback session from a transferred state (a player: ahead of the current
     /// frame; a spectator: the host's restart).
     private func jump(to pending: PendingLoad, now: UInt64) {
-        var game = initialGame
-        game.loadState(pending.state)
+        guard let game = gameLoading(pending.state, transferId: pending.transferId, receivedBytes: 0, now: now) else { return }
         do {
             try makeEngine(at: pending.frame, game: game)
         } catch {
@@ -205,5 +202,22 @@ extension NetplayMatch {
         if pending.reason == .desync { resyncs += 1 }
         note(.stateLoaded(frame: pending.frame, reason: pending.reason))
         link.send(.stateTransferAck(StateTransferAck(transferId: pending.transferId, loaded: true)), now: now)
+    }
+
+    /// The initial game with a transferred state loaded, or nil when the game refuses the state
+    /// (a libretro core refusing a corrupt serialization): the relay is told why, and this peer
+    /// plays on as it was.
+    private func gameLoading(_ state: G.State, transferId: UInt32, receivedBytes: Int, now: UInt64) -> G? {
+        var game = initialGame
+        do {
+            try game.loadForeignState(state)
+            return game
+        } catch {
+            let why = String("the state did not load: \(error)".prefix(256))
+            note(.error(.malformed, why))
+            link.send(.stateTransferAck(StateTransferAck(transferId: transferId, receivedBytes: UInt64(receivedBytes), error: why)),
+                      now: now)
+            return nil
+        }
     }
 }

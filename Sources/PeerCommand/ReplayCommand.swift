@@ -104,7 +104,9 @@ struct Replay: ParsableCommand {
             guard let state = G.decode(replay.header.startState) else {
                 throw ValidationError("the replay's start state (\(replay.header.startState.count) bytes) is not a state of this game")
             }
-            game.loadState(state)
+            do { try game.loadForeignState(state) } catch {
+                throw ValidationError("the replay's start state (\(replay.header.startState.count) bytes) does not load: \(error)")
+            }
         }
         var checked = 0, mismatches: [Int] = []
         let slots = replay.slotCount

@@ -41,6 +41,7 @@ struct DesyncingGame<Base: SerializableGame>: SerializableGame {
 
     func saveState() -> Base.State { base.saveState() }
     mutating func loadState(_ state: Base.State) { base.loadState(state) }
+    mutating func loadForeignState(_ state: Base.State) throws { try base.loadForeignState(state) }
     func checksum() -> UInt64 { base.checksum() }
     static func encode(_ state: Base.State) -> [UInt8] { Base.encode(state) }
     static func decode(_ bytes: [UInt8]) -> Base.State? { Base.decode(bytes) }

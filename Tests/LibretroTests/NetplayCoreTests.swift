@@ -42,6 +42,16 @@ extension LibretroHostTests {
             #expect(SerializableCoreGame.decode([1, 2, 3]) == nil)
             game.loadState(start)
             #expect(game.checksum() == initial)
+
+            // A state of the right size that the core refuses (a peer's or a relay's garbage) is
+            // an error, not a trap, and the core keeps the state it had.
+            game.advanceFrame(FrameInputs(frame: 0, inputs: [GameInput(low: 1), .zero], statuses: [.confirmed, .confirmed]))
+            let playing = game.checksum()
+            let garbage = try #require(SerializableCoreGame.decode([UInt8](repeating: 0, count: start.bytes.count)))
+            #expect(throws: LibretroError.self) { try game.loadForeignState(garbage) }
+            #expect(game.checksum() == playing)
+            try game.loadForeignState(start)
+            #expect(game.checksum() == initial)
         }
 
         @Test func badContentAndButtonsAreClearErrors() throws {

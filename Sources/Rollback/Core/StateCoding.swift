@@ -73,6 +73,16 @@ public protocol SerializableGame: Game {
     static func encode(_ state: State) -> [UInt8]
     /// The state from bytes, or nil if they are not a valid state.
     static func decode(_ bytes: [UInt8]) -> State?
+    /// Loads a state that came from elsewhere (a peer, a relay, a file). A game that can still
+    /// refuse a state that decoded (a libretro core refusing a corrupt serialization) throws, and
+    /// stays as it was; the caller refuses the state instead of the process trapping. By default,
+    /// ``Game/loadState(_:)``.
+    mutating func loadForeignState(_ state: State) throws
+}
+
+extension SerializableGame {
+    /// ``Game/loadState(_:)``: a state that decoded always loads.
+    public mutating func loadForeignState(_ state: State) throws { loadState(state) }
 }
 
 /// Where a game writes its state field by field, least significant byte first. A ``StateWriter``

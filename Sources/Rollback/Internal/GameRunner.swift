@@ -157,13 +157,15 @@ struct GameRunner<G: Game> {
     }
 
     /// Replaces the state at `frame` (a transferred confirmed state) and re-simulates from it.
+    /// The game loads it first, with `load`: a state it refuses (rethrown) changes nothing.
     @inlinable
-    mutating func install(_ state: G.State, at frame: Frame, inputs: inout InputSet) {
+    mutating func install(_ state: G.State, at frame: Frame, inputs: inout InputSet,
+                          load: (inout G, G.State) throws -> Void) rethrows {
         precondition(frame <= currentFrame)
+        try load(&game, state)
         ring.discard(after: frame - 1)
         ring.save(state, frame: frame)
         let end = currentFrame
-        game.loadState(state)
         stats.statesLoaded += 1
         currentFrame = frame
         if inputs.checksums.isChecksumFrame(frame) {

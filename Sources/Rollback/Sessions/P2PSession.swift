@@ -162,10 +162,23 @@ public final class P2PSession<G: Game> {
     /// Replaces this peer's state at `frame` with a transferred confirmed state and
     /// re-simulates up to the current frame: the resync after a desync.
     public func loadState(_ state: G.State, frame: Frame) throws {
+        try install(state, frame: frame) { game, state in game.loadState(state) }
+    }
+
+    func install(_ state: G.State, frame: Frame, load: (inout G, G.State) throws -> Void) throws {
         guard frame >= core.oldestLoadableFrame, frame <= runner.currentFrame else {
             throw RollbackError.frameOutOfRange(frame)
         }
-        runner.install(state, at: frame, inputs: &core.inputs)
+        try runner.install(state, at: frame, inputs: &core.inputs, load: load)
         core.stateInstalled()
+    }
+}
+
+extension P2PSession where G: SerializableGame {
+    /// ``loadState(_:frame:)`` for a state from another peer or a relay: one the game refuses
+    /// (``SerializableGame/loadForeignState(_:)`` throws) changes nothing, and the error is
+    /// rethrown.
+    public func loadForeignState(_ state: G.State, frame: Frame) throws {
+        try install(state, frame: frame) { game, state in try game.loadForeignState(state) }
     }
 }
