@@ -119,4 +119,44 @@ struct HostileInputTests {
         session.handle(.checksumReport(ChecksumReport(frame: -30, checksum: 1)), from: PeerID(2), now: harness.nowMs)
         #expect(session.drainEvents().allSatisfy { if case .desync = $0 { return false } else { return true } })
     }
+
+    @Test("a disconnect notice reaching back past confirmed frames rewrites none of them (it trapped the rollback)")
+    func disconnectNoticeFromThePast() throws {
+        let harness = try lanPair(seed: 46)
+        _ = try harness.run(limitMs: 10_000) { harness.minConfirmedFrame >= 200 }
+        let session = harness.node(0).session
+        let confirmed = session.confirmedFrame
+        #expect(confirmed >= 200)
+        // Player 1's peer says player 1 left at frame 0, long out of the 32-state ring.
+        session.handle(.disconnectNotice(DisconnectNotice(player: 1, frame: 0)), from: PeerID(2), now: harness.nowMs)
+        _ = try harness.run(limitMs: harness.nowMs + 1_000) { false }
+        #expect(session.currentFrame > confirmed)
+        for frame in stride(from: 1, through: confirmed, by: 7) {
+            #expect(harness.node(0).log.state(at: frame) == harness.node(1).log.state(at: frame), "frame \(frame) was rewritten")
+        }
+    }
+
+    @Test("frames beyond 32 bits and echoes of times never sent are dropped (they overflowed or skewed the engine)")
+    func numbersNoWireHolds() throws {
+        let harness = try lanPair(seed: 47)
+        // Past a minute of play: an echo of time 0 would be a sample of over a minute.
+        _ = try harness.run(limitMs: 70_000) { false }
+        let session = harness.node(0).session, peer = PeerID(2), now = harness.nowMs
+        let before = try #require(session.stats(for: peer))
+        for huge in [Int.max, Int.min, Int(Int32.max) + 1] {
+            session.handle(.inputAck(InputAck(ackFrame: huge, confirmedFrame: huge, senderFrame: huge)), from: peer, now: now)
+            session.handle(.qualityReport(QualityReport(sentAtMs: now, frame: huge, frameAdvantage: huge)), from: peer, now: now)
+            session.handle(.input(InputMessage(player: 1, startFrame: huge, inputs: [GameInput(low: 1)], ackFrame: huge,
+                                               confirmedFrame: huge, senderFrame: huge)), from: peer, now: now)
+            session.handle(.checksumReport(ChecksumReport(frame: huge, checksum: 1)), from: peer, now: now)
+            session.handle(.disconnectNotice(DisconnectNotice(player: 1, frame: huge)), from: peer, now: now)
+        }
+        #expect(session.stats(for: peer)?.messagesReceived == before.messagesReceived, "out-of-range messages were taken")
+        session.handle(.qualityReply(QualityReply(echoedSentAtMs: 0)), from: peer, now: now)
+        _ = try harness.run(limitMs: harness.nowMs + 2_000) { false }
+        #expect(harness.minConfirmedFrame >= 4_100, "the match stalled at \(harness.minConfirmedFrame)")
+        #expect(harness.disagreements().isEmpty)
+        let ping = try #require(session.stats(for: peer)?.pingMs)
+        #expect(ping < 1_000, "a reply echoing time 0 made the round trip \(ping) ms")
+    }
 }

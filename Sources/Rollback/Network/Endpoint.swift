@@ -69,8 +69,14 @@ struct Endpoint {
     var isAlive: Bool { phase != .disconnected }
     var isPlayerLink: Bool { kind == .peer || kind == .authority || kind == .host }
 
-    /// Records a round-trip sample (smoothed like TCP's SRTT / RTTVAR).
+    /// The longest round trip believed: a reply echoing a time this endpoint never sent (0, say)
+    /// made a sample of the whole clock, and the smoothed figure took minutes to recover.
+    static let maxRoundTripMs = 60_000.0
+
+    /// Records a round-trip sample (smoothed like TCP's SRTT / RTTVAR); one over
+    /// ``maxRoundTripMs`` is not believed.
     mutating func recordRoundTrip(_ sample: Double) {
+        guard sample <= Self.maxRoundTripMs else { return }
         if let rtt = rttMs {
             rttMs = rtt * 0.875 + sample * 0.125
         } else {

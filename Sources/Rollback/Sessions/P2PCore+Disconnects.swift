@@ -72,15 +72,21 @@ extension P2PCore {
     mutating func handleDisconnectNotice(_ notice: DisconnectNotice, from index: Int) {
         let player = notice.player
         guard player >= 0, player < players.count, !isLocal[player] else { return }
+        // A notice cannot reach back into frames this peer holds as final: confirmed frames (and,
+        // from a relay, the inputs it already made authoritative) were simulated, checked and
+        // maybe dropped from the state ring. Unchecked, a notice for frame 0 at frame 1000
+        // trapped the rollback it asked for.
+        let frame = max(notice.frame, confirmedFrame + 1)
         switch endpoints[index].kind {
         case .authority:
-            inputs.queues[player].disconnect(from: notice.frame, final: true, currentFrame: currentFrame)
+            let authoritative = inputs.queues[player].lastAuthoritativeFrame + 1
+            inputs.queues[player].disconnect(from: max(frame, authoritative), final: true, currentFrame: currentFrame)
             noteAuthorityDisconnect(player, from: inputs.queues[player].disconnectFrame)
         case .peer where !authorityMode:
             let previous = endpoints[index].disconnectReports[player] ?? .max
-            endpoints[index].disconnectReports[player] = min(previous, notice.frame)
-            if notice.frame < disconnectProposal[player] {
-                proposeDisconnect(player, frame: notice.frame)
+            endpoints[index].disconnectReports[player] = min(previous, frame)
+            if frame < disconnectProposal[player] {
+                proposeDisconnect(player, frame: frame)
             }
             checkDisconnectFinality(player)
         default:

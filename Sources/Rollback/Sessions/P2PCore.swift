@@ -330,7 +330,7 @@ struct P2PCore {
     @usableFromInline
     mutating func handle(_ message: RollbackMessage, from peer: PeerID, now: UInt64) {
         self.now = max(self.now, now)
-        guard let index = endpointIndex(peer), endpoints[index].isAlive else { return }
+        guard let index = endpointIndex(peer), endpoints[index].isAlive, message.isWithinFrameRange else { return }
         endpoints[index].stats.messagesReceived += 1
         endpoints[index].lastReceiveMs = self.now
         if endpoints[index].interrupted {

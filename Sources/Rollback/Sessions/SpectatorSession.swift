@@ -145,7 +145,7 @@ public final class SpectatorSession<G: Game> {
     /// Feeds a message from the host.
     public func handle(_ message: RollbackMessage, from peer: PeerID, now: UInt64) {
         self.now = max(self.now, now)
-        guard peer == host, endpoint.isAlive else { return }
+        guard peer == host, endpoint.isAlive, message.isWithinFrameRange else { return }
         endpoint.stats.messagesReceived += 1
         endpoint.lastReceiveMs = self.now
         if endpoint.interrupted {
@@ -181,7 +181,9 @@ public final class SpectatorSession<G: Game> {
             flushDesyncs()
         case .disconnectNotice(let notice):
             guard notice.player >= 0, notice.player < configuration.playerCount else { break }
-            inputs.queues[notice.player].disconnect(from: notice.frame, final: true, currentFrame: runner.currentFrame)
+            // Not into inputs the host already made final (see P2PCore.handleDisconnectNotice).
+            let frame = max(notice.frame, inputs.queues[notice.player].lastAuthoritativeFrame + 1)
+            inputs.queues[notice.player].disconnect(from: frame, final: true, currentFrame: runner.currentFrame)
             reportDisconnect(notice.player, frame: inputs.queues[notice.player].disconnectFrame)
         case .inputAck, .keepAlive:
             break
