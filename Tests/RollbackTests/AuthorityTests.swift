@@ -73,12 +73,16 @@ struct AuthorityTests {
         authoritative(0, 4, [1, 1, 1, 1, 1, 1])
         session.poll(now: now)
         #expect(session.confirmedFrame == 9)
+        // Confirmed through 9, but frame 3 was simulated with the wrong input and the rollback
+        // comes with the next advance: no state after frame 3 may be offered to anyone yet.
+        #expect(try #require(session.latestConfirmedState()).frame <= 3)
         try session.addLocalInput(GameInput(low: 1), for: 0)
         #expect(try session.advanceFrame() == .advanced(rolledBackFrames: 7))
         #expect(log.inputs(at: 3)?[0] == GameInput(low: 5))
         #expect(log.statuses(at: 3)?[0] == .substituted)
         #expect(log.inputs(at: 4)?[0] == GameInput(low: 1))
         #expect(session.stats(for: relay)?.rollbacks == 1)
+        #expect(try #require(session.latestConfirmedState()).frame == 10)
     }
 
     @Test("inputs marked authoritative by anyone but the relay are not trusted")

@@ -150,9 +150,12 @@ public final class P2PSession<G: Game> {
     public func requestState(from peer: PeerID) { core.requestState(from: peer) }
 
     /// The newest saved state whose inputs are final everywhere: what to send on a state request.
+    /// Not past a frame simulated with an input since found wrong (a late input handled, its
+    /// rollback still to come at the next advance): that state would carry the misprediction,
+    /// and the checksum with it, so the receiver's check would pass and the desync stay.
     public func latestConfirmedState() -> ConfirmedState<G.State>? {
-        let frame = runner.oldestNeededState(confirmedFrame: core.confirmedFrame)
-        guard let state = runner.ring.state(at: frame) else { return nil }
+        let limit = min(core.confirmedFrame + 1, runner.currentFrame, core.inputs.firstIncorrectFrame ?? .max)
+        guard let frame = runner.ring.newestSaved(atOrBefore: limit), let state = runner.ring.state(at: frame) else { return nil }
         return ConfirmedState(frame: frame, state: state, checksum: core.inputs.checksums.checksum(at: frame))
     }
 
