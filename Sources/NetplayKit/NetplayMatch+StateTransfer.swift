@@ -149,7 +149,11 @@ extension NetplayMatch {
             return
         }
         let local = pending.frame - offset
-        if local > session.currentFrame {
+        // Loaded in place, the state holds only while nothing rolls back past it: an input for a
+        // frame before it that is still to come (not confirmed yet) would load an older state of
+        // the desynced run and re-simulate over it. So it waits for those inputs, as for the
+        // frame itself, and past the deadline starts over from the state.
+        if local > session.currentFrame || local > session.confirmedFrame + 1 {
             if now < pending.deadlineMs { return }  // not there yet: keep running
             // Still short of the state's frame: the relay sends inputs only from that frame on, so
             // this peer cannot run there. It starts over from the state (its own slot's inputs

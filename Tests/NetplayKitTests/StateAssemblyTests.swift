@@ -2,6 +2,7 @@ import Foundation
 import Games
 import NetplayAuth
 import NetplayWire
+import Rollback
 import Testing
 @testable import NetplayKit
 
@@ -96,5 +97,61 @@ struct StateAssemblyTests {
         match.assembly = NetplayMatch<Arena>.Assembly(transferId: 7, frame: 40, reason: .lateJoin, checksum: 0, totalSize: 6, bytes: [9, 9, 9])
         match.attached(AttachResponse(role: .spectator, params: params, stateFollows: true, running: true), now: 0)
         #expect(match.assembly == nil)
+    }
+
+    /// A player loading a resync state in place waits until its inputs before the state's frame
+    /// are confirmed: an input still to come for an earlier frame rolled back into the desynced
+    /// run and re-simulated over the state. Past the deadline it starts over from the state.
+    @Test func aStateIsLoadedInPlaceOnlyOverConfirmedFrames() throws {
+        let params = SyncParams(inputSize: UInt32(Arena.inputSize), maxPlayers: 2, frameDelay: 0, frameRateMhz: 60_000,
+                                predictionWindow: 16, lagToleranceFrames: 12, checksumIntervalFrames: 0, maxSpectators: 4)
+        let ticket = try JoinTicketSigner(keyRing: TicketKeyRing.generate()).issue(
+            sessionId: "s-in-place", participantId: "p1", role: .player, slot: 1, relayId: "r",
+            relayEndpoint: "tcp://127.0.0.1:9", params: params, name: "p1", ttlMs: 60_000, nowUnixMs: UnixTime.nowMs())
+        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: Admission(ticket: ticket, relayEndpoint: "tcp://127.0.0.1:9"))
+        match.params = params
+        try match.makeEngine(at: 0, game: Arena(playerCount: 2))
+        guard case .player(let session) = match.engine else { Issue.record("no player engine"); return }
+        let relay = match.relayPeer
+        var now: UInt64 = 0
+        while session.state != .running {
+            session.poll(now: now)
+            for out in session.drainOutgoing() {
+                if case .syncRequest(let request) = out.message {
+                    session.handle(.syncReply(SyncReply(nonce: request.nonce)), from: relay, now: now)
+                }
+            }
+            now += 10
+        }
+        func authoritative(_ player: Int, _ start: Int, count: Int) {
+            session.handle(.input(InputMessage(player: player, origin: .authoritative, startFrame: start,
+                                               inputs: Array(repeating: GameInput(low: 1), count: count), ackFrame: start,
+                                               confirmedFrame: start + count - 1, senderFrame: start)), from: relay, now: now)
+        }
+        authoritative(1, 0, count: 12)
+        for _ in 0 ..< 12 {
+            try session.addLocalInput(GameInput(low: 1), for: 0)
+            _ = try session.advanceFrame()
+        }
+        authoritative(0, 0, count: 3)
+        session.poll(now: now)
+        #expect(session.currentFrame == 12 && session.confirmedFrame == 2)
+
+        let state = Arena(playerCount: 2, seed: 9)
+        match.pendingLoad = .init(transferId: 7, frame: 8, state: state.saveState(), reason: .desync, deadlineMs: now + 1_000)
+        match.retryPendingLoad(now: now)
+        #expect(match.pendingLoad != nil, "loaded over frames 3 ... 7, whose inputs may still change")
+        // The inputs arrive: loaded in place.
+        authoritative(0, 3, count: 6)
+        session.poll(now: now)
+        match.retryPendingLoad(now: now)
+        #expect(match.pendingLoad == nil && match.events.contains(.stateLoaded(frame: 8, reason: .desync)), "\(match.events)")
+
+        // They never arrive: past the deadline the engine starts over from the state.
+        match.pendingLoad = .init(transferId: 8, frame: 11, state: state.saveState(), reason: .desync, deadlineMs: now + 1_000)
+        match.retryPendingLoad(now: now + 999)
+        #expect(match.pendingLoad != nil)
+        match.retryPendingLoad(now: now + 1_000)
+        #expect(match.pendingLoad == nil && match.offset == 11, "offset \(match.offset)")
     }
 }

@@ -163,7 +163,9 @@ public final class P2PSession<G: Game> {
     public func sendState(_ transfer: StateTransfer, to peer: PeerID) { core.sendState(transfer, to: peer) }
 
     /// Replaces this peer's state at `frame` with a transferred confirmed state and
-    /// re-simulates up to the current frame: the resync after a desync.
+    /// re-simulates up to the current frame: the resync after a desync. It holds only while no
+    /// rollback goes back past `frame`: load at a frame up to ``confirmedFrame`` + 1, or an input
+    /// still to come for an earlier frame rolls back into the old run and over the state.
     public func loadState(_ state: G.State, frame: Frame) throws {
         try install(state, frame: frame) { game, state in game.loadState(state) }
     }
