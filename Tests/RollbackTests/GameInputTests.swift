@@ -109,4 +109,23 @@ struct WideGameInputTests {
         #expect(SessionConfiguration(playerCount: 2, inputSize: 64).validationError() == nil)
         #expect(SessionConfiguration(playerCount: 2, inputSize: 65).validationError() != nil)
     }
+
+    @Test("negative intervals and sizes past what can be allocated are configuration errors, not traps or endless loops")
+    func configurationBounds() throws {
+        let changes: [(String, (inout SessionConfiguration) -> Void)] = [
+            ("syncRetryMs", { $0.syncRetryMs = -1 }), ("resendIntervalMs", { $0.resendIntervalMs = -1 }),
+            ("keepAliveIntervalMs", { $0.keepAliveIntervalMs = -5 }), ("qualityReportIntervalMs", { $0.qualityReportIntervalMs = -1 }),
+            ("stateRingCapacity", { $0.stateRingCapacity = 1 << 62; $0.inputHistory = 1 << 20 }),
+            ("inputHistory", { $0.inputHistory = 1 << 62 }), ("predictionWindow", { $0.predictionWindow = 5_000; $0.stateRingCapacity = 4_096 }),
+        ]
+        for (name, change) in changes {
+            var configuration = SessionConfiguration(playerCount: 2, inputSize: 2)
+            change(&configuration)
+            let why = configuration.validationError()
+            #expect(why?.hasPrefix(name) == true, "\(name): \(why ?? "accepted")")
+            #expect(throws: RollbackError.self) {
+                try P2PSession(game: HashGame(), configuration: configuration, players: [.local, .remote(PeerID(2))])
+            }
+        }
+    }
 }

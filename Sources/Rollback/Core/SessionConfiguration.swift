@@ -62,6 +62,16 @@ public struct SessionConfiguration: Sendable {
     /// Checks the values; returns a description of the first problem, or nil.
     public func validationError() -> String? {
         if playerCount < 1 || playerCount > 8 { return "playerCount must be 1 ... 8" }
+        // Upper bounds: ring and history sizes are rounded up to powers of two (past 2^62 that
+        // never ended) and allocated whole; intervals are turned into unsigned times.
+        if predictionWindow > 1_024 { return "predictionWindow must be <= 1024" }
+        if stateRingCapacity > 4_096 { return "stateRingCapacity must be <= 4096" }
+        if inputHistory > 1 << 20 { return "inputHistory must be <= 1048576" }
+        if framesPerSecond > 1_000 { return "framesPerSecond must be <= 1000" }
+        let intervals = [("syncRetryMs", syncRetryMs), ("resendIntervalMs", resendIntervalMs),
+                         ("keepAliveIntervalMs", keepAliveIntervalMs), ("qualityReportIntervalMs", qualityReportIntervalMs),
+                         ("interruptTimeoutMs", interruptTimeoutMs), ("disconnectTimeoutMs", disconnectTimeoutMs)]
+        for (name, value) in intervals where value < 0 || value > 86_400_000 { return "\(name) must be 0 ... 86400000" }
         if inputSize < 1 || inputSize > GameInput.maxSize { return "inputSize must be 1 ... 64" }
         if predictionWindow < 0 { return "predictionWindow must be >= 0" }
         if inputDelay < 0 || inputDelay > 32 { return "inputDelay must be 0 ... 32" }
