@@ -72,7 +72,7 @@ let package = Package(
         .target(
             name: "NetplayService",
             dependencies: [
-                "IPv4Sockets", "MemberwiseInit", "ZeroMQ", "NetplayWire",
+                "CEpoll", "IPv4Sockets", "MemberwiseInit", "ZeroMQ", "NetplayWire",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

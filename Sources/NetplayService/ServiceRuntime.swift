@@ -65,6 +65,10 @@ public final class ServiceRuntime {
     let malformedTotal: Counter
     let repliesDropped: Counter
     let requestSeconds: Histogram
+    /// Bound what peers can make the public ROUTER and a public PUB hold (TCP endpoints only).
+    let inboundGuards: [InboundGuard]
+    let inboundCuts: Counter
+    let inboundWarnings = WarningBudget(perSeconds: 1)
 
     /// Binds the service's sockets. Throws with a one-line reason (e.g. address in use).
     public init(configuration: ServiceConfiguration, logger: Logger, version: String = NetplayVersion.current,
@@ -104,6 +108,7 @@ public final class ServiceRuntime {
         router = try Self.publicServer(.router, context: context, curve: configuration.curve)
         try router.set(.routerHandover(true))
         boundEndpoint = try bound(router, configuration.endpoint, "requests endpoint")
+        var guards = try Self.inboundGuard(router, boundEndpoint, "requests endpoint").map { [$0] } ?? []
         if let endpoint = configuration.control, let identity, let controlDomain {
             let socket = try Self.controlServer(.router, context: context, identity: identity, domain: controlDomain)
             try socket.set(.routerHandover(true))
@@ -120,10 +125,15 @@ public final class ServiceRuntime {
                 socket = try Self.publicServer(.pub, context: context, curve: configuration.curve)
             }
             boundEventsEndpoint = try bound(socket, events, "events endpoint")
+            if configuration.publicEvents || controlDomain == nil,
+               let inbound = try Self.inboundGuard(socket, boundEventsEndpoint ?? "", "events endpoint") {
+                guards.append(inbound)
+            }
             publisher = socket
         } else {
             publisher = nil
         }
+        inboundGuards = guards
         // Our key must be in the trust store before any cluster peer sees our first handshake.
         if let trust, let identity {
             Self.publishMembership(TrustStore.Member(
@@ -149,6 +159,8 @@ public final class ServiceRuntime {
         repliesDropped = metrics.counter("netplay_replies_dropped_total", help: "Replies or pushes dropped: peer gone or queue full.")
         requestSeconds = metrics.histogram("netplay_request_duration_seconds", help: "Time to handle one request.",
                                            buckets: Histogram.latencySeconds)
+        inboundCuts = metrics.counter("netplay_inbound_connections_cut_total",
+                                      help: "Connections shut down for holding too much input that never became a message.")
         let start = startedAt
         metrics.gauge("netplay_uptime_seconds", help: "Seconds since the service started.") {
             let elapsed = ContinuousClock.now - start
@@ -225,6 +237,10 @@ public final class ServiceRuntime {
             throw RuntimeStartError("start failed: \(error)")
         }
         if let control { watch(control) { runtime in runtime.drainControl() } }
+        for inbound in inboundGuards {
+            watch(inbound.events) { _ in inbound.drainEvents() }
+        }
+        if !inboundGuards.isEmpty { every(seconds: 0.1) { runtime in runtime.checkInbound() } }
         logger.info("listening", metadata: ["endpoint": "\(boundEndpoint)", "events": "\(boundEventsEndpoint ?? "none")",
                                             "control": "\(boundControlEndpoint ?? "none")",
                                             "telemetry": "\(configuration.telemetry ?? "none")",
@@ -312,5 +328,28 @@ public final class ServiceRuntime {
         publisher?.close()
         telemetryPush?.close()
         supervisorLink?.close()
+    }
+}
+
+extension ServiceRuntime {
+    /// Shuts down the public connections over the inbound guard's limits, counted and logged.
+    func checkInbound() {
+        for cut in inboundGuards.flatMap({ $0.check() }) {
+            inboundCuts.increment()
+            let budget = inboundWarnings.take()
+            if budget.allowed {
+                var metadata: Logger.Metadata = ["peer": "\(cut.peer)", "held_bytes": "\(cut.held)", "reason": "\(cut.reason)"]
+                if budget.suppressed > 0 { metadata["suppressed"] = "\(budget.suppressed)" }
+                logger.warning("connection cut: input that never became a message", metadata: metadata)
+            }
+        }
+    }
+
+    /// A guard of `socket`'s TCP connections (``InboundGuard``); nil for another transport.
+    fileprivate static func inboundGuard(_ socket: Socket, _ endpoint: String, _ what: String) throws -> InboundGuard? {
+        guard endpoint.hasPrefix("tcp://") else { return nil }
+        do { return try InboundGuard(socket) } catch {
+            throw RuntimeStartError("cannot watch the \(what)'s connections: \(error)")
+        }
     }
 }

@@ -34,6 +34,9 @@ public final class Socket {
     private let handleStorage: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     /// A reusable zmq_msg_t, heap-allocated so its address is stable across calls.
     private let scratch: UnsafeMutablePointer<zmq_msg_t>
+    /// Counts the inbound frames handed out, per connection, when set (``InboundLedger``).
+    /// Confined to the socket's thread like the socket, so unchecked.
+    @exclusivity(unchecked) public var inboundLedger: InboundLedger?
 
     init(context: Context, type: SocketType) throws(ZMQError) {
         guard let raw = zmq_socket(context.handle, type.rawValue) else { throw ZMQError.last }
@@ -152,6 +155,7 @@ public final class Socket {
     @inline(__always)
     private func receiveIntoScratch(_ socket: UnsafeMutableRawPointer, _ flags: MessageFlags) throws(ZMQError) {
         _ = try retryingInterrupted { zmq_msg_recv(scratch, socket, flags.rawValue) }
+        if let inboundLedger { inboundLedger.add(fd: zmq_msg_get(scratch, ZMQ_SRCFD), bytes: zmq_msg_size(scratch)) }
     }
 
     /// Receives one frame and hands its bytes to `body` without copying; the bytes are valid only

@@ -1,5 +1,5 @@
-// Linux's epoll (and accept4, pipe2) for Swift: Glibc's module map leaves <sys/epoll.h> out. Used by RetroArchRelay's
-// tunnel thread (TunnelServer.swift).
+// Linux's epoll (and accept4, pipe2, tcp_info's byte counts) for Swift: Glibc's module map leaves <sys/epoll.h> out.
+// Used by RetroArchRelay's tunnel thread (TunnelServer.swift) and NetplayService's inbound guard.
 #ifndef CEPOLL_H
 #define CEPOLL_H
 #ifdef __linux__
@@ -10,6 +10,10 @@
 int cepoll_accept(int fd, struct sockaddr *address, socklen_t *length);
 /// pipe2(fds, O_NONBLOCK | O_CLOEXEC).
 int cepoll_pipe(int fds[2]);
+
+/// Bytes the kernel received on TCP socket `fd` so far (tcp_info's tcpi_bytes_received, which
+/// <netinet/tcp.h> leaves out), or -1 when `fd` is no TCP socket.
+long long cepoll_tcp_bytes_received(int fd);
 
 /// The token stored with a watched descriptor (epoll_data_t is a union Swift reads awkwardly).
 static inline unsigned long long cepoll_token(const struct epoll_event *event) { return event->data.u64; }

@@ -1,0 +1,141 @@
+import CEpoll
+import CZeroMQ
+import Foundation
+import ZeroMQ
+
+/// Keeps what peers can make a public socket hold within bounds.
+///
+/// libzmq keeps every frame of a multipart message until its last frame arrives, with no limit
+/// (`ZMQ_MAXMSGSIZE` caps one frame), and the service sees nothing of it until then: one
+/// connection sending 1 MiB frames marked "more" grew a service by 1.5 GB in seconds. The guard
+/// compares, per connection, the bytes the kernel received (`tcpi_bytes_received`) with the bytes
+/// of the frames the service was handed (``InboundLedger``); a connection holding more than
+/// ``Limits/perConnection`` the service was never handed, or the largest while all of them hold
+/// more than ``Limits/total``, is shut down: libzmq drops its half-received message and frees
+/// it. Only TCP connections are watched (ipc and inproc are this machine's own).
+///
+/// Bytes a peer sends that are no message (handshake, subscriptions, heartbeats) cannot be told
+/// from a message's frames by the kernel's count, so each connection is allowed
+/// ``Limits/allowance`` and ``Limits/allowancePerSecond`` of its age besides: a peer can hold
+/// that much too, without limit in time (5.5 MB a day).
+///
+/// A public PUB socket is guarded the same way: what subscribers send it (subscriptions) is
+/// never handed to the service, and libzmq keeps an unfinished message from them as well.
+final class InboundGuard {
+    /// How much unhanded input the guard lets connections hold.
+    struct Limits {
+        /// Per connection: well above a whole message (``SocketDefaults/maxMessageBytes``), a
+        /// kernel receive buffer and a burst of messages waiting for the reactor.
+        var perConnection = 64 << 20
+        /// Over every connection of the socket.
+        var total = 256 << 20
+        /// The handshake and subscriptions, which are never handed to the service.
+        var allowance = 256 << 10
+        /// Heartbeats (ZMTP PING and PONG, wrapped by CurveZMQ: about 42 bytes a second at our
+        /// clients' 2 s interval), per second of a connection's age: never handed to the
+        /// service either.
+        var allowancePerSecond = 64
+    }
+
+    /// A connection the guard shut down.
+    struct Cut {
+        let peer: String
+        let held: Int
+        let reason: String
+    }
+
+    private let ledger = InboundLedger()
+    private let monitor: SocketMonitor
+    private let limits: Limits
+    /// Open TCP connections by descriptor: the peer's address and when the guard saw it open.
+    private var connections: [Int32: (peer: String, since: ContinuousClock.Instant)] = [:]
+
+    /// Watches `socket`'s connections (the caller polls ``events`` and calls ``check()``).
+    init(_ socket: Socket, limits: Limits = Limits()) throws {
+        self.limits = limits
+        socket.inboundLedger = ledger
+        monitor = try socket.monitor(events: ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED)
+    }
+
+    /// The socket that receives the connection events.
+    var events: Socket { monitor.socket }
+
+    /// Takes the connection events waiting.
+    func drainEvents() {
+        for _ in 0 ..< 1_024 {
+            guard let event = try? monitor.next(timeout: 0) else { return }
+            let fd = Int32(bitPattern: event.value)
+            switch event.kind {
+            case .accepted:
+                guard cepoll_tcp_bytes_received(fd) >= 0 else { continue }
+                ledger.reset(fd: fd)
+                connections[fd] = (Self.peerAddress(fd), .now)
+            case .disconnected, .closed:
+                connections[fd] = nil
+            default:
+                break
+            }
+        }
+    }
+
+    /// Shuts down the connections over the limits; returns them.
+    func check(now: ContinuousClock.Instant = .now) -> [Cut] {
+        drainEvents()
+        var held: [(fd: Int32, bytes: Int)] = []
+        var total = 0
+        var cuts: [Cut] = []
+        for (fd, connection) in connections {
+            let received = cepoll_tcp_bytes_received(fd)
+            guard received >= 0 else { continue }
+            let age = Int((now - connection.since).components.seconds)
+            let allowance = limits.allowance + max(0, age) * limits.allowancePerSecond
+            let bytes = max(0, Int(received) - ledger.delivered(fd: fd) - allowance)
+            if bytes > limits.perConnection {
+                cuts.append(cut(fd, held: bytes, reason: "over \(limits.perConnection) bytes received and not yet a message"))
+            } else if bytes > 0 {
+                held.append((fd, bytes))
+                total += bytes
+            }
+        }
+        held.sort { $0.bytes > $1.bytes }
+        for connection in held where total > limits.total {
+            cuts.append(cut(connection.fd, held: connection.bytes,
+                            reason: "the largest while connections hold over \(limits.total) bytes not yet messages"))
+            total -= connection.bytes
+        }
+        return cuts
+    }
+
+    private func cut(_ fd: Int32, held: Int, reason: String) -> Cut {
+        let peer = connections.removeValue(forKey: fd)?.peer ?? "?"
+        shutdown(fd, Int32(SHUT_RDWR))  // libzmq reads the end, closes the connection and frees its frames
+        return Cut(peer: peer, held: held, reason: reason)
+    }
+
+    /// `fd`'s peer as `address:port`.
+    static func peerAddress(_ fd: Int32) -> String {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let named = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
+        }
+        guard named == 0 else { return "?" }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        switch Int32(storage.ss_family) {
+        case AF_INET:
+            var address = withUnsafePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee } }
+            inet_ntop(AF_INET, &address.sin_addr, &text, socklen_t(text.count))
+            return "\(Self.text(text)):\(UInt16(bigEndian: address.sin_port))"
+        case AF_INET6:
+            var address = withUnsafePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee } }
+            inet_ntop(AF_INET6, &address.sin6_addr, &text, socklen_t(text.count))
+            return "[\(Self.text(text))]:\(UInt16(bigEndian: address.sin6_port))"
+        default:
+            return "?"
+        }
+    }
+
+    private static func text(_ characters: [CChar]) -> String {
+        String(decoding: characters.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
