@@ -60,6 +60,9 @@ final class InboundGuard {
     /// The socket that receives the connection events.
     var events: Socket { monitor.socket }
 
+    /// Stops watching (before the socket and its context close).
+    func close() { monitor.close() }
+
     /// Takes the connection events waiting.
     func drainEvents() {
         for _ in 0 ..< 1_024 {
@@ -67,7 +70,7 @@ final class InboundGuard {
             let fd = Int32(bitPattern: event.value)
             switch event.kind {
             case .accepted:
-                guard cepoll_tcp_bytes_received(fd) >= 0 else { continue }
+                guard Self.bytesReceived(fd) >= 0 else { continue }
                 ledger.reset(fd: fd)
                 connections[fd] = (Self.peerAddress(fd), .now)
             case .disconnected, .closed:
@@ -85,7 +88,7 @@ final class InboundGuard {
         var total = 0
         var cuts: [Cut] = []
         for (fd, connection) in connections {
-            let received = cepoll_tcp_bytes_received(fd)
+            let received = Self.bytesReceived(fd)
             guard received >= 0 else { continue }
             let age = Int((now - connection.since).components.seconds)
             let allowance = limits.allowance + max(0, age) * limits.allowancePerSecond
@@ -110,6 +113,16 @@ final class InboundGuard {
         let peer = connections.removeValue(forKey: fd)?.peer ?? "?"
         shutdown(fd, Int32(SHUT_RDWR))  // libzmq reads the end, closes the connection and frees its frames
         return Cut(peer: peer, held: held, reason: reason)
+    }
+
+    /// Bytes the kernel received on TCP connection `fd`, or -1 (no TCP socket, or no Linux: the
+    /// services run on Linux; elsewhere nothing is watched).
+    static func bytesReceived(_ fd: Int32) -> Int64 {
+        #if os(Linux)
+        return Int64(cepoll_tcp_bytes_received(fd))
+        #else
+        return -1
+        #endif
     }
 
     /// `fd`'s peer as `address:port`.

@@ -322,6 +322,7 @@ public final class ServiceRuntime {
         for watcher in watchers { watcher.cancelled = true }
         watchers.removeAll()
         poller = Poller()
+        for inbound in inboundGuards { inbound.close() }
         router.close()
         control?.close()
         if let controlDomain { ZAPAuthenticator.release(domain: controlDomain, in: context) }

@@ -63,8 +63,14 @@ public final class SocketMonitor {
         monitored = target
     }
 
-    deinit {
+    deinit { close() }
+
+    /// Stops monitoring and closes ``socket``: a context is terminated only once every socket
+    /// made in it is closed, so a monitor must be closed before its context ends. Idempotent.
+    public func close() {
         if let handle = monitored?.handle { zmq_socket_monitor(handle, nil, 0) }
+        monitored = nil
+        socket.close()
     }
 
     /// Waits up to `timeout` milliseconds for the next event; `nil` when none arrived in time.

@@ -334,7 +334,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 512; i++) memcpy(long_line + 3 * i, "\xe3\x81\x82", 3);  /* HIRAGANA A */
     long_line[512 * 3] = 0;
     sent = 0, heard = 0;
-    for (int i = 0; i < 600 && !heard; i++) {
+    for (int i = 0; i < 3000 && !heard; i++) {
         expect(np_match_tick(match, input, 2, &tick) == NP_OK, "the long-chat room ticks");
         if (!sent && np_match_get_status(match, &status) == NP_OK && status.running) {
             expect(np_match_send_chat(match, long_line) == NP_OK, "long chat sent");
