@@ -5,6 +5,8 @@
 #include <linux/tcp.h>
 #include <netinet/in.h>
 #include <stddef.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include "CEpoll.h"
@@ -25,5 +27,11 @@ long long cepoll_tcp_bytes_received(int fd) {
     if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return -1;
     if (length < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof info.tcpi_bytes_received) return -1;
     return (long long)info.tcpi_bytes_received;
+}
+
+long long cepoll_tcp_unread_bytes(int fd) {
+    int unread = 0;
+    if (ioctl(fd, SIOCINQ, &unread) != 0) return -1;
+    return unread;
 }
 #endif /* __linux__ */

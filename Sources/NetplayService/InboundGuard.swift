@@ -8,11 +8,12 @@ import ZeroMQ
 /// libzmq keeps every frame of a multipart message until its last frame arrives, with no limit
 /// (`ZMQ_MAXMSGSIZE` caps one frame), and the service sees nothing of it until then: one
 /// connection sending 1 MiB frames marked "more" grew a service by 1.5 GB in seconds. The guard
-/// compares, per connection, the bytes the kernel received (`tcpi_bytes_received`) with the bytes
-/// of the frames the service was handed (``InboundLedger``); a connection holding more than
-/// ``Limits/perConnection`` the service was never handed, or the largest while all of them hold
-/// more than ``Limits/total``, is shut down: libzmq drops its half-received message and frees
-/// it. Only TCP connections are watched (ipc and inproc are this machine's own).
+/// compares, per connection, the bytes libzmq read (the kernel's `tcpi_bytes_received` less what
+/// waits in the receive queue) with the bytes of the frames the service was handed
+/// (``InboundLedger``). A connection holding more than ``Limits/perConnectionDrained`` while the
+/// socket has no whole message waiting, more than ``Limits/perConnection`` at any time, or the
+/// largest while all of them hold more than ``Limits/total``, is shut down: libzmq drops its
+/// half-received message and frees it. Only TCP connections are watched (ipc and inproc are this machine's own).
 ///
 /// Bytes a peer sends that are no message (handshake, subscriptions, heartbeats) cannot be told
 /// from a message's frames by the kernel's count, so each connection is allowed
@@ -24,8 +25,14 @@ import ZeroMQ
 final class InboundGuard {
     /// How much unhanded input the guard lets connections hold.
     struct Limits {
-        /// Per connection: well above a whole message (``SocketDefaults/maxMessageBytes``), a
-        /// kernel receive buffer and a burst of messages waiting for the reactor.
+        /// Per connection, once the socket holds no whole message for the service (so what libzmq
+        /// holds of the connection is at most the message it is receiving): a whole message
+        /// (``SocketDefaults/maxMessageBytes``) and more. Tight, because an unfinished message of
+        /// empty frames costs libzmq about 64 bytes a frame against 2 on the wire without
+        /// CurveZMQ.
+        var perConnectionDrained = 2 << 20
+        /// Per connection, whatever the socket holds: a burst of whole messages waiting for the
+        /// reactor, and more.
         var perConnection = 64 << 20
         /// Over every connection of the socket.
         var total = 256 << 20
@@ -46,6 +53,8 @@ final class InboundGuard {
 
     private let ledger = InboundLedger()
     private let monitor: SocketMonitor
+    /// The guarded socket.
+    let socket: Socket
     private let limits: Limits
     /// Open TCP connections by descriptor: the peer's address and when the guard saw it open.
     private var connections: [Int32: (peer: String, since: ContinuousClock.Instant)] = [:]
@@ -53,6 +62,7 @@ final class InboundGuard {
     /// Watches `socket`'s connections (the caller polls ``events`` and calls ``check()``).
     init(_ socket: Socket, limits: Limits = Limits()) throws {
         self.limits = limits
+        self.socket = socket
         socket.inboundLedger = ledger
         monitor = try socket.monitor(events: ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED)
     }
@@ -81,19 +91,24 @@ final class InboundGuard {
         }
     }
 
-    /// Shuts down the connections over the limits; returns them.
-    func check(now: ContinuousClock.Instant = .now) -> [Cut] {
+    /// Shuts down the connections over the limits; returns them. `drained`: the socket holds no
+    /// whole message the service has not read (`ZMQ_EVENTS` without POLLIN), so a connection's
+    /// bytes held by libzmq are the message it is receiving.
+    func check(drained: Bool, now: ContinuousClock.Instant = .now) -> [Cut] {
         drainEvents()
         var held: [(fd: Int32, bytes: Int)] = []
         var total = 0
         var cuts: [Cut] = []
         for (fd, connection) in connections {
-            let received = Self.bytesReceived(fd)
-            guard received >= 0 else { continue }
+            let received = Self.bytesReceived(fd), unread = Self.bytesUnread(fd)
+            guard received >= 0, unread >= 0 else { continue }
             let age = Int((now - connection.since).components.seconds)
             let allowance = limits.allowance + max(0, age) * limits.allowancePerSecond
-            let bytes = max(0, Int(received) - ledger.delivered(fd: fd) - allowance)
-            if bytes > limits.perConnection {
+            // What libzmq read from the connection and has not handed out.
+            let bytes = max(0, Int(received - unread) - ledger.delivered(fd: fd) - allowance)
+            if drained && bytes > limits.perConnectionDrained {
+                cuts.append(cut(fd, held: bytes, reason: "over \(limits.perConnectionDrained) bytes of a message that does not end"))
+            } else if bytes > limits.perConnection {
                 cuts.append(cut(fd, held: bytes, reason: "over \(limits.perConnection) bytes received and not yet a message"))
             } else if bytes > 0 {
                 held.append((fd, bytes))
@@ -120,6 +135,15 @@ final class InboundGuard {
     static func bytesReceived(_ fd: Int32) -> Int64 {
         #if os(Linux)
         return Int64(cepoll_tcp_bytes_received(fd))
+        #else
+        return -1
+        #endif
+    }
+
+    /// Bytes waiting in TCP connection `fd`'s receive queue (libzmq has not read them), or -1.
+    static func bytesUnread(_ fd: Int32) -> Int64 {
+        #if os(Linux)
+        return Int64(cepoll_tcp_unread_bytes(fd))
         #else
         return -1
         #endif

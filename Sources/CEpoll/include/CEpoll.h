@@ -14,6 +14,8 @@ int cepoll_pipe(int fds[2]);
 /// Bytes the kernel received on TCP socket `fd` so far (tcp_info's tcpi_bytes_received, which
 /// <netinet/tcp.h> leaves out), or -1 when `fd` is no TCP socket.
 long long cepoll_tcp_bytes_received(int fd);
+/// Bytes waiting in TCP socket `fd`'s receive queue, not read yet (SIOCINQ), or -1.
+long long cepoll_tcp_unread_bytes(int fd);
 
 /// The token stored with a watched descriptor (epoll_data_t is a union Swift reads awkwardly).
 static inline unsigned long long cepoll_token(const struct epoll_event *event) { return event->data.u64; }
