@@ -21,8 +21,8 @@ public enum ServiceHost {
         try runtime.run(service)
     }
 
-    /// Starts the service on its own thread and returns once its sockets are bound (or throws
-    /// the start error). Stop it with ``RunningService/stop()``.
+    /// Starts the service on its own thread and returns once its sockets are bound and its own
+    /// start succeeded (or throws the start error). Stop it with ``RunningService/stop()``.
     public static func start(configuration: ServiceConfiguration, logger: Logger? = nil,
                              makeService: @escaping @Sendable () throws -> any Service) throws -> RunningService {
         let logger = logger ?? {
@@ -41,10 +41,13 @@ public enum ServiceHost {
                 try prepareDataDirectory(configuration.dataDirectory)
                 let runtime = try ServiceRuntime(configuration: configuration, logger: logger)
                 let service = try makeService()
-                started.withLock { $0 = .success((runtime.handle, runtime.boundEndpoint, runtime.boundEventsEndpoint,
-                                                  runtime.boundControlEndpoint)) }
-                ready.signal()
-                try runtime.run(service)
+                // Ready once the service's own start succeeded (a RetroArch port in use fails it):
+                // the caller got a "running" service whose thread had already exited.
+                try runtime.run(service) {
+                    started.withLock { $0 = .success((runtime.handle, runtime.boundEndpoint, runtime.boundEventsEndpoint,
+                                                      runtime.boundControlEndpoint)) }
+                    ready.signal()
+                }
             } catch {
                 let failure = error as? RuntimeStartError ?? RuntimeStartError("\(error)")
                 let alreadyStarted = started.withLock { state -> Bool in

@@ -227,15 +227,18 @@ public final class ServiceRuntime {
     // MARK: Running
 
     /// Runs `service` until a stop is requested, then drains and closes. Call on the thread
-    /// that will own the sockets (the one that created this runtime).
-    public func run(_ service: any Service) throws {
+    /// that will own the sockets (the one that created this runtime). `onStarted` runs once the
+    /// service's own start succeeded; a start that fails closes every socket and throws.
+    public func run(_ service: any Service, onStarted: () -> Void = {}) throws {
         self.service = service
         rawService = service as? any RawFrameService
         do {
             try service.start(runtime: self)
         } catch {
+            closeAll()
             throw RuntimeStartError("start failed: \(error)")
         }
+        onStarted()
         if let control { watch(control) { runtime in runtime.drainControl() } }
         for inbound in inboundGuards {
             watch(inbound.events) { _ in inbound.drainEvents() }
@@ -267,7 +270,13 @@ public final class ServiceRuntime {
             if draining, let deadline = drainDeadline, !service.isDraining || ContinuousClock.now >= deadline {
                 break
             }
-            try pollOnce(maxWaitMs: draining ? 20 : 1000)
+            do { try pollOnce(maxWaitMs: draining ? 20 : 1000) } catch {
+                // Not a peer's doing (libzmq failing to poll): the service still stops and closes.
+                logger.error("the reactor cannot poll: \(error)")
+                service.stop(runtime: self)
+                closeAll()
+                throw error
+            }
             if service.isReady != wasReady {
                 wasReady = service.isReady
                 logger.info(wasReady ? "ready" : "not ready", metadata: ["status": "\(service.status)"])

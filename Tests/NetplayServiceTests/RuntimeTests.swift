@@ -336,6 +336,29 @@ struct RuntimeTests {
         #expect(!open)
     }
 
+    /// A service whose own start fails (a RetroArch port in use, say) fails `ServiceHost.start`
+    /// with the reason, and its endpoint is free again: the caller used to get a running
+    /// service whose thread had already exited.
+    @Test func aServiceWhoseStartFailsIsNoRunningService() throws {
+        final class FailingStart: Service {
+            struct Refused: Error, CustomStringConvertible { var description: String { "port 55435 in use" } }
+            func start(runtime: ServiceRuntime) throws { throw Refused() }
+            func handle(_ request: Request, runtime: ServiceRuntime) throws(ServiceError) -> HandlerOutcome { .none }
+        }
+        let port = TestPorts.free()
+        let configuration = ServiceConfiguration(kind: "probe", instance: "probe-failing", endpoint: "tcp://127.0.0.1:\(port)",
+                                                 dataDirectory: FileManager.default.temporaryDirectory)
+        do {
+            let running = try ServiceHost.start(configuration: configuration) { FailingStart() }
+            running.stop()
+            Issue.record("a service whose start failed was reported running")
+        } catch let error as RuntimeStartError {
+            #expect(error.description.contains("port 55435 in use"), "\(error)")
+        }
+        let again = try ServiceHost.start(configuration: configuration) { ProbeService() }
+        again.stop()
+    }
+
     @Test func bindingATakenEndpointFailsWithAReason() throws {
         let first = try startProbe()
         defer { first.stop() }
