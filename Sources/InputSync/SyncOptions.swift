@@ -123,7 +123,7 @@ public struct SyncOptions: ParsableArguments, Sendable {
                                                          default: relay.transferMinRateBytes, range: 1024 ... 1 << 30)
         relay.maxTransferBytes = try setting.integer(transferMemory, "NETPLAY_TRANSFER_MEMORY", name: "--transfer-memory",
                                                      default: relay.maxTransferBytes, range: relay.maxStateBytes ... 1 << 40)
-        relay.replayDirectory = setting.isOn(noReplays, "NETPLAY_NO_REPLAYS") ? nil : service.dataDirectory.appendingPathComponent("replays")
+        relay.replayDirectory = try setting.isOn(noReplays, "NETPLAY_NO_REPLAYS") ? nil : service.dataDirectory.appendingPathComponent("replays")
         relay.revocationsFile = service.dataDirectory.appendingPathComponent("revocations.jsonl")
         let retroArch = try resolveRetroArch(setting, advertised: advertised.isEmpty ? service.endpoint : advertised)
         if let problem = relay.validationError() { throw ValidationError(problem) }

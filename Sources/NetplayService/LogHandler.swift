@@ -36,7 +36,7 @@ public struct NetplayLogHandler: LogHandler {
         if let extra = event.metadata { merged.merge(extra) { _, new in new } }
         var line = "\(Timestamp.now()) \(event.level) \(ControlCharacters.escaped(service))/\(ControlCharacters.escaped(instance)): \(ControlCharacters.escaped(event.message.description))"
         for key in merged.keys.sorted() {
-            line += " \(ControlCharacters.escaped(key))=\(Self.quoted(ControlCharacters.escaped(merged[key]!.description)))"
+            line += " \(ControlCharacters.escaped(key))=\(Self.quoted(merged[key]!.description))"
         }
         line += "\n"
         line.utf8CString.withUnsafeBufferPointer { buffer in
@@ -44,9 +44,15 @@ public struct NetplayLogHandler: LogHandler {
         }
     }
 
+    /// `value` as one logfmt value, control characters escaped: in quotes, its backslashes and
+    /// quotes escaped too, when it holds a space, a quote or `=` (or nothing). A backslash left
+    /// alone let a value that a peer chose (`abc\" forged=1`) end its quotes early and forge a
+    /// field.
     static func quoted(_ value: String) -> String {
-        value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" }) || value.isEmpty
-            ? "\"" + value.replacingOccurrences(of: "\"", with: "\\\"") + "\"" : value
+        guard value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" }) || value.isEmpty else {
+            return ControlCharacters.escaped(value)
+        }
+        return "\"" + ControlCharacters.escaped(value, quotes: true) + "\""
     }
 
 }

@@ -30,10 +30,15 @@ public struct SettingResolver: Sendable {
         return text(flag, variable) ?? value
     }
 
-    /// Whether a switch is on: its flag, else the variable set to 1, true or yes (any case).
-    public func isOn(_ flag: Bool, _ variable: String) -> Bool {
+    /// Whether a switch is on: its flag, else the variable: 1, true, yes or on for on; 0, false,
+    /// no, off or empty for off (any case). Anything else is a `ValidationError` naming the
+    /// variable (`NETPLAY_NO_REPLAYS=y` used to mean off, silently).
+    public func isOn(_ flag: Bool, _ variable: String) throws -> Bool {
+        if flag { return true }
         let text = text(nil, variable)?.lowercased() ?? ""
-        return flag || ["1", "true", "yes"].contains(text)
+        if ["1", "true", "yes", "on"].contains(text) { return true }
+        if ["", "0", "false", "no", "off"].contains(text) { return false }
+        throw ValidationError("\(variable) must be 1, true, yes or on, or 0, false, no or off; got '\(text.prefix(40))'")
     }
 
     /// A number within `range`.

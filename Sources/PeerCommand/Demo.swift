@@ -49,7 +49,7 @@ struct Demo: ParsableCommand {
             loss: try setting.number(loss, "NETPLAY_LOSS", name: "--loss", default: 0.02, range: 0 ... 1),
             renderEvery: try setting.integer(renderEvery, "NETPLAY_RENDER_EVERY", name: "--render-every", default: 60,
                                              range: 0 ... PeerOptions.maxFrame),
-            ownCluster: setting.isOn(ownCluster, "NETPLAY_OWN_CLUSTER"))
+            ownCluster: try setting.isOn(ownCluster, "NETPLAY_OWN_CLUSTER"))
     }
 
     func run() throws {

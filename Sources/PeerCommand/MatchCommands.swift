@@ -96,7 +96,7 @@ struct Host: ParsableCommand {
         }
         host.password = setting.text(password, "NETPLAY_PASSWORD")
         host.seed = UInt64(try setting.integer(seed, "NETPLAY_SEED", name: "--seed", default: 1, range: 0 ... Int.max))
-        host.lan = setting.isOn(lan, "NETPLAY_LAN")
+        host.lan = try setting.isOn(lan, "NETPLAY_LAN")
         let beacon = setting.text(lanBeacon, "NETPLAY_LAN_BEACON", default: "255.255.255.255")
         let parts = beacon.split(separator: ":", omittingEmptySubsequences: false)
         host.beaconHost = String(parts[0])

@@ -23,14 +23,14 @@ public struct SupervisorCommandOptions: ParsableArguments, Sendable {
 
     public init() {}
 
-    /// The launcher's settings: flag, then environment, then default.
+    /// The launcher's settings: flag, then environment, then default; a malformed switch throws.
     public func settings(common: ServiceOptions,
-                         environment: [String: String] = ProcessInfo.processInfo.environment) -> SupervisorLauncher.Settings {
+                         environment: [String: String] = ProcessInfo.processInfo.environment) throws -> SupervisorLauncher.Settings {
         let setting = SettingResolver(environment: environment)
         return SupervisorLauncher.Settings(
             configPath: setting.text(config, "NETPLAY_CLUSTER_CONFIG", default: "compose/cluster.yaml"),
             runDirectory: setting.text(runDir, "NETPLAY_RUN_DIR", default: "run"),
             binDirectories: setting.text(binDir, "NETPLAY_BIN_DIR").map { [$0] } ?? [],
-            console: !setting.isOn(quiet, "NETPLAY_QUIET"), checkOnly: check, common: common)
+            console: !(try setting.isOn(quiet, "NETPLAY_QUIET")), checkOnly: check, common: common)
     }
 }

@@ -143,4 +143,15 @@ extension ConfigurationTests {
             #expect(ServiceDefaults.events(besideRequests: underivable) == nil, "\(underivable)")
         }
     }
+
+    @Test func aSwitchVariableIsOnOffOrAnError() throws {
+        func isOn(_ value: String, flag: Bool = false) throws -> Bool {
+            try SettingResolver(environment: ["NETPLAY_QUIET": value]).isOn(flag, "NETPLAY_QUIET")
+        }
+        for on in ["1", "true", "YES", "On"] { #expect(try isOn(on), "\(on)") }
+        for off in ["", "0", "false", "No", "OFF"] { #expect(try !isOn(off), "\(off)") }
+        #expect(try isOn("0", flag: true), "the flag wins")
+        #expect(throws: ValidationError.self) { try isOn("y") }
+        #expect(throws: ValidationError.self) { try isOn("enable") }
+    }
 }

@@ -59,6 +59,12 @@ extension LogHandlerTests {
         #expect(Timestamp.now().count == "2026-11-29T23:59:00.123Z".count)
     }
 
+    @Test func aQuotedValueCannotEndItsQuotesEarly() {
+        #expect(NetplayLogHandler.quoted(#"abc\" forged=1 x=\""#) == #""abc\\\" forged=1 x=\\\"""#)
+        #expect(NetplayLogHandler.quoted(#"a\b"#) == #"a\b"#, "no quotes needed: as it is")
+        #expect(NetplayLogHandler.quoted("two words") == #""two words""#)
+    }
+
     @Test func quotedTextEscapesItsQuotesAndBackslashesToo() {
         #expect(ControlCharacters.escaped(#"say "hi"\now"#) == #"say "hi"\now"#)
         #expect(ControlCharacters.escaped(#"say "hi"\now"#, quotes: true) == #"say \"hi\"\\now"#)
