@@ -53,7 +53,13 @@ extension LibretroCore {
     fileprivate func currentState() throws -> [UInt8] {
         precondition(!closed, "LibretroCore used after close()")
         if let current { return current }
-        if environment.quirks.contains(.coreVariableSize) { stateSize = entry.serializeSize() }
+        if environment.quirks.contains(.coreVariableSize) {
+            let reported = entry.serializeSize()
+            guard (1 ... Self.maximumStateSize).contains(reported) else {
+                throw LibretroError.serializeFailed(core: systemInfo.libraryName, size: reported)
+            }
+            stateSize = reported
+        }
         var size = stateSize
         var ok = false
         var bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in buffer.initialize(repeating: 0);
@@ -63,7 +69,7 @@ extension LibretroCore {
         if !ok {
             // The size may have changed without the core saying so: ask once more.
             let newSize = entry.serializeSize()
-            if newSize != size && newSize > 0 {
+            if newSize != size && (1 ... Self.maximumStateSize).contains(newSize) {
                 size = newSize
                 stateSize = newSize
                 bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in buffer.initialize(repeating: 0);

@@ -41,6 +41,9 @@ public final class LibretroCore {
     public static let maximumPorts = Int(NLR_MAX_PORTS)
     /// The libretro API version this host implements.
     public static let apiVersion = UInt32(RETRO_API_VERSION)
+    /// The largest state a core may report (`retro_serialize_size`): a size of `(size_t)-1`, or
+    /// one past what memory holds, is a broken core, refused instead of trapping in the allocation.
+    public static let maximumStateSize = 256 << 20
 
     /// How to start a core.
     public struct Options: Sendable {
@@ -201,20 +204,26 @@ public final class LibretroCore {
             entry.setControllerPortDevice(UInt32(port), options.inputLayout.device)
         }
 
-        // A core that needs a frame before it can save states gets one here, identically on
-        // every peer, so frame 0 is the same everywhere.
-        var size = entry.serializeSize()
-        if size == 0 && environment.quirks.contains(.mustInitialize) {
-            entry.run()
-            size = entry.serializeSize()
+        // A core that needs a frame before it can save states (its size is 0, or its first
+        // retro_serialize fails, as libretro.h allows) gets one here, identically on every peer,
+        // so frame 0 is the same everywhere.
+        func serialized() -> (size: Int, bytes: [UInt8]?) {
+            let size = entry.serializeSize()
+            guard (1 ... Self.maximumStateSize).contains(size) else { return (size, nil) }
+            var bytes = [UInt8](repeating: 0, count: size)
+            return (size, bytes.withUnsafeMutableBytes { entry.serialize($0.baseAddress, size) } ? bytes : nil)
         }
-        var probe = [UInt8](repeating: 0, count: size)
-        let serializes = size > 0 && probe.withUnsafeMutableBytes { entry.serialize($0.baseAddress, size) }
-        guard serializes else {
+        var (size, probe) = serialized()
+        if probe == nil && environment.quirks.contains(.mustInitialize) {
+            entry.run()
+            (size, probe) = serialized()
+        }
+        guard let probe else {
             tearDown()
-            throw LibretroError.serializationUnsupported(
-                core: info.libraryName,
-                reason: size == 0 ? "retro_serialize_size is 0" : "retro_serialize of \(size) bytes failed")
+            let reason = size <= 0 ? "retro_serialize_size is \(size)"
+                : size > Self.maximumStateSize ? "retro_serialize_size is \(size), over \(Self.maximumStateSize)"
+                : "retro_serialize of \(size) bytes failed"
+            throw LibretroError.serializationUnsupported(core: info.libraryName, reason: reason)
         }
 
         self.library = library

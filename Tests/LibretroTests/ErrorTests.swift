@@ -59,6 +59,15 @@ extension LibretroHostTests {
         }
         #expect(error == .serializationUnsupported(core: "FakeCore", reason: "retro_serialize_size is 0"))
         #expect(error?.description.contains("cannot run under rollback") == true)
+        // A size of (size_t)-1 or of a terabyte is a broken core too, not a trap in the allocation.
+        for (size, reason) in [(-1, "retro_serialize_size is -1"),
+                               (1 << 40, "retro_serialize_size is 1099511627776, over 268435456")] {
+            let broken = try FakeCore.path(.init(stateSize: size))
+            let refused = #expect(throws: LibretroError.self) {
+                try LibretroCore(corePath: broken, contentPath: try FakeCore.content())
+            }
+            #expect(refused == .serializationUnsupported(core: "FakeCore", reason: reason))
+        }
         // The failed start released its callback slot: every slot is still free.
         let cores = try (0 ..< LibretroCore.maximumActiveCores).map { _ in
             try LibretroCore(corePath: try FakeCore.path(), contentPath: try FakeCore.content())
