@@ -1,4 +1,5 @@
 import CLibretro
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -34,8 +35,10 @@ final class HostEnvironment {
     private(set) var shutdownRequested = false
     /// Commands the host answered with "unsupported".
     private(set) var unansweredCommands: Set<UInt32> = []
-    /// The most recent log lines (at most ``logCapacity``).
-    private(set) var recentLog: [LibretroLogLine] = []
+    /// The most recent log lines (at most ``logCapacity``). Behind a lock: a threaded core logs
+    /// from its own threads while the frontend's thread is inside `retro_run`, logging too.
+    var recentLog: [LibretroLogLine] { recentLogLines.withLock { $0 } }
+    private let recentLogLines = Mutex<[LibretroLogLine]>([])
     static let logCapacity = 64
 
     init(slot: Int32, corePath: String, systemDirectory: String, saveDirectory: String, portCount: Int,
@@ -62,8 +65,10 @@ final class HostEnvironment {
         var text = String(cString: message)
         while text.last == "\n" || text.last == "\r" { text.removeLast() }
         let line = LibretroLogLine(level: LibretroLogLevel(rawValue: Int(level)) ?? .info, message: text)
-        if recentLog.count == Self.logCapacity { recentLog.removeFirst() }
-        recentLog.append(line)
+        recentLogLines.withLock { lines in
+            if lines.count == Self.logCapacity { lines.removeFirst() }
+            lines.append(line)
+        }
         logHandler?(line.level, text)
     }
 
