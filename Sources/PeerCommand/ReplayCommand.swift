@@ -65,7 +65,17 @@ struct Replay: ParsableCommand {
             throw ValidationError("the replay's game options do not describe a libretro match")
         }
         try Self.checkStart(of: replay)
-        let loaded = try PeerSettings.load(core: core, content: content, players: players, buttons: String(buttons, radix: 16))
+        guard (1 ... LibretroCore.maximumPorts).contains(players) else {
+            throw ValidationError("the replay's game options name \(players) players; a core match has 1 ... \(LibretroCore.maximumPorts)")
+        }
+        // The session's input size says which devices the players held (a joypad, or one with
+        // analog sticks): replayed as a joypad, an analog match's sticks were dropped.
+        let inputSize = Int(replay.header.params.inputSize)
+        guard let inputLayout = LibretroInputLayout(inputSize: inputSize) else {
+            throw ValidationError("the replay's inputs are \(inputSize) bytes, which no libretro input layout has")
+        }
+        let loaded = try PeerSettings.load(core: core, content: content, players: players, buttons: String(buttons, radix: 16),
+                                           inputLayout: inputLayout)
         let recorded = replay.header.content
         guard loaded.content.crc32 == recorded.crc32, loaded.content.coreId == recorded.coreId,
               loaded.content.coreVersion == recorded.coreVersion else {
@@ -79,7 +89,8 @@ struct Replay: ParsableCommand {
         }
         let end = Self.end(of: replay, frames: options.frames)
         try replayGame(SerializableCoreGame(game: try LibretroGame(core: loaded.core, playerCount: players,
-                                                                   buttonMask: JoypadButtons(rawValue: buttons))), replay, end: end)
+                                                                   buttonMask: JoypadButtons(rawValue: buttons),
+                                                                   inputLayout: inputLayout)), replay, end: end)
     }
 
     /// A replay starts at frame 0, or (the file after a restart) from the state it records.
