@@ -24,10 +24,12 @@ public final class Poller {
     /// The number of items.
     public var count: Int { items.count }
 
-    /// Watches `socket` for `events`; returns the item's index.
+    /// Watches `socket` for `events`; returns the item's index. A closed socket keeps its index
+    /// and is never reported (its item was descriptor 0, standard input, which a supervised
+    /// child's /dev/null keeps readable: the reactor spun).
     @discardableResult
     public func add(_ socket: Socket, events: PollEvents = .readable) -> Int {
-        items.append(zmq_pollitem_t(socket: socket.handle, fd: 0, events: events.rawValue, revents: 0))
+        items.append(zmq_pollitem_t(socket: socket.handle, fd: socket.handle == nil ? -1 : 0, events: events.rawValue, revents: 0))
         sockets.append(socket)
         return items.count - 1
     }

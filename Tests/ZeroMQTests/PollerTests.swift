@@ -20,6 +20,25 @@ struct PollerTests {
         #expect(poller.isReadable(ib))
     }
 
+    /// A closed socket keeps its place and is never reported: its item used to be descriptor 0,
+    /// standard input, which is always readable as /dev/null (a supervised child's): the
+    /// reactor was woken for it on every poll.
+    @Test func aClosedSocketIsNeverReportedNorStandardInputPolled() throws {
+        let saved = dup(0), devNull = open("/dev/null", O_RDONLY)
+        #expect(saved >= 0 && devNull >= 0 && dup2(devNull, 0) == 0)
+        defer {
+            dup2(saved, 0)
+            close(saved)
+            close(devNull)
+        }
+        let closed = try Context.shared.socket(.pull)
+        closed.close()
+        let poller = Poller()
+        let index = poller.add(closed)
+        #expect(try poller.poll(timeout: 10) == 0)
+        #expect(!poller.isReadable(index))
+    }
+
     @Test func pollTimesOutWithNothingReady() throws {
         let a = try Context.shared.socket(.pull)
         _ = try bindEphemeral(a)

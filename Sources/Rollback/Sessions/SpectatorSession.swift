@@ -202,7 +202,8 @@ public final class SpectatorSession<G: Game> {
         switch message.origin {
         case .substituted: origin = .substituted
         case .disconnected: origin = .disconnected
-        case .authoritative, .peer: origin = .authoritative
+        case .authoritative: origin = .authoritative
+        case .peer: return  // provisional: taken as final, it would shut out the relay's final input for those frames
         }
         var frame = max(message.startFrame, inputs.queues[player].lastAuthoritativeFrame + 1)
         let end = min(message.endFrame, runner.currentFrame + inputs.queues[player].capacity / 2)
