@@ -78,7 +78,9 @@ final class HostEnvironment {
 
     // MARK: - Variables
 
-    private func ownedCString(_ string: String) -> UnsafeMutablePointer<CChar> {
+    /// A C copy of `string` that lives as long as this environment, so past the core's
+    /// `retro_deinit` (a core may keep what it is handed, such as `retro_game_info.path`).
+    func ownedCString(_ string: String) -> UnsafeMutablePointer<CChar> {
         let pointer = strdup(string)!
         ownedStrings.append(pointer)
         return pointer

@@ -173,11 +173,12 @@ public final class LibretroCore {
             if !info.needsFullPath {
                 contentBuffer = try Self.readContent(content)
             }
-            let accepted = content.withCString { path in
-                var game = retro_game_info(path: path, data: contentBuffer.map { UnsafeRawPointer($0.baseAddress) } ?? nil,
-                                           size: contentBuffer?.count ?? 0, meta: nil)
-                return entry.loadGame(&game)
-            }
+            // The path outlives the call: a core may keep `game->path` (RetroArch keeps it for the
+            // session), and a copy freed on return would be read after it was freed.
+            var game = retro_game_info(path: environment.ownedCString(content),
+                                       data: contentBuffer.map { UnsafeRawPointer($0.baseAddress) } ?? nil,
+                                       size: contentBuffer?.count ?? 0, meta: nil)
+            let accepted = entry.loadGame(&game)
             guard accepted else {
                 let lines = environment.recentLog.filter { $0.level >= .warning }.suffix(4).map(\.message)
                 throw LibretroError.contentRejected(path: contentPath, core: info.libraryName, coreLog: Array(lines))

@@ -3,8 +3,10 @@ import Synchronization
 
 /// A libretro core as a netplay game: a ``LibretroGame`` plus the state coding that state
 /// transfers (desync healing, late join, spectators) and replays need. A state is the core's
-/// serialization; one from the network decodes only when it has this core's state size (a
-/// process runs one core: the size is kept process-wide, since decoding happens without the core).
+/// serialization; one from the network decodes only when it has this core's state size, or any
+/// size up to 256 MiB for a core whose states vary (a process runs one core: the size is kept
+/// process-wide, since decoding happens without the core). A state that decodes may still be
+/// refused by the core: ``loadForeignState(_:)`` throws then.
 public struct SerializableCoreGame: SerializableGame {
     /// A serialized core state.
     public struct State: Sendable, Hashable {
@@ -12,8 +14,11 @@ public struct SerializableCoreGame: SerializableGame {
         public let bytes: [UInt8]
     }
 
-    /// The state size of the one core this process runs (decoding happens without the core).
+    /// The state sizes of the one core this process runs (decoding happens without the core):
+    /// its size, or any up to ``LibretroCore/maximumStateSize`` for a core whose states vary in
+    /// size (its quirks say so), whose transfers of another size than the first were refused.
     private static let expectedStateSize = Mutex<Int?>(nil)
+    private static let anyStateSize = 0
 
     /// The core as a rollback game.
     public var game: LibretroGame
@@ -21,7 +26,8 @@ public struct SerializableCoreGame: SerializableGame {
     /// Wraps `game` (and records its core's state size for decoding).
     public init(game: LibretroGame) {
         self.game = game
-        Self.expectedStateSize.withLock { $0 = game.core.stateSize }
+        let variable = !game.core.environment.quirks.isDisjoint(with: [.coreVariableSize, .frontendVariableSize])
+        Self.expectedStateSize.withLock { $0 = variable ? Self.anyStateSize : game.core.stateSize }
     }
 
     public func saveState() -> State { State(bytes: game.saveState().bytes) }
@@ -54,7 +60,12 @@ public struct SerializableCoreGame: SerializableGame {
     public static func encode(_ state: State) -> [UInt8] { state.bytes }
 
     public static func decode(_ bytes: [UInt8]) -> State? {
-        guard let size = expectedStateSize.withLock({ $0 }), bytes.count == size else { return nil }
+        guard let size = expectedStateSize.withLock({ $0 }) else { return nil }
+        if size == anyStateSize {
+            guard (1 ... LibretroCore.maximumStateSize).contains(bytes.count) else { return nil }
+        } else {
+            guard bytes.count == size else { return nil }
+        }
         return State(bytes: bytes)
     }
 }
