@@ -80,7 +80,7 @@ final class InboundGuard {
             let fd = Int32(bitPattern: event.value)
             switch event.kind {
             case .accepted:
-                guard Self.bytesReceived(fd) >= 0 else { continue }
+                guard Self.byteCounts(fd) != nil else { continue }
                 ledger.reset(fd: fd)
                 connections[fd] = (Self.peerAddress(fd), .now)
             case .disconnected, .closed:
@@ -100,8 +100,7 @@ final class InboundGuard {
         var total = 0
         var cuts: [Cut] = []
         for (fd, connection) in connections {
-            let received = Self.bytesReceived(fd), unread = Self.bytesUnread(fd)
-            guard received >= 0, unread >= 0 else { continue }
+            guard let (received, unread) = Self.byteCounts(fd) else { continue }
             let age = Int((now - connection.since).components.seconds)
             let allowance = limits.allowance + max(0, age) * limits.allowancePerSecond
             // What libzmq read from the connection and has not handed out.
@@ -130,49 +129,33 @@ final class InboundGuard {
         return Cut(peer: peer, held: held, reason: reason)
     }
 
-    /// Bytes the kernel received on TCP connection `fd`, or -1 (no TCP socket, or no Linux: the
-    /// services run on Linux; elsewhere nothing is watched).
-    static func bytesReceived(_ fd: Int32) -> Int64 {
+    /// What the kernel received on TCP connection `fd`, and how much of it waits unread in the
+    /// receive queue; nil for no TCP socket, or off Linux (the services run on Linux; elsewhere
+    /// nothing is watched).
+    static func byteCounts(_ fd: Int32) -> (received: Int64, unread: Int64)? {
         #if os(Linux)
-        return Int64(cepoll_tcp_bytes_received(fd))
+        let received = Int64(cepoll_tcp_bytes_received(fd)), unread = Int64(cepoll_tcp_unread_bytes(fd))
+        return received >= 0 && unread >= 0 ? (received, unread) : nil
         #else
-        return -1
+        return nil
         #endif
     }
 
-    /// Bytes waiting in TCP connection `fd`'s receive queue (libzmq has not read them), or -1.
-    static func bytesUnread(_ fd: Int32) -> Int64 {
-        #if os(Linux)
-        return Int64(cepoll_tcp_unread_bytes(fd))
-        #else
-        return -1
-        #endif
-    }
-
-    /// `fd`'s peer as `address:port`.
+    /// `fd`'s peer as `address:port` (numeric, either family), or "?".
     static func peerAddress(_ fd: Int32) -> String {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        var host = [CChar](repeating: 0, count: Int(NI_MAXHOST)), service = [CChar](repeating: 0, count: Int(NI_MAXSERV))
         let named = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                getpeername(fd, address, &length) == 0
+                    && getnameinfo(address, length, &host, socklen_t(host.count), &service, socklen_t(service.count),
+                                   NI_NUMERICHOST | NI_NUMERICSERV) == 0
+            }
         }
-        guard named == 0 else { return "?" }
-        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-        switch Int32(storage.ss_family) {
-        case AF_INET:
-            var address = withUnsafePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee } }
-            inet_ntop(AF_INET, &address.sin_addr, &text, socklen_t(text.count))
-            return "\(Self.text(text)):\(UInt16(bigEndian: address.sin_port))"
-        case AF_INET6:
-            var address = withUnsafePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee } }
-            inet_ntop(AF_INET6, &address.sin6_addr, &text, socklen_t(text.count))
-            return "[\(Self.text(text))]:\(UInt16(bigEndian: address.sin6_port))"
-        default:
-            return "?"
-        }
-    }
-
-    private static func text(_ characters: [CChar]) -> String {
-        String(decoding: characters.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard named else { return "?" }
+        let text = { (characters: [CChar]) in String(decoding: characters.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        let address = text(host)
+        return address.contains(":") ? "[\(address)]:\(text(service))" : "\(address):\(text(service))"
     }
 }

@@ -9,15 +9,7 @@ public final class UnfinishedMessageSender {
 
     /// Connects to 127.0.0.1:`port` and greets as a `type` socket.
     public init(port: Int, as type: String = "DEALER") throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw HarnessError("connect to \(port): errno \(errno)") }
+        fd = try loopbackTCPConnection(port: port)
         var timeout = timeval(tv_sec: 2, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -81,4 +73,22 @@ public final class UnfinishedMessageSender {
         }
         return true
     }
+}
+
+/// A blocking TCP socket connected to 127.0.0.1:`port`.
+public func loopbackTCPConnection(port: Int) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else {
+        let failure = errno
+        close(fd)
+        throw HarnessError("connect to \(port): errno \(failure)")
+    }
+    return fd
 }
