@@ -75,8 +75,11 @@ public final class ServiceClient {
         socket.close()
     }
 
+    /// Takes up to 1,024 messages a turn: a service pushing without pause cannot hold the
+    /// reactor (the socket stays readable, so the rest come next turn).
     private func drain() {
-        while let frame = try? socket.receive(flags: .dontWait) {
+        for _ in 0 ..< 1_024 {
+            guard let frame = try? socket.receive(flags: .dontWait) else { return }
             guard let envelope = try? Envelope(decoding: frame) else {
                 runtime.logger.debug("undecodable reply", metadata: ["from": "\(endpoint)"])
                 continue
