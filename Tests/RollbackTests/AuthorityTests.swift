@@ -163,4 +163,36 @@ struct HostileInputTests {
         let ping = try #require(session.stats(for: peer)?.pingMs)
         #expect(ping < 1_000, "a reply echoing time 0 made the round trip \(ping) ms")
     }
+
+    @Test("a spectator takes only the host's final inputs, not a provisional one forwarded early")
+    func spectatorsIgnoreProvisionalInputs() throws {
+        let host = PeerID(1)
+        var configuration = SessionConfiguration(playerCount: 2, inputSize: 1)
+        configuration.checksumInterval = 0
+        let log = FrameLog<HashGame.State>()
+        log.recordInputs = true
+        let spectator = try SpectatorSession(game: LoggingGame(base: HashGame(), log: log), configuration: configuration, host: host)
+        var now: UInt64 = 0
+        while spectator.state != .running {
+            spectator.poll(now: now)
+            for out in spectator.drainOutgoing() {
+                if case .syncRequest(let request) = out.message {
+                    spectator.handle(.syncReply(SyncReply(nonce: request.nonce)), from: host, now: now)
+                }
+            }
+            now += 10
+            #expect(now < 10_000, "no handshake")
+        }
+        func inputs(_ player: Int, _ value: UInt64, _ origin: InputOrigin) {
+            spectator.handle(.input(InputMessage(player: player, origin: origin, startFrame: 0,
+                                                 inputs: Array(repeating: GameInput(low: value), count: 10), ackFrame: 0,
+                                                 confirmedFrame: 9, senderFrame: 9)), from: host, now: now)
+        }
+        inputs(0, 5, .peer)
+        inputs(1, 1, .authoritative)
+        inputs(0, 7, .authoritative)
+        while spectator.currentFrame < 10, spectator.advanceFrame() > 0 {}
+        #expect(spectator.currentFrame == 10)
+        #expect(log.inputs(at: 0)?[0] == GameInput(low: 7), "the provisional input was taken as final")
+    }
 }
