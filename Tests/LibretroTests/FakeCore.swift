@@ -12,11 +12,14 @@ enum FakeCore {
         var stateSize = 64
         var omitRun = false
         var needFullPath = false
+        /// Serialization quirks the core reports from `retro_load_game` (0: it reports none).
+        var quirks: UInt64 = 0
 
         var flags: [String] {
             var flags = ["-DFAKE_API_VERSION=\(apiVersion)", "-DFAKE_STATE_SIZE=\(stateSize)"]
             if omitRun { flags.append("-DFAKE_OMIT_RUN") }
             if needFullPath { flags.append("-DFAKE_NEED_FULLPATH") }
+            if quirks != 0 { flags.append("-DFAKE_QUIRKS=\(quirks)ULL") }
             return flags
         }
 
@@ -164,6 +167,10 @@ enum FakeCore {
         put32(16, (uint32_t)strlen(game->path));
         struct variable mode = { "fake_mode", NULL };
         state[20] = env(15, &mode) && mode.value && strcmp(mode.value, "beta") == 0;
+    #ifdef FAKE_QUIRKS
+        unsigned long long quirks = FAKE_QUIRKS;
+        env(44, &quirks);
+    #endif
         return true;
     }
     void retro_unload_game(void) {}

@@ -54,6 +54,21 @@ extension LibretroHostTests {
             #expect(game.checksum() == initial)
         }
 
+        /// A core whose states vary in size (it says so with its quirks) takes transferred states
+        /// of another size than its first; a core of one size still refuses them at decoding.
+        @Test func aCoreOfVariableStateSizeDecodesStatesOfAnySize() throws {
+            let variable = try LibretroCore(corePath: try FakeCore.path(.init(quirks: 1 << 2)), contentPath: try FakeCore.content())
+            defer { variable.close() }
+            _ = SerializableCoreGame(game: try LibretroGame(core: variable, playerCount: 2))
+            #expect(SerializableCoreGame.decode([UInt8](repeating: 1, count: 100)) != nil)
+            #expect(SerializableCoreGame.decode([]) == nil)
+            let fixed = try LibretroCore(corePath: try FakeCore.path(), contentPath: try FakeCore.content())
+            defer { fixed.close() }
+            _ = SerializableCoreGame(game: try LibretroGame(core: fixed, playerCount: 2))
+            #expect(SerializableCoreGame.decode([UInt8](repeating: 1, count: 100)) == nil)
+            #expect(SerializableCoreGame.decode([UInt8](repeating: 1, count: fixed.stateSize)) != nil)
+        }
+
         @Test func badContentAndButtonsAreClearErrors() throws {
             let core = try LibretroFixtures.nestopiaCore()
             #expect(throws: LibretroError.contentNotFound(path: "/nonexistent/x.nes")) {
