@@ -91,6 +91,12 @@ final class InboundGuard {
         }
     }
 
+    /// Shuts down the connections over the limits, asking the socket whether it holds a whole
+    /// message the service has not read; returns them.
+    func check() -> [Cut] {
+        check(drained: !((try? socket.readiness.readable) ?? true))
+    }
+
     /// Shuts down the connections over the limits; returns them. `drained`: the socket holds no
     /// whole message the service has not read (`ZMQ_EVENTS` without POLLIN), so a connection's
     /// bytes held by libzmq are the message it is receiving.

@@ -344,7 +344,7 @@ public final class ServiceRuntime {
 extension ServiceRuntime {
     /// Shuts down the public connections over the inbound guard's limits, counted and logged.
     func checkInbound() {
-        for cut in inboundGuards.flatMap({ $0.check(drained: !((try? $0.socket.readiness.readable) ?? true)) }) {
+        for cut in inboundGuards.flatMap({ $0.check() }) {
             inboundCuts.increment()
             let budget = inboundWarnings.take()
             if budget.allowed {
