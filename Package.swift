@@ -197,7 +197,7 @@ let package = Package(
         // MARK: Test support: real processes, clusters, keys; a sample service for the runtime's tests
         .target(
             name: "NetplayTestSupport",
-            dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "WANHarness", "Libretro", "SystemTools",
+            dependencies: ["NetplayService", "NetplayWire", "ZeroMQ", "WANHarness", "Libretro", "Rollback", "SystemTools",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Tests/Support"
         ),

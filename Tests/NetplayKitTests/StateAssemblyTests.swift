@@ -2,6 +2,7 @@ import Foundation
 import Games
 import NetplayAuth
 import NetplayWire
+import NetplayTestSupport
 import Rollback
 import Testing
 @testable import NetplayKit
@@ -10,15 +11,22 @@ import Testing
 /// transfer ids start over).
 @Suite("NetplayKit: assembling a transferred state", .ownThread)
 struct StateAssemblyTests {
-    /// A spectator waiting for its state on a relay at 127.0.0.1:9 (nothing listens).
+    /// An arena match of `role` in a session of `params` on a relay at 127.0.0.1:9 (nothing listens).
+    func match(_ role: Role, slot: UInt32, params: SyncParams) throws -> NetplayMatch<Arena> {
+        let name = role == .player ? "p\(slot)" : "watcher"
+        let ticket = try JoinTicketSigner(keyRing: TicketKeyRing.generate()).issue(
+            sessionId: "s-assembly", participantId: name, role: role, slot: slot, relayId: "r",
+            relayEndpoint: "tcp://127.0.0.1:9", params: params, name: name, ttlMs: 60_000, nowUnixMs: UnixTime.nowMs())
+        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: Admission(ticket: ticket, relayEndpoint: "tcp://127.0.0.1:9"))
+        match.params = params
+        return match
+    }
+
+    /// A spectator waiting for its state.
     func waitingSpectator() throws -> (NetplayMatch<Arena>, SyncParams) {
         let params = SyncParams(inputSize: UInt32(Arena.inputSize), maxPlayers: 2, frameDelay: 2, frameRateMhz: 60_000,
                                 predictionWindow: 8, lagToleranceFrames: 12, checksumIntervalFrames: 60, maxSpectators: 4)
-        let ticket = try JoinTicketSigner(keyRing: TicketKeyRing.generate()).issue(
-            sessionId: "s-assembly", participantId: "watcher", role: .spectator, slot: 0, relayId: "r",
-            relayEndpoint: "tcp://127.0.0.1:9", params: params, name: "watcher", ttlMs: 60_000, nowUnixMs: UnixTime.nowMs())
-        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: Admission(ticket: ticket, relayEndpoint: "tcp://127.0.0.1:9"))
-        match.params = params
+        let match = try match(.spectator, slot: 0, params: params)
         match.phase = .awaitingState
         return (match, params)
     }
@@ -105,24 +113,11 @@ struct StateAssemblyTests {
     @Test func aStateIsLoadedInPlaceOnlyOverConfirmedFrames() throws {
         let params = SyncParams(inputSize: UInt32(Arena.inputSize), maxPlayers: 2, frameDelay: 0, frameRateMhz: 60_000,
                                 predictionWindow: 16, lagToleranceFrames: 12, checksumIntervalFrames: 0, maxSpectators: 4)
-        let ticket = try JoinTicketSigner(keyRing: TicketKeyRing.generate()).issue(
-            sessionId: "s-in-place", participantId: "p1", role: .player, slot: 1, relayId: "r",
-            relayEndpoint: "tcp://127.0.0.1:9", params: params, name: "p1", ttlMs: 60_000, nowUnixMs: UnixTime.nowMs())
-        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: Admission(ticket: ticket, relayEndpoint: "tcp://127.0.0.1:9"))
-        match.params = params
+        let match = try match(.player, slot: 1, params: params)
         try match.makeEngine(at: 0, game: Arena(playerCount: 2))
         guard case .player(let session) = match.engine else { Issue.record("no player engine"); return }
         let relay = match.relayPeer
-        var now: UInt64 = 0
-        while session.state != .running {
-            session.poll(now: now)
-            for out in session.drainOutgoing() {
-                if case .syncRequest(let request) = out.message {
-                    session.handle(.syncReply(SyncReply(nonce: request.nonce)), from: relay, now: now)
-                }
-            }
-            now += 10
-        }
+        let now = completeHandshake(session, with: relay)
         func authoritative(_ player: Int, _ start: Int, count: Int) {
             session.handle(.input(InputMessage(player: player, origin: .authoritative, startFrame: start,
                                                inputs: Array(repeating: GameInput(low: 1), count: count), ackFrame: start,

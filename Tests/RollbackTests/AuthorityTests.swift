@@ -46,16 +46,7 @@ struct AuthorityTests {
         log.recordInputs = true
         let session = try P2PSession(game: LoggingGame(base: HashGame(), log: log), configuration: configuration,
                                      players: [.local, .remote(relay)], relay: relay)
-        var now: UInt64 = 0
-        while session.state != .running {
-            session.poll(now: now)
-            for out in session.drainOutgoing() {
-                if case .syncRequest(let request) = out.message {
-                    session.handle(.syncReply(SyncReply(nonce: request.nonce)), from: relay, now: now)
-                }
-            }
-            now += 10
-        }
+        let now = completeHandshake(session, with: relay)
         func authoritative(_ player: Int, _ start: Frame, _ inputs: [UInt64], _ origin: InputOrigin = .authoritative) {
             session.handle(.input(InputMessage(player: player, origin: origin, startFrame: start,
                                                inputs: inputs.map { GameInput(low: $0) }, ackFrame: start,
@@ -172,17 +163,8 @@ struct HostileInputTests {
         let log = FrameLog<HashGame.State>()
         log.recordInputs = true
         let spectator = try SpectatorSession(game: LoggingGame(base: HashGame(), log: log), configuration: configuration, host: host)
-        var now: UInt64 = 0
-        while spectator.state != .running {
-            spectator.poll(now: now)
-            for out in spectator.drainOutgoing() {
-                if case .syncRequest(let request) = out.message {
-                    spectator.handle(.syncReply(SyncReply(nonce: request.nonce)), from: host, now: now)
-                }
-            }
-            now += 10
-            #expect(now < 10_000, "no handshake")
-        }
+        let now = completeHandshake(spectator, with: host)
+        #expect(spectator.state == .running, "no handshake")
         func inputs(_ player: Int, _ value: UInt64, _ origin: InputOrigin) {
             spectator.handle(.input(InputMessage(player: player, origin: origin, startFrame: 0,
                                                  inputs: Array(repeating: GameInput(low: value), count: 10), ackFrame: 0,

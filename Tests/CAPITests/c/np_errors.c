@@ -236,8 +236,7 @@ int main(int argc, char **argv) {
             sent = 1;
         }
         heard = np_match_next_chat(match, &line) == NP_OK;
-        struct timespec pause = {0, 5000000};
-        nanosleep(&pause, NULL);
+        pause_ms(5);
     }
     expect(heard && strcmp(line.text, "hello from C") == 0 && strcmp(line.from, "c-lan") == 0 && line.slot == 1 &&
                line.sent_at_unix_ms > 0, "the chat line came back with its sender");
@@ -255,8 +254,7 @@ int main(int argc, char **argv) {
     np_result result = NP_OK;
     for (int i = 0; i < 1000 && result == NP_OK; i++) {
         result = np_match_tick(match, input, 2, &tick);
-        struct timespec pause = {0, 5000000};
-        nanosleep(&pause, NULL);
+        pause_ms(5);
     }
     expect_error(result, NP_ERR_GAME, "a failing save ends the match with NP_ERR_GAME");
     expect(strstr(np_last_error(), "save returned 5") != NULL, "the reason names the callback");
@@ -285,8 +283,7 @@ int main(int argc, char **argv) {
         result = NP_OK;
         for (int i = 0; i < 1000 && !freed_in_callback && (reentrant_mode == 2 || reentrant_tick == NP_OK); i++) {
             result = np_match_tick(reentered, input, 2, &tick);
-            struct timespec pause = {0, 5000000};
-            nanosleep(&pause, NULL);
+            pause_ms(5);
         }
         if (reentrant_mode == 1) {
             expect_error(reentrant_tick, NP_ERR_INVALID_ARGUMENT, "a tick from inside a callback is refused");
@@ -341,8 +338,7 @@ int main(int argc, char **argv) {
             sent = 1;
         }
         heard = np_match_next_chat(match, &line) == NP_OK;
-        struct timespec pause = {0, 5000000};
-        nanosleep(&pause, NULL);
+        pause_ms(5);
     }
     expect(heard && strlen(line.text) == 510 && memcmp(line.text, long_line, 510) == 0,
            "the long chat line came back cut to 170 whole characters (510 bytes)");
