@@ -226,7 +226,7 @@ let package = Package(
         .testTarget(name: "NetplayAuthTests", dependencies: ["NetplayTestSupport", "NetplayAuth", "NetplayWire"]),
         .testTarget(name: "RollbackTests", dependencies: ["NetplayTestSupport", "Rollback", "Games"]),
         .testTarget(name: "GamesTests", dependencies: ["NetplayTestSupport", "Games", "Rollback"]),
-        .testTarget(name: "PeerCommandTests", dependencies: ["NetplayTestSupport", "PeerCommand", "NetplayLAN", "NetplayKit",
+        .testTarget(name: "PeerCommandTests", dependencies: ["NetplayTestSupport", "PeerCommand", "NetplayLAN", "NetplayKit", "NetplayWire", "netplay-peer",
                                                   .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .testTarget(name: "IPv4SocketsTests", dependencies: ["IPv4Sockets", "NetplayTestSupport"]),
         .testTarget(name: "WANHarnessTests", dependencies: ["NetplayTestSupport", "WANHarness", "SystemTools", "netplay-wanlink"]),

@@ -111,6 +111,18 @@ public struct PrisonersDilemma: SerializableGame, Sendable {
 
     public mutating func loadState(_ state: State) { self.state = state }
 
+    /// Loads a state another peer sent, refusing one this match could not have reached: more
+    /// rounds than it plays, a longer reveal pause than it shows.
+    public mutating func loadForeignState(_ state: State) throws {
+        guard state.round <= maxRounds else {
+            throw RefusedGameState("a dilemma state at round \(state.round), this match plays \(maxRounds)")
+        }
+        guard state.revealCountdown <= revealFrames else {
+            throw RefusedGameState("a dilemma state pausing \(state.revealCountdown) frames, this match pauses \(revealFrames)")
+        }
+        self.state = state
+    }
+
     private static func choice(from input: GameInput, status: InputStatus) -> Choice {
         if status == .disconnected { return .defect }
         return Choice(rawValue: input[byte: 0]) ?? .none
@@ -118,7 +130,7 @@ public struct PrisonersDilemma: SerializableGame, Sendable {
 
     public mutating func advanceFrame(_ inputs: FrameInputs) {
         precondition(inputs.count == 2, "the prisoner's dilemma has two players")
-        state.frame += 1
+        state.frame &+= 1
         guard !isOver else { return }
         if state.revealCountdown > 0 {
             state.revealCountdown -= 1
@@ -128,13 +140,13 @@ public struct PrisonersDilemma: SerializableGame, Sendable {
         if state.choices.1 == .none { state.choices.1 = Self.choice(from: inputs[1], status: inputs.status(of: 1)) }
         guard state.choices.0 != .none, state.choices.1 != .none else { return }
         let (a, b) = score(state.choices.0, state.choices.1)
-        state.scores.0 += a
-        state.scores.1 += b
-        if state.choices.0 == .cooperate { state.cooperations.0 += 1 }
-        if state.choices.1 == .cooperate { state.cooperations.1 += 1 }
+        state.scores.0 &+= a
+        state.scores.1 &+= b
+        if state.choices.0 == .cooperate { state.cooperations.0 &+= 1 }
+        if state.choices.1 == .cooperate { state.cooperations.1 &+= 1 }
         state.lastRound = state.choices
         state.choices = (.none, .none)
-        state.round += 1
+        state.round &+= 1
         state.revealCountdown = revealFrames
     }
 
@@ -160,6 +172,8 @@ public struct PrisonersDilemma: SerializableGame, Sendable {
         return writer.bytes
     }
 
+    /// A state from bytes (``encode(_:)``), or nil when they are not one or hold counts no
+    /// match reaches (negative frames, rounds or pauses; more cooperations than rounds).
     public static func decode(_ bytes: [UInt8]) -> State? {
         var reader = StateReader(bytes)
         var state = State()
@@ -170,7 +184,8 @@ public struct PrisonersDilemma: SerializableGame, Sendable {
               let l0 = reader.readUInt8().flatMap(Choice.init(rawValue:)),
               let l1 = reader.readUInt8().flatMap(Choice.init(rawValue:)),
               let reveal = reader.readInt32(), let k0 = reader.readInt32(), let k1 = reader.readInt32(),
-              reader.isAtEnd else { return nil }
+              reader.isAtEnd, frame >= 0, round >= 0, reveal >= 0, (0 ... round).contains(k0), (0 ... round).contains(k1)
+        else { return nil }
         state.frame = frame
         state.round = round
         state.choices = (c0, c1)

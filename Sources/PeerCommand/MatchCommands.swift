@@ -159,7 +159,7 @@ struct Host: ParsableCommand {
                          onRunning: { markStartedInBackground(lobby, admission) }, lingerSeconds: host.lan ? 5 : 0,
                          hostStart: host.start)
         }
-        try play(sample: options.game, players: host.players, seed: host.seed, admission: admission, options: options, host: true,
+        try play(sample: options.game, seed: host.seed, admission: admission, options: options, host: true,
                  label: name, onRunning: { markStartedInBackground(lobby, admission) }, lingerSeconds: host.lan ? 5 : 0,
                  hostStart: host.start)
     }
@@ -216,7 +216,7 @@ func joinAndPlay(_ options: PeerSettings, role: Role, password: String, label: S
         do {
             let admission = try lobby.join(room, name: options.name ?? label, role: role, password: password,
                                            content: sample.content())
-            try play(sample: sample, players: players(admission), seed: 1, admission: admission, options: options,
+            try play(sample: sample, seed: 1, admission: admission, options: options,
                      host: false, label: options.name ?? label)
         } catch let error as NetplayError where error.code == .unavailable || error.code == .noRelay {
             lastError = error

@@ -185,23 +185,27 @@ func play<G: SerializableGame>(_ base: G, script: @escaping (Int, Int) -> GameIn
     try runner.run()
 }
 
-/// Dispatches on the sample game (joiners learn it from the room's core id).
-func play(sample: SampleGame, players: Int, seed: UInt64, admission: Admission, options: PeerSettings,
+/// Dispatches on the sample game (joiners learn it from the room's core id). The game holds as
+/// many players as the session the ticket admits to: a room whose size the game cannot take
+/// (another peer chose it) is refused with a reason.
+func play(sample: SampleGame, seed: UInt64, admission: Admission, options: PeerSettings,
           host: Bool, label: String, onRunning: (() -> Void)? = nil, lingerSeconds: Double = 0,
           hostStart: HostStart = HostStart()) throws -> Never {
+    let players = Int(admission.ticket.params.maxPlayers)
+    try sample.checkPlayers(players)
     let gameOptions = SampleGame.options(game: sample, players: players, seed: seed)
     let content = host ? sample.content() : nil
     let kind = options.inputs
     let script = { (slot: Int, frame: Int) in InputScript(kind: kind, seed: options.inputSeed, slot: slot, game: sample).input(frame: frame) }
     switch sample {
     case .arena:
-        try play(Arena(playerCount: max(players, 2), seed: seed), script: script, admission: admission, options: options,
+        try play(Arena(playerCount: players, seed: seed), script: script, admission: admission, options: options,
                  content: content, gameOptions: gameOptions, label: label, onRunning: onRunning, lingerSeconds: lingerSeconds,
-                 players: max(players, 2), hostStart: hostStart)
+                 players: players, hostStart: hostStart)
     case .pd:
         try play(PrisonersDilemma(maxRounds: 1_000_000), script: script, admission: admission, options: options,
                  content: content, gameOptions: gameOptions, label: label, onRunning: onRunning, lingerSeconds: lingerSeconds,
-                 players: 2, hostStart: hostStart)
+                 players: players, hostStart: hostStart)
     }
 }
 

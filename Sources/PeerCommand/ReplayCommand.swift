@@ -50,9 +50,13 @@ struct Replay: ParsableCommand {
             throw ValidationError("the replay's game options do not name a sample game")
         }
         try Self.checkStart(of: replay)
+        try sample.checkPlayers(players)
+        guard replay.slotCount == players else {
+            throw ValidationError("the replay records \(replay.slotCount) players' inputs, its game options say \(players)")
+        }
         let end = Self.end(of: replay, frames: options.frames)
         switch sample {
-        case .arena: try replayGame(Arena(playerCount: max(players, 2), seed: seed), replay, end: end)
+        case .arena: try replayGame(Arena(playerCount: players, seed: seed), replay, end: end)
         case .pd: try replayGame(PrisonersDilemma(maxRounds: 1_000_000), replay, end: end)
         }
     }

@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import Games
 import NetplayWire
@@ -15,6 +16,18 @@ enum SampleGame: String, CaseIterable {
     func content() -> ContentInfo {
         ContentInfo(gameName: displayName, crc32: self == .arena ? 0xA7E7_A001 : 0x9D1E_33A1, coreId: coreId,
                     coreVersion: "1", system: "netplay")
+    }
+
+    /// Refuses a player count the game cannot be played with: a room, a ticket or a replay
+    /// another peer made may say any.
+    func checkPlayers(_ players: Int) throws {
+        switch self {
+        case .arena where !(2 ... 8).contains(players):
+            throw ValidationError("the arena takes 2 ... 8 players; this match has \(players)")
+        case .pd where players != 2:
+            throw ValidationError("the prisoner's dilemma takes exactly 2 players; this match has \(players)")
+        default: return
+        }
     }
 
     /// `game=arena;players=N;seed=S`, stored in the replay header.

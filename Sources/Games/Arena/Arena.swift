@@ -65,6 +65,16 @@ public struct Arena: SerializableGame, Sendable {
 
     public mutating func loadState(_ state: ArenaState) { self.state = state }
 
+    /// Loads a state another peer sent, refusing one for another number of players (its extra
+    /// or missing ships would make this peer simulate another match). ``decode(_:)`` has
+    /// already refused values the physics cannot take.
+    public mutating func loadForeignState(_ state: ArenaState) throws {
+        guard state.playerCount == self.state.playerCount else {
+            throw RefusedGameState("an arena state for \(state.playerCount) players, this match has \(self.state.playerCount)")
+        }
+        self.state = state
+    }
+
     public mutating func advanceFrame(_ inputs: FrameInputs) {
         let players = min(Int(state.playerCount), inputs.count)
         state.frame &+= 1
@@ -161,10 +171,10 @@ public struct Arena: SerializableGame, Sendable {
                 b.y = Int32(Int64(b.y) + (push * ny >> 16))
                 // A dashing ship that rams a non-dashing one scores and stuns it.
                 if a.dash > 0 && b.dash == 0 && b.stun == 0 {
-                    a.score += 1
+                    a.score &+= 1
                     b.stun = Self.stunFrames
                 } else if b.dash > 0 && a.dash == 0 && a.stun == 0 {
-                    b.score += 1
+                    b.score &+= 1
                     a.stun = Self.stunFrames
                 }
                 state.ships[i] = a
@@ -183,7 +193,7 @@ public struct Arena: SerializableGame, Sendable {
                 let dx = Int64(ship.x) - Int64(pellet.x)
                 let dy = Int64(ship.y) - Int64(pellet.y)
                 if abs(dx) < reach && abs(dy) < reach && dx * dx + dy * dy < reach * reach {
-                    state.ships[slot].score += 1
+                    state.ships[slot].score &+= 1
                     state.pellets[p] = Self.spawnPellet(&state.random)
                     break
                 }
@@ -228,6 +238,8 @@ public struct Arena: SerializableGame, Sendable {
         }
     }
 
+    /// A state from bytes (``encode(_:)``), or nil when they are not one, or hold values the
+    /// physics cannot take (``isPlayable(_:)``): a peer's state is checked before it is loaded.
     public static func decode(_ bytes: [UInt8]) -> ArenaState? {
         var reader = StateReader(bytes)
         guard let frame = reader.readInt32(), let playerCount = reader.readInt32(), (2 ... 8).contains(playerCount),
@@ -255,6 +267,27 @@ public struct Arena: SerializableGame, Sendable {
             pellets[index] = Pellet(x: x, y: y)
         }
         guard reader.isAtEnd else { return nil }
-        return ArenaState(frame: frame, playerCount: playerCount, random: random, ships: ships, pellets: pellets)
+        let state = ArenaState(frame: frame, playerCount: playerCount, random: random, ships: ships, pellets: pellets)
+        return isPlayable(state) ? state : nil
+    }
+
+    /// Whether every value lies where the simulation can take it without overflowing: ships
+    /// within an arena's size of the arena (collisions push them past the walls a little),
+    /// moving less than an arena a frame, timers within their lengths, pellets inside, a
+    /// non-zero generator. Every state the simulation reaches from one passes.
+    public static func isPlayable(_ state: ArenaState) -> Bool {
+        let width = FixedPoint.units(Self.width), height = FixedPoint.units(Self.height)
+        guard (2 ... 8).contains(state.playerCount), state.random != 0 else { return false }
+        for slot in 0 ..< 8 {
+            let ship = state.ships[slot]
+            guard (-width ... 2 * width).contains(ship.x), (-height ... 2 * height).contains(ship.y),
+                  (-width ... width).contains(ship.vx), (-width ... width).contains(ship.vy),
+                  (0 ... stunFrames).contains(ship.stun), (0 ... dashFrames).contains(ship.dash),
+                  (0 ... dashCooldown).contains(ship.cooldown) else { return false }
+        }
+        for index in 0 ..< 8 {
+            guard (0 ... width).contains(state.pellets[index].x), (0 ... height).contains(state.pellets[index].y) else { return false }
+        }
+        return true
     }
 }

@@ -10,15 +10,21 @@ public enum FixedPoint {
     @inlinable
     public static func units(_ units: Int32) -> Int32 { units << 16 }
 
-    /// The integer square root (floor) of a non-negative 64-bit value.
+    /// The largest integer whose square is an `Int64`: the root of every non-negative `Int64`
+    /// is at most this.
+    @usableFromInline
+    static let largestRoot: Int64 = 3_037_000_499
+
+    /// The integer square root (floor) of a non-negative 64-bit value, for every one up to
+    /// `Int64.max`.
     @inlinable
     public static func squareRoot(_ value: Int64) -> Int64 {
         precondition(value >= 0)
         if value < 2 { return value }
-        var x = Int64(Double(value).squareRoot())
+        var x = min(Int64(Double(value).squareRoot()), largestRoot)
         // Correct the floating estimate so the result is exact and platform independent.
         while x * x > value { x -= 1 }
-        while (x + 1) * (x + 1) <= value { x += 1 }
+        while x < largestRoot && (x + 1) * (x + 1) <= value { x += 1 }
         return x
     }
 }
