@@ -194,6 +194,15 @@ public final class NetplayMatch<G: SerializableGame> {
     var substitutedSeenThrough: [Int: Int] = [:]
     /// Notable events, oldest first (the last 512).
     public private(set) var events: [MatchEvent] = []
+    /// Events noted since the match began, those ``events`` no longer holds included.
+    public private(set) var eventCount = 0
+
+    /// The events noted after the first `seen` of the match (a reader's last ``eventCount``)
+    /// that ``events`` still holds: a reader that keeps up sees each event once, also after
+    /// the 512th.
+    public func events(since seen: Int) -> ArraySlice<MatchEvent> {
+        events.suffix(max(0, min(eventCount - seen, events.count)))
+    }
     /// The longest time no frame was simulated while the match ran (after its first frame),
     /// milliseconds; deliberate waits of the time sync count too.
     public private(set) var longestStallMs: UInt64 = 0
@@ -343,6 +352,7 @@ public final class NetplayMatch<G: SerializableGame> {
 
     func note(_ event: MatchEvent) {
         events.append(event)
+        eventCount += 1
         if events.count > 512 { events.removeFirst(events.count - 512) }
     }
 

@@ -15,7 +15,7 @@ struct Demo: ParsableCommand {
 
     /// The running cluster to play through, if one is up.
     @OptionGroup var runningCluster: ClusterEndpointOptions
-    @Option(help: ArgumentHelp("Frames to play, 60 per second (env NETPLAY_FRAMES, default 1200).", valueName: "n"))
+    @Option(help: ArgumentHelp("Frames to play, 60 per second, a multiple of 60 (env NETPLAY_FRAMES, default 1200).", valueName: "n"))
     var frames: String?
     @Option(help: ArgumentHelp("Simulated round trip of each peer to the relay, ms (env NETPLAY_RTT, default 80).", valueName: "ms"))
     var rtt: String?
@@ -41,7 +41,7 @@ struct Demo: ParsableCommand {
 
     func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Resolved {
         let setting = SettingResolver(environment: environment)
-        return Resolved(
+        let resolved = Resolved(
             cluster: try runningCluster.resolve(environment: environment),
             frames: try setting.integer(frames, "NETPLAY_FRAMES", name: "--frames", default: 1200, range: 1 ... PeerOptions.maxFrame),
             rtt: try setting.integer(rtt, "NETPLAY_RTT", name: "--rtt", default: 80, range: 0 ... 60_000),
@@ -50,7 +50,15 @@ struct Demo: ParsableCommand {
             renderEvery: try setting.integer(renderEvery, "NETPLAY_RENDER_EVERY", name: "--render-every", default: 60,
                                              range: 0 ... PeerOptions.maxFrame),
             ownCluster: try setting.isOn(ownCluster, "NETPLAY_OWN_CLUSTER"))
+        // The host's final checksum is a reported one: its interval (the default) divides the match.
+        guard resolved.frames % Self.checksumInterval == 0 else {
+            throw ValidationError("--frames must be a multiple of \(Self.checksumInterval) (the host's checksum interval), got \(resolved.frames)")
+        }
+        return resolved
     }
+
+    /// The checksum interval of the demo's host (netplay-peer host's default).
+    static let checksumInterval = 60
 
     func run() throws {
         let demo = try resolve()
@@ -93,11 +101,20 @@ struct Demo: ParsableCommand {
             if let hud = child.lines.last(where: { $0.hasPrefix("HUD") }) { say("  \(child.label): \(hud)") }
         }
         for line in results { say("  \(line)") }
-        let checksums = Set(results.compactMap { line in line.split(separator: " ").first { $0.hasPrefix("checksum=") } })
+        say(try Self.verdict(results: results, hostStatus: hostStatus, joinStatus: joinStatus))
+    }
+
+    /// The demo's last line when both peers finished and ended on one state; otherwise the
+    /// failure, so the demo exits non-zero (`make demo` must not pass a desynced match).
+    static func verdict(results: [String], hostStatus: Int32, joinStatus: Int32) throws -> String {
         guard hostStatus == 0, joinStatus == 0, results.count == 2 else {
             throw ValidationError("the demo match failed (exit \(hostStatus), \(joinStatus))")
         }
-        say(checksums.count == 1 ? "both peers ended on the same state: \(checksums.first!)" : "checksums differ: \(checksums)")
+        let checksums = results.map { line in line.split(separator: " ").first { $0.hasPrefix("checksum=") } }
+        guard let first = checksums[0], checksums.allSatisfy({ $0 == first }) else {
+            throw ValidationError("the peers ended on different states: \(checksums.map { $0.map(String.init) ?? "no checksum" })")
+        }
+        return "both peers ended on the same state: \(first)"
     }
 
     func say(_ text: String) { emit("demo: \(text)") }
@@ -115,7 +132,7 @@ final class DemoChild: @unchecked Sendable {
     /// in the demo's unencrypted cluster).
     init(label: String, arguments: [String], plain: Bool) throws {
         self.label = label
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        process.executableURL = OwnExecutable.url
         process.arguments = arguments
         let kept: Set<String> = plain ? [] : ["NETPLAY_CURVE_SERVER_KEY", "NETPLAY_CURVE_SECRET_KEY"]
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("NETPLAY_") || kept.contains($0.key) }
@@ -193,7 +210,7 @@ final class DemoCluster {
     }
 
     static func start() throws -> DemoCluster {
-        let binaries = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        let binaries = OwnExecutable.directory
         for name in ["netplay-discovery", "netplay-coordinator", "netplay-sync"] {
             guard FileManager.default.isExecutableFile(atPath: binaries.appendingPathComponent(name).path) else {
                 throw ValidationError("\(name) is not built next to netplay-peer (\(binaries.path)); run `swift build` first")

@@ -33,7 +33,7 @@ struct PeerRunner<G: SerializableGame> {
         var lagDone = false, outageDone = false, announced = false, restartDone = false
         var lastHud = Date()
         var nextTick = ContinuousClock.now
-        var reconnects = 0
+        var tally = MatchEventTally()
         var seenEvents = 0
         while true {
             if Date() > deadline {
@@ -76,21 +76,19 @@ struct PeerRunner<G: SerializableGame> {
             if options.renderEvery > 0, result.framesAdvanced > 0, match.currentFrame % options.renderEvery < result.framesAdvanced {
                 emit(Renderer.render(match.game, frame: match.currentFrame))
             }
-            if options.hudEvery > 0, match.events.count > seenEvents {
-                for event in match.events.suffix(match.events.count - seenEvents) { log("event: \(event)") }
+            for event in match.events(since: seenEvents) {
+                tally.count(event)
+                if options.hudEvery > 0 { log("event: \(event)") }
             }
-            seenEvents = match.events.count
+            seenEvents = match.eventCount
             if options.hudEvery > 0, Date().timeIntervalSince(lastHud) >= options.hudEvery {
                 lastHud = Date()
                 emit("HUD \(label): \(match.hud.line) state=\(match.state)")
             }
             if case .disconnected(let reason) = match.state { fail("disconnected: \(reason)") }
             if let checksum = finished() {
-                reconnects = match.events.filter { if case .reconnected = $0 { true } else { false } }.count
                 let hud = match.hud
-                let desyncEvents = match.events.filter { if case .desync = $0 { true } else { false } }.count
-                let loaded = match.events.filter { if case .stateLoaded = $0 { true } else { false } }.count
-                let relayMoves = match.events.filter { if case .relayMoved = $0 { true } else { false } }.count
+                let (reconnects, desyncEvents, loaded, relayMoves) = (tally.reconnects, tally.desyncs, tally.statesLoaded, tally.relayMoves)
                 // The figures are the match's up to its last frame, taken before any lingering.
                 let result = "RESULT frames=\(options.frames) checksum=0x\(String(checksum, radix: 16)) role=\(match.role == .player ? "player" : "spectator") "
                     + "slot=\(match.slot) start=\(match.startFrame) rollbacks=\(hud.rollbacks) substituted_seen=\(match.substitutedInputsSeen) "

@@ -35,7 +35,7 @@ public enum SupervisorLauncher {
         } catch {
             throw RuntimeStartError(error.description)
         }
-        let ownDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
+        let ownDirectory = OwnExecutable.directory.path
         let resolver = CommandResolver(directories: settings.binDirectories + [ownDirectory], path: environment["PATH"] ?? "/usr/bin:/bin")
         let preparation: ClusterPreparation
         do {

@@ -6,8 +6,15 @@ struct StreamLimits: ParsableArguments {
     @Option(help: "Stop after this many events (tap) or changes after the snapshot (rooms watch); 0: never.") var count = 0
     @Option(help: "Stop after this many seconds (0: never).") var duration: Double = 0
 
+    /// The longest `--duration`, seconds (about 31 years): longer ones, and `inf` or `nan`,
+    /// are refused rather than overflowing the deadline.
+    static let longestDuration: Double = 1e9
+
     func validate() throws {
-        guard count >= 0, duration >= 0 else { throw ValidationError("--count and --duration must not be negative") }
+        guard count >= 0 else { throw ValidationError("--count must not be negative") }
+        guard (0 ... Self.longestDuration).contains(duration) else {
+            throw ValidationError("--duration must be a number of seconds from 0 to \(Int(Self.longestDuration)), got \(duration)")
+        }
     }
 
     /// The limits' clock, started now.

@@ -27,6 +27,22 @@ struct ExecutableHelpTests {
         #expect(lines.first?.hasPrefix("\(executable): ") == true, "\(result.output)")
     }
 
+    /// Values that once got past validation and trapped (a deadline of `inf` seconds) or ran a
+    /// child that refused them a minute later (a demo whose length no checksum interval divides)
+    /// are one line and a non-zero exit at once.
+    @Test(arguments: [
+        ("netplayctl", ["tap", "tcp://127.0.0.1:1", "--duration", "inf"], "--duration"),
+        ("netplayctl", ["rooms", "watch", "--duration", "1e300"], "--duration"),
+        ("netplay-peer", ["demo", "--frames", "100"], "--frames must be a multiple of 60"),
+    ])
+    func valuesThatOnceTrappedAreOneLineAndNonZero(executable: String, arguments: [String], reason: String) throws {
+        let path = try BuildProducts.url(of: executable).path
+        let result = try run(path, arguments, timeout: 30)
+        #expect(result.status != 0, "\(executable) \(arguments) exited \(result.status): \(result.output)")
+        let lines = result.output.split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].contains(reason), "\(result.output)")
+    }
+
     /// Every flag of the services, the supervisor and netplay-peer (each subcommand) names the
     /// `NETPLAY_*` variable it falls back to, so a deployment can set anything through the
     /// environment. Not netplayctl: its connection flags have variables (its commands' own tests),
