@@ -61,7 +61,7 @@ struct Cluster: ParsableCommand {
                 usleep(100_000)
             }
             if json {
-                emit(status.jsonLine())
+                emitJSON(status.jsonLine())
             } else {
                 let state = status.state.shortName
                 let ready = status.services.filter { $0.state == .ready }.count
@@ -85,7 +85,7 @@ struct Cluster: ParsableCommand {
         func run() throws {
             let reply = try target.client().request(.restartServiceRequest(RestartServiceRequest(service: service, instance: instance, kill: kill)))
             guard case .restartServiceResponse(let response) = reply else { throw ClientError.unexpectedReply(reply.name) }
-            if json { emit(response.jsonLine()); return }
+            if json { emitJSON(response.jsonLine()); return }
             emit("restarting \(response.instances.map(\.instance).joined(separator: ", "))")
         }
     }
@@ -106,7 +106,7 @@ struct Cluster: ParsableCommand {
         func run() throws {
             let reply = try target.client().request(.scaleServiceRequest(ScaleServiceRequest(service: service, replicas: UInt32(replicas))))
             guard case .scaleServiceResponse(let response) = reply else { throw ClientError.unexpectedReply(reply.name) }
-            if json { emit(response.jsonLine()); return }
+            if json { emitJSON(response.jsonLine()); return }
             emit("\(response.service): \(response.previousReplicas) -> \(response.replicas) replicas")
             for instance in response.instances { emit(Cluster.render(instance)) }
         }
@@ -154,7 +154,7 @@ struct Events: ParsableCommand {
             topicPrefix: topic, sessionId: session, limit: UInt32(limit), minSeverity: minimum)))
         guard case .recentEventsResponse(let response) = reply else { throw ClientError.unexpectedReply(reply.name) }
         for event in response.events {
-            if json { emit(event.jsonLine()); continue }
+            if json { emitJSON(event.jsonLine()); continue }
             // What a peer or a service put in an event reaches the terminal escaped, never as itself.
             let fields = [event.topic, event.service, event.instance, event.message].map { ControlCharacters.escaped($0) }
             emit("\(Timestamp.iso8601(unixMs: event.timestampUnixMs)) \(event.severity.shortName) \(fields[0]) \(fields[1])/\(fields[2]): \(fields[3])")

@@ -129,9 +129,29 @@ enum ServiceAddress {
     }
 }
 
-/// Prints a line to standard output.
+/// Prints one line of text to standard output. Names and messages in it came from elsewhere (a
+/// room's title, a RetroArch host's nick, a service's status): their control characters, line
+/// breaks included, are shown escaped, so they can neither forge a line nor reach the terminal
+/// as an escape sequence.
 func emit(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    FileHandle.standardOutput.write(Data((ControlCharacters.escaped(line) + "\n").utf8))
+}
+
+/// Prints a JSON document (one line, or indented over several). An encoder escapes the control
+/// characters below U+0020 in strings but may leave DEL, C1 controls and U+2028/U+2029 as they
+/// are, which a terminal obeys: those become `\u` escapes, the same text to a JSON reader.
+func emitJSON(_ json: String) {
+    var out = ""
+    out.reserveCapacity(json.utf8.count + 1)
+    for scalar in json.unicodeScalars {
+        if scalar != "\n" && ControlCharacters.contains(scalar) {
+            let hex = String(scalar.value, radix: 16)
+            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        } else {
+            out.unicodeScalars.append(scalar)
+        }
+    }
+    FileHandle.standardOutput.write(Data((out + "\n").utf8))
 }
 
 /// Pretty-prints a JSON document (sorted keys); returns the input when it is not JSON.
@@ -159,7 +179,7 @@ extension Netplayctl {
             let reply = try client.request(.healthRequest(HealthRequest()))
             guard case .healthResponse(let health) = reply else { throw ClientError.unexpectedReply(reply.name) }
             if json {
-                emit(health.jsonLine())
+                emitJSON(health.jsonLine())
             } else {
                 emit("\(health.service)/\(health.instance) \(health.ready ? "ready" : "not ready") version=\(health.version) pid=\(health.pid) uptime=\(String(format: "%.1f", Double(health.uptimeMs) / 1000))s status=\"\(health.status)\"")
                 for detail in health.details { emit("  \(detail.key): \(detail.value)") }
@@ -181,7 +201,7 @@ extension Netplayctl {
             let client = try connection.client(for: endpoint)
             let reply = try client.request(.introspectRequest(IntrospectRequest(section: section)))
             guard case .introspectResponse(let dump) = reply else { throw ClientError.unexpectedReply(reply.name) }
-            emit(json ? dump.json : prettyJSON(dump.json))
+            emitJSON(json ? dump.json : prettyJSON(dump.json))
         }
     }
 
@@ -237,7 +257,7 @@ extension Netplayctl {
             while stop.goesOn {
                 guard let event = try subscriber.next(timeout: stop.waitMs(cap: 1000)) else { continue }
                 stop.seen += 1
-                emit(Self.render(event, json: json))
+                if json { emitJSON(Self.render(event, json: true)) } else { emit(Self.render(event, json: false)) }
             }
         }
 

@@ -86,7 +86,7 @@ func describe(_ room: Room) -> String {
     if room.spectatorsAllowed { flags.append("spectators \(room.currentSpectators)/\(room.maxSpectators)") }
     if !room.retroarchJoin.isEmpty { flags.append("retroarch --connect \"\(room.retroarchJoin)\"") }
     let crc = String(format: "%08X", content.crc32)
-    return "\(room.roomId)  \"\(content.gameName)\"  players \(players)  host \"\(room.hostName)\"  core \(content.coreId) \(content.coreVersion)  crc \(crc)  \(flags.joined(separator: ", "))  [\(room.source.shortName)]"
+    return "\(room.roomId)  \"\(ControlCharacters.escaped(content.gameName, quotes: true))\"  players \(players)  host \"\(ControlCharacters.escaped(room.hostName, quotes: true))\"  core \(content.coreId) \(content.coreVersion)  crc \(crc)  \(flags.joined(separator: ", "))  [\(room.source.shortName)]"
 }
 
 extension Netplayctl {
@@ -117,7 +117,7 @@ extension Netplayctl {
                     let reply = try client.request(.listRoomsRequest(ListRoomsRequest(filter: try filters.filter(),
                                                                                       pageSize: UInt32(pageSize), pageToken: token)))
                     guard case .listRoomsResponse(let page) = reply else { throw ClientError.unexpectedReply(reply.name) }
-                    for room in page.rooms { emit(json ? room.jsonLine() : describe(room)) }
+                    for room in page.rooms { if json { emitJSON(room.jsonLine()) } else { emit(describe(room)) } }
                     shown += page.rooms.count
                     total = page.totalMatching
                     token = all ? page.nextPageToken : ""
@@ -142,15 +142,17 @@ extension Netplayctl {
                                                   filter: try filters.filter(), timeout: try connection.resolvedTimeout(),
                                                   serverKey: try connection.serverKey())
                 var stop = limits.start()
-                for update in try watcher.start() { emit(render(update, snapshot: true)) }
+                for update in try watcher.start() { show(render(update, snapshot: true)) }
                 if !json { emit("-- \(watcher.state.rooms.count) rooms; watching for changes") }
                 while stop.goesOn {
                     for update in try watcher.next(timeout: stop.waitMs(cap: 500)) {
-                        emit(render(update, snapshot: false))
+                        show(render(update, snapshot: false))
                         stop.seen += 1
                     }
                 }
             }
+
+            func show(_ line: String) { if json { emitJSON(line) } else { emit(line) } }
 
             func render(_ update: RoomWatchState.Update, snapshot: Bool) -> String {
                 switch update {

@@ -85,7 +85,7 @@ func describe(_ session: SessionInfo) -> [String] {
     let settings = session.settings ?? SessionSettings()
     let content = settings.content
     let state = session.state.shortName
-    var lines = ["\(session.sessionId)  \(state)  \"\(settings.roomName)\"  game \"\(content.gameName)\" crc \(String(format: "%08X", content.crc32)) core \(content.coreId) \(content.coreVersion)  relay \(session.relayId.isEmpty ? "-" : "\(session.relayId) \(session.relayEndpoint)")  version \(session.version)"]
+    var lines = ["\(session.sessionId)  \(state)  \"\(ControlCharacters.escaped(settings.roomName, quotes: true))\"  game \"\(ControlCharacters.escaped(content.gameName, quotes: true))\" crc \(String(format: "%08X", content.crc32)) core \(content.coreId) \(content.coreVersion)  relay \(session.relayId.isEmpty ? "-" : "\(session.relayId) \(session.relayEndpoint)")  version \(session.version)"]
     for slot in session.slots {
         if let holder = slot.participant {
             lines.append("  P\(slot.slot): \(holder.name) (\(holder.participantId))\(holder.isHost ? " host" : "")"
@@ -141,7 +141,7 @@ extension Netplayctl {
                     let reply = try client.request(.listSessionsRequest(request))
                     guard case .listSessionsResponse(let page) = reply else { throw ClientError.unexpectedReply(reply.name) }
                     for session in page.sessions {
-                        if json { emit(session.jsonLine()) } else { describe(session).forEach(emit) }
+                        if json { emitJSON(session.jsonLine()) } else { describe(session).forEach(emit) }
                     }
                     shown += page.sessions.count
                     total = page.totalMatching
@@ -161,7 +161,7 @@ extension Netplayctl {
 
             func run() throws {
                 let answer = try target.session(.getSessionRequest(GetSessionRequest(sessionId: session)), over: connection)
-                if json { emit(answer.jsonLine()) } else { describe(answer).forEach(emit) }
+                if json { emitJSON(answer.jsonLine()) } else { describe(answer).forEach(emit) }
             }
         }
 
@@ -192,7 +192,7 @@ extension Netplayctl {
                 let reply = try connection.client(for: try target.requests)
                     .request(.createSessionRequest(CreateSessionRequest(settings: settings, hostName: name)))
                 guard case .createSessionResponse(let created) = reply else { throw ClientError.unexpectedReply(reply.name) }
-                if json { emit(Envelope(body: reply).jsonLine()); return }
+                if json { emitJSON(Envelope(body: reply).jsonLine()); return }
                 emit("session: \(created.session.sessionId)")
                 emit("participant: \(created.participantId)")
                 emit("token: \(Hex.encode(created.participantToken))")
@@ -218,7 +218,7 @@ extension Netplayctl {
                     sessionId: session, role: spectate ? .spectator : .player, name: name, password: password,
                     content: try content.content(), preferredSlot: slot)))
                 guard case .joinSessionResponse(let joined) = reply else { throw ClientError.unexpectedReply(reply.name) }
-                if json { emit(Envelope(body: reply).jsonLine()); return }
+                if json { emitJSON(Envelope(body: reply).jsonLine()); return }
                 emit("participant: \(joined.participantId) \(spectate ? "spectator" : "slot \(joined.slot)")")
                 emit("token: \(Hex.encode(joined.participantToken))")
                 emit(describe(joined.ticket))
@@ -296,7 +296,7 @@ extension Netplayctl {
                     .request(.listRelaysRequest(ListRelaysRequest(includeStale: includeStale)))
                 guard case .listRelaysResponse(let list) = reply else { throw ClientError.unexpectedReply(reply.name) }
                 for relay in list.relays {
-                    if json { emit(relay.jsonLine()); continue }
+                    if json { emitJSON(relay.jsonLine()); continue }
                     let load = relay.load ?? RelayLoad()
                     emit("\(relay.relayId)  \(relay.endpoint)  sessions \(load.sessions)\(load.capacitySessions > 0 ? "/\(load.capacitySessions)" : "")  peers \(load.peers)  inputs/s \(load.inputsPerSecond)  cpu \(load.cpuPercent)%  region \(relay.region.isEmpty ? "-" : relay.region)\(relay.draining ? "  draining" : "")  last seen \(AgeText.ago(relay.lastSeenUnixMs))")
                 }
@@ -320,7 +320,7 @@ extension Netplayctl {
                     .request(.listRetroarchSessionsRequest(ListRetroArchSessionsRequest(relayId: relay ?? "")))
                 guard case .listRetroarchSessionsResponse(let list) = reply else { throw ClientError.unexpectedReply(reply.name) }
                 for session in list.sessions {
-                    if json { emit(session.jsonLine()); continue }
+                    if json { emitJSON(session.jsonLine()); continue }
                     let core = session.coreName.isEmpty ? "-" : "\(session.coreName) \(session.coreVersion)"
                     emit("\(session.relayId)  join \(session.join)\(session.directEndpoint.isEmpty ? "" : "  direct \(session.directEndpoint)")  host \(session.hostNick.isEmpty ? "-" : session.hostNick)  core \(core)  crc \(String(format: "%08x", session.contentCrc))  clients \(session.clients)\(session.pendingClients > 0 ? "+\(session.pendingClients) waiting" : "")  frame \(session.lastFrame)  inputs \(session.inputs)  crc checks \(session.crcChecks)  resync requests \(session.resyncRequests)  host rtt \(session.hostRttMs) ms  link rtt \(session.linkRttMs) ms")
                 }

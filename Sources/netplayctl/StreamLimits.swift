@@ -11,7 +11,7 @@ struct StreamLimits: ParsableArguments {
     static let longestDuration: Double = 1e9
 
     func validate() throws {
-        guard count >= 0 else { throw ValidationError("--count must not be negative") }
+        guard count >= 0, !(duration < 0) else { throw ValidationError("--count and --duration must not be negative") }
         guard (0 ... Self.longestDuration).contains(duration) else {
             throw ValidationError("--duration must be a number of seconds from 0 to \(Int(Self.longestDuration)), got \(duration)")
         }

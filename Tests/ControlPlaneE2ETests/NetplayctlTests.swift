@@ -25,6 +25,43 @@ struct NetplayctlTests {
         }
     }
 
+    /// Names are anyone's: a host may call a room `ESC ] 0 ; … BEL`, a C1 control sequence
+    /// introducer, or a line break followed by a forged player. netplayctl shows them escaped
+    /// (one line stays one line, no terminal escape reaches the screen), and its JSON stays JSON.
+    @Test func namesFromOthersNeverReachTheTerminalAsControlCharacters() throws {
+        let cluster = try ControlPlane()
+        let relay = try FakeRelay("sync-0", cluster: cluster)
+        defer { relay.stop() }
+        let c = ["--coordinator", cluster.coordinatorEndpoint]
+        let d = ["--discovery", cluster.discoveryEndpoint, "--events", cluster.discoveryEvents]
+        let hostile = "\u{1B}]0;pwned\u{07}\u{9B}31m\n  P2: admin"
+        let created = try run(["sessions", "create"] + c + ["--game", hostile, "--crc", "1", "--name", hostile, "--room-name", hostile])
+        let session = value("session", in: created)
+        #expect(session.hasPrefix("s-"), "\(created)")
+        var outputs = [try run(["sessions", "show", session] + c), try run(["sessions", "list"] + c)]
+        #expect(eventually(within: 5) { ((try? run(["rooms", "list"] + d)) ?? "").contains("1 of 1 matching rooms") })
+        outputs.append(try run(["rooms", "list"] + d))
+        for output in outputs {
+            #expect(!output.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 || $0.value == 0x9B }, "\(output)")
+            #expect(!output.split(separator: "\n").contains { $0.hasPrefix("  P2: admin") }, "\(output)")
+            #expect(output.contains("\\u{1b}]0;pwned"), "\(output)")
+        }
+        for json in [try run(["sessions", "show", session] + c + ["--json"]), try run(["rooms", "list"] + d + ["--json"])] {
+            #expect(!json.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 || $0.value == 0x9B }, "\(json)")
+            let line = try #require(json.split(separator: "\n").first)
+            // A JSON reader gets the name back exactly.
+            #expect(Self.strings(in: try JSONSerialization.jsonObject(with: Data(line.utf8))).contains(hostile), "\(json)")
+        }
+    }
+
+    /// Every string value in a decoded JSON document.
+    static func strings(in object: Any) -> [String] {
+        if let text = object as? String { return [text] }
+        if let array = object as? [Any] { return array.flatMap { strings(in: $0) } }
+        if let dictionary = object as? [String: Any] { return dictionary.values.flatMap { strings(in: $0) } }
+        return []
+    }
+
     @Test func everyVerbAgainstRealServices() throws {
         let cluster = try ControlPlane()
         let relay = try FakeRelay("sync-0", cluster: cluster)
