@@ -30,7 +30,7 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Trust store holding the operator key and the services' keys (env NETPLAY_KEYS_DIR, default $NETPLAY_DATA_ROOT/keys or data/keys: what `make up` made).", valueName: "path"))
     var keysDir: String?
 
-    @Flag(help: "Talk to the public endpoint even when operator credentials are found.")
+    @Flag(help: "Talk to the public endpoint even when operator credentials are found (env NETPLAY_PUBLIC_PLANE=1).")
     var publicPlane = false
 
     func resolvedTimeout() throws -> Double {
@@ -42,21 +42,32 @@ struct ConnectionOptions: ParsableArguments {
     /// NETPLAY_CURVE_SECRET_KEY), or nil for plain connections.
     func serverKey() throws -> [UInt8]? { try curve.serverKey() }
 
-    /// The trust store this command reads.
-    var trustStore: TrustStore {
-        let setting = SettingResolver()
+    /// The trust store this command reads. One named by `--keys-dir` or `NETPLAY_KEYS_DIR` must
+    /// exist: a mistyped path used to fall back to the public endpoint in silence (a tap on
+    /// an operator-only endpoint then printed nothing, forever).
+    func trustStore(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> TrustStore {
+        let setting = SettingResolver(environment: environment)
         if let path = setting.text(keysDir, "NETPLAY_KEYS_DIR") {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw ValidationError("\(keysDir == nil ? "NETPLAY_KEYS_DIR" : "--keys-dir") names no directory: \(path)")
+            }
             return TrustStore(directory: URL(fileURLWithPath: path))
         }
         let root = setting.text(nil, "NETPLAY_DATA_ROOT") ?? "data"
         return TrustStore(directory: URL(fileURLWithPath: root).appendingPathComponent("keys"))
     }
 
+    /// `--public-plane`, else `NETPLAY_PUBLIC_PLANE`.
+    func usesPublicPlane(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Bool {
+        try SettingResolver(environment: environment).isOn(publicPlane, "NETPLAY_PUBLIC_PLANE")
+    }
+
     /// The operator's key and the member `target` names, when both are known: the way to the
     /// member's control endpoint (operator verbs, Introspect, full Health).
     func operatorRoute(to target: String) throws -> (member: TrustStore.Member, keys: CurveKeyPair)? {
-        guard !publicPlane else { return nil }
-        let store = trustStore
+        guard try !usesPublicPlane() else { return nil }
+        let store = try trustStore()
         guard let keys = try store.localOperator(create: false), let member = ServiceAddress.member(target, in: store) else {
             return nil
         }

@@ -10,7 +10,7 @@ struct DiscoveryTarget: ParsableArguments {
     @Option(help: ArgumentHelp("Discovery's request endpoint or service name (env NETPLAY_DISCOVERY, default discovery).", valueName: "endpoint"))
     var discovery: String?
 
-    @Option(help: ArgumentHelp("Discovery's events endpoint (default: the service's, or the request port + 1).", valueName: "endpoint"))
+    @Option(help: ArgumentHelp("Discovery's events endpoint (env NETPLAY_DISCOVERY_EVENTS, default: the service's, or the request port + 1).", valueName: "endpoint"))
     var events: String?
 
     /// `--discovery`, else NETPLAY_DISCOVERY, else the service's name.
@@ -22,7 +22,7 @@ struct DiscoveryTarget: ParsableArguments {
 
     var eventsEndpoint: String {
         get throws {
-            if let events { return try ServiceAddress.events(events) }
+            if let events = SettingResolver().text(events, "NETPLAY_DISCOVERY_EVENTS") { return try ServiceAddress.events(events) }
             if ServiceAddress.defaults(target) != nil { return try ServiceAddress.events(target) }
             return try ServiceAddress.nextPort(of: try requests)
         }

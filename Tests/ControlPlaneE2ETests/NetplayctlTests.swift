@@ -6,8 +6,8 @@ import Testing
 
 @Suite("netplayctl rooms, sessions and relays", .serialized, .ownThread)
 struct NetplayctlTests {
-    func run(_ arguments: [String], expect status: Int32 = 0) throws -> String {
-        let process = try ServiceProcess("netplayctl", arguments)
+    func run(_ arguments: [String], environment: [String: String] = [:], expect status: Int32 = 0) throws -> String {
+        let process = try ServiceProcess("netplayctl", arguments, environment: environment)
         let exit = process.waitForExit(seconds: 20)
         let log = process.log
         #expect(exit == status, "netplayctl \(arguments.joined(separator: " ")): \(log)")
@@ -23,6 +23,29 @@ struct NetplayctlTests {
             let output = try run(arguments, expect: 2)
             #expect(output.contains("--count and --duration must not be negative"), "\(output)")
         }
+    }
+
+    /// A mistyped trust store used to send netplayctl to the public endpoint in silence (a tap on
+    /// an operator-only endpoint then printed nothing, forever); now it is one line. The public
+    /// plane and discovery's events endpoint take their variables like every other flag.
+    @Test func connectionVariablesAreReadAndAMissingKeyDirectoryIsNamed() throws {
+        let flag = try run(["tap", "tcp://127.0.0.1:1", "--keys-dir", "/nonexistent/netplay-keys"], expect: 2)
+        #expect(flag.split(separator: "\n").count == 1 && flag.contains("--keys-dir names no directory: /nonexistent/netplay-keys"), "\(flag)")
+        let variable = try run(["health", "tcp://127.0.0.1:1"], environment: ["NETPLAY_KEYS_DIR": "/nonexistent/netplay-keys"], expect: 2)
+        #expect(variable.contains("NETPLAY_KEYS_DIR names no directory"), "\(variable)")
+        let events = try run(["rooms", "watch", "--duration", "1"], environment: ["NETPLAY_DISCOVERY_EVENTS": "udp://bogus"], expect: 2)
+        #expect(events.contains("udp://bogus"), "\(events)")
+
+        // With the operator's key at hand, introspect goes to the control plane; on the public
+        // plane (flag or variable) a service does not answer it.
+        let cluster = try ControlPlane()
+        _ = try cluster.keys.operatorKeys()
+        let keys = ["NETPLAY_KEYS_DIR": cluster.dataRoot + "/keys"]
+        _ = try run(["introspect", cluster.discoveryEndpoint], environment: keys)
+        let flagged = try run(["introspect", cluster.discoveryEndpoint, "--public-plane"], environment: keys, expect: 1)
+        let viaVariable = try run(["introspect", cluster.discoveryEndpoint], environment: keys.merging(["NETPLAY_PUBLIC_PLANE": "1"]) { $1 }, expect: 1)
+        #expect(flagged.split(separator: "\n").last == viaVariable.split(separator: "\n").last, "\(flagged)\n\(viaVariable)")
+        _ = try run(["introspect", cluster.discoveryEndpoint], environment: keys.merging(["NETPLAY_PUBLIC_PLANE": "maybe"]) { $1 }, expect: 2)
     }
 
     /// Names are anyone's: a host may call a room `ESC ] 0 ; … BEL`, a C1 control sequence
