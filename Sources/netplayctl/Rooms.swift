@@ -113,6 +113,7 @@ extension Netplayctl {
                 var token = ""
                 var shown = 0
                 var total: UInt32 = 0
+                var walk = PageWalk(listing: "rooms")
                 repeat {
                     let reply = try client.request(.listRoomsRequest(ListRoomsRequest(filter: try filters.filter(),
                                                                                       pageSize: UInt32(pageSize), pageToken: token)))
@@ -120,7 +121,7 @@ extension Netplayctl {
                     for room in page.rooms { if json { emitJSON(room.jsonLine()) } else { emit(describe(room)) } }
                     shown += page.rooms.count
                     total = page.totalMatching
-                    token = all ? page.nextPageToken : ""
+                    token = all ? try walk.next(after: page.rooms.count, nextToken: page.nextPageToken) : ""
                 } while !token.isEmpty
                 if !json { emit("\(shown) of \(total) matching rooms") }
             }

@@ -137,6 +137,7 @@ extension Netplayctl {
                 let client = try connection.client(for: try target.requests)
                 var shown = 0
                 var total: UInt32 = 0
+                var walk = PageWalk(listing: "sessions")
                 repeat {
                     let reply = try client.request(.listSessionsRequest(request))
                     guard case .listSessionsResponse(let page) = reply else { throw ClientError.unexpectedReply(reply.name) }
@@ -145,7 +146,7 @@ extension Netplayctl {
                     }
                     shown += page.sessions.count
                     total = page.totalMatching
-                    request.pageToken = all ? page.nextPageToken : ""
+                    request.pageToken = all ? try walk.next(after: page.sessions.count, nextToken: page.nextPageToken) : ""
                 } while !request.pageToken.isEmpty
                 if !json { emit("\(shown) of \(total) matching sessions") }
             }

@@ -18,6 +18,10 @@ public struct RoomWatchState: Sendable {
     public private(set) var needsResync = false
 
     private let filter: CompiledRoomFilter
+    /// The newest sequence applied per room id. While a snapshot is taken, pages and events
+    /// interleave and removed or filtered-out rooms need their entry (an older page must not
+    /// bring them back); once it is complete, events arrive in order and only visible rooms
+    /// keep one, so a registry's churn does not grow the watcher.
     private var seen: [String: UInt64] = [:]
     private var highestEvent: UInt64 = 0
     private var snapshotComplete = false
@@ -68,8 +72,12 @@ public struct RoomWatchState: Sendable {
             rooms[id] = nil
             updates.append(.removed(roomId: id, reason: .unspecified))
         }
+        seen = seen.filter { rooms[$0.key] != nil }
         return updates
     }
+
+    /// Room ids whose sequence the state keeps (the visible rooms once a snapshot is complete).
+    var trackedRoomCount: Int { seen.count }
 
     /// Applies one event body (`RoomAdded`, `RoomUpdated`, `RoomRemoved`, `RoomsSync`); other
     /// bodies are ignored.
@@ -84,7 +92,7 @@ public struct RoomWatchState: Sendable {
         case .roomRemoved(let event):
             noteEvent(event.sequence)
             guard event.sequence > seen[event.roomId, default: 0] else { return [] }
-            seen[event.roomId] = event.sequence
+            seen[event.roomId] = snapshotComplete ? nil : event.sequence
             guard rooms.removeValue(forKey: event.roomId) != nil else { return [] }
             return [.removed(roomId: event.roomId, reason: event.reason)]
         case .roomsSync(let sync):
@@ -112,6 +120,7 @@ public struct RoomWatchState: Sendable {
             rooms[id] = room
             return had ? .updated(room) : .added(room)
         }
+        if snapshotComplete { seen[id] = nil }
         if had {
             rooms[id] = nil
             return .removed(roomId: id, reason: .unspecified)

@@ -1,0 +1,62 @@
+import Foundation
+import NetplayTestSupport
+import NetplayWire
+import Testing
+@testable import Discovery
+
+@Suite("Watch: a discovery that lies cannot hold a watcher", .ownThread)
+struct RoomWatchLimitsTests {
+    /// Page tokens forever (each a new one, each page with a room): the watcher gives up after
+    /// its page limit instead of asking until the end of time.
+    @Test func aSnapshotWhosePagesNeverEndIsRefused() throws {
+        let discovery = try ScriptedService { served, _ in
+            .watchRoomsSnapshot(WatchRoomsSnapshot(sequence: UInt64(served), rooms: [Room(roomId: "r\(served % 3)", maxPlayers: 2)],
+                                                   nextPageToken: "t\(served)"))
+        }
+        defer { discovery.stop() }
+        let watcher = try RoomWatchClient(requests: discovery.requests, events: discovery.events)
+        #expect(throws: RoomWatchError.self) { _ = try watcher.start(liveWithin: 0.1) }
+    }
+
+    /// Events published without pause during a snapshot: the snapshot used to read for as long
+    /// as the publisher kept ahead, growing all the while; it stops at its event limit (here
+    /// 300, by default 200,000) with a reason.
+    @Test func aSnapshotUnderAFloodOfEventsStopsAtItsLimit() throws {
+        // The page takes a while: the flood fills the subscription's queue (1,000 or more) meanwhile.
+        let discovery = try ScriptedService(answer: { served, _ in
+            Thread.sleep(forTimeInterval: 0.5)
+            return .watchRoomsSnapshot(WatchRoomsSnapshot(sequence: UInt64(served)))
+        },
+                                            publish: { sequence in
+            ("rooms.added", .roomAdded(RoomAdded(sequence: sequence, room: Room(roomId: "flood-\(sequence % 50_000)", maxPlayers: 2))))
+        })
+        defer { discovery.stop() }
+        let watcher = try RoomWatchClient(requests: discovery.requests, events: discovery.events, maxSnapshotEvents: 300)
+        let started = ContinuousClock.now
+        #expect(throws: RoomWatchError.self) { _ = try watcher.start(liveWithin: 2) }
+        #expect(ContinuousClock.now - started < .seconds(60))
+    }
+
+    /// Rooms come and go by the thousand after the snapshot: the watcher keeps a sequence for the
+    /// rooms it shows, not one for every room it ever saw.
+    @Test func churnAfterTheSnapshotDoesNotGrowTheWatcher() {
+        var state = RoomWatchState(filter: RoomFilter(gameName: "Mario"))
+        var kept = makeRoom("kept")
+        kept.revision = 1
+        _ = state.apply(page: WatchRoomsSnapshot(sequence: 1, rooms: [kept]))
+        _ = state.finishSnapshot(confirmed: ["kept"])
+        var sequence: UInt64 = 1
+        for index in 0 ..< 10_000 {
+            sequence += 1
+            let game = index.isMultiple(of: 2) ? "Super Mario Bros." : "Zelda"
+            _ = state.apply(event: .roomAdded(RoomAdded(sequence: sequence, room: makeRoom("c\(index)", game: game))))
+            sequence += 1
+            _ = state.apply(event: .roomRemoved(RoomRemoved(sequence: sequence, roomId: "c\(index)", reason: .withdrawn)))
+        }
+        #expect(state.rooms.keys.sorted() == ["kept"])
+        #expect(state.trackedRoomCount == 1)
+        // A room that comes back after its removal is shown again.
+        _ = state.apply(event: .roomAdded(RoomAdded(sequence: sequence + 1, room: makeRoom("c0"))))
+        #expect(state.rooms["c0"] != nil)
+    }
+}
