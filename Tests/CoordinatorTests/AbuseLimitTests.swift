@@ -262,7 +262,7 @@ struct AbuseLimitTests {
                                                         presence: [SessionPresence(sessionId: watched, connectedParticipantIds: [host])]),
                                     at: h.time)  // someone attached: activity
         h.now += 25_000
-        let outcome = h.core.expireIdleLobbies(at: h.time)
+        let outcome = h.core.expireIdleSessions(at: h.time)
         #expect(outcome.events.map(\.kind) == [.ended] && outcome.events.first?.session.sessionId == idle)
         #expect(outcome.events.first?.reason.contains("expired") == true)
         #expect(outcome.touched == [idle])
@@ -271,9 +271,51 @@ struct AbuseLimitTests {
         #expect(h.session(busy).state == .lobby && h.session(watched).state == .lobby)
         #expect(h.session(running.session.sessionId).state == .running, "started sessions never expire as lobbies")
         h.now += 60_000
-        let later = h.core.expireIdleLobbies(at: h.time)
+        let later = h.core.expireIdleSessions(at: h.time)
         #expect(Set(later.events.map(\.session.sessionId)) == [busy, watched])
-        #expect(h.core.expireIdleLobbies(at: h.time).events.isEmpty)
+        #expect(h.core.expireIdleSessions(at: h.time).events.isEmpty)
+    }
+
+    /// A started session nobody plays (a LAN host that never came, a relay that lost it) used to
+    /// run for good: it held its place under `maxSessions` until creates were refused. It now
+    /// ends after `runningIdleMs` without activity; one someone is attached to, or whose
+    /// players renew their tickets, goes on.
+    @Test func runningSessionsNobodyPlaysExpireAndFreeTheirPlace() throws {
+        let h = try Harness(settings: Self.settings { $0.runningIdleMs = 120_000; $0.lobbyIdleMs = 0; $0.maxSessions = 3
+                                                      $0.relayTTLMs = 6_000_000 })
+        func started(_ transport: Transport = .relay) throws -> CreateSessionResponse {
+            let created = try h.create(transport: transport)
+            _ = try h.core.start(StartSessionRequest(sessionId: created.session.sessionId, participantId: created.participantId,
+                                                     participantToken: created.participantToken), at: h.time)
+            return created
+        }
+        let abandoned = try started(.lan)
+        let played = try started()
+        let renewing = try started(.lan)
+        #expect(code { try h.create() } == .overloaded)
+        var ended: [(String, String)] = []
+        for _ in 0 ..< 5 {
+            h.now += 30_000
+            let host = h.session(played.session.sessionId).hostParticipantId
+            _ = try h.core.refreshRelay(RefreshRelayRequest(relayId: "sync-0", load: RelayLoad(), presence: [
+                SessionPresence(sessionId: played.session.sessionId, connectedParticipantIds: [host])]), at: h.time)
+            _ = try h.core.renew(RenewTicketRequest(sessionId: renewing.session.sessionId, participantId: renewing.participantId,
+                                                    participantToken: renewing.participantToken), at: h.time)
+            ended += h.core.expireIdleSessions(at: h.time).events.map { ($0.session.sessionId, $0.reason) }
+        }
+        #expect(h.session(abandoned.session.sessionId).state == .ended)
+        #expect(ended.count == 1 && ended.first?.0 == abandoned.session.sessionId && ended.first?.1.contains("nobody played") == true)
+        #expect(h.session(played.session.sessionId).state == .running)
+        #expect(h.session(renewing.session.sessionId).state == .running)
+        // Its place is free again.
+        _ = try h.create()
+        // With 0, running sessions never expire.
+        let never = try Harness(settings: Self.settings { $0.runningIdleMs = 0; $0.relayTTLMs = 6_000_000 })
+        let created = try never.create()
+        _ = try never.core.start(StartSessionRequest(sessionId: created.session.sessionId, participantId: created.participantId,
+                                                     participantToken: created.participantToken), at: never.time)
+        never.now += 86_400_000
+        #expect(never.core.expireIdleSessions(at: never.time).events.isEmpty)
     }
 
     // MARK: Bans and revoked tickets

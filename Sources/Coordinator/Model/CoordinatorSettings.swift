@@ -30,6 +30,10 @@ public struct CoordinatorSettings: Sendable {
     public var sessionsPerSource = 50
     /// A lobby session (never started) with no activity for this long is ended; 0 = never.
     public var lobbyIdleMs: UInt64 = 1_800_000
+    /// A running session with no activity for this long (nobody attached to its relay, no
+    /// change, no ticket renewed) is ended; 0 = never. Without it, a match nobody plays (or a
+    /// relay lost) held its place under ``maxSessions`` for good.
+    public var runningIdleMs: UInt64 = 3_600_000
     /// Password hashes waiting or running for one session at most (beyond: RATE_LIMITED).
     public var pendingHashesPerSession = 4
     /// Password hashes waiting or running for one source address at most (beyond: RATE_LIMITED).

@@ -58,19 +58,26 @@ extension SessionCoordinator {
         return outcome
     }
 
-    /// Ends every lobby session (never started) with no activity — no change and nobody
-    /// attached — for `settings.lobbyIdleMs`: its room is withdrawn, its relay told, and
+    /// Ends every session with no activity — no change, nobody attached, no ticket renewed — for
+    /// its state's idle time: `settings.lobbyIdleMs` in the lobby, `settings.runningIdleMs`
+    /// once started (a relay that lost a session never reports it over, and a LAN session's
+    /// players renew their tickets while they play). Its room is withdrawn, its relay told, and
     /// `sessions.ended` says why.
-    public func expireIdleLobbies(at time: CoordinatorTime) -> Outcome {
+    public func expireIdleSessions(at time: CoordinatorTime) -> Outcome {
         var outcome = Outcome(reply: .ack(Ack()))
-        let idle = settings.lobbyIdleMs
-        guard idle > 0, time.monotonicMs > idle else { return outcome }
-        let cutoff = time.monotonicMs - idle
-        let stale = lastActivityMs.filter { $0.value <= cutoff }.map(\.key).sorted()
+        let shortest: UInt64 = [settings.lobbyIdleMs, settings.runningIdleMs].filter { $0 > 0 }.min() ?? 0
+        guard shortest > 0, time.monotonicMs > shortest else { return outcome }
+        let stale = lastActivityMs.filter { $0.value <= time.monotonicMs - shortest }.map(\.key).sorted()
         for sessionId in stale {
-            guard var session = sessions[sessionId], session.state == .lobby else { continue }
-            let seconds = idle / 1000
-            guard let ended = try? end(&session, reason: "The lobby expired: nothing happened in it for \(seconds) s.",
+            guard var session = sessions[sessionId], let lastMs = lastActivityMs[sessionId] else { continue }
+            let idle: UInt64, what: String
+            switch session.state {
+            case .lobby: (idle, what) = (settings.lobbyIdleMs, "The lobby expired")
+            case .running: (idle, what) = (settings.runningIdleMs, "The match expired: nobody played")
+            default: continue
+            }
+            guard idle > 0, time.monotonicMs - lastMs >= idle else { continue }
+            guard let ended = try? end(&session, reason: "\(what): nothing happened in it for \(idle / 1000) s.",
                                        by: "", at: time) else { continue }
             outcome.events += ended.events
             outcome.touched += ended.touched

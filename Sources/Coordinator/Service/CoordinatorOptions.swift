@@ -56,6 +56,9 @@ public struct CoordinatorOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Seconds a lobby session may sit idle (never started, no change, nobody attached) before it is ended; 0 = never (env NETPLAY_LOBBY_IDLE, default 1800).", valueName: "seconds"))
     public var lobbyIdle: String?
 
+    @Option(help: ArgumentHelp("Seconds a running session may go with nobody attached, no change and no ticket renewed before it is ended; 0 = never (env NETPLAY_RUNNING_IDLE, default 3600).", valueName: "seconds"))
+    public var runningIdle: String?
+
     @Option(help: ArgumentHelp("Password checks pending per session and per address at most (env NETPLAY_PENDING_PASSWORD_CHECKS, default 4).", valueName: "count"))
     public var pendingPasswordChecks: String?
 
@@ -110,6 +113,8 @@ public struct CoordinatorOptions: ParsableArguments, Sendable {
                                                           name: "--sessions-per-source", default: 50, range: 0...10_000_000)
         settings.lobbyIdleMs = UInt64(try resolver.number(lobbyIdle, "NETPLAY_LOBBY_IDLE", name: "--lobby-idle", default: 1800,
                                                           range: 0...604_800) * 1000)
+        settings.runningIdleMs = UInt64(try resolver.number(runningIdle, "NETPLAY_RUNNING_IDLE", name: "--running-idle", default: 3600,
+                                                            range: 0...604_800) * 1000)
         let pending = try resolver.integer(pendingPasswordChecks, "NETPLAY_PENDING_PASSWORD_CHECKS", name: "--pending-password-checks",
                                            default: 4, range: 1...1000)
         settings.pendingHashesPerSession = pending

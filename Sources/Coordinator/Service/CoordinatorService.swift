@@ -377,10 +377,11 @@ public final class CoordinatorService: Service {
         }
         guard housekeeping else { return }
         core.expireWaitingJoins(at: now)
-        let expired = core.expireIdleLobbies(at: now)
+        let expired = core.expireIdleSessions(at: now)
         if !expired.events.isEmpty {
-            runtime.logger.info("idle lobby sessions ended", metadata: ["sessions": "\(expired.events.count)",
-                                                                         "idle_seconds": "\(configuration.settings.lobbyIdleMs / 1000)"])
+            runtime.logger.info("idle sessions ended", metadata: ["sessions": "\(expired.events.count)",
+                                                                   "lobby_idle_seconds": "\(configuration.settings.lobbyIdleMs / 1000)",
+                                                                   "running_idle_seconds": "\(configuration.settings.runningIdleMs / 1000)"])
             _ = finish(expired, runtime)
         }
     }
