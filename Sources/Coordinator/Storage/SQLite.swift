@@ -198,6 +198,17 @@ public struct SQLiteRow {
         sqlite3_column_type(raw, index) == SQLITE_NULL ? nil : blob(index)
     }
 
+    /// Column `index` as a value of `T` (a count, a time, an enum's raw value); a stored value
+    /// outside `T`'s range (a hand-edited or damaged row) throws, naming `column`, instead of
+    /// trapping in the conversion.
+    public func integer<T: FixedWidthInteger>(_ index: Int32, _ column: String, as _: T.Type = T.self) throws(StorageError) -> T {
+        let value = int(index)
+        guard let converted = T(exactly: value) else {
+            throw StorageError(code: SQLITE_MISMATCH, "\(column) holds \(value), outside \(T.min) ... \(T.max)")
+        }
+        return converted
+    }
+
     /// Column `index` as bytes (empty for NULL).
     public func blob(_ index: Int32) -> [UInt8] {
         let count = Int(sqlite3_column_bytes(raw, index))

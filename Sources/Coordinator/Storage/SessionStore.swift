@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import NetplayAuth
 import NetplayWire
@@ -80,6 +81,20 @@ public final class SessionStore {
     /// sessions and participants gain the fingerprint of the keyed request that made them
     /// (version 3), NULL in rows stored before, which grants their keys no replay.
     private func migrate() throws(StorageError) {
+        // A database a newer coordinator wrote may hold what this one cannot read: refused, not
+        // re-stamped with this version.
+        var stored: Int?
+        do {
+            try database.query("SELECT value FROM meta WHERE key = 'schema_version'") { row in stored = Int(row.text(0)) }
+        } catch let error as StorageError {
+            throw error
+        } catch {
+            throw StorageError(code: 1, "schema version check failed: \(error)")
+        }
+        if let stored, stored > Self.schemaVersion {
+            throw StorageError(code: SQLITE_MISMATCH, "the database is of schema version \(stored), newer than this coordinator's "
+                               + "\(Self.schemaVersion): run the newer netplay-coordinator that wrote it, or start from another --data-dir")
+        }
         try addColumn("participants", "source", "TEXT NOT NULL DEFAULT ''")
         try addColumn("sessions", "request_fingerprint", "BLOB")
         try addColumn("participants", "request_fingerprint", "BLOB")
@@ -127,8 +142,15 @@ public final class SessionStore {
             return key
         }
         let key = try SecretKeyFile.loadOrCreate(path: tokenKeyPath) { () throws -> [UInt8]? in
-            guard let stored = try meta(legacy), stored.count >= 16 else { return nil }
-            return stored
+            if let stored = try meta(legacy), stored.count >= 16 { return stored }
+            // A new key would void every token the stored sessions' participants hold (a database
+            // restored or moved without its key file): refused, so nothing is lost.
+            let active = try activeSessionCount()
+            guard active == 0 else {
+                throw StorageError(code: SQLITE_CANTOPEN, "\(tokenKeyPath) is missing, but the database holds \(active) active "
+                                   + "sessions whose participants' tokens were made with it: restore the key file beside the database")
+            }
+            return nil
         }
         // Written to the file first, deleted here second: a crash in between leaves both, and the
         // next start deletes this copy.
@@ -138,6 +160,14 @@ public final class SessionStore {
             try database.execute("PRAGMA secure_delete=OFF; PRAGMA wal_checkpoint(TRUNCATE);")
         }
         return key
+    }
+
+    /// Sessions stored in the lobby or running.
+    func activeSessionCount() throws -> Int {
+        var count = 0
+        try database.query("SELECT COUNT(*) FROM sessions WHERE state IN (?, ?)",
+                           [.int(Int64(SessionState.lobby.rawValue)), .int(Int64(SessionState.running.rawValue))]) { count = Int($0.int(0)) }
+        return count
     }
 
     /// Closes the database.
@@ -168,30 +198,49 @@ public final class SessionStore {
             SELECT session_id, state, settings, play_hash, spectate_hash, host_participant_id, relay_id, relay_endpoint,
                    created_ms, started_ms, ended_ms, version, idempotency_key, request_fingerprint FROM sessions ORDER BY session_id
             """) { row in
-            let settings = try SessionSettings(decoding: row.blob(2))
-            var record = SessionRecord(sessionId: row.text(0), state: SessionState(rawValue: Int32(row.int(1))) ?? .lobby,
-                                       settings: settings, playPasswordHash: row.optionalText(3),
-                                       spectatePasswordHash: row.optionalText(4), hostParticipantId: row.text(5),
-                                       relayId: row.text(6), relayEndpoint: row.text(7), createdAtUnixMs: UInt64(row.int(8)),
-                                       idempotencyKey: row.text(12), participants: [])
-            record.startedAtUnixMs = UInt64(row.int(9))
-            record.endedAtUnixMs = UInt64(row.int(10))
-            record.version = UInt64(row.int(11))
-            record.requestFingerprint = row.optionalBlob(13)
-            sessions[record.sessionId] = record
-            order.append(record.sessionId)
+            let sessionId = row.text(0)
+            do {
+                let settings: SessionSettings
+                do { settings = try SessionSettings(decoding: row.blob(2)) } catch {
+                    throw StorageError(code: SQLITE_MISMATCH, "settings do not decode: \(error)")
+                }
+                guard let state = SessionState(rawValue: try row.integer(1, "state")), state != .unspecified else {
+                    throw StorageError(code: SQLITE_MISMATCH, "state holds \(row.int(1)), no session state")
+                }
+                var record = SessionRecord(sessionId: sessionId, state: state,
+                                           settings: settings, playPasswordHash: row.optionalText(3),
+                                           spectatePasswordHash: row.optionalText(4), hostParticipantId: row.text(5),
+                                           relayId: row.text(6), relayEndpoint: row.text(7),
+                                           createdAtUnixMs: try row.integer(8, "created_ms"),
+                                           idempotencyKey: row.text(12), participants: [])
+                record.startedAtUnixMs = try row.integer(9, "started_ms")
+                record.endedAtUnixMs = try row.integer(10, "ended_ms")
+                record.version = try row.integer(11, "version")
+                record.requestFingerprint = row.optionalBlob(13)
+                sessions[record.sessionId] = record
+                order.append(record.sessionId)
+            } catch {
+                throw Self.damaged("session \(sessionId)", error)
+            }
         }
         try database.query("""
             SELECT session_id, participant_id, name, role, slot, is_host, may_play, connected, joined_ms, idempotency_key, source,
                    request_fingerprint
             FROM participants ORDER BY session_id, joined_ms, rowid
             """) { row in
-            let participant = ParticipantRecord(participantId: row.text(1), name: row.text(2),
-                                                role: Role(rawValue: Int32(row.int(3))) ?? .spectator, slot: UInt32(row.int(4)),
-                                                isHost: row.int(5) != 0, mayPlay: row.int(6) != 0, connected: row.int(7) != 0,
-                                                joinedAtUnixMs: UInt64(row.int(8)), idempotencyKey: row.text(9),
-                                                requestFingerprint: row.optionalBlob(11), source: row.text(10))
-            sessions[row.text(0)]?.participants.append(participant)
+            do {
+                guard let role = Role(rawValue: try row.integer(3, "role")), role != .unspecified else {
+                    throw StorageError(code: SQLITE_MISMATCH, "role holds \(row.int(3)), no role")
+                }
+                let participant = ParticipantRecord(participantId: row.text(1), name: row.text(2), role: role,
+                                                    slot: try row.integer(4, "slot"),
+                                                    isHost: row.int(5) != 0, mayPlay: row.int(6) != 0, connected: row.int(7) != 0,
+                                                    joinedAtUnixMs: try row.integer(8, "joined_ms"), idempotencyKey: row.text(9),
+                                                    requestFingerprint: row.optionalBlob(11), source: row.text(10))
+                sessions[row.text(0)]?.participants.append(participant)
+            } catch {
+                throw Self.damaged("participant \(row.text(1)) of session \(row.text(0))", error)
+            }
         }
         try database.query("SELECT session_id, name FROM bans") { row in
             sessions[row.text(0)]?.bans.names.insert(row.text(1))
@@ -209,8 +258,17 @@ public final class SessionStore {
     /// Every stored relay.
     public func loadRelays() throws -> [RelayInfo] {
         var relays: [RelayInfo] = []
-        try database.query("SELECT info FROM relays ORDER BY relay_id") { relays.append(try RelayInfo(decoding: $0.blob(0))) }
+        try database.query("SELECT relay_id, info FROM relays ORDER BY relay_id") { row in
+            do { relays.append(try RelayInfo(decoding: row.blob(1))) } catch { throw Self.damaged("relay \(row.text(0))", error) }
+        }
         return relays
+    }
+
+    /// Why loading stopped at a row it cannot read (a hand-edited or damaged database): the
+    /// coordinator refuses to start with the row named, rather than trapping or dropping it.
+    private static func damaged(_ row: String, _ error: Error) -> StorageError {
+        let reason = (error as? StorageError)?.description ?? "\(error)"
+        return StorageError(code: SQLITE_CORRUPT, "the database's \(row) cannot be loaded (\(reason)); restore a backup, or delete the row")
     }
 
     /// Tickets recorded (each participant's newest) and not yet expired at `nowUnixMs`.
