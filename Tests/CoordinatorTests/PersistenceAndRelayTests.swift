@@ -56,6 +56,47 @@ struct PersistenceAndRelayTests {
         _ = try h.join(id, name: "bob")
     }
 
+    /// A session leaving a draining relay: the old relay is told to close it only once the move
+    /// is stored. It used to be told before the write, so a failed write (INTERNAL) still closed
+    /// the session on the relay the coordinator kept it on.
+    @Test func aMoveThatFailsToStoreLeavesTheOldRelayServing() throws {
+        let h = try Harness(relays: ["sync-0"])
+        let host = try h.create()
+        let id = host.session.sessionId
+        try h.register("sync-1")
+        func refresh(_ relay: String, draining: Bool = false) throws -> RefreshRelayResponse {
+            let outcome = try h.core.refreshRelay(RefreshRelayRequest(relayId: relay, load: RelayLoad(), draining: draining), at: h.time)
+            guard case .refreshRelayResponse(let reply) = outcome.reply else { throw HarnessFailure("no refresh reply") }
+            return reply
+        }
+        _ = try refresh("sync-0", draining: true)
+        let renew = RenewTicketRequest(sessionId: id, participantId: host.participantId, participantToken: host.participantToken)
+        try h.store.database.execute("CREATE TRIGGER refuse BEFORE UPDATE ON sessions BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
+        #expect(code { try h.core.renew(renew, at: h.time) } == .internal)
+        #expect(h.session(id).relayId == "sync-0")
+        #expect(try refresh("sync-0", draining: true).closeSessionIds.isEmpty, "the relay still holding it was told to close it")
+        try h.store.database.execute("DROP TRIGGER refuse")
+        _ = try h.core.renew(renew, at: h.time)
+        #expect(h.session(id).relayId == "sync-1")
+        let told = try refresh("sync-0", draining: true)
+        #expect(told.closeSessionIds == [id] && told.movedSessionIds == [id])
+    }
+
+    /// A relay whose registration could not be stored is not offered to sessions.
+    @Test func aRelayRegistrationThatFailsToStoreRegistersNothing() throws {
+        let h = try Harness(relays: [])
+        try h.store.database.execute("CREATE TRIGGER refuse BEFORE INSERT ON relays BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
+        #expect(code { try h.register("sync-0") } == .internal)
+        #expect(code { try h.create() } == .noRelay)
+        guard case .listRelaysResponse(let listed) = h.core.listRelays(ListRelaysRequest(includeStale: true), at: h.time).reply else {
+            throw HarnessFailure("no list reply")
+        }
+        #expect(listed.relays.isEmpty)
+        try h.store.database.execute("DROP TRIGGER refuse")
+        try h.register("sync-0")
+        _ = try h.create()
+    }
+
     @Test func newSessionsGoToTheLeastLoadedLiveRelay() throws {
         let h = try Harness(relays: [])
         try h.register("a", load: RelayLoad(sessions: 5))

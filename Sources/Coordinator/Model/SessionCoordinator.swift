@@ -119,6 +119,11 @@ public final class SessionCoordinator {
             throw ServiceError(.internal, "The coordinator could not store the change: \(error).")
         }
         let previous = sessions[updated.sessionId]
+        // A session moved off a relay (``ensureRelay(_:at:)``): the old relay closes it, told only
+        // now that the move is stored; a failed write leaves it where it was, served.
+        if let previous, previous.isActive, updated.isActive, !previous.relayId.isEmpty, previous.relayId != updated.relayId {
+            relays.scheduleClose(updated.sessionId, on: previous.relayId, moved: true)
+        }
         if let previous, previous.isActive, !previous.relayId.isEmpty { relays.assigned[previous.relayId, default: 1] -= 1 }
         if updated.isActive, !updated.relayId.isEmpty { relays.assigned[updated.relayId, default: 0] += 1 }
         activeCount += (updated.isActive ? 1 : 0) - (previous?.isActive == true ? 1 : 0)
@@ -288,8 +293,9 @@ public final class SessionCoordinator {
     }
 
     /// Gives `session` a live relay when its own is gone or draining (or it has none): the one nearest its
-    /// players (``RelayRegistry/pick(region:rtts:nowMs:)``). Returns true when the relay changed.
-    /// NO_RELAY when no live relay can take it.
+    /// players (``RelayRegistry/pick(region:rtts:nowMs:)``). Returns true when the relay changed;
+    /// the old relay is told to close it once the change is committed. NO_RELAY when no live
+    /// relay can take it.
     func ensureRelay(_ session: inout SessionRecord, at time: CoordinatorTime) throws(ServiceError) -> Bool {
         guard session.settings.transport != .lan else { return false }
         if !session.relayId.isEmpty, relays.isLive(session.relayId, nowMs: time.monotonicMs),
@@ -297,7 +303,6 @@ public final class SessionCoordinator {
         guard let relay = relays.pick(region: session.settings.region, rtts: playerRtts(session), nowMs: time.monotonicMs) else {
             throw ServiceError(.noRelay, "No live relay can take the session; retry shortly.", retryAfterMs: 1_000)
         }
-        if !session.relayId.isEmpty { relays.scheduleClose(session.sessionId, on: session.relayId, moved: true) }
         session.relayId = relay.relayId
         session.relayEndpoint = relay.endpoint
         return true

@@ -9,11 +9,12 @@ extension SessionCoordinator {
         guard !info.endpoint.isEmpty else {
             throw ServiceError(.badRequest, "A relay needs its peer endpoint.", field: "RelayInfo.endpoint")
         }
-        relays.register(info, nowMs: time.monotonicMs, nowUnixMs: time.unixMs)
-        let stored = relays.entry(info.relayId)!.info
+        // Stored first: a relay whose registration failed is not offered to sessions.
+        let stored = relays.registration(of: info, nowUnixMs: time.unixMs)
         do { try store.apply([.saveRelay(stored)]) } catch {
             throw ServiceError(.internal, "The coordinator could not store the relay: \(error).")
         }
+        relays.register(info, nowMs: time.monotonicMs, nowUnixMs: time.unixMs)
         for sessionId in request.sessionIds {
             let session = sessions[sessionId]
             if session == nil || !session!.isActive || session!.relayId != info.relayId {

@@ -52,12 +52,17 @@ public final class RelayRegistry {
     /// Registers (or re-registers) a relay. Returns whether it was new.
     @discardableResult
     public func register(_ info: RelayInfo, nowMs: UInt64, nowUnixMs: UInt64) -> Bool {
+        let isNew = entries[info.relayId] == nil
+        entries[info.relayId] = Entry(info: registration(of: info, nowUnixMs: nowUnixMs), lastSeenMs: nowMs)
+        return isNew
+    }
+
+    /// What ``register(_:nowMs:nowUnixMs:)`` keeps of `info`: seen now, with a load.
+    public func registration(of info: RelayInfo, nowUnixMs: UInt64) -> RelayInfo {
         var info = info
         info.lastSeenUnixMs = nowUnixMs
         if info.load == nil { info.load = RelayLoad() }
-        let isNew = entries[info.relayId] == nil
-        entries[info.relayId] = Entry(info: info, lastSeenMs: nowMs)
-        return isNew
+        return info
     }
 
     /// Applies a refresh. NOT_FOUND when the relay is unknown (it must register again). Returns
