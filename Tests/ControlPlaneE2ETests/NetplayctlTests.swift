@@ -18,6 +18,17 @@ struct NetplayctlTests {
         text.split(separator: "\n").first { $0.hasPrefix(key + ": ") }.map { String($0.dropFirst(key.count + 2).split(separator: " ")[0]) } ?? ""
     }
 
+    /// Discovery and a coordinator with one (fake) relay registered, so sessions can be made.
+    static func clusterWithRelay() throws -> (ControlPlane, FakeRelay) {
+        let cluster = try ControlPlane()
+        return (cluster, try FakeRelay("sync-0", cluster: cluster))
+    }
+
+    /// netplayctl's flags naming the cluster's coordinator, and its discovery with its events.
+    static func targets(_ cluster: ControlPlane) -> (coordinator: [String], discovery: [String]) {
+        (["--coordinator", cluster.coordinatorEndpoint], ["--discovery", cluster.discoveryEndpoint, "--events", cluster.discoveryEvents])
+    }
+
     @Test func streamsRefuseNegativeLimitsWithOneLine() throws {
         for arguments in [["tap", "tcp://127.0.0.1:1", "--count=-1"], ["rooms", "watch", "--duration=-2"]] {
             let output = try run(arguments, expect: 2)
@@ -70,11 +81,9 @@ struct NetplayctlTests {
     /// introducer, or a line break followed by a forged player. netplayctl shows them escaped
     /// (one line stays one line, no terminal escape reaches the screen), and its JSON stays JSON.
     @Test func namesFromOthersNeverReachTheTerminalAsControlCharacters() throws {
-        let cluster = try ControlPlane()
-        let relay = try FakeRelay("sync-0", cluster: cluster)
+        let (cluster, relay) = try Self.clusterWithRelay()
         defer { relay.stop() }
-        let c = ["--coordinator", cluster.coordinatorEndpoint]
-        let d = ["--discovery", cluster.discoveryEndpoint, "--events", cluster.discoveryEvents]
+        let (c, d) = Self.targets(cluster)
         let hostile = "\u{1B}]0;pwned\u{07}\u{9B}31m\n  P2: admin"
         let created = try run(["sessions", "create"] + c + ["--game", hostile, "--crc", "1", "--name", hostile, "--room-name", hostile])
         let session = value("session", in: created)
@@ -104,11 +113,9 @@ struct NetplayctlTests {
     }
 
     @Test func everyVerbAgainstRealServices() throws {
-        let cluster = try ControlPlane()
-        let relay = try FakeRelay("sync-0", cluster: cluster)
+        let (cluster, relay) = try Self.clusterWithRelay()
         defer { relay.stop() }
-        let c = ["--coordinator", cluster.coordinatorEndpoint]
-        let d = ["--discovery", cluster.discoveryEndpoint, "--events", cluster.discoveryEvents]
+        let (c, d) = Self.targets(cluster)
         let game = ["--game", "Super Mario Bros.", "--crc", "3337EC46", "--core", "nestopia", "--core-version", "1.52.0"]
         let watch = try ServiceProcess("netplayctl", ["rooms", "watch"] + d + ["--json", "--count", "3", "--duration", "20"])
         // The coordinator's events admit trust-store keys only: the tap uses the operator key.
