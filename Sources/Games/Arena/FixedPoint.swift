@@ -21,10 +21,12 @@ public enum FixedPoint {
     public static func squareRoot(_ value: Int64) -> Int64 {
         precondition(value >= 0)
         if value < 2 { return value }
-        var x = min(Int64(Double(value).squareRoot()), largestRoot)
+        // Past the largest square an Int64 holds, (x + 1)² would overflow: the root is known.
+        if value >= largestRoot * largestRoot { return largestRoot }
+        var x = Int64(Double(value).squareRoot())
         // Correct the floating estimate so the result is exact and platform independent.
         while x * x > value { x -= 1 }
-        while x < largestRoot && (x + 1) * (x + 1) <= value { x += 1 }
+        while (x + 1) * (x + 1) <= value { x += 1 }
         return x
     }
 }
