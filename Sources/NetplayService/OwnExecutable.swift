@@ -7,9 +7,11 @@ public enum OwnExecutable {
     /// The running executable's file: the kernel's `/proc/self/exe`, else `argv[0]` with its
     /// links resolved.
     public static var url: URL {
+        #if os(Linux)
         if let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"), path.hasPrefix("/") {
             return URL(fileURLWithPath: path)
         }
+        #endif
         return URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
     }
 

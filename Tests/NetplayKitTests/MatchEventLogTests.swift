@@ -1,4 +1,5 @@
 import Games
+import NetplayTestSupport
 import NetplayAuth
 import NetplayWire
 import Testing
@@ -6,7 +7,7 @@ import Testing
 
 /// A match keeps its last 512 events; a reader (netplay-peer's event log and RESULT counts)
 /// stopped seeing new ones once the log was full, because it compared the log's length.
-@Suite("NetplayKit: reading a match's events as they come")
+@Suite("NetplayKit: reading a match's events as they come", .ownThread)
 struct MatchEventLogTests {
     @Test func aReaderThatKeepsUpSeesEveryEventAlsoPastTheFiveHundredTwelfth() throws {
         let ticket = try JoinTicketSigner(keyRing: TicketKeyRing.generate()).issue(

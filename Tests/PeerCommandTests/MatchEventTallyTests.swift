@@ -1,10 +1,11 @@
 import ArgumentParser
 import NetplayKit
+import NetplayTestSupport
 import Testing
 @testable import PeerCommand
 
 /// netplay-peer's RESULT counts: over the whole match, one per event of each kind.
-@Suite("netplay-peer counts a match's events")
+@Suite("netplay-peer counts a match's events", .ownThread)
 struct MatchEventTallyTests {
     @Test func theTallyCountsEachKindItReports() {
         var tally = MatchEventTally()
@@ -17,7 +18,7 @@ struct MatchEventTallyTests {
 }
 
 /// `netplay-peer demo`'s verdict: a desynced match is a failure (`make demo` exited 0 on one).
-@Suite("netplay-peer demo's verdict")
+@Suite("netplay-peer demo's verdict", .ownThread)
 struct DemoVerdictTests {
     @Test func peersOnOneStatePassAndPeersOnTwoFail() throws {
         let same = ["RESULT frames=60 checksum=0xabc role=player", "RESULT frames=60 checksum=0xabc role=player"]
