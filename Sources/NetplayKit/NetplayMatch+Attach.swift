@@ -196,7 +196,8 @@ extension NetplayMatch {
             switch error.code {
             case .ticketExpired:
                 // Renewed off the game loop; until then the match keeps ticking and attaches nothing.
-                guard let renewal = TicketRenewal.start(for: admission, serverKey: options.serverKey) else {
+                // One renewal at a time: a relay repeating the refusal starts no more.
+                guard let renewal = ticketRenewal ?? TicketRenewal.start(for: admission, serverKey: options.serverKey) else {
                     finish(.refused(error.code, error.message))
                     return
                 }
@@ -223,9 +224,11 @@ extension NetplayMatch {
     }
 
     /// Asks the coordinator, off the game loop, where the session runs now (a fresh ticket names
-    /// its relay). False when there is no coordinator to ask (a LAN room).
+    /// its relay). False when there is no coordinator to ask (a LAN room). A renewal already on
+    /// its way answers this too: a relay that repeats its Detach (each started a thread, a socket
+    /// and a request, until the process ran out of sockets) starts no second one.
     func lookUpRelay(attempt: Int) -> Bool {
-        guard let renewal = TicketRenewal.start(for: admission, serverKey: options.serverKey) else { return false }
+        guard let renewal = ticketRenewal ?? TicketRenewal.start(for: admission, serverKey: options.serverKey) else { return false }
         ticketRenewal = renewal
         relayKnowsUs = false
         phase = .renewingTicket(refusal: nil, attempt: attempt)

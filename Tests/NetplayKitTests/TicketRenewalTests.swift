@@ -5,6 +5,7 @@ import NetplayAuth
 import NetplayService
 import NetplayTestSupport
 import NetplayWire
+import Synchronization
 import Testing
 @testable import NetplayKit
 
@@ -15,10 +16,13 @@ private final class RenewingCoordinator: Service {
     private var ignoring: Int
     /// Renewals received so far (reactor thread).
     private(set) var received = 0
+    /// The same count, for the test's thread.
+    let counted: RenewalCount
 
-    init(ticket: JoinTicket?, ignoring: Int = 0) {
+    init(ticket: JoinTicket?, ignoring: Int = 0, counted: RenewalCount = RenewalCount()) {
         self.ticket = ticket
         self.ignoring = ignoring
+        self.counted = counted
     }
 
     func start(runtime: ServiceRuntime) throws {}
@@ -28,9 +32,17 @@ private final class RenewingCoordinator: Service {
             throw ServiceError(.unknownRequest, "This stand-in only renews tickets.")
         }
         received += 1
+        counted.add()
         guard let ticket, received > ignoring else { return .deferred }
         return .reply(.sessionResponse(SessionResponse(session: SessionInfo(sessionId: ticket.sessionId), ticket: ticket)))
     }
+}
+
+/// Renewal requests a stand-in coordinator received, readable from any thread.
+private final class RenewalCount: Sendable {
+    private let count = Mutex(0)
+    var value: Int { count.withLock { $0 } }
+    func add() { count.withLock { $0 += 1 } }
 }
 
 /// An in-process relay that verifies tickets with a key ring of its own, and tickets for it.
@@ -70,9 +82,9 @@ private final class RenewalRig {
 
     /// Starts a stand-in coordinator renewing with `ticket` (nil: never answering), leaving the
     /// first `ignoring` renewals unanswered; its endpoint.
-    func coordinator(renewingWith ticket: JoinTicket?, ignoring: Int = 0) throws -> String {
+    func coordinator(renewingWith ticket: JoinTicket?, ignoring: Int = 0, counted: RenewalCount = RenewalCount()) throws -> String {
         let endpoint = TestPorts.endpoint()
-        services.append(try Self.host("coordinator", endpoint) { RenewingCoordinator(ticket: ticket, ignoring: ignoring) })
+        services.append(try Self.host("coordinator", endpoint) { RenewingCoordinator(ticket: ticket, ignoring: ignoring, counted: counted) })
         return endpoint
     }
 
@@ -137,6 +149,26 @@ struct TicketRenewalTests {
         #expect(run.ticksWhileRenewing >= 1)
         #expect(match.admission.ticket == fresh)
         #expect(match.events.contains { if case .error(.ticketExpired, _) = $0 { return true }; return false })
+    }
+
+    /// A relay (or a stranger on its endpoint) that says Detach again and again: each one used
+    /// to start another renewal, with its own thread, socket and requests, until the process ran
+    /// out of sockets. One renewal answers them all.
+    @Test func aRelayRepeatingDetachStartsOneRenewal() throws {
+        let rig = try RenewalRig()
+        let counted = RenewalCount()
+        let coordinator = try rig.coordinator(renewingWith: nil, counted: counted)
+        let admission = Admission(ticket: try rig.ticket(expired: false), relayEndpoint: rig.relayEndpoint,
+                                  participantToken: Array("alice's token".utf8), coordinatorEndpoint: coordinator)
+        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: admission)
+        match.start()
+        for reason in Array(repeating: DetachReason.sessionMoved, count: 60) + Array(repeating: .relayShutdown, count: 60) {
+            match.receive(Envelope(body: .detach(Detach(reason: reason, message: "again"))), now: 1_000)
+        }
+        #expect(eventually(within: 5) { counted.value >= 1 })
+        Thread.sleep(forTimeInterval: 1.5)
+        #expect(counted.value <= 3, "\(counted.value) renewal requests for one lookup")
+        if case .renewingTicket = match.phase {} else { Issue.record("\(match.phase)") }
     }
 
     @Test func aRenewalWhoseFirstCopyGoesUnansweredIsAskedAgain() throws {
