@@ -22,6 +22,12 @@ extension NetplayMatch {
     }
 
     func serveState(_ request: NetplayWire.StateRequest, now: UInt64) {
+        statesServedAtMs.removeAll { now >= $0 + 1_000 }
+        guard statesServedAtMs.count < Self.maxStatesServedPerSecond else {
+            // Unanswered: the relay asks again after its transfer timeout, as after a loss.
+            return
+        }
+        statesServedAtMs.append(now)
         if case .none = engine, request.reason == .matchStart, role == .player {
             // Before frame 0 of a match from the host's state: the game as it is now.
             sendState(initialGame.saveState(), frame: 0, checksum: initialGame.checksum(), for: request, now: now)

@@ -173,6 +173,13 @@ public final class NetplayMatch<G: SerializableGame> {
     var assembly: Assembly?
     var pendingLoad: PendingLoad?
     var alignedState: ConfirmedState<G.State>?
+    /// When this peer last served states (monotonic ms), newest last: each one encodes and sends
+    /// the whole state, so at most ``maxStatesServedPerSecond`` a second are.
+    var statesServedAtMs: [UInt64] = []
+    /// The most states served in any second; a relay's joins, heals and restarts ask for far
+    /// fewer, and a relay repeating its request without end cannot stall the game loop or fill
+    /// the send queue with copies.
+    static var maxStatesServedPerSecond: Int { 4 }
 
     // Figures.
     var rollbacks = 0
