@@ -28,10 +28,14 @@ extension NetplayLobby {
     /// back; after `giveUpAfter` seconds without an answer the stream ends with an `.unavailable`
     /// ``NetplayError``. The first snapshot failing ends it at once. Cancelling the consuming
     /// task (or dropping the stream) stops the watch and closes its sockets.
-    public func watchRooms(filter: RoomFilter = RoomFilter(includeInProgress: true),
-                           giveUpAfter: Double = 30) -> AsyncThrowingStream<NetplayRoomChange, any Error> {
+    ///
+    /// A watch holds at most `maxRooms` rooms: a snapshot with more (a lobby too large to show,
+    /// or a discovery that lies) fails with ``NetplayError/Code/badRequest`` asking for a
+    /// narrower filter, instead of holding every room it is sent.
+    public func watchRooms(filter: RoomFilter = RoomFilter(includeInProgress: true), giveUpAfter: Double = 30,
+                           maxRooms: Int = 20_000) -> AsyncThrowingStream<NetplayRoomChange, any Error> {
         let (stream, continuation) = AsyncThrowingStream<NetplayRoomChange, any Error>.makeStream(bufferingPolicy: .unbounded)
-        let watch = RoomWatch(lobby: self, filter: filter, giveUpAfter: giveUpAfter)
+        let watch = RoomWatch(lobby: self, filter: filter, giveUpAfter: giveUpAfter, maxRooms: maxRooms)
         continuation.onTermination = { _ in watch.stop() }
         let thread = Thread { watch.run(continuation) }
         thread.name = "netplay-room-watch"
@@ -55,15 +59,17 @@ final class RoomWatch: Sendable {
     private let lobby: NetplayLobby
     private let filter: RoomFilter
     private let giveUpAfter: Double
+    private let maxRooms: Int
     private let stopped = Atomic<Bool>(false)
     /// Without any event for this long, the watch asks discovery for a snapshot to see whether
     /// it is still there (it publishes `rooms.sync` every second by default).
     private let silenceLimit: Double = 3
 
-    init(lobby: NetplayLobby, filter: RoomFilter, giveUpAfter: Double) {
+    init(lobby: NetplayLobby, filter: RoomFilter, giveUpAfter: Double, maxRooms: Int) {
         self.lobby = lobby
         self.filter = filter
         self.giveUpAfter = giveUpAfter
+        self.maxRooms = maxRooms
     }
 
     func stop() { stopped.store(true, ordering: .relaxed) }
@@ -129,9 +135,11 @@ final class RoomWatch: Sendable {
             }
             // Wait for an event (short, to notice a stop), then take every one already queued,
             // so a burst of changes costs one snapshot.
-            var wait = 200
-            while let event = try? subscriber.next(timeout: wait) {
+            var wait = 200, taken = 0
+            // At most 4,096 a round: a publisher that never pauses still lets the snapshot come.
+            while taken < 4_096, let event = try? subscriber.next(timeout: wait) {
                 wait = 0
+                taken += 1
                 lastHeard = Date()
                 guard case .success(let envelope) = event.envelope else { continue }
                 switch envelope.body {
@@ -164,6 +172,9 @@ final class RoomWatch: Sendable {
             }
             sequence = sequence ?? page.sequence
             for room in page.rooms { rooms[room.roomId] = room }
+            guard rooms.count <= maxRooms else {
+                throw NetplayError(.badRequest, "More than \(maxRooms) rooms match this watch: narrow its filter.")
+            }
             // As in a listing: an empty page or one naming itself as the next ends the snapshot,
             // and so does the page limit (a broken discovery would otherwise never let go).
             token = page.rooms.isEmpty || page.nextPageToken == token ? "" : page.nextPageToken

@@ -39,14 +39,14 @@ struct NetplayctlTests {
     /// `--all` over a listing whose pages never end: an empty page with a next-page token, or
     /// a token sent before, is one line and a non-zero exit instead of asking forever.
     @Test func listingsWhosePagesGoRoundInACircleAreRefused() throws {
-        let rooms = try ScriptedService { served, _ in
+        let rooms = try LyingService { served, _ in
             .listRoomsResponse(ListRoomsResponse(rooms: [Room(roomId: "r\(served)", maxPlayers: 2)], nextPageToken: "t\(served % 3)",
                                                  totalMatching: 9))
         }
         defer { rooms.stop() }
         let circle = try run(["rooms", "list", "--all", "--discovery", rooms.requests], expect: 2)
         #expect(circle.contains("a next-page token it had sent before"), "\(circle)")
-        let sessions = try ScriptedService { _, _ in .listSessionsResponse(ListSessionsResponse(nextPageToken: "more")) }
+        let sessions = try LyingService { _, _ in .listSessionsResponse(ListSessionsResponse(nextPageToken: "more")) }
         defer { sessions.stop() }
         let empty = try run(["sessions", "list", "--all", "--coordinator", sessions.requests], expect: 2)
         #expect(empty.contains("the sessions listing sent an empty page with a next-page token"), "\(empty)")

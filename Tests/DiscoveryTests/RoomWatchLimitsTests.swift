@@ -9,7 +9,7 @@ struct RoomWatchLimitsTests {
     /// Page tokens forever (each a new one, each page with a room): the watcher gives up after
     /// its page limit instead of asking until the end of time.
     @Test func aSnapshotWhosePagesNeverEndIsRefused() throws {
-        let discovery = try ScriptedService { served, _ in
+        let discovery = try LyingService { served, _ in
             .watchRoomsSnapshot(WatchRoomsSnapshot(sequence: UInt64(served), rooms: [Room(roomId: "r\(served % 3)", maxPlayers: 2)],
                                                    nextPageToken: "t\(served)"))
         }
@@ -23,7 +23,7 @@ struct RoomWatchLimitsTests {
     /// 300, by default 200,000) with a reason.
     @Test func aSnapshotUnderAFloodOfEventsStopsAtItsLimit() throws {
         // The page takes a while: the flood fills the subscription's queue (1,000 or more) meanwhile.
-        let discovery = try ScriptedService(answer: { served, _ in
+        let discovery = try LyingService(answer: { served, _ in
             Thread.sleep(forTimeInterval: 0.5)
             return .watchRoomsSnapshot(WatchRoomsSnapshot(sequence: UInt64(served)))
         },

@@ -144,3 +144,25 @@ struct RoomWatchTests {
         #expect(refused.changes.isEmpty && refused.error?.contains("did not answer") == true, "\(refused.error ?? "no error")")
     }
 }
+
+/// A discovery that sends a watch page after page of rooms, never the last: the watch held every
+/// room it was sent (a million tiny rooms took gigabytes before its first snapshot). It stops at
+/// its room limit and ends with the reason.
+@Suite("NetplayKit: a room watch against a discovery that never stops paging", .ownThread)
+struct RoomWatchLimitTests {
+    @Test(.timeLimit(.minutes(1)))
+    func aSnapshotPastTheRoomLimitEndsTheWatchWithAReason() throws {
+        let discovery = try LyingService { served, _ in
+            .watchRoomsSnapshot(WatchRoomsSnapshot(sequence: 1, rooms: (0 ..< 1_000).map { Room(roomId: "r\(served)-\($0)", maxPlayers: 2) },
+                                                   nextPageToken: "page-\(served)"))
+        }
+        defer { discovery.stop() }
+        let lobby = NetplayLobby(discovery: discovery.requests, coordinator: nil, discoveryEvents: discovery.events)
+        let log = WatchLog()
+        let task = log.consume(lobby.watchRooms(maxRooms: 5_000))
+        defer { task.cancel() }
+        #expect(eventually(within: 20) { log.ended }, "\(log.changes.count) changes")
+        #expect(log.error?.contains("More than 5000 rooms match this watch") == true, "\(log.error ?? "no error")")
+        #expect(log.changes.isEmpty)
+    }
+}

@@ -3,11 +3,11 @@ import NetplayWire
 import Synchronization
 import ZeroMQ
 
-/// A stand-in for a service that says what a test scripts, to show how a client copes with a
-/// service that lies or floods: its request endpoint answers the `n`th request with
-/// `answer(n, request)`; while `publish` is set, its events endpoint publishes what `publish(n)`
-/// returns for n = 1, 2, ... without pause. Plain tcp on loopback.
-public final class ScriptedService: @unchecked Sendable {
+/// A stand-in for a service that lies or floods, to show how a client copes with one: its
+/// request endpoint answers the `n`th request with `answer(n, request)`; while `publish` is set,
+/// its events endpoint publishes what `publish(n)` returns for n = 1, 2, ... without pause.
+/// Plain tcp on loopback.
+public final class LyingService: @unchecked Sendable {
     /// The ROUTER endpoint requests go to.
     public let requests: String
     /// The PUB endpoint events come from.
