@@ -244,6 +244,14 @@ extension NetplayMatch {
         ticketRenewal = nil
         switch outcome {
         case .renewed(let ticket):
+            // The same seat, or none: a ticket for another session, participant or role would
+            // change who this match is under a running engine.
+            let held = admission.ticket
+            guard ticket.sessionId == held.sessionId, ticket.participantId == held.participantId, ticket.role == held.role else {
+                finish(.failed("the coordinator renewed the ticket for another seat (session \(ticket.sessionId), "
+                               + "participant \(ticket.participantId), \(ticket.role.protoName))"))
+                return
+            }
             admission.ticket = ticket
             let moved = !ticket.relayEndpoint.isEmpty && ticket.relayEndpoint != admission.relayEndpoint
             if moved {

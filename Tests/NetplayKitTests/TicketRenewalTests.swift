@@ -171,6 +171,25 @@ struct TicketRenewalTests {
         if case .renewingTicket = match.phase {} else { Issue.record("\(match.phase)") }
     }
 
+    /// A coordinator (or something on its endpoint) renewing with a ticket for another seat: it
+    /// was taken as it came, and the match's session, participant and role changed under its
+    /// running engine. The match ends instead, its ticket as it was.
+    @Test func aRenewedTicketForAnotherSeatIsRefused() throws {
+        let rig = try RenewalRig()
+        let expired = try rig.ticket(expired: true)
+        let foreign = try JoinTicketSigner(keyRing: rig.keyRing).issue(
+            sessionId: "someone-elses", participantId: "p-alice", role: .player, slot: 1, relayId: "",
+            relayEndpoint: rig.relayEndpoint, params: expired.params, name: "alice", ttlMs: 600_000, nowUnixMs: UnixTime.nowMs())
+        let match = try rig.expiredMatch(coordinator: try rig.coordinator(renewingWith: foreign))
+        let run = tickTimed(match, seconds: 8) { if case .disconnected = match.state { return true }; return false }
+        #expect(run.done, "\(match.state) \(match.events)")
+        guard case .disconnected(.failed(let why)) = match.state, why.contains("another seat") else {
+            Issue.record("\(match.state)")
+            return
+        }
+        #expect(match.admission.ticket.sessionId == "renewal")
+    }
+
     @Test func aRenewalWhoseFirstCopyGoesUnansweredIsAskedAgain() throws {
         // On a lossy path a request can be lost with a broken connection: the renewal asks again
         // after a second without an answer instead of ending the match refused.
