@@ -11,6 +11,11 @@ extension NetplayMatch {
         switch envelope.body {
         case .attachResponse(let response):
             if envelope.requestId == attachRequestId || envelope.requestId == 0 {
+                // The answer to this attach once: a copy of it later (repeated, or replayed by
+                // the relay) would take a running match back to waiting for its start.
+                if envelope.requestId != 0 {
+                    guard case .attaching = phase else { return }
+                }
                 if envelope.requestId == 0, !relayKnowsUs { return }
                 if envelope.requestId == 0, phase == .playing || phase == .awaitingState { return }
                 attached(response, now: now)

@@ -31,28 +31,3 @@ struct MatchEventLogTests {
         #expect(match.events(since: 700).isEmpty)
     }
 }
-
-/// A relay that asks for this peer's state again and again: each request encoded the whole state
-/// and queued every chunk at once (a thousand of them stalled the game loop for seconds and
-/// queued gigabytes). At most four are served a second; the relay's own transfers ask far less.
-@Suite("NetplayKit: serving states to a relay that keeps asking", .ownThread)
-struct StateServingLimitTests {
-    @Test func aFloodOfStateRequestsIsServedFourASecond() throws {
-        let ticket = try JoinTicketSigner(keyRing: TicketKeyRing.generate()).issue(
-            sessionId: "s-serve", participantId: "p0", role: .player, slot: 1, relayId: "r",
-            relayEndpoint: "tcp://127.0.0.1:9", params: SyncParams(inputSize: 1, maxPlayers: 2), name: "p0",
-            ttlMs: 60_000, nowUnixMs: UnixTime.nowMs())
-        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: Admission(ticket: ticket, relayEndpoint: "tcp://127.0.0.1:9"))
-        func served() -> Int { match.events.filter { if case .stateServed = $0 { true } else { false } }.count }
-        for id in 1 ... 1_000 {
-            match.receive(Envelope(body: .stateRequest(StateRequest(transferId: UInt32(id), reason: .matchStart, maxChunkBytes: 262_144))),
-                          now: 10_000)
-        }
-        #expect(served() == 4)
-        match.receive(Envelope(body: .stateRequest(StateRequest(transferId: 2_000, reason: .matchStart))), now: 10_999)
-        #expect(served() == 4)
-        // A second later, the relay is answered again.
-        match.receive(Envelope(body: .stateRequest(StateRequest(transferId: 2_001, reason: .matchStart))), now: 11_000)
-        #expect(served() == 5)
-    }
-}
