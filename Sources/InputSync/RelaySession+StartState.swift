@@ -121,6 +121,14 @@ extension RelaySession {
         guard beginTransfer(reason: .restart, reference: host, targets: targets, now: now, atLeastFrame: frame) else { return }
         // Their checksums from the old state are no evidence until they load the new one.
         for target in targets where target.slot > 0 { resyncedAt[target.slot - 1] = .max }
+        // Reports waiting for the restart's frame and later are of the old timeline, the host's
+        // too (it reported its frame before restarting, and does not report it again): judged
+        // after the transfer, they went into the next replay file as the checksums of a state
+        // they do not belong to.
+        for pending in checksums.pending.keys where pending >= frame {
+            checksums.pending.removeValue(forKey: pending)
+            checksums.firstReportMs.removeValue(forKey: pending)
+        }
         // A replay file starts from one state: this one ends here, and once the transfer is
         // done the session's next file starts from the restart's state.
         if let replay {

@@ -225,6 +225,38 @@ struct RelayStartStateTests {
         try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 30, checksum: 6)])), from: b)
         #expect(notices(rig).first?.referenceSlot == 1 && notices(rig).first?.divergedSlots == [2])
     }
+
+    /// The host reported its restart frame from the old timeline just before restarting, and the
+    /// joiner's report had not come: the frame waited, the transfer ended, the next replay file
+    /// opened, and the frame was judged then (timed out, the host alone counting) into the new
+    /// file, as the checksum of a state it does not belong to (the replay then failed there).
+    @Test func aChecksumOfTheOldTimelineDoesNotReachTheRestartsReplay() throws {
+        let rig = RelayRig(players: 2, checksumInterval: 10) { $0.checksumTimeoutMs = 200 }
+        _ = try attach(rig, host, slot: 1, participant: "h-host")
+        #expect(try attach(rig, b, slot: 2).running)
+        for frame in 0 ..< 30 {
+            try rig.batch(host, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        _ = rig.transport.take(host); _ = rig.transport.take(b)
+        try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 20, checksum: 111)])), from: host)
+        try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId, restart: true, restartFrame: 20)), from: host)
+        let request = try #require(stateRequests(rig.transport.take(host)).first)
+        try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 20, totalSize: 2, data: [4, 2], last: true,
+                                            reason: .restart)), from: host)
+        try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, loaded: true)), from: b)
+        rig.advance(ms: 300)
+        for frame in 30 ..< 90 {
+            try rig.batch(host, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+        }
+        rig.advance(ms: 300)
+        let names = try FileManager.default.contentsOfDirectory(atPath: rig.replayDirectory.path)
+        let after = try #require(try names.map { try ReplayFile(contentsOf: rig.replayDirectory.appendingPathComponent($0)) }
+            .first { $0.footer == nil })
+        #expect(after.startFrame == 20 && after.frameCount > 0)
+        #expect(after.checksums[20] == nil, "the old timeline's checksum of frame 20 is in the restart's replay")
+    }
 }
 
 /// State transfers of a start or a restart that a target stops acknowledging, watched whatever
