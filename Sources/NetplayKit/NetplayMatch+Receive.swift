@@ -173,11 +173,16 @@ extension NetplayMatch {
     private func record(_ broadcast: InputBroadcast) {
         let size = Int(params.inputSize)
         let slots = Int(params.maxPlayers)
+        // No further ahead than the history holds, of what it holds and of this peer's frame: one
+        // run claiming a frame far ahead made every real row older than the history's floor,
+        // and each pruning threw them away (nothing left to resend after a relay restart).
+        let horizon = max(historyNewest, currentFrame) + options.historyFrames
         for run in broadcast.players {
             let player = Int(run.slot) - 1
             guard player >= 0, player < slots else { continue }
             for index in 0 ..< run.inputs.count / size {
                 let frame = Int(run.startFrame) + index
+                guard frame <= horizon else { break }
                 var row = history[frame] ?? (Array(repeating: 0, count: slots * size), Array(repeating: .received, count: slots))
                 for byte in 0 ..< size { row.inputs[player * size + byte] = run.inputs[index * size + byte] }
                 row.statuses[player] = run.status.isEmpty ? .received : run.status[min(index, run.status.count - 1)]

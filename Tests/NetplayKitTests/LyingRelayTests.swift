@@ -5,10 +5,11 @@ import NetplayWire
 import Testing
 @testable import NetplayKit
 
-/// A relay (or whatever answers at its endpoint) that says the same thing again and again: a
-/// match answers what it must once, and no repetition costs it more than the first.
-@Suite("NetplayKit: a relay that repeats itself", .ownThread)
-struct RepeatingRelayTests {
+/// A relay (or whatever answers at its endpoint) that says the same thing again and again, or
+/// claims what cannot be: a match answers what it must once, no repetition costs it more than
+/// the first, and no claim takes what it holds.
+@Suite("NetplayKit: a relay that repeats itself or lies", .ownThread)
+struct LyingRelayTests {
     /// A player's match on a relay at 127.0.0.1:9 (nothing listens): what it sends goes nowhere.
     func playerMatch() throws -> NetplayMatch<Arena> {
         let ticket = try JoinTicketSigner(keyRing: TicketKeyRing.generate()).issue(
@@ -45,5 +46,26 @@ struct RepeatingRelayTests {
         match.receive(Envelope(requestId: 5, body: .attachResponse(AttachResponse(slot: 1, params: match.params, running: false))),
                       now: 1_000)
         #expect(match.phase == .playing)
+    }
+
+    /// One authoritative run claiming frames two billion ahead made every real row of the resend
+    /// history older than its floor, and the next pruning threw them all away: nothing was left
+    /// to resend after a relay restart.
+    @Test func aRunFarAheadLeavesTheResendHistoryAlone() throws {
+        let match = try playerMatch()
+        match.params = SyncParams(inputSize: 1, maxPlayers: 2)
+        match.phase = .playing
+        func broadcast(from frame: Int, count: Int) -> Envelope {
+            Envelope(body: .inputBroadcast(InputBroadcast(
+                authoritative: true, inputSize: 1,
+                players: [PlayerInputs(slot: 2, startFrame: UInt32(frame), inputs: Array(repeating: 3, count: count))],
+                confirmedFrames: UInt32(frame + count))))
+        }
+        match.receive(broadcast(from: 0, count: 100), now: 1_000)
+        #expect(match.history[50] != nil)
+        match.receive(broadcast(from: 2_000_000_000, count: 8_192), now: 1_001)
+        for start in stride(from: 100, to: 1_500, by: 100) { match.receive(broadcast(from: start, count: 100), now: 1_002) }
+        #expect(match.history[600] != nil && match.history[1_499] != nil, "the real rows of the last 1,024 frames are kept")
+        #expect(match.historyNewest == 1_499)
     }
 }
