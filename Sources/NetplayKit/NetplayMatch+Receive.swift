@@ -106,7 +106,9 @@ extension NetplayMatch {
         let confirmed = Int(broadcast.confirmedFrames) - 1 - offset
         if broadcast.authoritative {
             record(broadcast)
-            relayConfirmedFrames = max(relayConfirmedFrames, Int(broadcast.confirmedFrames))
+            // Confirmed only as far as the relay sent the inputs (a claim alone put the match in
+            // catch-up mode for good, throwing away every time-sync hint).
+            relayConfirmedFrames = max(relayConfirmedFrames, min(Int(broadcast.confirmedFrames), historyNewest + 1))
         }
         recoveryResend?.note(broadcast)
         var messages: [RollbackMessage] = []

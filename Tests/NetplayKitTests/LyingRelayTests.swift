@@ -68,4 +68,20 @@ struct LyingRelayTests {
         #expect(match.history[600] != nil && match.history[1_499] != nil, "the real rows of the last 1,024 frames are kept")
         #expect(match.historyNewest == 1_499)
     }
+
+    /// A broadcast claiming two billion confirmed frames, with no inputs: the match counted
+    /// itself that far behind for good (catching up every tick, every time-sync hint thrown
+    /// away). A frame is confirmed only as far as its inputs came.
+    @Test func aClaimOfConfirmedFramesWithoutTheirInputsIsNotBelieved() throws {
+        let match = try playerMatch()
+        match.params = SyncParams(inputSize: 1, maxPlayers: 2)
+        match.phase = .playing
+        match.receive(Envelope(body: .inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, confirmedFrames: 2_000_000_000))),
+                      now: 1_000)
+        #expect(match.relayConfirmedFrames == 0)
+        match.receive(Envelope(body: .inputBroadcast(InputBroadcast(
+            authoritative: true, inputSize: 1, players: [PlayerInputs(slot: 2, startFrame: 0, inputs: Array(repeating: 1, count: 40))],
+            confirmedFrames: 2_000_000_000))), now: 1_001)
+        #expect(match.relayConfirmedFrames == 40)
+    }
 }
