@@ -165,8 +165,8 @@ struct RelayStartStateTests {
         #expect(stateRequests(rig.transport.take(b)).isEmpty && stateRequests(rig.transport.take(c)).isEmpty)
     }
 
-    @Test func theHostRestartsTheMatchFromItsState() throws {
-        let rig = RelayRig(players: 2, checksumInterval: 10)
+    /// The host (slot 1) and b (slot 2) attach and play frames 0 ..< 30; what they were sent is taken.
+    func playThirtyFrames(_ rig: RelayRig) throws {
         _ = try attach(rig, host, slot: 1, participant: "h-host")
         #expect(try attach(rig, b, slot: 2).running)
         for frame in 0 ..< 30 {
@@ -174,6 +174,11 @@ struct RelayStartStateTests {
             try rig.batch(b, slot: 2, start: frame, [2])
         }
         _ = rig.transport.take(host); _ = rig.transport.take(b)
+    }
+
+    @Test func theHostRestartsTheMatchFromItsState() throws {
+        let rig = RelayRig(players: 2, checksumInterval: 10)
+        try playThirtyFrames(rig)
         let restart = StartSessionRequest(sessionId: rig.sessionId, restart: true, restartFrame: 20)
         do {
             try rig.send(.startSessionRequest(restart), from: b)
@@ -232,13 +237,7 @@ struct RelayStartStateTests {
     /// file, as the checksum of a state it does not belong to (the replay then failed there).
     @Test func aChecksumOfTheOldTimelineDoesNotReachTheRestartsReplay() throws {
         let rig = RelayRig(players: 2, checksumInterval: 10) { $0.checksumTimeoutMs = 200 }
-        _ = try attach(rig, host, slot: 1, participant: "h-host")
-        #expect(try attach(rig, b, slot: 2).running)
-        for frame in 0 ..< 30 {
-            try rig.batch(host, slot: 1, start: frame, [1])
-            try rig.batch(b, slot: 2, start: frame, [2])
-        }
-        _ = rig.transport.take(host); _ = rig.transport.take(b)
+        try playThirtyFrames(rig)
         try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 20, checksum: 111)])), from: host)
         try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId, restart: true, restartFrame: 20)), from: host)
         let request = try #require(stateRequests(rig.transport.take(host)).first)
