@@ -144,7 +144,7 @@ extension RelaySession {
     /// A restart transfer ended (`frame` the state's, nil when it was abandoned before the state
     /// was whole): the targets it did not reach count their checksums from there (those still
     /// short of it wait for a catch-up transfer, see ``stalled(_:of:late:)``); those it reached
-    /// did at their last chunk. Abandoned early, the replay stops here.
+    /// do once they acknowledge loading it. Abandoned early, the replay stops here.
     func restartTransferEnded(_ transfer: ActiveTransfer, frame: Int?) {
         if frame == nil { continueReplayAfterRestart(transfer, frame: nil) }
         for delivery in transfer.deliveries where !delivery.delivered && delivery.peer.slot > 0

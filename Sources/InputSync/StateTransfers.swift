@@ -253,9 +253,10 @@ extension RelaySession {
         case .matchStart:
             break  // the state of frame 0: its checksums count (from every peer)
         case .restart:
-            // Its checksums count again from the state's frame on; a spectator (which replaces
-            // its engine with the state) gets the inputs from that frame again.
-            if target.slot > 0 { resyncedAt[target.slot - 1] = frame + 1 }
+            // Its checksums count again from the state's frame on once it loaded the state (its
+            // acknowledgement); a spectator (which replaces its engine with the state) gets the
+            // inputs from that frame again.
+            if target.slot > 0 { restartLoadsAwaited[target.slot - 1] = (transfer.id, frame) }
             // Its cursor moves back to the state's frame as a whole: left above it (a resumed
             // claim, a late join past the frame), the first frame it is owed would be above the
             // frames sent next.
@@ -265,7 +266,14 @@ extension RelaySession {
                 target.firstFrame = min(target.firstFrame, frame)
             }
         default:
-            if target.slot > 0 { resyncedAt[target.slot - 1] = max(resyncedAt[target.slot - 1], frame + 1) }
+            guard target.slot > 0 else { break }
+            let slot = target.slot - 1
+            // A restart's state it never said it loaded is replaced by this one.
+            if restartLoadsAwaited.removeValue(forKey: slot) != nil {
+                resyncedAt[slot] = frame + 1
+            } else {
+                resyncedAt[slot] = max(resyncedAt[slot], frame + 1)
+            }
         }
     }
 
@@ -303,6 +311,11 @@ extension RelaySession {
         }
         if receiveStartStateAck(ack, from: participant, now: now) { return }
         if ack.loaded {
+            let slot = participant.slot - 1
+            if slot >= 0, let awaited = restartLoadsAwaited[slot], awaited.transferId == ack.transferId {
+                restartLoadsAwaited[slot] = nil
+                resyncedAt[slot] = awaited.frame + 1
+            }
             participant.failedLoads = 0
             participant.stalledTransfers = 0
             if transferReasons.removeValue(forKey: ack.transferId) == .desync { resyncs += 1 }

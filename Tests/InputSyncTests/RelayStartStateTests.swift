@@ -256,6 +256,35 @@ struct RelayStartStateTests {
         #expect(after.startFrame == 20 && after.frameCount > 0)
         #expect(after.checksums[20] == nil, "the old timeline's checksum of frame 20 is in the restart's replay")
     }
+
+    /// A joiner's report sent before it loaded the restart's state, arriving after the state's
+    /// last chunk went out: it counted from the last chunk on, so with the host's report late it
+    /// was judged alone into the restart's replay file. It counts from the joiner's load.
+    @Test func aJoinersReportFromBeforeItLoadedTheStateDoesNotCount() throws {
+        let rig = RelayRig(players: 2, checksumInterval: 10) { $0.checksumTimeoutMs = 200 }
+        try playThirtyFrames(rig)
+        try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId, restart: true, restartFrame: 20)), from: host)
+        let request = try #require(stateRequests(rig.transport.take(host)).first)
+        try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 20, totalSize: 2, data: [4, 2], last: true,
+                                            reason: .restart)), from: host)
+        try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 30, checksum: 222)])), from: b)
+        try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, loaded: true)), from: b)
+        for frame in 30 ..< 90 {
+            try rig.batch(host, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+            if frame == 40 { rig.advance(ms: 300) }
+        }
+        rig.advance(ms: 300)
+        let names = try FileManager.default.contentsOfDirectory(atPath: rig.replayDirectory.path)
+        let after = try #require(try names.map { try ReplayFile(contentsOf: rig.replayDirectory.appendingPathComponent($0)) }
+            .first { $0.footer == nil })
+        #expect(after.startFrame == 20 && after.frameCount > 0)
+        #expect(after.checksums[30] != 222, "the joiner's old-timeline checksum of frame 30 is in the restart's replay")
+        // Loaded, its reports count again: a disagreement with the host is a desync.
+        try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 80, checksum: 5)])), from: host)
+        try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 80, checksum: 6)])), from: b)
+        #expect(notices(rig).contains { $0.frame == 80 && $0.divergedSlots == [2] })
+    }
 }
 
 /// State transfers of a start or a restart that a target stops acknowledging, watched whatever
