@@ -2,6 +2,15 @@ import Rollback
 import Testing
 import NetplayTestSupport
 
+/// Two players of one-byte inputs without checksums, and a log that records the inputs.
+func twoPlayersLoggingInputs() -> (SessionConfiguration, FrameLog<HashGame.State>) {
+    var configuration = SessionConfiguration(playerCount: 2, inputSize: 1)
+    configuration.checksumInterval = 0
+    let log = FrameLog<HashGame.State>()
+    log.recordInputs = true
+    return (configuration, log)
+}
+
 @Suite("Relay authority", .ownThread)
 struct AuthorityTests {
     @Test("through a relay that substitutes late inputs, every client matches the relay's final inputs",
@@ -40,10 +49,7 @@ struct AuthorityTests {
     @Test("an authoritative input that replaces this peer's own input rolls back to that frame")
     func ownInputReplaced() throws {
         let relay = PeerID(9)
-        var configuration = SessionConfiguration(playerCount: 2, inputSize: 1)
-        configuration.checksumInterval = 0
-        let log = FrameLog<HashGame.State>()
-        log.recordInputs = true
+        let (configuration, log) = twoPlayersLoggingInputs()
         let session = try P2PSession(game: LoggingGame(base: HashGame(), log: log), configuration: configuration,
                                      players: [.local, .remote(relay)], relay: relay)
         let now = completeHandshake(session, with: relay)
@@ -158,10 +164,7 @@ struct HostileInputTests {
     @Test("a spectator takes only the host's final inputs, not a provisional one forwarded early")
     func spectatorsIgnoreProvisionalInputs() throws {
         let host = PeerID(1)
-        var configuration = SessionConfiguration(playerCount: 2, inputSize: 1)
-        configuration.checksumInterval = 0
-        let log = FrameLog<HashGame.State>()
-        log.recordInputs = true
+        let (configuration, log) = twoPlayersLoggingInputs()
         let spectator = try SpectatorSession(game: LoggingGame(base: HashGame(), log: log), configuration: configuration, host: host)
         let now = completeHandshake(spectator, with: host)
         #expect(spectator.state == .running, "no handshake")
