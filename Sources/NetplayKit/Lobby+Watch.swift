@@ -133,14 +133,12 @@ final class RoomWatch: Sendable {
                     continue
                 }
             }
-            // Wait for an event (short, to notice a stop), then take every one already queued,
-            // so a burst of changes costs one snapshot.
-            var wait = 200, taken = 0
-            // At most 4,096 a round: a publisher that never pauses still lets the snapshot come.
-            while taken < 4_096, let event = try? subscriber.next(timeout: wait) {
-                wait = 0
-                taken += 1
-                lastHeard = Date()
+            // Wait for an event (short, to notice a stop), then take the ones already queued (a
+            // batch at most, so a publisher that never pauses still lets the snapshot come): a
+            // burst of changes costs one snapshot.
+            let batch = subscriber.drain(waitingUpTo: 200)
+            if !batch.isEmpty { lastHeard = Date() }
+            for event in batch {
                 guard case .success(let envelope) = event.envelope else { continue }
                 switch envelope.body {
                 case .roomAdded(let added): due = due || added.sequence > held
@@ -162,7 +160,7 @@ final class RoomWatch: Sendable {
         var rooms: [String: Room] = [:]
         var sequence: UInt64?
         var token = ""
-        var pages = 0
+        var walk = PageWalk(listing: "its room snapshot", maxPages: NetplayLobby.maxPages)
         repeat {
             let reply = try lobby.call(requests, "discovery service",
                                        .watchRoomsRequest(WatchRoomsRequest(filter: filter, pageSize: 500, pageToken: token)),
@@ -175,11 +173,8 @@ final class RoomWatch: Sendable {
             guard rooms.count <= maxRooms else {
                 throw NetplayError(.badRequest, "More than \(maxRooms) rooms match this watch: narrow its filter.")
             }
-            // As in a listing: an empty page or one naming itself as the next ends the snapshot,
-            // and so does the page limit (a broken discovery would otherwise never let go).
-            token = page.rooms.isEmpty || page.nextPageToken == token ? "" : page.nextPageToken
-            pages += 1
-        } while !token.isEmpty && !isStopped && pages < NetplayLobby.maxPages
+            token = try NetplayLobby.nextPage(&walk, after: page.rooms.count, nextToken: page.nextPageToken)
+        } while !token.isEmpty && !isStopped
         return (rooms, sequence ?? 0)
     }
 

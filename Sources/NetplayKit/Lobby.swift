@@ -104,11 +104,20 @@ public struct NetplayLobby: Sendable {
     /// The most pages one listing or watch snapshot asks for.
     static let maxPages = 1_000
 
+    /// The token of the page after one of `count` rooms: a discovery whose pages do not move on
+    /// (an empty page with a token, a token sent before, pages past ``maxPages``) would be
+    /// asked forever, so that ends the call with a reason.
+    static func nextPage(_ walk: inout PageWalk, after count: Int, nextToken: String) throws -> String {
+        do { return try walk.next(after: count, nextToken: nextToken) } catch {
+            throw NetplayError(.internal, "The discovery service broke its paging: \(error).")
+        }
+    }
+
     /// Rooms listed in the lobby matching `filter` (in-progress rooms included by default).
     public func lobbyRooms(filter: RoomFilter = RoomFilter(includeInProgress: true), limit: Int = 500) throws -> [NetplayRoom] {
         var rooms: [NetplayRoom] = []
         var token = ""
-        var pages = 0
+        var walk = PageWalk(listing: "its room list", maxPages: Self.maxPages)
         repeat {
             let body = try call(discoveryEndpoint, "discovery service",
                                 .listRoomsRequest(ListRoomsRequest(filter: filter, pageSize: 100, pageToken: token)),
@@ -117,11 +126,8 @@ public struct NetplayLobby: Sendable {
                 throw NetplayError(.internal, "The discovery service answered \(body.name) to a room list.")
             }
             rooms += page.rooms.map(NetplayRoom.init)
-            // A page that is empty, or names itself as the next, ends the list: discovery's
-            // never do, and a broken one would otherwise be asked forever.
-            token = page.rooms.isEmpty || page.nextPageToken == token ? "" : page.nextPageToken
-            pages += 1
-        } while !token.isEmpty && rooms.count < limit && pages < Self.maxPages
+            token = try Self.nextPage(&walk, after: page.rooms.count, nextToken: page.nextPageToken)
+        } while !token.isEmpty && rooms.count < limit
         return Array(rooms.prefix(limit))
     }
 

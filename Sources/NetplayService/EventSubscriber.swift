@@ -26,6 +26,23 @@ public final class EventSubscriber {
         }
     }
 
+    /// The most events one ``drain(waitingUpTo:limit:)`` takes by default: a publisher that never
+    /// pauses still lets its reader get on with its work (a snapshot page, a stop).
+    public static let batchLimit = 4_096
+
+    /// Waits up to `milliseconds` for an event, then takes every one already queued, `limit` at
+    /// most (the rest wait for the next call). Empty when none came in time; a receive error ends
+    /// the batch early.
+    public func drain(waitingUpTo milliseconds: Int = 0, limit: Int = EventSubscriber.batchLimit) -> [ReceivedEvent] {
+        var events: [ReceivedEvent] = []
+        var wait = milliseconds
+        while events.count < limit, let event = try? next(timeout: wait) {
+            events.append(event)
+            wait = 0
+        }
+        return events
+    }
+
     /// The next event, or nil when none arrives within `milliseconds` (-1 waits forever).
     public func next(timeout milliseconds: Int) throws(ZMQError) -> ReceivedEvent? {
         let poller = Poller()

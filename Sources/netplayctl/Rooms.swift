@@ -113,7 +113,7 @@ extension Netplayctl {
                 var token = ""
                 var shown = 0
                 var total: UInt32 = 0
-                var walk = PageWalk(listing: "rooms")
+                var walk = PageWalk(listing: "the rooms listing")
                 repeat {
                     let reply = try client.request(.listRoomsRequest(ListRoomsRequest(filter: try filters.filter(),
                                                                                       pageSize: UInt32(pageSize), pageToken: token)))

@@ -137,7 +137,7 @@ extension Netplayctl {
                 let client = try connection.client(for: try target.requests)
                 var shown = 0
                 var total: UInt32 = 0
-                var walk = PageWalk(listing: "sessions")
+                var walk = PageWalk(listing: "the sessions listing")
                 repeat {
                     let reply = try client.request(.listSessionsRequest(request))
                     guard case .listSessionsResponse(let page) = reply else { throw ClientError.unexpectedReply(reply.name) }

@@ -44,11 +44,11 @@ struct NetplayctlTests {
                                                  totalMatching: 9))
         }
         defer { rooms.stop() }
-        let circle = try run(["rooms", "list", "--all", "--discovery", rooms.requests], expect: 2)
+        let circle = try run(["rooms", "list", "--all", "--discovery", rooms.requests], expect: 1)
         #expect(circle.contains("a next-page token it had sent before"), "\(circle)")
         let sessions = try LyingService { _, _ in .listSessionsResponse(ListSessionsResponse(nextPageToken: "more")) }
         defer { sessions.stop() }
-        let empty = try run(["sessions", "list", "--all", "--coordinator", sessions.requests], expect: 2)
+        let empty = try run(["sessions", "list", "--all", "--coordinator", sessions.requests], expect: 1)
         #expect(empty.contains("the sessions listing sent an empty page with a next-page token"), "\(empty)")
         // Without --all, the first page is all there is to ask for.
         _ = try run(["sessions", "list", "--coordinator", sessions.requests])

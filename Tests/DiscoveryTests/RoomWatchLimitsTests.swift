@@ -15,7 +15,23 @@ struct RoomWatchLimitsTests {
         }
         defer { discovery.stop() }
         let watcher = try RoomWatchClient(requests: discovery.requests, events: discovery.events)
-        #expect(throws: RoomWatchError.self) { _ = try watcher.start(liveWithin: 0.1) }
+        let error = #expect(throws: RoomWatchError.self) { _ = try watcher.start(liveWithin: 0.1) }
+        #expect(error?.description == "discovery's room snapshot did not end after 10000 pages", "\(String(describing: error))")
+    }
+
+    /// Two pages naming each other, or an empty page with a token: refused when seen, not after
+    /// ten thousand pages.
+    @Test(arguments: [(1, 2, "a next-page token it had sent before", 3), (0, 1_000, "an empty page with a next-page token", 1)])
+    func aSnapshotWhosePagesDoNotMoveOnIsRefusedAtOnce(roomsPerPage: Int, tokens: Int, reason: String, requests: Int) throws {
+        let discovery = try LyingService { served, _ in
+            .watchRoomsSnapshot(WatchRoomsSnapshot(sequence: 1, rooms: (0 ..< roomsPerPage).map { Room(roomId: "r\(served)-\($0)", maxPlayers: 2) },
+                                                   nextPageToken: "t\(served % tokens)"))
+        }
+        defer { discovery.stop() }
+        let watcher = try RoomWatchClient(requests: discovery.requests, events: discovery.events)
+        let error = #expect(throws: RoomWatchError.self) { _ = try watcher.start(liveWithin: 0.1) }
+        #expect(error?.description.contains(reason) == true, "\(String(describing: error))")
+        #expect(discovery.log.count == requests)
     }
 
     /// Events published without pause during a snapshot: the snapshot used to read for as long

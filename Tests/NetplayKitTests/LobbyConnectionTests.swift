@@ -7,112 +7,42 @@ import Testing
 import ZeroMQ
 @testable import NetplayKit
 
-/// A service that answers room lists as its script says: it records each request's connection
-/// (the DEALER's routing id) and request id, and answers a copy, delays its answer or stays
-/// silent. It stands in for a coordinator or discovery behind a path that loses packets.
-final class ScriptedService: Sendable {
-    /// What the service does with the `copy`-th arrival (1-based) of one request id.
-    enum Answer: Sendable {
-        case reply
-        case replyAfter(milliseconds: Int)
-        case replyError(ErrorCode)
-        case silence
-        /// This body as the answer.
-        case replyWith(Envelope.Body)
-    }
-
-    struct Arrival: Sendable {
-        let connection: [UInt8]
-        let requestId: UInt64
-    }
-
-    private final class State: Sendable {
-        let arrivals = Mutex<[Arrival]>([])
-        let stopped = Atomic<Bool>(false)
-        let finished = DispatchSemaphore(value: 0)
-    }
-
-    let endpoint: String
-    private let state = State()
-
-    init(_ script: @escaping @Sendable (_ copy: Int) -> Answer) throws {
-        let ready = DispatchSemaphore(value: 0)
-        let bound = Mutex<Result<String, any Error>?>(nil)
-        let state = self.state
-        Thread.detachNewThread {
-            defer { state.finished.signal() }
-            let router: Socket
-            do {
-                router = try Context.shared.socket(.router)
-                try router.set(.receiveTimeout(milliseconds: 50))
-                try router.bind("tcp://127.0.0.1:*")
-                let endpoint = try router.lastEndpoint
-                bound.withLock { $0 = .success(endpoint) }
-            } catch {
-                bound.withLock { $0 = .failure(error) }
-                ready.signal()
-                return
-            }
-            ready.signal()
-            var delayed: [(due: ContinuousClock.Instant, frames: [[UInt8]])] = []
-            while !state.stopped.load(ordering: .relaxed) {
-                let now = ContinuousClock.now
-                for reply in delayed where reply.due <= now { _ = try? router.sendMultipart(reply.frames) }
-                delayed.removeAll { $0.due <= now }
-                guard let frames = try? router.receiveMultipart(), frames.count == 2,
-                      let request = try? Envelope(decoding: frames[1]) else { continue }
-                let copy = state.arrivals.withLock { log in
-                    log.append(Arrival(connection: frames[0], requestId: request.requestId))
-                    return log.filter { $0.requestId == request.requestId }.count
-                }
-                let body: Envelope.Body
-                var wait = 0
-                switch script(copy) {
-                case .silence: continue
-                case .reply: body = .listRoomsResponse(ListRoomsResponse())
-                case .replyAfter(let milliseconds): body = .listRoomsResponse(ListRoomsResponse()); wait = milliseconds
-                case .replyError(let code): body = .error(ErrorReply(code: code, message: "scripted"))
-                case .replyWith(let scripted): body = scripted
-                }
-                guard let payload = try? Envelope(requestId: request.requestId, body: body).encoded() else { continue }
-                delayed.append((.now + .milliseconds(wait), [frames[0], payload]))
-            }
-        }
-        ready.wait()
-        endpoint = try bound.withLock { $0! }.get()
-    }
-
-    var log: [Arrival] { state.arrivals.withLock { $0 } }
-
-    func stop() {
-        state.stopped.store(true, ordering: .relaxed)
-        state.finished.wait()
-    }
-}
-
 @Suite("NetplayLobby keeps its connections and outlasts a lost request", .ownThread)
 struct LobbyConnectionTests {
-    func lobby(_ service: ScriptedService, timeout: Double = 0.3) -> NetplayLobby {
-        var lobby = NetplayLobby(discovery: service.endpoint, coordinator: service.endpoint, timeout: timeout)
+    func lobby(_ service: LyingService, timeout: Double = 0.3) -> NetplayLobby {
+        var lobby = NetplayLobby(discovery: service.requests, coordinator: service.requests, timeout: timeout)
         lobby.measuresRelays = false
         return lobby
     }
 
-    /// A discovery that answers every page with a next one (an empty page with a token, or a
-    /// page naming itself as the next) no longer keeps a listing asking forever.
-    @Test(arguments: [(0, "more", 1), (1, "again", 2)])
-    func aListingEndsOnAnEmptyPageOrOneThatRepeats(rooms: Int, token: String, requests: Int) throws {
-        let page = ListRoomsResponse(rooms: Array(repeating: Room(roomId: "r", sessionId: "r", roomName: "r"), count: rooms),
-                                     nextPageToken: token)
-        let service = try ScriptedService { _ in .replyWith(.listRoomsResponse(page)) }
+    /// A discovery whose pages never end (an empty page with a token, a page naming itself as
+    /// the next, two pages naming each other) no longer keeps a listing asking forever, nor
+    /// passes off what it sent so far as the list: the call fails with the reason.
+    @Test(arguments: [(0, 1, 1), (1, 1, 2), (1, 2, 3)])
+    func aListingWhosePagesDoNotMoveOnFails(roomsPerPage: Int, tokens: Int, requests: Int) throws {
+        let service = try LyingService { served, _ in
+            .listRoomsResponse(ListRoomsResponse(rooms: (0 ..< roomsPerPage).map { Room(roomId: "r\(served)-\($0)", maxPlayers: 2) },
+                                                 nextPageToken: "t\(served % tokens)"))
+        }
         defer { service.stop() }
-        let listed = try lobby(service).lobbyRooms()
+        let error = #expect(throws: NetplayError.self) { try lobby(service).lobbyRooms() }
+        #expect(error?.message.contains("broke its paging") == true, "\(String(describing: error))")
         #expect(service.log.count == requests, "\(service.log.count) pages asked for")
-        #expect(listed.count == rooms * requests)
+    }
+
+    /// Pages that move on but never end are followed up to the page limit, then the call fails.
+    @Test func aListingPastThePageLimitFails() throws {
+        let service = try LyingService { served, _ in
+            .listRoomsResponse(ListRoomsResponse(rooms: [Room(roomId: "r\(served)", maxPlayers: 2)], nextPageToken: "t\(served)"))
+        }
+        defer { service.stop() }
+        let error = #expect(throws: NetplayError.self) { try lobby(service).lobbyRooms(limit: .max) }
+        #expect(error?.message.contains("did not end after \(NetplayLobby.maxPages) pages") == true, "\(String(describing: error))")
+        #expect(service.log.count == NetplayLobby.maxPages)
     }
 
     @Test func callsShareOneConnectionInsteadOfAHandshakeEach() throws {
-        let service = try ScriptedService { _ in .reply }
+        let service = try LyingService(script: { _ in .emptyRoomList })
         defer { service.stop() }
         let lobby = lobby(service)
         for _ in 0 ..< 5 { _ = try lobby.lobbyRooms() }
@@ -125,7 +55,7 @@ struct LobbyConnectionTests {
 
     @Test func aRequestSafeToRepeatIsSentAgainWhenItsReplyDoesNotCome() throws {
         // The first copy of every request is lost; the second is answered.
-        let service = try ScriptedService { copy in copy == 1 ? .silence : .reply }
+        let service = try LyingService(script: { arrival in arrival.copy == 1 ? .silence : .emptyRoomList })
         defer { service.stop() }
         let rooms = try lobby(service).lobbyRooms()
         #expect(rooms.isEmpty)
@@ -136,7 +66,7 @@ struct LobbyConnectionTests {
     @Test func aResentCopyRefusedWhileTheFirstIsServedDoesNotHideItsSuccess() throws {
         // The first copy is served slowly (past one timeout); the resent copy is refused at
         // once, as a coordinator's rate limit refuses a repeated create. The call succeeds.
-        let service = try ScriptedService { copy in copy == 1 ? .replyAfter(milliseconds: 700) : .replyError(.rateLimited) }
+        let service = try LyingService(script: { arrival in arrival.copy == 1 ? .replyAfter(milliseconds: 700, .listRoomsResponse(ListRoomsResponse())) : .refuse(.rateLimited) })
         defer { service.stop() }
         let rooms = try lobby(service).lobbyRooms()
         #expect(rooms.isEmpty)
@@ -144,7 +74,7 @@ struct LobbyConnectionTests {
     }
 
     @Test func everyCopyRefusedIsTheServicesWordNotATimeout() throws {
-        let service = try ScriptedService { copy in copy == 1 ? .silence : .replyError(.rateLimited) }
+        let service = try LyingService(script: { arrival in arrival.copy == 1 ? .silence : .refuse(.rateLimited) })
         defer { service.stop() }
         var lobby = lobby(service, timeout: 0.2)
         lobby.tries = 2
@@ -154,7 +84,7 @@ struct LobbyConnectionTests {
 
     @Test func anyOtherRequestIsSentOnceAndWaitedForLonger() throws {
         // The answer comes after two timeouts: within the three tries a call waits.
-        let service = try ScriptedService { _ in .replyAfter(milliseconds: 700) }
+        let service = try LyingService(script: { _ in .replyAfter(milliseconds: 700, .listRoomsResponse(ListRoomsResponse())) })
         defer { service.stop() }
         let lobby = lobby(service)
         let body = try lobby.call(lobby.coordinatorEndpoint, "coordinator", .startSessionRequest(StartSessionRequest(
@@ -164,7 +94,7 @@ struct LobbyConnectionTests {
     }
 
     @Test func silenceFailsAfterEveryTryAndTheConnectionIsClosed() throws {
-        let service = try ScriptedService { _ in .silence }
+        let service = try LyingService(script: { _ in .silence })
         defer { service.stop() }
         var lobby = lobby(service, timeout: 0.2)
         lobby.tries = 2
@@ -182,11 +112,11 @@ struct LobbyConnectionTests {
     }
 
     @Test func aConnectionUnusedForItsIdleTimeIsClosedAtBothEnds() throws {
-        let service = try ScriptedService { _ in .reply }
+        let service = try LyingService(script: { _ in .emptyRoomList })
         defer { service.stop() }
         var lobby = lobby(service)
         lobby.idleConnectionSeconds = 3
-        let port = try #require(service.endpoint.split(separator: ":").last.flatMap { Int($0) })
+        let port = try #require(service.requests.split(separator: ":").last.flatMap { Int($0) })
         // Each use starts the idle time again: one connection for calls 0.5 s apart, 2 s in all.
         for _ in 0 ..< 4 {
             _ = try lobby.lobbyRooms()
@@ -202,7 +132,7 @@ struct LobbyConnectionTests {
     }
 
     @Test func anEndlessIdleTimeKeepsTheConnectionAndNoTimeIsNoneAtAll() throws {
-        let service = try ScriptedService { _ in .reply }
+        let service = try LyingService(script: { _ in .emptyRoomList })
         defer { service.stop() }
         var lobby = lobby(service)
         lobby.idleConnectionSeconds = .infinity
@@ -231,7 +161,7 @@ struct LobbyConnectionTests {
     }
 
     @Test func anErrorReplyIsTheServicesWordAndKeepsTheConnection() throws {
-        let service = try ScriptedService { _ in .replyError(.notFound) }
+        let service = try LyingService(script: { _ in .refuse(.notFound) })
         defer { service.stop() }
         let lobby = lobby(service)
         let error = #expect(throws: NetplayError.self) { try lobby.lobbyRoom(id: "nowhere") }

@@ -165,4 +165,22 @@ struct RoomWatchLimitTests {
         #expect(log.error?.contains("More than 5000 rooms match this watch") == true, "\(log.error ?? "no error")")
         #expect(log.changes.isEmpty)
     }
+
+    /// Two snapshot pages naming each other used to be followed to the page limit, and what
+    /// came meanwhile was taken as the rooms; now the watch ends with the reason at once.
+    @Test(.timeLimit(.minutes(1)))
+    func aSnapshotWhosePagesGoRoundInACircleEndsTheWatch() throws {
+        let discovery = try LyingService { served, _ in
+            .watchRoomsSnapshot(WatchRoomsSnapshot(sequence: 1, rooms: [Room(roomId: "r\(served)", maxPlayers: 2)],
+                                                   nextPageToken: "t\(served % 2)"))
+        }
+        defer { discovery.stop() }
+        let lobby = NetplayLobby(discovery: discovery.requests, coordinator: nil, discoveryEvents: discovery.events)
+        let log = WatchLog()
+        let task = log.consume(lobby.watchRooms())
+        defer { task.cancel() }
+        #expect(eventually(within: 20) { log.ended }, "\(log.changes.count) changes")
+        #expect(log.error?.contains("sent a next-page token it had sent before") == true, "\(log.error ?? "no error")")
+        #expect(log.changes.isEmpty && discovery.log.count == 3)
+    }
 }

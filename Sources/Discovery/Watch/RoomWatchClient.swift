@@ -53,19 +53,17 @@ public final class RoomWatchClient {
         return updates
     }
 
-    /// The most pages one snapshot may take (a million rooms at 500 a page is 2,000): a
-    /// discovery that hands out page tokens forever is refused instead of followed.
-    static let maxSnapshotPages = 10_000
-    /// The most events read at once (each page, each wait for updates).
-    static let eventBatch = 4_096
-
     private func snapshot() throws -> [RoomWatchState.Update] {
         var updates: [RoomWatchState.Update] = []
         var confirmed = Set<String>()
         var token = ""
-        var pages = 0, events = 0
-        func applyQueuedEvents() throws -> Int {
-            let bodies = drainEvents(limit: Self.eventBatch)
+        var events = 0
+        // A million rooms at 500 a page is 2,000 pages: a discovery handing out tokens forever
+        // is refused at the walk's 10,000 instead of followed.
+        var walk = PageWalk(listing: "discovery's room snapshot")
+        /// Applies the events queued (a batch at most) and says whether more may be waiting.
+        func applyQueuedEvents() throws -> Bool {
+            let (bodies, full) = drainEvents()
             events += bodies.count
             guard events <= maxSnapshotEvents else {
                 throw RoomWatchError("discovery published more than \(maxSnapshotEvents) room events during one snapshot: too many to follow")
@@ -74,22 +72,20 @@ public final class RoomWatchClient {
                 updates += state.apply(event: body)
                 if let id = Self.roomId(of: body) { confirmed.insert(id) }
             }
-            return bodies.count
+            return full
         }
         repeat {
-            pages += 1
-            guard pages <= Self.maxSnapshotPages else {
-                throw RoomWatchError("discovery's room snapshot did not end after \(Self.maxSnapshotPages) pages")
-            }
             let reply = try client.request(.watchRoomsRequest(WatchRoomsRequest(filter: filter, pageSize: pageSize, pageToken: token)))
             guard case .watchRoomsSnapshot(let page) = reply else { throw ClientError.unexpectedReply(reply.name) }
             _ = try applyQueuedEvents()
             updates += state.apply(page: page)
             confirmed.formUnion(page.rooms.map(\.roomId))
-            token = page.nextPageToken
+            do { token = try walk.next(after: page.rooms.count, nextToken: page.nextPageToken) } catch {
+                throw RoomWatchError(error.description)
+            }
         } while !token.isEmpty
         // Every event published before the last page is read before the snapshot ends.
-        while try applyQueuedEvents() == Self.eventBatch {}
+        while try applyQueuedEvents() {}
         updates += state.finishSnapshot(confirmed: confirmed)
         return updates
     }
@@ -99,16 +95,14 @@ public final class RoomWatchClient {
         return try snapshot()
     }
 
-    /// The events waiting, `limit` at most (the rest wait for the next call).
-    private func drainEvents(limit: Int) -> [Envelope.Body] {
+    /// The events waiting (those set aside first, then a batch from the subscription), and
+    /// whether the batch was full (more may be queued).
+    private func drainEvents() -> (bodies: [Envelope.Body], full: Bool) {
         var bodies = pending
         pending.removeAll()
-        var read = 0
-        while read < limit, let event = try? subscriber.next(timeout: 0) {
-            read += 1
-            if case .success(let envelope) = event.envelope { bodies.append(envelope.body) }
-        }
-        return bodies
+        let batch = subscriber.drain()
+        for event in batch { if case .success(let envelope) = event.envelope { bodies.append(envelope.body) } }
+        return (bodies, batch.count == EventSubscriber.batchLimit)
     }
 
     private static func roomId(of body: Envelope.Body) -> String? {
