@@ -25,6 +25,8 @@ public enum TCPLossProbe {
         public var rateHz: Double = 60
         /// Bytes per message (at least 12: sequence number and send time).
         public var messageBytes = 40
+        /// SO_SNDBUF of each sender connection, bytes; nil keeps the kernel's (autotuned) size.
+        public var sendBufferBytes: Int?
         /// Creates options; see each property.
         public init(connections: Int = 1, noDelay: Bool = true, thinLinearTimeouts: Bool = false, rtoMinMs: Int? = nil) {
             self.connections = connections
@@ -32,6 +34,20 @@ public enum TCPLossProbe {
             self.thinLinearTimeouts = thinLinearTimeouts
             self.rtoMinMs = rtoMinMs
         }
+        /// Why these options cannot be run for `seconds`, or nil when they can.
+        public func problem(seconds: Double) -> String? {
+            if !(1...1_000).contains(connections) { return "connections must be 1 to 1000, got \(connections)" }
+            if !(12...65_536).contains(messageBytes) { return "messageBytes must be 12 to 65536, got \(messageBytes)" }
+            if !(rateHz > 0 && rateHz <= 100_000) { return "rateHz must be above 0 and at most 100000, got \(rateHz)" }
+            if !(seconds > 0 && seconds <= 86_400) { return "seconds must be above 0 and at most 86400, got \(seconds)" }
+            if !(Double(seconds) * rateHz <= 10_000_000) { return "seconds × rateHz must be at most 10,000,000 messages" }
+            if let rtoMinMs, !(1...2_000_000).contains(rtoMinMs) { return "rtoMinMs must be 1 to 2000000, got \(rtoMinMs)" }
+            if let sendBufferBytes, !(1...(64 << 20)).contains(sendBufferBytes) {
+                return "sendBufferBytes must be 1 to 67108864, got \(sendBufferBytes)"
+            }
+            return nil
+        }
+
         /// A short label, e.g. "2 conn, nodelay, thin".
         public var description: String {
             var parts = ["\(connections) conn", noDelay ? "nodelay" : "nagle"]
@@ -60,12 +76,15 @@ public enum TCPLossProbe {
         }
     }
 
-    /// Runs the probe for `seconds` from `peer` to `lab.serviceAddress`.
+    /// Runs the probe for `seconds` from `peer` to `lab.serviceAddress`. Throws for options it
+    /// cannot run (``Options/problem(seconds:)``) and when the path carries nothing.
     public static func run(lab: WANLab, peer: WANPeer, seconds: Double, options: Options = Options()) throws -> Result {
-        precondition(options.connections >= 1 && options.messageBytes >= 12)
+        if let problem = options.problem(seconds: seconds) { throw WANHarnessError("TCP loss probe: \(problem)") }
         let listener: Int32
         do {
-            listener = try IPv4Socket.bound(.stream, host: lab.serviceAddress, port: 0, listenBacklog: 8).descriptor
+            // Every connection is made before the first is accepted: the queue holds them all.
+            listener = try IPv4Socket.bound(.stream, host: lab.serviceAddress, port: 0,
+                                            listenBacklog: Int32(max(8, options.connections))).descriptor
         } catch {
             throw WANHarnessError("cannot listen on \(lab.serviceAddress): \(error)")
         }
@@ -86,6 +105,12 @@ public enum TCPLossProbe {
             if options.thinLinearTimeouts {
                 guard setsockopt(fd, Int32(IPPROTO_TCP), 16 /* TCP_THIN_LINEAR_TIMEOUTS */, &one, socklen_t(4)) == 0 else {
                     throw WANHarnessError("TCP_THIN_LINEAR_TIMEOUTS: \(String(cString: strerror(errno)))")
+                }
+            }
+            if let bytes = options.sendBufferBytes {
+                var size = Int32(bytes)
+                guard setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(4)) == 0 else {
+                    throw WANHarnessError("SO_SNDBUF: \(String(cString: strerror(errno)))")
                 }
             }
             if let rtoMinMs = options.rtoMinMs {
@@ -154,6 +179,9 @@ public enum TCPLossProbe {
                 }
             }
         }
+        // A sender still blocked in send() (a path that died: TCP retries for many minutes) is
+        // woken rather than waited for.
+        for fd in senders { shutdown(fd, Int32(SHUT_RDWR)) }
         while !sender.isFinished { usleep(10_000) }
         let seen = latencies.filter { $0 >= 0 }
         guard let minimum = seen.min() else { throw WANHarnessError("the probe received nothing") }

@@ -59,7 +59,19 @@ public struct WANPlayerFigures: Sendable, CustomStringConvertible {
         }
     }
 
-    /// An integer field (-1 when missing).
+    /// The fields the figures below read. A RESULT without one of them, or with one that is not a
+    /// whole number, is refused by ``WANMatch``: read as -1, a renamed field would pass every
+    /// bound a test sets on it.
+    public static let requiredFields = ["slot", "rollbacks", "rollback_frames", "max_rollback", "own_substituted",
+                                        "stalls_over_2", "max_stall_ms", "frame_delay", "relay_moves"]
+
+    /// The ``requiredFields`` missing, or not whole numbers, and `checksum` when it is missing.
+    public var missingFields: [String] {
+        Self.requiredFields.filter { Int(fields[$0] ?? "") == nil } + (fields["checksum"] == nil ? ["checksum"] : [])
+    }
+
+    /// An integer field (-1 when missing; a RESULT ``WANMatch`` returns has every one of the
+    /// ``requiredFields``).
     public func int(_ key: String) -> Int { Int(fields[key] ?? "") ?? -1 }
     /// The player's slot.
     public var slot: Int { int("slot") }
@@ -143,10 +155,8 @@ public enum WANMatch {
         }
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         var services: [Process] = []
-        defer {
-            for process in services.reversed() where process.isRunning { process.terminate() }
-            for process in services { process.waitUntilExit() }
-        }
+        // A service stuck in its shutdown is killed after the grace time rather than waited for.
+        defer { LoggedProcess.stop(services.reversed()) }
         let address = lab.serviceAddress
         let discovery = "tcp://\(address):\(try freePort(on: address))"
         let coordinator = "tcp://\(address):\(try freePort(on: address))"
@@ -197,7 +207,13 @@ public enum WANMatch {
     static func awaitResult(log: String, until deadline: Date, what: String) throws -> WANPlayerFigures {
         while true {
             let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            if let result = WANPlayerFigures(log: text) { return result }
+            if let result = WANPlayerFigures(log: text) {
+                guard result.missingFields.isEmpty else {
+                    throw WANHarnessError("\(what) reported a RESULT without \(result.missingFields.joined(separator: ", ")): "
+                                          + "nothing could be measured from it")
+                }
+                return result
+            }
             if Date() > deadline || text.contains("netplay-peer: error") || text.contains("Error:") {
                 throw WANHarnessError("\(what) reported nothing; its log ends:\n" + text.suffix(3_000))
             }

@@ -116,7 +116,11 @@ public final class WANPeer {
         var environment = ProcessInfo.processInfo.environment
         for key in environment.keys where key.hasPrefix("NETPLAY_WANLINK_") { environment[key] = nil }
         process.environment = environment
-        _ = FileManager.default.createFile(atPath: forwarderLog, contents: nil)
+        // Appended to: a restarted forwarder (``setDelay(ms:jitterMs:reorder:)``) keeps the
+        // counts the one before it wrote when it stopped.
+        if !FileManager.default.fileExists(atPath: forwarderLog) {
+            _ = FileManager.default.createFile(atPath: forwarderLog, contents: nil)
+        }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: forwarderLog))
         log.seekToEndOfFile()
         process.standardOutput = log
@@ -141,6 +145,7 @@ public final class WANPeer {
             }
             usleep(10_000)
         }
+        stopForwarder()
         throw WANHarnessError("netplay-wanlink did not attach \(outerDevice) and \(namespace)/\(innerDevice) within 5 s")
     }
 

@@ -37,11 +37,15 @@ static const char *usage =
     "  --down-delay-ms MS   delay outer -> inner (overrides --delay-ms)        NETPLAY_WANLINK_DOWN_DELAY_MS\n"
     "  --loss-percent P     drop P%% of packets each direction in the forwarder NETPLAY_WANLINK_LOSS_PERCENT\n"
     "  --reorder            let jitter reorder packets (default: keep order)   NETPLAY_WANLINK_REORDER=1\n"
+    "  --no-reorder         keep order, whatever NETPLAY_WANLINK_REORDER says\n"
     "  --seed N             random seed for jitter and loss (default: time)    NETPLAY_WANLINK_SEED\n"
     "  --watch-pid PID      exit when process PID is gone                      NETPLAY_WANLINK_WATCH_PID\n"
     "  --help               this text\n"
+    "A flag beats its variable; an empty variable counts as unset. --delay-ms given as a flag\n"
+    "also beats the per-direction variables.\n"
     "Devices are attached by name (IFF_TUN|IFF_NO_PI) and created when missing.\n"
-    "SIGTERM or SIGINT: exit 0 after printing packet counts on stderr.\n";
+    "SIGTERM or SIGINT (or --watch-pid gone): exit 0 after printing packet counts on stderr;\n"
+    "a device that goes away: the same, exit 1.\n";
 
 /// A held packet: when it is due, and its bytes.
 typedef struct {
@@ -185,6 +189,12 @@ static void release_due(int fd, Direction *d, uint64_t now) {
     }
 }
 
+/// The variable `name`, or NULL when it is unset or empty.
+static const char *setting(const char *name) {
+    const char *value = getenv(name);
+    return value != NULL && *value != '\0' ? value : NULL;
+}
+
 static const char *option_value(int argc, char **argv, int *i, const char *flag) {
     size_t len = strlen(flag);
     if (strncmp(argv[*i], flag, len) == 0 && argv[*i][len] == '=') return argv[*i] + len + 1;
@@ -196,27 +206,34 @@ static const char *option_value(int argc, char **argv, int *i, const char *flag)
 }
 
 int main(int argc, char **argv) {
-    const char *inner = getenv("NETPLAY_WANLINK_INNER");
-    const char *outer = getenv("NETPLAY_WANLINK_OUTER");
-    const char *inner_netns = getenv("NETPLAY_WANLINK_INNER_NETNS");
-    const char *delay_text = getenv("NETPLAY_WANLINK_DELAY_MS");
-    const char *jitter_text = getenv("NETPLAY_WANLINK_JITTER_MS");
-    const char *up_text = getenv("NETPLAY_WANLINK_UP_DELAY_MS");
-    const char *down_text = getenv("NETPLAY_WANLINK_DOWN_DELAY_MS");
-    const char *loss_text = getenv("NETPLAY_WANLINK_LOSS_PERCENT");
-    const char *seed_text = getenv("NETPLAY_WANLINK_SEED");
-    const char *watch_text = getenv("NETPLAY_WANLINK_WATCH_PID");
-    const char *reorder_text = getenv("NETPLAY_WANLINK_REORDER");
-    int reorder = reorder_text != NULL && (strcmp(reorder_text, "1") == 0 || strcmp(reorder_text, "true") == 0);
+    const char *inner = setting("NETPLAY_WANLINK_INNER");
+    const char *outer = setting("NETPLAY_WANLINK_OUTER");
+    const char *inner_netns = setting("NETPLAY_WANLINK_INNER_NETNS");
+    const char *delay_text = setting("NETPLAY_WANLINK_DELAY_MS");
+    const char *jitter_text = setting("NETPLAY_WANLINK_JITTER_MS");
+    const char *up_text = setting("NETPLAY_WANLINK_UP_DELAY_MS");
+    const char *down_text = setting("NETPLAY_WANLINK_DOWN_DELAY_MS");
+    const char *loss_text = setting("NETPLAY_WANLINK_LOSS_PERCENT");
+    const char *seed_text = setting("NETPLAY_WANLINK_SEED");
+    const char *watch_text = setting("NETPLAY_WANLINK_WATCH_PID");
+    const char *reorder_text = setting("NETPLAY_WANLINK_REORDER");
+    int reorder = 0;
+    if (reorder_text != NULL) {
+        if (strcmp(reorder_text, "1") == 0 || strcmp(reorder_text, "true") == 0) reorder = 1;
+        else if (strcmp(reorder_text, "0") != 0 && strcmp(reorder_text, "false") != 0)
+            return bad_config("NETPLAY_WANLINK_REORDER '%s' is not 1, true, 0 or false", reorder_text);
+    }
 
     static const char *const valued[] = {"--inner", "--outer", "--inner-netns", "--delay-ms", "--jitter-ms",
                                          "--up-delay-ms", "--down-delay-ms", "--loss-percent", "--seed",
                                          "--watch-pid"};
     const char **targets[] = {&inner, &outer, &inner_netns, &delay_text, &jitter_text, &up_text, &down_text,
                               &loss_text, &seed_text, &watch_text};
+    int up_from_flag = 0, down_from_flag = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { fputs(usage, stdout); return 0; }
         if (strcmp(argv[i], "--reorder") == 0) { reorder = 1; continue; }
+        if (strcmp(argv[i], "--no-reorder") == 0) { reorder = 0; continue; }
         int matched = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
             size_t len = strlen(valued[k]);
@@ -224,6 +241,13 @@ int main(int argc, char **argv) {
             const char *value = option_value(argc, argv, &i, valued[k]);
             if (value == NULL) return bad_config("%s needs a value", valued[k]);
             *targets[k] = value;
+            // A general delay from the command line beats per-direction ones from variables.
+            if (targets[k] == &delay_text) {
+                if (!up_from_flag) up_text = NULL;
+                if (!down_from_flag) down_text = NULL;
+            }
+            if (targets[k] == &up_text) up_from_flag = 1;
+            if (targets[k] == &down_text) down_from_flag = 1;
             matched = 1;
             break;
         }
@@ -356,6 +380,7 @@ int main(int argc, char **argv) {
         }
         if (gone) {
             fprintf(stderr, "netplay-wanlink: a TUN device went away; stopping\n");
+            status = 1;
             break;
         }
         now = now_ns();

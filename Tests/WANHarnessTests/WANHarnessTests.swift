@@ -259,6 +259,91 @@ struct WANHarnessTests {
         }
     }
 
+    /// A flag beats its variable, a general `--delay-ms` flag beats the per-direction variables,
+    /// an empty variable is unset, and a reorder variable that is no yes or no is refused. Each
+    /// case ends in a later bad flag (`--loss-percent 101`), so the reason shows which value was
+    /// taken before any device is touched.
+    @Test("netplay-wanlink: flags beat variables, empty variables are unset, NETPLAY_WANLINK_REORDER is checked")
+    func wanlinkTakesFlagsOverVariables() throws {
+        let binary = try WANLab.locateWanlink()
+        let late = ["--inner", "a", "--outer", "b", "--loss-percent", "101"]
+        let cases: [([String: String], [String], String)] = [
+            (["NETPLAY_WANLINK_UP_DELAY_MS": "fast"], ["--delay-ms", "5"] + late, "--loss-percent '101'"),
+            (["NETPLAY_WANLINK_DOWN_DELAY_MS": "fast"], ["--delay-ms=5"] + late, "--loss-percent '101'"),
+            (["NETPLAY_WANLINK_UP_DELAY_MS": "fast"], late, "--up-delay-ms 'fast'"),
+            (["NETPLAY_WANLINK_INNER_NETNS": ""], late, "--loss-percent '101'"),
+            (["NETPLAY_WANLINK_REORDER": "maybe"], late, "NETPLAY_WANLINK_REORDER 'maybe' is not 1, true, 0 or false"),
+            (["NETPLAY_WANLINK_REORDER": "0"], late, "--loss-percent '101'"),
+        ]
+        for (environment, arguments, reason) in cases {
+            let result = SystemCommand.run("/usr/bin/env", environment.map { "\($0.key)=\($0.value)" } + [binary] + arguments)
+            #expect(result.status == 2 && result.output.contains(reason), "\(environment) \(arguments): \(result.status) \(result.output)")
+        }
+    }
+
+    /// A RESULT line that lacks a field a test bounds (a renamed `max_stall_ms`) read as -1 and
+    /// passed every bound; the harness now refuses it.
+    @Test("a player's RESULT without a field the figures read is refused, not read as -1")
+    func aResultWithoutAFieldIsRefused() throws {
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("wan-result-\(getpid()).log").path
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        let complete = "RESULT frames=600 checksum=0x1f slot=1 rollbacks=3 rollback_frames=9 max_rollback=4 own_substituted=0 "
+            + "stalls_over_2=0 max_stall_ms=12 frame_delay=2 relay_moves=0"
+        try (complete + "\n").write(toFile: log, atomically: true, encoding: .utf8)
+        let figures = try WANMatch.awaitResult(log: log, until: Date().addingTimeInterval(5), what: "P1")
+        #expect(figures.maxStallMs == 12 && figures.meanRollback == 3)
+        for missing in ["max_stall_ms=12", "rollbacks=3", "checksum=0x1f"] {
+            try (complete.replacingOccurrences(of: missing, with: "") + "\n").write(toFile: log, atomically: true, encoding: .utf8)
+            let error = #expect(throws: WANHarnessError.self) { try WANMatch.awaitResult(log: log, until: Date().addingTimeInterval(5), what: "P1") }
+            let field = String(missing.prefix { $0 != "=" })
+            #expect(error?.description.contains("without \(field)") == true, "\(String(describing: error))")
+        }
+        try (complete.replacingOccurrences(of: "max_stall_ms=12", with: "max_stall_ms=soon") + "\n").write(toFile: log, atomically: true, encoding: .utf8)
+        #expect(throws: WANHarnessError.self) { try WANMatch.awaitResult(log: log, until: Date().addingTimeInterval(5), what: "P1") }
+    }
+
+    @Test("TCP loss probe: options it cannot run are refused with the reason")
+    func tcpProbeOptionsAreChecked() {
+        var options = TCPLossProbe.Options()
+        #expect(options.problem(seconds: 4) == nil)
+        #expect(options.problem(seconds: -1)?.contains("seconds must be") == true)
+        #expect(options.problem(seconds: .nan)?.contains("seconds must be") == true)
+        options.rateHz = 0
+        #expect(options.problem(seconds: 4)?.contains("rateHz must be") == true)
+        options = TCPLossProbe.Options(connections: 0)
+        #expect(options.problem(seconds: 4)?.contains("connections must be") == true)
+        options = TCPLossProbe.Options(rtoMinMs: 3_000_000)
+        #expect(options.problem(seconds: 4)?.contains("rtoMinMs must be") == true)
+        options = TCPLossProbe.Options()
+        options.messageBytes = 11
+        #expect(options.problem(seconds: 4)?.contains("messageBytes must be") == true)
+    }
+
+    /// A path that dies mid-probe, its sender's small buffer full: the sender sat in send() until
+    /// TCP gave up (a quarter of an hour). It is woken once the receiving side's time is up.
+    @Test("TCP loss probe: a path that dies mid-probe ends the probe instead of hanging it",
+          .enabled(if: WANLab.unavailableReason == nil, "\(WANLab.unavailableReason ?? "")"), .timeLimit(.minutes(1)))
+    func tcpProbeEndsWhenThePathDies() throws {
+        let lab = try WANLab()
+        defer { lab.tearDown() }
+        let peer = try lab.addPeer(delayMs: 5)
+        var options = TCPLossProbe.Options()
+        options.rateHz = 200
+        options.messageBytes = 2_000
+        options.sendBufferBytes = 4_096
+        let cut = UncheckedBox(peer)
+        let cutter = Thread {
+            Thread.sleep(forTimeInterval: 1)
+            try? cut.value.setLoss(percent: 100)
+        }
+        cutter.start()
+        let started = ContinuousClock.now
+        let result = try TCPLossProbe.run(lab: lab, peer: peer, seconds: 2, options: options)
+        #expect(result.received > 0 && result.received < result.sent, "\(result)")
+        #expect(ContinuousClock.now - started < .seconds(30))
+        while !cutter.isFinished { usleep(10_000) }
+    }
+
     /// The measurement behind docs/wan-harness.md: set NETPLAY_WAN_TCP_PROBE_SECONDS (e.g. 30).
     @Test("TCP under 2% loss each way at one-way 50 ms ± 5 ms (figures; NETPLAY_WAN_TCP_PROBE_SECONDS)",
           .enabled(if: WANLab.unavailableReason == nil && ProcessInfo.processInfo.environment["NETPLAY_WAN_TCP_PROBE_SECONDS"] != nil,
@@ -278,4 +363,10 @@ struct WANHarnessTests {
             #expect(result.received == result.sent)
         }
     }
+}
+
+/// Hands a value to another thread where the test knows the two never use it at once.
+final class UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }
