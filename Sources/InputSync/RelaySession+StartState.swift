@@ -119,8 +119,12 @@ extension RelaySession {
         startStateSlot = host.slot - 1
         let targets = participants.filter { $0 !== host && $0.isConnected && $0.awaitingTransfer == nil }
         guard beginTransfer(reason: .restart, reference: host, targets: targets, now: now, atLeastFrame: frame) else { return }
-        // Their checksums from the old state are no evidence until they load the new one.
-        for target in targets where target.slot > 0 { resyncedAt[target.slot - 1] = .max }
+        // Their checksums from the old state are no evidence until they load the new one (an
+        // earlier state they have not said they loaded is superseded).
+        for target in targets where target.slot > 0 {
+            resyncedAt[target.slot - 1] = .max
+            loadsAwaited[target.slot - 1] = nil
+        }
         // Reports waiting for the restart's frame and later are of the old timeline, the host's
         // too (it reported its frame before restarting, and does not report it again): judged
         // after the transfer, they went into the next replay file as the checksums of a state

@@ -151,10 +151,12 @@ final class RelaySession {
     var resyncs = 0
     /// Why each recent transfer happened (its acknowledgement arrives after it completed).
     var transferReasons: [UInt32: StateTransferReason] = [:]
-    /// Restart targets sent the whole state, by 0-based slot: the transfer and the state's
-    /// frame. Their checksums count again once they say they loaded it (a report sent before
-    /// that is of the old timeline, even when it arrives after the last chunk went out).
-    var restartLoadsAwaited: [Int: (transferId: UInt32, frame: Int)] = [:]
+    /// Players sent the whole state of a restart, a desync heal or a catch-up, by 0-based slot:
+    /// the transfer and the state's frame. Their checksums count again once they say they
+    /// loaded it: a report sent before that is of the run the state replaces, even when it
+    /// arrives after the last chunk went out (a peer may run on for up to a second before it
+    /// loads), and the frames it already reported are not reported again.
+    var loadsAwaited: [Int: (transferId: UInt32, frame: Int)] = [:]
 
     var content: ContentInfo?
     var gameOptions: [UInt8] = []

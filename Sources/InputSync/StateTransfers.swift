@@ -254,9 +254,9 @@ extension RelaySession {
             break  // the state of frame 0: its checksums count (from every peer)
         case .restart:
             // Its checksums count again from the state's frame on once it loaded the state (its
-            // acknowledgement); a spectator (which replaces its engine with the state) gets the
-            // inputs from that frame again.
-            if target.slot > 0 { restartLoadsAwaited[target.slot - 1] = (transfer.id, frame) }
+            // acknowledgement; refused since the restart began); a spectator (which replaces its
+            // engine with the state) gets the inputs from that frame again.
+            if target.slot > 0 { loadsAwaited[target.slot - 1] = (transfer.id, frame) }
             // Its cursor moves back to the state's frame as a whole: left above it (a resumed
             // claim, a late join past the frame), the first frame it is owed would be above the
             // frames sent next.
@@ -266,14 +266,11 @@ extension RelaySession {
                 target.firstFrame = min(target.firstFrame, frame)
             }
         default:
+            // As for a restart: its checksums count again once it loaded the state (a state it
+            // never said it loaded is replaced by this one).
             guard target.slot > 0 else { break }
-            let slot = target.slot - 1
-            // A restart's state it never said it loaded is replaced by this one.
-            if restartLoadsAwaited.removeValue(forKey: slot) != nil {
-                resyncedAt[slot] = frame + 1
-            } else {
-                resyncedAt[slot] = max(resyncedAt[slot], frame + 1)
-            }
+            loadsAwaited[target.slot - 1] = (transfer.id, frame)
+            resyncedAt[target.slot - 1] = .max
         }
     }
 
@@ -312,14 +309,26 @@ extension RelaySession {
         if receiveStartStateAck(ack, from: participant, now: now) { return }
         if ack.loaded {
             let slot = participant.slot - 1
-            if slot >= 0, let awaited = restartLoadsAwaited[slot], awaited.transferId == ack.transferId {
-                restartLoadsAwaited[slot] = nil
+            if slot >= 0, let awaited = loadsAwaited[slot], awaited.transferId == ack.transferId {
+                loadsAwaited[slot] = nil
                 resyncedAt[slot] = awaited.frame + 1
+                // What it reported past the state's frame before loading it is of the run the
+                // state replaced (and it does not report those frames again).
+                for (frame, reports) in checksums.pending where frame > awaited.frame && reports[slot] != nil {
+                    checksums.pending[frame]?[slot] = nil
+                }
             }
             participant.failedLoads = 0
             participant.stalledTransfers = 0
             if transferReasons.removeValue(forKey: ack.transferId) == .desync { resyncs += 1 }
         } else if !ack.error.isEmpty {
+            // It plays on as it was: its checksums count again (a disagreement brings another
+            // transfer while its retries last).
+            let slot = participant.slot - 1
+            if slot >= 0, let awaited = loadsAwaited[slot], awaited.transferId == ack.transferId {
+                loadsAwaited[slot] = nil
+                resyncedAt[slot] = awaited.frame + 1
+            }
             participant.failedLoads += 1
             let retry = participant.isConnected && participant.failedLoads <= Self.loadRetries
             transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()), severity: .error,

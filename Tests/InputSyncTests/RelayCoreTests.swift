@@ -17,6 +17,22 @@ struct RelayCoreTests {
         for (peer, slot) in [(a, 1), (b, 2), (c, 3)] { _ = try rig.attach(peer, slot: slot) }
     }
 
+    /// a, b and c send their inputs (1, 2 and 3) for `frames`.
+    func playTrio(_ rig: RelayRig, frames: Range<Int>) throws {
+        for frame in frames {
+            try rig.batch(a, slot: 1, start: frame, [1])
+            try rig.batch(b, slot: 2, start: frame, [2])
+            try rig.batch(c, slot: 3, start: frame, [3])
+        }
+    }
+
+    /// a, b and c report their checksums of `frame`, in that order.
+    func reportTrio(_ rig: RelayRig, frame: UInt32, _ fromA: UInt64, _ fromB: UInt64, _ fromC: UInt64) throws {
+        for (peer, slot, checksum) in [(a, 1, fromA), (b, 2, fromB), (c, 3, fromC)] as [(PeerAddress, UInt32, UInt64)] {
+            try rig.send(.checksumReport(ChecksumReport(slot: slot, checksums: [FrameChecksum(frame: frame, checksum: checksum)])), from: peer)
+        }
+    }
+
     func runningPair(_ rig: RelayRig, first participant: String? = nil) throws {
         let first = try rig.attach(a, slot: 1, participant: participant)
         #expect(!first.running)
@@ -203,29 +219,75 @@ struct RelayCoreTests {
         try attachTrio(rig)
         let lies = stride(from: 40, to: 40 + 2 * 270, by: 2).map { FrameChecksum(frame: UInt32($0), checksum: 9) }
         try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: lies)), from: b)
-        for frame in 0 ..< 12 {
-            try rig.batch(a, slot: 1, start: frame, [1])
-            try rig.batch(b, slot: 2, start: frame, [2])
-            try rig.batch(c, slot: 3, start: frame, [3])
-        }
-        try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 10, checksum: 111)])), from: a)
-        try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 10, checksum: 222)])), from: b)
-        try rig.send(.checksumReport(ChecksumReport(slot: 3, checksums: [FrameChecksum(frame: 10, checksum: 111)])), from: c)
+        try playTrio(rig, frames: 0 ..< 12)
+        try reportTrio(rig, frame: 10, 111, 222, 111)
         #expect(rig.transport.published.contains { $0.topic == "sync.desync" }, "the honest reports of frame 10 were judged")
+    }
+
+    /// Three players play 32 frames; b's checksum of frame 10 disagrees, so a's state of frame
+    /// 20 heals it (sent whole, its progress acknowledged, not yet loaded). Returns the transfer.
+    func healB(_ rig: RelayRig, staleReportDuringTheTransfer: Bool) throws -> UInt32 {
+        try attachTrio(rig)
+        try playTrio(rig, frames: 0 ..< 32)
+        try reportTrio(rig, frame: 10, 111, 222, 111)
+        let request = try #require(InputSyncTests.stateRequests(rig.transport.take(a)).first)
+        #expect(request.reason == StateTransferReason.desync)
+        if staleReportDuringTheTransfer {
+            try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 30, checksum: 999)])), from: b)
+        }
+        try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 20, totalSize: 2, data: [4, 2], last: true,
+                                            reason: .desync)), from: a)
+        try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, receivedBytes: 2)), from: b)
+        return request.transferId
+    }
+
+    /// b's report of frame 30 from its diverged run (sent before it loaded the healing state,
+    /// arriving after the state went out) counted from the last chunk on: judged with the
+    /// others', it was a second, spurious desync and another transfer. It counts from b's load.
+    @Test(arguments: [false, true])
+    func aHealedPlayersReportFromBeforeItLoadedTheStateDoesNotCount(staleReportDuringTheTransfer: Bool) throws {
+        let rig = RelayRig(players: 3, checksumInterval: 10)
+        let transfer = try healB(rig, staleReportDuringTheTransfer: staleReportDuringTheTransfer)
+        if !staleReportDuringTheTransfer {
+            try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 30, checksum: 999)])), from: b)
+        }
+        try rig.send(.stateTransferAck(StateTransferAck(transferId: transfer, loaded: true)), from: b)
+        try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 30, checksum: 333)])), from: a)
+        try rig.send(.checksumReport(ChecksumReport(slot: 3, checksums: [FrameChecksum(frame: 30, checksum: 333)])), from: c)
+        #expect(!notices(rig).contains { $0.frame == 30 }, "b's checksum from before its load was judged: \(notices(rig).map(\.frame))")
+        // Loaded, its reports count again: a disagreement is a desync.
+        try playTrio(rig, frames: 32 ..< 42)
+        try reportTrio(rig, frame: 40, 5, 6, 5)
+        #expect(notices(rig).contains { $0.frame == 40 && $0.divergedSlots == [2] })
+    }
+
+    /// A healed player that cannot load the state says so, and gets another while its retries
+    /// last; past them it plays on as it was, and its reports count again rather than never.
+    @Test func aHealedPlayerThatCannotLoadTheStateIsJudgedAgain() throws {
+        let rig = RelayRig(players: 3, checksumInterval: 10)
+        var served = try healB(rig, staleReportDuringTheTransfer: false)
+        var transfers = 1
+        for _ in 0 ..< 5 {
+            try rig.send(.stateTransferAck(StateTransferAck(transferId: served, error: "corrupt")), from: b)
+            rig.advance(ms: 20)
+            guard let retry = InputSyncTests.stateRequests(rig.transport.take(a)).first else { continue }
+            transfers += 1
+            served = retry.transferId
+            try rig.send(.stateChunk(StateChunk(transferId: served, frame: 20, totalSize: 2, data: [4, 2], last: true,
+                                                reason: .desync)), from: a)
+            try rig.send(.stateTransferAck(StateTransferAck(transferId: served, receivedBytes: 2)), from: b)
+        }
+        #expect(transfers == 4, "the first and three retries")
+        try reportTrio(rig, frame: 30, 333, 999, 333)
+        #expect(notices(rig).contains { $0.frame == 30 && $0.divergedSlots == [2] })
     }
 
     @Test func aDesyncIsDetectedAndTheDivergedPlayerGetsTheMajorityState() throws {
         let rig = RelayRig(players: 3, checksumInterval: 10)
         try attachTrio(rig)
-        for frame in 0 ..< 12 {
-            try rig.batch(a, slot: 1, start: frame, [1])
-            try rig.batch(b, slot: 2, start: frame, [2])
-            try rig.batch(c, slot: 3, start: frame, [3])
-        }
+        try playTrio(rig, frames: 0 ..< 12)
         _ = rig.transport.take(a); _ = rig.transport.take(b); _ = rig.transport.take(c)
-        try rig.send(.checksumReport(ChecksumReport(slot: 1, checksums: [FrameChecksum(frame: 10, checksum: 111)])), from: a)
-        try rig.send(.checksumReport(ChecksumReport(slot: 2, checksums: [FrameChecksum(frame: 10, checksum: 222)])), from: b)
-        try rig.send(.checksumReport(ChecksumReport(slot: 3, checksums: [FrameChecksum(frame: 10, checksum: 111)])), from: c)
+        try reportTrio(rig, frame: 10, 111, 222, 111)
         let notices = rig.transport.sent.compactMap { entry -> DesyncNotice? in
             if case .desyncNotice(let notice) = entry.body { return notice }
             return nil

@@ -53,14 +53,17 @@ struct RelayTrustTests {
             }
         }
         // It claims it could not load the host's state, over and over: every retry is served
-        // by the host again, never by the liar.
+        // by the host again, never by the liar. Past its retries it plays on as it was, its
+        // checksums counted again.
         try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 10, offset: 0, totalSize: 4,
                                             data: [1, 1, 1, 1], last: true)), from: b)
-        for _ in 0 ..< 3 {
-            rig.send(ackFailure: request.transferId, from: a)
+        var served = request.transferId
+        for _ in 0 ..< 4 {
+            rig.send(ackFailure: served, from: a)
             rig.advance(ms: 20)
             #expect(stateRequests(rig.transport.take(a)).isEmpty)
             if let retry = stateRequests(rig.transport.take(b)).first {
+                served = retry.transferId
                 try rig.send(.stateChunk(StateChunk(transferId: retry.transferId, frame: 10, offset: 0, totalSize: 4,
                                                     data: [1, 1, 1, 1], last: true)), from: b)
             }

@@ -1,7 +1,8 @@
+import NetplayTestSupport
 import Testing
 @testable import NetplayService
 
-@Suite("PageWalk: a paged listing's pages must move on")
+@Suite("PageWalk: a paged listing's pages must move on", .ownThread)
 struct PageWalkTests {
     @Test func anHonestListingIsFollowedToItsEnd() throws {
         var walk = PageWalk(listing: "the rooms listing")
