@@ -111,9 +111,26 @@ final class RelayLink {
 
     deinit { for path in paths { path.socket?.close() } }
 
+    /// Messages a relay may have queued at this peer, per connection: a frontend that stops
+    /// ticking (an app in the background) holds at most this many, and past it libzmq stops
+    /// reading the connection, so the relay drops what it sends (counted there) and resends
+    /// inputs from the peer's acknowledgements once it reads again. Two seconds of the busiest
+    /// legitimate traffic (eight players' forwarded batches) fit.
+    static let receiveQueueMessages: Int32 = 1_000
+    /// The largest message taken from a relay: a state chunk's 256 KiB of data (the wire's
+    /// limit) and its envelope, with room. An input broadcast at its largest is about 135 KiB.
+    /// So a relay can queue about 320 MiB at a peer that does not read (the service default,
+    /// 10,000 messages of 1 MiB, let it queue about 10 GiB).
+    static let maxMessageBytes: Int64 = 320 << 10
+    /// Bytes one ``receive(now:)`` decodes at most (the rest wait for the next tick), so one tick
+    /// never holds more than this in decoded messages, however much a relay sent.
+    static let receiveBytesPerCall = 16 << 20
+
     private func makeSocket() throws -> Socket {
         try SocketDefaults.connectedClient(.dealer, to: endpoint, serverKey: serverKey, context: context) {
             try $0.set(.immediate(true))
+            try $0.set(.receiveHighWaterMark(Self.receiveQueueMessages))
+            try $0.set(.maxMessageSize(bytes: Self.maxMessageBytes))
         }
     }
 
@@ -384,15 +401,19 @@ final class RelayLink {
     /// Everything received on any path and released by the simulated delay: the primary's
     /// messages in order, then the input broadcasts of the additional paths (duplicates of the
     /// primary's, which the match ignores).
+    /// At most ``receiveBytesPerCall`` bytes (and 10,000 messages) are taken off the sockets per
+    /// call.
     func receive(now: UInt64) -> [Envelope] {
         flush(now: now)
         var out: [Envelope] = []
+        var bytesLeft = Self.receiveBytesPerCall
         for index in paths.indices {
             var arrived: [Envelope] = []
             if let socket = paths[index].socket {
                 var budget = 10_000
-                while budget > 0, let frame = try? socket.receive(flags: .dontWait) {
+                while budget > 0, bytesLeft > 0, let frame = try? socket.receive(flags: .dontWait) {
                     budget -= 1
+                    bytesLeft -= frame.count
                     if paths.count > 1 { frame.withUnsafeBytes { noteCopy($0, now: now) } }
                     guard let envelope = try? Envelope(decoding: frame) else {
                         undecodable += 1
