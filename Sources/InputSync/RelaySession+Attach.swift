@@ -104,6 +104,7 @@ extension RelaySession {
                       now: UInt64) throws(ServiceError) -> RelayPeer {
         if ticket.role == .player {
             let index = slot(of: ticket) - 1
+            try claimSlot(index, for: ticket)
             if let holder = players[index] {
                 routes.forget(holder)
                 remove(holder, reason: .replaced, detail: "slot \(ticket.slot) was given to another participant", now: now)

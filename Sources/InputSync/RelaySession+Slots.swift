@@ -11,6 +11,21 @@ extension RelaySession {
         return (1 ... params.maxPlayers).contains(UInt32(assigned)) ? assigned : Int(ticket.slot)
     }
 
+    /// Seats `ticket`'s participant in 0-based `slot` on the record, or refuses a superseded
+    /// ticket (TICKET_EXPIRED, so an honest client renews it): one issued before the slot was
+    /// given to another participant, by a newer ticket or by the coordinator's slot map. A
+    /// player who moved to another slot, or to spectating, keeps its old ticket until it
+    /// expires; without this it could take its old slot back from whoever has it now.
+    func claimSlot(_ slot: Int, for ticket: JoinTicket) throws(ServiceError) {
+        let claim = slotClaims[slot]
+        if let claim, claim.participantId != ticket.participantId, claim.sinceUnixMs > ticket.issuedAtUnixMs {
+            throw ServiceError(.ticketExpired, "Slot \(slot + 1) was given to another participant after this ticket was issued; ask the coordinator for a new ticket.",
+                               field: "AttachRequest.ticket")
+        }
+        let since = claim?.participantId == ticket.participantId ? max(claim!.sinceUnixMs, ticket.issuedAtUnixMs) : ticket.issuedAtUnixMs
+        slotClaims[slot] = (ticket.participantId, since)
+    }
+
     /// Whether `participant` acts as the session's host (starts the match, asks to start or
     /// restart from its state, wins the vote in such a match): the host the coordinator named;
     /// before it named one, the participant whose ticket admits the host, or in a session whose
@@ -22,9 +37,12 @@ extension RelaySession {
 
     /// Takes the coordinator's (or LAN host's) slot map: every listed player moves to its slot
     /// now, told by a `SLOT_CHANGED` peer event; an unlisted player in a slot given to another is
-    /// removed (replaced); later attaches follow the map, whatever their tickets say. Refused
-    /// (INVALID_STATE) once the match runs: the players' rollback engines hold their slots.
-    func assign(_ request: AssignSlotsRequest, routes: PeerRoutes, now: UInt64) throws(ServiceError) {
+    /// removed (replaced); later attaches follow the map, whatever their tickets say, and a
+    /// ticket issued before the map for a slot it gives to another participant, or leaves free,
+    /// is superseded (``claimSlot(_:for:)``). Refused (INVALID_STATE) once the match runs: the
+    /// players' rollback engines hold their slots. `wallNowMs`: the relay's wall clock.
+    func assign(_ request: AssignSlotsRequest, routes: PeerRoutes, now: UInt64,
+                wallNowMs: UInt64 = UnixTime.nowMs()) throws(ServiceError) {
         guard !running else {
             throw ServiceError(.invalidState, "Slots can be assigned only before the match starts.")
         }
@@ -55,6 +73,10 @@ extension RelaySession {
         }
         players = next
         assignedSlots = map
+        for slot in 0 ..< params.maxPlayers {
+            let owner = map.first { $0.value == Int(slot) + 1 }?.key ?? ""
+            slotClaims[Int(slot)] = (owner, wallNowMs)
+        }
         if !request.hostParticipantId.isEmpty { hostParticipantId = request.hostParticipantId }
         for player in moved {
             peerEvent(.slotChanged, player, frame: 0, detail: "moved to slot \(player.slot) by the host", now: now)

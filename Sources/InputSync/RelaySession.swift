@@ -157,6 +157,12 @@ final class RelaySession {
     /// arrives after the last chunk went out (a peer may run on for up to a second before it
     /// loads), and the frames it already reported are not reported again.
     var loadsAwaited: [Int: (transferId: UInt32, frame: Int)] = [:]
+    /// The latest word on each player slot, by 0-based slot: whom it belongs to ("" for nobody)
+    /// and since when, the issue time of the newest ticket seated in it or the time the
+    /// coordinator's slot map came (``RelaySession/assign(_:routes:now:)``). A ticket of
+    /// another participant for that slot issued before then is superseded (see
+    /// ``RelaySession/claimSlot(_:for:)``).
+    var slotClaims: [Int: (participantId: String, sinceUnixMs: UInt64)] = [:]
 
     var content: ContentInfo?
     var gameOptions: [UInt8] = []

@@ -27,6 +27,63 @@ struct RelayTrustTests {
         rig.transport.sent.removeAll()
     }
 
+    // MARK: - Superseded tickets
+
+    /// `participant`'s ticket for `slot`, issued `offsetMs` after now (before, when negative; the
+    /// relay takes tickets up to 30 s ahead of its clock).
+    func ticket(_ rig: RelayRig, slot: Int, _ participant: String, at offsetMs: Int64, role: Role = .player) -> JoinTicket {
+        rig.ticket(slot: slot, role: role, participant: participant, issuedAt: UInt64(Int64(UnixTime.nowMs()) + offsetMs))
+    }
+
+    func attach(_ rig: RelayRig, _ ticket: JoinTicket, from peer: PeerAddress) throws(ServiceError) {
+        _ = try rig.send(.attachRequest(AttachRequest(ticket: ticket, protocolVersion: SyncProtocol.current)), from: peer)
+    }
+
+    /// A player who moved to spectating (or another slot) mid-match keeps its old ticket until it
+    /// expires. With it, it took its old slot back from whoever had it since (and could go on
+    /// doing so for the ticket's life and the resume grace). A ticket issued before the slot's
+    /// newest is refused as expired (an honest client renews it).
+    @Test func aPlayersOldTicketDoesNotTakeItsSlotBackFromItsNewHolder() throws {
+        let rig = RelayRig(checksumInterval: 10)
+        try pairAtFrame11(rig, first: "h-host", second: "p-pat")
+        // Pat moves to spectating; Quinn takes slot 2 with a ticket issued since.
+        try attach(rig, ticket(rig, slot: 0, "p-pat", at: 100, role: .spectator), from: RelayRig.address("pat-watching"))
+        try attach(rig, ticket(rig, slot: 2, "p-quinn", at: 200), from: c)
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        #expect(session.players[1]?.participantId == "p-quinn")
+        // Pat's player ticket is older than Quinn's.
+        let refused = #expect(throws: ServiceError.self) { try attach(rig, ticket(rig, slot: 2, "p-pat", at: -60_000), from: b) }
+        #expect(refused?.code == .ticketExpired, "\(String(describing: refused))")
+        #expect(session.players[1]?.participantId == "p-quinn")
+        // A ticket for Pat issued after Quinn's is the coordinator's newer word: it seats Pat.
+        try attach(rig, ticket(rig, slot: 2, "p-pat", at: 300), from: b)
+        #expect(session.players[1]?.participantId == "p-pat")
+        // Quinn's reconnect with its older ticket no longer takes it back either.
+        #expect(throws: ServiceError.self) { try attach(rig, ticket(rig, slot: 2, "p-quinn", at: 200), from: c) }
+    }
+
+    /// In the lobby the coordinator's slot map is the word since its arrival: a slot it gives to
+    /// another participant, or leaves free, refuses tickets issued before it; the participant it
+    /// gives a slot to attaches there with the ticket it holds.
+    @Test func theCoordinatorsSlotMapSupersedesOlderTicketsForItsSlots() throws {
+        let rig = RelayRig(players: 3)
+        _ = try rig.attach(a, slot: 1, participant: "h-host")
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        // Pat held slot 2 and moved to spectating before attaching; Quinn got slot 2, slot 3 is free.
+        try session.assign(AssignSlotsRequest(sessionId: rig.sessionId, assignments: [
+            SlotAssignment(participantId: "h-host", slot: 1), SlotAssignment(participantId: "p-quinn", slot: 2)]),
+                           routes: PeerRoutes(), now: rig.now)
+        for slot in [2, 3] {
+            let refused = #expect(throws: ServiceError.self) { try attach(rig, ticket(rig, slot: slot, "p-pat", at: -5_000), from: b) }
+            #expect(refused?.code == .ticketExpired)
+        }
+        try attach(rig, ticket(rig, slot: 2, "p-quinn", at: -5_000), from: c)
+        #expect(session.players[1]?.participantId == "p-quinn")
+        // A ticket for the free slot issued after the map seats its holder.
+        try attach(rig, ticket(rig, slot: 3, "p-rae", at: 100), from: RelayRig.address("rae"))
+        #expect(session.players[2]?.participantId == "p-rae")
+    }
+
     // MARK: - Checksum ties
 
     @Test func aLiarInSlotOneCannotHaveItsStateLoadedIntoTheHost() throws {

@@ -29,8 +29,8 @@ struct RelayQueueLimitTests {
             identity = try router.receiveMultipart()[0]
         }
 
-        /// Sends `message` to the link until `count` went out or libzmq has taken none for a
-        /// second (every queue on the way full); returns how many went out.
+        /// Sends `message` to the link until `count` went out or libzmq has taken none for three
+        /// seconds (every queue on the way full); returns how many went out.
         func flood(_ message: [UInt8], count: Int) -> Int {
             var sent = 0
             var stuckSince: Date?
@@ -38,7 +38,7 @@ struct RelayQueueLimitTests {
                 if (try? router.sendMultipart([identity, message], flags: .dontWait)) != nil {
                     sent += 1
                     stuckSince = nil
-                } else if Date().timeIntervalSince(stuckSince ?? Date()) > 1 {
+                } else if Date().timeIntervalSince(stuckSince ?? Date()) > 3 {
                     break
                 } else {
                     stuckSince = stuckSince ?? Date()
@@ -69,20 +69,23 @@ struct RelayQueueLimitTests {
     @Test func oneReceiveDecodesSixteenMebibytesAtMost() throws {
         let relay = try StandInRelay()
         #expect(relay.flood(Self.chunk, count: 400) == 400)
-        Thread.sleep(forTimeInterval: 0.5)
-        let first = relay.link.receive(now: 0).count
-        #expect(first == (16 << 20) / Self.chunk.count + 1, "\(first) chunks of \(Self.chunk.count) bytes in one call")
-        var rest = 0
-        for _ in 0 ..< 20 { rest += relay.link.receive(now: 0).count }
-        #expect(first + rest == 400)
+        Thread.sleep(forTimeInterval: 2)
+        let most = (16 << 20) / Self.chunk.count + 1
+        var calls: [Int] = []
+        let deadline = Date().addingTimeInterval(10)
+        while calls.reduce(0, +) < 400, Date() < deadline {
+            calls.append(relay.link.receive(now: 0).count)
+            usleep(10_000)
+        }
+        #expect(calls.first == most && calls.allSatisfy { $0 <= most }, "chunks of \(Self.chunk.count) bytes per call: \(calls)")
+        #expect(calls.reduce(0, +) == 400)
     }
 
     /// A message larger than any a relay sends (a state chunk's data is at most 256 KiB) ends
-    /// the connection instead of being taken.
+    /// the connection instead of being taken (taken, these bytes would count as undecodable).
     @Test func aMessageLargerThanARelaySendsIsNotTaken() throws {
         let relay = try StandInRelay()
         #expect(relay.flood(Array(repeating: 1, count: 400 << 10), count: 1) == 1)
-        #expect(relay.flood(Self.chunk, count: 1) == 1)
         Thread.sleep(forTimeInterval: 0.5)
         var taken: [Envelope] = []
         for _ in 0 ..< 5 { taken += relay.link.receive(now: 0) }
