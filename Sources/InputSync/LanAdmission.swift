@@ -231,7 +231,7 @@ public final class LanAdmission: Sendable {
                 let replayed = request.idempotencyKey.isEmpty ? nil
                     : state.admittedByKey[request.idempotencyKey].flatMap { $0.isAskedAgain(by: request, in: state) ? $0 : nil }
                 // A join asked again (its answer lost, or waiting for the host) costs nothing more.
-                if replayed == nil, !source.isEmpty, !(settings.approveJoiners && state.approvals.isFiled(key: request.idempotencyKey)),
+                if replayed == nil, !source.isEmpty, !(settings.approveJoiners && state.approvals.isFiled(request)),
                    case .limited(let retry) = state.joins.take(source, now: Double(now) / 1000) {
                     throw AdmissionDenial(.rateLimited, "Too many joins from your address; retry in \(retry) ms.", retryAfterMs: retry)
                 }
@@ -255,7 +255,7 @@ public final class LanAdmission: Sendable {
                     return .success((replayed.participantId, replayed.role, replayed.heldSlot(in: state) ?? 0))
                 }
                 if settings.approveJoiners {
-                    try state.approvals.ask(request, nowMs: now, unixMs: UnixTime.nowMs())
+                    try state.approvals.ask(request, source: source, nowMs: now, unixMs: UnixTime.nowMs())
                     state.approvals.admitted(key: request.idempotencyKey)
                 }
                 let id = "lan-\(state.nextParticipant)"

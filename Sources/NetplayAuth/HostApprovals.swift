@@ -32,6 +32,8 @@ public struct HostApprovals: Sendable {
         /// The request's HMAC under the book's own key, idempotency key and round trips left out.
         var fingerprint: [UInt8]
         var requestedAtUnixMs: UInt64
+        /// The address it was filed from ("" unknown).
+        var source: String
         var firstAskedMs: UInt64
         var lastAskedMs: UInt64
         var decision: Decision
@@ -43,24 +45,29 @@ public struct HostApprovals: Sendable {
     public let maxWaitMs: UInt64
     /// Joins waiting at most (beyond: RATE_LIMITED).
     public let capacity: Int
+    /// Joins one address may have waiting at most (beyond: RATE_LIMITED), so one address cannot
+    /// fill the host's list (and every real joiner's place on it) with names of its choosing.
+    public let perSource: Int
     private var entries: [Entry] = []
     private var nextId = 1
     /// Keys the fingerprints (they cover passwords); random per book, never stored.
     private let fingerprintKey = Sodium.randomBytes(32)
 
     /// An empty book with these limits.
-    public init(askTimeoutMs: UInt64 = 15_000, maxWaitMs: UInt64 = 180_000, capacity: Int = 64) {
+    public init(askTimeoutMs: UInt64 = 15_000, maxWaitMs: UInt64 = 180_000, capacity: Int = 64, perSource: Int = 4) {
         self.askTimeoutMs = askTimeoutMs
         self.maxWaitMs = maxWaitMs
         self.capacity = capacity
+        self.perSource = perSource
     }
 
-    /// The join `request` asks about (known by its idempotency key; `nowMs` monotonic, `unixMs`
-    /// the wall clock): filed on its first ask. Returns normally when the host approved it (the
-    /// caller admits it and calls ``admitted(key:)``); otherwise throws AWAITING_HOST (retry after
-    /// a moment), REFUSED_BY_HOST (a refusal is told once, then forgotten), RATE_LIMITED (too
-    /// many waiting) or BAD_REQUEST (no idempotency key to know it by).
-    public mutating func ask(_ request: JoinSessionRequest, nowMs: UInt64, unixMs: UInt64) throws(ServiceError) {
+    /// The join `request` asks about (known by its idempotency key; `source` the address it came
+    /// from, "" unknown; `nowMs` monotonic, `unixMs` the wall clock): filed on its first ask.
+    /// Returns normally when the host approved it (the caller admits it and calls
+    /// ``admitted(key:)``); otherwise throws AWAITING_HOST (retry after a moment),
+    /// REFUSED_BY_HOST (a refusal is told once, then forgotten), RATE_LIMITED (too many waiting,
+    /// or ``perSource`` from its address) or BAD_REQUEST (no idempotency key to know it by).
+    public mutating func ask(_ request: JoinSessionRequest, source: String, nowMs: UInt64, unixMs: UInt64) throws(ServiceError) {
         expire(nowMs: nowMs)
         let key = request.idempotencyKey
         guard !key.isEmpty else {
@@ -89,10 +96,14 @@ public struct HostApprovals: Sendable {
         guard entries.count < capacity else {
             throw ServiceError(.rateLimited, "Too many joins wait for this host's decision; retry later.", retryAfterMs: 5_000)
         }
+        guard source.isEmpty || entries.lazy.filter({ $0.source == source }).count < perSource else {
+            throw ServiceError(.rateLimited, "\(perSource) joins from your address already wait for this host's decision; retry later.",
+                               retryAfterMs: 5_000)
+        }
         let pendingId = "j-\(nextId)-" + Hex.encode(Sodium.randomBytes(4))
         nextId += 1
         entries.append(Entry(pendingId: pendingId, key: key, name: name, role: role, requestedSlot: request.preferredSlot,
-                             fingerprint: fingerprint, requestedAtUnixMs: unixMs, firstAskedMs: nowMs, lastAskedMs: nowMs, decision: .waiting))
+                             fingerprint: fingerprint, requestedAtUnixMs: unixMs, source: source, firstAskedMs: nowMs, lastAskedMs: nowMs, decision: .waiting))
         throw Self.awaiting
     }
 
@@ -112,9 +123,13 @@ public struct HostApprovals: Sendable {
     private static let awaiting = ServiceError(.awaitingHost, "The host has not decided on your join yet; ask again shortly.",
                                                retryAfterMs: 500)
 
-    /// Whether a join with this idempotency key is filed (its asks cost no join budget).
-    public func isFiled(key: String) -> Bool {
-        !key.isEmpty && entries.contains { $0.key == key }
+    /// Whether `request` asks about a join filed before (its asks cost no join budget): its
+    /// idempotency key and the rest of the request both match. A filed key with another request
+    /// (another password, say) is a new join, and pays as one.
+    public func isFiled(_ request: JoinSessionRequest) -> Bool {
+        guard !request.idempotencyKey.isEmpty, let entry = entries.first(where: { $0.key == request.idempotencyKey }),
+              let fingerprint = try? fingerprint(of: request) else { return false }
+        return Sodium.constantTimeEquals(entry.fingerprint, fingerprint)
     }
 
     /// The approved join with this key went through: forgotten.

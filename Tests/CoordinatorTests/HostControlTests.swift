@@ -20,6 +20,42 @@ struct HostControlTests {
                                                     pendingId: pendingId, approve: approve, reason: reason), at: h.time)
     }
 
+    /// One address filed 64 junk joins (the whole list) and kept them waiting: every real joiner
+    /// was RATE_LIMITED and the host's list held the names it chose. Four per address now.
+    @Test func oneAddressCannotFillTheHostsList() throws {
+        let h = try Harness()
+        let created = try h.create(maxPlayers: 4, approveJoiners: true)
+        let id = created.session.sessionId
+        for index in 0 ..< 4 {
+            #expect(code { try h.join(id, name: "junk-\(index)", key: "junk-key-\(index)-abcdef", source: "10.0.0.66") } == .awaitingHost)
+        }
+        #expect(code { try h.join(id, name: "junk-4", key: "junk-key-4-abcdef", source: "10.0.0.66") } == .rateLimited)
+        // Its filed joins are still its to ask about; another address files its own.
+        #expect(code { try h.join(id, name: "junk-0", key: "junk-key-0-abcdef", source: "10.0.0.66") } == .awaitingHost)
+        #expect(code { try h.join(id, name: "bob", key: "bob-approval-key-1", source: "10.0.0.7") } == .awaitingHost)
+        let host = (id: created.participantId, token: created.participantToken)
+        #expect(try list(h, id, as: host).map(\.name).sorted() == ["bob", "junk-0", "junk-1", "junk-2", "junk-3"])
+    }
+
+    /// Asking again about a filed join costs no join budget; the same key with another request
+    /// (here another password each time) is a new join, and pays as one.
+    @Test func aFiledKeyWithAnotherRequestPaysTheJoinBudget() throws {
+        let h = try Harness()
+        let created = try h.create(maxPlayers: 3, approveJoiners: true)
+        let id = created.session.sessionId
+        #expect(code { try h.join(id, name: "eve", key: "eve-approval-key-1", source: "10.0.0.9") } == .awaitingHost)
+        var codes: [ErrorCode?] = []
+        for attempt in 0 ..< 400 {
+            codes.append(code { try h.join(id, name: "eve \(attempt)", key: "eve-approval-key-1", source: "10.0.0.9") })
+        }
+        let limited = codes.contains(.rateLimited)
+        #expect(limited, "answers: \(Set(codes.map { String(describing: $0) }))")
+        // The filed join itself is still free to ask about, however often.
+        for _ in 0 ..< 400 {
+            #expect(code { try h.join(id, name: "eve", key: "eve-approval-key-1", source: "10.0.0.10") } != .rateLimited)
+        }
+    }
+
     @Test func aJoinWaitsForTheHostsApproval() throws {
         let h = try Harness()
         let created = try h.create(maxPlayers: 3, approveJoiners: true)

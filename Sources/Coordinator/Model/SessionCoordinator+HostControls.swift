@@ -9,13 +9,13 @@ extension SessionCoordinator {
 
     /// A join to a room whose host approves joiners (checked up to its password): goes on when
     /// the host approved it, else throws AWAITING_HOST (filed, or still waiting) or
-    /// REFUSED_BY_HOST (see ``HostApprovals/ask(_:nowMs:unixMs:)``). Nothing for other rooms.
-    func awaitHost(_ request: JoinSessionRequest, session: SessionRecord, at time: CoordinatorTime) throws(ServiceError) {
+    /// REFUSED_BY_HOST (see ``HostApprovals/ask(_:source:nowMs:unixMs:)``). Nothing for other rooms.
+    func awaitHost(_ request: JoinSessionRequest, source: String, session: SessionRecord, at time: CoordinatorTime) throws(ServiceError) {
         guard session.settings.approveJoiners else { return }
         var book = approvals[session.sessionId]
             ?? HostApprovals(askTimeoutMs: settings.pendingJoinAskTimeoutMs, maxWaitMs: settings.pendingJoinMaxWaitMs)
         defer { approvals[session.sessionId] = book.isEmpty ? nil : book }
-        try book.ask(request, nowMs: time.monotonicMs, unixMs: time.unixMs)
+        try book.ask(request, source: source, nowMs: time.monotonicMs, unixMs: time.unixMs)
     }
 
     /// The approved join with `key` went through in `sessionId`.
@@ -27,7 +27,7 @@ extension SessionCoordinator {
 
     /// Whether an ask of `request` is about a join already filed (it costs no join budget).
     func isFiledJoin(_ request: JoinSessionRequest) -> Bool {
-        approvals[request.sessionId]?.isFiled(key: request.idempotencyKey) == true
+        approvals[request.sessionId]?.isFiled(request) == true
     }
 
     /// Host only: the joins waiting for its decision.

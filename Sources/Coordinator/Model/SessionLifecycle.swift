@@ -194,7 +194,7 @@ extension SessionCoordinator {
         var session = sessions[request.sessionId]!
         let role = plan.admission.role
         let replayed = try replayedParticipant(session, request)
-        if replayed == nil { try awaitHost(request, session: session, at: time) }
+        if replayed == nil { try awaitHost(request, source: source, session: session, at: time) }
         var changes: [StoreChange] = []
         var outcome = Outcome(reply: .ack(Ack()))
         let participant: ParticipantRecord
