@@ -320,6 +320,37 @@ struct AbuseLimitTests {
 
     // MARK: Bans and revoked tickets
 
+    /// A kick reached the relay once, best-effort: lost (the relay restarting), the kicked
+    /// player stayed attached for good. Every refresh that shows it attached tells the relay again.
+    @Test func aKickTheRelayMissedIsToldAgainWhileItShowsThePlayerAttached() throws {
+        let h = try Harness()
+        let host = try h.create(maxPlayers: 4)
+        let id = host.session.sessionId
+        let bob = try h.join(id, name: "bob", source: "10.0.0.5")
+        let carol = try h.join(id, name: "carol", source: "10.0.0.6")
+        _ = try h.core.kick(KickParticipantRequest(sessionId: id, participantId: host.participantId, participantToken: host.participantToken,
+                                                   targetParticipantId: bob.participantId, ban: true), at: h.time)
+        _ = try h.core.kick(KickParticipantRequest(sessionId: id, participantId: host.participantId, participantToken: host.participantToken,
+                                                   targetParticipantId: carol.participantId), at: h.time)
+        func refresh(_ attached: [String], relay: String = "sync-0") throws -> [DisconnectPeerRequest] {
+            let outcome = try h.core.refreshRelay(RefreshRelayRequest(relayId: relay, load: RelayLoad(), presence: [
+                SessionPresence(sessionId: id, connectedParticipantIds: attached)]), at: h.time)
+            return outcome.detach.compactMap { if case .disconnectPeerRequest(let notice) = $0.body { notice } else { nil } }
+        }
+        // The relay never heard: its refreshes show both still attached.
+        for _ in 0 ..< 2 {
+            let told = try refresh([host.participantId, bob.participantId, carol.participantId])
+            #expect(told.map(\.participantId).sorted() == [bob.participantId, carol.participantId].sorted())
+            #expect(told.first { $0.participantId == bob.participantId }?.reason == .kicked, "bob is banned")
+            #expect(told.first { $0.participantId == carol.participantId }?.reason == .leaving)
+            #expect(told.allSatisfy { $0.sessionId == id })
+        }
+        // Once the relay lets them go, nothing more; another relay's word about the session is not taken.
+        #expect(try refresh([host.participantId]).isEmpty)
+        _ = try h.register("sync-9")
+        #expect(try refresh([bob.participantId], relay: "sync-9").isEmpty)
+    }
+
     @Test func aBanBindsToTheAddressAndTheParticipant() throws {
         let h = try Harness()
         let host = try h.create(maxPlayers: 4)

@@ -34,6 +34,7 @@ extension SessionCoordinator {
             request.presence.map { ($0.sessionId, Set($0.connectedParticipantIds)) }, uniquingKeysWith: { first, _ in first }), nowMs: time.monotonicMs)
         var outcome = applyRelayFacts(request, at: time)
         outcome.touched += attachChanged  // the lobby room shows who is connected in each slot
+        outcome.detach += strayAttachments(request.presence, on: request.relayId)
         let closes = relays.takeCloses(for: request.relayId)
         outcome.reply = .refreshRelayResponse(RefreshRelayResponse(closeSessionIds: closes.close, movedSessionIds: closes.moved))
         // Who is attached shows in the session's events too, not only in requests for it.
@@ -46,6 +47,25 @@ extension SessionCoordinator {
             if info.draining { outcome.relayEvents = [relayEvent(.draining, info, sessions: sessionIds(on: info.relayId), at: time)] }
         }
         return outcome
+    }
+
+    /// A kick or a leave reaches the relay as one best-effort `DisconnectPeerRequest`; lost (the
+    /// relay restarting, a dropped connection), the participant stayed attached for good and its
+    /// ticket kept admitting it. So every refresh that shows someone attached whom the session no
+    /// longer has tells the relay again (KICKED for a banned participant, LEAVING otherwise:
+    /// either revokes its tickets there), 256 at most per refresh.
+    func strayAttachments(_ presence: [SessionPresence], on relayId: String) -> [RelayNotice] {
+        var notices: [RelayNotice] = []
+        for entry in presence {
+            guard let session = sessions[entry.sessionId], session.isActive, session.relayId == relayId else { continue }
+            for id in entry.connectedParticipantIds where session.index(of: id) == nil {
+                let banned = session.bans.participantIds.contains(id)
+                notices += notice(session, disconnect: id, reason: banned ? .kicked : .leaving,
+                                  message: banned ? "banned by the host" : "no longer in this session")
+                if notices.count >= 256 { return notices }
+            }
+        }
+        return notices
     }
 
     /// The registry (stale relays too with `include_stale`, until the next sweep drops them).
