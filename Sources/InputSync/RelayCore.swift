@@ -45,7 +45,10 @@ public final class RelayCore {
     /// Creates a relay core that admits tickets `verifier` accepts and sends through `transport`.
     public init(configuration: RelayConfiguration, verifier: JoinTicketVerifier, transport: RelayTransport) {
         self.configuration = configuration
-        self.verifier = verifier
+        // A ticket living longer than the relay remembers a kick would admit the kicked again.
+        var checked = verifier
+        checked.maxLifetimeMs = min(verifier.maxLifetimeMs ?? .max, configuration.maxTicketLifetimeMs)
+        self.verifier = checked
         progressProofs = ProgressProofs(keyRing: verifier.keyRing)
         self.transport = transport
         revocations = RevocationBook(capacity: configuration.maxRevocations, journal: configuration.revocationsFile,

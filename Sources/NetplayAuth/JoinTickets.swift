@@ -42,6 +42,10 @@ public struct JoinTicketVerifier: Sendable {
     public let keyRing: TicketKeyRing
     /// Tolerated clock difference between coordinator and relay for `issued_at` in the future.
     public var clockSkewMs: UInt64 = 30_000
+    /// The longest a ticket may live (`expires_at - issued_at`), or nil for any. A relay sets it
+    /// to how long it remembers a removed participant: a ticket living longer would admit a
+    /// kicked player again once the relay forgot the kick.
+    public var maxLifetimeMs: UInt64? = nil
 
     /// Verifies `ticket`. With `relayId`, a ticket naming another relay is refused (a ticket for
     /// relay "" — a LAN host's in-process relay — is accepted by any relay only when `relayId`
@@ -61,6 +65,9 @@ public struct JoinTicketVerifier: Sendable {
         if let relayId, ticket.relayId != relayId { throw .wrongRelay(expected: relayId, actual: ticket.relayId) }
         guard ticket.issuedAtUnixMs <= nowUnixMs + clockSkewMs else { throw .notYetValid(issuedAtUnixMs: ticket.issuedAtUnixMs) }
         guard nowUnixMs < ticket.expiresAtUnixMs else { throw .expired(expiredAtUnixMs: ticket.expiresAtUnixMs) }
+        if let maxLifetimeMs, ticket.expiresAtUnixMs > ticket.issuedAtUnixMs &+ maxLifetimeMs {
+            throw .livesTooLong(lifetimeMs: ticket.expiresAtUnixMs &- ticket.issuedAtUnixMs, maxMs: maxLifetimeMs)
+        }
         if ticket.role == .player, !(1...8).contains(ticket.slot) { throw .malformed("a player ticket needs a slot from 1 to 8") }
         if ticket.role == .spectator, ticket.slot != 0 { throw .malformed("a spectator ticket has slot 0") }
         if ticket.role == .unspecified { throw .malformed("the ticket names no role") }
@@ -80,6 +87,8 @@ public enum TicketError: Error, Sendable, Equatable, CustomStringConvertible {
     case notYetValid(issuedAtUnixMs: UInt64)
     /// Genuine, but for another relay.
     case wrongRelay(expected: String, actual: String)
+    /// Genuine, but living longer than the verifier takes (``JoinTicketVerifier/maxLifetimeMs``).
+    case livesTooLong(lifetimeMs: UInt64, maxMs: UInt64)
     /// Inconsistent fields.
     case malformed(String)
 
@@ -96,6 +105,8 @@ public enum TicketError: Error, Sendable, Equatable, CustomStringConvertible {
         case .expired(let at): "The ticket expired at \(at) ms; renew it with the coordinator."
         case .notYetValid(let at): "The ticket was issued in the future (\(at) ms); check the clocks."
         case .wrongRelay(let expected, let actual): "The ticket is for relay '\(actual)', not '\(expected)'."
+        case .livesTooLong(let lifetime, let max):
+            "The ticket lives \(lifetime / 1000) s; this relay takes tickets of at most \(max / 1000) s (the coordinator's --ticket-ttl must not exceed it)."
         case .malformed(let reason): "The ticket is malformed: \(reason)."
         }
     }

@@ -256,7 +256,7 @@ struct PersistenceAndRelayTests {
         #expect(try CoordinatorOptions.parse([]).resolve(environment: [:]).settings.relayChoice == RelayChoicePolicy())
         for (arguments, environment) in [(["--discovery", "nope"], [:]), (["--cluster-secret", "xyz"], [:]),
                                          (["--relay-ttl", "1", "--relay-refresh-interval", "2"], [:]),
-                                         ([], ["NETPLAY_DURABILITY": "maybe"]), (["--ticket-ttl", "0"], [:]),
+                                         ([], ["NETPLAY_DURABILITY": "maybe"]), (["--ticket-ttl", "0"], [:]), (["--ticket-ttl", "601"], [:]),
                                          (["--relay-load-cap", "0"], [:]), ([], ["NETPLAY_RELAY_RTT_TOLERANCE": "-1"])] as [([String], [String: String])] {
             #expect(throws: (any Error).self, "\(arguments) \(environment)") {
                 try CoordinatorOptions.parse(arguments).resolve(environment: environment)

@@ -62,6 +62,16 @@ struct RelayTrustTests {
         #expect(throws: ServiceError.self) { try attach(rig, ticket(rig, slot: 2, "p-quinn", at: 200), from: c) }
     }
 
+    /// A relay remembers a kick for the longest a ticket lives (10 minutes): a ticket issued to
+    /// live an hour would admit a player kicked before it first attached, once the relay forgot.
+    @Test func aTicketLivingLongerThanTheRelayRemembersAKickIsRefused() throws {
+        let rig = RelayRig()
+        let long = rig.ticket(slot: 1, participant: "h-host", ttlMs: 3_600_000)
+        let refused = #expect(throws: ServiceError.self) { try attach(rig, long, from: a) }
+        #expect(refused?.code == .ticketInvalid && refused?.message.contains("at most 600 s") == true, "\(String(describing: refused))")
+        try attach(rig, rig.ticket(slot: 1, participant: "h-host", ttlMs: 600_000), from: a)
+    }
+
     /// In the lobby the coordinator's slot map is the word since its arrival: a slot it gives to
     /// another participant, or leaves free, refuses tickets issued before it; the participant it
     /// gives a slot to attaches there with the ticket it holds.

@@ -68,6 +68,18 @@ struct JoinTicketTests {
         #expect(TicketError.badSignature.reply.code == .ticketInvalid)
     }
 
+    /// A relay remembers a kick for the longest a ticket lives: a longer-lived ticket (a
+    /// coordinator run with a long --ticket-ttl) would admit the kicked player once it forgot.
+    @Test func aTicketLivingLongerThanTheVerifierTakesIsRefused() throws {
+        let verifier = JoinTicketVerifier(keyRing: ring, maxLifetimeMs: 600_000)
+        try verifier.verify(try issue(ttl: 600_000), nowUnixMs: 1_000_001)
+        #expect(throws: TicketError.livesTooLong(lifetimeMs: 3_600_000, maxMs: 600_000)) {
+            try verifier.verify(try issue(ttl: 3_600_000), nowUnixMs: 1_000_001)
+        }
+        #expect(TicketError.livesTooLong(lifetimeMs: 2, maxMs: 1).errorCode == .ticketInvalid)
+        try JoinTicketVerifier(keyRing: ring).verify(try issue(ttl: 3_600_000), nowUnixMs: 1_000_001)
+    }
+
     @Test func aGenuineTicketForAnotherRelayIsRefused() throws {
         let ticket = try issue(relay: "sync-1")
         #expect(throws: TicketError.wrongRelay(expected: "sync-0", actual: "sync-1")) {

@@ -14,7 +14,7 @@ public struct CoordinatorOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("File holding the cluster secret (env NETPLAY_CLUSTER_SECRET_FILE).", valueName: "path"))
     public var clusterSecretFile: String?
 
-    @Option(help: ArgumentHelp("Seconds a join ticket admits its holder (env NETPLAY_TICKET_TTL, default 300).", valueName: "seconds"))
+    @Option(help: ArgumentHelp("Seconds a join ticket admits its holder, 1 to 600: relays take no ticket living longer, as they remember a kick that long (env NETPLAY_TICKET_TTL, default 300).", valueName: "seconds"))
     public var ticketTTL: String?
 
     @Option(help: ArgumentHelp("Seconds without a refresh before a relay is dropped (env NETPLAY_RELAY_TTL, default 6).", valueName: "seconds"))
@@ -80,7 +80,7 @@ public struct CoordinatorOptions: ParsableArguments, Sendable {
         configuration.keyRing = try TicketKeyRing.configured(secret: clusterSecret, file: clusterSecretFile, setting: resolver)
         var settings = CoordinatorSettings()
         settings.ticketTTLMs = UInt64(try resolver.number(ticketTTL, "NETPLAY_TICKET_TTL", name: "--ticket-ttl", default: 300,
-                                                          range: 1...86_400) * 1000)
+                                                          range: 1...600) * 1000)
         settings.relayTTLMs = UInt32(try resolver.number(relayTTL, "NETPLAY_RELAY_TTL", name: "--relay-ttl", default: 6,
                                                          range: 0.2...600) * 1000)
         let refresh = try resolver.number(relayRefreshInterval, "NETPLAY_RELAY_REFRESH_INTERVAL", name: "--relay-refresh-interval",
