@@ -4,7 +4,8 @@ import Foundation
 /// remembered until no ticket issued to them before could still admit them: the relay refuses
 /// their attaches meanwhile. Bounded: entries expire, and past the capacity the one expiring
 /// soonest is forgotten first, a departure's before any kick's (joining and leaving is cheap; it
-/// must not push a kick out). With a ``RevocationJournal`` it outlives the process. Shared by a
+/// must not push a kick out), and the inserting session's own before another's (or, when it has
+/// none, the largest session's), so one session's flood of kicks cannot evict another's. With a ``RevocationJournal`` it outlives the process. Shared by a
 /// relay's sessions; reactor thread only.
 final class RevocationBook {
     private struct Key: Hashable {
@@ -79,9 +80,13 @@ final class RevocationBook {
         if entries[key] == nil, entries.count >= capacity {
             purge(nowUnixMs: nowUnixMs)
             if entries.count >= capacity {
-                let departures = entries.filter { !$0.value.kicked }
+                // Room comes from the inserting session's own entries first, else from the
+                // session holding the most: a host kicking sock-puppets by the thousand pushes
+                // out its own kicks, not another session's (whose kicked players would be let back in).
+                let pool = Self.evictionPool(entries, for: key.sessionId)
+                let departures = pool.filter { !$0.value.kicked }
                 if departures.isEmpty && !kicked { return nil }
-                let candidates = departures.isEmpty ? entries : departures
+                let candidates = departures.isEmpty ? pool : departures
                 if let soonest = candidates.min(by: { $0.value.untilUnixMs < $1.value.untilUnixMs })?.key {
                     entries.removeValue(forKey: soonest)
                 }
@@ -91,6 +96,17 @@ final class RevocationBook {
         let entry = Entry(untilUnixMs: max(old?.untilUnixMs ?? 0, until), kicked: kicked || old?.kicked == true)
         entries[key] = entry
         return entry
+    }
+
+    /// The entries a full book gives room from for an entry of `sessionId`: that session's own,
+    /// or when it has none, those of the session holding the most.
+    private static func evictionPool(_ entries: [Key: Entry], for sessionId: String) -> [Key: Entry] {
+        let own = entries.filter { $0.key.sessionId == sessionId }
+        if !own.isEmpty { return own }
+        var counts: [String: Int] = [:]
+        for key in entries.keys { counts[key.sessionId, default: 0] += 1 }
+        guard let largest = counts.max(by: { $0.value < $1.value || ($0.value == $1.value && $0.key > $1.key) })?.key else { return entries }
+        return entries.filter { $0.key.sessionId == largest }
     }
 
     /// Whether `participantId` is refused in `sessionId` at `nowUnixMs`.

@@ -366,6 +366,26 @@ struct RelayTrustTests {
         #expect(back.slot == 2)
     }
 
+    /// The book is shared by every session: a host kicking sock-puppets by the thousand pushed
+    /// other sessions' kicks out (the soonest expiring first), and those kicked players could
+    /// attach again. A session's flood now gives room from its own entries first.
+    @Test func oneSessionsKicksDoNotPushAnothersOut() {
+        let book = RevocationBook(capacity: 10)
+        for index in 0 ..< 3 {
+            book.revoke(sessionId: "victim", participantId: "griefer\(index)", untilUnixMs: 1_000 + UInt64(index), nowUnixMs: 0)
+        }
+        for index in 0 ..< 500 {
+            book.revoke(sessionId: "flooder", participantId: "puppet\(index)", untilUnixMs: 9_000 + UInt64(index), nowUnixMs: 0)
+        }
+        #expect(book.count == 10)
+        for index in 0 ..< 3 { #expect(book.isRevoked(sessionId: "victim", participantId: "griefer\(index)", nowUnixMs: 10)) }
+        #expect(book.isRevoked(sessionId: "flooder", participantId: "puppet499", nowUnixMs: 10))
+        // A session with no entry yet gets room from the largest.
+        book.revoke(sessionId: "third", participantId: "x", untilUnixMs: 500, nowUnixMs: 0)
+        #expect(book.isRevoked(sessionId: "third", participantId: "x", nowUnixMs: 10))
+        for index in 0 ..< 3 { #expect(book.isRevoked(sessionId: "victim", participantId: "griefer\(index)", nowUnixMs: 10)) }
+    }
+
     @Test func removalsLastAsLongAsTheTicketsAndStayBounded() {
         var configuration = RelayConfiguration(relayId: "r", advertisedEndpoint: "")
         configuration.maxTicketLifetimeMs = 300_000
