@@ -21,6 +21,12 @@ public final class RelayCore {
     private(set) var sessions: [String: RelaySession] = [:] { didSet { tickOrderStale = true } }
     let peers = PeerRoutes()
     private var endedSessions: [String] = []
+    /// Sessions that ended here, by id, and when (wall clock). A ticket issued before a
+    /// session's end does not open it again: a former participant used to play on in a session
+    /// the coordinator had ended (or moved), on the relay's capacity. It is refused as expired, so
+    /// an honest client renews it and learns the session ended, or gets a newer ticket (one that
+    /// moved back here). Kept as long as a ticket lives and the resume grace; 10,000 at most.
+    private var endedAtUnixMs: [String: UInt64] = [:]
     /// The sessions in the order timer slices take them (rebuilt after sessions come or go).
     private var tickOrder: [RelaySession] = []
     private var tickOrderStale = false
@@ -309,6 +315,10 @@ public final class RelayCore {
     private func session(for ticket: JoinTicket, request: AttachRequest, claim: ResumeClaim,
                          now: UInt64) throws(ServiceError) -> RelaySession {
         let params = ticket.params
+        if sessions[ticket.sessionId] == nil, let ended = endedAtUnixMs[ticket.sessionId], ticket.issuedAtUnixMs <= ended {
+            throw ServiceError(.ticketExpired, "This session ended on this relay after your ticket was issued; ask the coordinator for a new ticket.",
+                               field: "AttachRequest.ticket")
+        }
         if let existing = sessions[ticket.sessionId] {
             guard existing.params.inputSize == params.inputSize, existing.params.maxPlayers == params.maxPlayers else {
                 throw ServiceError(.settingsMismatch, "The session runs \(existing.params.maxPlayers) players with \(existing.params.inputSize)-byte inputs; the ticket says \(params.maxPlayers) and \(params.inputSize).")
@@ -425,6 +435,10 @@ public final class RelayCore {
         if now &- lastPruneCheckMs >= 1000 {
             lastPruneCheckMs = now
             if revocations.count > 0 { revocations.purge(nowUnixMs: UnixTime.nowMs()) }
+            if !endedAtUnixMs.isEmpty {
+                let forgotten = UnixTime.nowMs() &- (configuration.maxTicketLifetimeMs &+ configuration.resumeGraceMs)
+                endedAtUnixMs = endedAtUnixMs.filter { $0.value > forgotten }
+            }
             if peers.count > 0 && peers.count > 2 * max(1, sessions.values.reduce(0) { $0 + $1.pathCount }) {
                 peers.pruneStale()
             }
@@ -438,6 +452,10 @@ public final class RelayCore {
         if report && !session.ended { lifecycle.ended(session.sessionId, reason: detail) }
         for participant in session.participants { peers.forget(participant) }
         session.end(reason: reason, detail: detail, now: now)
+        if endedAtUnixMs.count >= 10_000, let oldest = endedAtUnixMs.min(by: { $0.value < $1.value })?.key {
+            endedAtUnixMs.removeValue(forKey: oldest)
+        }
+        endedAtUnixMs[session.sessionId] = UnixTime.nowMs()
         endedSessions.append(session.sessionId)
         if endedSessions.count > 64 {
             for id in endedSessions { sessions.removeValue(forKey: id) }

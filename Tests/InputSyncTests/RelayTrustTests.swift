@@ -62,6 +62,31 @@ struct RelayTrustTests {
         #expect(throws: ServiceError.self) { try attach(rig, ticket(rig, slot: 2, "p-quinn", at: 200), from: c) }
     }
 
+    /// A session the coordinator closed here (ended, or moved to another relay) was opened again
+    /// by any ticket still alive, and its former players played on, on this relay's capacity.
+    /// A ticket issued before the end is refused as expired; a newer one (the session moved back)
+    /// opens it.
+    @Test func aTicketIssuedBeforeASessionEndedDoesNotOpenItAgain() throws {
+        let rig = RelayRig(checksumInterval: 10)
+        try pairAtFrame11(rig, first: "h-host", second: "p-pat")
+        _ = try rig.core.control(.closeRelaySessionRequest(CloseRelaySessionRequest(sessionId: rig.sessionId, reason: .sessionEnded)),
+                                 now: rig.now)
+        rig.advance(ms: 20)
+        #expect(rig.core.sessions[rig.sessionId] == nil)
+        for (participant, slot) in [("h-host", 1), ("p-pat", 2)] {
+            let refused = #expect(throws: ServiceError.self) { try attach(rig, ticket(rig, slot: slot, participant, at: -1_000), from: c) }
+            #expect(refused?.code == .ticketExpired, "\(String(describing: refused))")
+            let resumed = #expect(throws: ServiceError.self) {
+                _ = try rig.send(.attachRequest(AttachRequest(ticket: ticket(rig, slot: slot, participant, at: -1_000),
+                                                              protocolVersion: SyncProtocol.current, resume: true, confirmedFrames: 10)), from: c)
+            }
+            #expect(resumed?.code == .ticketExpired)
+        }
+        #expect(rig.core.sessions[rig.sessionId] == nil)
+        try attach(rig, ticket(rig, slot: 1, "h-host", at: 1_000), from: a)
+        #expect(rig.core.sessions[rig.sessionId] != nil)
+    }
+
     /// A relay remembers a kick for the longest a ticket lives (10 minutes): a ticket issued to
     /// live an hour would admit a player kicked before it first attached, once the relay forgot.
     @Test func aTicketLivingLongerThanTheRelayRemembersAKickIsRefused() throws {
