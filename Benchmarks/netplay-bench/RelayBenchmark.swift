@@ -217,7 +217,7 @@ final class BenchTarget: @unchecked Sendable {
                 for slot in 1 ... 2 {
                     let ticket = try signer.issue(sessionId: "bench-\(session + sessionOffset)", participantId: "p\(slot)",
                                                   role: .player, slot: UInt32(slot), relayId: "bench-relay",
-                                                  relayEndpoint: endpoint, params: params, name: "p\(slot)", ttlMs: 3_600_000)
+                                                  relayEndpoint: endpoint, params: params, name: "p\(slot)", ttlMs: 600_000)
                     let envelope = try Envelope(requestId: 1, body: .attachRequest(AttachRequest(ticket: ticket, protocolVersion: SyncProtocol.current))).encoded()
                     let length = UInt32(envelope.count)
                     bytes += [UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF)]

@@ -241,7 +241,7 @@ public final class LanAdmission: Sendable {
                 var match = PasswordMatch.none
                 for candidate in plan.candidates {
                     let expected = candidate == .play ? settings.playPassword : settings.spectatePassword
-                    if Sodium.constantTimeEquals(Array(request.password.utf8), Array(expected.utf8)) {
+                    if Sodium.secretsEqual(Array(request.password.utf8), Array(expected.utf8)) {
                         match = candidate
                         break
                     }

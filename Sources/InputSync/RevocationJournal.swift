@@ -21,6 +21,10 @@ final class RevocationJournal {
     private let encoder = JSONEncoder()
     /// Why the file could not be read or written in full (nil: no trouble).
     private(set) var problem: String?
+    /// A write failed (a full disk): the file is rewritten again, every 10 s at most, until it
+    /// works (one failure used to stop the journal until the next restart).
+    private var writeFailed = false
+    private var lastRetryUnixMs: UInt64?
 
     /// A journal in `url`, rewritten once it reaches `compactAt` lines.
     init(url: URL, compactAt: Int) {
@@ -30,6 +34,15 @@ final class RevocationJournal {
 
     /// Whether it has grown enough to be rewritten.
     var wantsCompaction: Bool { lines >= compactAt }
+
+    /// Whether a write failed and it is time to try the file again (a rewrite): at once after
+    /// the failure, then every 10 s. Never for a file that could not be read (it is left as it
+    /// is: what it holds may be readable again later).
+    func wantsRetry(nowUnixMs: UInt64) -> Bool {
+        guard writeFailed, nowUnixMs >= (lastRetryUnixMs ?? 0) &+ (lastRetryUnixMs == nil ? 0 : 10_000) else { return false }
+        lastRetryUnixMs = nowUnixMs
+        return true
+    }
 
     /// The revocations in the file (none when there is no file), or nil when it cannot be read
     /// (then it is left as it is, and not written to: what it holds may be readable again
@@ -65,9 +78,13 @@ final class RevocationJournal {
             try? handle?.close()
             handle = fresh
             lines = entries.count
+            if writeFailed { problem = nil }
+            writeFailed = false
+            lastRetryUnixMs = nil
         } catch {
             problem = "cannot write \(url.path): \(error.localizedDescription)"
             lines = 0
+            writeFailed = true
         }
     }
 
@@ -79,7 +96,9 @@ final class RevocationJournal {
             lines += 1
         } catch {
             problem = "cannot write \(url.path): \(error.localizedDescription)"
+            try? handle.close()
             self.handle = nil
+            writeFailed = true
         }
     }
 

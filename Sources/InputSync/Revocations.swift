@@ -64,6 +64,12 @@ final class RevocationBook {
     func revoke(sessionId: String, participantId: String, untilUnixMs until: UInt64, kicked: Bool = true, nowUnixMs: UInt64) {
         let key = Key(sessionId: sessionId, participantId: participantId)
         guard let entry = insert(key, until: until, kicked: kicked, nowUnixMs: nowUnixMs), let journal else { return }
+        if journal.wantsRetry(nowUnixMs: nowUnixMs) {
+            // The file was lost to a failed write: written whole again, this entry included.
+            purge(nowUnixMs: nowUnixMs)
+            journal.rewrite(lines)
+            return
+        }
         journal.append(RevocationJournal.Line(session: sessionId, participant: participantId,
                                               until: entry.untilUnixMs, kicked: entry.kicked))
         if journal.wantsCompaction {

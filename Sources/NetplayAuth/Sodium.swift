@@ -28,6 +28,16 @@ public enum Sodium {
         return a.withUnsafeBytes { pa in b.withUnsafeBytes { pb in sodium_memcmp(pa.baseAddress!, pb.baseAddress!, a.count) == 0 } }
     }
 
+    /// Whether two secrets of any length are equal, in time that tells nothing of either, their
+    /// lengths included (``constantTimeEquals(_:_:)`` returns at once on a length mismatch): both
+    /// are compared as HMACs under a key random to this process. For plain-text secrets such as a
+    /// LAN room's passwords.
+    public static func secretsEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        constantTimeEquals(hmacSHA256(key: comparisonKey, a), hmacSHA256(key: comparisonKey, b))
+    }
+
+    private static let comparisonKey = randomBytes(32)
+
     /// HMAC-SHA256 of `parts` (concatenated) under `key` (any length).
     public static func hmacSHA256(key: [UInt8], _ parts: [UInt8]...) -> [UInt8] {
         ensure()

@@ -391,6 +391,31 @@ struct RelayTrustTests {
         #expect(back.slot == 2)
     }
 
+    /// One failed write (a full disk) stopped the journal until the next restart: every kick
+    /// after it lived in memory only. The file is tried again (at once, then every 10 s).
+    @Test func theRevocationJournalWritesAgainOnceTheDiskTakesIt() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("revocations-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // The journal's directory is a file at first: no write can succeed.
+        try Data("blocking".utf8).write(to: directory)
+        let url = directory.appendingPathComponent("revocations.jsonl")
+        let book = RevocationBook(capacity: 100, journal: url, nowUnixMs: 0)
+        book.revoke(sessionId: "s", participantId: "first", untilUnixMs: 1_000_000, nowUnixMs: 1_000)
+        #expect(book.journal?.problem?.contains("cannot write") == true)
+        // The disk is fine again; the next kick within 10 s waits, the one after writes everything.
+        try FileManager.default.removeItem(at: directory)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        book.revoke(sessionId: "s", participantId: "second", untilUnixMs: 1_000_000, nowUnixMs: 5_000)
+        #expect(!FileManager.default.fileExists(atPath: url.path))
+        book.revoke(sessionId: "s", participantId: "third", untilUnixMs: 1_000_000, nowUnixMs: 12_000)
+        #expect(book.journal?.problem == nil)
+        book.revoke(sessionId: "s", participantId: "fourth", untilUnixMs: 1_000_000, nowUnixMs: 12_500)
+        let restarted = RevocationBook(capacity: 100, journal: url, nowUnixMs: 13_000)
+        for participant in ["first", "second", "third", "fourth"] {
+            #expect(restarted.isRevoked(sessionId: "s", participantId: participant, nowUnixMs: 13_000), "\(participant)")
+        }
+    }
+
     /// The book is shared by every session: a host kicking sock-puppets by the thousand pushed
     /// other sessions' kicks out (the soonest expiring first), and those kicked players could
     /// attach again. A session's flood now gives room from its own entries first.

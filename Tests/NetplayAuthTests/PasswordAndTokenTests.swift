@@ -51,6 +51,16 @@ struct PasswordAndTokenTests {
         #expect(Sodium.randomBytes(16) != Sodium.randomBytes(16))
     }
 
+    /// A LAN room's plain-text passwords: equal only when equal, whatever the lengths (compared
+    /// as HMACs, so a wrong guess's length tells nothing).
+    @Test func secretsOfAnyLengthCompareAsEqualOnlyWhenEqual() {
+        #expect(Sodium.secretsEqual(Array("hunter2".utf8), Array("hunter2".utf8)))
+        #expect(!Sodium.secretsEqual(Array("hunter2".utf8), Array("hunter".utf8)))
+        #expect(!Sodium.secretsEqual(Array("hunter2".utf8), Array("hunter3".utf8)))
+        #expect(!Sodium.secretsEqual([], Array("x".utf8)))
+        #expect(Sodium.secretsEqual([], []))
+    }
+
     @Test func hmacMatchesRFC4231() {
         // RFC 4231 test case 2.
         let mac = Sodium.hmacSHA256(key: Array("Jefe".utf8), Array("what do ya want ".utf8), Array("for nothing?".utf8))
