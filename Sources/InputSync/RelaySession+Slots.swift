@@ -28,11 +28,13 @@ extension RelaySession {
 
     /// Whether `participant` acts as the session's host (starts the match, asks to start or
     /// restart from its state, wins the vote in such a match): the host the coordinator named;
-    /// before it named one, the participant whose ticket admits the host, or in a session whose
-    /// tickets mark no host attached (an old LAN host), the player in slot 1.
+    /// before it named one, the participant whose ticket admits the host. Nobody else: the player
+    /// in slot 1 once stood in while no host had attached, so a joiner seated in slot 1 (the host
+    /// having taken another) could start the match, or have it start from its own state, before
+    /// the host came. Every ticket issuer (the coordinator, a LAN host) marks its host.
     func actsAsHost(_ participant: RelayPeer) -> Bool {
         if let hostParticipantId { return participant.participantId == hostParticipantId }
-        return participant.isHost || (participant.isPlayer && participant.slot == 1 && hostSlot == nil)
+        return participant.isHost
     }
 
     /// Takes the coordinator's (or LAN host's) slot map: every listed player moves to its slot

@@ -77,7 +77,7 @@ struct RelayStartSyncTests {
 
     @Test func theHostAloneStartsWhenItAsks() throws {
         let rig = syncedRig()
-        _ = try rig.attach(a, slot: 1)
+        _ = try rig.attach(a, slot: 1, participant: "h-host")
         let reply = try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId)), from: a)
         #expect(reply.map { if case .ack = $0 { true } else { false } } == true, "\(String(describing: reply))")
         let (seenA, _) = try answerPings(rig, rttA: 20, rttB: 20, forMs: 2_100)

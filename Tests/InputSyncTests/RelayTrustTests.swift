@@ -87,6 +87,24 @@ struct RelayTrustTests {
         #expect(rig.core.sessions[rig.sessionId] != nil)
     }
 
+    /// The host took slot 2 and has not attached yet: the joiner in slot 1 stood in for it and
+    /// could start the match, or ask for a start from its own state, before the host came.
+    @Test func aJoinerInSlotOneDoesNotActAsTheHostBeforeTheHostComes() throws {
+        let rig = RelayRig(players: 3)
+        _ = try rig.attach(a, slot: 1, participant: "p-joiner")
+        let start = #expect(throws: ServiceError.self) {
+            _ = try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId)), from: a)
+        }
+        #expect(start?.code == .permissionDenied, "\(String(describing: start))")
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        #expect(!session.running)
+        // The host, in slot 2, starts it.
+        _ = try rig.attach(b, slot: 2, participant: "h-host")
+        _ = try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId)), from: b)
+        rig.advance(ms: 3_000)
+        #expect(session.running)
+    }
+
     /// A relay remembers a kick for the longest a ticket lives (10 minutes): a ticket issued to
     /// live an hour would admit a player kicked before it first attached, once the relay forgot.
     @Test func aTicketLivingLongerThanTheRelayRemembersAKickIsRefused() throws {
