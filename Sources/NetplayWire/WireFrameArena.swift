@@ -29,7 +29,10 @@ final class WireFrameArena {
     private let allocator: UnsafeMutablePointer<ProtobufCAllocator>
     private let maxCapacity: Int
 
-    init(capacity: Int = 16 * 1024, maxCapacity: Int = 2 * 1024 * 1024) {
+    /// An arena of `capacity` bytes (64 at least: a block of none would never grow), growing up
+    /// to `maxCapacity`.
+    init(capacity requested: Int = 16 * 1024, maxCapacity: Int = 2 * 1024 * 1024) {
+        let capacity = max(requested, 64)
         self.maxCapacity = max(capacity, maxCapacity)
         state = .allocate(capacity: 1)
         state.initialize(to: State(base: .allocate(byteCount: capacity, alignment: 16), capacity: capacity,
@@ -37,7 +40,9 @@ final class WireFrameArena {
         allocator = .allocate(capacity: 1)
         allocator.initialize(to: ProtobufCAllocator(
             alloc: { data, size in
-                guard let data else { return nil }
+                // protobuf-c asks for lengths within a frame (1 MiB); anything else is refused,
+                // not rounded into a small block (a size_t past Int.max arrives negative).
+                guard let data, size >= 0, size <= 1 << 30 else { return nil }
                 let state = data.assumingMemoryBound(to: WireFrameArena.State.self)
                 let rounded = (max(size, 1) + 15) & ~15
                 if state.pointee.used + rounded <= state.pointee.capacity {

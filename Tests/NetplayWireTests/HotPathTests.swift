@@ -26,6 +26,18 @@ struct HotPathTests {
         #expect(decoder.arenaCapacity > 256)
     }
 
+    /// An arena asked for no bytes never grew (its growth doubles what it has): the first frame
+    /// that overflowed it looped for ever. It starts at 64 bytes at least.
+    @Test func anArenaOfNoBytesStillDecodesAndGrows() throws {
+        let decoder = HotPathDecoder(arenaBytes: 0)
+        for (index, sample) in Self.batches.enumerated() {
+            let envelope = Envelope(requestId: UInt64(index), body: .inputBatch(sample))
+            let value = try envelope.encoded().withUnsafeBytes { raw in decoder.inputBatch(raw)?.value }
+            #expect(value == envelope)
+        }
+        #expect(decoder.arenaCapacity >= 64)
+    }
+
     @Test func anythingElseIsLeftToTheGenericPath() throws {
         let decoder = HotPathDecoder()
         let other = try Envelope(body: .ping(Ping(nonce: 1))).encoded()
