@@ -39,7 +39,7 @@ extension RelayCore {
             guard let session = sessions[request.sessionId] else {
                 throw ServiceError(.notFound, "This relay serves no session '\(request.sessionId)'.")
             }
-            try session.assign(request, routes: peers, now: now)
+            try session.assign(request, routes: peers, now: now, wallNowMs: UnixTime.nowMs() &- verifier.clockSkewMs)
             return .ack(Ack(detail: "assigned"))
         default:
             throw ServiceError(.unknownRequest, "\(body.name) is no control request.")

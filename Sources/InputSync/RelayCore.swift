@@ -13,7 +13,7 @@ import NetplayWire
 public final class RelayCore {
     /// The configuration.
     public let configuration: RelayConfiguration
-    private let verifier: JoinTicketVerifier
+    let verifier: JoinTicketVerifier
     /// Signs the progress proofs peers get with their statistics, and checks the ones they
     /// resume with (``ResumeClaim``).
     private let progressProofs: ProgressProofs
@@ -455,7 +455,9 @@ public final class RelayCore {
         if endedAtUnixMs.count >= 10_000, let oldest = endedAtUnixMs.min(by: { $0.value < $1.value })?.key {
             endedAtUnixMs.removeValue(forKey: oldest)
         }
-        endedAtUnixMs[session.sessionId] = UnixTime.nowMs()
+        // On the tickets' clock: less the skew allowance, so a relay clock ahead of the
+        // coordinator's does not void tickets issued just after (a session moved back here).
+        endedAtUnixMs[session.sessionId] = UnixTime.nowMs() &- verifier.clockSkewMs
         endedSessions.append(session.sessionId)
         if endedSessions.count > 64 {
             for id in endedSessions { sessions.removeValue(forKey: id) }

@@ -105,6 +105,8 @@ extension RelaySession {
         if ticket.role == .player {
             let index = slot(of: ticket) - 1
             try claimSlot(index, for: ticket)
+            // A state another participant was to load in this slot is not this one's to wait for.
+            if loadsAwaited.removeValue(forKey: index) != nil, resyncedAt[index] == .max { resyncedAt[index] = 0 }
             if let holder = players[index] {
                 routes.forget(holder)
                 remove(holder, reason: .replaced, detail: "slot \(ticket.slot) was given to another participant", now: now)
@@ -152,6 +154,14 @@ extension RelaySession {
             participant.awaitedFrame = 0
             participant.firstFrame = 0
             return false
+        }
+        // Back before its acknowledgement of a state's load came (it went away, or the
+        // acknowledgement was lost): its checksums would never count again. A fresh state brings
+        // a fresh acknowledgement.
+        if participant.isPlayer, loadsAwaited[participant.slot - 1] != nil, transfer?.awaits(participant) != true {
+            participant.awaitingTransfer = 0
+            participant.awaitingReason = .reconnect
+            return true
         }
         // A match from the host's state cannot be replayed from a fresh boot: a state it is.
         let replayable = holds >= timeline.oldest && holds >= timeline.origin

@@ -42,7 +42,9 @@ extension RelaySession {
     /// removed (replaced); later attaches follow the map, whatever their tickets say, and a
     /// ticket issued before the map for a slot it gives to another participant, or leaves free,
     /// is superseded (``claimSlot(_:for:)``). Refused (INVALID_STATE) once the match runs: the
-    /// players' rollback engines hold their slots. `wallNowMs`: the relay's wall clock.
+    /// players' rollback engines hold their slots. `wallNowMs`: when the map counts from on the
+    /// tickets' clock (the relay's wall clock less the tickets' clock-skew allowance, so a
+    /// relay clock ahead of the coordinator's does not void tickets issued just after).
     func assign(_ request: AssignSlotsRequest, routes: PeerRoutes, now: UInt64,
                 wallNowMs: UInt64 = UnixTime.nowMs()) throws(ServiceError) {
         guard !running else {

@@ -351,6 +351,22 @@ struct AbuseLimitTests {
         #expect(try refresh([bob.participantId], relay: "sync-9").isEmpty)
     }
 
+    /// A player the relay timed out (gone past the disconnect grace, its place freed here) that
+    /// comes back plays on: the relay still holds it. Refreshes showing it attached again must
+    /// not tell the relay it left (that revoked it and ended its match).
+    @Test func aPlayerTheRelayTimedOutIsNotToldToLeaveWhenItComesBack() throws {
+        let h = try Harness()
+        let host = try h.create(maxPlayers: 4)
+        let id = host.session.sessionId
+        let bob = try h.join(id, name: "bob", source: "10.0.0.5")
+        _ = try h.core.refreshRelay(RefreshRelayRequest(relayId: "sync-0", load: RelayLoad(), participantsGone: [
+            ParticipantGone(sessionId: id, participantId: bob.participantId, timedOut: true)]), at: h.time)
+        #expect(h.session(id).index(of: bob.participantId) == nil, "its place is freed")
+        let outcome = try h.core.refreshRelay(RefreshRelayRequest(relayId: "sync-0", load: RelayLoad(), presence: [
+            SessionPresence(sessionId: id, connectedParticipantIds: [host.participantId, bob.participantId])]), at: h.time)
+        #expect(!outcome.detach.contains { if case .disconnectPeerRequest = $0.body { true } else { false } })
+    }
+
     @Test func aBanBindsToTheAddressAndTheParticipant() throws {
         let h = try Harness()
         let host = try h.create(maxPlayers: 4)

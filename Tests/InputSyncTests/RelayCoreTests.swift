@@ -261,6 +261,25 @@ struct RelayCoreTests {
         #expect(notices(rig).contains { $0.frame == 40 && $0.divergedSlots == [2] })
     }
 
+    /// A healed player whose connection dropped before its load acknowledgement went out came
+    /// back to a slot whose checksums never counted again (every later desync unseen). A returning
+    /// player with a load unacknowledged gets a fresh state, and counts again once it loads it.
+    @Test func aHealedPlayerBackBeforeAcknowledgingItsLoadGetsAnotherState() throws {
+        let rig = RelayRig(players: 3, checksumInterval: 10)
+        _ = try healB(rig, staleReportDuringTheTransfer: false)
+        _ = rig.transport.take(a)
+        _ = try rig.attach(b, slot: 2, resume: true, confirmed: 31)
+        rig.advance(ms: 50)
+        let again = try #require(InputSyncTests.stateRequests(rig.transport.take(a)).first, "no new transfer for the returning player")
+        try rig.send(.stateChunk(StateChunk(transferId: again.transferId, frame: 20, totalSize: 2, data: [4, 2], last: true,
+                                            reason: again.reason)), from: a)
+        try rig.send(.stateTransferAck(StateTransferAck(transferId: again.transferId, receivedBytes: 2)), from: b)
+        try rig.send(.stateTransferAck(StateTransferAck(transferId: again.transferId, loaded: true)), from: b)
+        try playTrio(rig, frames: 32 ..< 42)
+        try reportTrio(rig, frame: 40, 5, 6, 5)
+        #expect(notices(rig).contains { $0.frame == 40 && $0.divergedSlots == [2] })
+    }
+
     /// A healed player that cannot load the state says so, and gets another while its retries
     /// last; past them it plays on as it was, and its reports count again rather than never.
     @Test func aHealedPlayerThatCannotLoadTheStateIsJudgedAgain() throws {

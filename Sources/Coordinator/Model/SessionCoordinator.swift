@@ -70,6 +70,11 @@ public final class SessionCoordinator {
     /// Joins waiting for their host's decision, per session (rooms whose host approves joiners).
     /// Soft state: after a restart the joiners file their joins again.
     var approvals: [String: HostApprovals] = [:]
+    /// Participants the session's relay was told to disconnect (kicked, left), by session, until
+    /// a refresh shows them gone: ``strayAttachments(_:on:)`` tells the relay again while it
+    /// shows them attached. Not a player the relay timed out: it may come back and play on.
+    /// In memory, 10,000 at most.
+    var toldToDisconnect: [String: Set<String>] = [:]
     private var eventSequence: UInt64
     private var relayEventSequence: UInt64
 

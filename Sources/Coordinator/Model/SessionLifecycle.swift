@@ -451,6 +451,9 @@ extension SessionCoordinator {
     func notice(_ session: SessionRecord, disconnect participantId: String, reason: DetachReason,
                         message: String) -> [RelayNotice] {
         guard !session.relayEndpoint.isEmpty else { return [] }
+        if toldToDisconnect.values.reduce(0, { $0 + $1.count }) < 10_000 {
+            toldToDisconnect[session.sessionId, default: []].insert(participantId)
+        }
         return [RelayNotice(endpoint: session.relayEndpoint, body: .disconnectPeerRequest(DisconnectPeerRequest(
             sessionId: session.sessionId, participantId: participantId, reason: reason, message: String(message.prefix(256)))))]
     }

@@ -51,19 +51,31 @@ extension SessionCoordinator {
 
     /// A kick or a leave reaches the relay as one best-effort `DisconnectPeerRequest`; lost (the
     /// relay restarting, a dropped connection), the participant stayed attached for good and its
-    /// ticket kept admitting it. So every refresh that shows someone attached whom the session no
-    /// longer has tells the relay again (KICKED for a banned participant, LEAVING otherwise:
-    /// either revokes its tickets there), 256 at most per refresh.
+    /// ticket kept admitting it. So every refresh that shows attached someone the relay was told
+    /// to disconnect (``toldToDisconnect``) tells it again (KICKED for a banned participant,
+    /// LEAVING otherwise: either revokes its tickets there), 256 at most per refresh. A player the
+    /// relay timed out is not one of them: back, it plays on.
     func strayAttachments(_ presence: [SessionPresence], on relayId: String) -> [RelayNotice] {
         var notices: [RelayNotice] = []
         for entry in presence {
-            guard let session = sessions[entry.sessionId], session.isActive, session.relayId == relayId else { continue }
-            for id in entry.connectedParticipantIds where session.index(of: id) == nil {
+            guard let told = toldToDisconnect[entry.sessionId] else { continue }
+            guard let session = sessions[entry.sessionId], session.isActive, session.relayId == relayId else {
+                toldToDisconnect[entry.sessionId] = nil
+                continue
+            }
+            let attached = Set(entry.connectedParticipantIds)
+            let still = told.intersection(attached)
+            toldToDisconnect[entry.sessionId] = still.isEmpty ? nil : still
+            for id in still.sorted() where session.index(of: id) == nil && notices.count < 256 {
                 let banned = session.bans.participantIds.contains(id)
                 notices += notice(session, disconnect: id, reason: banned ? .kicked : .leaving,
                                   message: banned ? "banned by the host" : "no longer in this session")
-                if notices.count >= 256 { return notices }
             }
+        }
+        // A session of this relay it shows nobody attached in has let them all go.
+        let shown = Set(presence.map(\.sessionId))
+        for id in Array(toldToDisconnect.keys) where !shown.contains(id) && sessions[id].map({ !$0.isActive || $0.relayId == relayId }) != false {
+            toldToDisconnect[id] = nil
         }
         return notices
     }
