@@ -39,7 +39,8 @@ final class RevocationJournal {
     /// the failure, then every 10 s. Never for a file that could not be read (it is left as it
     /// is: what it holds may be readable again later).
     func wantsRetry(nowUnixMs: UInt64) -> Bool {
-        guard writeFailed, nowUnixMs >= (lastRetryUnixMs ?? 0) &+ (lastRetryUnixMs == nil ? 0 : 10_000) else { return false }
+        guard writeFailed else { return false }
+        if let last = lastRetryUnixMs, nowUnixMs < last &+ 10_000 { return false }
         lastRetryUnixMs = nowUnixMs
         return true
     }

@@ -249,29 +249,32 @@ extension RelaySession {
             target.rttProbe = nil
             target.lastAuthoritativeSendMs = now
         }
-        switch transfer.reason {
-        case .matchStart:
-            break  // the state of frame 0: its checksums count (from every peer)
-        case .restart:
-            // Its checksums count again from the state's frame on once it loaded the state (its
-            // acknowledgement; refused since the restart began); a spectator (which replaces its
-            // engine with the state) gets the inputs from that frame again.
-            if target.slot > 0 { loadsAwaited[target.slot - 1] = (transfer.id, frame) }
-            // Its cursor moves back to the state's frame as a whole: left above it (a resumed
-            // claim, a late join past the frame), the first frame it is owed would be above the
-            // frames sent next.
-            if !target.isPlayer, target.sentFrames > frame || target.firstFrame > frame {
-                target.sentFrames = min(target.sentFrames, frame)
-                target.awaitedFrame = min(target.awaitedFrame, frame)
-                target.firstFrame = min(target.firstFrame, frame)
-            }
-        default:
-            // As for a restart: its checksums count again once it loaded the state (a state it
-            // never said it loaded is replaced by this one).
-            guard target.slot > 0 else { break }
+        // A player's checksums count again from the state's frame on once it says it loaded the
+        // state (a state it never said it loaded is replaced by this one). Not the start's: the
+        // state of frame 0 is every peer's, and their checksums count from it.
+        if transfer.reason != .matchStart, target.slot > 0 {
             loadsAwaited[target.slot - 1] = (transfer.id, frame)
             resyncedAt[target.slot - 1] = .max
         }
+        // A spectator of a restart (which replaces its engine with the state) gets the inputs
+        // from the state's frame again: left above it (a resumed claim, a late join past the
+        // frame), the first frame it is owed would be above the frames sent next.
+        if transfer.reason == .restart, !target.isPlayer, target.sentFrames > frame || target.firstFrame > frame {
+            target.sentFrames = min(target.sentFrames, frame)
+            target.awaitedFrame = min(target.awaitedFrame, frame)
+            target.firstFrame = min(target.firstFrame, frame)
+        }
+    }
+
+    /// `participant` answered the load of `transferId`: when it is the state its slot waits
+    /// for, its checksums count again from the state's frame on. Returns that frame (nil: the
+    /// answer was about another transfer).
+    private func settleLoad(of participant: RelayPeer, transferId: UInt32) -> Int? {
+        let slot = participant.slot - 1
+        guard slot >= 0, let awaited = loadsAwaited[slot], awaited.transferId == transferId else { return nil }
+        loadsAwaited[slot] = nil
+        resyncedAt[slot] = awaited.frame + 1
+        return awaited.frame
     }
 
     /// A target of sync protocol 1 acknowledges no progress, so it would be sent the whole state
@@ -308,13 +311,11 @@ extension RelaySession {
         }
         if receiveStartStateAck(ack, from: participant, now: now) { return }
         if ack.loaded {
-            let slot = participant.slot - 1
-            if slot >= 0, let awaited = loadsAwaited[slot], awaited.transferId == ack.transferId {
-                loadsAwaited[slot] = nil
-                resyncedAt[slot] = awaited.frame + 1
+            if let loaded = settleLoad(of: participant, transferId: ack.transferId) {
                 // What it reported past the state's frame before loading it is of the run the
                 // state replaced (and it does not report those frames again).
-                for (frame, reports) in checksums.pending where frame > awaited.frame && reports[slot] != nil {
+                let slot = participant.slot - 1
+                for (frame, reports) in checksums.pending where frame > loaded && reports[slot] != nil {
                     checksums.pending[frame]?[slot] = nil
                 }
             }
@@ -324,11 +325,7 @@ extension RelaySession {
         } else if !ack.error.isEmpty {
             // It plays on as it was: its checksums count again (a disagreement brings another
             // transfer while its retries last).
-            let slot = participant.slot - 1
-            if slot >= 0, let awaited = loadsAwaited[slot], awaited.transferId == ack.transferId {
-                loadsAwaited[slot] = nil
-                resyncedAt[slot] = awaited.frame + 1
-            }
+            _ = settleLoad(of: participant, transferId: ack.transferId)
             participant.failedLoads += 1
             let retry = participant.isConnected && participant.failedLoads <= Self.loadRetries
             transport.publish(topic: "sync.transfer_failed", .eventRecord(EventRecord()), severity: .error,
