@@ -73,6 +73,7 @@ extension NetplayMatch {
         }
         attachedOnce = true
         relayKnowsUs = true
+        expiryRenewalsSinceAttach = 0
         if pathTarget > 1 || options.pathsOnLoss > 1 {
             link.onNews = { [weak self] news in
                 switch news {
@@ -197,11 +198,19 @@ extension NetplayMatch {
             case .ticketExpired:
                 // Renewed off the game loop; until then the match keeps ticking and attaches nothing.
                 // One renewal at a time: a relay repeating the refusal starts no more.
-                guard let renewal = ticketRenewal ?? TicketRenewal.start(for: admission, serverKey: options.serverKey) else {
-                    finish(.refused(error.code, error.message))
-                    return
+                if ticketRenewal == nil {
+                    guard expiryRenewalsSinceAttach < Self.expiryRenewalsAllowed else {
+                        finish(.refused(error.code, "\(error.message) (the relay refused \(Self.expiryRenewalsAllowed) renewed "
+                                        + "tickets as expired: is this relay's clock or the coordinator's off?)"))
+                        return
+                    }
+                    guard let renewal = TicketRenewal.start(for: admission, serverKey: options.serverKey) else {
+                        finish(.refused(error.code, error.message))
+                        return
+                    }
+                    ticketRenewal = renewal
+                    expiryRenewalsSinceAttach += 1
                 }
-                ticketRenewal = renewal
                 phase = .renewingTicket(refusal: error.message, attempt: 0)
             case .unavailable, .overloaded, .shuttingDown, .timeout, .internal:
                 if case .attaching(let attempt, _, _) = phase {
@@ -236,50 +245,80 @@ extension NetplayMatch {
     }
 
     /// While a ticket renewal runs: once it finished, attach with the new ticket (to the relay it
-    /// names, which may be another one), or, for an expired ticket (`refusal` the relay's
-    /// message), end the match refused when there is none. A relay lookup that brings no ticket
-    /// goes on with the backoff from `attempt`, unless the coordinator says the seat is gone.
+    /// names, which may be another one). For an expired ticket (`refusal` the relay's message), a
+    /// coordinator that did not answer or refused for a passing reason is asked again after the
+    /// backoff from `attempt`, and the match ends when it says the session ended, refuses the seat
+    /// for good, or the backoff's attempts run out. A relay lookup (`refusal` nil) that brings no
+    /// ticket goes on with the reattach backoff from `attempt`, unless the coordinator says the
+    /// seat is gone.
     func pickUpRenewedTicket(now: UInt64, refusal: String?, attempt: Int) {
         guard let outcome = ticketRenewal?.outcome else { return }
         ticketRenewal = nil
         switch outcome {
         case .renewed(let ticket):
-            // The same seat, or none: a ticket for another session, participant or role would
-            // change who this match is under a running engine.
-            let held = admission.ticket
-            guard ticket.sessionId == held.sessionId, ticket.participantId == held.participantId, ticket.role == held.role else {
-                finish(.failed("the coordinator renewed the ticket for another seat (session \(ticket.sessionId), "
-                               + "participant \(ticket.participantId), \(ticket.role.protoName))"))
+            adopt(renewed: ticket, now: now, refusal: refusal, attempt: attempt)
+        case .refused(.sessionEnded, let message):
+            finish(.sessionEnded(message))
+        case .refused(let code, let message) where Self.passes(code):
+            retryAfterRenewal(now: now, refusal: refusal, attempt: attempt, why: message)
+        case .refused(let code, let message):
+            finish(.refused(code, message))
+        case .failed:
+            retryAfterRenewal(now: now, refusal: refusal, attempt: attempt, why: "the coordinator did not answer")
+        }
+    }
+
+    /// Coordinator refusals that may pass: worth asking again after a while.
+    private static func passes(_ code: ErrorCode) -> Bool {
+        switch code {
+        case .noRelay, .unavailable, .overloaded, .rateLimited, .timeout, .internal, .shuttingDown: true
+        default: false
+        }
+    }
+
+    /// A renewal that brought no ticket, for a reason that may pass: a relay lookup goes back to
+    /// reattaching; an expired ticket's renewal is asked again after the backoff, until its
+    /// attempts run out.
+    private func retryAfterRenewal(now: UInt64, refusal: String?, attempt: Int, why: String) {
+        guard let refusal else {
+            scheduleReattach(attempt: attempt, now: now, why: why, lookUp: false)
+            return
+        }
+        let next = attempt + 1
+        guard next < options.backoff.maxAttempts,
+              let renewal = TicketRenewal.start(for: admission, serverKey: options.serverKey,
+                                                delaySeconds: Double(backoff.delayMs(attempt: next)) / 1000) else {
+            finish(.refused(.ticketExpired, "\(refusal) (no new ticket: \(why); gave up after \(next) renewals)"))
+            return
+        }
+        ticketRenewal = renewal
+        phase = .renewingTicket(refusal: refusal, attempt: next)
+    }
+
+    /// Takes a renewed ticket for this seat and attaches with it, to the relay it names.
+    private func adopt(renewed ticket: JoinTicket, now: UInt64, refusal: String?, attempt: Int) {
+        // The same seat, or none: a ticket for another session, participant or role would
+        // change who this match is under a running engine.
+        let held = admission.ticket
+        guard ticket.sessionId == held.sessionId, ticket.participantId == held.participantId, ticket.role == held.role else {
+            finish(.failed("the coordinator renewed the ticket for another seat (session \(ticket.sessionId), "
+                           + "participant \(ticket.participantId), \(ticket.role.protoName))"))
+            return
+        }
+        admission.ticket = ticket
+        let moved = !ticket.relayEndpoint.isEmpty && ticket.relayEndpoint != admission.relayEndpoint
+        if moved {
+            let from = admission.relayEndpoint
+            admission.relayEndpoint = ticket.relayEndpoint
+            do {
+                try link.retarget(to: ticket.relayEndpoint)
+            } catch {
+                finish(.failed("cannot connect to relay \(ticket.relayEndpoint): \(error)"))
                 return
             }
-            admission.ticket = ticket
-            let moved = !ticket.relayEndpoint.isEmpty && ticket.relayEndpoint != admission.relayEndpoint
-            if moved {
-                let from = admission.relayEndpoint
-                admission.relayEndpoint = ticket.relayEndpoint
-                do {
-                    try link.retarget(to: ticket.relayEndpoint)
-                } catch {
-                    finish(.failed("cannot connect to relay \(ticket.relayEndpoint): \(error)"))
-                    return
-                }
-                note(.relayMoved(from: from, to: ticket.relayEndpoint))
-            }
-            scheduleReattach(attempt: refusal == nil && !moved ? attempt : 0, now: now,
-                             why: moved ? "session moved" : "ticket renewed", lookUp: false)
-        case .refused(let code, let message) where refusal == nil:
-            switch code {
-            case .noRelay, .unavailable, .overloaded, .rateLimited, .timeout, .internal, .shuttingDown:
-                scheduleReattach(attempt: attempt, now: now, why: message, lookUp: false)
-            case .sessionEnded:
-                finish(.sessionEnded(message))
-            default:
-                finish(.refused(code, message))
-            }
-        case .failed where refusal == nil:
-            scheduleReattach(attempt: attempt, now: now, why: "the coordinator did not answer", lookUp: false)
-        case .refused, .failed:
-            finish(.refused(.ticketExpired, refusal ?? ""))
+            note(.relayMoved(from: from, to: ticket.relayEndpoint))
         }
+        scheduleReattach(attempt: refusal == nil && !moved ? attempt : 0, now: now,
+                         why: moved ? "session moved" : "ticket renewed", lookUp: false)
     }
 }

@@ -19,9 +19,11 @@ public final class NetplayMatch<G: SerializableGame> {
         case idle
         case attaching(attempt: Int, nextAttemptMs: UInt64, sentAtMs: UInt64?)
         /// A renewal at the coordinator runs off the game loop (``ticketRenewal``): the relay
-        /// refused the ticket as expired (`refusal`, its message: no new ticket ends the match),
-        /// or (`refusal` nil) the match asks where its session runs now, between reattach
-        /// attempts (`attempt`, the backoff goes on from there when the answer changes nothing).
+        /// refused the ticket as expired (`refusal`, its message; `attempt` counts the renewals
+        /// the coordinator left unanswered or refused for a passing reason, each tried again after
+        /// the backoff, and a refusal for good ends the match), or (`refusal` nil) the match asks
+        /// where its session runs now, between reattach attempts (`attempt`, the backoff goes on
+        /// from there when the answer changes nothing).
         case renewingTicket(refusal: String?, attempt: Int)
         case waitingForStart
         case awaitingState
@@ -53,6 +55,10 @@ public final class NetplayMatch<G: SerializableGame> {
     /// spare): a relay announcing ever new ones grows the list no further.
     static var maxPeers: Int { 128 }
 
+    /// Renewed tickets a relay may refuse as expired, one after another, before the match ends
+    /// (``expiryRenewalsSinceAttach``).
+    static var expiryRenewalsAllowed: Int { 3 }
+
     struct PendingLoad {
         var transferId: UInt32
         var frame: Int
@@ -82,8 +88,12 @@ public final class NetplayMatch<G: SerializableGame> {
     /// Since when an attach waits for its fresh connection to come up (nothing could be sent yet).
     var attachConnectingSinceMs: UInt64?
     var attachedOnce = false
-    /// The ticket renewal in flight (phase ``Phase/renewingTicket(refusal:)``).
+    /// The ticket renewal in flight (phase ``Phase/renewingTicket(refusal:attempt:)``).
     var ticketRenewal: TicketRenewal?
+    /// Tickets renewed after an expiry refusal since the last attach: a relay that refuses each
+    /// fresh ticket as expired again (its clock or the coordinator's far off) ends the match
+    /// instead of trading tickets with the coordinator for ever.
+    var expiryRenewalsSinceAttach = 0
     /// The leave at the coordinator, once ``leave()`` started it.
     var coordinatorLeave: CoordinatorLeave?
     var relayKnowsUs = false

@@ -22,11 +22,13 @@ final class TicketRenewal: Sendable {
 
     private let result = Mutex<Outcome?>(nil)
 
-    /// Starts renewing `admission`'s ticket, or returns nil when it cannot be renewed (no
-    /// coordinator, or no participant token: a LAN room).
-    static func start(for admission: Admission, serverKey: [UInt8]?, timeoutSeconds: Double = 1) -> TicketRenewal? {
+    /// Starts renewing `admission`'s ticket after `delaySeconds`, or returns nil when it cannot be
+    /// renewed (no coordinator, or no participant token: a LAN room).
+    static func start(for admission: Admission, serverKey: [UInt8]?, timeoutSeconds: Double = 1,
+                      delaySeconds: Double = 0) -> TicketRenewal? {
         let renewal = TicketRenewal()
-        let sent = admission.requestAtCoordinator(serverKey: serverKey, timeoutSeconds: timeoutSeconds, resending: true, {
+        let sent = admission.requestAtCoordinator(serverKey: serverKey, timeoutSeconds: timeoutSeconds, resending: true,
+                                                  delay: delaySeconds, {
             .renewTicketRequest(RenewTicketRequest(sessionId: $0, participantId: $1, participantToken: $2))
         }, done: { reply in
             switch reply {

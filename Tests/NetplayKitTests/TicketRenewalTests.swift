@@ -10,18 +10,21 @@ import Testing
 @testable import NetplayKit
 
 /// A stand-in coordinator: answers RenewTicketRequest with `ticket`, or, without one, never
-/// answers; the first `ignoring` renewals it gets go unanswered (as if lost on the way).
+/// answers; the first `ignoring` renewals it gets go unanswered (as if lost on the way), and the
+/// `refusals` it holds answer the renewals after those, one each, before any ticket.
 private final class RenewingCoordinator: Service {
     let ticket: JoinTicket?
     private var ignoring: Int
+    private var refusals: [ErrorCode]
     /// Renewals received so far (reactor thread).
     private(set) var received = 0
     /// The same count, for the test's thread.
     let counted: RenewalCount
 
-    init(ticket: JoinTicket?, ignoring: Int = 0, counted: RenewalCount = RenewalCount()) {
+    init(ticket: JoinTicket?, ignoring: Int = 0, refusals: [ErrorCode] = [], counted: RenewalCount = RenewalCount()) {
         self.ticket = ticket
         self.ignoring = ignoring
+        self.refusals = refusals
         self.counted = counted
     }
 
@@ -33,7 +36,12 @@ private final class RenewingCoordinator: Service {
         }
         received += 1
         counted.add()
-        guard let ticket, received > ignoring else { return .deferred }
+        guard received > ignoring else { return .deferred }
+        if !refusals.isEmpty {
+            let code = refusals.removeFirst()
+            throw ServiceError(code, "The stand-in refuses this renewal (\(code.protoName)).")
+        }
+        guard let ticket else { return .deferred }
         return .reply(.sessionResponse(SessionResponse(session: SessionInfo(sessionId: ticket.sessionId), ticket: ticket)))
     }
 }
@@ -81,18 +89,21 @@ private final class RenewalRig {
     }
 
     /// Starts a stand-in coordinator renewing with `ticket` (nil: never answering), leaving the
-    /// first `ignoring` renewals unanswered; its endpoint.
-    func coordinator(renewingWith ticket: JoinTicket?, ignoring: Int = 0, counted: RenewalCount = RenewalCount()) throws -> String {
+    /// first `ignoring` renewals unanswered and refusing the next ones with `refusals`; its endpoint.
+    func coordinator(renewingWith ticket: JoinTicket?, ignoring: Int = 0, refusals: [ErrorCode] = [],
+                     counted: RenewalCount = RenewalCount()) throws -> String {
         let endpoint = TestPorts.endpoint()
-        services.append(try Self.host("coordinator", endpoint) { RenewingCoordinator(ticket: ticket, ignoring: ignoring, counted: counted) })
+        services.append(try Self.host("coordinator", endpoint) {
+            RenewingCoordinator(ticket: ticket, ignoring: ignoring, refusals: refusals, counted: counted)
+        })
         return endpoint
     }
 
     /// A started match attaching with an expired ticket, renewed at `coordinator`.
-    func expiredMatch(coordinator: String) throws -> NetplayMatch<Arena> {
+    func expiredMatch(coordinator: String, options: NetplayMatchOptions = NetplayMatchOptions()) throws -> NetplayMatch<Arena> {
         let admission = Admission(ticket: try ticket(expired: true), relayEndpoint: relayEndpoint,
                                   participantToken: Array("alice's token".utf8), coordinatorEndpoint: coordinator)
-        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: admission)
+        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: admission, options: options)
         match.start()
         return match
     }
@@ -120,17 +131,71 @@ private func tickTimed(_ match: NetplayMatch<Arena>, seconds: Double,
 struct TicketRenewalTests {
     @Test func aRenewalAtACoordinatorThatNeverAnswersDoesNotHoldUpTick() throws {
         let rig = try RenewalRig()
-        let match = try rig.expiredMatch(coordinator: try rig.coordinator(renewingWith: nil))
-        let run = tickTimed(match, seconds: 8) { if case .disconnected = match.state { return true }; return false }
+        let counted = RenewalCount()
+        var options = NetplayMatchOptions()
+        options.backoff = Backoff(baseMs: 100, capMs: 200, maxAttempts: 2, seed: 7)
+        let match = try rig.expiredMatch(coordinator: try rig.coordinator(renewingWith: nil, counted: counted), options: options)
+        let run = tickTimed(match, seconds: 14) { if case .disconnected = match.state { return true }; return false }
         #expect(run.done, "\(match.state) \(match.events)")
-        // The renewal waits three seconds for the coordinator (a blocking call took a tick that
+        // Each renewal waits three seconds for the coordinator (a blocking call took a tick that
         // long); tick never waits with it.
         #expect(run.longestTickMs < 500, "a tick took \(run.longestTickMs) ms")
         #expect(run.ticksWhileRenewing >= 20, "only \(run.ticksWhileRenewing) ticks ran during the renewal")
-        guard case .disconnected(.refused(.ticketExpired, _)) = match.state else {
-            Issue.record("a failed renewal should end the match refused (ticket expired): \(match.state)")
+        // A coordinator that did not answer is asked again after the backoff (a restart, a lost
+        // connection: it used to end the match at once), as often as the backoff's attempts allow.
+        #expect(counted.value >= 4, "\(counted.value) renewal requests: the coordinator was not asked again")
+        guard case .disconnected(.refused(.ticketExpired, let why)) = match.state, why.contains("gave up after 2 renewals") else {
+            Issue.record("a renewal that never gets an answer should end the match refused (ticket expired): \(match.state)")
             return
         }
+    }
+
+    /// A coordinator that refuses for a passing reason (restarting, overloaded) is asked again,
+    /// and its ticket, once it issues one, attaches.
+    @Test func aRenewalRefusedForAPassingReasonIsAskedAgain() throws {
+        let rig = try RenewalRig()
+        let fresh = try rig.ticket(expired: false)
+        let match = try rig.expiredMatch(coordinator: try rig.coordinator(renewingWith: fresh, refusals: [.unavailable, .shuttingDown]))
+        let run = tickTimed(match, seconds: 10) {
+            switch match.state {
+            case .hosting, .connected, .disconnected: return true
+            default: return false
+            }
+        }
+        #expect(run.done, "\(match.state) \(match.events)")
+        #expect(match.admission.ticket == fresh, "\(match.state)")
+    }
+
+    /// A session that ended while the ticket was out of date ends the match as ended, not as a
+    /// refused ticket; another refusal for good ends it with the coordinator's own reason.
+    @Test func aRenewalRefusedForGoodEndsTheMatchWithTheCoordinatorsReason() throws {
+        let rig = try RenewalRig()
+        let ended = try rig.expiredMatch(coordinator: try rig.coordinator(renewingWith: nil, refusals: [.sessionEnded]))
+        let kicked = try rig.expiredMatch(coordinator: try rig.coordinator(renewingWith: nil, refusals: [.banned]))
+        let run = tickTimed(ended, seconds: 8) {
+            kicked.tick()
+            if case .disconnected = ended.state, case .disconnected = kicked.state { return true }
+            return false
+        }
+        #expect(run.done, "\(ended.state) \(kicked.state)")
+        if case .disconnected(.sessionEnded) = ended.state {} else { Issue.record("\(ended.state)") }
+        if case .disconnected(.refused(.banned, _)) = kicked.state {} else { Issue.record("\(kicked.state)") }
+    }
+
+    /// A relay that finds each renewed ticket expired again (its clock or the coordinator's far
+    /// off) used to send the match back and forth between them for ever, a renewal a round trip.
+    @Test func renewedTicketsTheRelayRefusesAsExpiredEndTheMatchAfterAFew() throws {
+        let rig = try RenewalRig()
+        let counted = RenewalCount()
+        let stale = try rig.ticket(expired: true)
+        let match = try rig.expiredMatch(coordinator: try rig.coordinator(renewingWith: stale, counted: counted))
+        let run = tickTimed(match, seconds: 10) { if case .disconnected = match.state { return true }; return false }
+        #expect(run.done, "\(match.state) \(counted.value) renewals")
+        guard case .disconnected(.refused(.ticketExpired, let why)) = match.state, why.contains("clock") else {
+            Issue.record("\(match.state)")
+            return
+        }
+        #expect(counted.value == NetplayMatch<Arena>.expiryRenewalsAllowed, "\(counted.value) renewals")
     }
 
     @Test func aRenewedTicketIsPickedUpOnALaterTickAndAttaches() throws {
