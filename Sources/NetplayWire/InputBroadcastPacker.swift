@@ -10,7 +10,8 @@ import CNetplayProto
 ///
 /// The bytes are exactly what `Envelope(requestId:body: .inputBroadcast(...)).encoded()` produces
 /// for the same message, and the same validation applies (the schema's annotations on
-/// `InputBroadcast` and `PlayerInputs`, with the same ``WireError``s). Confined to one thread.
+/// `InputBroadcast` and `PlayerInputs`, with the same ``WireError``s). A run's buffers start zeroed.
+/// Confined to one thread.
 ///
 /// ```swift
 /// packer.begin(authoritative: true, inputSize: 2, confirmedFrames: 10, awaitedInputFrame: 9)
@@ -156,6 +157,10 @@ public final class InputBroadcastPacker {
         let inputCount = max(inputBytes, 0), statuses = max(statusCount, 0)
         let inputOffset = reserve(inputCount)
         let statusOffset = reserve(statuses * Self.statusStride)
+        // Zeroed: a byte or status the caller leaves unwritten goes out as 0 (`received`), not as
+        // whatever an earlier message (another session's inputs) left in the reused buffer.
+        (data + inputOffset).initializeMemory(as: UInt8.self, repeating: 0, count: inputCount)
+        (data + statusOffset).initializeMemory(as: UInt8.self, repeating: 0, count: statuses * Self.statusStride)
         let statusBase = (data + statusOffset).bindMemory(to: Netplay__V1__InputStatus.self, capacity: statuses)
         let buffers = RunBuffers(inputs: UnsafeMutableRawBufferPointer(start: data + inputOffset, count: inputCount),
                                  statuses: StatusWriter(base: statusBase, count: statuses))

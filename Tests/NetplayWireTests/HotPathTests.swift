@@ -100,6 +100,25 @@ struct HotPathTests {
         }
     }
 
+    /// The packer's buffers are reused message after message (by a relay, across sessions): a
+    /// run the caller writes only part of went out with the rest of an earlier message's inputs.
+    @Test func aRunStartsZeroedWhateverTheMessageBeforeHeld() throws {
+        let packer = InputBroadcastPacker(initialBytes: 64)
+        let (_, secret) = Self.broadcasts[3]
+        _ = try Self.pack(packer, 1, secret)
+        packer.begin(authoritative: true, inputSize: 64, confirmedFrames: 1, awaitedInputFrame: 1)
+        packer.addRun(.players, slot: 1, startFrame: 0, inputBytes: 8192, statusCount: 128) { inputs, _ in inputs[0] = 0xAB }
+        let decoded = try Envelope(decoding: Array(try packer.pack()))
+        guard case .inputBroadcast(let broadcast) = decoded.body, let run = broadcast.players.first else {
+            Issue.record("\(decoded.body.name)")
+            return
+        }
+        #expect(run.inputs.count == 8192 && run.inputs.first == 0xAB)
+        #expect(run.inputs.dropFirst().allSatisfy { $0 == 0 }, "\(run.inputs.dropFirst().filter { $0 != 0 }.count) stale input bytes")
+        #expect(run.status.count == 128 && run.status.allSatisfy { $0 == .received },
+                "\(run.status.filter { $0 != .received }.count) stale statuses")
+    }
+
     @Test func packingValidatesLikeTheGenericEncoder() throws {
         let packer = InputBroadcastPacker()
         let bad: [InputBroadcast] = [
