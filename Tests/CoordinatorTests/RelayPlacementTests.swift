@@ -144,6 +144,23 @@ struct RelayPlacementTests {
         #expect(h.session(id).relayId == "sync-a" && late.detach.isEmpty, "a running match stays where it is")
     }
 
+    /// A lobby that moves to another relay and back before the first relay's next refresh: the
+    /// close queued for the first move went out with that refresh and ended the session where it
+    /// now runs (its players told SESSION_MOVED, to the relay they were on).
+    @Test func aSessionMovedBackToARelayIsNotClosedThereByTheEarlierMove() throws {
+        let h = try Harness(relays: ["sync-a", "sync-b"])
+        let id = try h.create(maxPlayers: 4, rtts: ["sync-a": 20, "sync-b": 90]).session.sessionId
+        #expect(h.session(id).relayId == "sync-a")
+        _ = try h.join(id, name: "bob", rtts: ["sync-a": 400, "sync-b": 20])
+        #expect(h.session(id).relayId == "sync-b")
+        _ = try h.join(id, name: "carol", rtts: ["sync-a": 20, "sync-b": 900])
+        #expect(h.session(id).relayId == "sync-a")
+        let refreshed = try h.core.refreshRelay(RefreshRelayRequest(relayId: "sync-a", load: RelayLoad()), at: h.time)
+        guard case .refreshRelayResponse(let reply) = refreshed.reply else { throw HarnessFailure("no refresh reply") }
+        #expect(!reply.closeSessionIds.contains(id), "sync-a serves the session again")
+        #expect(h.core.relays.takeCloses(for: "sync-b").moved == [id], "the relay it left closes it")
+    }
+
     @Test func sessionsOfARelayThatStoppedRefreshingFailOverToTheNearestLiveOne() throws {
         let h = try Harness(relays: ["sync-a", "sync-b", "sync-c"])
         let id = try h.create(rtts: ["sync-a": 20, "sync-b": 90, "sync-c": 40]).session.sessionId

@@ -128,6 +128,8 @@ public final class SessionCoordinator {
         // now that the move is stored; a failed write leaves it where it was, served.
         if let previous, previous.isActive, updated.isActive, !previous.relayId.isEmpty, previous.relayId != updated.relayId {
             relays.scheduleClose(updated.sessionId, on: previous.relayId, moved: true)
+            // Back on a relay it moved away from: the close queued there then must not end it now.
+            relays.cancelClose(updated.sessionId, on: updated.relayId)
         }
         if let previous, previous.isActive, !previous.relayId.isEmpty { relays.assigned[previous.relayId, default: 1] -= 1 }
         if updated.isActive, !updated.relayId.isEmpty { relays.assigned[updated.relayId, default: 0] += 1 }

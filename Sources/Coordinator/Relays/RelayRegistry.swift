@@ -162,6 +162,13 @@ public final class RelayRegistry {
         pendingClose[relayId, default: [:]][sessionId] = moved
     }
 
+    /// Forgets a close of `sessionId` queued for `relayId`: the session is that relay's again (it
+    /// moved away and back before the relay's next refresh took the close).
+    public func cancelClose(_ sessionId: String, on relayId: String) {
+        guard pendingClose[relayId]?.removeValue(forKey: sessionId) != nil else { return }
+        if pendingClose[relayId]?.isEmpty == true { pendingClose[relayId] = nil }
+    }
+
     /// Takes (up to 1000 of) the sessions `relayId` should close, and which of them moved.
     public func takeCloses(for relayId: String) -> (close: [String], moved: [String]) {
         guard var pending = pendingClose[relayId], !pending.isEmpty else { return ([], []) }
