@@ -264,7 +264,7 @@ let package = Package(
         ),
         .testTarget(
             name: "NetplayKitTests",
-            dependencies: ["NetplayKit", "NetplayLAN", "InputSync", "NetplayService", "NetplayWire", "Rollback", "Games", "NetplayTestSupport"]
+            dependencies: ["NetplayKit", "NetplayAuth", "NetplayLAN", "InputSync", "NetplayService", "NetplayWire", "Rollback", "Games", "NetplayTestSupport"]
         ),
 
         // MARK: End to end: real clusters, real players, real RetroArch and emulator cores; the threat model

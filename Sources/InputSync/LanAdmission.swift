@@ -16,6 +16,11 @@ import Synchronization
 /// a join refused for its password gets that refusal again without spending an attempt (the
 /// policy's rule, as at the coordinator).
 ///
+/// Each place comes with a participant token (the host's too), as the coordinator's do: with it,
+/// a participant that attached renews its ticket here (`RenewTicketRequest`) while it holds the
+/// place, so a long match can still reconnect after the ticket and the relay's resume grace ran
+/// out (``renew(_:)``).
+///
 /// Thread-safe: the host's thread issues its own ticket while the relay's reactor admits joiners.
 public final class LanAdmission: Sendable {
     struct State {
@@ -31,11 +36,21 @@ public final class LanAdmission: Sendable {
         var bans = AdmissionBans()
         /// Where each participant joined from (what a ban binds to).
         var sources: [String: String] = [:]
+        /// Each participant's token, which renews its ticket (``LanAdmission/renew(_:)``).
+        var tokens: [String: [UInt8]] = [:]
         /// Forgets a participant whose place was freed: what a joiner coming and going for the
         /// room's whole life would otherwise grow without bound (a ban already copied its source).
         mutating func forget(_ participantId: String) {
             attached.remove(participantId)
             sources[participantId] = nil
+            tokens[participantId] = nil
+        }
+
+        /// A fresh token for `participantId`.
+        mutating func issueToken(for participantId: String) -> [UInt8] {
+            let token = Sodium.randomBytes(LanAdmission.participantTokenBytes)
+            tokens[participantId] = token
+            return token
         }
 
         /// Joins per sender address (``LanAdmission/joinsPerMinutePerSource``).
@@ -86,7 +101,8 @@ public final class LanAdmission: Sendable {
     /// The admission limits in force.
     public let limits: AdmissionPolicy.Limits
     private let signer: JoinTicketSigner
-    private let ticketTtlMs: UInt64
+    /// How long the host's own ticket and every renewed ticket live.
+    let ticketTtlMs: UInt64
     let clock: @Sendable () -> UInt64
     let state: Mutex<State>
 
@@ -136,7 +152,7 @@ public final class LanAdmission: Sendable {
 
     /// Participants the admission remembers having seen or where they joined from (tests:
     /// bounded by the places, however many joiners came and went).
-    var rememberedParticipants: Int { state.withLock { $0.attached.union($0.sources.keys).count } }
+    var rememberedParticipants: Int { state.withLock { $0.attached.union($0.sources.keys).union($0.tokens.keys).count } }
 
     /// What the relay's session holds now: whether the match runs, and the participants in it
     /// (attached, or away but still holding their place). Places of participants that were in
@@ -146,12 +162,10 @@ public final class LanAdmission: Sendable {
         let now = clock()
         state.withLock { state in
             state.started = state.started || running
-            for (slot, holder) in state.players where state.attached.contains(holder.participantId)
-                && !present.contains(holder.participantId) {
-                state.players[slot] = nil
-                state.forget(holder.participantId)
-            }
-            for id in state.spectators.keys where state.attached.contains(id) && !present.contains(id) {
+            // Gone from the session after being in it: its place (if the host did not already
+            // take it away) and everything kept about it (a ban already copied its source).
+            for id in state.attached.subtracting(present) {
+                for (slot, holder) in state.players where holder.participantId == id { state.players[slot] = nil }
                 state.spectators[id] = nil
                 state.forget(id)
             }
@@ -169,21 +183,24 @@ public final class LanAdmission: Sendable {
         }
     }
 
-    /// The host's own ticket, for `slot` (1 by default).
-    public func hostTicket(name: String, slot: Int = 1) throws(ServiceError) -> JoinTicket {
+    /// Bytes of a participant token.
+    static let participantTokenBytes = 32
+
+    /// The host's own ticket, for `slot` (1 by default), and its participant token.
+    public func hostTicket(name: String, slot: Int = 1) throws(ServiceError) -> (ticket: JoinTicket, participantToken: [UInt8]) {
         guard (1 ... Int(settings.maxPlayers)).contains(slot) else {
             throw ServiceError(.badRequest, "Slot \(slot) does not exist in a \(settings.maxPlayers)-player room.")
         }
-        let participantId = state.withLock { state -> String? in
+        let seat = state.withLock { state -> (id: String, token: [UInt8])? in
             guard state.players[slot] == nil else { return nil }
             // The host's id carries the host mark, so the relay trusts its state in checksum ties.
             let id = "\(JoinTicket.hostParticipantIdPrefix)lan-\(state.nextParticipant)"
             state.nextParticipant += 1
             state.players[slot] = (id, name)
-            return id
+            return (id, state.issueToken(for: id))
         }
-        guard let participantId else { throw ServiceError(.slotTaken, "Slot \(slot) is taken.") }
-        return try sign(participantId: participantId, role: .player, slot: UInt32(slot), name: name, ttlMs: ticketTtlMs)
+        guard let seat else { throw ServiceError(.slotTaken, "Slot \(slot) is taken.") }
+        return (try sign(participantId: seat.id, role: .player, slot: UInt32(slot), name: name, ttlMs: ticketTtlMs), seat.token)
     }
 
     /// Handles the requests a LAN relay answers for the coordinator; nil for anything else.
@@ -194,16 +211,18 @@ public final class LanAdmission: Sendable {
             guard request.sessionId == sessionId else {
                 throw ServiceError(.notFound, "No such session on this LAN host.", field: "JoinSessionRequest.session_id")
             }
-            let (participantId, role, slot) = try admit(request, source: source)
-            let ticket = try sign(participantId: participantId, role: role, slot: slot, name: request.name,
+            let seat = try admit(request, source: source)
+            let ticket = try sign(participantId: seat.participantId, role: seat.role, slot: seat.slot, name: request.name,
                                   ttlMs: limits.pendingJoinTimeoutMs)
-            return .joinSessionResponse(JoinSessionResponse(session: info(), participantId: participantId,
-                                                            participantToken: [], ticket: ticket, slot: slot))
+            return .joinSessionResponse(JoinSessionResponse(session: info(), participantId: seat.participantId,
+                                                            participantToken: seat.token, ticket: ticket, slot: seat.slot))
         case .getSessionRequest(let request):
             guard request.sessionId == sessionId else {
                 throw ServiceError(.notFound, "No such session on this LAN host.", field: "GetSessionRequest.session_id")
             }
             return .sessionResponse(SessionResponse(session: info()))
+        case .renewTicketRequest(let request):
+            return try renew(request)
         default:
             return nil
         }
@@ -218,11 +237,19 @@ public final class LanAdmission: Sendable {
                       bans: state.bans)
     }
 
+    /// A place a join took: who, in which role and slot (0 for a spectator), and its token.
+    private struct Seat {
+        let participantId: String
+        let role: Role
+        let slot: UInt32
+        let token: [UInt8]
+    }
+
     /// Runs the shared rules, checks the password (plaintext, constant-time) and takes a place.
-    private func admit(_ request: JoinSessionRequest, source: String) throws(ServiceError) -> (String, Role, UInt32) {
+    private func admit(_ request: JoinSessionRequest, source: String) throws(ServiceError) -> Seat {
         let now = clock()
         let settings = self.settings
-        let result = state.withLock { state -> Result<(String, Role, UInt32), AdmissionDenial> in
+        let result = state.withLock { state -> Result<Seat, AdmissionDenial> in
             do throws(AdmissionDenial) {
                 Self.expirePending(&state, now: now)
                 state.admittedByKey = state.admittedByKey.filter { _, admitted in
@@ -252,7 +279,8 @@ public final class LanAdmission: Sendable {
                     // The same join again (its answer was lost): its place, and a fresh ticket's time
                     // to attach.
                     state.pending.issued(replayed.participantId, nowMs: now)
-                    return .success((replayed.participantId, replayed.role, replayed.heldSlot(in: state) ?? 0))
+                    return .success(Seat(participantId: replayed.participantId, role: replayed.role,
+                                         slot: replayed.heldSlot(in: state) ?? 0, token: state.tokens[replayed.participantId] ?? []))
                 }
                 if settings.approveJoiners {
                     try state.approvals.ask(request, source: source, nowMs: now, unixMs: UnixTime.nowMs())
@@ -272,7 +300,7 @@ public final class LanAdmission: Sendable {
                 if !request.idempotencyKey.isEmpty {
                     state.admittedByKey[request.idempotencyKey] = Admitted(participantId: id, name: request.name, role: plan.role)
                 }
-                return .success((id, plan.role, slot))
+                return .success(Seat(participantId: id, role: plan.role, slot: slot, token: state.issueToken(for: id)))
             } catch {
                 return .failure(error)
             }
@@ -283,7 +311,7 @@ public final class LanAdmission: Sendable {
         }
     }
 
-    private func sign(participantId: String, role: Role, slot: UInt32, name: String, ttlMs: UInt64) throws(ServiceError) -> JoinTicket {
+    func sign(participantId: String, role: Role, slot: UInt32, name: String, ttlMs: UInt64) throws(ServiceError) -> JoinTicket {
         do {
             return try signer.issue(sessionId: sessionId, participantId: participantId, role: role, slot: slot,
                                     relayId: "", relayEndpoint: relayEndpoint, params: params,

@@ -151,6 +151,7 @@ public struct RelayConfiguration: Sendable {
         if partnerHoldMs < 0 || partnerHoldMs > 100 { return "the partner hold must be 0 ... 100 ms" }
         if maxCountedRttMs < 0 { return "the counted round trip cap must be >= 0 ms" }
         if maxRevocations < 1 { return "the revocation capacity must be >= 1" }
+        if maxTicketLifetimeMs < 1_000 || maxTicketLifetimeMs > 86_400_000 { return "the longest ticket lifetime must be 1000 ... 86400000 ms" }
         if startSyncSamples < 0 || startSyncSamples > 16 { return "start sync samples must be 0 ... 16" }
         if startSyncTimeoutMs < 0 || startStateTimeoutMs < 0 || lobbyPingIntervalMs < 1 || frameDelayHoldMs < 0 { return "start sync timings must be >= 0 ms" }
         if maxPathsPerParticipant < 1 || maxPathsPerParticipant > 16 { return "the paths per participant must be 1 ... 16" }

@@ -8,7 +8,8 @@ public struct Admission: Sendable, Hashable {
     public var ticket: JoinTicket
     /// Where to attach.
     public var relayEndpoint: String
-    /// The participant's secret for later coordinator requests (empty for LAN rooms).
+    /// The participant's secret for later requests about its seat: at the coordinator (ticket
+    /// renewal, leave, host controls), or for a LAN room at the host's relay (ticket renewal).
     public var participantToken: [UInt8]
     /// The coordinator that issued the ticket (nil for LAN rooms).
     public var coordinatorEndpoint: String?
@@ -23,6 +24,10 @@ public struct Admission: Sendable, Hashable {
 
     /// The session id.
     public var sessionId: String { ticket.sessionId }
+    /// Where the ticket is renewed: the coordinator that issued it, or for a LAN seat (a token and
+    /// no coordinator) the LAN host's relay, which admits and renews itself; nil: nowhere.
+    var renewalEndpoint: String? { coordinatorEndpoint ?? (participantToken.isEmpty ? nil : relayEndpoint) }
+
     /// 1-based slot; 0 for spectators.
     public var slot: Int { Int(ticket.slot) }
     /// Player or spectator.
@@ -31,18 +36,18 @@ public struct Admission: Sendable, Hashable {
 
 extension Admission {
     /// Sends the request `body` makes of this participant's session id, participant id and token
-    /// to the coordinator on a thread of its own (the client's socket lives and dies there), after
+    /// to `endpoint` (the coordinator, or where the ticket is renewed) on a thread of its own (the client's socket lives and dies there), after
     /// `delay` seconds, so the game loop never waits for the round trip; `done` gets the reply body,
     /// an Error reply included (nil: no connection, no answer within
     /// ``NetplayLobby/defaultTries`` times `timeoutSeconds`). As the lobby does, the reply is waited for over several timeouts, because on a lossy path a
     /// fresh connection's handshakes alone can outlast one; with `resending` (a request that does
     /// the same when it arrives twice) it goes out again after each timeout that passed without an
-    /// answer. False, and nothing sent, when there is nobody to ask (no coordinator, or no
-    /// participant token: a LAN room). What ``CoordinatorLeave`` and ``TicketRenewal`` send.
-    func requestAtCoordinator(serverKey: [UInt8]?, timeoutSeconds: Double, resending: Bool, delay: Double = 0,
+    /// answer. False, and nothing sent, when there is nobody to ask (no endpoint, or no
+    /// participant token). What ``CoordinatorLeave`` and ``TicketRenewal`` send.
+    func request(at endpoint: String?, serverKey: [UInt8]?, timeoutSeconds: Double, resending: Bool, delay: Double = 0,
                               _ body: (_ sessionId: String, _ participantId: String, _ token: [UInt8]) -> Envelope.Body,
                               done: @escaping @Sendable (Envelope.Body?) -> Void) -> Bool {
-        guard let coordinator = coordinatorEndpoint, !participantToken.isEmpty else { return false }
+        guard let coordinator = endpoint, !participantToken.isEmpty else { return false }
         let request = body(sessionId, ticket.participantId, participantToken)
         Thread.detachNewThread {
             if delay > 0 { Thread.sleep(forTimeInterval: delay) }

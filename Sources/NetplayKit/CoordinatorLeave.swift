@@ -23,7 +23,7 @@ final class CoordinatorLeave: Sendable {
     static func start(for admission: Admission, serverKey: [UInt8]?, timeoutSeconds: Double = 2) -> CoordinatorLeave? {
         let leave = CoordinatorLeave()
         // Sent once (a second copy would find the participant gone) and waited for over three timeouts.
-        let sent = admission.requestAtCoordinator(serverKey: serverKey, timeoutSeconds: timeoutSeconds, resending: false,
+        let sent = admission.request(at: admission.coordinatorEndpoint, serverKey: serverKey, timeoutSeconds: timeoutSeconds, resending: false,
                                                   delay: headStartSeconds, {
             .leaveSessionRequest(LeaveSessionRequest(sessionId: $0, participantId: $1, participantToken: $2))
         }, done: { _ in

@@ -68,12 +68,14 @@ public final class LanHost: Sendable {
 
     /// Starts hosting: binds the relay on `bindAddress` (port 0: any free port), advertises it as
     /// `advertiseAddress` (default: this machine's LAN address) and sends beacons to
-    /// `beaconHost:beaconPort` every `beaconIntervalMs`. `configureRelay` adjusts the in-process
-    /// relay's configuration (history length, timeouts) before it starts.
+    /// `beaconHost:beaconPort` every `beaconIntervalMs`. `admissionLimits` are the joins' limits
+    /// (password attempts, the time a joiner has to attach); `configureRelay` adjusts the
+    /// in-process relay's configuration (history length, timeouts) before it starts.
     public init(settings: NetplaySettings, content: ContentInfo, inputSize: Int, hostName: String,
                 bindAddress: String = "0.0.0.0", advertiseAddress: String? = nil, port: Int = 0,
                 beaconHost: String = "255.255.255.255", beaconPort: UInt16 = LanBeacon.defaultPort,
                 beaconIntervalMs: Int = 1_000, inspectableBy trustStore: URL? = nil,
+                admissionLimits: AdmissionPolicy.Limits = AdmissionPolicy.Limits(),
                 configureRelay: (inout RelayConfiguration) -> Void = { _ in }) throws {
         if let problem = settings.validationError(inputSize: inputSize) { throw NetplayError(.badRequest, problem) }
         let advertised = advertiseAddress ?? LanBeacon.lanAddress() ?? "127.0.0.1"
@@ -84,14 +86,21 @@ public final class LanHost: Sendable {
         endpoint = "tcp://\(advertised):\(chosenPort)"
         var sessionSettings = settings.sessionSettings(content: content, inputSize: inputSize, lanEndpoint: endpoint)
         sessionSettings.transport = .lan
-        let keyRing = TicketKeyRing.generate()
-        self.keyRing = keyRing
-        let lanAdmission = LanAdmission(sessionId: sessionId, settings: sessionSettings, relayEndpoint: endpoint, keyRing: keyRing)
-        self.lanAdmission = lanAdmission
         var relayConfiguration = RelayConfiguration(relayId: "", advertisedEndpoint: endpoint)
         relayConfiguration.maxSessions = 1
         configureRelay(&relayConfiguration)
         if let problem = relayConfiguration.validationError() { throw NetplayError(.badRequest, "relay: \(problem)") }
+        // The room's tickets must live no longer than its relay takes them.
+        let ticketLifetimeMs = relayConfiguration.maxTicketLifetimeMs
+        guard admissionLimits.pendingJoinTimeoutMs <= ticketLifetimeMs else {
+            throw NetplayError(.badRequest, "admission: the pending-join timeout (\(admissionLimits.pendingJoinTimeoutMs) ms) "
+                               + "is longer than the relay takes a ticket to live (\(ticketLifetimeMs) ms)")
+        }
+        let keyRing = TicketKeyRing.generate()
+        self.keyRing = keyRing
+        let lanAdmission = LanAdmission(sessionId: sessionId, settings: sessionSettings, relayEndpoint: endpoint, keyRing: keyRing,
+                                        ticketTtlMs: min(600_000, ticketLifetimeMs), limits: admissionLimits)
+        self.lanAdmission = lanAdmission
         var service = ServiceConfiguration(kind: "sync", instance: "lan-\(chosenPort)",
                                            endpoint: "tcp://\(bindAddress):\(chosenPort)", logLevel: .warning,
                                            dataDirectory: FileManager.default.temporaryDirectory
@@ -109,8 +118,8 @@ public final class LanHost: Sendable {
             RelayService(configuration: relayConfig, keyRing: keyRing, lanAdmission: lanAdmission)
         }
         do {
-            let ticket = try lanAdmission.hostTicket(name: hostName, slot: settings.hostSlot)
-            admission = Admission(ticket: ticket, relayEndpoint: endpoint)
+            let seat = try lanAdmission.hostTicket(name: hostName, slot: settings.hostSlot)
+            admission = Admission(ticket: seat.ticket, relayEndpoint: endpoint, participantToken: seat.participantToken)
         } catch {
             relay.stop()
             throw NetplayError(error.code, error.message)

@@ -233,11 +233,12 @@ extension NetplayMatch {
     }
 
     /// Asks the coordinator, off the game loop, where the session runs now (a fresh ticket names
-    /// its relay). False when there is no coordinator to ask (a LAN room). A renewal already on
+    /// its relay). False when there is no coordinator to ask (a LAN room: its host's relay is the
+    /// only one, so it renews there only a ticket the relay refused as expired). A renewal already on
     /// its way answers this too: a relay that repeats its Detach (each started a thread, a socket
     /// and a request, until the process ran out of sockets) starts no second one.
     func lookUpRelay(attempt: Int) -> Bool {
-        guard let renewal = ticketRenewal ?? TicketRenewal.start(for: admission, serverKey: options.serverKey) else { return false }
+        guard admission.coordinatorEndpoint != nil, let renewal = ticketRenewal ?? TicketRenewal.start(for: admission, serverKey: options.serverKey) else { return false }
         ticketRenewal = renewal
         relayKnowsUs = false
         phase = .renewingTicket(refusal: nil, attempt: attempt)

@@ -3,10 +3,10 @@ import NetplayService
 import NetplayWire
 import Synchronization
 
-/// One ticket renewal at the coordinator, run on a thread of its own: the relay said the ticket
-/// expired, or the match asks where its session runs now (its relay went silent, or told it the
-/// session moved; the fresh ticket names the session's relay). The renewal waits up to three
-/// seconds for the coordinator, asking again after each one that passes without an answer (a
+/// One ticket renewal at the coordinator (for a LAN room, at its host's relay), run on a thread
+/// of its own: the relay said the ticket expired, or the match asks where its session runs now
+/// (its relay went silent, or told it the session moved; the fresh ticket names the session's
+/// relay). The renewal waits up to three seconds for an answer, asking again after each one that passes without an answer (a
 /// renewal asked twice only issues two tickets), and the game loop keeps ticking meanwhile. The
 /// match polls ``outcome`` on each tick and picks the new ticket up from there.
 final class TicketRenewal: Sendable {
@@ -22,12 +22,12 @@ final class TicketRenewal: Sendable {
 
     private let result = Mutex<Outcome?>(nil)
 
-    /// Starts renewing `admission`'s ticket after `delaySeconds`, or returns nil when it cannot be
-    /// renewed (no coordinator, or no participant token: a LAN room).
+    /// Starts renewing `admission`'s ticket after `delaySeconds` where it is renewed (the
+    /// coordinator, or a LAN host's relay), or returns nil when it cannot be renewed (no token).
     static func start(for admission: Admission, serverKey: [UInt8]?, timeoutSeconds: Double = 1,
                       delaySeconds: Double = 0) -> TicketRenewal? {
         let renewal = TicketRenewal()
-        let sent = admission.requestAtCoordinator(serverKey: serverKey, timeoutSeconds: timeoutSeconds, resending: true,
+        let sent = admission.request(at: admission.renewalEndpoint, serverKey: serverKey, timeoutSeconds: timeoutSeconds, resending: true,
                                                   delay: delaySeconds, {
             .renewTicketRequest(RenewTicketRequest(sessionId: $0, participantId: $1, participantToken: $2))
         }, done: { reply in

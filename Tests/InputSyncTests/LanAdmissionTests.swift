@@ -28,7 +28,7 @@ struct LanAdmissionTests {
 
     @Test func placesFreeUpOnlyOnceTheirHolderWasInTheMatchAndLeft() throws {
         let lan = admission()
-        let host = try lan.hostTicket(name: "alice")
+        let host = try lan.hostTicket(name: "alice").ticket
         let bob = try join(lan, "bob")
         let watcher = try join(lan, "watcher", role: .spectator)
         #expect(lan.occupancy == (2, 1))
@@ -56,7 +56,7 @@ struct LanAdmissionTests {
     /// saw and where each joined from.
     @Test func joinersComingAndGoingLeaveNothingBehind() throws {
         let lan = admission()
-        let host = try lan.hostTicket(name: "alice")
+        let host = try lan.hostTicket(name: "alice").ticket
         lan.sessionChanged(running: true, present: [host.participantId])
         for round in 0 ..< 200 {
             let joined = try join(lan, "mallory \(round)")

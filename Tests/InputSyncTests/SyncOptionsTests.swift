@@ -78,6 +78,8 @@ struct SyncOptionsTests {
         #expect(problem { $0.transferTimeoutMs = 0 } == "the transfer timeout must be >= 1 ms")
         #expect(problem { $0.transferMinRateBytes = 10 } == "the transfer minimum rate must be 1024 ... 1073741824 bytes per second")
         #expect(problem { $0.maxStateBytes = 1 << 50 } == "the largest state must be 1 ... 1099511627776 bytes")
+        // No ticket lifetime that refuses every ticket (a LAN host's own among them).
+        #expect(problem { $0.maxTicketLifetimeMs = 0 } == "the longest ticket lifetime must be 1000 ... 86400000 ms")
     }
 
     @Test func theClusterSecretIsFoundBesideTheDataDirectory() throws {

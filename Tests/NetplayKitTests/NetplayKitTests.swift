@@ -1,6 +1,7 @@
 import Foundation
 import Games
 import InputSync
+import NetplayAuth
 import NetplayLAN
 import NetplayService
 import NetplayTestSupport
@@ -40,11 +41,12 @@ struct NetplayKitTests {
     }
 
     func lanHost(_ name: String, password: String? = nil, port: UInt16, inspectableBy keys: TestKeys? = nil,
+                 admissionLimits: AdmissionPolicy.Limits = AdmissionPolicy.Limits(),
                  configureRelay: (inout RelayConfiguration) -> Void = { _ in }) throws -> LanHost {
         try LanHost(settings: settings(name, password: password), content: content, inputSize: Arena.inputSize,
                     hostName: "alice", bindAddress: "127.0.0.1", advertiseAddress: "127.0.0.1",
                     beaconHost: "127.0.0.1", beaconPort: port, beaconIntervalMs: 200, inspectableBy: keys?.store.directory,
-                    configureRelay: configureRelay)
+                    admissionLimits: admissionLimits, configureRelay: configureRelay)
     }
 
     /// The host's match and bob's, joined to `host`'s LAN room through a lobby, both started.
@@ -348,6 +350,60 @@ struct NetplayKitTests {
         #expect(joinMatch.reportedChecksums[1_200] == hostMatch.reportedChecksums[1_200])
         #expect(joinMatch.events.contains { if case .reconnected = $0 { true } else { false } })
         #expect(hostMatch.substitutedInputsSeen > 0, "the host should have seen the joiner substituted while it was away")
+    }
+
+    /// A LAN joiner's ticket lives only its minute to attach, and the relay resumes an expired
+    /// ticket only within its grace (10 min): any LAN match longer than that ended for a player
+    /// whose link dropped after it, refused TICKET_EXPIRED, because there was no coordinator to
+    /// renew at. The LAN host's relay renews it (the joiner's participant token proves the seat),
+    /// and the match goes on.
+    @Test func aLanPlayerWhoseTicketRanOutReconnectsWithARenewedOne() throws {
+        let port = UInt16(TestPorts.free())
+        let host = try lanHost("kit-renew", port: port, admissionLimits: AdmissionPolicy.Limits(pendingJoinTimeoutMs: 1_500)) {
+            $0.resumeGraceMs = 0
+        }
+        defer { host.stop() }
+        let (_, _, hostMatch, joinMatch) = try startedPair(host, port: port)
+        let joined = joinMatch.admission.ticket
+        #expect(!joinMatch.admission.participantToken.isEmpty, "a LAN join should come with a participant token")
+        // Past the joiner's ticket, and (grace 0) past any resume of it.
+        #expect(drive([hostMatch, joinMatch], seconds: 20, until: {
+            hostMatch.currentFrame >= 400 && UnixTime.nowMs() > joined.expiresAtUnixMs + 500
+        }))
+        joinMatch.simulateOutage(milliseconds: 2_000)
+        let target = (hostMatch.currentFrame / 60 + 10) * 60
+        let finished = drive([hostMatch, joinMatch], seconds: 30, until: {
+            if case .disconnected = joinMatch.state { return true }
+            return hostMatch.reportedChecksums[target] != nil && joinMatch.reportedChecksums[target] != nil
+        })
+        #expect(finished && joinMatch.reportedChecksums[target] != nil && joinMatch.reportedChecksums[target] == hostMatch.reportedChecksums[target],
+                "joiner \(joinMatch.state) at \(joinMatch.currentFrame), host at \(hostMatch.currentFrame)")
+        let refused = joinMatch.events.firstIndex { if case .error(.ticketExpired, _) = $0 { true } else { false } }
+        #expect(refused != nil, "the relay should have refused the expired ticket first")
+        #expect(joinMatch.events[(refused ?? joinMatch.events.endIndex)...].contains { if case .reconnected = $0 { true } else { false } },
+                "attached again after the refusal: \(joinMatch.events.suffix(6))")
+        #expect(joinMatch.attachedPaths > 0, "\(joinMatch.state)")
+        #expect(joinMatch.admission.ticket.expiresAtUnixMs > joined.expiresAtUnixMs + 60_000, "no renewed ticket")
+        #expect(joinMatch.admission.ticket.slot == joined.slot)
+    }
+
+    /// A LAN host whose relay takes tickets living less than the 10 minutes its admission gave
+    /// refused the host's own ticket: the room's tickets live as long as its relay takes, and a
+    /// join window longer than that is refused with one line.
+    @Test func aLanRoomsTicketsLiveNoLongerThanItsRelayTakesThem() throws {
+        let port = UInt16(TestPorts.free())
+        let host = try lanHost("kit-short", port: port) { $0.maxTicketLifetimeMs = 120_000 }
+        defer { host.stop() }
+        let ticket = host.admission.ticket
+        #expect(ticket.expiresAtUnixMs - ticket.issuedAtUnixMs == 120_000)
+        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: host.admission)
+        match.start()
+        #expect(drive([match], seconds: 10, until: { match.attachedPaths > 0 }), "\(match.state)")
+        #expect(throws: NetplayError.self) {
+            try lanHost("kit-long-window", port: port, admissionLimits: AdmissionPolicy.Limits(pendingJoinTimeoutMs: 200_000)) {
+                $0.maxTicketLifetimeMs = 120_000
+            }
+        }
     }
 
     /// A player away longer than the relay keeps inputs for comes back to a state far ahead of

@@ -617,7 +617,8 @@ public struct JoinSessionResponse: Sendable, Hashable {
     public var session: SessionInfo
     /// The joiner's participant id.
     public var participantId: String
-    /// Secret for later requests as this participant.
+    /// Secret for later requests as this participant (a LAN host's relay gives one too, for
+    /// renewing the ticket).
     public var participantToken: [UInt8]
     /// Ticket for the relay.
     public var ticket: JoinTicket?
@@ -820,8 +821,9 @@ public struct GetSessionRequest: Sendable, Hashable {
     }
 }
 
-/// A participant asks for a fresh ticket (reconnect after expiry, relay reassigned).
-/// Replied with SessionResponse carrying the ticket.
+/// A participant asks for a fresh ticket (reconnect after expiry, relay reassigned): at the
+/// coordinator, or for a LAN room at its host's relay, which renews a participant that attached
+/// and holds its place. Replied with SessionResponse carrying the ticket.
 public struct RenewTicketRequest: Sendable, Hashable {
     /// The session.
     public var sessionId: String

@@ -657,7 +657,8 @@ struct  Netplay__V1__JoinSessionResponse
    */
   char *participant_id;
   /*
-   * Secret for later requests as this participant. @max_len 64
+   * Secret for later requests as this participant (a LAN host's relay gives one too, for
+   * renewing the ticket). @max_len 64
    */
   ProtobufCBinaryData participant_token;
   /*
@@ -878,8 +879,9 @@ struct  Netplay__V1__GetSessionRequest
 
 
 /*
- * A participant asks for a fresh ticket (reconnect after expiry, relay reassigned).
- * Replied with SessionResponse carrying the ticket.
+ * A participant asks for a fresh ticket (reconnect after expiry, relay reassigned): at the
+ * coordinator, or for a LAN room at its host's relay, which renews a participant that attached
+ * and holds its place. Replied with SessionResponse carrying the ticket.
  */
 struct  Netplay__V1__RenewTicketRequest
 {

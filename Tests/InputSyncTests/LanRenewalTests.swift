@@ -1,0 +1,110 @@
+import NetplayAuth
+import NetplayService
+import NetplayWire
+import Testing
+@testable import InputSync
+import NetplayTestSupport
+
+/// A LAN host's relay renews the tickets of the participants holding its places, as the
+/// coordinator does for lobby rooms: a participant token comes with each place, and only a
+/// seated participant that shows it gets a ticket, for the place it holds now.
+@Suite("LAN admission renews seated participants' tickets", .ownThread)
+struct LanRenewalTests {
+    let keyRing = TicketKeyRing.generate()
+
+    func admission() -> LanAdmission {
+        var settings = SessionSettings(roomName: "lan", content: ContentInfo(gameName: "Arena"))
+        settings.maxPlayers = 2
+        settings.inputSize = 1
+        settings.spectatorsAllowed = true
+        settings.maxSpectators = 2
+        return LanAdmission(sessionId: "lan-1", settings: settings, relayEndpoint: "tcp://127.0.0.1:1", keyRing: keyRing)
+    }
+
+    func join(_ admission: LanAdmission, _ name: String, role: Role = .player, key: String = "") throws -> JoinSessionResponse {
+        var request = JoinSessionRequest(sessionId: "lan-1", role: role, name: name, content: ContentInfo(gameName: "Arena"))
+        request.idempotencyKey = key
+        guard case .joinSessionResponse(let response)? = try admission.handle(.joinSessionRequest(request)) else {
+            throw ServiceError(.internal, "no join response")
+        }
+        return response
+    }
+
+    /// Asks `admission` to renew; the ticket, or the refusal's code.
+    func renew(_ admission: LanAdmission, _ participantId: String, token: [UInt8], session: String = "lan-1") -> (ticket: JoinTicket?, code: ErrorCode?) {
+        do {
+            let body = try admission.handle(.renewTicketRequest(RenewTicketRequest(sessionId: session, participantId: participantId,
+                                                                                   participantToken: token)))
+            guard case .sessionResponse(let response)? = body, let ticket = response.ticket else { return (nil, .internal) }
+            return (ticket, nil)
+        } catch {
+            return (nil, error.code)
+        }
+    }
+
+    @Test func aSeatedParticipantRenewsWithItsTokenForThePlaceItHoldsNow() throws {
+        let lan = admission()
+        let host = try lan.hostTicket(name: "alice")
+        let bob = try join(lan, "bob")
+        let watcher = try join(lan, "watcher", role: .spectator)
+        #expect(host.participantToken.count == 32 && bob.participantToken.count == 32 && watcher.participantToken.count == 32)
+        #expect(Set([host.participantToken, bob.participantToken, watcher.participantToken]).count == 3)
+        lan.sessionChanged(running: true, present: [host.ticket.participantId, bob.participantId, watcher.participantId])
+        let verifier = JoinTicketVerifier(keyRing: keyRing)
+        for (id, token, role, slot) in [(host.ticket.participantId, host.participantToken, Role.player, UInt32(1)),
+                                        (bob.participantId, bob.participantToken, .player, 2),
+                                        (watcher.participantId, watcher.participantToken, .spectator, 0)] {
+            let renewed = try #require(renew(lan, id, token: token).ticket)
+            #expect(renewed.participantId == id && renewed.role == role && renewed.slot == slot)
+            #expect(renewed.expiresAtUnixMs - renewed.issuedAtUnixMs == lan.ticketTtlMs, "a renewed ticket lives the room's ticket lifetime")
+            #expect(throws: Never.self) { try verifier.verify(renewed, relayId: "", nowUnixMs: UnixTime.nowMs()) }
+        }
+        // The renewal follows the host's moves: a room whose host swaps the players before the match.
+        let moved = admission()
+        let hostSeat = try moved.hostTicket(name: "alice")
+        let carol = try join(moved, "carol")
+        try moved.swap(1, 2)
+        moved.sessionChanged(running: false, present: [hostSeat.ticket.participantId, carol.participantId])
+        #expect(renew(moved, carol.participantId, token: carol.participantToken).ticket?.slot == 1)
+        #expect(renew(moved, hostSeat.ticket.participantId, token: hostSeat.participantToken).ticket?.slot == 2)
+    }
+
+    @Test func renewalsWithoutTheSeatOrTheTokenAreRefusedWithTheirCodes() throws {
+        let lan = admission()
+        let host = try lan.hostTicket(name: "alice")
+        let bob = try join(lan, "bob")
+        let watcher = try join(lan, "watcher", role: .spectator)
+        // Not attached yet: its ticket was for attaching within the pending-join timeout.
+        #expect(renew(lan, bob.participantId, token: bob.participantToken).code == .invalidState)
+        lan.sessionChanged(running: true, present: [host.ticket.participantId, bob.participantId, watcher.participantId])
+        var wrong = bob.participantToken
+        wrong[0] ^= 1
+        #expect(renew(lan, bob.participantId, token: wrong).code == .unauthenticated)
+        #expect(renew(lan, bob.participantId, token: []).code == .unauthenticated)
+        #expect(renew(lan, bob.participantId, token: host.participantToken).code == .unauthenticated, "another's token")
+        #expect(renew(lan, "lan-99", token: bob.participantToken).code == .unauthenticated)
+        #expect(renew(lan, bob.participantId, token: bob.participantToken, session: "lan-2").code == .notFound)
+        // Removed by the host: refused at once, before the relay's next look frees the place.
+        try lan.kick(participantId: bob.participantId, ban: false, reason: "")
+        #expect(renew(lan, bob.participantId, token: bob.participantToken).code == .permissionDenied)
+        try lan.kick(participantId: watcher.participantId, ban: true, reason: "")
+        #expect(renew(lan, watcher.participantId, token: watcher.participantToken).code == .banned)
+        // Gone from the relay's session: the place and the token are forgotten.
+        lan.sessionChanged(running: true, present: [host.ticket.participantId])
+        #expect(renew(lan, bob.participantId, token: bob.participantToken).code == .unauthenticated)
+        #expect(lan.rememberedParticipants == 1, "removed participants are kept: \(lan.rememberedParticipants)")
+        lan.end(reason: "done")
+        #expect(renew(lan, host.ticket.participantId, token: host.participantToken).code == .sessionEnded)
+    }
+
+    /// A join asked again under its key (its answer was lost) gets its place again with the same
+    /// token: the first answer's token, if it did arrive, still renews.
+    @Test func aJoinAskedAgainGetsTheSameToken() throws {
+        let lan = admission()
+        _ = try lan.hostTicket(name: "alice")
+        let first = try join(lan, "bob", key: "k-1")
+        let again = try join(lan, "bob", key: "k-1")
+        #expect(again.participantId == first.participantId)
+        #expect(again.participantToken == first.participantToken)
+    }
+}
