@@ -74,7 +74,7 @@ extension LanAdmission {
     /// and joins are refused from now on.
     public func end(reason: String) {
         state.withLock { state in
-            state.ended = true
+            state.ended = "The host ended this room."
             state.commands.append(.closeRelaySessionRequest(CloseRelaySessionRequest(
                 sessionId: sessionId, reason: .sessionEnded, message: reason.isEmpty ? "Ended by the host." : String(reason.prefix(256)))))
         }

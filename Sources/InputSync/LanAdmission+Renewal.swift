@@ -16,7 +16,7 @@ extension LanAdmission {
         }
         let id = request.participantId
         let result = state.withLock { state -> Result<(role: Role, slot: UInt32, name: String), ServiceError> in
-            if state.ended { return .failure(ServiceError(.sessionEnded, "The host ended this room.")) }
+            if let ended = state.ended { return .failure(ServiceError(.sessionEnded, ended)) }
             guard let token = state.tokens[id], Sodium.secretsEqual(token, request.participantToken) else {
                 return .failure(ServiceError(.unauthenticated, "Unknown participant or wrong participant token for this room.",
                                              field: "RenewTicketRequest.participant_token"))

@@ -44,6 +44,7 @@ public final class LanAdmission: Sendable {
             attached.remove(participantId)
             sources[participantId] = nil
             tokens[participantId] = nil
+            away[participantId] = nil
         }
 
         /// A fresh token for `participantId`.
@@ -61,8 +62,15 @@ public final class LanAdmission: Sendable {
         var approvals = HostApprovals()
         /// The host's commands for the relay, run on its next tick (``takeHostCommands()``).
         var commands: [Envelope.Body] = []
-        /// The host ended the room: every join is refused.
-        var ended = false
+        /// Why the room is over (the host ended it, or the relay ended its match): every join and
+        /// renewal is refused SESSION_ENDED with it; nil while it is open.
+        var ended: String?
+        /// Whether the relay has served the room's session (its host attached): once it no longer
+        /// does, the room is over.
+        var served = false
+        /// Spectators gone from the relay's session, since when (monotonic ms): each keeps its
+        /// place and token for the pending-join timeout, to come back.
+        var away: [String: UInt64] = [:]
         /// The place each join took, by its idempotency key, while the place is held: a joiner
         /// asking again under the key (its answer was lost) gets the same place.
         var admittedByKey: [String: Admitted] = [:]
@@ -157,14 +165,24 @@ public final class LanAdmission: Sendable {
     /// What the relay's session holds now: whether the match runs, and the participants in it
     /// (attached, or away but still holding their place). Places of participants that were in
     /// it and are gone (left, kicked, timed out), or that never attached within the pending-join
-    /// timeout, are free for the next joiner.
+    /// timeout, are free for the next joiner. A spectator is gone from the relay's session as
+    /// soon as its link falls quiet (a player stays, away): it keeps its place and token for the
+    /// pending-join timeout, so it can come back, renewing its ticket if that ran out.
     public func sessionChanged(running: Bool, present: Set<String>) {
         let now = clock()
+        let awayMs = limits.pendingJoinTimeoutMs
         state.withLock { state in
             state.started = state.started || running
+            state.served = true
+            for id in present { state.away[id] = nil }
             // Gone from the session after being in it: its place (if the host did not already
             // take it away) and everything kept about it (a ban already copied its source).
             for id in state.attached.subtracting(present) {
+                if state.spectators[id] != nil {
+                    let since = state.away[id] ?? now
+                    state.away[id] = since
+                    if now &- since < awayMs { continue }
+                }
                 for (slot, holder) in state.players where holder.participantId == id { state.players[slot] = nil }
                 state.spectators[id] = nil
                 state.forget(id)
@@ -172,6 +190,16 @@ public final class LanAdmission: Sendable {
             state.attached.formUnion(present)
             for id in present { state.pending.settled(id) }
             Self.expirePending(&state, now: now)
+        }
+    }
+
+    /// The relay no longer serves the room's session after it did: it ended the match (every
+    /// player left, or nobody was attached for its idle time), so the room is over, as if its
+    /// host ended it: joins and renewals are refused SESSION_ENDED.
+    public func sessionGone() {
+        state.withLock { state in
+            guard state.served, state.ended == nil else { return }
+            state.ended = "This room's match is over."
         }
     }
 
@@ -274,7 +302,7 @@ public final class LanAdmission: Sendable {
                     }
                 }
                 try state.policy.settle(plan, match: match, now: Double(now) / 1000)
-                if state.ended { throw AdmissionDenial(.sessionEnded, "The host ended this room.") }
+                if let ended = state.ended { throw AdmissionDenial(.sessionEnded, ended) }
                 if let replayed {
                     // The same join again (its answer was lost): its place, and a fresh ticket's time
                     // to attach.

@@ -255,9 +255,14 @@ public final class RelayService: RawFrameService, RelayTransport {
             inputsPerSecond = Int(Double(inputsThisSecond) * 1000 / Double(max(now &- lastLoadMs, 1)))
             inputsThisSecond = 0
             cpuPercent = cpuMeter.percent()
-            if let lanAdmission, let presence = core.presence(of: lanAdmission.sessionId) {
-                // The LAN room's beacon and join answers follow the match: started, places freed.
-                lanAdmission.sessionChanged(running: presence.running, present: presence.participants)
+            if let lanAdmission {
+                // The LAN room's beacon and join answers follow the match: started, places freed,
+                // and over once the relay ended it.
+                if let presence = core.presence(of: lanAdmission.sessionId) {
+                    lanAdmission.sessionChanged(running: presence.running, present: presence.participants)
+                } else {
+                    lanAdmission.sessionGone()
+                }
             }
             lastLoadMs = now
         }

@@ -41,6 +41,10 @@ extension NetplayMatch {
     }
 
     func scheduleReattach(attempt: Int, now: UInt64, why: String, lookUp: Bool = true) {
+        // A renewal that finished while nobody waited for it (the match went back to attaching
+        // meanwhile) is stale: the next lookup or expiry asks again. One still on its way is kept,
+        // so a relay alternating its Detach reasons starts no second thread.
+        if ticketRenewal?.outcome != nil { ticketRenewal = nil }
         guard attempt < options.backoff.maxAttempts else {
             finish(.relayLost("\(why); gave up after \(attempt) attempts"))
             return
@@ -197,20 +201,21 @@ extension NetplayMatch {
             switch error.code {
             case .ticketExpired:
                 // Renewed off the game loop; until then the match keeps ticking and attaches nothing.
-                // One renewal at a time: a relay repeating the refusal starts no more.
-                if ticketRenewal == nil {
-                    guard expiryRenewalsSinceAttach < Self.expiryRenewalsAllowed else {
-                        finish(.refused(error.code, "\(error.message) (the relay refused \(Self.expiryRenewalsAllowed) renewed "
-                                        + "tickets as expired: is this relay's clock or the coordinator's off?)"))
-                        return
-                    }
-                    guard let renewal = TicketRenewal.start(for: admission, serverKey: options.serverKey) else {
-                        finish(.refused(error.code, error.message))
-                        return
-                    }
-                    ticketRenewal = renewal
-                    expiryRenewalsSinceAttach += 1
+                // Only while attaching: a late refusal of an attach given up on (a relay lookup
+                // runs, or another attach) is answered by what runs now. One renewal at a time (a
+                // lookup's, still on its way, serves), and each counts against the allowance.
+                guard case .attaching = phase else { return }
+                guard expiryRenewalsSinceAttach < Self.expiryRenewalsAllowed else {
+                    finish(.refused(error.code, "\(error.message) (the relay refused \(Self.expiryRenewalsAllowed) renewed "
+                                    + "tickets as expired: is this relay's clock or the coordinator's off?)"))
+                    return
                 }
+                guard let renewal = ticketRenewal ?? TicketRenewal.start(for: admission, serverKey: options.serverKey) else {
+                    finish(.refused(error.code, error.message))
+                    return
+                }
+                ticketRenewal = renewal
+                expiryRenewalsSinceAttach += 1
                 phase = .renewingTicket(refusal: error.message, attempt: 0)
             case .unavailable, .overloaded, .shuttingDown, .timeout, .internal:
                 if case .attaching(let attempt, _, _) = phase {
@@ -307,7 +312,10 @@ extension NetplayMatch {
             return
         }
         admission.ticket = ticket
-        let moved = !ticket.relayEndpoint.isEmpty && ticket.relayEndpoint != admission.relayEndpoint
+        // A LAN room's relay is where the joiner reached it: its tickets name the host's advertised
+        // address, which the joiner's network may not reach, so a LAN renewal never moves the link.
+        let moved = admission.coordinatorEndpoint != nil && !ticket.relayEndpoint.isEmpty
+            && ticket.relayEndpoint != admission.relayEndpoint
         if moved {
             let from = admission.relayEndpoint
             admission.relayEndpoint = ticket.relayEndpoint

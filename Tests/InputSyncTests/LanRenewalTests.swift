@@ -1,6 +1,7 @@
 import NetplayAuth
 import NetplayService
 import NetplayWire
+import Synchronization
 import Testing
 @testable import InputSync
 import NetplayTestSupport
@@ -106,5 +107,101 @@ struct LanRenewalTests {
         let again = try join(lan, "bob", key: "k-1")
         #expect(again.participantId == first.participantId)
         #expect(again.participantToken == first.participantToken)
+    }
+}
+
+/// A monotonic clock a test moves by hand.
+final class HandClock: Sendable {
+    private let ms = Mutex<UInt64>(1_000)
+    var now: UInt64 { ms.withLock { $0 } }
+    func advance(_ by: UInt64) { ms.withLock { $0 += by } }
+}
+
+/// What the relay's session no longer shows: a spectator whose link fell quiet (the relay drops
+/// it at once, where a player stays, away), and the session itself once the relay ended it.
+@Suite("LAN admission when the relay's session lets go", .ownThread)
+struct LanSessionGoneTests {
+    func admission(clock: HandClock) -> LanAdmission {
+        var settings = SessionSettings(roomName: "lan", content: ContentInfo(gameName: "Arena"))
+        settings.maxPlayers = 2
+        settings.inputSize = 1
+        settings.spectatorsAllowed = true
+        settings.maxSpectators = 1
+        return LanAdmission(sessionId: "lan-1", settings: settings, relayEndpoint: "tcp://127.0.0.1:1", keyRing: TicketKeyRing.generate(),
+                            limits: AdmissionPolicy.Limits(pendingJoinTimeoutMs: 60_000), clock: { clock.now })
+    }
+
+    func join(_ admission: LanAdmission, _ name: String, role: Role = .player) throws -> JoinSessionResponse {
+        let request = JoinSessionRequest(sessionId: "lan-1", role: role, name: name, content: ContentInfo(gameName: "Arena"))
+        guard case .joinSessionResponse(let response)? = try admission.handle(.joinSessionRequest(request)) else {
+            throw ServiceError(.internal, "no join response")
+        }
+        return response
+    }
+
+    func renewal(_ admission: LanAdmission, _ participantId: String, _ token: [UInt8]) -> ErrorCode? {
+        do {
+            _ = try admission.handle(.renewTicketRequest(RenewTicketRequest(sessionId: "lan-1", participantId: participantId,
+                                                                            participantToken: token)))
+            return nil
+        } catch { return error.code }
+    }
+
+    /// The spectator's place and token outlived its link only as long as the relay showed it: a
+    /// second, so a spectator back after its ticket ran out could not renew, and lost its place.
+    @Test func aSpectatorGoneFromTheRelayKeepsItsPlaceAndTokenForAWhile() throws {
+        let clock = HandClock()
+        let lan = admission(clock: clock)
+        let host = try lan.hostTicket(name: "alice")
+        let watcher = try join(lan, "watcher", role: .spectator)
+        lan.sessionChanged(running: true, present: [host.ticket.participantId, watcher.participantId])
+        // Its link falls quiet: the relay shows only the host.
+        lan.sessionChanged(running: true, present: [host.ticket.participantId])
+        clock.advance(30_000)
+        lan.sessionChanged(running: true, present: [host.ticket.participantId])
+        #expect(lan.occupancy == (1, 1), "the place is held")
+        #expect(renewal(lan, watcher.participantId, watcher.participantToken) == nil, "it renews while away")
+        #expect(throws: ServiceError.self) { try join(lan, "another watcher", role: .spectator) }
+        // Back: away no more; gone again later, it gets its full while again.
+        lan.sessionChanged(running: true, present: [host.ticket.participantId, watcher.participantId])
+        clock.advance(40_000)
+        lan.sessionChanged(running: true, present: [host.ticket.participantId])
+        clock.advance(40_000)
+        lan.sessionChanged(running: true, present: [host.ticket.participantId])
+        #expect(lan.occupancy == (1, 1))
+        // Away past the pending-join timeout: place and token are gone.
+        clock.advance(20_001)
+        lan.sessionChanged(running: true, present: [host.ticket.participantId])
+        #expect(lan.occupancy == (1, 0))
+        #expect(renewal(lan, watcher.participantId, watcher.participantToken) == .unauthenticated)
+        #expect(lan.rememberedParticipants == 1)
+        // A kicked spectator is not kept.
+        let other = try join(lan, "other", role: .spectator)
+        lan.sessionChanged(running: true, present: [host.ticket.participantId, other.participantId])
+        try lan.kick(participantId: other.participantId, ban: false, reason: "")
+        lan.sessionChanged(running: true, present: [host.ticket.participantId])
+        #expect(renewal(lan, other.participantId, other.participantToken) == .unauthenticated)
+    }
+
+    /// The relay ended the room's match by itself (everyone left, or nobody attached for its idle
+    /// time): joins were still admitted into the session it had closed, and renewals issued
+    /// tickets for it.
+    @Test func aRoomWhoseSessionTheRelayEndedIsOver() throws {
+        let clock = HandClock()
+        let lan = admission(clock: clock)
+        let host = try lan.hostTicket(name: "alice")
+        // Before the relay serves the session (the host not attached yet), nothing is over.
+        lan.sessionGone()
+        let bob = try join(lan, "bob")
+        lan.sessionChanged(running: true, present: [host.ticket.participantId, bob.participantId])
+        lan.sessionGone()
+        #expect(renewal(lan, bob.participantId, bob.participantToken) == .sessionEnded)
+        #expect(renewal(lan, host.ticket.participantId, host.participantToken) == .sessionEnded)
+        do {
+            _ = try join(lan, "carol", role: .spectator)
+            Issue.record("a join into an ended room was admitted")
+        } catch let error as ServiceError {
+            #expect(error.code == .sessionEnded && error.message.contains("over"), "\(error)")
+        }
     }
 }

@@ -41,10 +41,10 @@ struct NetplayKitTests {
     }
 
     func lanHost(_ name: String, password: String? = nil, port: UInt16, inspectableBy keys: TestKeys? = nil,
-                 admissionLimits: AdmissionPolicy.Limits = AdmissionPolicy.Limits(),
+                 advertiseAddress: String = "127.0.0.1", admissionLimits: AdmissionPolicy.Limits = AdmissionPolicy.Limits(),
                  configureRelay: (inout RelayConfiguration) -> Void = { _ in }) throws -> LanHost {
         try LanHost(settings: settings(name, password: password), content: content, inputSize: Arena.inputSize,
-                    hostName: "alice", bindAddress: "127.0.0.1", advertiseAddress: "127.0.0.1",
+                    hostName: "alice", bindAddress: "127.0.0.1", advertiseAddress: advertiseAddress,
                     beaconHost: "127.0.0.1", beaconPort: port, beaconIntervalMs: 200, inspectableBy: keys?.store.directory,
                     admissionLimits: admissionLimits, configureRelay: configureRelay)
     }
@@ -356,14 +356,24 @@ struct NetplayKitTests {
     /// ticket only within its grace (10 min): any LAN match longer than that ended for a player
     /// whose link dropped after it, refused TICKET_EXPIRED, because there was no coordinator to
     /// renew at. The LAN host's relay renews it (the joiner's participant token proves the seat),
-    /// and the match goes on.
+    /// and the match goes on, on the address the joiner reached the host at: the renewed ticket
+    /// names the host's advertised address (here one the relay does not listen on, as the wrong
+    /// network card's), and following it lost the match.
     @Test func aLanPlayerWhoseTicketRanOutReconnectsWithARenewedOne() throws {
         let port = UInt16(TestPorts.free())
-        let host = try lanHost("kit-renew", port: port, admissionLimits: AdmissionPolicy.Limits(pendingJoinTimeoutMs: 1_500)) {
-            $0.resumeGraceMs = 0
-        }
+        let host = try lanHost("kit-renew", port: port, advertiseAddress: "127.0.0.2",
+                               admissionLimits: AdmissionPolicy.Limits(pendingJoinTimeoutMs: 1_500)) { $0.resumeGraceMs = 0 }
         defer { host.stop() }
-        let (_, _, hostMatch, joinMatch) = try startedPair(host, port: port)
+        let reachable = "tcp://127.0.0.1:" + (host.endpoint.split(separator: ":").last ?? "")
+        let lobby = NetplayLobby(discovery: nil, coordinator: nil, lanBeaconPort: port)
+        var room = try #require(try lobby.lanRooms(listeningFor: 1_000).first)
+        room.endpoint = reachable
+        var hostAdmission = host.admission
+        hostAdmission.relayEndpoint = reachable
+        let hostMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: hostAdmission)
+        let joinMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: try lobby.join(room, name: "bob", content: content))
+        hostMatch.start()
+        joinMatch.start()
         let joined = joinMatch.admission.ticket
         #expect(!joinMatch.admission.participantToken.isEmpty, "a LAN join should come with a participant token")
         // Past the joiner's ticket, and (grace 0) past any resume of it.
@@ -385,6 +395,8 @@ struct NetplayKitTests {
         #expect(joinMatch.attachedPaths > 0, "\(joinMatch.state)")
         #expect(joinMatch.admission.ticket.expiresAtUnixMs > joined.expiresAtUnixMs + 60_000, "no renewed ticket")
         #expect(joinMatch.admission.ticket.slot == joined.slot)
+        #expect(joinMatch.admission.relayEndpoint == reachable)
+        #expect(!joinMatch.events.contains { if case .relayMoved = $0 { true } else { false } })
     }
 
     /// A LAN host whose relay takes tickets living less than the 10 minutes its admission gave

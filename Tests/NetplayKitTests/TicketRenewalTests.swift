@@ -236,6 +236,48 @@ struct TicketRenewalTests {
         if case .renewingTicket = match.phase {} else { Issue.record("\(match.phase)") }
     }
 
+    /// A relay's TICKET_EXPIRED for an attach the match already gave up on, arriving while a
+    /// relay lookup runs: it took the lookup over as an expiry renewal, uncounted, and reset the
+    /// reattach count, so a slow relay with a far-off clock could keep the match going round.
+    @Test func aLateExpiryRefusalDuringARelayLookupIsLeftToTheLookup() throws {
+        let rig = try RenewalRig()
+        let coordinator = try rig.coordinator(renewingWith: nil)
+        let admission = Admission(ticket: try rig.ticket(expired: false), relayEndpoint: rig.relayEndpoint,
+                                  participantToken: Array("alice's token".utf8), coordinatorEndpoint: coordinator)
+        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: admission)
+        match.start()
+        #expect(eventually(within: 5) { match.tick(); return match.attachRequestId != 0 }, "no attach sent")
+        match.receive(Envelope(body: .detach(Detach(reason: .sessionMoved, message: "moved"))), now: 1_000)
+        guard case .renewingTicket(nil, _) = match.phase else {
+            Issue.record("no lookup: \(match.phase)")
+            return
+        }
+        match.receive(Envelope(requestId: match.attachRequestId, body: .error(ErrorReply(code: .ticketExpired, message: "late"))),
+                      now: 1_001)
+        guard case .renewingTicket(nil, _) = match.phase else {
+            Issue.record("the late refusal took the lookup over: \(match.phase)")
+            return
+        }
+        #expect(match.expiryRenewalsSinceAttach == 0)
+    }
+
+    /// A relay lookup whose answer came while the match had gone back to attaching (a Detach
+    /// with another reason) was kept, and the next lookup or expiry took that old answer at once.
+    @Test func aRenewalThatFinishedUnwatchedIsNotTakenLater() throws {
+        let rig = try RenewalRig()
+        let fresh = try rig.ticket(expired: false)
+        let coordinator = try rig.coordinator(renewingWith: fresh)
+        let admission = Admission(ticket: try rig.ticket(expired: false), relayEndpoint: rig.relayEndpoint,
+                                  participantToken: Array("alice's token".utf8), coordinatorEndpoint: coordinator)
+        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: admission)
+        match.start()
+        match.receive(Envelope(body: .detach(Detach(reason: .sessionMoved, message: "moved"))), now: 1_000)
+        #expect(eventually(within: 5) { match.ticketRenewal?.outcome != nil })
+        match.receive(Envelope(body: .detach(Detach(reason: .timeout, message: "quiet"))), now: 1_100)
+        #expect(match.ticketRenewal == nil, "a finished renewal nobody picked up is dropped")
+        if case .attaching = match.phase {} else { Issue.record("\(match.phase)") }
+    }
+
     /// A coordinator (or something on its endpoint) renewing with a ticket for another seat: it
     /// was taken as it came, and the match's session, participant and role changed under its
     /// running engine. The match ends instead, its ticket as it was.
