@@ -12,7 +12,7 @@ struct TelemetryCommand: NetplayCommand {
         discussion: """
         Services PUSH to --ingest. HTTP on --http: /metrics (Prometheus text), /healthz, \
         /api/overview, /api/services, /api/sessions, /api/rooms, /api/events, and the dashboard at /. \
-        The request endpoint answers RecentEventsRequest; the events endpoint re-publishes every \
+        The control endpoint answers RecentEventsRequest (operators' keys); the events endpoint re-publishes every \
         ingested event under its topic. Under the supervisor (--supervisor) it shows the cluster \
         status; with discovery reachable (--discovery) it shows the rooms.
         """,

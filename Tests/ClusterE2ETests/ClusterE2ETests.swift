@@ -197,6 +197,20 @@ struct ClusterE2ETests {
         #expect(!sync.isEmpty)
         #expect(!sync.contains("ports:") && !sync.contains("container_name"), "sync cannot scale:\n\(sync)")
         #expect(config.contains("prometheus.yml:/etc/prometheus/prometheus.yml"))
+        // Cluster traffic goes over CurveZMQ control endpoints admitted by the trust store: every
+        // service shares it and publishes a control endpoint on its container's address (a
+        // compose cluster without them could not register a relay or push a metric).
+        for service in ["telemetry", "discovery", "coordinator", "sync"] {
+            // The service's lines: after `  <service>:`, up to the next key indented two spaces.
+            let lines = config.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            let start = (lines.firstIndex(of: "  \(service):") ?? lines.endIndex) + 1
+            let section = lines[min(start, lines.endIndex)...].prefix { $0.hasPrefix("    ") }.joined(separator: "\n")
+            #expect(section.contains("NETPLAY_KEYS_DIR: /var/lib/netplay/keys"), "\(service) has no shared trust store:\n\(section)")
+            #expect(section.contains("target: /var/lib/netplay/keys") || section.contains("trust-store:/var/lib/netplay/keys"),
+                    "\(service) does not mount the trust store:\n\(section)")
+            #expect(section.contains("--control-endpoint") && section.contains("hostname -i"),
+                    "\(service) publishes no control endpoint on its address:\n\(section)")
+        }
         let dockerfile = try String(contentsOf: repositoryRoot.appendingPathComponent("compose/Dockerfile"), encoding: .utf8)
         #expect(dockerfile.contains("swift build -c release"))
     }
