@@ -270,7 +270,8 @@ extension NetplayMatch {
         case .refused(let code, let message):
             finish(.refused(code, message))
         case .failed:
-            retryAfterRenewal(now: now, refusal: refusal, attempt: attempt, why: "the coordinator did not answer")
+            retryAfterRenewal(now: now, refusal: refusal, attempt: attempt,
+                              why: admission.coordinatorEndpoint == nil ? "the LAN host did not answer" : "the coordinator did not answer")
         }
     }
 
