@@ -39,6 +39,9 @@ public struct TunnelConfiguration: Sendable, Equatable {
     /// Bytes a waiting client may send before its link exists (RetroArch's client sends its
     /// header, then waits for the host's: tens of bytes).
     public var maxBufferedBytes: Int = 64 << 10
+    /// Bytes all waiting clients together may hold (each within ``maxBufferedBytes``): the
+    /// relay's memory for strangers stays bounded whatever the number of sessions and addresses.
+    public var maxBufferedTotalBytes: Int = 16 << 20
 
     /// The port join strings name.
     public var joinPort: UInt16 { advertisePort == 0 ? port : advertisePort }
@@ -74,7 +77,7 @@ public struct TunnelConfiguration: Sendable, Equatable {
     }
 
     /// Applies "name=value,..." limits (sessions, clients, pending, connections, per-address, prefix-timeout,
-    /// link-timeout, ping-interval, host-timeout in seconds, buffer in bytes).
+    /// link-timeout, ping-interval, host-timeout in seconds, buffer and buffer-total in bytes).
     public mutating func applyLimits(_ text: String) throws(LimitsError) {
         for item in text.split(separator: ",") {
             let pair = item.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -100,12 +103,13 @@ public struct TunnelConfiguration: Sendable, Equatable {
             case "connections": maxConnections = try whole()
             case "per-address": maxConnectionsPerAddress = try whole()
             case "buffer": maxBufferedBytes = try whole()
+            case "buffer-total": maxBufferedTotalBytes = try whole()
             case "prefix-timeout": prefixTimeoutSeconds = try seconds()
             case "link-timeout": linkTimeoutSeconds = try seconds()
             case "ping-interval": pingIntervalSeconds = try seconds()
             case "host-timeout": hostTimeoutSeconds = try seconds()
             default:
-                throw LimitsError(description: "unknown limit '\(pair[0])' (sessions, clients, pending, connections, per-address, buffer, prefix-timeout, link-timeout, ping-interval, host-timeout)")
+                throw LimitsError(description: "unknown limit '\(pair[0])' (sessions, clients, pending, connections, per-address, buffer, buffer-total, prefix-timeout, link-timeout, ping-interval, host-timeout)")
             }
         }
         if hostTimeoutSeconds <= pingIntervalSeconds {

@@ -45,6 +45,8 @@ public final class TunnelCore {
     /// Bytes piped since the relay started.
     public private(set) var bytesPiped: UInt64 = 0
     private var scratch: [UInt8] = []
+    /// Bytes waiting clients hold now, all together (within ``TunnelConfiguration/maxBufferedTotalBytes``).
+    public private(set) var bufferedBytes = 0
 
     /// A tunnel over `transport`; `wallClockMs` dates the reports (Unix milliseconds).
     public init(configuration: TunnelConfiguration, transport: any TunnelTransport,
@@ -103,7 +105,12 @@ public final class TunnelCore {
                 close(connection, .bufferOverflow)
                 return
             }
+            guard bufferedBytes + bytes.count <= configuration.maxBufferedTotalBytes else {
+                close(connection, .bufferBudget)
+                return
+            }
             link.buffered.append(contentsOf: bytes)
+            bufferedBytes += bytes.count
         case .host(let session):
             session.lastHeardMs = nowMs
             session.control.append(contentsOf: bytes)
@@ -241,14 +248,19 @@ public final class TunnelCore {
         var linkId = TunnelID.random(using: &generator)
         while linkSessions[linkId] != nil { linkId = TunnelID.random(using: &generator) }
         let link = TunnelSession.Link(id: linkId, client: client, clientAddress: addresses[client] ?? [], createdMs: nowMs)
-        link.buffered = rest
         session.links[linkId] = link
         linkSessions[linkId] = session
         connections[client] = .waiting(session, link)
-        guard link.buffered.count <= configuration.maxBufferedBytes else {
+        guard rest.count <= configuration.maxBufferedBytes else {
             close(client, .bufferOverflow)
             return
         }
+        guard bufferedBytes + rest.count <= configuration.maxBufferedTotalBytes else {
+            close(client, .bufferBudget)
+            return
+        }
+        link.buffered = rest
+        bufferedBytes += rest.count
         if !send(TunnelWire.message(TunnelWire.link, linkId), to: session.host) { close(session.host, .slowReader) }
     }
 
@@ -259,6 +271,7 @@ public final class TunnelCore {
         connections[link.client] = .piped(session, link, fromHost: false, to: host)
         let buffered = link.buffered
         link.buffered = []
+        bufferedBytes -= buffered.count
         transport.tunnelEvent(.clientLinked(session: session.id, link: link.id, clientAddress: Self.text(link.clientAddress),
                                             clients: session.linkedCount))
         if !buffered.isEmpty {
@@ -384,6 +397,8 @@ public final class TunnelCore {
         case .prefix, .answered:
             break
         case .waiting(let session, let link):
+            bufferedBytes -= link.buffered.count
+            link.buffered = []
             drop(link, from: session)
         case .piped(let session, let link, _, let partner):
             drop(link, from: session)

@@ -36,6 +36,9 @@ public enum TunnelCloseReason: String, Sendable, CaseIterable {
     case addressLimit = "address_limit"
     /// A waiting client sent more than may be buffered before its link exists.
     case bufferOverflow = "buffer_overflow"
+    /// A waiting client's bytes would take the waiting clients together past the relay's buffer
+    /// budget (``TunnelConfiguration/maxBufferedTotalBytes``).
+    case bufferBudget = "buffer_budget"
     /// The host did not open a client's link in time.
     case linkTimeout = "link_timeout"
     /// The host's control connection stayed silent (no ping echo).

@@ -109,11 +109,12 @@ struct SyncOptionsTests {
 
         let tuned = try #require(try resolve(
             ["--cluster-secret", Self.secret, "--retroarch-port", "127.0.0.1:7306", "--advertise", "tcp://relay.example:7300",
-             "--retroarch-session-ports", "40000-40099", "--retroarch-limits", "sessions=128,clients=8,link-timeout=120,buffer=4096"],
+             "--retroarch-session-ports", "40000-40099", "--retroarch-limits", "sessions=128,clients=8,link-timeout=120,buffer=4096,buffer-total=1048576"],
             environment: ["NETPLAY_RETROARCH_ADVERTISE": "ignored.example"]).retroArch)
         #expect(tuned.port == 7306 && tuned.bindHost == "127.0.0.1" && tuned.sessionPorts == 40000...40099)
         #expect(tuned.advertiseHost == "ignored.example", "the environment names the join host when no flag does")
-        #expect(tuned.maxSessions == 128 && tuned.maxClientsPerSession == 8 && tuned.linkTimeoutSeconds == 120 && tuned.maxBufferedBytes == 4096)
+        #expect(tuned.maxSessions == 128 && tuned.maxClientsPerSession == 8 && tuned.linkTimeoutSeconds == 120 && tuned.maxBufferedBytes == 4096
+                && tuned.maxBufferedTotalBytes == 1 << 20)
 
         let advertised = try #require(try resolve(["--cluster-secret", Self.secret, "--retroarch-port", "55435",
                                                    "--advertise", "tcp://relay.example:7300", "--retroarch-advertise", "play.example:443"]).retroArch)

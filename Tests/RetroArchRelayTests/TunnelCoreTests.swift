@@ -211,6 +211,42 @@ struct TunnelCoreTests {
         #expect(rig.core.reports().first?.pendingClients == 0)
     }
 
+    /// Each waiting client was held to 64 KiB, but nothing bounded them together: a thousand
+    /// sessions' waiting clients, from many addresses, could hold half a gigabyte. They now share a
+    /// budget; bytes leave it when a link opens or its client goes.
+    @Test func waitingClientsTogetherStayWithinTheBufferBudget() throws {
+        var rig = TunnelRig(TunnelConfiguration(maxSessions: 4, maxBufferedBytes: 100, maxBufferedTotalBytes: 150))
+        let (control, session) = try rig.host()
+        let (first, firstLink) = try rig.client(of: session, control: control, first: [UInt8](repeating: 1, count: 100))
+        #expect(rig.core.bufferedBytes == 100)
+        // Within its own 100 bytes, but past the 150 all hold together: closed, counted.
+        let (second, _) = try rig.client(of: session, control: control, first: [UInt8](repeating: 2, count: 40))
+        rig.send([UInt8](repeating: 2, count: 20), on: second)
+        #expect(rig.transport.closed.contains(second) && rig.core.closes[.bufferBudget] == 1)
+        #expect(rig.core.bufferedBytes == 100)
+        let (other, otherSession) = try rig.host()
+        let third = rig.connect(address: [198, 51, 100, 4])
+        rig.send(TunnelWire.message(TunnelWire.session, otherSession) + [UInt8](repeating: 3, count: 60), on: third)
+        _ = rig.transport.take(other)
+        #expect(rig.transport.closed.contains(third) && rig.core.closes[.bufferBudget] == 2, "another session's client shares it")
+        // The first link opens: its bytes go to the host and leave the budget.
+        let hostLink = rig.connect(address: [192, 168, 1, 2])
+        rig.send(TunnelWire.message(TunnelWire.link, firstLink), on: hostLink)
+        #expect(rig.transport.take(hostLink) == [UInt8](repeating: 1, count: 100))
+        #expect(rig.core.bufferedBytes == 0)
+        let (fourth, _) = try rig.client(of: session, control: control, first: [UInt8](repeating: 4, count: 90))
+        #expect(!rig.transport.closed.contains(fourth) && rig.core.bufferedBytes == 90)
+        // A waiting client that goes gives its bytes back.
+        rig.core.closedByPeer(fourth, nowMs: rig.now)
+        #expect(rig.core.bufferedBytes == 0)
+        let (fifth, _) = try rig.client(of: session, control: control, first: [UInt8](repeating: 5, count: 70))
+        #expect(rig.core.bufferedBytes == 70)
+        // So does every waiting client of a session that ends.
+        rig.core.closedByPeer(control, nowMs: rig.now)
+        #expect(rig.transport.closed.contains(fifth) && rig.core.bufferedBytes == 0)
+        _ = first
+    }
+
     @Test func aLinkTheHostNeverOpensTimesOut() throws {
         var rig = TunnelRig()
         let (control, session) = try rig.host()
