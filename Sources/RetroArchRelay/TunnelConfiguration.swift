@@ -37,8 +37,9 @@ public struct TunnelConfiguration: Sendable, Equatable {
     /// Seconds a host's control connection may stay silent (no ping echo) before its session ends.
     public var hostTimeoutSeconds: Double = 240
     /// Bytes a waiting client may send before its link exists (RetroArch's client sends its
-    /// header, then waits for the host's: tens of bytes).
-    public var maxBufferedBytes: Int = 64 << 10
+    /// header, then waits for the host's: tens of bytes). Small, so one address, within its
+    /// connections, holds a small share of ``maxBufferedTotalBytes``.
+    public var maxBufferedBytes: Int = 8 << 10
     /// Bytes all waiting clients together may hold (each within ``maxBufferedBytes``): the
     /// relay's memory for strangers stays bounded whatever the number of sessions and addresses.
     public var maxBufferedTotalBytes: Int = 16 << 20

@@ -210,6 +210,20 @@ struct ClusterE2ETests {
                     "\(service) does not mount the trust store:\n\(section)")
             #expect(section.contains("--control-endpoint") && section.contains("hostname -i"),
                     "\(service) publishes no control endpoint on its address:\n\(section)")
+            // A recreated container keeps its identity key (the others' connections were made with
+            // it); the relays, which read the coordinator's data for the cluster secret, never see
+            // the coordinator's key.
+            switch service {
+            case "coordinator":
+                #expect(section.contains("NETPLAY_IDENTITY_KEY_FILE: /var/lib/netplay-identity/identity.secret")
+                        && (section.contains("target: /var/lib/netplay-identity") || section.contains("coordinator-identity:/var/lib/netplay-identity")),
+                        "the coordinator's identity key sits where the relays read:\n\(section)")
+            case "sync":
+                #expect(!section.contains("netplay-identity"), "a relay mounts the coordinator's identity key:\n\(section)")
+            default:
+                #expect(section.contains("/var/lib/netplay:rw") || section.contains("target: /var/lib/netplay\n"),
+                        "\(service) keeps its identity key in the container layer:\n\(section)")
+            }
         }
         let dockerfile = try String(contentsOf: repositoryRoot.appendingPathComponent("compose/Dockerfile"), encoding: .utf8)
         #expect(dockerfile.contains("swift build -c release"))
