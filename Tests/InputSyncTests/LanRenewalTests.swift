@@ -6,6 +6,39 @@ import Testing
 @testable import InputSync
 import NetplayTestSupport
 
+/// A two-player LAN room's settings, with `maxSpectators` spectator places.
+private func lanSettings(maxSpectators: UInt32) -> SessionSettings {
+    var settings = SessionSettings(roomName: "lan", content: ContentInfo(gameName: "Arena"))
+    settings.maxPlayers = 2
+    settings.inputSize = 1
+    settings.spectatorsAllowed = true
+    settings.maxSpectators = maxSpectators
+    return settings
+}
+
+/// `name` joins room "lan-1" of `admission` in `role`, under idempotency key `key`.
+private func join(_ admission: LanAdmission, _ name: String, role: Role = .player, key: String = "") throws -> JoinSessionResponse {
+    var request = JoinSessionRequest(sessionId: "lan-1", role: role, name: name, content: ContentInfo(gameName: "Arena"))
+    request.idempotencyKey = key
+    guard case .joinSessionResponse(let response)? = try admission.handle(.joinSessionRequest(request)) else {
+        throw ServiceError(.internal, "no join response")
+    }
+    return response
+}
+
+/// Asks `admission` to renew; the ticket, or the refusal's code.
+private func renew(_ admission: LanAdmission, _ participantId: String, token: [UInt8],
+                   session: String = "lan-1") -> (ticket: JoinTicket?, code: ErrorCode?) {
+    do {
+        let body = try admission.handle(.renewTicketRequest(RenewTicketRequest(sessionId: session, participantId: participantId,
+                                                                               participantToken: token)))
+        guard case .sessionResponse(let response)? = body, let ticket = response.ticket else { return (nil, .internal) }
+        return (ticket, nil)
+    } catch {
+        return (nil, error.code)
+    }
+}
+
 /// A LAN host's relay renews the tickets of the participants holding its places, as the
 /// coordinator does for lobby rooms: a participant token comes with each place, and only a
 /// seated participant that shows it gets a ticket, for the place it holds now.
@@ -14,33 +47,7 @@ struct LanRenewalTests {
     let keyRing = TicketKeyRing.generate()
 
     func admission() -> LanAdmission {
-        var settings = SessionSettings(roomName: "lan", content: ContentInfo(gameName: "Arena"))
-        settings.maxPlayers = 2
-        settings.inputSize = 1
-        settings.spectatorsAllowed = true
-        settings.maxSpectators = 2
-        return LanAdmission(sessionId: "lan-1", settings: settings, relayEndpoint: "tcp://127.0.0.1:1", keyRing: keyRing)
-    }
-
-    func join(_ admission: LanAdmission, _ name: String, role: Role = .player, key: String = "") throws -> JoinSessionResponse {
-        var request = JoinSessionRequest(sessionId: "lan-1", role: role, name: name, content: ContentInfo(gameName: "Arena"))
-        request.idempotencyKey = key
-        guard case .joinSessionResponse(let response)? = try admission.handle(.joinSessionRequest(request)) else {
-            throw ServiceError(.internal, "no join response")
-        }
-        return response
-    }
-
-    /// Asks `admission` to renew; the ticket, or the refusal's code.
-    func renew(_ admission: LanAdmission, _ participantId: String, token: [UInt8], session: String = "lan-1") -> (ticket: JoinTicket?, code: ErrorCode?) {
-        do {
-            let body = try admission.handle(.renewTicketRequest(RenewTicketRequest(sessionId: session, participantId: participantId,
-                                                                                   participantToken: token)))
-            guard case .sessionResponse(let response)? = body, let ticket = response.ticket else { return (nil, .internal) }
-            return (ticket, nil)
-        } catch {
-            return (nil, error.code)
-        }
+        LanAdmission(sessionId: "lan-1", settings: lanSettings(maxSpectators: 2), relayEndpoint: "tcp://127.0.0.1:1", keyRing: keyRing)
     }
 
     @Test func aSeatedParticipantRenewsWithItsTokenForThePlaceItHoldsNow() throws {
@@ -122,29 +129,12 @@ final class HandClock: Sendable {
 @Suite("LAN admission when the relay's session lets go", .ownThread)
 struct LanSessionGoneTests {
     func admission(clock: HandClock) -> LanAdmission {
-        var settings = SessionSettings(roomName: "lan", content: ContentInfo(gameName: "Arena"))
-        settings.maxPlayers = 2
-        settings.inputSize = 1
-        settings.spectatorsAllowed = true
-        settings.maxSpectators = 1
-        return LanAdmission(sessionId: "lan-1", settings: settings, relayEndpoint: "tcp://127.0.0.1:1", keyRing: TicketKeyRing.generate(),
-                            limits: AdmissionPolicy.Limits(pendingJoinTimeoutMs: 60_000), clock: { clock.now })
-    }
-
-    func join(_ admission: LanAdmission, _ name: String, role: Role = .player) throws -> JoinSessionResponse {
-        let request = JoinSessionRequest(sessionId: "lan-1", role: role, name: name, content: ContentInfo(gameName: "Arena"))
-        guard case .joinSessionResponse(let response)? = try admission.handle(.joinSessionRequest(request)) else {
-            throw ServiceError(.internal, "no join response")
-        }
-        return response
+        LanAdmission(sessionId: "lan-1", settings: lanSettings(maxSpectators: 1), relayEndpoint: "tcp://127.0.0.1:1",
+                     keyRing: TicketKeyRing.generate(), limits: AdmissionPolicy.Limits(pendingJoinTimeoutMs: 60_000), clock: { clock.now })
     }
 
     func renewal(_ admission: LanAdmission, _ participantId: String, _ token: [UInt8]) -> ErrorCode? {
-        do {
-            _ = try admission.handle(.renewTicketRequest(RenewTicketRequest(sessionId: "lan-1", participantId: participantId,
-                                                                            participantToken: token)))
-            return nil
-        } catch { return error.code }
+        renew(admission, participantId, token: token).code
     }
 
     /// The spectator's place and token outlived its link only as long as the relay showed it: a

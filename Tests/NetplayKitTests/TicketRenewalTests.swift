@@ -101,7 +101,17 @@ private final class RenewalRig {
 
     /// A started match attaching with an expired ticket, renewed at `coordinator`.
     func expiredMatch(coordinator: String, options: NetplayMatchOptions = NetplayMatchOptions()) throws -> NetplayMatch<Arena> {
-        let admission = Admission(ticket: try ticket(expired: true), relayEndpoint: relayEndpoint,
+        try startedMatch(ticket: try ticket(expired: true), coordinator: coordinator, options: options)
+    }
+
+    /// A started match attaching with a fresh ticket, renewed at `coordinator`.
+    func freshMatch(coordinator: String) throws -> NetplayMatch<Arena> {
+        try startedMatch(ticket: try ticket(expired: false), coordinator: coordinator)
+    }
+
+    private func startedMatch(ticket: JoinTicket, coordinator: String,
+                              options: NetplayMatchOptions = NetplayMatchOptions()) throws -> NetplayMatch<Arena> {
+        let admission = Admission(ticket: ticket, relayEndpoint: relayEndpoint,
                                   participantToken: Array("alice's token".utf8), coordinatorEndpoint: coordinator)
         let match = try NetplayMatch(game: Arena(playerCount: 2), admission: admission, options: options)
         match.start()
@@ -223,10 +233,7 @@ struct TicketRenewalTests {
         let rig = try RenewalRig()
         let counted = RenewalCount()
         let coordinator = try rig.coordinator(renewingWith: nil, counted: counted)
-        let admission = Admission(ticket: try rig.ticket(expired: false), relayEndpoint: rig.relayEndpoint,
-                                  participantToken: Array("alice's token".utf8), coordinatorEndpoint: coordinator)
-        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: admission)
-        match.start()
+        let match = try rig.freshMatch(coordinator: coordinator)
         for reason in Array(repeating: DetachReason.sessionMoved, count: 60) + Array(repeating: .relayShutdown, count: 60) {
             match.receive(Envelope(body: .detach(Detach(reason: reason, message: "again"))), now: 1_000)
         }
@@ -242,10 +249,7 @@ struct TicketRenewalTests {
     @Test func aLateExpiryRefusalDuringARelayLookupIsLeftToTheLookup() throws {
         let rig = try RenewalRig()
         let coordinator = try rig.coordinator(renewingWith: nil)
-        let admission = Admission(ticket: try rig.ticket(expired: false), relayEndpoint: rig.relayEndpoint,
-                                  participantToken: Array("alice's token".utf8), coordinatorEndpoint: coordinator)
-        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: admission)
-        match.start()
+        let match = try rig.freshMatch(coordinator: coordinator)
         #expect(eventually(within: 5) { match.tick(); return match.attachRequestId != 0 }, "no attach sent")
         match.receive(Envelope(body: .detach(Detach(reason: .sessionMoved, message: "moved"))), now: 1_000)
         guard case .renewingTicket(nil, _) = match.phase else {
@@ -267,10 +271,7 @@ struct TicketRenewalTests {
         let rig = try RenewalRig()
         let fresh = try rig.ticket(expired: false)
         let coordinator = try rig.coordinator(renewingWith: fresh)
-        let admission = Admission(ticket: try rig.ticket(expired: false), relayEndpoint: rig.relayEndpoint,
-                                  participantToken: Array("alice's token".utf8), coordinatorEndpoint: coordinator)
-        let match = try NetplayMatch(game: Arena(playerCount: 2), admission: admission)
-        match.start()
+        let match = try rig.freshMatch(coordinator: coordinator)
         match.receive(Envelope(body: .detach(Detach(reason: .sessionMoved, message: "moved"))), now: 1_000)
         #expect(eventually(within: 5) { match.ticketRenewal?.outcome != nil })
         match.receive(Envelope(body: .detach(Detach(reason: .timeout, message: "quiet"))), now: 1_100)
