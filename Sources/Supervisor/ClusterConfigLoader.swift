@@ -123,6 +123,7 @@ private struct Parser {
         let config = ClusterConfig(name: clusterName, portOffset: offset, supervisor: settings, environment: environment,
                                    dataDirectory: dataDirectory, services: try startOrder(services, settings: settings))
         try validateTemplates(config)
+        if let clash = PortClashes.first(in: config) { throw fail(clash.path, clash.message) }
         return config
     }
 

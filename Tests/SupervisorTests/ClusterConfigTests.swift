@@ -44,7 +44,9 @@ struct ClusterConfigTests {
         // Telemetry is the one service the cluster runs without: its crash loop must not stop the relays.
         #expect(config.services.filter { !$0.critical }.map(\.name) == ["telemetry"])
         #expect(config.service("telemetry")?.coolDown == 300)
-        #expect(config.supervisor.maxReplicas == 16)
+        // Scaled as far as it may be, sync stays off telemetry's ports (sync-10 took 7400).
+        #expect(config.supervisor.maxReplicas == 10)
+        #expect(sync.endpoint("retroarch-port", replica: 9) == "127.0.0.1:7396")
     }
 
     @Test func criticalityIntensityAndCoolDownParse() throws {
@@ -173,12 +175,37 @@ struct ClusterConfigTests {
          "services.web.endpoints.endpoint (replica 1, port_step 1000, up to supervisor.max_replicas): 'tcp://127.0.0.1:66000' needs a port"),
         ("port_offset: 1000\nsupervisor: {endpoint: \"tcp://127.0.0.1:65000\"}\nservices:\n  a: {command: x}",
          "supervisor.endpoint: 'tcp://127.0.0.1:66000' needs a port from 0 to 65535 (after the port offset)"),
+        // No two instances bind one port, however far a service is scaled: a legal scale
+        // started a replica on another service's ports, which restarted until the cluster stopped.
+        ("services:\n  t: {command: x, endpoints: {ingest: \"tcp://127.0.0.1:7400\"}}\n  sync: {command: x, replicas: 1, port_step: 10, endpoints: {endpoint: \"tcp://127.0.0.1:7300\"}}",
+         "services.sync.endpoints.endpoint: sync-10 would bind port 7400 once sync is scaled to 11 (supervisor.max_replicas, port_step 10), which t's ingest binds"),
+        ("services:\n  a: {command: x, endpoints: {endpoint: \"tcp://0.0.0.0:7100\"}}\n  b: {command: x, endpoints: {endpoint: \"tcp://127.0.0.1:7100\"}}",
+         "services.b.endpoints.endpoint: b would bind port 7100, which a's endpoint binds"),
+        ("services:\n  a: {command: x, replicas: 2, port_step: 0, endpoints: {endpoint: \"tcp://127.0.0.1:7100\"}}",
+         "a-1 would bind port 7100, which a-0's endpoint binds"),
+        ("services:\n  a: {command: x, endpoints: {endpoint: \"tcp://127.0.0.1:7005\"}}",
+         "a would bind port 7005, which the supervisor's public endpoint binds"),
+        ("services:\n  a: {command: x, replicas: 1, endpoints: {endpoint: \"ipc:///tmp/a.sock\"}}",
+         "services.a.endpoints.endpoint: 'ipc:///tmp/a.sock' is one path for all of the service's 16 possible replicas"),
     ])
     func badFilesGiveOneLineReasons(yaml: String, expected: String) {
         let message = failure(yaml)
         #expect(message.contains(expected), "\(message)")
         #expect(message.hasPrefix("cluster.yaml: "), "\(message)")
         #expect(!message.contains("\n"), "\(message)")
+    }
+
+    @Test func portsOnOtherHostsOrProtocolsOrUnusedReplicasDoNotClash() throws {
+        // Two hosts (neither a wildcard), TCP beside UDP, any-port binds, and a step that keeps
+        // every possible replica apart all load.
+        _ = try parse("""
+            supervisor: {max_replicas: 4}
+            services:
+              a: {command: x, endpoints: {endpoint: "tcp://127.0.0.1:7100", beacon: "udp://0.0.0.0:7101"}}
+              b: {command: x, endpoints: {endpoint: "tcp://127.0.0.2:7100", any: "tcp://127.0.0.1:0"}}
+              c: {command: x, endpoints: {endpoint: "tcp://127.0.0.1:7101", other: "tcp://127.0.0.1:0"}}
+              sync: {command: x, replicas: 1, port_step: 2, endpoints: {endpoint: "tcp://127.0.0.1:7300", events: "tcp://127.0.0.1:7301"}}
+            """)
     }
 
     @Test func durationsAndPoliciesParse() throws {
