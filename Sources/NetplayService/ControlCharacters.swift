@@ -29,4 +29,21 @@ public enum ControlCharacters {
         }
         return out
     }
+
+    /// `text` escaped as ``escaped(_:quotes:)`` does, then cut to at most `maxBytes` bytes of
+    /// UTF-8 on a character boundary: fit for a wire string of that `@max_len` that came from
+    /// elsewhere (a child's output line, a peer's name), which would otherwise fail the whole
+    /// message's encoding (a NUL, or a cut counted in characters).
+    public static func fitted(_ text: some StringProtocol, maxBytes: Int) -> String {
+        let line = escaped(text)
+        guard line.utf8.count > maxBytes else { return line }
+        var end = line.startIndex, used = 0
+        for character in line {
+            let size = character.utf8.count
+            guard used + size <= maxBytes else { break }
+            used += size
+            end = line.index(after: end)
+        }
+        return String(line[..<end])
+    }
 }

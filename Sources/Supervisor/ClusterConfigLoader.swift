@@ -85,6 +85,9 @@ private struct Parser {
 
         var settings = SupervisorSettings()
         let clusterName = try string(top, "cluster", path: "") ?? "netplay"
+        guard (1...64).contains(clusterName.utf8.count), !clusterName.unicodeScalars.contains(where: ControlCharacters.contains) else {
+            throw fail("cluster", "must be 1 to 64 bytes of text without control characters (it names the cluster in status replies)")
+        }
         let offset = try integer(top, "port_offset", path: "", range: -60000...60000) ?? 0
         if let section = lookup(top, "supervisor") {
             guard case .map(let entries, _) = section else { throw fail("supervisor", "must be a mapping") }

@@ -69,7 +69,8 @@ extension ClusterSupervisor {
         let cleanExit = instance.lastExitCode == 0
         if let pending = instance.pendingReason { description = "\(pending); \(description)" }
         instance.pendingReason = nil
-        let lastLine = instance.lastLine
+        // A child's line may hold anything (a NUL, 128 KiB): it goes into status replies and events.
+        let lastLine = ControlCharacters.fitted(instance.lastLine, maxBytes: 400)
         instance.lastReason = description + (cleanExit || lastLine.isEmpty ? "" : "; last output: \(lastLine)")
         instance.output.note("--- \(Timestamp.now()) supervisor: pid \(pid) \(description) after \(Self.seconds(uptime))")
 

@@ -178,7 +178,7 @@ public final class ClusterSupervisor: Service {
                     "service": .string(instance.spec.name), "instance": .string(instance.name),
                     "state": .string(instance.state.shortName), "pid": .number(instance.pid),
                     "ready": .bool(instance.ready), "restarts": .number(instance.restarts), "critical": .bool(instance.spec.critical),
-                    "uptime_ms": .number(instance.uptimeMs), "last_reason": .string(instance.lastReason),
+                    "uptime_ms": .number(instance.uptimeMs), "last_reason": .string(ControlCharacters.fitted(instance.lastReason, maxBytes: 512)),
                     "command": .string(instance.plan.commandLine),
                 ]
             }),

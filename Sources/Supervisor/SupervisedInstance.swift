@@ -63,8 +63,8 @@ final class SupervisedInstance {
     var status: ServiceStatus {
         ServiceStatus(service: spec.name, instance: name, replica: UInt32(replica), state: state, pid: UInt32(max(0, pid)),
                       restarts: restarts, uptimeMs: uptimeMs, ready: ready, lastExitCode: lastExitCode,
-                      lastSignal: lastSignal, lastReason: String(lastReason.prefix(512)),
-                      lastHeartbeatUnixMs: lastHeartbeatUnixMs, endpoint: String((plan.endpoint ?? "").prefix(256)),
+                      lastSignal: lastSignal, lastReason: ControlCharacters.fitted(lastReason, maxBytes: 512),
+                      lastHeartbeatUnixMs: lastHeartbeatUnixMs, endpoint: ControlCharacters.fitted(plan.endpoint ?? "", maxBytes: 256),
                       nextRestartUnixMs: state == .backoff || (state == .failed && nextRestart != nil) ? nextRestartUnixMs : 0)
     }
 

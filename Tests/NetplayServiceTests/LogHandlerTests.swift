@@ -68,6 +68,11 @@ extension LogHandlerTests {
     @Test func quotedTextEscapesItsQuotesAndBackslashesToo() {
         #expect(ControlCharacters.escaped(#"say "hi"\now"#) == #"say "hi"\now"#)
         #expect(ControlCharacters.escaped(#"say "hi"\now"#, quotes: true) == #"say \"hi\"\\now"#)
+        // Fitted to a wire string's byte limit: escaped first, then cut on a character boundary.
+        #expect(ControlCharacters.fitted("a\u{0}b", maxBytes: 16) == "a\\u{0}b")
+        #expect(ControlCharacters.fitted("ééé", maxBytes: 5) == "éé")
+        #expect(ControlCharacters.fitted("a\nb", maxBytes: 2) == "a\\")
+        #expect(ControlCharacters.fitted("🇫🇷x", maxBytes: 7) == "")
         #expect(ControlCharacters.escaped("a\u{1B}[2Jb\u{9F}") == #"a\u{1b}[2Jb\u{9f}"#)
     }
 }

@@ -156,6 +156,7 @@ struct ClusterConfigTests {
         ("services: [a, b]", "services: must be a non-empty mapping"),
         ("services:\n  a: {command: x\n", "invalid YAML: line"),
         ("", "the file is empty"),
+        ("cluster: \"\(String(repeating: "é", count: 40))\"\nservices:\n  a: {command: x}", "cluster: must be 1 to 64 bytes"),
         ("supervisor: {intensity: {max_restarts: many}}\nservices:\n  a: {command: x}", "supervisor.intensity.max_restarts"),
         // Aliases: Yams hands each back as its anchor's node, and nested ones (500 bytes of
         // them) expanded into gigabytes and an abort, not a line.

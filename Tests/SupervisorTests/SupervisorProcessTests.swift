@@ -112,6 +112,31 @@ struct SupervisorProcessTests {
         #expect(eventually(within: 5) { cluster.log.contains("crashy retried on request before its cool-down ended") })
     }
 
+    /// A child's last line goes into every status reply: one with a NUL, or longer than the
+    /// wire's 512 bytes counted in characters (é is two bytes), failed each reply's encoding, and
+    /// `cluster status` answered INTERNAL until that child exited again.
+    @Test func aChildsGarbledLastWordsLeaveTheStatusReadable() throws {
+        let garbled = """
+              garbled:
+                command: /bin/sh
+                args: [-c, "printf 'bad\\\\000line '; printf 'é%.0s' $$(seq 600); echo; sleep 0.3; exit 3"]
+                readiness: started
+                critical: false
+                cool_down: 60s
+                intensity: {max_restarts: 1, period: 60s}
+            """
+        let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 1, extraServices: garbled) }
+        var status: ClusterStatusResponse?
+        let reported = eventually(within: 15) {
+            status = cluster.status()
+            return status?.services.first { $0.instance == "garbled" }?.lastReason.contains("last output") ?? false
+        }
+        #expect(reported, "\(String(describing: status))\n\(cluster.log.suffix(3000))")
+        let reason = try #require(status?.services.first { $0.instance == "garbled" }?.lastReason)
+        #expect(reason.contains("bad\\u{0}line éé"), "\(reason)")
+        #expect(reason.utf8.count <= 512 && !reason.contains("\u{0}"), "\(reason.utf8.count) bytes")
+    }
+
     @Test func scaleAboveMaxReplicasIsRefusedAndChangesNothing() throws {
         let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 1, supervisorExtra: "max_replicas: 3") }
         let before = try #require(cluster.waitRunning(), "\(cluster.log)")
