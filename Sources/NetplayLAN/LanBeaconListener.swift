@@ -35,7 +35,8 @@ public enum LanBeaconListener {
             // Drained until the deadline at most (a flood must not keep the browser listening),
             // and hosts kept up to the caps (a flood of made-up hosts must not grow it).
             while ContinuousClock.now < deadline, let (datagram, from) = socket.receive() {
-                guard var beacon = LanBeaconCodec.decode(datagram), var room = beacon.room else { continue }
+                guard var beacon = LanBeaconCodec.decode(datagram), let heard = beacon.room else { continue }
+                var room = LanBeaconCodec.believable(heard)
                 guard LanBeaconCodec.hostEndpointProblem(room.hostEndpoint, from: from, localAddresses: {
                     if localAddresses == nil { localAddresses = UDPSocket.interfaceAddresses() }
                     return localAddresses ?? []

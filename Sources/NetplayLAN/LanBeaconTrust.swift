@@ -14,17 +14,43 @@ extension LanBeaconCodec {
         return prefix + id
     }
 
-    /// Why a beacon's claimed host endpoint cannot be believed, or nil when it names the
-    /// datagram's source. A beacon from loopback comes from this machine, so it may name any of
-    /// this machine's own addresses (`localAddresses`, asked only then): a host that sends its
-    /// beacon to 127.0.0.1.
+    /// Why a beacon's claimed host endpoint cannot be believed, or nil when it is
+    /// `tcp://A.B.C.D:PORT` naming the datagram's source (a dotted quad in its one plain form,
+    /// a port from 1 to 65535, nothing after it). A beacon from loopback comes from this machine,
+    /// so it may name any of this machine's own addresses (`localAddresses`, asked only then): a
+    /// host that sends its beacon to 127.0.0.1.
     public static func hostEndpointProblem(_ endpoint: String, from source: UDPAddress,
                                            localAddresses: () -> Set<UInt32>) -> String? {
-        guard let host = UDPSocket.endpointHost(endpoint), let claimed = UDPAddress.parseIP(host) else {
-            return "host endpoint '\(endpoint.prefix(80))' does not name an IPv4 address"
+        let shown = endpoint.prefix(80)
+        guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":") else {
+            return "host endpoint '\(shown)' is not tcp://A.B.C.D:PORT"
+        }
+        let host = endpoint[endpoint.index(endpoint.startIndex, offsetBy: 6) ..< colon]
+        let port = endpoint[endpoint.index(after: colon)...]
+        // One plain form: libzmq resolves through getaddrinfo, which reads "012" as octal 10,
+        // so a zero-padded octet names another address than the one compared here.
+        guard host.split(separator: ".").allSatisfy({ $0 == "0" || $0.first != "0" }),
+              let claimed = UDPAddress.parseIP(String(host)) else {
+            return "host endpoint '\(shown)' does not name an IPv4 address"
+        }
+        guard !port.isEmpty, port.count <= 5, port.allSatisfy({ ("0"..."9").contains($0) }), let number = Int(port), (1...65535).contains(number) else {
+            return "host endpoint '\(shown)' has no port from 1 to 65535"
         }
         if claimed == source.ip { return nil }
         if source.isLoopback && (UDPAddress(ip: claimed, port: 0).isLoopback || localAddresses().contains(claimed)) { return nil }
-        return "host endpoint '\(endpoint.prefix(80))' names another address than the sender \(source.host)"
+        return "host endpoint '\(shown)' names another address than the sender \(source.host)"
+    }
+
+    /// What of a beacon's room may be believed: what a LAN host says of itself (names, content,
+    /// counts, flags, its endpoint and session id); never a relay endpoint, a RetroArch join
+    /// line, a region, slots, a source or times, which only discovery's own sources fill (a
+    /// stranger's `retroarch_join` was shown by netplayctl as a command to paste). The room id is
+    /// the caller's (``roomId(beaconId:from:)``).
+    public static func believable(_ room: Room) -> Room {
+        Room(sessionId: room.sessionId, hostName: room.hostName, roomName: room.roomName, content: room.content,
+             maxPlayers: room.maxPlayers, currentPlayers: room.currentPlayers, spectatorsAllowed: room.spectatorsAllowed,
+             maxSpectators: room.maxSpectators, currentSpectators: room.currentSpectators, hasPassword: room.hasPassword,
+             hasSpectatePassword: room.hasSpectatePassword, inProgress: room.inProgress, frameDelay: room.frameDelay,
+             transport: .lan, hostEndpoint: room.hostEndpoint, source: .lanBeacon, hostVersion: room.hostVersion)
     }
 }

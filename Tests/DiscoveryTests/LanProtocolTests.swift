@@ -73,6 +73,11 @@ struct LanProtocolTests {
         #expect(!UDPAddress("8.8.8.8:1")!.isPrivate && UDPAddress("127.0.0.1:1")!.isLoopback)
         #expect(UDPAddress("1.2.3.4", defaultPort: 9)?.port == 9)
         #expect(UDPAddress("1.2.3") == nil && UDPAddress("1.2.3.256:1") == nil && UDPAddress("1.2.3.4:70000") == nil)
+        // A beacon's endpoint in its one plain form: getaddrinfo reads "012" as octal 10.
+        let sender = UDPAddress("192.168.1.12:9")!
+        #expect(LanBeaconCodec.hostEndpointProblem("tcp://192.168.1.012:7300", from: sender, localAddresses: { [] }) != nil)
+        #expect(LanBeaconCodec.hostEndpointProblem("tcp://192.168.1.12:7300", from: sender, localAddresses: { [] }) == nil)
+        #expect(LanBeaconCodec.hostEndpointProblem("tcp://10.0.0.0:7300", from: UDPAddress("10.0.0.0:9")!, localAddresses: { [] }) == nil)
     }
 
     @Test func theClusterPortTableFreesTheBeaconsPort() {

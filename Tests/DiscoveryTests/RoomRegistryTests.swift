@@ -84,6 +84,32 @@ struct RoomRegistryTests {
         #expect(throws: ServiceError.self) { try registry.refresh(RefreshRoomRequest(roomId: "a", announcerId: "c"), at: at(2_000)) }
     }
 
+    /// Rooms the cluster announces (the lobby's, RetroArch relay rooms) expire; LAN rooms are
+    /// lost (RetroArch relay rooms were reported lost, as if a LAN host had gone). Many falling
+    /// due at once go in one pass, keeping the rest in id order.
+    @Test func expiryNamesWhyAndTakesManyRoomsAtOnce() throws {
+        let registry = RoomRegistry()
+        let sources: [(String, RoomSource, RoomRemovalReason)] = [("lobby", .lobby, .expired), ("relay", .retroarchRelay, .expired),
+                                                                  ("beacon", .lanBeacon, .lanLost), ("retroarch", .retroarchLan, .lanLost)]
+        for (id, source, _) in sources {
+            _ = try registry.announce(makeRoom(id), announcerId: id, ttlMs: 1_000, source: source, at: at(0))
+        }
+        let reasons = Dictionary(uniqueKeysWithValues: registry.expire(at: at(1_000)).compactMap { change -> (String, RoomRemovalReason)? in
+            guard case .removed(let removed) = change else { return nil }
+            return (removed.roomId, removed.reason)
+        })
+        #expect(reasons == Dictionary(uniqueKeysWithValues: sources.map { ($0.0, $0.2) }))
+
+        for index in 0 ..< 10_000 {
+            _ = try registry.announce(makeRoom(String(format: "r%05d", index)), announcerId: "c", ttlMs: index % 2 == 0 ? 1_000 : 5_000, at: at(2_000))
+        }
+        #expect(registry.expire(at: at(3_000)).count == 5_000)
+        let page = try registry.page(filter: RoomFilter(), pageSize: 3, pageToken: "", tokenField: "page_token")
+        #expect(page.rooms.map(\.roomId) == ["r00001", "r00003", "r00005"] && page.total == 5_000)
+        #expect(registry.expire(at: at(7_000)).count == 5_000)
+        #expect(try registry.page(filter: RoomFilter(), pageSize: 3, pageToken: "", tokenField: "page_token").rooms.isEmpty)
+    }
+
     @Test func refreshCanUpdateOccupancy() throws {
         let registry = RoomRegistry()
         _ = try registry.announce(makeRoom("a", max: 4), announcerId: "c", ttlMs: 0, at: at(0))

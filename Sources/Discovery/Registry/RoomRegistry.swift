@@ -242,18 +242,29 @@ public final class RoomRegistry {
             return false
         }
         earliestExpiry = next
+        guard !due.isEmpty else { return [] }
+        // One pass over the list, not one removal each: 200,000 rooms falling due at once (a
+        // coordinator cut off past the TTL, a suspended VM) moved the list's tail each time.
+        ordered.removeAll { $0.expiresAtMs <= time.monotonicMs }
         for entry in due {
-            let reason: RoomRemovalReason = entry.room.source == .lobby ? .expired : .lanLost
-            changes.append(remove(entry, reason: reason))
+            // Lobby and RetroArch relay rooms are announced by the cluster and expire; LAN rooms
+            // are lost when their beacons stop.
+            let lan = entry.room.source == .lanBeacon || entry.room.source == .retroarchLan
+            changes.append(forget(entry, reason: lan ? .lanLost : .expired))
         }
         return changes
     }
 
     private func remove(_ entry: Entry, reason: RoomRemovalReason) -> RoomChange {
+        let index = insertionIndex(for: entry.room.roomId)
+        if index < ordered.count, ordered[index] === entry { ordered.remove(at: index) }
+        return forget(entry, reason: reason)
+    }
+
+    /// Drops `entry` from the index and its announcer's count (the ordered list is the caller's).
+    private func forget(_ entry: Entry, reason: RoomRemovalReason) -> RoomChange {
         let id = entry.room.roomId
         byId[id] = nil
-        let index = insertionIndex(for: id)
-        if index < ordered.count, ordered[index] === entry { ordered.remove(at: index) }
         let remaining = (perAnnouncer[entry.announcerId] ?? 1) - 1
         perAnnouncer[entry.announcerId] = remaining > 0 ? remaining : nil
         sequence += 1

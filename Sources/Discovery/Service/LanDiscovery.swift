@@ -158,12 +158,12 @@ final class LanDiscovery {
             count("beacons")
             return
         }
-        guard var room = beacon.room else {
+        guard let heard = beacon.room else {
             count("dropped")
             return
         }
+        var room = LanBeaconCodec.believable(heard)
         room.roomId = roomId
-        room.transport = .lan
         if room.hostEndpoint.isEmpty {
             room.hostEndpoint = "udp://\(from.host)"  // the protocol's way to say "where this came from"
         } else if let problem = LanBeaconCodec.hostEndpointProblem(room.hostEndpoint, from: from,
