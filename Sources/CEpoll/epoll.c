@@ -21,12 +21,23 @@ int cepoll_pipe(int fds[2]) {
     return pipe2(fds, O_NONBLOCK | O_CLOEXEC);
 }
 
+// Fills `info` for TCP socket `fd`; false when it is none or the kernel's tcp_info ends before
+// `needed` bytes (an older kernel without the field asked for).
+static int tcp_info_of(int fd, struct tcp_info *info, size_t needed) {
+    socklen_t length = sizeof *info;
+    return getsockopt(fd, IPPROTO_TCP, TCP_INFO, info, &length) == 0 && length >= needed;
+}
+
+#define TCP_INFO_END(field) (offsetof(struct tcp_info, field) + sizeof(((struct tcp_info *)0)->field))
+
 long long cepoll_tcp_bytes_received(int fd) {
     struct tcp_info info;
-    socklen_t length = sizeof info;
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return -1;
-    if (length < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof info.tcpi_bytes_received) return -1;
-    return (long long)info.tcpi_bytes_received;
+    return tcp_info_of(fd, &info, TCP_INFO_END(tcpi_bytes_received)) ? (long long)info.tcpi_bytes_received : -1;
+}
+
+long long cepoll_tcp_bytes_acked(int fd) {
+    struct tcp_info info;
+    return tcp_info_of(fd, &info, TCP_INFO_END(tcpi_bytes_acked)) ? (long long)info.tcpi_bytes_acked : -1;
 }
 
 long long cepoll_tcp_unread_bytes(int fd) {

@@ -106,6 +106,7 @@ public final class LanHost: Sendable {
                                            dataDirectory: FileManager.default.temporaryDirectory
                                                .appendingPathComponent("netplay-lan-\(chosenPort)"))
         service.metricsInterval = 3600
+        service.guardsUnreadReplies = false  // a relay, as netplay-sync: state chunks may exceed the guard's share
         if let trustStore {
             // Operators of that store may inspect the relay (netplayctl) on a loopback-only control endpoint.
             service.trustStore = trustStore

@@ -74,18 +74,29 @@ public struct NetplayLobby: Sendable {
         do { client = try connections.take(endpoint, serverKey: key, timeout: timeout) } catch {
             throw NetplayError(.unavailable, "Cannot reach the \(what) at \(endpoint): \(error)")
         }
-        let reply: Envelope
-        do {
-            reply = try client.requestEnvelope(body, tries: tries, resending: repeatable)
-        } catch .timeout(_, let seconds) {
-            // An encrypted service drops a handshake with the wrong key (or none) without a word,
-            // so silence is all a key mismatch looks like from here.
-            let why = !encrypted ? "is it running?"
-                : key == nil ? "not running, or the cluster is encrypted and no CurveZMQ server key was given"
-                : "not running, or the CurveZMQ server key is not the cluster's"
-            throw NetplayError(.unavailable, "The \(what) at \(endpoint) did not answer within \(Self.seconds(seconds)) s (\(why)).")
-        } catch {
-            throw NetplayError(.unavailable, "The \(what) at \(endpoint) did not answer: \(error)")
+        func ask() throws -> Envelope {
+            do {
+                return try client.requestEnvelope(body, tries: tries, resending: repeatable)
+            } catch .timeout(_, let seconds) {
+                // An encrypted service drops a handshake with the wrong key (or none) without a word,
+                // so silence is all a key mismatch looks like from here.
+                let why = !encrypted ? "is it running?"
+                    : key == nil ? "not running, or the cluster is encrypted and no CurveZMQ server key was given"
+                    : "not running, or the CurveZMQ server key is not the cluster's"
+                throw NetplayError(.unavailable, "The \(what) at \(endpoint) did not answer within \(Self.seconds(seconds)) s (\(why)).")
+            } catch {
+                throw NetplayError(.unavailable, "The \(what) at \(endpoint) did not answer: \(error)")
+            }
+        }
+        var reply = try ask()
+        // A read the service rate-limits (discovery's pages per address) is asked again after the
+        // wait it names, up to 5 s in all: a room watch of many pages outruns the burst.
+        var waitedMs = 0
+        while repeatable, case .error(let error) = reply.body, error.code == .rateLimited, waitedMs < Self.rateLimitPatienceMs {
+            let pause = min(max(Int(error.retryAfterMs), 20), 1_000, Self.rateLimitPatienceMs - waitedMs)
+            usleep(UInt32(pause) * 1_000)
+            waitedMs += pause
+            reply = try ask()
         }
         // A LAN host's connection is not kept: the host goes away with its room, and a kept
         // socket would keep reconnecting to it for the lobby's life.
@@ -93,6 +104,9 @@ public struct NetplayLobby: Sendable {
         if case .error(let error) = reply.body { throw NetplayError(error.code, error.message) }
         return reply.body
     }
+
+    /// How long a repeatable read waits out a service's rate limit in all, milliseconds.
+    static let rateLimitPatienceMs = 5_000
 
     private static func seconds(_ value: Double) -> String {
         let milliseconds = (value * 1000).rounded()

@@ -71,8 +71,13 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The same peer, talking REQ (`[id, "", payload]`).
-    var delimitedCopy: PeerAddress {
-        var copy = PeerAddress(routingId: UnsafeRawBufferPointer(start: nil, count: 0), delimited: true, viaControl: viaControl)
+    var delimitedCopy: PeerAddress { framed(delimited: true) }
+
+    /// The same peer, talking DEALER (`[id, payload]`): one key for both framings.
+    var undelimited: PeerAddress { delimited ? framed(delimited: false) : self }
+
+    private func framed(delimited: Bool) -> PeerAddress {
+        var copy = PeerAddress(routingId: UnsafeRawBufferPointer(start: nil, count: 0), delimited: delimited, viaControl: viaControl)
         copy.low = low
         copy.high = high
         copy.count = count

@@ -17,6 +17,8 @@ public struct ServiceDefaults: Sendable, Equatable {
     public var control: String? = nil
     /// Whether the events are for anyone (discovery's rooms) or for trust-store keys only.
     public var publicEvents: Bool = false
+    /// Whether the public ROUTER bounds the replies a peer has not read (all but the relay).
+    public var guardsUnreadReplies: Bool = true
 
     /// Telemetry's PULL endpoint that every service pushes metrics and events to.
     public static let telemetryIngest = "tcp://127.0.0.1:7400"
@@ -56,6 +58,6 @@ public struct ServiceDefaults: Sendable, Equatable {
         ServiceDefaults(kind: "sync",
                         endpoint: "tcp://127.0.0.1:\(7300 + 10 * index)",
                         events: "tcp://127.0.0.1:\(7301 + 10 * index)",
-                        control: "tcp://127.0.0.1:\(7305 + 10 * index)")
+                        control: "tcp://127.0.0.1:\(7305 + 10 * index)", guardsUnreadReplies: false)
     }
 }

@@ -99,6 +99,7 @@ public struct ServiceOptions: ParsableArguments, Sendable {
         configuration.trustStore = keys
         configuration.identityKeyFile = identityFile
         configuration.publicEvents = defaults.publicEvents
+        configuration.guardsUnreadReplies = defaults.guardsUnreadReplies
         return configuration
     }
 }
@@ -175,4 +176,8 @@ public struct ServiceConfiguration: Sendable {
     /// Whether anyone may subscribe to the events endpoint (discovery's room events); otherwise
     /// it is a CurveZMQ endpoint for trust-store keys only.
     public var publicEvents: Bool = false
+    /// Whether the public ROUTER bounds the replies a peer has not read (``OutboundGuard``):
+    /// every service but the relay, whose replies to strangers are small and whose hot path
+    /// sends to admitted players only.
+    public var guardsUnreadReplies: Bool = true
 }

@@ -8,12 +8,16 @@ import ZeroMQ
 extension ServiceRuntime {
     // MARK: Requests
 
-    /// Reads every request waiting on the ROUTER (bounded per wake-up so timers still run).
+    /// Reads every request waiting on the ROUTER, bounded per wake-up (4,096 requests, or 20 ms
+    /// of handling: a stranger pipelining expensive requests held the control socket and the
+    /// timers up for the whole batch) so timers and the other sockets still run.
     func drainRouter() {
         let batchService = rawService
         batchService?.readBatchWillBegin(runtime: self)
         defer { batchService?.readBatchDidEnd(runtime: self) }
-        for _ in 0..<4096 {
+        let deadline = ContinuousClock.now + .milliseconds(20)
+        for index in 0..<4096 {
+            if index & 15 == 15, ContinuousClock.now > deadline { return }
             // Frames are read into the socket's reusable message, without a closure per frame;
             // "more" comes with each frame (no ZMQ_RCVMORE option call).
             let identity: PeerAddress
@@ -34,6 +38,9 @@ extension ServiceRuntime {
             } catch {
                 finishRequest(from: identity, first: nil)
                 continue
+            }
+            if let outboundGuard, let ledger = router.inboundLedger {
+                outboundGuard.noteRequest(from: identity, fd: ledger.lastFd)
             }
             // The hot path: [id, payload] from a DEALER, taken by the service before decoding.
             if !first.more, let rawService, !draining, rawService.handleRawFrame(first.bytes, from: identity, runtime: self) {
@@ -177,6 +184,8 @@ extension ServiceRuntime {
                     "requests_total": .number(UInt64(requestsTotal.value)),
                     "malformed_frames_total": .number(UInt64(malformedTotal.value)),
                     "replies_dropped_total": .number(UInt64(repliesDropped.value)),
+                    "unread_reply_connections": .number(UInt64(outboundGuard?.connectionCount ?? 0)),
+                    "outbound_connections_cut_total": .number(UInt64(outboundCuts.value)),
                 ],
                 "state": service.introspect(section: query.section),
             ]
@@ -298,6 +307,8 @@ extension ServiceRuntime {
     /// `[id, ("",) payload]` to `peer` on the ROUTER, never blocking.
     @inline(__always)
     func sendRouted(_ payload: UnsafeRawBufferPointer, to peer: PeerAddress) throws(ZMQError) {
+        // A peer holding its share of unread replies gets no more until it reads (OutboundGuard).
+        if !peer.viaControl, let outboundGuard, !outboundGuard.admit(payload.count, to: peer) { throw .wouldBlock }
         let socket = peer.viaControl ? (control ?? router) : router
         let result = peer.withRoutingId { identity -> Result<Void, ZMQError> in
             do throws(ZMQError) {

@@ -69,6 +69,10 @@ public final class ServiceRuntime {
     let inboundGuards: [InboundGuard]
     let inboundCuts: Counter
     let inboundWarnings = WarningBudget(perSeconds: 1)
+    /// Bounds the replies the public ROUTER holds for peers that do not read (TCP endpoints of
+    /// services that answer strangers with large replies; nil otherwise).
+    let outboundGuard: OutboundGuard?
+    let outboundCuts: Counter
 
     /// Binds the service's sockets. Throws with a one-line reason (e.g. address in use).
     public init(configuration: ServiceConfiguration, logger: Logger, version: String = NetplayVersion.current,
@@ -109,6 +113,7 @@ public final class ServiceRuntime {
         try router.set(.routerHandover(true))
         boundEndpoint = try bound(router, configuration.endpoint, "requests endpoint")
         var guards = try Self.inboundGuard(router, boundEndpoint, "requests endpoint").map { [$0] } ?? []
+        outboundGuard = !guards.isEmpty && configuration.guardsUnreadReplies ? OutboundGuard() : nil
         if let endpoint = configuration.control, let identity, let controlDomain {
             let socket = try Self.controlServer(.router, context: context, identity: identity, domain: controlDomain)
             try socket.set(.routerHandover(true))
@@ -161,6 +166,8 @@ public final class ServiceRuntime {
                                            buckets: Histogram.latencySeconds)
         inboundCuts = metrics.counter("netplay_inbound_connections_cut_total",
                                       help: "Connections shut down for holding too much input that never became a message.")
+        outboundCuts = metrics.counter("netplay_outbound_connections_cut_total",
+                                       help: "Connections shut down while they held the most replies they had not read, over the total.")
         let start = startedAt
         metrics.gauge("netplay_uptime_seconds", help: "Seconds since the service started.") {
             let elapsed = ContinuousClock.now - start
@@ -346,13 +353,21 @@ extension ServiceRuntime {
     func checkInbound() {
         for cut in inboundGuards.flatMap({ $0.check() }) {
             inboundCuts.increment()
-            let budget = inboundWarnings.take()
-            if budget.allowed {
-                var metadata: Logger.Metadata = ["peer": "\(cut.peer)", "held_bytes": "\(cut.held)", "reason": "\(cut.reason)"]
-                if budget.suppressed > 0 { metadata["suppressed"] = "\(budget.suppressed)" }
-                logger.warning("connection cut: input that never became a message", metadata: metadata)
-            }
+            warnCut("connection cut: input that never became a message",
+                    ["peer": "\(cut.peer)", "held_bytes": "\(cut.held)", "reason": "\(cut.reason)"])
         }
+        for cut in outboundGuard?.check() ?? [] {
+            outboundCuts.increment()
+            warnCut("connection cut: replies it does not read", ["peer": "\(cut.peer)", "held_bytes": "\(cut.held)"])
+        }
+    }
+
+    private func warnCut(_ message: Logger.Message, _ metadata: Logger.Metadata) {
+        let budget = inboundWarnings.take()
+        guard budget.allowed else { return }
+        var metadata = metadata
+        if budget.suppressed > 0 { metadata["suppressed"] = "\(budget.suppressed)" }
+        logger.warning(message, metadata: metadata)
     }
 
     /// A guard of `socket`'s TCP connections (``InboundGuard``); nil for another transport.

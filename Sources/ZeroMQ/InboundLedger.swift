@@ -16,6 +16,8 @@ public final class InboundLedger {
 
     /// Confined to the socket's thread, so unchecked (this runs once a frame).
     @exclusivity(unchecked) private var delivered: [Int] = []
+    /// The connection the last frame counted came from (-1 before any, or when libzmq named none).
+    @exclusivity(unchecked) public private(set) var lastFd: Int32 = -1
 
     /// An empty ledger.
     public init() {}
@@ -23,6 +25,7 @@ public final class InboundLedger {
     /// Counts a frame of `bytes` read from connection `fd`.
     @inline(__always)
     func add(fd: Int32, bytes: Int) {
+        lastFd = fd
         guard fd >= 0 else { return }
         let index = Int(fd)
         if index >= delivered.count {

@@ -26,6 +26,7 @@ struct DiscoveryOptionsTests {
         #expect(configuration.limits.defaultTTLMs == 5_000)
         #expect(configuration.retroArchScanTargets == [UDPAddress("10.77.0.255:55435")!, UDPAddress("10.0.0.2:1234")!])
         #expect(try resolve(["--beacon-port", "0"]).beaconPort == nil)
+        #expect(try resolve(["--read-rate", "0"]).readRatePerSecond == 0 && resolve([]).readBurst == 150)
     }
 
     @Test func badValuesNameTheFlag() {
@@ -33,7 +34,11 @@ struct DiscoveryOptionsTests {
                                   (["--retroarch-bind", "localhost"], "--retroarch-bind"),
                                   (["--retroarch-scan-targets", "nope"], "--retroarch-scan-targets"),
                                   (["--room-ttl", "100", "--max-room-ttl", "50"], "--max-room-ttl"),
-                                  (["--announce-rate", "fast"], "--announce-rate")] {
+                                  (["--announce-rate", "fast"], "--announce-rate"),
+                                  // A timer of a nanosecond ran on every reactor turn (a RANQ broadcast flood).
+                                  (["--sync-interval", "1e-9"], "--sync-interval"),
+                                  (["--retroarch-scan-interval", "0.001"], "--retroarch-scan-interval"),
+                                  (["--read-rate", "lots"], "--read-rate"), (["--read-burst", "5"], "--read-burst")] {
             #expect(throws: ValidationError.self, "\(arguments)") { try resolve(arguments) }
             do { _ = try resolve(arguments) } catch let error as ValidationError {
                 #expect(error.message.contains(flag), "\(error.message)")

@@ -442,6 +442,84 @@ struct DiscoveryProcessTests {
         #expect(try discovery.list().totalMatching == 0)
     }
 
+    /// A stranger that pipelines list requests (20 bytes each, a reply of hundreds of KiB) and
+    /// reads nothing: libzmq queued up to 10,000 replies for it, counted in messages, and
+    /// discovery grew by a gigabyte. Now a connection holds at most 8 MiB of replies it has not
+    /// read (the rest are dropped), and everyone else is answered as before.
+    @Test(.timeLimit(.minutes(2)))
+    func aPeerThatAsksAndNeverReadsHoldsOnlyItsShareOfReplies() throws {
+        // Reads unlimited here: the per-address read limit is the next test's.
+        let discovery = try DiscoveryProcess(["--announce-rate", "100000", "--announce-burst", "100000", "--read-rate", "0"])
+        for index in 0 ..< 500 {
+            var room = makeRoom(String(format: "room-%03d", index), region: String(repeating: "r", count: 32))
+            room.roomName = String(repeating: "n", count: 128)
+            room.hostName = String(repeating: "h", count: 64)
+            room.relayEndpoint = "tcp://" + String(repeating: "e", count: 240) + ":7300"
+            room.hostVersion = String(repeating: "v", count: 64)
+            _ = try discovery.announce(room, by: "load")
+        }
+        let page = try discovery.list(pageSize: 500)
+        let reply = try Envelope(body: .listRoomsResponse(page)).encoded().count
+        #expect(page.rooms.count == 500 && reply > 300_000, "\(reply) bytes a reply")
+        let pid = discovery.process.pid
+        let before = residentBytes(pid)
+
+        let request = try Envelope(requestId: 1, body: .listRoomsRequest(ListRoomsRequest(pageSize: 500))).encoded()
+        let stranger = try UnfinishedMessageSender(port: try #require(EndpointPorts.port(of: discovery.endpoint)))
+        let asked = stranger.sendWhole(request, count: 3_000)
+        #expect(asked == 3_000, "the requests went out (\(asked))")
+        // 3,000 replies of over 300 KB: about a gigabyte if they were all kept.
+        // Replies of over 300 KB at about 20 MB/s on this VM: over 100 MB in 5 s if all were kept.
+        Thread.sleep(forTimeInterval: 5)
+        let grown = residentBytes(pid) - before
+        #expect(grown < 64 << 20, "discovery grew by \(grown >> 20) MiB for a peer that does not read")
+        // Thousands of requests are still queued (each takes milliseconds to answer): the
+        // control plane is answered between them, not after the whole batch.
+        let operatorClient = try discovery.keys.operatorClient(endpoint: discovery.endpoint)
+        guard case .introspectResponse(let dump) = try operatorClient.request(.introspectRequest(IntrospectRequest(section: "all"))) else {
+            Issue.record("no introspection")
+            return
+        }
+        let runtime = try #require(try JSONSerialization.jsonObject(with: Data(dump.json.utf8)) as? [String: Any])["runtime"] as? [String: Any]
+        #expect((runtime?["replies_dropped_total"] as? Int ?? 0) > 100, "\(String(describing: runtime))")
+        #expect(try discovery.list(pageSize: 500).rooms.count == 500, "a reading client is answered in full")
+        #expect(discovery.process.process.isRunning)
+    }
+
+    /// Pages cost the reactor milliseconds each: an address may ask for 150 tokens' worth at
+    /// once (a page of 500 rooms is 5, a get 1) and 50 a second, then gets RATE_LIMITED with
+    /// the time to wait. Cluster members and operators are not limited.
+    @Test func publicReadsAreRateLimitedPerAddress() throws {
+        let discovery = try DiscoveryProcess()
+        _ = try discovery.announce(makeRoom("one"))
+        var served = 0
+        var refusal: ErrorReply?
+        for _ in 0 ..< 60 {
+            let reply = try discovery.client.requestEnvelope(.listRoomsRequest(ListRoomsRequest(pageSize: 500)))
+            if case .error(let error) = reply.body { refusal = error; break }
+            served += 1
+        }
+        #expect((30 ... 33).contains(served), "\(served) pages of 500 before a refusal")
+        #expect(refusal?.code == .rateLimited && (refusal?.retryAfterMs ?? 0) > 0, "\(String(describing: refusal))")
+        let get = try discovery.client.requestEnvelope(.getRoomRequest(GetRoomRequest(roomId: "one")))
+        guard case .error(let limited) = get.body else { Issue.record("a get went through the spent bucket: \(get.body.name)"); return }
+        #expect(limited.code == .rateLimited)
+        // Tokens come back at 50 a second: a small page a moment later is served.
+        Thread.sleep(forTimeInterval: 0.2)
+        guard case .listRoomsResponse = try discovery.client.request(.listRoomsRequest(ListRoomsRequest(pageSize: 10))) else {
+            Issue.record("no page after the wait")
+            return
+        }
+        // An operator's reads are not counted against anyone.
+        let operatorClient = try discovery.keys.operatorClient(endpoint: discovery.endpoint)
+        for _ in 0 ..< 40 {
+            guard case .listRoomsResponse = try operatorClient.request(.listRoomsRequest(ListRoomsRequest(pageSize: 500))) else {
+                Issue.record("an operator's list was refused")
+                return
+            }
+        }
+    }
+
     @Test func badConfigurationExitsWithOneLine() throws {
         for arguments in [["--beacon-port", "nope"], ["--endpoint", "garbage"], ["--retroarch-scan-targets", "x"]] {
             let process = try ServiceProcess("netplay-discovery", arguments)

@@ -166,6 +166,38 @@ struct RoomWatchLimitTests {
         #expect(log.changes.isEmpty)
     }
 
+    /// Discovery limits public reads per address: a listing of many pages outruns the burst. A
+    /// refusal for the rate is waited out (the time it names) and the page asked again, up to
+    /// 5 s in all; a discovery that refuses for longer ends the call with its reason.
+    @Test(.timeLimit(.minutes(1)))
+    func aRateLimitedListingWaitsAndAsksAgain() throws {
+        let discovery = try LyingService { served, _ in
+            if served % 3 != 0 {
+                return .error(ErrorReply(code: .rateLimited, message: "Too many room reads from this address.", retryAfterMs: 50))
+            }
+            let page = served / 3
+            return .listRoomsResponse(ListRoomsResponse(rooms: (0 ..< 100).map { Room(roomId: "r\(page)-\($0)", maxPlayers: 2) },
+                                                        nextPageToken: page < 3 ? "p\(page)" : ""))
+        }
+        defer { discovery.stop() }
+        let lobby = NetplayLobby(discovery: discovery.requests, coordinator: nil, discoveryEvents: discovery.events)
+        let rooms = try lobby.lobbyRooms(limit: 1_000)
+        #expect(rooms.count == 300 && discovery.log.count == 9, "\(rooms.count) rooms in \(discovery.log.count) requests")
+
+        let refusing = try LyingService { _, _ in
+            .error(ErrorReply(code: .rateLimited, message: "Too many room reads from this address.", retryAfterMs: 400))
+        }
+        defer { refusing.stop() }
+        let started = Date()
+        #expect {
+            _ = try NetplayLobby(discovery: refusing.requests, coordinator: nil).lobbyRooms()
+        } throws: { error in
+            (error as? NetplayError)?.code == .rateLimited
+        }
+        let waited = Date().timeIntervalSince(started)
+        #expect(waited > 4.5 && waited < 8, "gave up after \(waited) s")
+    }
+
     /// Two snapshot pages naming each other used to be followed to the page limit, and what
     /// came meanwhile was taken as the rooms; now the watch ends with the reason at once.
     @Test(.timeLimit(.minutes(1)))

@@ -18,13 +18,6 @@ struct StateTransferFloodTests {
     static let chunkBytes = 65536
     static let silentSpectators = 12
 
-    /// The relay's resident memory, from /proc.
-    static func residentBytes(_ pid: Int32) -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-              let kib = Int(line.split(separator: " ").dropFirst().first { !$0.isEmpty } ?? "") else { return 0 }
-        return kib << 10
-    }
 
     @Test(.timeLimit(.minutes(2)), arguments: [SyncProtocol.current, 1])
     func silentTargetsOfALargeStateCostTheRelayAWindowEachNotACopy(protocolVersion: UInt32) throws {
@@ -85,7 +78,7 @@ struct StateTransferFloodTests {
         }
         let asked = try #require(request, "the relay never asked the host for its state")
         #expect(asked.reason == .matchStart)
-        let before = Self.residentBytes(relayPid)
+        let before = residentBytes(relayPid)
 
         // The host sends 32 MiB at once, for every request.
         func serve(_ asked: StateRequest) throws {
@@ -110,7 +103,7 @@ struct StateTransferFloodTests {
                 try serve(again)
                 served += 1
             }
-            peak = max(peak, Self.residentBytes(relayPid))
+            peak = max(peak, residentBytes(relayPid))
             Thread.sleep(forTimeInterval: 0.1)
         }
         let grew = peak - before

@@ -29,21 +29,21 @@ struct UnfinishedMessageFloodTests {
         let client = try BlockingClient(endpoint: "tcp://127.0.0.1:\(port)", timeout: 2)
         #expect(eventually(within: 15) { (try? client.request(.healthRequest(HealthRequest()))) != nil }, "\(discovery.log)")
         let pid = discovery.pid
-        let before = StateTransferFloodTests.residentBytes(pid)
+        let before = residentBytes(pid)
 
         // One connection, a gigabyte of one message: cut on the way.
         let flooder = try UnfinishedMessageSender(port: port)
         let sent = flooder.sendUnfinished(frames: 1_024)
         #expect(sent < 1_024 || flooder.closedByPeer(within: 2), "a 1 GiB unfinished message was taken whole")
-        #expect(eventually(within: 3) { StateTransferFloodTests.residentBytes(pid) < before + (160 << 20) },
-                "resident \(StateTransferFloodTests.residentBytes(pid) >> 20) MiB after the cut, \(before >> 20) MiB before")
+        #expect(eventually(within: 3) { residentBytes(pid) < before + (160 << 20) },
+                "resident \(residentBytes(pid) >> 20) MiB after the cut, \(before >> 20) MiB before")
 
         // Empty frames: 2 bytes each on the wire, about 64 bytes each in libzmq's queue.
         let empty = try UnfinishedMessageSender(port: port)
         let emptySent = empty.sendUnfinished(frames: 40_000_000, size: 0)
         #expect(emptySent < 40_000_000 || empty.closedByPeer(within: 2), "40 million empty frames were taken")
-        #expect(eventually(within: 3) { StateTransferFloodTests.residentBytes(pid) < before + (400 << 20) },
-                "resident \(StateTransferFloodTests.residentBytes(pid) >> 20) MiB")
+        #expect(eventually(within: 3) { residentBytes(pid) < before + (400 << 20) },
+                "resident \(residentBytes(pid) >> 20) MiB")
 
         // Connections each in the middle of a message of 1.5 MiB (a whole message is at most
         // 1 MiB + 64 KiB, but half a message is no attack yet): none is cut.

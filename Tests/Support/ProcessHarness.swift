@@ -144,3 +144,11 @@ public struct HarnessError: Error, CustomStringConvertible {
     /// Creates an error.
     public init(_ description: String) { self.description = description }
 }
+
+/// The resident memory of process `pid`, from /proc (0 when it cannot be read).
+public func residentBytes(_ pid: Int32) -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+          let kib = Int(line.split(separator: " ").dropFirst().first { !$0.isEmpty } ?? "") else { return 0 }
+    return kib << 10
+}

@@ -2,8 +2,9 @@ import Foundation
 import Glibc
 
 /// A stranger speaking ZMTP over a raw TCP socket: it greets (NULL mechanism), says READY as a
-/// DEALER, then sends frames marked "more" and never the last one. libzmq keeps such a message
-/// whole until it ends, unseen by the service, with no limit (`ZMQ_MAXMSGSIZE` caps one frame).
+/// DEALER, then sends frames marked "more" and never the last one (libzmq keeps such a message
+/// whole until it ends, unseen by the service, with no limit: `ZMQ_MAXMSGSIZE` caps one frame),
+/// or whole requests whose replies it never reads.
 public final class UnfinishedMessageSender {
     private let fd: Int32
 
@@ -50,6 +51,19 @@ public final class UnfinishedMessageSender {
             sent += count
         }
         return frames
+    }
+
+    /// Sends `payload` as `count` whole one-frame messages (a request each) and reads nothing:
+    /// a peer that asks and never takes its replies. How many went out before the service closed
+    /// the connection.
+    public func sendWhole(_ payload: [UInt8], count: Int) -> Int {
+        var frame: [UInt8] = payload.count < 256 ? [0x00, UInt8(payload.count)] : [0x02]
+        if payload.count >= 256 {
+            for shift in stride(from: 56, through: 0, by: -8) { frame.append(UInt8(truncatingIfNeeded: UInt64(payload.count) >> UInt64(shift))) }
+        }
+        frame += payload
+        for sent in 0 ..< count where !send(frame) { return sent }
+        return count
     }
 
     /// Whether the service closed the connection within `seconds`.

@@ -1,5 +1,5 @@
 // Linux's epoll (and accept4, pipe2, tcp_info's byte counts) for Swift: Glibc's module map leaves <sys/epoll.h> out.
-// Used by RetroArchRelay's tunnel thread (TunnelServer.swift) and NetplayService's inbound guard.
+// Used by RetroArchRelay's tunnel thread (TunnelServer.swift) and NetplayService's inbound and outbound guards.
 #ifndef CEPOLL_H
 #define CEPOLL_H
 #ifdef __linux__
@@ -14,6 +14,9 @@ int cepoll_pipe(int fds[2]);
 /// Bytes the kernel received on TCP socket `fd` so far (tcp_info's tcpi_bytes_received, which
 /// <netinet/tcp.h> leaves out), or -1 when `fd` is no TCP socket.
 long long cepoll_tcp_bytes_received(int fd);
+/// Bytes the peer of TCP socket `fd` acknowledged so far (tcp_info's tcpi_bytes_acked), or -1
+/// when `fd` is no TCP socket.
+long long cepoll_tcp_bytes_acked(int fd);
 /// Bytes waiting in TCP socket `fd`'s receive queue, not read yet (SIOCINQ), or -1.
 long long cepoll_tcp_unread_bytes(int fd);
 

@@ -11,6 +11,12 @@ public struct DiscoveryConfiguration: Sendable {
     public var announceRatePerSecond: Double = 2_000
     /// Burst of such requests per announcer.
     public var announceBurst: Double = 4_000
+    /// Public reads (list, watch, get) per second per source address, in tokens: a get costs
+    /// one, a page one per 100 rooms asked (0 = unlimited). Building a page of 500 rooms costs
+    /// the reactor milliseconds, and a stranger pipelining thousands held everyone else up.
+    public var readRatePerSecond: Double = 50
+    /// Burst of such tokens per source address.
+    public var readBurst: Double = 150
     /// Seconds between `rooms.sync` events (0 = none).
     public var syncIntervalSeconds: Double = 1
     /// Seconds between expiry sweeps (the precision of TTLs).

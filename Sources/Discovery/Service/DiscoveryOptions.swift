@@ -24,7 +24,13 @@ public struct DiscoveryOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Burst of such requests per announcer (env NETPLAY_ANNOUNCE_BURST, default 4000).", valueName: "count"))
     public var announceBurst: String?
 
-    @Option(help: ArgumentHelp("Seconds between rooms.sync events for watchers; 0 = none (env NETPLAY_ROOMS_SYNC_INTERVAL, default 1).", valueName: "seconds"))
+    @Option(help: ArgumentHelp("Public reads per second per source address, a get costing 1 and a list or watch page 1 per 100 rooms asked; 0 = unlimited (env NETPLAY_READ_RATE, default 50).", valueName: "per-second"))
+    public var readRate: String?
+
+    @Option(help: ArgumentHelp("Burst of read tokens per source address (env NETPLAY_READ_BURST, default 150).", valueName: "count"))
+    public var readBurst: String?
+
+    @Option(help: ArgumentHelp("Seconds between rooms.sync events for watchers, at least 0.05; 0 = none (env NETPLAY_ROOMS_SYNC_INTERVAL, default 1).", valueName: "seconds"))
     public var syncInterval: String?
 
     @Option(help: ArgumentHelp("UDP port of the LAN beacon listener; 0 or none disables (env NETPLAY_BEACON_PORT, default 7102).", valueName: "port"))
@@ -67,8 +73,15 @@ public struct DiscoveryOptions: ParsableArguments, Sendable {
                                                                   default: 2_000, range: 0...1_000_000)
         configuration.announceBurst = try resolver.number(announceBurst, "NETPLAY_ANNOUNCE_BURST", name: "--announce-burst",
                                                           default: 4_000, range: 1...10_000_000)
+        configuration.readRatePerSecond = try resolver.number(readRate, "NETPLAY_READ_RATE", name: "--read-rate",
+                                                              default: 50, range: 0...1_000_000)
+        configuration.readBurst = try resolver.number(readBurst, "NETPLAY_READ_BURST", name: "--read-burst",
+                                                      default: 150, range: 10...10_000_000)
         configuration.syncIntervalSeconds = try resolver.number(syncInterval, "NETPLAY_ROOMS_SYNC_INTERVAL", name: "--sync-interval",
                                                                 default: 1, range: 0...3600)
+        guard configuration.syncIntervalSeconds == 0 || configuration.syncIntervalSeconds >= 0.05 else {
+            throw ValidationError("--sync-interval must be 0 (none) or at least 0.05 s, got \(configuration.syncIntervalSeconds)")
+        }
         configuration.beaconPort = try resolver.port(beaconPort, "NETPLAY_BEACON_PORT", name: "--beacon-port",
                                                      default: LanBeaconCodec.defaultPort)
         configuration.beaconBind = try resolver.ipv4(beaconBind, "NETPLAY_BEACON_BIND", name: "--beacon-bind", default: "0.0.0.0")
@@ -78,6 +91,9 @@ public struct DiscoveryOptions: ParsableArguments, Sendable {
                                                         default: "0.0.0.0")
         configuration.retroArchScanIntervalSeconds = try resolver.number(retroarchScanInterval, "NETPLAY_RETROARCH_SCAN_INTERVAL",
                                                                          name: "--retroarch-scan-interval", default: 0, range: 0...3600)
+        guard configuration.retroArchScanIntervalSeconds == 0 || configuration.retroArchScanIntervalSeconds >= 0.1 else {
+            throw ValidationError("--retroarch-scan-interval must be 0 (no scans) or at least 0.1 s, got \(configuration.retroArchScanIntervalSeconds)")
+        }
         let targets = resolver.text(retroarchScanTargets, "NETPLAY_RETROARCH_SCAN_TARGETS", default: "auto")
         if targets.lowercased() != "auto" {
             var parsed: [UDPAddress] = []

@@ -13,6 +13,7 @@ public final class DiscoveryService: Service {
     private let configuration: DiscoveryConfiguration
     private var announceLimiter: RateLimiter<String>
     private var lanLimiter: RateLimiter<UInt32>
+    private var readLimiter: RateLimiter<String>
     private let origin = ContinuousClock.now
     private let lan: LanDiscovery
 
@@ -26,6 +27,7 @@ public final class DiscoveryService: Service {
         registry = RoomRegistry(limits: configuration.limits)
         announceLimiter = RateLimiter(ratePerSecond: configuration.announceRatePerSecond, burst: configuration.announceBurst)
         lanLimiter = RateLimiter(ratePerSecond: configuration.lanRatePerSecond, burst: configuration.lanBurst)
+        readLimiter = RateLimiter(ratePerSecond: configuration.readRatePerSecond, burst: configuration.readBurst)
         lan = LanDiscovery(configuration: configuration)
     }
 
@@ -48,6 +50,7 @@ public final class DiscoveryService: Service {
             guard let self else { return }
             announceLimiter.prune(now: nowSeconds)
             lanLimiter.prune(now: nowSeconds)
+            readLimiter.prune(now: nowSeconds)
         }
         lan.start(runtime: runtime, delegate: self)
         runtime.logger.info("discovery ready", metadata: [
@@ -90,12 +93,14 @@ public final class DiscoveryService: Service {
             publish(change, runtime)
             return .reply(.withdrawRoomResponse(response))
         case .getRoomRequest(let get):
+            try limitRead(request, cost: 1)
             guard let room = registry.room(get.roomId) else {
                 throw ServiceError(.notFound, "No room '\(get.roomId)'.", field: "GetRoomRequest.room_id")
             }
             return .reply(.getRoomResponse(GetRoomResponse(room: room)))
         case .listRoomsRequest(let list):
             let size = list.pageSize == 0 ? 100 : Int(list.pageSize)
+            try limitRead(request, cost: Double((size + 99) / 100))
             let page = try registry.page(filter: list.filter ?? RoomFilter(), pageSize: size, pageToken: list.pageToken,
                                          tokenField: "ListRoomsRequest.page_token")
             return .reply(.listRoomsResponse(ListRoomsResponse(rooms: page.rooms, nextPageToken: page.next,
@@ -103,6 +108,7 @@ public final class DiscoveryService: Service {
                                                                sequence: registry.sequence)))
         case .watchRoomsRequest(let watch):
             let size = watch.pageSize == 0 ? 500 : Int(watch.pageSize)
+            try limitRead(request, cost: Double((size + 99) / 100))
             let page = try registry.page(filter: watch.filter ?? RoomFilter(), pageSize: size, pageToken: watch.pageToken,
                                          tokenField: "WatchRoomsRequest.page_token")
             return .reply(.watchRoomsSnapshot(WatchRoomsSnapshot(sequence: registry.sequence, rooms: page.rooms,
@@ -160,6 +166,16 @@ public final class DiscoveryService: Service {
             rateLimitedTotal?.increment()
             throw ServiceError(.rateLimited, "Announcer '\(announcerId)' sends too many requests; retry in \(retry) ms.",
                                retryAfterMs: retry)
+        }
+    }
+
+    /// Spends `cost` read tokens of an anonymous request's source address (cluster members,
+    /// operators and sources with no address, this machine's ipc, are not limited).
+    private func limitRead(_ request: Request, cost: Double) throws(ServiceError) {
+        guard request.caller == .anonymous, !request.source.isEmpty else { return }
+        if case .limited(let retry) = readLimiter.take(request.source, cost: cost, now: nowSeconds) {
+            rateLimitedTotal?.increment()
+            throw ServiceError(.rateLimited, "Too many room reads from this address; retry in \(retry) ms.", retryAfterMs: retry)
         }
     }
 
