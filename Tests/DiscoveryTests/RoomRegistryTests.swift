@@ -110,6 +110,35 @@ struct RoomRegistryTests {
         #expect(try registry.page(filter: RoomFilter(), pageSize: 3, pageToken: "", tokenField: "page_token").rooms.isEmpty)
     }
 
+    /// A page of 1,000 rooms of 2 KB did not fit a message: every watcher reaching it got
+    /// INTERNAL. A page now ends at its byte budget too, and the next token carries on.
+    @Test func aPageOfLargeRoomsFitsOneMessage() throws {
+        let registry = RoomRegistry()
+        for index in 0 ..< 1_000 {
+            var room = makeRoom(String(format: "big-%04d", index) + String(repeating: "i", count: 55), region: String(repeating: "r", count: 32))
+            room.sessionId = String(repeating: "s", count: 64)
+            room.roomName = String(repeating: "n", count: 128)
+            room.hostName = String(repeating: "h", count: 64)
+            room.hostEndpoint = "tcp://" + String(repeating: "e", count: 240) + ":7300"
+            room.relayEndpoint = "tcp://" + String(repeating: "e", count: 240) + ":7300"
+            room.retroarchJoin = String(repeating: "j", count: 300)
+            room.hostVersion = String(repeating: "v", count: 64)
+            room.slots = (1 ... 2).map { RoomSlot(slot: $0, occupied: true, playerName: String(repeating: "p", count: 64)) }
+            _ = try registry.announce(room, announcerId: "c", ttlMs: 0, at: at(0))
+        }
+        var seen: [String] = []
+        var token = ""
+        repeat {
+            let page = try registry.page(filter: RoomFilter(), pageSize: 1_000, pageToken: token, tokenField: "page_token")
+            let snapshot = try Envelope(requestId: 1, body: .watchRoomsSnapshot(WatchRoomsSnapshot(
+                sequence: registry.sequence, rooms: page.rooms, nextPageToken: page.next, topicPrefix: "rooms."))).encoded()
+            #expect(snapshot.count <= WireLimits.default.maxFrameBytes && page.rooms.count < 1_000 && page.total == 1_000)
+            seen += page.rooms.map(\.roomId)
+            token = page.next
+        } while !token.isEmpty && seen.count <= 1_000
+        #expect(seen == registry.allRooms.map(\.roomId), "every room once, in order")
+    }
+
     @Test func refreshCanUpdateOccupancy() throws {
         let registry = RoomRegistry()
         _ = try registry.announce(makeRoom("a", max: 4), announcerId: "c", ttlMs: 0, at: at(0))

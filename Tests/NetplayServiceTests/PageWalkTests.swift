@@ -43,3 +43,22 @@ struct PageWalkTests {
         #expect(try exact.next(after: 1, nextToken: "") == "")
     }
 }
+
+/// Page tokens fit the wire's 128 characters for any room id (64 bytes at most): the hex form
+/// made 131 for a 64-byte id, the page ending at it failed to encode, and every listing and
+/// watch reaching it got INTERNAL.
+@Suite("Page tokens", .ownThread)
+struct PageTokenTests {
+    @Test func everyRoomIdRoundTripsWithinTheWireLimit() throws {
+        for id in [String(repeating: "z", count: 64), "lan:192.168.1.12:" + String(repeating: "\u{3042}", count: 15), "a", "?>~", "r"] {
+            let token = PageToken.after(id)
+            #expect(token.count <= 128 && token.hasPrefix("r2."), "\(token.count): \(token)")
+            #expect(try PageToken.decode(token, field: "f") == id)
+        }
+        // Tokens handed out before (hex) are still taken.
+        #expect(try PageToken.decode("r1.616263", field: "f") == "abc")
+        for bad in ["r2.", "r2.%%%", "r2.YQ==", "r1.zz", "x1.61", "r2.__8"] {
+            #expect(throws: ServiceError.self, "\(bad)") { try PageToken.decode(bad, field: "f") }
+        }
+    }
+}

@@ -49,6 +49,8 @@ public final class RoomRegistry {
         private var crc32: UInt32 = 0
         private var md5: [UInt8] = [], coreId = "", region = "", system = ""
         private var gameLower: [UInt8] = []
+        /// The room's encoded size (with its field header in a page), for a page's byte budget.
+        private(set) var encodedBytes = 0
 
         init(room: Room, announcerId: String, ttlMs: UInt32, expiresAtMs: UInt64) {
             self.room = room
@@ -83,6 +85,8 @@ public final class RoomRegistry {
             region = room.region
             system = content.system
             gameLower = ASCII.lowercased(Array(content.gameName.utf8))
+            // A room that cannot be encoded (it passed validation, so none) counts as the largest.
+            encodedBytes = ((try? room.encoded().count) ?? RoomRegistry.largestRoomBytes) + 4
         }
 
         /// ``CompiledRoomFilter``'s rules over the unpacked fields (kept in step with
@@ -276,6 +280,12 @@ public final class RoomRegistry {
     /// One page of the rooms matching `filter`, in room-id order, after `pageToken`.
     /// Returns the page, the token of the next page ("" at the end) and how many rooms match in
     /// the whole registry.
+    /// The encoded rooms one page may hold: a message is at most 1 MiB, and the page's own
+    /// fields and the envelope need a little of it.
+    static let pageBytes = 960 << 10
+    /// More than any valid room encodes to (every string at its limit, eight slots).
+    static let largestRoomBytes = 4_096
+
     public func page(filter: RoomFilter, pageSize: Int, pageToken: String,
                      tokenField: String) throws(ServiceError) -> (rooms: [Room], next: String, total: Int) {
         let after = try PageToken.decode(pageToken, field: tokenField)
@@ -285,12 +295,20 @@ public final class RoomRegistry {
         rooms.reserveCapacity(min(pageSize, 64))
         var total = 0
         var more = false
+        var bytes = 0
         for index in 0..<ordered.count {
             let entry = ordered[index]
             guard entry.matches(compiled) else { continue }
             total += 1
-            if index >= start {
-                if rooms.count < pageSize { rooms.append(entry.room) } else { more = true }
+            if index >= start && !more {
+                // A page ends at its size or its byte budget, whichever comes first: a full page
+                // of large rooms did not fit a message, and every watcher reaching it got INTERNAL.
+                if rooms.count < pageSize && (rooms.isEmpty || bytes + entry.encodedBytes <= Self.pageBytes) {
+                    rooms.append(entry.room)
+                    bytes += entry.encodedBytes
+                } else {
+                    more = true
+                }
             }
         }
         let next = more ? PageToken.after(rooms.last!.roomId) : ""
