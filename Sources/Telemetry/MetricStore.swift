@@ -87,8 +87,6 @@ public struct MetricStore {
         case badSuffix = "bad_suffix"
         /// A label name outside the Prometheus charset or reserved.
         case badLabel = "bad_label"
-        /// The same name with another kind from another instance.
-        case kindConflict = "kind_conflict"
         /// Histogram bounds or counts malformed.
         case badHistogram = "bad_histogram"
         /// Kind not set.
@@ -211,7 +209,10 @@ public struct MetricStore {
                   metric.bucketCounts.last.map({ $0 <= metric.count }) ?? true,
                   metric.bucketBounds.allSatisfy({ $0.isFinite }) else { return .badHistogram }
         }
-        if metric.kind != .histogram, ["_bucket", "_count", "_sum"].contains(where: { name.hasSuffix($0) }) { return .badSuffix }
+        // Not on a histogram either: `H_count` sorts beside histogram `H`, whose samples are named
+        // `H_count` too, and strict parsers (promtool, the Go client's) take its HELP for H's
+        // second and reject the whole page.
+        if ["_bucket", "_count", "_sum"].contains(where: { name.hasSuffix($0) }) { return .badSuffix }
         // Unique names, none of the renamed reporter labels: a sample with one label name twice
         // (`exported_service` given and made from `service`) is invalid to Prometheus, which
         // then fails the whole scrape, every other series included.
@@ -250,28 +251,48 @@ public struct PrometheusRenderer {
         public var metric: Metric
         /// Labels added by telemetry (service, instance).
         public var extraLabels: [(String, String)]
+        /// Telemetry's own (its metrics, the HUD and RetroArch boards, per-instance report
+        /// ages): its kind is the family's, whatever members push under the name.
+        public var authoritative: Bool = false
     }
 
     /// The content type Prometheus expects.
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
-    /// Renders `entries`; a family whose kind conflicts keeps the kind most of its samples have
-    /// (the first seen on a tie); the rest is dropped and reported in `conflicts`. With the first
-    /// kind seen winning, one reporter whose name sorts first could drop every other instance's
-    /// series of a family by sending it as another kind.
+    /// Renders `entries`; a family whose kind conflicts keeps telemetry's own kind for it, else
+    /// the kind the most reporters (by their labels) send, the first seen on a tie; the rest is
+    /// dropped and counted in `conflicts`, with duplicate series. Votes count reporters, not
+    /// samples: one member pushing hundreds of series of another kind outvoted every instance's
+    /// one, and with the first kind seen winning, a reporter whose name sorted first could drop
+    /// every other instance's series of a family.
     public static func render(_ entries: [Entry], conflicts: inout Int) -> String {
-        var kindVotes: [String: [(kind: Metric.Kind, count: Int)]] = [:]
+        var reporters: [String: [(kind: Metric.Kind, reporters: Set<String>)]] = [:]
+        var decided: [String: Metric.Kind] = [:]
         for entry in entries {
-            var votes = kindVotes[entry.metric.name] ?? []
-            if let index = votes.firstIndex(where: { $0.kind == entry.metric.kind }) { votes[index].count += 1 } else { votes.append((entry.metric.kind, 1)) }
-            kindVotes[entry.metric.name] = votes
+            let name = entry.metric.name
+            if entry.authoritative {
+                if decided[name] == nil { decided[name] = entry.metric.kind }
+                continue
+            }
+            let reporter = entry.extraLabels.map { "\($0.0)=\($0.1)" }.joined(separator: ",")
+            var votes = reporters[name] ?? []
+            if let index = votes.firstIndex(where: { $0.kind == entry.metric.kind }) {
+                votes[index].reporters.insert(reporter)
+            } else {
+                votes.append((entry.metric.kind, [reporter]))
+            }
+            reporters[name] = votes
+        }
+        for (name, votes) in reporters where decided[name] == nil {
+            decided[name] = votes.enumerated().max {
+                $0.element.reporters.count < $1.element.reporters.count
+                    || ($0.element.reporters.count == $1.element.reporters.count && $0.offset > $1.offset)
+            }?.element.kind
         }
         var families: [String: (kind: Metric.Kind, help: String, samples: [(labels: [(String, String)], metric: Metric)])] = [:]
         for entry in entries {
             let metric = entry.metric
-            if let votes = kindVotes[metric.name], votes.count > 1,
-               let winner = votes.enumerated().max(by: { $0.element.count < $1.element.count || ($0.element.count == $1.element.count && $0.offset > $1.offset) }),
-               winner.element.kind != metric.kind {
+            if let kind = decided[metric.name], kind != metric.kind {
                 conflicts += 1
                 continue
             }

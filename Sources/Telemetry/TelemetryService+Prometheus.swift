@@ -20,15 +20,17 @@ extension TelemetryService {
             synthetic.append(Metric(name: "netplay_instance_reports_total", help: "Metric snapshots received from the instance.",
                                     kind: .counter, labels: own, value: Double(instance.snapshots)))
         }
-        entries += retroArch.metrics().map { PrometheusRenderer.Entry(metric: $0, extraLabels: []) }
+        entries += retroArch.metrics().map { PrometheusRenderer.Entry(metric: $0, extraLabels: [], authoritative: true) }
         if let runtime {
             let me = [("service", runtime.configuration.kind), ("instance", runtime.configuration.instance)]
-            entries += runtime.metrics.metrics().map { PrometheusRenderer.Entry(metric: $0, extraLabels: me) }
-            entries += synthetic.map { PrometheusRenderer.Entry(metric: $0, extraLabels: me) }
+            entries += runtime.metrics.metrics().map { PrometheusRenderer.Entry(metric: $0, extraLabels: me, authoritative: true) }
+            entries += synthetic.map { PrometheusRenderer.Entry(metric: $0, extraLabels: me, authoritative: true) }
         }
         var conflicts = 0
         let text = PrometheusRenderer.render(entries, conflicts: &conflicts)
-        if conflicts > 0 { rejectedTotals[.kindConflict]?.increment(by: Double(conflicts)) }
+        // A gauge of what this page left out (shown on the next page), not a counter: each
+        // scrape renders the same conflicts again.
+        suppressedSeries = conflicts
         return text
     }
 }

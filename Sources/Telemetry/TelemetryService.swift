@@ -84,6 +84,8 @@ public final class TelemetryService: Service {
     private var forgottenTotal: Counter?
     var httpRequestsTotal: Counter?
     var rejectedTotals: [MetricStore.Rejection: Counter] = [:]
+    /// Series the last `/metrics` page left out: another kind than their family's, or duplicates.
+    var suppressedSeries = 0
     private var droppedTotals: [String: Counter] = [:]
     private var dropWarnings: [String: (at: Double, suppressed: Int)] = [:]
     private var pingSeconds: Histogram?
@@ -131,6 +133,10 @@ public final class TelemetryService: Service {
         rollbackFrames = metrics.histogram("netplay_session_rollback_length_frames", help: "Mean rollback length between HUD reports, in frames.",
                                            buckets: [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32])
         metrics.gauge("netplay_telemetry_instances", help: "Instances currently reporting.") { [weak self] in Double(self?.store.instances.count ?? 0) }
+        metrics.gauge("netplay_telemetry_suppressed_series",
+                      help: "Series the last /metrics page left out: another kind than their family's, or a duplicate.") { [weak self] in
+            Double(self?.suppressedSeries ?? 0)
+        }
         metrics.gauge("netplay_sessions_active", help: "Sessions with recent HUD stats.") { [weak self] in Double(self?.board.sessions.count ?? 0) }
         metrics.gauge("netplay_session_peers", help: "Peers in sessions with recent HUD stats.") { [weak self] in
             Double(self?.board.sessions.values.reduce(0) { $0 + $1.stats.peers.count } ?? 0)
@@ -288,7 +294,11 @@ public final class TelemetryService: Service {
             if cut { dropped("event_cut", count: 1, from: "\(bounded.service)/\(bounded.instance)", at: now) }
             events.append(bounded)
             runtime?.publish(topic: bounded.topic, .eventRecord(bounded))
-            if bounded.topic == "sessions.ended", !bounded.sessionId.isEmpty { board.end(bounded.sessionId) }
+            // Only the coordinator ends sessions (the record's service is its sender's, checked
+            // against its key): any member's record ended any session's HUD stats.
+            if bounded.topic == "sessions.ended", bounded.service == "coordinator", !bounded.sessionId.isEmpty {
+                board.end(bounded.sessionId)
+            }
         case .sessionStats(let stats):
             sessionStatsTotal?.increment()
             if let reason = board.refusal(stats) {

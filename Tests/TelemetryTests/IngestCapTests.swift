@@ -81,6 +81,23 @@ struct IngestCapTests {
         #expect(store.instances.values.allSatisfy { $0.series <= 2_000 })
     }
 
+    /// Only the coordinator's `sessions.ended` ends a session's HUD stats: any member's record
+    /// (its service checked against its key) ended any session's.
+    @Test func onlyTheCoordinatorEndsASessionsHudStats() {
+        let telemetry = TelemetryService(settings: TelemetrySettings())
+        telemetry.ingest(Envelope(body: .sessionStats(SessionStats(sessionId: "s1", relayId: "sync-0", peers: [PeerStats(slot: 1, name: "ann")]))),
+                         from: .cluster(kind: "sync", instance: "sync-0"))
+        #expect(telemetry.board.sessions["s1"] != nil)
+        let ended = { (service: String, instance: String) in
+            Envelope(body: .eventRecord(EventRecord(service: service, instance: instance, topic: "sessions.ended", sessionId: "s1")))
+        }
+        telemetry.ingest(ended("discovery", "discovery-0"), from: .cluster(kind: "discovery", instance: "discovery-0"))
+        telemetry.ingest(ended("sync", "sync-0"), from: .cluster(kind: "sync", instance: "sync-0"))
+        #expect(telemetry.board.sessions["s1"] != nil, "another member ended the session's HUD stats")
+        telemetry.ingest(ended("coordinator", "coordinator-0"), from: .cluster(kind: "coordinator", instance: "coordinator-0"))
+        #expect(telemetry.board.sessions["s1"] == nil)
+    }
+
     @Test func sessionBoardAndEventLogAreBounded() {
         var board = SessionBoard()
         board.maxSessions = 2

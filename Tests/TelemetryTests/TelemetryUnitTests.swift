@@ -37,6 +37,8 @@ struct MetricStoreTests {
         (Metric(name: "netplay_inputs", kind: .counter), .badSuffix),
         (Metric(name: "netplay_level_total", kind: .gauge), .badSuffix),
         (Metric(name: "netplay_level_count", kind: .gauge), .badSuffix),
+        // A histogram named like another's sample (`H_count`): strict parsers rejected the page.
+        (Metric(name: "netplay_session_peer_ping_seconds_count", kind: .histogram, bucketBounds: [], bucketCounts: [], count: 0), .badSuffix),
         (Metric(name: "netplay_level", kind: .unspecified), .noKind),
         (Metric(name: "netplay_level", kind: .gauge, labels: [KeyValue(key: "bad-label", value: "x")]), .badLabel),
         (Metric(name: "netplay_level", kind: .gauge, labels: [KeyValue(key: "__name__", value: "x")]), .badLabel),
@@ -96,6 +98,30 @@ struct MetricStoreTests {
         #expect(conflicts == 1)
         #expect(text.contains("# TYPE netplay_uptime_seconds gauge"))
         #expect(text.contains("netplay_uptime_seconds{instance=\"a\"} 5") && text.contains("netplay_uptime_seconds{instance=\"b\"} 5"))
+    }
+
+    /// Votes count reporters, not samples: one member pushing hundreds of histograms under a
+    /// gauge's name dropped every instance's gauge. Telemetry's own kind wins outright: one
+    /// member's gauge tied with telemetry's own histogram and took its place.
+    @Test func oneReporterCannotOutvoteTheOthersOrTelemetryItself() {
+        let lie = Metric(name: "netplay_uptime_seconds", kind: .histogram, bucketBounds: [], bucketCounts: [], count: 0)
+        let honest = Metric(name: "netplay_uptime_seconds", kind: .gauge, value: 5)
+        var entries = (0 ..< 300).map { index in
+            PrometheusRenderer.Entry(metric: Metric(name: lie.name, kind: .histogram, labels: [KeyValue(key: "n", value: "\(index)")],
+                                                    bucketBounds: [], bucketCounts: [], count: 0),
+                                     extraLabels: [("service", "sync"), ("instance", "liar")])
+        }
+        entries += ["a", "b"].map { PrometheusRenderer.Entry(metric: honest, extraLabels: [("service", "sync"), ("instance", $0)]) }
+        var conflicts = 0
+        let text = PrometheusRenderer.render(entries, conflicts: &conflicts)
+        #expect(text.contains("# TYPE netplay_uptime_seconds gauge") && conflicts == 300, "\(conflicts)")
+
+        let own = Metric(name: "netplay_session_peer_ping_seconds", kind: .histogram, bucketBounds: [0.1], bucketCounts: [1], sum: 0.05, count: 1)
+        let pushed = Metric(name: own.name, kind: .gauge, value: 1)
+        conflicts = 0
+        let board = PrometheusRenderer.render([.init(metric: pushed, extraLabels: [("instance", "member")]),
+                                               .init(metric: own, extraLabels: [("instance", "telemetry")], authoritative: true)], conflicts: &conflicts)
+        #expect(board.contains("# TYPE netplay_session_peer_ping_seconds histogram") && conflicts == 1)
     }
 
     @Test func silentInstancesAreForgottenAndRestartsNoticed() {
