@@ -17,13 +17,19 @@ public struct NetplayLogHandler: LogHandler {
     public var logLevel: Logger.Level
     public var metadata: Logger.Metadata = [:]
     private let fileDescriptor: Int32
+    private let neverBlocks: Bool
 
-    /// Creates a handler writing to `fileDescriptor` (standard error by default).
-    public init(service: String, instance: String, level: Logger.Level, fileDescriptor: Int32 = 2) {
+    /// Creates a handler writing to `fileDescriptor` (standard error by default). With
+    /// `neverBlocks` (the supervisor, whose loop keeps every child running), a line is written
+    /// only when the descriptor takes it without waiting, cut to `PIPE_BUF` bytes (which a pipe
+    /// takes whole once it polls writable), and dropped otherwise: a console that does not read
+    /// (Ctrl-S in the terminal) must not stop the loop.
+    public init(service: String, instance: String, level: Logger.Level, fileDescriptor: Int32 = 2, neverBlocks: Bool = false) {
         self.service = service
         self.instance = instance
         self.logLevel = level
         self.fileDescriptor = fileDescriptor
+        self.neverBlocks = neverBlocks
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -39,6 +45,11 @@ public struct NetplayLogHandler: LogHandler {
             line += " \(ControlCharacters.escaped(key))=\(Self.quoted(merged[key]!.description))"
         }
         line += "\n"
+        if neverBlocks {
+            var entry = pollfd(fd: fileDescriptor, events: Int16(POLLOUT), revents: 0)
+            guard poll(&entry, 1, 0) == 1, entry.revents & Int16(POLLOUT) != 0 else { return }
+            if line.utf8.count > Int(PIPE_BUF) { line = ControlCharacters.fitted(line, maxBytes: Int(PIPE_BUF) - 1) + "\n" }
+        }
         line.utf8CString.withUnsafeBufferPointer { buffer in
             _ = write(fileDescriptor, buffer.baseAddress, buffer.count - 1)
         }
@@ -61,13 +72,15 @@ public struct NetplayLogHandler: LogHandler {
 public enum NetplayLogging {
     private static let bootstrapped = Mutex(false)
 
-    /// Bootstraps swift-log for `service`/`instance` at `level`. Later calls only return a logger.
+    /// Bootstraps swift-log for `service`/`instance` at `level` (`neverBlocks`: see
+    /// ``NetplayLogHandler/init(service:instance:level:fileDescriptor:neverBlocks:)``). Later
+    /// calls only return a logger.
     @discardableResult
-    public static func bootstrap(service: String, instance: String, level: Logger.Level) -> Logger {
+    public static func bootstrap(service: String, instance: String, level: Logger.Level, neverBlocks: Bool = false) -> Logger {
         bootstrapped.withLock { done in
             if !done {
                 LoggingSystem.bootstrap { _ in
-                    NetplayLogHandler(service: service, instance: instance, level: level)
+                    NetplayLogHandler(service: service, instance: instance, level: level, neverBlocks: neverBlocks)
                 }
                 done = true
             }

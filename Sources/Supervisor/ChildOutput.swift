@@ -53,11 +53,11 @@ final class RotatingLogFile {
 final class ChildOutput {
     let prefix: [UInt8]
     let log: RotatingLogFile?
-    let console: Int32?
+    let console: ConsoleWriter?
     private var partial: [UInt8] = []
     private(set) var recent: [String] = []
 
-    init(instance: String, width: Int, log: RotatingLogFile?, console: Int32?) {
+    init(instance: String, width: Int, log: RotatingLogFile?, console: ConsoleWriter?) {
         let padded = instance.padding(toLength: max(width, instance.count), withPad: " ", startingAt: 0)
         prefix = Array("\(padded) | ".utf8)
         self.log = log
@@ -125,7 +125,7 @@ final class ChildOutput {
     private func emit(_ lines: [UInt8], _ consoleText: [UInt8]) {
         guard !lines.isEmpty else { return }
         log?.append(lines)
-        if let console { writeAll(consoleText, to: console) }
+        console?.write(consoleText, lines: lines.count { $0 == 10 })
     }
 }
 

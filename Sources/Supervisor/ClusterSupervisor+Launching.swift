@@ -15,7 +15,7 @@ extension ClusterSupervisor {
             RotatingLogFile(path: ($0 as NSString).appendingPathComponent("\(plan.instance).log"),
                             maxBytes: config.supervisor.logMaxBytes, keep: config.supervisor.logFiles)
         }
-        let output = ChildOutput(instance: plan.instance, width: consoleWidth, log: log, console: options.console)
+        let output = ChildOutput(instance: plan.instance, width: consoleWidth, log: log, console: console)
         let instance = SupervisedInstance(spec: service, replica: replica, plan: plan, output: output)
         if let runtime {
             let labels = ["supervised_service": service.name, "supervised_instance": plan.instance]
@@ -30,6 +30,7 @@ extension ClusterSupervisor {
     }
 
     func tick() {
+        console?.flush()
         reapAll()
         let now = ContinuousClock.now
         if stopping {

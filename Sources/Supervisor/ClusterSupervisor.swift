@@ -62,6 +62,8 @@ public final class ClusterSupervisor: Service {
     let startedAt = ContinuousClock.now
     var allReadyOnce = false
     var consoleWidth = 12
+    /// The children's prefixed output on the console (``Options/console``), never blocking.
+    lazy var console: ConsoleWriter? = options.console.map { ConsoleWriter(descriptor: $0) }
     var restartCounters: [String: Counter] = [:]
 
     /// Checks that every non-optional command exists; lists the optional ones to skip.

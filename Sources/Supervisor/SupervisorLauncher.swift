@@ -84,7 +84,8 @@ public enum SupervisorLauncher {
         try claimPidFile(pidFile)
         defer { releasePidFile(pidFile) }
 
-        let logger = NetplayLogging.bootstrap(service: "supervisor", instance: configuration.instance, level: configuration.logLevel)
+        let logger = NetplayLogging.bootstrap(service: "supervisor", instance: configuration.instance, level: configuration.logLevel,
+                                              neverBlocks: true)
         for warning in preparation.warnings { logger.warning("\(warning)") }
         let options = SupervisorOptions(resolver: resolver,
                                         logDirectory: (settings.runDirectory as NSString).appendingPathComponent("logs"),

@@ -26,6 +26,26 @@ struct LogHandlerTests {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// The supervisor's own lines never wait for a console that does not read (its loop keeps
+    /// every child running): lines that do not fit are dropped, and a long one is cut to what a
+    /// pipe takes whole.
+    @Test func aHandlerThatNeverBlocksDropsWhatAStuckConsoleCannotTake() throws {
+        var fds: [Int32] = [0, 0]
+        try #require(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let logger = Logger(label: "test") { _ in
+            NetplayLogHandler(service: "supervisor", instance: "supervisor", level: .info, fileDescriptor: fds[1], neverBlocks: true)
+        }
+        logger.info("long", metadata: ["text": "\(String(repeating: "x", count: 10_000))"])
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        let first = read(fds[0], &buffer, buffer.count)
+        #expect(first > 0 && first <= Int(PIPE_BUF) && buffer[first - 1] == 10, "\(first) bytes")
+        // 100,000 lines into a 64 KiB pipe nobody reads: this returns (a blocking write would not).
+        let started = ContinuousClock.now
+        for index in 0 ..< 100_000 { logger.info("line \(index)") }
+        #expect(ContinuousClock.now - started < .seconds(20))
+    }
+
     @Test func controlCharactersInTheMessageAreEscaped() throws {
         let forged = "room added\r\n2026-11-21T23:59:00.123Z critical coordinator/coordinator-1: key leaked\u{1b}[2J\u{7}\u{0}\u{85}\u{2028}\tend"
         let text = try captured { $0.info("\(forged)") }

@@ -20,7 +20,9 @@ final class SupervisedCluster {
     let keys: TestKeys
 
     /// Writes `yaml` (with `SUPERVISOR` replaced by a free endpoint) and starts the supervisor.
-    init(_ yaml: (_ supervisor: String) -> String, extraArguments: [String] = [], environment: [String: String] = [:]) throws {
+    /// `console`, when given, is the supervisor's standard output (its console) instead of the log.
+    init(_ yaml: (_ supervisor: String) -> String, extraArguments: [String] = [], environment: [String: String] = [:],
+         console: FileHandle? = nil) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("netplay-sv-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         endpoint = TestPorts.endpoint()
@@ -31,7 +33,8 @@ final class SupervisedCluster {
                                      ["--config", file.path, "--run-dir", directory.appendingPathComponent("run").path,
                                       "--bin-dir", BuildProducts.directory.path, "--telemetry", "none",
                                       "--endpoint", TestPorts.endpoint()] + extraArguments,
-                                     environment: ["NETPLAY_DATA_ROOT": directory.appendingPathComponent("data").path].merging(environment) { $1 })
+                                     environment: ["NETPLAY_DATA_ROOT": directory.appendingPathComponent("data").path].merging(environment) { $1 },
+                                     standardOutput: console)
         keys = TestKeys(dataRoot: directory.appendingPathComponent("data").path)
     }
 

@@ -197,6 +197,36 @@ struct SupervisorProcessTests {
         #expect(cluster.process.waitForExit(seconds: 10) == 0, "the supervisor did not stop: \(cluster.log.suffix(2000))")
     }
 
+    /// A console that does not read (`netplay-supervisor | less` left unscrolled, Ctrl-S in
+    /// the terminal): writing a child's lines to it blocked the supervisor's loop, so nothing was
+    /// reaped, answered or stopped, and every child blocked on its next log line. The console
+    /// here is a pipe nobody reads while a child writes without pause.
+    @Test func aConsoleThatDoesNotReadHoldsTheSupervisorUpInNothing() throws {
+        let stuck = Pipe()
+        let chatty = "  chatty:\n    command: /usr/bin/yes\n    readiness: started\n    critical: false"
+        let cluster = try SupervisedCluster({ sampleCluster(supervisor: $0, replicas: 1, extraServices: chatty) }, console: stuck.fileHandleForWriting)
+        _ = try #require(cluster.waitRunning(), "\(cluster.log)")
+        // Answered throughout (a blocked loop answers none: a status may miss its 1 s on this
+        // 2-core machine while `yes` and the supervisor share it).
+        var answered = 0
+        for _ in 0 ..< 10 {
+            if cluster.instance("chatty")?.state == .ready { answered += 1 }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        #expect(answered >= 8, "\(answered) of 10 status requests answered while the console is stuck")
+        // The console is told what it missed once it reads again.
+        var drained = Data()
+        let reader = stuck.fileHandleForReading
+        let note = eventually(within: 10) {
+            drained = reader.availableData
+            return String(decoding: drained.suffix(1 << 16), as: UTF8.self).contains("console lines dropped while the console was not reading")
+                || cluster.process.process.isRunning == false
+        }
+        #expect(note, "no note of the dropped lines")
+        cluster.process.send(SIGTERM)
+        #expect(cluster.process.waitForExit(seconds: 10) == 0, "the supervisor did not stop: \(cluster.log.suffix(2000))")
+    }
+
     /// The stop timeout counts from the first request to stop: a restart asked again and again
     /// (more often than the timeout) re-armed it each time, and a child that ignores SIGTERM was
     /// never killed.

@@ -13,14 +13,18 @@ public final class ServiceProcess: @unchecked Sendable {
     private let drain: PipeDrain
 
     /// Launches `executable` (a product name such as `netplay-discovery`) with `arguments`.
-    public convenience init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
-        try self.init(url: try BuildProducts.url(of: executable), arguments, environment: environment)
+    /// `standardOutput`, when given, takes its standard output instead (the log then holds only
+    /// standard error).
+    public convenience init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                            standardOutput: FileHandle? = nil) throws {
+        try self.init(url: try BuildProducts.url(of: executable), arguments, environment: environment, standardOutput: standardOutput)
     }
 
     /// Launches the program at `url` (a built product, or a system tool such as make) with
     /// `arguments`, in this process's environment without its `NETPLAY_*` variables and `unset`,
     /// plus `environment`.
-    public init(url: URL, _ arguments: [String], environment: [String: String] = [:], unset: Set<String> = []) throws {
+    public init(url: URL, _ arguments: [String], environment: [String: String] = [:], unset: Set<String> = [],
+                standardOutput: FileHandle? = nil) throws {
         name = url.lastPathComponent
         process = Process()
         process.executableURL = url
@@ -29,7 +33,7 @@ public final class ServiceProcess: @unchecked Sendable {
         env.merge(environment) { _, new in new }
         process.environment = env
         let pipe = Pipe()
-        process.standardOutput = pipe
+        process.standardOutput = standardOutput ?? pipe
         process.standardError = pipe
         drain = PipeDrain(pipe, deliver: { [output] in output.append($0) })
         try process.run()
