@@ -9,6 +9,11 @@
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
 #endif
 
 int nps_pipe(int fds[2]) {
@@ -58,6 +63,16 @@ pid_t nps_spawn(const char *path, char *const argv[], char *const envp[],
         if (devnull >= 0 && devnull != 0) { dup2(devnull, 0); close(devnull); }
         if (stdout_fd >= 0 && stdout_fd != 1) dup2(stdout_fd, 1);
         if (stderr_fd >= 0 && stderr_fd != 2) dup2(stderr_fd, 2);
+        // Nothing but 0, 1 and 2 reaches the program: descriptors the supervisor inherited
+        // without close-on-exec (a wrapper's lock, a harness's pipe) were passed to every
+        // service. Marked close-on-exec, not closed, so the report pipe works until exec.
+#ifdef __linux__
+        if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+            struct rlimit limit;
+            int highest = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < 65536 ? (int)limit.rlim_cur : 65536;
+            for (int fd = 3; fd < highest; fd++) fcntl(fd, F_SETFD, FD_CLOEXEC);
+        }
+#endif
         if (workdir != NULL && chdir(workdir) != 0) {
             err = errno;
             (void)!write(report[1], &err, sizeof err);

@@ -102,8 +102,8 @@ private struct Parser {
             settings.maxReplicas = try integer(entries, "max_replicas", path: "supervisor", range: 1...64,
                                                hint: "an integer from 1 to 64 (the most replicas one service may have)") ?? settings.maxReplicas
             settings.stopTimeout = try duration(entries, "stop_timeout", path: "supervisor", minimum: 0.01) ?? settings.stopTimeout
-            settings.startTimeout = try duration(entries, "start_timeout", path: "supervisor", minimum: 0.01) ?? settings.startTimeout
-            settings.heartbeatTimeout = try duration(entries, "heartbeat_timeout", path: "supervisor", minimum: 0) ?? settings.heartbeatTimeout
+            settings.startTimeout = try duration(entries, "start_timeout", path: "supervisor", minimum: 0.5) ?? settings.startTimeout
+            settings.heartbeatTimeout = try heartbeatTimeout(entries, path: "supervisor") ?? settings.heartbeatTimeout
             settings.logMaxBytes = try integer(entries, "log_max_bytes", path: "supervisor", range: 1024...(1 << 40)) ?? settings.logMaxBytes
             settings.logFiles = try integer(entries, "log_files", path: "supervisor", range: 0...100) ?? settings.logFiles
         }
@@ -111,7 +111,7 @@ private struct Parser {
         // on one machine differ by their offsets alone.
         settings.endpoint = EndpointPorts.shift(settings.endpoint, by: offset)
         try validateEndpoint(settings.endpoint, path: "supervisor.endpoint")
-        let environment = try stringMap(lookup(top, "environment"), path: "environment")
+        let environment = try environmentMap(lookup(top, "environment"), path: "environment")
         // Without data_dir: NETPLAY_DATA_ROOT, as compose/cluster.yaml spells it, else ./data.
         let dataDirectory = try string(top, "data_dir", path: "") ?? SettingResolver(environment: self.environment).text(nil, "NETPLAY_DATA_ROOT") ?? "data"
 
@@ -147,7 +147,7 @@ private struct Parser {
         }
         var spec = ServiceSpec(name: name, command: command, settings: settings)
         spec.arguments = try stringList(lookup(entries, "args"), path: "\(path).args")
-        spec.environment = try stringMap(lookup(entries, "environment"), path: "\(path).environment")
+        spec.environment = try environmentMap(lookup(entries, "environment"), path: "\(path).environment")
         spec.endpoints = try stringMap(lookup(entries, "endpoints"), path: "\(path).endpoints").map { key, value in
             (key, EndpointPorts.shift(value, by: offset))
         }
@@ -173,6 +173,11 @@ private struct Parser {
         // supervisor.max_replicas) gets a valid name and ports a socket can bind.
         for replica in 0 ..< spec.possibleReplicas(settings) {
             let instance = spec.instanceName(replica: replica)
+            // Each instance's data directory is <data_dir>/<instance>: "..", "." or "keys" (the
+            // trust store) named another directory than its own.
+            guard !instance.hasPrefix("."), instance != Self.keysDirectoryName else {
+                throw fail("\(path).instance", "'\(instance)' cannot name an instance: its data directory would be another's (names starting with '.', or '\(Self.keysDirectoryName)')")
+            }
             guard TrustStore.isName(instance) else {
                 throw fail("\(path).instance", "instance names are 1 to 64 ASCII letters, digits, '-', '_' or '.'; got '\(instance)'"
                            + (replica > 0 ? " for replica \(replica) (up to supervisor.max_replicas)" : ""))
@@ -197,9 +202,9 @@ private struct Parser {
         if spec.readiness == .health && spec.endpoints.first(where: { $0.0 == "endpoint" }) == nil {
             throw fail("\(path).readiness", "health readiness needs an endpoints.endpoint to ask")
         }
-        spec.startTimeout = try duration(entries, "start_timeout", path: path, minimum: 0.01) ?? spec.startTimeout
+        spec.startTimeout = try duration(entries, "start_timeout", path: path, minimum: 0.5) ?? spec.startTimeout
         spec.stopTimeout = try duration(entries, "stop_timeout", path: path, minimum: 0.01) ?? spec.stopTimeout
-        spec.heartbeatTimeout = try duration(entries, "heartbeat_timeout", path: path, minimum: 0) ?? spec.heartbeatTimeout
+        spec.heartbeatTimeout = try heartbeatTimeout(entries, path: path) ?? spec.heartbeatTimeout
         spec.backoff = try backoff(lookup(entries, "backoff"), path: "\(path).backoff", base: spec.backoff)
         spec.optional = try boolean(entries, "optional", path: path) ?? false
         spec.critical = try boolean(entries, "critical", path: path) ?? true
@@ -404,6 +409,16 @@ private struct Parser {
         return seconds
     }
 
+    /// `heartbeat_timeout`: 0 (off) or at least 2 s, two of the services' 1 s heartbeats (under
+    /// it every ready service was killed as silent, and the cluster stopped on its intensity).
+    func heartbeatTimeout(_ map: [(String, YAMLValue)], path: String) throws -> Double? {
+        guard let seconds = try duration(map, "heartbeat_timeout", path: path, minimum: 0) else { return nil }
+        guard seconds == 0 || seconds >= 2 else {
+            throw fail(join(path, "heartbeat_timeout"), "must be 0 (off) or at least 2s: services send a heartbeat every second; got \(seconds) s")
+        }
+        return seconds
+    }
+
     func number(_ map: [(String, YAMLValue)], _ key: String, path: String, range: ClosedRange<Double>) throws -> Double? {
         guard let text = try string(map, key, path: path) else { return nil }
         guard let value = Double(text), range.contains(value) else {
@@ -445,6 +460,29 @@ private struct Parser {
         }
     }
 
+    /// Variables the supervisor sets for each child itself: an `environment:` entry naming one
+    /// gave the child another instance's identity, data or trust store.
+    static let supervisorVariables: Set<String> = ["NETPLAY_INSTANCE", "NETPLAY_SUPERVISOR", "NETPLAY_DATA_DIR", "NETPLAY_KEYS_DIR"]
+
+    /// An `environment:` mapping: names a process environment can hold (`A=B` or an empty name
+    /// made a malformed entry), none of ``supervisorVariables``, and no NUL in a value (cut
+    /// short in silence on its way to exec).
+    func environmentMap(_ value: YAMLValue?, path: String) throws -> [(String, String)] {
+        let pairs = try stringMap(value, path: path)
+        for (key, value) in pairs {
+            let letter = { (scalar: Unicode.Scalar) in scalar == "_" || ("A"..."Z").contains(scalar) || ("a"..."z").contains(scalar) }
+            guard let first = key.unicodeScalars.first, letter(first),
+                  key.unicodeScalars.allSatisfy({ letter($0) || ("0"..."9").contains($0) }) else {
+                throw fail("\(path)", "'\(ControlCharacters.escaped(key))' is not a variable name (letters, digits and '_', not starting with a digit)")
+            }
+            guard !Self.supervisorVariables.contains(key) else {
+                throw fail("\(path).\(key)", "is set by the supervisor for each instance (\(Self.supervisorVariables.sorted().joined(separator: ", ")))")
+            }
+            guard !value.contains("\u{0}") else { throw fail("\(path).\(key)", "must not hold a NUL character") }
+        }
+        return pairs
+    }
+
     func stringMap(_ value: YAMLValue?, path: String) throws -> [(String, String)] {
         guard let value else { return [] }
         guard case .map(let pairs, _) = value else { throw fail(path, "must be a mapping of names to values") }
@@ -471,6 +509,9 @@ private struct Parser {
             }
         }
     }
+
+    /// The trust store's directory beside the instances' data directories.
+    static let keysDirectoryName = "keys"
 
     static func isName(_ name: String) -> Bool {
         guard let first = name.unicodeScalars.first, (1...48).contains(name.utf8.count), ("a"..."z").contains(first) else { return false }

@@ -156,6 +156,18 @@ struct ClusterConfigTests {
         ("services: [a, b]", "services: must be a non-empty mapping"),
         ("services:\n  a: {command: x\n", "invalid YAML: line"),
         ("", "the file is empty"),
+        // Timeouts that kill every start or every ready service.
+        ("supervisor: {heartbeat_timeout: 500ms}\nservices:\n  a: {command: x}", "supervisor.heartbeat_timeout: must be 0 (off) or at least 2s"),
+        ("services:\n  a: {command: x, heartbeat_timeout: 1s}", "services.a.heartbeat_timeout: must be 0 (off) or at least 2s"),
+        ("services:\n  a: {command: x, start_timeout: 10ms}", "services.a.start_timeout: must be a duration such as 250ms, 5s or 1m (at least 0.5 s)"),
+        // Environments a child could not be given, or that took another instance's identity.
+        ("environment: {\"A=B\": x}\nservices:\n  a: {command: x}", "environment: 'A=B' is not a variable name"),
+        ("services:\n  a: {command: x, environment: {\"1X\": y}}", "services.a.environment: '1X' is not a variable name"),
+        ("services:\n  a: {command: x, environment: {NETPLAY_INSTANCE: other}}", "services.a.environment.NETPLAY_INSTANCE: is set by the supervisor"),
+        ("services:\n  a: {command: x, environment: {X: \"a\\0b\"}}", "services.a.environment.X: must not hold a NUL character"),
+        // Instance names whose data directory would be another's.
+        ("services:\n  a: {command: x, instance: \"..\"}", "'..' cannot name an instance"),
+        ("services:\n  a: {command: x, instance: keys}", "'keys' cannot name an instance"),
         ("cluster: \"\(String(repeating: "é", count: 40))\"\nservices:\n  a: {command: x}", "cluster: must be 1 to 64 bytes"),
         ("supervisor: {intensity: {max_restarts: many}}\nservices:\n  a: {command: x}", "supervisor.intensity.max_restarts"),
         // Aliases: Yams hands each back as its anchor's node, and nested ones (500 bytes of
