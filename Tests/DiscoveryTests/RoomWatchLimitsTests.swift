@@ -1,4 +1,6 @@
 import Foundation
+import NetplayService
+import Synchronization
 import NetplayTestSupport
 import NetplayWire
 import Testing
@@ -51,6 +53,36 @@ struct RoomWatchLimitsTests {
         let started = ContinuousClock.now
         #expect(throws: RoomWatchError.self) { _ = try watcher.start(liveWithin: 2) }
         #expect(ContinuousClock.now - started < .seconds(60))
+    }
+
+    /// A discovery whose pages are all new rooms (within its page limit), or whose events add
+    /// rooms without end, is refused at the watcher's room limit instead of held.
+    @Test func aWatcherHoldsNoMoreRoomsThanItsLimit() throws {
+        let pages = try LyingService(answer: { served, _ in
+            .watchRoomsSnapshot(WatchRoomsSnapshot(sequence: 1, rooms: (0 ..< 1_000).map { Room(roomId: "p\(served)-\($0)", maxPlayers: 2) },
+                                                   nextPageToken: "page-\(served)"))
+        })
+        defer { pages.stop() }
+        let watcher = try RoomWatchClient(requests: pages.requests, events: pages.events, maxRooms: 5_000)
+        #expect { _ = try watcher.start(liveWithin: 0.2) } throws: { "\($0)".contains("more than 5000 rooms") }
+        #expect(watcher.state.rooms.count <= 6_000 && pages.log.count <= 6)
+
+        let events = try LyingService(answer: { _, _ in .watchRoomsSnapshot(WatchRoomsSnapshot(sequence: 1)) },
+                                      publish: { sequence in
+            ("rooms.added", .roomAdded(RoomAdded(sequence: sequence + 1, room: Room(roomId: "e\(sequence)", maxPlayers: 2, revision: sequence + 1))))
+        })
+        defer { events.stop() }
+        let follower = try RoomWatchClient(requests: events.requests, events: events.events, maxRooms: 2_000)
+        let thrown = Mutex<String?>(nil)
+        do {
+            _ = try follower.start(liveWithin: 2)
+            let deadline = Date().addingTimeInterval(20)
+            while Date() < deadline { _ = try follower.next(timeout: 50) }
+        } catch {
+            thrown.withLock { $0 = "\(error)" }
+        }
+        #expect(thrown.withLock { $0 }?.contains("more than 2000 rooms") == true, "\(String(describing: thrown.withLock { $0 }))")
+        #expect(follower.state.rooms.count <= 2_000 + EventSubscriber.batchLimit)
     }
 
     /// Rooms come and go by the thousand after the snapshot: the watcher keeps a sequence for the

@@ -18,11 +18,18 @@ public final class RoomWatchClient {
     /// The most events read while one snapshot is taken: a discovery publishing faster than its
     /// events can be read is refused instead of followed without end.
     private let maxSnapshotEvents: Int
+    /// The most rooms the view holds (and room ids it tracks during a snapshot): a discovery
+    /// sending endless pages of new rooms, or endless `rooms.added` events, is refused instead of
+    /// held (10,000 pages of 1,000 rooms was about 20 GB).
+    private let maxRooms: Int
 
-    /// Connects to discovery's request and events endpoints.
+    /// Connects to discovery's request and events endpoints. `maxRooms` defaults to discovery's
+    /// own registry limit.
     public init(requests: String, events: String, filter: RoomFilter = RoomFilter(), pageSize: UInt32 = 500,
-                timeout: Double = 2, serverKey: [UInt8]? = nil, maxSnapshotEvents: Int = 200_000) throws {
+                timeout: Double = 2, serverKey: [UInt8]? = nil, maxSnapshotEvents: Int = 200_000,
+                maxRooms: Int = RoomRegistryLimits().maxRooms) throws {
         self.maxSnapshotEvents = maxSnapshotEvents
+        self.maxRooms = maxRooms
         client = try BlockingClient(endpoint: requests, timeout: timeout, serverKey: serverKey)
         subscriber = try EventSubscriber(endpoint: events, prefixes: [RoomTopics.prefix], serverKey: serverKey)
         self.filter = filter
@@ -48,9 +55,17 @@ public final class RoomWatchClient {
         var updates: [RoomWatchState.Update] = []
         if let event = try subscriber.next(timeout: milliseconds), case .success(let envelope) = event.envelope {
             updates += state.apply(event: envelope.body)
+            try checkSize()
         }
         if state.needsResync { updates += try resync() }
         return updates
+    }
+
+    /// Throws once the view, the ids it tracks or those a snapshot confirmed pass ``maxRooms``.
+    private func checkSize(confirmed: Int = 0) throws {
+        guard state.rooms.count <= maxRooms, state.trackedRoomCount <= maxRooms, confirmed <= maxRooms else {
+            throw RoomWatchError("discovery sent more than \(maxRooms) rooms: more than its registry holds, so not followed")
+        }
     }
 
     private func snapshot() throws -> [RoomWatchState.Update] {
@@ -72,6 +87,7 @@ public final class RoomWatchClient {
                 updates += state.apply(event: body)
                 if let id = Self.roomId(of: body) { confirmed.insert(id) }
             }
+            try checkSize(confirmed: confirmed.count)
             return full
         }
         repeat {
@@ -80,6 +96,7 @@ public final class RoomWatchClient {
             _ = try applyQueuedEvents()
             updates += state.apply(page: page)
             confirmed.formUnion(page.rooms.map(\.roomId))
+            try checkSize(confirmed: confirmed.count)
             do { token = try walk.next(after: page.rooms.count, nextToken: page.nextPageToken) } catch {
                 throw RoomWatchError(error.description)
             }
