@@ -23,9 +23,42 @@ final class ClientHandle: Sendable {
 }
 
 /// The size of version 1 of a struct the caller fills (later versions append fields).
-func checkStructSize(_ size: UInt32, _ type: String, minimum: Int) throws(CAPIFailure) {
-    guard Int(size) >= minimum else {
-        throw .invalid("\(type).struct_size is \(size), expected at least \(minimum): fill it with \(type)_init first")
+/// The sizes a versioned struct the caller passes in has had, oldest first (`struct_size`):
+/// frozen per release, so a later library still takes what an older header filled. The first
+/// release's: `np_client_config` 64 bytes, `np_host_settings` 104 (checked by the C API tests
+/// against the header's `sizeof`).
+enum StructVersions {
+    static let clientConfig = [64]
+    static let hostSettings = [104]
+}
+
+/// The caller's versioned struct at `pointer`, read safely: its `struct_size` (the first field)
+/// first, alone; a size that no version of the header has (a struct never filled by its
+/// `_init`, garbage) is refused; then only the bytes the caller's version has are copied, over
+/// `defaults` (copying the library's whole struct from an older, shorter one read past it).
+func readVersioned<T>(_ pointer: UnsafePointer<T>, _ type: String, sizes: [Int], defaults: T) throws(CAPIFailure) -> T {
+    let size = Int(UnsafeRawPointer(pointer).loadUnaligned(as: UInt32.self))
+    guard sizes.contains(size) else {
+        throw .invalid("\(type).struct_size is \(size), which is no size this struct has had (\(sizes.map(String.init).joined(separator: ", "))): fill it with \(type)_init first")
+    }
+    var value = defaults
+    withUnsafeMutableBytes(of: &value) { target in
+        target.baseAddress!.copyMemory(from: UnsafeRawPointer(pointer), byteCount: min(size, MemoryLayout<T>.size))
+    }
+    return value
+}
+
+/// Writes `defaults` into the caller's struct of `size` bytes (its header's `sizeof`): as much
+/// as both versions have, with `struct_size` the smaller of the two; nothing when `size` is
+/// smaller than the first version (not this struct). Writing the library's whole struct
+/// overran a frontend built against an older, shorter header.
+func writeVersioned<T>(_ defaults: T, to pointer: UnsafeMutablePointer<T>, size: Int, sizes: [Int]) {
+    guard let oldest = sizes.first, size >= oldest else { return }
+    var value = defaults
+    let count = min(size, MemoryLayout<T>.size)
+    withUnsafeMutableBytes(of: &value) { source in
+        source.storeBytes(of: UInt32(count), as: UInt32.self)
+        UnsafeMutableRawPointer(pointer).copyMemory(from: source.baseAddress!, byteCount: count)
     }
 }
 
@@ -58,19 +91,29 @@ public func np_libretro_core_id(_ libraryName: UnsafePointer<CChar>?, _ out: Uns
     }
 }
 
+/// The defaults `np_client_config_init` fills in.
+func clientConfigDefaults() -> np_client_config {
+    np_client_config(struct_size: UInt32(MemoryLayout<np_client_config>.size), name: nil, discovery: nil,
+                     coordinator: nil, lan_port: LanBeacon.defaultPort, timeout_seconds: 2, server_key: nil, measure_relays: 1)
+}
+
+@_cdecl("np_client_config_init_sized")
+public func np_client_config_init_sized(_ config: UnsafeMutablePointer<np_client_config>?, _ size: Int) {
+    guard let config else { return }
+    writeVersioned(clientConfigDefaults(), to: config, size: size, sizes: StructVersions.clientConfig)
+}
+
+/// The first release's entry point (its header called it directly): the first version's size.
 @_cdecl("np_client_config_init")
 public func np_client_config_init(_ config: UnsafeMutablePointer<np_client_config>?) {
-    guard let config else { return }
-    config.pointee = np_client_config(struct_size: UInt32(MemoryLayout<np_client_config>.size), name: nil, discovery: nil,
-                                      coordinator: nil, lan_port: LanBeacon.defaultPort, timeout_seconds: 2,
-                                      server_key: nil, measure_relays: 1)
+    np_client_config_init_sized(config, StructVersions.clientConfig[0])
 }
 
 @_cdecl("np_client_create")
 public func np_client_create(_ config: UnsafePointer<np_client_config>?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> np_result {
     entry {
-        guard let config = config?.pointee, let out else { throw CAPIFailure.invalid("config and out must not be NULL") }
-        try checkStructSize(config.struct_size, "np_client_config", minimum: MemoryLayout<np_client_config>.size)
+        guard let given = config, let out else { throw CAPIFailure.invalid("config and out must not be NULL") }
+        let config = try readVersioned(given, "np_client_config", sizes: StructVersions.clientConfig, defaults: clientConfigDefaults())
         guard let name = string(config.name), !name.isEmpty, name.utf8.count <= 64 else {
             throw CAPIFailure.invalid("config.name must be 1 to 64 bytes")
         }

@@ -22,7 +22,6 @@ extension np_content {
 extension np_host_settings {
     /// The SDK's settings, checked for a game with `inputSize`-byte inputs.
     func netplaySettings(inputSize: Int) throws(CAPIFailure) -> NetplaySettings {
-        try checkStructSize(struct_size, "np_host_settings", minimum: MemoryLayout<np_host_settings>.size)
         guard let name = string(room_name) else { throw .invalid("settings.room_name is NULL") }
         guard frame_delay >= -1 else { throw .invalid("settings.frame_delay must be -1 (automatic) or 0 ... 15") }
         guard max_spectators >= 0 else { throw .invalid("settings.max_spectators must be 0 ... 64") }
@@ -53,16 +52,27 @@ extension np_host_settings {
     }
 }
 
-@_cdecl("np_host_settings_init")
-public func np_host_settings_init(_ settings: UnsafeMutablePointer<np_host_settings>?) {
-    guard let settings else { return }
+/// The defaults `np_host_settings_init` fills in.
+func hostSettingsDefaults() -> np_host_settings {
     let defaults = NetplaySettings(roomName: "")
-    settings.pointee = np_host_settings(
+    return np_host_settings(
         struct_size: UInt32(MemoryLayout<np_host_settings>.size), room_name: nil, max_players: Int32(defaults.maxPlayers),
         frame_delay: -1, max_spectators: Int32(defaults.maxSpectators), password: nil, spectate_password: nil, lan: 0,
         region: nil, prediction_window: Int32(defaults.predictionWindow), lag_tolerance: Int32(defaults.lagTolerance),
         spectator_delay: Int32(defaults.spectatorDelay), checksum_interval: Int32(defaults.checksumInterval),
         frame_rate_millihertz: Int32(defaults.frameRateMilliHertz), unlisted: 0, game_options: nil, game_options_size: 0)
+}
+
+@_cdecl("np_host_settings_init_sized")
+public func np_host_settings_init_sized(_ settings: UnsafeMutablePointer<np_host_settings>?, _ size: Int) {
+    guard let settings else { return }
+    writeVersioned(hostSettingsDefaults(), to: settings, size: size, sizes: StructVersions.hostSettings)
+}
+
+/// The first release's entry point (its header called it directly): the first version's size.
+@_cdecl("np_host_settings_init")
+public func np_host_settings_init(_ settings: UnsafeMutablePointer<np_host_settings>?) {
+    np_host_settings_init_sized(settings, StructVersions.hostSettings[0])
 }
 
 /// Registers a new match and hands its handle out.
@@ -79,14 +89,15 @@ public func np_client_host(_ client: OpaquePointer?, _ settings: UnsafePointer<n
                            _ out: UnsafeMutablePointer<OpaquePointer?>?) -> np_result {
     entry {
         let handle = try ClientHandle.from(client)
-        guard let settings, let content, let out else { throw CAPIFailure.invalid("settings, content and out must not be NULL") }
+        guard let given = settings, let content, let out else { throw CAPIFailure.invalid("settings, content and out must not be NULL") }
         guard (1 ... GameInput.maxSize).contains(inputSize) else {
             throw CAPIFailure.invalid("input_size must be 1 ... \(GameInput.maxSize), got \(inputSize)")
         }
-        let netplaySettings = try settings.pointee.netplaySettings(inputSize: inputSize)
+        let settings = try readVersioned(given, "np_host_settings", sizes: StructVersions.hostSettings, defaults: hostSettingsDefaults())
+        let netplaySettings = try settings.netplaySettings(inputSize: inputSize)
         let callbacks = try GameCallbacks(game)
         let hosted = try handle.client.host(game: CallbackGame(callbacks: callbacks), inputSize: inputSize, settings: netplaySettings,
-                                            content: content.pointee.contentInfo, gameOptions: settings.pointee.gameOptions)
+                                            content: content.pointee.contentInfo, gameOptions: settings.gameOptions)
         open(hosted.match, callbacks, lanHost: hosted.lanHost, client: handle, out: out)
     }
 }

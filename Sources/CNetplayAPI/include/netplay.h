@@ -14,8 +14,10 @@
  * - Out-parameters are written only on NP_OK.
  * - Strings are UTF-8, NUL-terminated. Strings the library returns in structs are copies,
  *   truncated to the field's size; pointers the caller passes in are only read during the call.
- * - Structs the caller passes in that carry a struct_size are filled with their _init function
- *   first (defaults), so that later versions can append fields without breaking callers.
+ * - Structs the caller passes in that carry a struct_size are filled with their _init macro
+ *   first (defaults), so that later versions can append fields without breaking callers: the
+ *   library writes and reads only as much as the caller's version has, and refuses a
+ *   struct_size that no version had (a struct never filled by its _init).
  */
 #ifndef NETPLAY_H
 #define NETPLAY_H
@@ -140,8 +142,10 @@ typedef struct np_client_config {
     int measure_relays;           /* measure the round trip to relays before hosting/joining (default 1) */
 } np_client_config;
 
-/* Fills config with the defaults (name NULL). */
-void np_client_config_init(np_client_config *config);
+/* Fills config with the defaults (name NULL). A macro over np_client_config_init_sized, so the
+ * library writes only the fields this header's version of the struct has (sizeof). */
+void np_client_config_init_sized(np_client_config *config, size_t size);
+#define np_client_config_init(config) np_client_config_init_sized((config), sizeof *(config))
 /* Creates a client. Thread-safe: a client may be used from any thread. Free with np_client_free. */
 np_result np_client_create(const np_client_config *config, np_client **out);
 /* Frees a client (its matches stay valid). NULL or an already freed client does nothing. */
@@ -200,8 +204,9 @@ typedef struct np_host_settings {
     size_t game_options_size;
 } np_host_settings;
 
-/* Fills settings with the defaults (room_name NULL). */
-void np_host_settings_init(np_host_settings *settings);
+/* Fills settings with the defaults (room_name NULL); a macro, as np_client_config_init. */
+void np_host_settings_init_sized(np_host_settings *settings, size_t size);
+#define np_host_settings_init(settings) np_host_settings_init_sized((settings), sizeof *(settings))
 
 typedef struct np_match np_match;
 

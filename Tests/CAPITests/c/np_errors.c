@@ -126,6 +126,30 @@ int main(int argc, char **argv) {
     config.name = "c";
     expect_error(np_client_create(&config, &client), NP_ERR_INVALID_ARGUMENT, "config without struct_size");
     expect_error(np_client_create(NULL, &client), NP_ERR_INVALID_ARGUMENT, "NULL config");
+    /* A struct never filled by its _init holds a garbage struct_size: refused, whatever it is
+     * (a size at least the library's was taken, and the garbage pointers after it read). */
+    np_client_config_init(&config);
+    config.name = "c";  /* valid in every other way */
+    config.struct_size = 0xDEADBEEF;
+    expect_error(np_client_create(&config, &client), NP_ERR_INVALID_ARGUMENT, "config with a garbage struct_size");
+    config.struct_size = (uint32_t)sizeof config + 8;
+    expect_error(np_client_create(&config, &client), NP_ERR_INVALID_ARGUMENT, "config with a struct_size no version had");
+    /* The first release's sizes, frozen: the library takes them from any later one. */
+    _Static_assert(sizeof(np_client_config) == 64, "np_client_config's first version is 64 bytes");
+    _Static_assert(sizeof(np_host_settings) == 104, "np_host_settings' first version is 104 bytes");
+    /* _init writes only what the caller's version of the struct has: a newer header's larger
+     * struct keeps its tail, and a size below the first version's gets nothing. */
+    struct { np_client_config config; unsigned char tail[32]; } newer;
+    memset(&newer, 0xAB, sizeof newer);
+    np_client_config_init_sized(&newer.config, sizeof newer);
+    expect(newer.config.struct_size == sizeof(np_client_config) && newer.config.timeout_seconds == 2, "init of a newer, larger struct");
+    int tail_intact = 1;
+    for (size_t i = 0; i < sizeof newer.tail; i++) tail_intact &= newer.tail[i] == 0xAB;
+    expect(tail_intact, "init leaves a newer struct's own fields alone");
+    np_client_config tiny;
+    memset(&tiny, 0xCD, sizeof tiny);
+    np_client_config_init_sized(&tiny, 8);
+    expect(tiny.struct_size == 0xCDCDCDCD, "init of a size no version had writes nothing");
     np_client_config_init(&config);
     expect_error(np_client_create(&config, &client), NP_ERR_INVALID_ARGUMENT, "config without a name");
     config.name = "c";
