@@ -52,8 +52,8 @@ func readVersioned<T>(_ pointer: UnsafePointer<T>, _ type: String, sizes: [Int],
 /// as both versions have, with `struct_size` the smaller of the two; nothing when `size` is
 /// smaller than the first version (not this struct). Writing the library's whole struct
 /// overran a frontend built against an older, shorter header.
-func writeVersioned<T>(_ defaults: T, to pointer: UnsafeMutablePointer<T>, size: Int, sizes: [Int]) {
-    guard let oldest = sizes.first, size >= oldest else { return }
+func writeVersioned<T>(_ defaults: T, to pointer: UnsafeMutablePointer<T>?, size: Int, sizes: [Int]) {
+    guard let pointer, let oldest = sizes.first, size >= oldest else { return }
     var value = defaults
     let count = min(size, MemoryLayout<T>.size)
     withUnsafeMutableBytes(of: &value) { source in
@@ -99,14 +99,7 @@ func clientConfigDefaults() -> np_client_config {
 
 @_cdecl("np_client_config_init_sized")
 public func np_client_config_init_sized(_ config: UnsafeMutablePointer<np_client_config>?, _ size: Int) {
-    guard let config else { return }
     writeVersioned(clientConfigDefaults(), to: config, size: size, sizes: StructVersions.clientConfig)
-}
-
-/// The first release's entry point (its header called it directly): the first version's size.
-@_cdecl("np_client_config_init")
-public func np_client_config_init(_ config: UnsafeMutablePointer<np_client_config>?) {
-    np_client_config_init_sized(config, StructVersions.clientConfig[0])
 }
 
 @_cdecl("np_client_create")

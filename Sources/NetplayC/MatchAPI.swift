@@ -65,14 +65,7 @@ func hostSettingsDefaults() -> np_host_settings {
 
 @_cdecl("np_host_settings_init_sized")
 public func np_host_settings_init_sized(_ settings: UnsafeMutablePointer<np_host_settings>?, _ size: Int) {
-    guard let settings else { return }
     writeVersioned(hostSettingsDefaults(), to: settings, size: size, sizes: StructVersions.hostSettings)
-}
-
-/// The first release's entry point (its header called it directly): the first version's size.
-@_cdecl("np_host_settings_init")
-public func np_host_settings_init(_ settings: UnsafeMutablePointer<np_host_settings>?) {
-    np_host_settings_init_sized(settings, StructVersions.hostSettings[0])
 }
 
 /// Registers a new match and hands its handle out.

@@ -18,6 +18,11 @@
 
 static int checks;
 
+/* The first release's exported _init functions (macros in this header; the parentheses keep the
+ * macros out), still there for frontends built against that release. */
+extern void (np_client_config_init)(np_client_config *config);
+extern void (np_host_settings_init)(np_host_settings *settings);
+
 static void expect(int condition, const char *check) {
     if (!condition) {
         printf("FAILED %s: last error '%s'\n", check, np_last_error());
@@ -146,6 +151,14 @@ int main(int argc, char **argv) {
     int tail_intact = 1;
     for (size_t i = 0; i < sizeof newer.tail; i++) tail_intact &= newer.tail[i] == 0xAB;
     expect(tail_intact, "init leaves a newer struct's own fields alone");
+    np_client_config legacy;
+    memset(&legacy, 0, sizeof legacy);
+    (np_client_config_init)(&legacy);
+    np_host_settings legacy_settings;
+    memset(&legacy_settings, 0, sizeof legacy_settings);
+    (np_host_settings_init)(&legacy_settings);
+    expect(legacy.struct_size == 64 && legacy.lan_port == 7102 && legacy_settings.struct_size == 104 && legacy_settings.frame_delay == -1,
+           "the first release's _init functions");
     np_client_config tiny;
     memset(&tiny, 0xCD, sizeof tiny);
     np_client_config_init_sized(&tiny, 8);
