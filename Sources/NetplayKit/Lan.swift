@@ -78,6 +78,15 @@ public final class LanHost: Sendable {
                 admissionLimits: AdmissionPolicy.Limits = AdmissionPolicy.Limits(),
                 configureRelay: (inout RelayConfiguration) -> Void = { _ in }) throws {
         if let problem = settings.validationError(inputSize: inputSize) { throw NetplayError(.badRequest, problem) }
+        // Checked here in bytes, as the wire counts: a name of 22 CJK characters passed a cut by
+        // characters and failed later as INTERNAL ("ticket could not be signed").
+        guard (1 ... 64).contains(hostName.utf8.count) else {
+            throw NetplayError(.badRequest, "The host name must be 1 to 64 bytes of UTF-8, got \(hostName.utf8.count).")
+        }
+        // A negative interval trapped the beacon thread; one over a minute was never sent.
+        guard (100 ... 60_000).contains(beaconIntervalMs) else {
+            throw NetplayError(.badRequest, "The beacon interval must be 100 to 60000 ms, got \(beaconIntervalMs).")
+        }
         let advertised = advertiseAddress ?? LanBeacon.lanAddress() ?? "127.0.0.1"
         guard let chosenPort = port > 0 ? port : FreePort.tcp(on: bindAddress == "0.0.0.0" ? advertised : bindAddress) else {
             throw NetplayError(.unavailable, "no free TCP port on \(bindAddress)")
@@ -125,7 +134,7 @@ public final class LanHost: Sendable {
             relay.stop()
             throw NetplayError(error.code, error.message)
         }
-        room = NetplayWire.Room(roomId: sessionId, sessionId: sessionId, hostName: String(hostName.prefix(64)),
+        room = NetplayWire.Room(roomId: sessionId, sessionId: sessionId, hostName: hostName,
                                 roomName: settings.roomName, content: content, maxPlayers: UInt32(settings.maxPlayers),
                                 currentPlayers: 1, spectatorsAllowed: settings.allowSpectators,
                                 maxSpectators: UInt32(settings.allowSpectators ? settings.maxSpectators : 0),

@@ -80,6 +80,16 @@ struct LanProtocolTests {
         #expect(LanBeaconCodec.hostEndpointProblem("tcp://10.0.0.0:7300", from: UDPAddress("10.0.0.0:9")!, localAddresses: { [] }) == nil)
     }
 
+    /// Answers to our RetroArch scans come from the LAN or a target named by address: the scan
+    /// socket is open to anyone, and an internet host's made-up answers became lobby rooms.
+    @Test func scanAnswersComeFromTheLanOrANamedTarget() {
+        #expect(LanDiscovery.mayAnswerScan(UDPAddress("192.168.1.20:55435")!, targets: nil))
+        #expect(LanDiscovery.mayAnswerScan(UDPAddress("127.0.0.1:55435")!, targets: nil))
+        #expect(!LanDiscovery.mayAnswerScan(UDPAddress("203.0.113.9:55435")!, targets: nil))
+        #expect(LanDiscovery.mayAnswerScan(UDPAddress("203.0.113.9:40000")!, targets: [UDPAddress("203.0.113.9:55435")!]))
+        #expect(!LanDiscovery.mayAnswerScan(UDPAddress("203.0.113.10:55435")!, targets: [UDPAddress("203.0.113.9:55435")!]))
+    }
+
     @Test func theClusterPortTableFreesTheBeaconsPort() {
         #expect(ClusterPorts.beaconPort == Int(LanBeaconCodec.defaultPort))
     }

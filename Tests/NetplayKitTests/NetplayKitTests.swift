@@ -418,6 +418,23 @@ struct NetplayKitTests {
         }
     }
 
+    /// A LAN room's host name is checked in bytes (a name of 22 CJK characters passed a cut by
+    /// characters and failed as INTERNAL), and its beacon interval is one the beacon can keep
+    /// (a negative one trapped the beacon's thread).
+    @Test func aLanRoomRefusesAHostNameOrBeaconIntervalItCannotAnnounce() throws {
+        func host(_ name: String, interval: Int = 200) throws -> LanHost {
+            try LanHost(settings: settings("kit-names"), content: content, inputSize: Arena.inputSize, hostName: name,
+                        bindAddress: "127.0.0.1", advertiseAddress: "127.0.0.1", beaconHost: "127.0.0.1",
+                        beaconPort: UInt16(TestPorts.free()), beaconIntervalMs: interval)
+        }
+        for (name, interval) in [(String(repeating: "名", count: 22), 200), ("", 200), ("alice", -5), ("alice", 120_000)] {
+            #expect { _ = try host(name, interval: interval) } throws: { ($0 as? NetplayError)?.code == .badRequest }
+        }
+        let wide = try host(String(repeating: "名", count: 21))
+        #expect(wide.room.hostName.utf8.count == 63)
+        wide.stop()
+    }
+
     /// A player away longer than the relay keeps inputs for comes back to a state far ahead of
     /// its own frame: it cannot run there (the relay sends inputs only from the state on), so
     /// it restarts its engine from the state, and the match still agrees.

@@ -281,11 +281,20 @@ final class LanDiscovery {
         }
     }
 
+    /// Whether an answer to our scans may come from `source`: the LAN (a private or loopback
+    /// address, as RetroArch's own LAN scan takes) or a target named by address. The scan
+    /// socket's port is open to anyone: any internet host could otherwise put "RetroArch" rooms
+    /// into the public lobby, and from 64 addresses push every real LAN room out.
+    static func mayAnswerScan(_ source: UDPAddress, targets: [UDPAddress]?) -> Bool {
+        source.isPrivate || source.isLoopback || (targets?.contains { $0.ip == source.ip } ?? false)
+    }
+
     private func drainAdvertisements(_ runtime: ServiceRuntime) {
         guard let socket = scanSocket, let service else { return }
         for _ in 0..<256 {
             guard let (datagram, from) = socket.receive() else { return }
-            guard service.allowLan(from: from), let advertisement = RetroArchAdvertisement(decoding: datagram) else {
+            guard Self.mayAnswerScan(from, targets: configuration.retroArchScanTargets), service.allowLan(from: from),
+                  let advertisement = RetroArchAdvertisement(decoding: datagram) else {
                 count("dropped")
                 continue
             }
