@@ -75,6 +75,8 @@ public func np_version_string() -> UnsafePointer<CChar> { UnsafePointer(versionS
 public func np_content_digest(_ data: UnsafeRawPointer?, _ size: Int, _ crc32: UnsafeMutablePointer<UInt32>?,
                               _ md5: UnsafeMutablePointer<UInt8>?) -> np_result {
     entry {
+        // size_t arrives as Int: past Int.max it is negative, and the buffer below trapped.
+        guard size >= 0 else { throw CAPIFailure.invalid("size \(UInt(bitPattern: size)) is larger than any content") }
         guard data != nil || size == 0 else { throw CAPIFailure.invalid("data is NULL with a size of \(size)") }
         let bytes = data.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
         crc32?.pointee = ContentDigest.crc32(bytes)

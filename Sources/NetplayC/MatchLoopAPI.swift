@@ -142,7 +142,10 @@ public func np_match_send_chat(_ match: OpaquePointer?, _ text: UnsafePointer<CC
     withMatch(match) { handle in
         guard let text = string(text), !text.isEmpty else { throw CAPIFailure.invalid("text is NULL or empty") }
         if case .disconnected(let reason) = handle.match.state { throw CAPIFailure(NP_ERR_ENDED, "the match is over: \(reason)") }
-        handle.match.sendChat(text)
+        // Not sent while the relay does not know us (connecting, reconnecting): OK said it went.
+        guard handle.match.sendChat(text) else {
+            throw CAPIFailure(NP_ERR_UNAVAILABLE, "not connected to the relay yet (connecting or reconnecting): the line was not sent")
+        }
     }
 }
 

@@ -30,14 +30,17 @@ extension NetplayMatch {
                   requestId: takeRequestId(), now: nowMs)
     }
 
-    /// Sends a chat line to everyone in the session.
-    public func sendChat(_ text: String) {
-        guard relayKnowsUs, !text.isEmpty else { return }
+    /// Sends a chat line to everyone in the session; false when it was not sent (empty, or the
+    /// relay does not know this participant yet: connecting, reconnecting).
+    @discardableResult
+    public func sendChat(_ text: String) -> Bool {
+        guard relayKnowsUs, !text.isEmpty else { return false }
         // At most 512 bytes of UTF-8 (the wire's limit), cut between characters: 512 characters
         // could be three times that, and the message was then dropped as invalid.
         var line = Substring(text.prefix(512))
         while line.utf8.count > 512 { line = line.dropLast() }
         link.send(.chatMessage(ChatMessage(text: String(line))), now: nowMs)
+        return true
     }
 
     /// Leaves the match for good: detaches from the relay and, in a cluster room, tells the

@@ -321,7 +321,8 @@ np_result np_match_reported_checksum(np_match *match, int64_t frame, uint64_t *o
  * called before the relay answered the attach, the start goes out once it has. */
 np_result np_match_start_now(np_match *match);
 /* Sends a chat line to everyone (at most 512 bytes of UTF-8 are sent, cut between characters).
- * NP_ERR_ENDED once the match is over. */
+ * NP_ERR_UNAVAILABLE while the match is not connected to the relay (connecting, reconnecting):
+ * the line was not sent. NP_ERR_ENDED once the match is over. */
 np_result np_match_send_chat(np_match *match, const char *text);
 
 /* A chat line the match received (its own lines come back too: the relay sends each to all). */

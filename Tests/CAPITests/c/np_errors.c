@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "netplay.h"
@@ -117,6 +118,7 @@ int main(int argc, char **argv) {
                                         0xd6, 0x96, 0x3f, 0x7d, 0x28, 0xe1, 0x7f, 0x72};
     expect(memcmp(md5, abc_md5, 16) == 0, "md5 of abc");
     expect_error(np_content_digest(NULL, 5, &crc, md5), NP_ERR_INVALID_ARGUMENT, "digest of NULL with a size");
+    expect_error(np_content_digest("abc", SIZE_MAX, &crc, md5), NP_ERR_INVALID_ARGUMENT, "digest of a size past any content");
     char id[64];
     expect(np_libretro_core_id("Nestopia", id, sizeof id) == NP_OK && strcmp(id, "libretro.nestopia") == 0, "core id");
     expect_error(np_libretro_core_id("Nestopia", id, 4), NP_ERR_BUFFER_TOO_SMALL, "core id into 4 bytes");
@@ -265,6 +267,8 @@ int main(int argc, char **argv) {
     expect(np_client_host(lan_client, &settings, &content, 2, &game, &match) == NP_OK && match != NULL, "chat room hosted");
     expect_error(np_match_next_chat(match, NULL), NP_ERR_INVALID_ARGUMENT, "read chat into NULL");
     expect_error(np_match_next_chat(match, &line), NP_ERR_NOT_FOUND, "no chat line yet");
+    /* Before the relay knows the match, a line cannot go: it says so (it said OK and dropped it). */
+    expect_error(np_match_send_chat(match, "too early"), NP_ERR_UNAVAILABLE, "chat before the relay knows us");
     int sent = 0, heard = 0;
     for (int i = 0; i < 600 && !heard; i++) {
         expect(np_match_tick(match, input, 2, &tick) == NP_OK, "the chat room ticks");
