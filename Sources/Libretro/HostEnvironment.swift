@@ -198,8 +198,11 @@ final class HostEnvironment {
             data?.assumingMemoryBound(to: Int32.self).pointee = RETRO_SAVESTATE_CONTEXT_ROLLBACK_NETPLAY
             return data != nil
         case RETRO_ENVIRONMENT_SET_SERIALIZATION_QUIRKS:
-            guard let flags = data?.assumingMemoryBound(to: UInt64.self).pointee else { return false }
-            quirks = LibretroSerializationQuirks(rawValue: flags)
+            // In/out: the core's flags (the frontend's own bit ignored: a core setting it had its
+            // states taken as of any size), answered with the quirks this host handles.
+            guard let flags = data?.assumingMemoryBound(to: UInt64.self) else { return false }
+            quirks = LibretroSerializationQuirks(rawValue: flags.pointee).intersection(.reportedByCores)
+            flags.pointee = LibretroSerializationQuirks.answer(to: quirks).rawValue
             return true
         case RETRO_ENVIRONMENT_SET_SYSTEM_AV_INFO:
             guard let info = data?.assumingMemoryBound(to: retro_system_av_info.self).pointee else { return false }

@@ -43,8 +43,7 @@ extension LibretroCore {
     }
 
     fileprivate func checkSize(_ count: Int) throws {
-        let variable = !environment.quirks.isDisjoint(with: [.coreVariableSize, .frontendVariableSize])
-        if !variable && count != stateSize {
+        if !environment.quirks.contains(.coreVariableSize) && count != stateSize {
             throw LibretroError.stateSizeMismatch(expected: stateSize, actual: count)
         }
     }

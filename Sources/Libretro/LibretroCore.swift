@@ -29,8 +29,9 @@ import Darwin
 /// loads a private copy of it instead (see ``isPrivateCopy``), an independent instance.
 ///
 /// **Headless.** Video frames and audio samples are counted and dropped. Input comes from
-/// ``setJoypad(_:port:)``: `RETRO_DEVICE_JOYPAD` on ports `0 ..< portCount`, answered per button
-/// or as a bitmask.
+/// ``setJoypad(_:port:)`` (`RETRO_DEVICE_JOYPAD` on ports `0 ..< portCount`, answered per button
+/// or as a bitmask) and, with an analog input layout, ``setAnalog(_:port:)``
+/// (`RETRO_DEVICE_ANALOG`).
 ///
 /// A core is not thread-safe: use it from one thread (or one actor) at a time. Close it with
 /// ``close()`` or let it go; either unloads the content and the library.
@@ -219,6 +220,12 @@ public final class LibretroCore {
             entry.run()
             (size, probe) = serialized()
         }
+        // A core whose states cannot serve netplay says so with its quirks: refused with the
+        // reason, not played into a desync (or a crash in the core loading another's state).
+        if let problem = environment.quirks.netplayProblem {
+            tearDown()
+            throw LibretroError.serializationUnsupported(core: info.libraryName, reason: problem)
+        }
         guard let probe else {
             tearDown()
             let reason = size <= 0 ? "retro_serialize_size is \(size)"
@@ -267,6 +274,7 @@ public final class LibretroCore {
 
     /// Sets the buttons held on `port` from the next ``run()`` on.
     public func setJoypad(_ buttons: JoypadButtons, port: Int) throws {
+        try checkOpen()
         guard port >= 0 && port < portCount else { throw LibretroError.invalidPort(port, portCount: portCount) }
         nlr_slot_set_joypad(slotState, UInt32(port), buttons.rawValue)
     }
@@ -279,6 +287,7 @@ public final class LibretroCore {
 
     /// Sets the analog sticks on `port` from the next ``run()`` on.
     public func setAnalog(_ sticks: AnalogSticks, port: Int) throws {
+        try checkOpen()
         guard port >= 0 && port < portCount else { throw LibretroError.invalidPort(port, portCount: portCount) }
         setAnalogUnchecked(sticks, port: port)
     }
@@ -308,7 +317,16 @@ public final class LibretroCore {
     /// `FrameInputs.isResimulating`). A core's state must not depend on it.
     public var presentsOutput: Bool {
         get { slotState.pointee.av_enable != 0 }
-        set { slotState.pointee.av_enable = newValue ? 3 : 0 }
+        set {
+            precondition(!closed, "LibretroCore used after close()")
+            slotState.pointee.av_enable = newValue ? 3 : 0
+        }
+    }
+
+    /// Throws once the core is closed: its callback slot may be another core's by then (the
+    /// next core opened takes the lowest free one), whose inputs a stale reference changed.
+    func checkOpen() throws {
+        guard !closed else { throw LibretroError.invalidOptions("the core \(systemInfo.libraryName) is closed") }
     }
 
     /// The buttons currently held on `port`.
@@ -381,11 +399,11 @@ public final class LibretroCore {
     public var shutdownRequested: Bool { environment.shutdownRequested }
 
     /// Video frames the core delivered (duplicates included).
-    public var videoFrameCount: Int { Int(slotState.pointee.video_frames) }
+    public var videoFrameCount: Int { Int(clamping: slotState.pointee.video_frames) }
 
     /// Video frames the core delivered while ``presentsOutput`` was off (re-simulated frames a
     /// frontend does not show).
-    public var hiddenVideoFrameCount: Int { Int(slotState.pointee.hidden_video_frames) }
+    public var hiddenVideoFrameCount: Int { Int(clamping: slotState.pointee.hidden_video_frames) }
 
     /// The size of the last video frame, in pixels.
     public var lastVideoSize: (width: Int, height: Int) {
@@ -393,10 +411,10 @@ public final class LibretroCore {
     }
 
     /// Stereo audio frames the core delivered.
-    public var audioFrameCount: Int { Int(slotState.pointee.audio_frames) }
+    public var audioFrameCount: Int { Int(clamping: slotState.pointee.audio_frames) }
 
     /// How often the core polled input.
-    public var inputPollCount: Int { Int(slotState.pointee.input_polls) }
+    public var inputPollCount: Int { Int(clamping: slotState.pointee.input_polls) }
 
     // MARK: - Helpers
 

@@ -79,6 +79,8 @@ public struct LibretroGame: Game {
     }
 
     public mutating func advanceFrame(_ inputs: FrameInputs) {
+        // Before any input is written: a closed core's slot may be another live core's.
+        precondition(!core.isClosed, "LibretroCore used after close()")
         let players = min(inputs.count, playerCount)
         let mask = buttonMask.rawValue
         let analog = inputLayout == .joypadAnalog

@@ -159,6 +159,33 @@ public struct LibretroSerializationQuirks: OptionSet, Sendable, Hashable {
     public static let endianDependent = Self(rawValue: 1 << 5)
     /// States differ between platforms.
     public static let platformDependent = Self(rawValue: 1 << 6)
+
+    /// The flags a core may report (``frontendVariableSize`` is the frontend's answer).
+    public static let reportedByCores: Self = [.incomplete, .mustInitialize, .coreVariableSize, .singleSession,
+                                               .endianDependent, .platformDependent]
+    /// The quirks this host deals with, left set in its answer: a must-initialize core gets a
+    /// frame first, states of a variable size are taken, and a core with incomplete or
+    /// single-session states is refused for netplay. Byte-order and platform dependence are
+    /// not dealt with (cleared): peers are not compared on them.
+    public static let handledByHost: Self = [.incomplete, .mustInitialize, .coreVariableSize, .singleSession]
+
+    /// The answer to a core reporting `reported`: libretro.h makes the flags in/out, the
+    /// frontend leaving set the quirks it handles and setting ``frontendVariableSize`` when it
+    /// takes states of any size (for a core whose states vary).
+    public static func answer(to reported: Self) -> Self {
+        var answer = reported.intersection(handledByHost)
+        if reported.contains(.coreVariableSize) { answer.insert(.frontendVariableSize) }
+        return answer
+    }
+
+    /// Why states of a core with these quirks cannot serve netplay, or nil when they can.
+    public var netplayProblem: String? {
+        if contains(.incomplete) { return "the core says its states are incomplete (RETRO_SERIALIZATION_QUIRK_INCOMPLETE): rollback would desync" }
+        if contains(.singleSession) {
+            return "the core says its states load only in the session that made them (RETRO_SERIALIZATION_QUIRK_SINGLE_SESSION): other peers could not load them"
+        }
+        return nil
+    }
 }
 
 /// A saved state of a core: the bytes `retro_serialize` wrote.

@@ -26,7 +26,7 @@ public struct SerializableCoreGame: SerializableGame {
     /// Wraps `game` (and records its core's state size for decoding).
     public init(game: LibretroGame) {
         self.game = game
-        let variable = !game.core.environment.quirks.isDisjoint(with: [.coreVariableSize, .frontendVariableSize])
+        let variable = game.core.environment.quirks.contains(.coreVariableSize)
         Self.expectedStateSize.withLock { $0 = variable ? Self.anyStateSize : game.core.stateSize }
     }
 

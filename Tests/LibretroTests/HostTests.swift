@@ -28,6 +28,20 @@ extension LibretroHostTests {
         #expect(core.framesRun == 16)
     }
 
+    /// A closed core's callback slot goes to the next core opened: a stale reference setting
+    /// buttons changed that live core's inputs (a silent desync in another match).
+    @Test("a closed core's setters are refused and leave the core in its old slot alone")
+    func closedCoreSettersAreRefused() throws {
+        let old = try LibretroCore(corePath: try FakeCore.path(), contentPath: try FakeCore.content(), options: .init(portCount: 2))
+        old.close()
+        let live = try LibretroCore(corePath: try FakeCore.path(), contentPath: try FakeCore.content(), options: .init(portCount: 2))
+        defer { live.close() }
+        try live.setJoypad(JoypadButtons(rawValue: 0x0101), port: 0)
+        #expect(throws: LibretroError.self) { try old.setJoypad(JoypadButtons(rawValue: 0xFFFF), port: 0) }
+        #expect(throws: LibretroError.self) { try old.setAnalog(AnalogSticks(leftX: 99), port: 0) }
+        #expect(live.joypad(port: 0).rawValue == 0x0101 && live.analog(port: 0) == AnalogSticks())
+    }
+
     @Test("content is handed over as data, or as a path when the core needs the full path")
     func contentHandling() throws {
         let content = try FakeCore.content()

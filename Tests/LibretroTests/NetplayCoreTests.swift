@@ -69,6 +69,27 @@ extension LibretroHostTests {
             #expect(SerializableCoreGame.decode([UInt8](repeating: 1, count: fixed.stateSize)) != nil)
         }
 
+        /// Quirks, as libretro.h has them: the frontend's variable-size bit set by a core does not
+        /// make its states of any size; cores whose states are incomplete or single-session are
+        /// refused for netplay with the reason; the answer leaves set what this host handles.
+        @Test func serializationQuirksAreAnsweredAndHeeded() throws {
+            for (flags, name) in [(UInt64(1) << 0, "INCOMPLETE"), (UInt64(1) << 4, "SINGLE_SESSION")] {
+                #expect {
+                    _ = try LibretroCore(corePath: try FakeCore.path(.init(quirks: flags)), contentPath: try FakeCore.content())
+                } throws: { error in
+                    guard case .serializationUnsupported(_, let reason) = error as? LibretroError else { return false }
+                    return reason.contains(name)
+                }
+            }
+            let claimsOurs = try LibretroCore(corePath: try FakeCore.path(.init(quirks: 1 << 3)), contentPath: try FakeCore.content())
+            defer { claimsOurs.close() }
+            #expect(claimsOurs.serializationQuirks.isEmpty)
+            _ = SerializableCoreGame(game: try LibretroGame(core: claimsOurs, playerCount: 2))
+            #expect(SerializableCoreGame.decode([UInt8](repeating: 1, count: 100)) == nil, "its states are of one size")
+            #expect(LibretroSerializationQuirks.answer(to: [.coreVariableSize, .endianDependent, .mustInitialize])
+                    == [.coreVariableSize, .frontendVariableSize, .mustInitialize])
+        }
+
         @Test func badContentAndButtonsAreClearErrors() throws {
             let core = try LibretroFixtures.nestopiaCore()
             #expect(throws: LibretroError.contentNotFound(path: "/nonexistent/x.nes")) {
