@@ -115,7 +115,9 @@ function render(data) {
       `<td class="num">${r.players}/${r.max_players}</td><td class="num">${r.spectators}/${r.max_spectators}</td>` +
       `<td>${r.in_progress ? pill("running") : pill("waiting")}${r.has_password ? " 🔒" : ""}</td></tr>`));
   const sessions = (data.sessions || {}).sessions || [];
+  const more = ((data.sessions || {}).total || 0) - sessions.length;
   document.getElementById("sessions").innerHTML = sessions.length === 0 ? `<div class="empty">No session is reporting HUD stats.</div>` :
+    (more > 0 ? `<div class="empty">${more} more sessions: <a href="/api/sessions?history=0">/api/sessions</a></div>` : "") +
     sessions.map(s => {
       const keys = Object.keys(s.history || {}).sort();
       const legend = keys.map((k, i) => `<span style="color:${colors[i % colors.length]}">■ ${esc(k)}</span>`).join("");

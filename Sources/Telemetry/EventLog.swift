@@ -131,6 +131,12 @@ public struct SessionBoard {
     public var maxSessions = 1_024
     /// Most peers in one report.
     public static let maxPeers = 64
+    /// Most peer histories over all sessions (each 3 × ``historyLength`` samples): 1,024
+    /// sessions of 64 made-up peers were 23 million samples, and every dashboard refresh turned
+    /// them all into JSON (about a gigabyte). Two a session on average by default.
+    public var maxPeerHistories = 2_048
+    /// Peer histories held now, over all sessions.
+    public private(set) var peerHistoryCount = 0
     /// Longest session id, relay id or peer name, in bytes.
     public static let maxTextBytes = 128
     /// Seconds of silence after which a session is dropped.
@@ -152,6 +158,8 @@ public struct SessionBoard {
         if stats.sessionId.utf8.count > Self.maxTextBytes || stats.relayId.utf8.count > Self.maxTextBytes
             || stats.peers.contains(where: { $0.name.utf8.count > Self.maxTextBytes }) { return "too_long" }
         if sessions[stats.sessionId] == nil && sessions.count >= maxSessions { return "too_many_sessions" }
+        let held = sessions[stats.sessionId]?.history.count ?? 0
+        if peerHistoryCount - held + stats.peers.count > maxPeerHistories { return "too_many_peers" }
         return nil
     }
 
@@ -188,6 +196,7 @@ public struct SessionBoard {
         session.stats = stats
         session.reporter = reporter
         session.updatedAt = now
+        peerHistoryCount += session.history.count - (sessions[stats.sessionId]?.history.count ?? 0)
         sessions[stats.sessionId] = session
         return deltas
     }
@@ -201,14 +210,14 @@ public struct SessionBoard {
 
     /// Drops a session (it ended).
     public mutating func end(_ sessionId: String) {
-        sessions.removeValue(forKey: sessionId)
+        if let gone = sessions.removeValue(forKey: sessionId) { peerHistoryCount -= gone.history.count }
     }
 
     /// Drops sessions silent for longer than ``forgetAfter``.
     @discardableResult
     public mutating func forgetSilent(at now: Double) -> [String] {
         let gone = sessions.filter { now - $0.value.updatedAt > forgetAfter }.map(\.key)
-        for key in gone { sessions.removeValue(forKey: key) }
+        for key in gone { end(key) }
         return gone
     }
 

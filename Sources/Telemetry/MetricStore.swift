@@ -256,6 +256,49 @@ public struct PrometheusRenderer {
         public var authoritative: Bool = false
     }
 
+    /// The kind each family is rendered as, for the names sent with more than one kind (the
+    /// rest need no vote): telemetry's own, else the one the most reporters send, the first seen
+    /// on a tie.
+    static func familyKinds(_ entries: [Entry]) -> [String: Metric.Kind] {
+        var firstKind: [String: Metric.Kind] = [:]
+        var conflicted = Set<String>()
+        for entry in entries {
+            let name = entry.metric.name
+            if let kind = firstKind[name] {
+                if kind != entry.metric.kind { conflicted.insert(name) }
+            } else {
+                firstKind[name] = entry.metric.kind
+            }
+        }
+        guard !conflicted.isEmpty else { return [:] }
+        var decided: [String: Metric.Kind] = [:]
+        var votes: [String: [(kind: Metric.Kind, reporters: Set<Int>)]] = [:]
+        for entry in entries where conflicted.contains(entry.metric.name) {
+            let name = entry.metric.name
+            if entry.authoritative {
+                if decided[name] == nil { decided[name] = entry.metric.kind }
+                continue
+            }
+            var hasher = Hasher()
+            for (key, value) in entry.extraLabels { hasher.combine(key); hasher.combine(value) }
+            let reporter = hasher.finalize()
+            var tally = votes[name] ?? []
+            if let index = tally.firstIndex(where: { $0.kind == entry.metric.kind }) {
+                tally[index].reporters.insert(reporter)
+            } else {
+                tally.append((entry.metric.kind, [reporter]))
+            }
+            votes[name] = tally
+        }
+        for (name, tally) in votes where decided[name] == nil {
+            decided[name] = tally.enumerated().max {
+                $0.element.reporters.count < $1.element.reporters.count
+                    || ($0.element.reporters.count == $1.element.reporters.count && $0.offset > $1.offset)
+            }?.element.kind
+        }
+        return decided
+    }
+
     /// The content type Prometheus expects.
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -266,29 +309,7 @@ public struct PrometheusRenderer {
     /// one, and with the first kind seen winning, a reporter whose name sorted first could drop
     /// every other instance's series of a family.
     public static func render(_ entries: [Entry], conflicts: inout Int) -> String {
-        var reporters: [String: [(kind: Metric.Kind, reporters: Set<String>)]] = [:]
-        var decided: [String: Metric.Kind] = [:]
-        for entry in entries {
-            let name = entry.metric.name
-            if entry.authoritative {
-                if decided[name] == nil { decided[name] = entry.metric.kind }
-                continue
-            }
-            let reporter = entry.extraLabels.map { "\($0.0)=\($0.1)" }.joined(separator: ",")
-            var votes = reporters[name] ?? []
-            if let index = votes.firstIndex(where: { $0.kind == entry.metric.kind }) {
-                votes[index].reporters.insert(reporter)
-            } else {
-                votes.append((entry.metric.kind, [reporter]))
-            }
-            reporters[name] = votes
-        }
-        for (name, votes) in reporters where decided[name] == nil {
-            decided[name] = votes.enumerated().max {
-                $0.element.reporters.count < $1.element.reporters.count
-                    || ($0.element.reporters.count == $1.element.reporters.count && $0.offset > $1.offset)
-            }?.element.kind
-        }
+        let decided = familyKinds(entries)
         var families: [String: (kind: Metric.Kind, help: String, samples: [(labels: [(String, String)], metric: Metric)])] = [:]
         for entry in entries {
             let metric = entry.metric

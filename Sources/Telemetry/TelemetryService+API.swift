@@ -68,11 +68,17 @@ extension TelemetryService {
         ]
     }
 
-    func sessionsJSON(history: Bool) -> JSONValue {
+    /// Sessions the dashboard's overview shows (with their histories); `/api/sessions` has all.
+    static let overviewSessions = 32
+
+    /// The sessions reporting HUD stats, in id order: all, or the first `limit`; `total` says how
+    /// many there are.
+    func sessionsJSON(history: Bool, limit: Int = .max) -> JSONValue {
         let now = self.now
-        let sessions = board.sessions.values.sorted { $0.stats.sessionId < $1.stats.sessionId }
+        let sessions = board.sessions.values.sorted { $0.stats.sessionId < $1.stats.sessionId }.prefix(limit)
         return [
             "sessions": .array(sessions.map { SessionBoard.json($0, now: now, history: history) }),
+            "total": .number(board.sessions.count),
             "loose_peers": .array(board.loosePeers.keys.sorted().map { SessionBoard.json(board.loosePeers[$0]!) }),
         ]
     }
@@ -120,7 +126,7 @@ extension TelemetryService {
                 "generated_unix_ms": .number(UnixTime.nowMs()),
             ],
             "services": servicesJSON(),
-            "sessions": sessionsJSON(history: true),
+            "sessions": sessionsJSON(history: true, limit: Self.overviewSessions),
             "rooms": roomsJSON(),
             "events": .array(events.recent(limit: 25).map(EventLog.json)),
         ]

@@ -98,6 +98,36 @@ struct IngestCapTests {
         #expect(telemetry.board.sessions["s1"] == nil)
     }
 
+    /// Peer histories are bounded over all sessions, not only per session: 1,024 sessions of 64
+    /// made-up peers were 23 million samples, all turned into JSON on every dashboard refresh.
+    /// The overview shows the first sessions and says how many there are.
+    @Test func peerHistoriesAreBoundedAcrossSessionsAndTheOverviewIsShort() throws {
+        var board = SessionBoard()
+        board.maxPeerHistories = 100
+        func stats(_ id: String, peers: Int) -> SessionStats {
+            SessionStats(sessionId: id, relayId: "r", peers: (0 ..< peers).map { PeerStats(slot: UInt32($0 + 1), name: "p\($0)") })
+        }
+        board.ingest(stats("s1", peers: 64), reporter: "r", at: 0)
+        #expect(board.refusal(stats("s2", peers: 64)) == "too_many_peers")
+        #expect(board.refusal(stats("s1", peers: 64)) == nil, "a session reporting again keeps its place")
+        #expect(board.refusal(stats("s2", peers: 36)) == nil)
+        board.ingest(stats("s2", peers: 36), reporter: "r", at: 0)
+        #expect(board.peerHistoryCount == 100)
+        board.end("s1")
+        #expect(board.peerHistoryCount == 36 && board.refusal(stats("s3", peers: 64)) == nil)
+        _ = board.forgetSilent(at: 1_000)
+        #expect(board.peerHistoryCount == 0 && board.sessions.isEmpty)
+
+        let telemetry = TelemetryService(settings: TelemetrySettings())
+        for index in 0 ..< 40 {
+            telemetry.ingest(Envelope(body: .sessionStats(stats(String(format: "s%02d", index), peers: 2).withRelay("sync-0"))),
+                             from: .cluster(kind: "sync", instance: "sync-0"))
+        }
+        let overview = telemetry.sessionsJSON(history: true, limit: TelemetryService.overviewSessions).rendered()
+        let parsed = try #require(try JSONSerialization.jsonObject(with: Data(overview.utf8)) as? [String: Any])
+        #expect((parsed["sessions"] as? [Any])?.count == 32 && parsed["total"] as? Int == 40)
+    }
+
     @Test func sessionBoardAndEventLogAreBounded() {
         var board = SessionBoard()
         board.maxSessions = 2
@@ -139,5 +169,14 @@ struct DashboardEmbeddingTests {
         let parsed = try #require(try JSONSerialization.jsonObject(with: Data(embedded.utf8)) as? [String: Any])
         #expect(parsed["name"] as? String == "a<b&c>d")
         #expect(((parsed["events"] as? [[String: Any]])?.first?["message"] as? String) == hostile)
+    }
+}
+
+private extension SessionStats {
+    /// The same stats from relay `id`.
+    func withRelay(_ id: String) -> SessionStats {
+        var copy = self
+        copy.relayId = id
+        return copy
     }
 }
