@@ -164,7 +164,7 @@ final class RoomWatch: Sendable {
         repeat {
             let reply = try lobby.call(requests, "discovery service",
                                        .watchRoomsRequest(WatchRoomsRequest(filter: filter, pageSize: 500, pageToken: token)),
-                                       repeatable: true)
+                                       repeatable: true, pacedRead: true)
             guard case .watchRoomsSnapshot(let page) = reply else {
                 throw NetplayError(.internal, "The discovery service answered \(reply.name) to a room watch.")
             }

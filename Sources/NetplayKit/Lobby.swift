@@ -66,8 +66,12 @@ public struct NetplayLobby: Sendable {
     /// lobby's connection to it. The reply is waited for up to ``tries`` timeouts; `repeatable`
     /// (a read, or a create or join with its idempotency key) sends the request again
     /// after each one that passes without it.
+    /// Asks `what` at `endpoint`. `pacedRead`: a discovery read, which discovery rate-limits per
+    /// address; a refusal for the rate is waited out (the wait it names, at most 1 s at a time
+    /// and ``rateLimitPatienceMs`` in all) and the read asked again. No other call waits: a
+    /// refused create or join says so at once.
     func call(_ endpoint: String?, _ what: String, _ body: Envelope.Body, encrypted: Bool = true,
-              repeatable: Bool = false) throws -> Envelope.Body {
+              repeatable: Bool = false, pacedRead: Bool = false) throws -> Envelope.Body {
         guard let endpoint else { throw NetplayError(.unavailable, "No \(what) is configured.") }
         let key = encrypted ? serverKey : nil
         let client: BlockingClient
@@ -89,10 +93,9 @@ public struct NetplayLobby: Sendable {
             }
         }
         var reply = try ask()
-        // A read the service rate-limits (discovery's pages per address) is asked again after the
-        // wait it names, up to 5 s in all: a room watch of many pages outruns the burst.
+        // A room watch or listing of many pages outruns discovery's burst.
         var waitedMs = 0
-        while repeatable, case .error(let error) = reply.body, error.code == .rateLimited, waitedMs < Self.rateLimitPatienceMs {
+        while pacedRead, case .error(let error) = reply.body, error.code == .rateLimited, waitedMs < Self.rateLimitPatienceMs {
             let pause = min(max(Int(error.retryAfterMs), 20), 1_000, Self.rateLimitPatienceMs - waitedMs)
             usleep(UInt32(pause) * 1_000)
             waitedMs += pause
@@ -135,7 +138,7 @@ public struct NetplayLobby: Sendable {
         repeat {
             let body = try call(discoveryEndpoint, "discovery service",
                                 .listRoomsRequest(ListRoomsRequest(filter: filter, pageSize: 100, pageToken: token)),
-                                repeatable: true)
+                                repeatable: true, pacedRead: true)
             guard case .listRoomsResponse(let page) = body else {
                 throw NetplayError(.internal, "The discovery service answered \(body.name) to a room list.")
             }
@@ -148,7 +151,8 @@ public struct NetplayLobby: Sendable {
     /// One lobby room by id (a session id, e.g. from an invite link); NOT_FOUND when discovery
     /// does not list it.
     public func lobbyRoom(id: String) throws -> NetplayRoom {
-        let body = try call(discoveryEndpoint, "discovery service", .getRoomRequest(GetRoomRequest(roomId: id)), repeatable: true)
+        let body = try call(discoveryEndpoint, "discovery service", .getRoomRequest(GetRoomRequest(roomId: id)), repeatable: true,
+                            pacedRead: true)
         guard case .getRoomResponse(let found) = body else {
             throw NetplayError(.internal, "The discovery service answered \(body.name) to a room lookup.")
         }

@@ -1,3 +1,4 @@
+import Foundation
 import NetplayWire
 import ZeroMQ
 
@@ -34,6 +35,22 @@ public final class BlockingClient {
         let reply = try requestEnvelope(body)
         if case .error(let error) = reply.body { throw .remote(error) }
         return reply.body
+    }
+
+    /// ``request(_:)`` for a read the service rate-limits per address (discovery's pages): a
+    /// `RATE_LIMITED` refusal is waited out (the wait it names, at most 1 s at a time and
+    /// `patience` seconds in all) and the read asked again; past that it is thrown.
+    public func pacedRead(_ body: Envelope.Body, patience: Double = 5) throws(ClientError) -> Envelope.Body {
+        var waited = 0.0
+        while true {
+            do {
+                return try request(body)
+            } catch .remote(let error) where error.code == .rateLimited && waited < patience {
+                let pause = min(max(Double(error.retryAfterMs) / 1000, 0.02), 1, patience - waited)
+                Thread.sleep(forTimeInterval: pause)
+                waited += pause
+            }
+        }
     }
 
     /// Sends `body` and returns the whole reply envelope (Error replies included).

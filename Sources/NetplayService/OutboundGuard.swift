@@ -11,8 +11,15 @@ import Foundation
 /// limit and on the runtime's 100 ms check): a reply that would take a connection past
 /// ``Limits/perConnection`` is dropped (counted as a dropped reply), and while all connections
 /// together hold more than ``Limits/total`` the one holding most is shut down (libzmq frees its
-/// queue). The count errs low (framing and heartbeats are acknowledged but not counted), so a
-/// connection's real queue exceeds its limit by framing only.
+/// queue). Each reply is counted with the least framing it takes on the wire, so the count
+/// errs low (a connection's real queue exceeds its limit by framing only) and never drifts up:
+/// counting more than the wire carried built a debt that, after days, refused every reply to a
+/// long-lived client.
+///
+/// An account belongs to a connection, not to a routing id: a stranger reusing one identity on
+/// many connections (the ROUTER hands it over) leaves each old connection counted, refreshed and
+/// cuttable. A descriptor's socket is identified by its inode, so a reused descriptor is never
+/// taken for the connection that had it.
 ///
 /// A connection becomes known by its requests (the descriptor libzmq read the frame from); a
 /// reply to a peer the guard never saw a request from is not counted. Used on the reactor thread
@@ -29,6 +36,8 @@ final class OutboundGuard {
     /// A connection's reply bytes, counted from the acknowledged bytes when it was first seen.
     private struct Account {
         let peer: PeerAddress
+        /// The socket's identity when the account began (its inode).
+        let socket: UInt64
         /// Acknowledged bytes when first seen plus every reply byte since (moved up to the
         /// acknowledged count when that passes it: framing and heartbeats, which are not counted,
         /// must not build up a credit).
@@ -44,20 +53,28 @@ final class OutboundGuard {
         let held: Int
     }
 
-    /// Bytes counted per reply beyond its payload (ZMTP's frame headers, CurveZMQ's box).
-    static let frameOverhead: Int64 = 64
+    /// The least a reply adds to its payload on the wire: a ZMTP short frame header, and with
+    /// CurveZMQ the MESSAGE command's name, nonce and box.
+    static func frameOverhead(curve: Bool) -> Int64 { curve ? 2 + 33 : 2 }
 
     private let limits: Limits
+    private let frameOverhead: Int64
     private var accounts: [Int32: Account] = [:]
     private var descriptors: [PeerAddress: Int32] = [:]
     /// The sum of every account's outstanding bytes.
     private var outstanding: Int64 = 0
-    /// How the kernel's acknowledged count of a descriptor is read (tests substitute their own).
+    /// How the kernel's acknowledged count of a descriptor is read, and its socket identified
+    /// (tests substitute their own).
     private let acknowledged: (Int32) -> Int64?
+    private let identity: (Int32) -> UInt64?
 
-    init(limits: Limits = Limits(), acknowledged: @escaping (Int32) -> Int64? = OutboundGuard.kernelAcknowledged) {
+    init(limits: Limits = Limits(), curve: Bool = false,
+         acknowledged: @escaping (Int32) -> Int64? = OutboundGuard.kernelAcknowledged,
+         identity: @escaping (Int32) -> UInt64? = OutboundGuard.socketIdentity) {
         self.limits = limits
+        self.frameOverhead = Self.frameOverhead(curve: curve)
         self.acknowledged = acknowledged
+        self.identity = identity
     }
 
     /// Notes that `peer` sent a request over connection `fd` (a descriptor reused by a new
@@ -66,12 +83,12 @@ final class OutboundGuard {
         guard fd >= 0 else { return }
         let key = peer.undelimited
         if let account = accounts[fd] {
-            if account.peer == key { return }
-            forget(fd)
+            if account.peer == key && identity(fd) == account.socket { return }
+            forget(fd)  // a new connection on the descriptor
         }
-        guard let base = acknowledged(fd) else { return }
-        if let old = descriptors[key], old != fd { forget(old) }
-        accounts[fd] = Account(peer: key, sent: base, acknowledged: base)
+        guard let base = acknowledged(fd), let socket = identity(fd) else { return }
+        // The routing id moves to this connection; an older one that had it keeps its account.
+        accounts[fd] = Account(peer: key, socket: socket, sent: base, acknowledged: base)
         descriptors[key] = fd
     }
 
@@ -79,7 +96,7 @@ final class OutboundGuard {
     func admit(_ bytes: Int, to peer: PeerAddress) -> Bool {
         let key = peer.undelimited
         guard let fd = descriptors[key], var account = accounts[fd], account.peer == key else { return true }
-        let cost = Int64(bytes) + Self.frameOverhead
+        let cost = Int64(bytes) + frameOverhead
         if account.outstanding + cost > Int64(limits.perConnection) {
             guard refresh(fd, &account) else { return true }
             store(account, at: fd)
@@ -116,7 +133,7 @@ final class OutboundGuard {
     /// account forgotten, when the descriptor is no TCP socket any more or its count went back
     /// (a new connection on a reused descriptor, forgotten until it asks something).
     private func refresh(_ fd: Int32, _ account: inout Account) -> Bool {
-        guard let now = acknowledged(fd), now >= account.acknowledged else {
+        guard identity(fd) == account.socket, let now = acknowledged(fd), now >= account.acknowledged else {
             forget(fd)
             return false
         }
@@ -135,6 +152,12 @@ final class OutboundGuard {
         guard let account = accounts.removeValue(forKey: fd) else { return }
         outstanding -= account.outstanding
         if descriptors[account.peer] == fd { descriptors[account.peer] = nil }
+    }
+
+    /// The inode of `fd`'s socket, which a new socket on a reused descriptor does not share.
+    static func socketIdentity(_ fd: Int32) -> UInt64? {
+        var info = stat()
+        return fstat(fd, &info) == 0 ? UInt64(info.st_ino) : nil
     }
 
     /// tcp_info's acknowledged bytes of `fd`, or nil when it is no TCP socket (or off Linux).

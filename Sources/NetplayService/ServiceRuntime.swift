@@ -113,7 +113,7 @@ public final class ServiceRuntime {
         try router.set(.routerHandover(true))
         boundEndpoint = try bound(router, configuration.endpoint, "requests endpoint")
         var guards = try Self.inboundGuard(router, boundEndpoint, "requests endpoint").map { [$0] } ?? []
-        outboundGuard = !guards.isEmpty && configuration.guardsUnreadReplies ? OutboundGuard() : nil
+        outboundGuard = !guards.isEmpty && configuration.guardsUnreadReplies ? OutboundGuard(curve: configuration.curve != nil) : nil
         if let endpoint = configuration.control, let identity, let controlDomain {
             let socket = try Self.controlServer(.router, context: context, identity: identity, domain: controlDomain)
             try socket.set(.routerHandover(true))

@@ -85,23 +85,40 @@ final class ChildOutput {
     func consume(_ bytes: ArraySlice<UInt8>) {
         var start = bytes.startIndex
         var lines: [UInt8] = []
+        lines.reserveCapacity(partial.count + bytes.count + 1)
         var consoleText: [UInt8] = []
+        // Where each line begins in `lines`: only the last few become remembered strings (a child
+        // writing without pause sends tens of thousands a read, and each was made a String).
+        var starts: [Int] = []
+        func take(_ line: some Collection<UInt8>) {
+            starts.append(lines.count)
+            lines.append(contentsOf: line)
+            lines.append(10)
+            if console != nil {
+                consoleText.append(contentsOf: prefix)
+                consoleText.append(contentsOf: line)
+                consoleText.append(10)
+            }
+        }
         while let newline = bytes[start...].firstIndex(of: 10) {
-            let line = partial + bytes[start..<newline]
-            partial.removeAll(keepingCapacity: true)
-            lines += line + [10]
-            consoleText += prefix + line + [10]
-            remember(line)
+            if partial.isEmpty {
+                take(bytes[start..<newline])
+            } else {
+                take(partial + bytes[start..<newline])
+                partial.removeAll(keepingCapacity: true)
+            }
             start = bytes.index(after: newline)
         }
         partial += bytes[start...]
         if partial.count > 65536 {  // a runaway line without newline: emit it anyway
-            lines += partial + [10]
-            consoleText += prefix + partial + [10]
-            remember(partial)
+            take(partial)
             partial.removeAll()
         }
-        emit(lines, consoleText)
+        for (offset, begin) in starts.enumerated().suffix(8) {
+            let end = offset + 1 < starts.count ? starts[offset + 1] : lines.count
+            remember(lines[begin ..< end - 1])
+        }
+        emit(lines, consoleText, count: starts.count)
     }
 
     func flush() {
@@ -109,7 +126,7 @@ final class ChildOutput {
         let line = partial
         partial.removeAll()
         remember(line)
-        emit(line + [10], prefix + line + [10])
+        emit(line + [10], prefix + line + [10], count: 1)
     }
 
     /// Writes one supervisor-made line (e.g. "exited with status 2") to the log file.
@@ -122,10 +139,10 @@ final class ChildOutput {
         if recent.count > 8 { recent.removeFirst(recent.count - 8) }
     }
 
-    private func emit(_ lines: [UInt8], _ consoleText: [UInt8]) {
+    private func emit(_ lines: [UInt8], _ consoleText: [UInt8], count: Int) {
         guard !lines.isEmpty else { return }
         log?.append(lines)
-        console?.write(consoleText, lines: lines.count { $0 == 10 })
+        console?.write(consoleText, lines: count)
     }
 }
 

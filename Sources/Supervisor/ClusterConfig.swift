@@ -165,6 +165,9 @@ public struct ServiceSpec: Sendable, Equatable {
     public var intensity: IntensityLimit
     /// Seconds a non-critical service that exceeded its intensity stays stopped before a retry.
     public var coolDown: Double
+    /// How far a replicated service may be scaled before a replica would bind a port something
+    /// else binds (below `supervisor.max_replicas`), and why; nil when it may go all the way.
+    public var scaleLimit: ScaleLimit?
 
     /// Creates a service with the supervisor's defaults.
     public init(name: String, command: String, arguments: [String] = [], environment: [(String, String)] = [],
@@ -222,5 +225,14 @@ public struct ServiceSpec: Sendable, Equatable {
             && lhs.readiness == rhs.readiness && lhs.startTimeout == rhs.startTimeout && lhs.stopTimeout == rhs.stopTimeout
             && lhs.heartbeatTimeout == rhs.heartbeatTimeout && lhs.backoff == rhs.backoff && lhs.optional == rhs.optional
             && lhs.critical == rhs.critical && lhs.intensity == rhs.intensity && lhs.coolDown == rhs.coolDown
+            && lhs.scaleLimit == rhs.scaleLimit
     }
+}
+
+/// The most replicas a service may have before one would bind a port something else binds.
+public struct ScaleLimit: Sendable, Equatable {
+    /// Replicas at most.
+    public var replicas: Int
+    /// The clash one more would make, e.g. "sync-10 would bind port 7400, which telemetry's ingest binds".
+    public var reason: String
 }

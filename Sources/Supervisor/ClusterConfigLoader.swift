@@ -123,10 +123,12 @@ private struct Parser {
         for (name, body) in serviceEntries {
             services.append(try service(name, body, settings: settings, offset: offset))
         }
-        let config = ClusterConfig(name: clusterName, portOffset: offset, supervisor: settings, environment: environment,
+        var config = ClusterConfig(name: clusterName, portOffset: offset, supervisor: settings, environment: environment,
                                    dataDirectory: dataDirectory, services: try startOrder(services, settings: settings))
         try validateTemplates(config)
-        if let clash = PortClashes.first(in: config) { throw fail(clash.path, clash.message) }
+        let ports = PortClashes.check(config)
+        if let clash = ports.problem { throw fail(clash.path, clash.message) }
+        for index in config.services.indices { config.services[index].scaleLimit = ports.limits[config.services[index].name] }
         return config
     }
 

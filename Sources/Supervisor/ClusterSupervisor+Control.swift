@@ -53,6 +53,10 @@ extension ClusterSupervisor {
             throw ServiceError(.unavailable, "Service '\(spec.name)' is skipped: its command is not built.")
         }
         let wanted = Int(request.replicas)
+        if let limit = spec.scaleLimit, wanted > limit.replicas {
+            throw ServiceError(.badRequest, "Service '\(spec.name)' cannot have \(wanted) replicas: at most \(limit.replicas), as \(limit.reason) (change its port_step or ports in the cluster file).",
+                               field: "ScaleServiceRequest.replicas")
+        }
         guard wanted <= config.supervisor.maxReplicas else {
             throw ServiceError(.badRequest, "Service '\(spec.name)' cannot have \(wanted) replicas: at most \(config.supervisor.maxReplicas) (supervisor.max_replicas in the cluster file).",
                                field: "ScaleServiceRequest.replicas")

@@ -41,7 +41,9 @@ extension ClusterSupervisor {
         for instance in instances where instance.wanted {
             switch instance.state {
             case .waiting:
-                if dependenciesReady(instance.spec),
+                // A service given up on stays down until its cool-down ends, replicas added by a
+                // scale meanwhile included (they started at once).
+                if givenUp[instance.spec.name] == nil, dependenciesReady(instance.spec),
                    !instances.contains(where: { $0 !== instance && $0.name == instance.name && $0.running }) {
                     launch(instance)
                 }

@@ -78,6 +78,10 @@ public final class ClusterSupervisor: Service {
                 throw ClusterConfigError("services.\(service.name).command: '\(service.command)' not found in \(resolver.directories.joined(separator: ", ")) or PATH (build it first)")
             }
         }
+        for service in config.services {
+            guard let limit = service.scaleLimit else { continue }
+            warnings.append("\(service.name) can be scaled to \(limit.replicas) replicas, not supervisor.max_replicas (\(config.supervisor.maxReplicas)): \(limit.reason)")
+        }
         return ClusterPreparation(skipped: skipped, warnings: warnings)
     }
 

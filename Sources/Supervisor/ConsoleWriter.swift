@@ -31,9 +31,7 @@ final class ConsoleWriter {
     /// Queues `text` (`lines` whole lines) and writes what the console takes now. Lines dropped
     /// before are reported by one line first, once there is room again.
     func write(_ text: [UInt8], lines: Int) {
-        let note = droppedLines > 0
-            ? Array("supervisor   | \(droppedLines) console lines dropped while the console was not reading (the log files have them)\n".utf8)
-            : []
+        let note = droppedNote
         if waiting + note.count + text.count > capacity {
             droppedLines += lines
         } else {
@@ -41,6 +39,13 @@ final class ConsoleWriter {
             droppedLines = 0
         }
         flush()
+    }
+
+    /// The line reporting the lines dropped since the console last took everything ("" for none).
+    private var droppedNote: [UInt8] {
+        droppedLines > 0
+            ? Array("supervisor   | \(droppedLines) console lines dropped while the console was not reading (the log files have them)\n".utf8)
+            : []
     }
 
     /// Writes what waits, as far as the console takes it without blocking.
@@ -60,6 +65,11 @@ final class ConsoleWriter {
         if head > 0 && head >= pending.count / 2 {
             pending.removeFirst(head)
             head = 0
+        }
+        // Caught up with nothing new to write: the drops are reported now (on the next turn).
+        if waiting == 0 && droppedLines > 0 {
+            pending = droppedNote
+            droppedLines = 0
         }
     }
 }

@@ -28,8 +28,19 @@ enum PortClashes {
         }
     }
 
-    /// The first clash in `config`, as the path to name and the reason; nil when none.
-    static func first(in config: ClusterConfig) -> (path: String, message: String)? {
+    /// What checking `config` found: a clash among instances that start (the file is refused),
+    /// and how far each replicated service may be scaled before one would clash.
+    struct Outcome {
+        var problem: (path: String, message: String)?
+        var limits: [String: ScaleLimit] = [:]
+    }
+
+    /// Checks `config`. A clash among the instances a service starts with, or of a service that
+    /// is not replicated, is a problem; one only a scale-up would make limits that service's
+    /// scaling to the replicas before it (an older file allowing more than its ports do still
+    /// loads, and the scale is refused with the reason).
+    static func check(_ config: ClusterConfig) -> Outcome {
+        var outcome = Outcome()
         var bindings: [Binding] = []
         let control = config.supervisor.endpoint
         for (owner, endpoint) in [("the supervisor's control endpoint", control),
@@ -38,26 +49,56 @@ enum PortClashes {
         }
         for service in config.services {
             let instances = service.possibleReplicas(config.supervisor)
-            for (key, value) in service.endpoints {
-                let path = "services.\(service.name).endpoints.\(key)"
-                if value.hasPrefix("ipc://") && instances > 1 {
-                    return (path, "'\(value)' is one path for all of the service's \(instances) possible replicas (supervisor.max_replicas); use tcp://")
-                }
-                for replica in 0 ..< instances {
-                    guard let endpoint = service.endpoint(key, replica: replica) else { continue }
-                    let instance = service.instanceName(replica: replica)
-                    guard let new = binding(endpoint, owner: "\(instance)'s \(key)") else { continue }
-                    if let taken = bindings.first(where: { $0.clashes(with: new) }) {
-                        let scaled = replica >= max(1, service.replicas)
-                            ? " once \(service.name) is scaled to \(replica + 1) (supervisor.max_replicas, port_step \(service.portStep))" : ""
-                        return (path, "\(instance) would bind port \(new.port)\(scaled), which \(taken.owner) binds; "
-                                + "move one of them, change port_step or lower supervisor.max_replicas")
-                    }
-                    bindings.append(new)
+            if instances > 1, let ipc = service.endpoints.first(where: { $0.1.hasPrefix("ipc://") }) {
+                outcome.problem = ("services.\(service.name).endpoints.\(ipc.0)",
+                                   "'\(ipc.1)' is one path for all of the service's \(instances) possible replicas (supervisor.max_replicas); use tcp://")
+                return outcome
+            }
+        }
+        // First what starts: every service's first instances, which must not clash at all.
+        for service in config.services {
+            for replica in 0 ..< (service.scalable ? service.replicas : 1) {
+                switch claim(service, replica: replica, against: bindings) {
+                case .bound(let mine): bindings += mine
+                case .clash(let key, let reason):
+                    outcome.problem = ("services.\(service.name).endpoints.\(key)",
+                                       reason + "; move one of them, change port_step or lower the replicas")
+                    return outcome
                 }
             }
         }
-        return nil
+        // Then what a scale-up would start: the first replica that would clash limits the scale.
+        for service in config.services where service.scalable {
+            scaling: for replica in service.replicas ..< service.possibleReplicas(config.supervisor) {
+                switch claim(service, replica: replica, against: bindings) {
+                case .bound(let mine): bindings += mine
+                case .clash(_, let reason):
+                    outcome.limits[service.name] = ScaleLimit(replicas: replica, reason: reason)
+                    break scaling
+                }
+            }
+        }
+        return outcome
+    }
+
+    /// What replica `replica` of `service` would bind, or the first clash it would make.
+    private enum Claim {
+        case bound([Binding])
+        case clash(key: String, reason: String)
+    }
+
+    private static func claim(_ service: ServiceSpec, replica: Int, against bindings: [Binding]) -> Claim {
+        let instance = service.instanceName(replica: replica)
+        var mine: [Binding] = []
+        for (key, _) in service.endpoints {
+            guard let endpoint = service.endpoint(key, replica: replica),
+                  let new = binding(endpoint, owner: "\(instance)'s \(key)") else { continue }
+            if let taken = (bindings + mine).first(where: { $0.clashes(with: new) }) {
+                return .clash(key: key, reason: "\(instance) would bind port \(new.port), which \(taken.owner) binds")
+            }
+            mine.append(new)
+        }
+        return .bound(mine)
     }
 
     /// The port `endpoint` binds (`tcp://HOST:PORT`, `udp://HOST:PORT`, `http://HOST:PORT` or

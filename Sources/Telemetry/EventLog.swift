@@ -133,8 +133,8 @@ public struct SessionBoard {
     public static let maxPeers = 64
     /// Most peer histories over all sessions (each 3 × ``historyLength`` samples): 1,024
     /// sessions of 64 made-up peers were 23 million samples, and every dashboard refresh turned
-    /// them all into JSON (about a gigabyte). Two a session on average by default.
-    public var maxPeerHistories = 2_048
+    /// them all into JSON (about a gigabyte). Four a session on average by default.
+    public var maxPeerHistories = 4_096
     /// Peer histories held now, over all sessions.
     public private(set) var peerHistoryCount = 0
     /// Longest session id, relay id or peer name, in bytes.
@@ -159,7 +159,7 @@ public struct SessionBoard {
             || stats.peers.contains(where: { $0.name.utf8.count > Self.maxTextBytes }) { return "too_long" }
         if sessions[stats.sessionId] == nil && sessions.count >= maxSessions { return "too_many_sessions" }
         let held = sessions[stats.sessionId]?.history.count ?? 0
-        if peerHistoryCount - held + stats.peers.count > maxPeerHistories { return "too_many_peers" }
+        if peerHistoryCount - held + stats.peers.count > maxPeerHistories { return "too_many_peer_histories" }
         return nil
     }
 

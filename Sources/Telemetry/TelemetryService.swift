@@ -323,7 +323,8 @@ public final class TelemetryService: Service {
     }
 
     /// Every `reason` of `netplay_telemetry_dropped_total`.
-    static let dropReasons = MetricStore.Drop.allCases.map(\.rawValue) + ["too_many_sessions", "too_many_peers", "event_cut"]
+    static let dropReasons = MetricStore.Drop.allCases.map(\.rawValue) + ["too_many_sessions", "too_many_peers", "too_many_peer_histories",
+                                                                          "event_cut"]
 
     /// Counts dropped data; warns at most once a minute per reason (with what was suppressed).
     private func dropped(_ reason: String, count: Int, from source: String, at now: Double) {

@@ -115,8 +115,9 @@ extension Netplayctl {
                 var total: UInt32 = 0
                 var walk = PageWalk(listing: "the rooms listing")
                 repeat {
-                    let reply = try client.request(.listRoomsRequest(ListRoomsRequest(filter: try filters.filter(),
-                                                                                      pageSize: UInt32(pageSize), pageToken: token)))
+                    // Discovery limits an address's reads: `--all` over a large lobby waits its turn.
+                    let reply = try client.pacedRead(.listRoomsRequest(ListRoomsRequest(filter: try filters.filter(),
+                                                                                        pageSize: UInt32(pageSize), pageToken: token)))
                     guard case .listRoomsResponse(let page) = reply else { throw ClientError.unexpectedReply(reply.name) }
                     for room in page.rooms { if json { emitJSON(room.jsonLine()) } else { emit(describe(room)) } }
                     shown += page.rooms.count

@@ -520,6 +520,17 @@ struct DiscoveryProcessTests {
         }
     }
 
+    /// A watcher (netplayctl's) paging through more than an address's read burst waits out
+    /// the limit instead of failing: 1,200 rooms in pages of 500 cost 15 tokens of 10.
+    @Test func aWatcherOfManyPagesWaitsOutTheReadLimit() throws {
+        let discovery = try DiscoveryProcess(["--read-rate", "5", "--read-burst", "10", "--announce-rate", "100000",
+                                              "--announce-burst", "100000"])
+        for index in 0 ..< 1_200 { _ = try discovery.announce(makeRoom(String(format: "w%04d", index))) }
+        let watcher = try RoomWatchClient(requests: discovery.endpoint, events: discovery.events)
+        let added = try watcher.start(liveWithin: 1.5)
+        #expect(added.count == 1_200 && watcher.state.rooms.count == 1_200)
+    }
+
     @Test func badConfigurationExitsWithOneLine() throws {
         for arguments in [["--beacon-port", "nope"], ["--endpoint", "garbage"], ["--retroarch-scan-targets", "x"]] {
             let process = try ServiceProcess("netplay-discovery", arguments)

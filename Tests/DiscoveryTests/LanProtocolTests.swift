@@ -87,7 +87,11 @@ struct LanProtocolTests {
         #expect(LanDiscovery.mayAnswerScan(UDPAddress("127.0.0.1:55435")!, targets: nil))
         #expect(!LanDiscovery.mayAnswerScan(UDPAddress("203.0.113.9:55435")!, targets: nil))
         #expect(LanDiscovery.mayAnswerScan(UDPAddress("203.0.113.9:40000")!, targets: [UDPAddress("203.0.113.9:55435")!]))
-        #expect(!LanDiscovery.mayAnswerScan(UDPAddress("203.0.113.10:55435")!, targets: [UDPAddress("203.0.113.9:55435")!]))
+        #expect(!LanDiscovery.mayAnswerScan(UDPAddress("198.51.100.10:55435")!, targets: [UDPAddress("203.0.113.9:55435")!]))
+        #expect(LanDiscovery.mayAnswerScan(UDPAddress("203.0.113.10:55435")!, targets: [UDPAddress("203.0.113.255:55435")!]),
+                "a host answering a broadcast target's scan")
+        #expect(LanDiscovery.mayAnswerScan(UDPAddress("169.254.3.4:55435")!, targets: nil)
+                && LanDiscovery.mayAnswerScan(UDPAddress("100.64.1.2:55435")!, targets: nil))
     }
 
     @Test func theClusterPortTableFreesTheBeaconsPort() {

@@ -190,8 +190,8 @@ struct ClusterConfigTests {
          "supervisor.endpoint: 'tcp://127.0.0.1:66000' needs a port from 0 to 65535 (after the port offset)"),
         // No two instances bind one port, however far a service is scaled: a legal scale
         // started a replica on another service's ports, which restarted until the cluster stopped.
-        ("services:\n  t: {command: x, endpoints: {ingest: \"tcp://127.0.0.1:7400\"}}\n  sync: {command: x, replicas: 1, port_step: 10, endpoints: {endpoint: \"tcp://127.0.0.1:7300\"}}",
-         "services.sync.endpoints.endpoint: sync-10 would bind port 7400 once sync is scaled to 11 (supervisor.max_replicas, port_step 10), which t's ingest binds"),
+        ("services:\n  t: {command: x, endpoints: {ingest: \"tcp://127.0.0.1:7400\"}}\n  sync: {command: x, replicas: 11, port_step: 10, endpoints: {endpoint: \"tcp://127.0.0.1:7300\"}}",
+         "services.sync.endpoints.endpoint: sync-10 would bind port 7400, which t's ingest binds"),
         ("services:\n  a: {command: x, endpoints: {endpoint: \"tcp://0.0.0.0:7100\"}}\n  b: {command: x, endpoints: {endpoint: \"tcp://127.0.0.1:7100\"}}",
          "services.b.endpoints.endpoint: b would bind port 7100, which a's endpoint binds"),
         ("services:\n  a: {command: x, replicas: 2, port_step: 0, endpoints: {endpoint: \"tcp://127.0.0.1:7100\"}}",
@@ -206,6 +206,21 @@ struct ClusterConfigTests {
         #expect(message.contains(expected), "\(message)")
         #expect(message.hasPrefix("cluster.yaml: "), "\(message)")
         #expect(!message.contains("\n"), "\(message)")
+    }
+
+    /// A clash only a scale-up would make (the file shipped before allowed sync 16 replicas, the
+    /// eleventh on telemetry's 7400) loads, and limits that service's scaling with the reason.
+    @Test func aClashOnlyAScaleUpWouldMakeLimitsTheScale() throws {
+        let config = try parse("""
+            services:
+              t: {command: x, endpoints: {ingest: "tcp://127.0.0.1:7400"}}
+              sync: {command: x, replicas: 1, port_step: 10, endpoints: {endpoint: "tcp://127.0.0.1:7300"}}
+            """)
+        let limit = try #require(config.service("sync")?.scaleLimit)
+        #expect(limit.replicas == 10 && limit.reason == "sync-10 would bind port 7400, which t's ingest binds")
+        #expect(config.service("t")?.scaleLimit == nil)
+        let shipped = try ClusterConfigLoader.load(path: Self.composeCluster, environment: [:])
+        #expect(shipped.services.allSatisfy { $0.scaleLimit == nil }, "the shipped file's ports allow every replica it allows")
     }
 
     @Test func portsOnOtherHostsOrProtocolsOrUnusedReplicasDoNotClash() throws {

@@ -75,11 +75,11 @@ func processIsGone(_ pid: Int32) -> Bool {
 
 /// A cluster file of sample services: `a`, then replicated `b` (depends on a).
 func sampleCluster(supervisor: String, replicas: Int = 2, extraServices: String = "", intensity: String = "{max_restarts: 20, period: 60s}",
-                   stopTimeout: String = "2s", bArguments: String = "[]", supervisorExtra: String = "") -> String {
+                   stopTimeout: String = "2s", bArguments: String = "[]", supervisorExtra: String = "", bPort: Int? = nil) -> String {
     let a = TestPorts.free(), aEvents = TestPorts.free()
     // Replicas of b use base + i: a block outside the kernel's ephemeral range, so no
     // outgoing connection of a parallel test can be holding b + i.
-    let b = freePortBlock(8)
+    let b = bPort ?? freePortBlock(8)
     return """
     cluster: test
     supervisor:

@@ -137,6 +137,51 @@ struct SupervisorProcessTests {
         #expect(reason.utf8.count <= 512 && !reason.contains("\u{0}"), "\(reason.utf8.count) bytes")
     }
 
+    /// A scale-up whose replica would bind another service's port is refused with the reason
+    /// (it started a replica that failed to bind and restarted until the cluster stopped).
+    @Test func aScaleOntoAnotherServicesPortIsRefusedWithTheReason() throws {
+        let b = freePortBlock(8)
+        let c = "  c:\n    command: netplay-sample-service\n    endpoints: {endpoint: \"tcp://127.0.0.1:\(b + 2)\", events: none}"
+        let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 1, extraServices: c, supervisorExtra: "max_replicas: 4", bPort: b) }
+        _ = try #require(cluster.waitRunning(), "\(cluster.log)")
+        #expect(cluster.log.contains("b can be scaled to 2 replicas, not supervisor.max_replicas (4): b-2 would bind port \(b + 2), which c's endpoint binds"),
+                "\(cluster.log.suffix(2000))")
+        let reply = try cluster.client.requestEnvelope(.scaleServiceRequest(ScaleServiceRequest(service: "b", replicas: 3)))
+        guard case .error(let error) = reply.body else { Issue.record("scaling onto c's port succeeded: \(reply.body)"); return }
+        #expect(error.code == .badRequest && error.message.contains("at most 2, as b-2 would bind port \(b + 2)"), "\(error.message)")
+        guard case .scaleServiceResponse(let scaled) = try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "b", replicas: 2))) else {
+            Issue.record("scaling to 2 was refused")
+            return
+        }
+        #expect(scaled.replicas == 2)
+    }
+
+    /// A non-critical service given up on stays down until its cool-down ends: replicas a
+    /// scale adds meanwhile wait too (they started at once, crash-looping on).
+    @Test func aServiceGivenUpOnIsNotStartedByAScale() throws {
+        let crashy = """
+              crashy:
+                command: netplay-sample-service
+                critical: false
+                replicas: 1
+                intensity: {max_restarts: 2, period: 30s}
+                cool_down: 60s
+                args: [--endpoint, nonsense]
+            """
+        let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 1, extraServices: crashy) }
+        #expect(eventually(within: 15) { cluster.log.contains("giving up on crashy") }, "\(cluster.log.suffix(2000))")
+        guard case .scaleServiceResponse = try cluster.client.request(.scaleServiceRequest(ScaleServiceRequest(service: "crashy", replicas: 3))) else {
+            Issue.record("the scale was refused")
+            return
+        }
+        Thread.sleep(forTimeInterval: 2)
+        let services: [ServiceStatus] = cluster.status()?.services ?? []
+        let added = services.filter { $0.service == "crashy" && $0.replica > 0 }
+        let untouched = added.filter { $0.state == .waiting && $0.restarts == 0 && $0.lastExitCode == -1 }
+        let shown = added.map { "\($0.instance) \($0.state) restarts \($0.restarts) exit \($0.lastExitCode)" }
+        #expect(added.count == 2 && untouched.count == 2, "new replicas ran during the cool-down: \(shown)")
+    }
+
     @Test func scaleAboveMaxReplicasIsRefusedAndChangesNothing() throws {
         let cluster = try SupervisedCluster { sampleCluster(supervisor: $0, replicas: 1, supervisorExtra: "max_replicas: 3") }
         let before = try #require(cluster.waitRunning(), "\(cluster.log)")

@@ -108,7 +108,7 @@ struct IngestCapTests {
             SessionStats(sessionId: id, relayId: "r", peers: (0 ..< peers).map { PeerStats(slot: UInt32($0 + 1), name: "p\($0)") })
         }
         board.ingest(stats("s1", peers: 64), reporter: "r", at: 0)
-        #expect(board.refusal(stats("s2", peers: 64)) == "too_many_peers")
+        #expect(board.refusal(stats("s2", peers: 64)) == "too_many_peer_histories")
         #expect(board.refusal(stats("s1", peers: 64)) == nil, "a session reporting again keeps its place")
         #expect(board.refusal(stats("s2", peers: 36)) == nil)
         board.ingest(stats("s2", peers: 36), reporter: "r", at: 0)

@@ -281,12 +281,17 @@ final class LanDiscovery {
         }
     }
 
-    /// Whether an answer to our scans may come from `source`: the LAN (a private or loopback
-    /// address, as RetroArch's own LAN scan takes) or a target named by address. The scan
+    /// Whether an answer to our scans may come from `source`: the LAN (a private, loopback,
+    /// link-local or carrier-NAT address) or a target named by address, or its /24. The scan
     /// socket's port is open to anyone: any internet host could otherwise put "RetroArch" rooms
     /// into the public lobby, and from 64 addresses push every real LAN room out.
     static func mayAnswerScan(_ source: UDPAddress, targets: [UDPAddress]?) -> Bool {
-        source.isPrivate || source.isLoopback || (targets?.contains { $0.ip == source.ip } ?? false)
+        let linkLocal = source.ip & 0xFFFF_0000 == 0xA9FE_0000       // 169.254/16: two machines on a cable
+        let sharedSpace = source.ip & 0xFFC0_0000 == 0x6440_0000     // 100.64/10: a carrier's NAT
+        // A target named by address, or a host in its /24 (a broadcast target's answers come
+        // from the hosts of its network, never from the broadcast address itself).
+        let targeted = targets?.contains { $0.ip == source.ip || $0.ip & 0xFFFF_FF00 == source.ip & 0xFFFF_FF00 } ?? false
+        return source.isPrivate || source.isLoopback || linkLocal || sharedSpace || targeted
     }
 
     private func drainAdvertisements(_ runtime: ServiceRuntime) {

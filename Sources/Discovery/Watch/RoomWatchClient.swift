@@ -91,7 +91,8 @@ public final class RoomWatchClient {
             return full
         }
         repeat {
-            let reply = try client.request(.watchRoomsRequest(WatchRoomsRequest(filter: filter, pageSize: pageSize, pageToken: token)))
+            // Discovery limits an address's reads: a snapshot of many pages waits its turn.
+            let reply = try client.pacedRead(.watchRoomsRequest(WatchRoomsRequest(filter: filter, pageSize: pageSize, pageToken: token)))
             guard case .watchRoomsSnapshot(let page) = reply else { throw ClientError.unexpectedReply(reply.name) }
             _ = try applyQueuedEvents()
             updates += state.apply(page: page)
