@@ -499,7 +499,7 @@ struct DiscoveryProcessTests {
             if case .error(let error) = reply.body { refusal = error; break }
             served += 1
         }
-        #expect((30 ... 33).contains(served), "\(served) pages of 500 before a refusal")
+        #expect((30 ... 45).contains(served), "\(served) pages of 500 before a refusal (30 from the burst, more as tokens come back meanwhile)")
         #expect(refusal?.code == .rateLimited && (refusal?.retryAfterMs ?? 0) > 0, "\(String(describing: refusal))")
         let get = try discovery.client.requestEnvelope(.getRoomRequest(GetRoomRequest(roomId: "one")))
         guard case .error(let limited) = get.body else { Issue.record("a get went through the spent bucket: \(get.body.name)"); return }

@@ -99,18 +99,14 @@ public final class DiscoveryService: Service {
             }
             return .reply(.getRoomResponse(GetRoomResponse(room: room)))
         case .listRoomsRequest(let list):
-            let size = list.pageSize == 0 ? 100 : Int(list.pageSize)
-            try limitRead(request, cost: Double((size + 99) / 100))
-            let page = try registry.page(filter: list.filter ?? RoomFilter(), pageSize: size, pageToken: list.pageToken,
-                                         tokenField: "ListRoomsRequest.page_token")
+            let page = try readPage(request, list.filter, size: list.pageSize == 0 ? 100 : Int(list.pageSize), token: list.pageToken,
+                                    tokenField: "ListRoomsRequest.page_token")
             return .reply(.listRoomsResponse(ListRoomsResponse(rooms: page.rooms, nextPageToken: page.next,
                                                                totalMatching: UInt32(clamping: page.total),
                                                                sequence: registry.sequence)))
         case .watchRoomsRequest(let watch):
-            let size = watch.pageSize == 0 ? 500 : Int(watch.pageSize)
-            try limitRead(request, cost: Double((size + 99) / 100))
-            let page = try registry.page(filter: watch.filter ?? RoomFilter(), pageSize: size, pageToken: watch.pageToken,
-                                         tokenField: "WatchRoomsRequest.page_token")
+            let page = try readPage(request, watch.filter, size: watch.pageSize == 0 ? 500 : Int(watch.pageSize), token: watch.pageToken,
+                                    tokenField: "WatchRoomsRequest.page_token")
             return .reply(.watchRoomsSnapshot(WatchRoomsSnapshot(sequence: registry.sequence, rooms: page.rooms,
                                                                  nextPageToken: page.next, topicPrefix: RoomTopics.prefix)))
         default:
@@ -167,6 +163,14 @@ public final class DiscoveryService: Service {
             throw ServiceError(.rateLimited, "Announcer '\(announcerId)' sends too many requests; retry in \(retry) ms.",
                                retryAfterMs: retry)
         }
+    }
+
+    /// One page of rooms for a list or watch request, its read cost spent first (a token per
+    /// 100 rooms asked).
+    private func readPage(_ request: Request, _ filter: RoomFilter?, size: Int, token: String,
+                          tokenField: String) throws(ServiceError) -> (rooms: [Room], next: String, total: Int) {
+        try limitRead(request, cost: Double((size + 99) / 100))
+        return try registry.page(filter: filter ?? RoomFilter(), pageSize: size, pageToken: token, tokenField: tokenField)
     }
 
     /// Spends `cost` read tokens of an anonymous request's source address (cluster members,
