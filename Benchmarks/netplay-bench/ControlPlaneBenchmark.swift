@@ -54,6 +54,7 @@ struct ControlPlaneBenchmark: ParsableCommand {
         // 2. Through netplay-discovery over tcp loopback.
         var discoverySettings = DiscoveryConfiguration()
         discoverySettings.announceRatePerSecond = 0
+        discoverySettings.readRatePerSecond = 0  // one client measures thousands of lists: no per-address read limit
         discoverySettings.beaconPort = nil
         discoverySettings.retroArchPort = nil
         let discoveryConfigured = discoverySettings
