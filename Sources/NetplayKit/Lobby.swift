@@ -92,15 +92,8 @@ public struct NetplayLobby: Sendable {
                 throw NetplayError(.unavailable, "The \(what) at \(endpoint) did not answer: \(error)")
             }
         }
-        var reply = try ask()
         // A room watch or listing of many pages outruns discovery's burst.
-        var waitedMs = 0
-        while pacedRead, case .error(let error) = reply.body, error.code == .rateLimited, waitedMs < Self.rateLimitPatienceMs {
-            let pause = min(max(Int(error.retryAfterMs), 20), 1_000, Self.rateLimitPatienceMs - waitedMs)
-            usleep(UInt32(pause) * 1_000)
-            waitedMs += pause
-            reply = try ask()
-        }
+        let reply = pacedRead ? try BlockingClient.paced(patience: Double(Self.rateLimitPatienceMs) / 1000, ask) : try ask()
         // A LAN host's connection is not kept: the host goes away with its room, and a kept
         // socket would keep reconnecting to it for the lobby's life.
         if encrypted { connections.giveBack(client, serverKey: key, idleSeconds: idleConnectionSeconds) }

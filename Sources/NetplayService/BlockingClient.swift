@@ -38,19 +38,27 @@ public final class BlockingClient {
     }
 
     /// ``request(_:)`` for a read the service rate-limits per address (discovery's pages): a
-    /// `RATE_LIMITED` refusal is waited out (the wait it names, at most 1 s at a time and
-    /// `patience` seconds in all) and the read asked again; past that it is thrown.
+    /// `RATE_LIMITED` refusal is waited out (see ``paced(patience:_:)``); past that it is thrown.
     public func pacedRead(_ body: Envelope.Body, patience: Double = 5) throws(ClientError) -> Envelope.Body {
+        let reply = try Self.paced(patience: patience) { () throws(ClientError) -> Envelope in try requestEnvelope(body) }
+        if case .error(let error) = reply.body { throw .remote(error) }
+        return reply.body
+    }
+
+    /// Asks with `ask` until the reply is not a `RATE_LIMITED` refusal, waiting the time each
+    /// refusal names (at least 20 ms, at most 1 s at a time and `patience` seconds in all); the
+    /// last reply, refusal or not, is returned. The one rule for every paced read (NetplayKit's
+    /// lobby, discovery's watcher, netplayctl).
+    public static func paced<Failure: Error>(patience: Double, _ ask: () throws(Failure) -> Envelope) throws(Failure) -> Envelope {
+        var reply = try ask()
         var waited = 0.0
-        while true {
-            do {
-                return try request(body)
-            } catch .remote(let error) where error.code == .rateLimited && waited < patience {
-                let pause = min(max(Double(error.retryAfterMs) / 1000, 0.02), 1, patience - waited)
-                Thread.sleep(forTimeInterval: pause)
-                waited += pause
-            }
+        while case .error(let error) = reply.body, error.code == .rateLimited, waited < patience {
+            let pause = min(max(Double(error.retryAfterMs) / 1000, 0.02), 1, patience - waited)
+            Thread.sleep(forTimeInterval: pause)
+            waited += pause
+            reply = try ask()
         }
+        return reply
     }
 
     /// Sends `body` and returns the whole reply envelope (Error replies included).

@@ -83,7 +83,9 @@ final class OutboundGuard {
         guard fd >= 0 else { return }
         let key = peer.undelimited
         if let account = accounts[fd] {
-            if account.peer == key && identity(fd) == account.socket { return }
+            // The same peer on the descriptor: nothing to do on this path, once per request (a
+            // new socket there under the same id is found by the inode check of the next refresh).
+            if account.peer == key { return }
             forget(fd)  // a new connection on the descriptor
         }
         guard let base = acknowledged(fd), let socket = identity(fd) else { return }
