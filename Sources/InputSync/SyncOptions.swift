@@ -59,7 +59,7 @@ public struct SyncOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Plain per-session ports LOW-HIGH: each RetroArch session gets a free one, where a client joins with just an address and a port (env NETPLAY_RETROARCH_SESSION_PORTS, default none).", valueName: "range"))
     public var retroarchSessionPorts: String?
 
-    @Option(help: ArgumentHelp("RetroArch limits, name=value,...: sessions (1000), clients per session (32), pending links per session (8), connections (8192), per-address (connections from one address, 256), prefix-timeout (10 s), link-timeout (30 s), ping-interval (10 s), host-timeout (240 s; timeouts at most 86400 s), buffer (bytes a waiting client may send, 8192), buffer-total (bytes all waiting clients hold together, 16777216) (env NETPLAY_RETROARCH_LIMITS).", valueName: "limits"))
+    @Option(help: ArgumentHelp("RetroArch limits, name=value,...: sessions (1000), sessions-per-address (sessions hosted from one address, 16), clients per session (32), pending links per session (8), connections (8192), per-address (connections from one address, 256), prefix-timeout (10 s), link-timeout (30 s), ping-interval (10 s), host-timeout (240 s; timeouts at most 86400 s), buffer (bytes a waiting client may send, 8192), buffer-total (bytes all waiting clients hold together, 16777216) (env NETPLAY_RETROARCH_LIMITS).", valueName: "limits"))
     public var retroarchLimits: String?
 
     public init() {}

@@ -131,8 +131,9 @@ public struct NetplayStreamMeter: Sendable {
             if payload.count >= 4 { observation.lastCRCFrame = TunnelWire.magic(payload) }
         case Command.nick where payload.count >= Self.nameSize:
             observation.nick = Self.text(payload[0..<Self.nameSize])
-        case Command.info where payload.count >= 4 + 2 * Self.nameSize:
-            // Content CRC32, then the core's name and version.
+        case Command.info where payload.count >= 4 + 2 * Self.nameSize && observation.info == nil:
+            // Content CRC32, then the core's name and version. The first only: RetroArch sends
+            // one in its handshake, and a joiner's later one would rename the session's content.
             observation.info = (Self.text(payload[4..<(4 + Self.nameSize)]), Self.text(payload[(4 + Self.nameSize)..<(4 + 2 * Self.nameSize)]),
                                 TunnelWire.magic(payload))
         default: break

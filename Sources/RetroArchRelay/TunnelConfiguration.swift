@@ -19,6 +19,9 @@ public struct TunnelConfiguration: Sendable, Equatable {
     public var sessionPorts: ClosedRange<UInt16>? = nil
     /// Sessions at most (a host asking for one more is closed).
     public var maxSessions: Int = 1_000
+    /// Sessions hosted from one address at most: a few addresses cannot hold every session
+    /// (and fill the lobby with rooms), while hosts behind one shared address still fit.
+    public var maxSessionsPerAddress: Int = 16
     /// Clients linked or waiting in one session at most.
     public var maxClientsPerSession: Int = 32
     /// Clients waiting for their link in one session at most (RetroArch's host keeps 8).
@@ -77,7 +80,7 @@ public struct TunnelConfiguration: Sendable, Equatable {
         public let description: String
     }
 
-    /// Applies "name=value,..." limits (sessions, clients, pending, connections, per-address, prefix-timeout,
+    /// Applies "name=value,..." limits (sessions, sessions-per-address, clients, pending, connections, per-address, prefix-timeout,
     /// link-timeout, ping-interval, host-timeout in seconds, buffer and buffer-total in bytes).
     public mutating func applyLimits(_ text: String) throws(LimitsError) {
         for item in text.split(separator: ",") {
@@ -99,6 +102,7 @@ public struct TunnelConfiguration: Sendable, Equatable {
             }
             switch pair[0] {
             case "sessions": maxSessions = try whole()
+            case "sessions-per-address": maxSessionsPerAddress = try whole()
             case "clients": maxClientsPerSession = try whole()
             case "pending": maxPendingLinks = try whole()
             case "connections": maxConnections = try whole()
@@ -110,7 +114,7 @@ public struct TunnelConfiguration: Sendable, Equatable {
             case "ping-interval": pingIntervalSeconds = try seconds()
             case "host-timeout": hostTimeoutSeconds = try seconds()
             default:
-                throw LimitsError(description: "unknown limit '\(pair[0])' (sessions, clients, pending, connections, per-address, buffer, buffer-total, prefix-timeout, link-timeout, ping-interval, host-timeout)")
+                throw LimitsError(description: "unknown limit '\(pair[0])' (sessions, sessions-per-address, clients, pending, connections, per-address, buffer, buffer-total, prefix-timeout, link-timeout, ping-interval, host-timeout)")
             }
         }
         if hostTimeoutSeconds <= pingIntervalSeconds {

@@ -23,6 +23,10 @@ public final class TunnelCore {
 
     /// How long an answered connection stays open for its answer to be written.
     static let answerFlushMs: UInt64 = 500
+    /// Bytes of each waiting client kept outside the total budget: RetroArch's client sends a
+    /// 24-byte header and waits, so a real client's header always fits, even while strangers fill
+    /// the budget (8,192 connections hold 512 KiB of these at most).
+    public static let unchargedBytesPerClient = 64
 
     /// The configuration (limits, join strings).
     public let configuration: TunnelConfiguration
@@ -45,8 +49,11 @@ public final class TunnelCore {
     /// Bytes piped since the relay started.
     public private(set) var bytesPiped: UInt64 = 0
     private var scratch: [UInt8] = []
-    /// Bytes waiting clients hold now, all together (within ``TunnelConfiguration/maxBufferedTotalBytes``).
+    /// Bytes waiting clients hold now beyond their first ``unchargedBytesPerClient`` each, all
+    /// together (within ``TunnelConfiguration/maxBufferedTotalBytes``).
     public private(set) var bufferedBytes = 0
+    /// Sessions hosted per address (within ``TunnelConfiguration/maxSessionsPerAddress``).
+    private var sessionsPerAddress: [[UInt8]: Int] = [:]
 
     /// A tunnel over `transport`; `wallClockMs` dates the reports (Unix milliseconds).
     public init(configuration: TunnelConfiguration, transport: any TunnelTransport,
@@ -105,12 +112,13 @@ public final class TunnelCore {
                 close(connection, .bufferOverflow)
                 return
             }
-            guard bufferedBytes + bytes.count <= configuration.maxBufferedTotalBytes else {
+            let charged = max(0, link.buffered.count + bytes.count - Self.unchargedBytesPerClient) - link.chargedBytes
+            guard bufferedBytes + charged <= configuration.maxBufferedTotalBytes else {
                 close(connection, .bufferBudget)
                 return
             }
             link.buffered.append(contentsOf: bytes)
-            bufferedBytes += bytes.count
+            bufferedBytes += charged
         case .host(let session):
             session.lastHeardMs = nowMs
             session.control.append(contentsOf: bytes)
@@ -155,6 +163,10 @@ public final class TunnelCore {
             for link in session.links.values where link.host == nil && nowMs >= link.createdMs + linkLimit {
                 close(link.client, .linkTimeout)
             }
+            for (id, until) in session.abandoned where nowMs >= until {
+                session.abandoned[id] = nil
+                linkSessions[id] = nil
+            }
             if nowMs >= session.lastPingMs + pingEvery {
                 session.lastPingMs = nowMs
                 if session.pingSentMs == nil { session.pingSentMs = nowMs }
@@ -197,6 +209,12 @@ public final class TunnelCore {
             }
             join(session, client: connection, rest: rest, nowMs: nowMs)
         case TunnelWire.link:
+            if let session = linkSessions[id], session.abandoned.removeValue(forKey: id) != nil {
+                // The host links a client that hung up meanwhile: its pending place is free again.
+                linkSessions[id] = nil
+                close(connection, .partnerClosed)
+                return
+            }
             guard let session = linkSessions[id], let link = session.links[id], link.host == nil else {
                 close(connection, .unknownLink)
                 return
@@ -214,13 +232,15 @@ public final class TunnelCore {
     }
 
     private func openSession(host: TunnelConnection, rest: [UInt8], nowMs: UInt64) {
-        guard sessions.count < configuration.maxSessions else {
+        let address = addresses[host] ?? []
+        guard sessions.count < configuration.maxSessions,
+              sessionsPerAddress[address, default: 0] < configuration.maxSessionsPerAddress else {
             close(host, .sessionLimit)
             return
         }
+        sessionsPerAddress[address, default: 0] += 1
         var id = TunnelID.random(using: &generator)
         while sessions[id] != nil { id = TunnelID.random(using: &generator) }
-        let address = addresses[host] ?? []
         let session = TunnelSession(id: id, host: host, hostAddress: address, nowMs: nowMs, nowUnixMs: wallClockMs())
         sessions[id] = session
         connections[host] = .host(session)
@@ -255,23 +275,26 @@ public final class TunnelCore {
             close(client, .bufferOverflow)
             return
         }
-        guard bufferedBytes + rest.count <= configuration.maxBufferedTotalBytes else {
+        let charged = max(0, rest.count - Self.unchargedBytesPerClient)
+        guard bufferedBytes + charged <= configuration.maxBufferedTotalBytes else {
             close(client, .bufferBudget)
             return
         }
         link.buffered = rest
-        bufferedBytes += rest.count
+        bufferedBytes += charged
+        link.announced = true
+        session.linksAnnounced += 1
         if !send(TunnelWire.message(TunnelWire.link, linkId), to: session.host) { close(session.host, .slowReader) }
     }
 
     private func claim(_ link: TunnelSession.Link, in session: TunnelSession, host: TunnelConnection, rest: [UInt8], nowMs: UInt64) {
         link.host = host
         session.clientsJoined += 1
+        bufferedBytes -= link.chargedBytes
         connections[host] = .piped(session, link, fromHost: true, to: link.client)
         connections[link.client] = .piped(session, link, fromHost: false, to: host)
         let buffered = link.buffered
         link.buffered = []
-        bufferedBytes -= buffered.count
         transport.tunnelEvent(.clientLinked(session: session.id, link: link.id, clientAddress: Self.text(link.clientAddress),
                                             clients: session.linkedCount))
         if !buffered.isEmpty {
@@ -299,10 +322,21 @@ public final class TunnelCore {
                 guard session.control.count - offset >= TunnelWire.idMessageSize else { break reading }
                 let id = TunnelID(session.control[(offset + 4)..<(offset + TunnelWire.idMessageSize)])!
                 offset += TunnelWire.idMessageSize
-                // A link it does not know gets zeros, as the official server answers (the host
-                // ignores a reply for no pending link).
+                // RetroArch asks once for each link it is told of; more asks are no RetroArch
+                // (each costs the relay a reply and a send: a flood of them stalled the thread).
+                session.addressRequests += 1
+                guard session.addressRequests <= session.linksAnnounced else {
+                    close(session.host, .badControlMessage)
+                    return
+                }
+                // A link whose client went (or that the relay forgot) gets its own id with no
+                // address. The official server answers zeros, which matches none of the host's
+                // pending connections: each such one stayed pending for good, as a connected
+                // socket is always writable and RetroArch times a pending one out only while it
+                // is not, and after 8 of them the host took no client again. With its id, the
+                // host links it, and the relay closes that link.
                 let reply = session.links[id].map { TunnelWire.addressReply($0.id, address: $0.clientAddress) }
-                    ?? TunnelWire.addressReply(.zero, address: [])
+                    ?? TunnelWire.addressReply(id, address: [])
                 if !send(reply, to: session.host) {
                     close(session.host, .slowReader)
                     return
@@ -397,7 +431,7 @@ public final class TunnelCore {
         case .prefix, .answered:
             break
         case .waiting(let session, let link):
-            bufferedBytes -= link.buffered.count
+            bufferedBytes -= link.chargedBytes
             link.buffered = []
             drop(link, from: session)
         case .piped(let session, let link, _, let partner):
@@ -409,6 +443,10 @@ public final class TunnelCore {
             }
         case .host(let session):
             sessions[session.id] = nil
+            let left = sessionsPerAddress[session.hostAddress, default: 1] - 1
+            sessionsPerAddress[session.hostAddress] = left > 0 ? left : nil
+            for id in session.abandoned.keys { linkSessions[id] = nil }
+            session.abandoned = [:]
             if let port = session.port {
                 portSessions[port.listener] = nil
                 transport.closeSessionPort(listener: port.listener)
@@ -423,7 +461,12 @@ public final class TunnelCore {
 
     private func drop(_ link: TunnelSession.Link, from session: TunnelSession) {
         guard session.links.removeValue(forKey: link.id) != nil else { return }
-        linkSessions[link.id] = nil
+        if link.host == nil, link.announced, sessions[session.id] === session {
+            // Still pending at the host until it links it: counted, and recognised when it does.
+            session.abandoned[link.id] = link.createdMs + UInt64(configuration.linkTimeoutSeconds * 1000)
+        } else {
+            linkSessions[link.id] = nil
+        }
         session.closed.add(TunnelSession.counters(of: link))
         session.learn(from: link)
     }

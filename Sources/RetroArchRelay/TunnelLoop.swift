@@ -58,6 +58,12 @@ final class TunnelLoop: TunnelTransport {
     static let maxQueued = 8 << 20
     static let lingerMs: UInt64 = 2_000
     static let tickMs: UInt64 = 250
+    /// The snapshot is rebuilt at most this often for a change (a session opened or closed, a
+    /// client linked): it holds every session's report, and a stranger opening and closing
+    /// sessions in a loop rebuilt it twice per connection, on the thread every session shares.
+    static let publishEveryMs: UInt64 = 50
+    /// How long a listener rests when no descriptor is free even to shed a connection.
+    static let listenerRestMs: UInt64 = 100
 
     let configuration: TunnelConfiguration
     private let epoll: Int32
@@ -74,8 +80,15 @@ final class TunnelLoop: TunnelTransport {
     private var buffer = [UInt8](repeating: 0, count: TunnelLoop.readChunk)
     private var publish: ((TunnelSnapshot) -> Void)?
     private var stopping = false
-    /// Kept open to be given up when the process runs out of descriptors (``shedOne(_:)``).
+    /// Kept open to be given up when the process runs out of descriptors (``shedOne(_:listener:)``).
     private var spareFd: Int32 = -1
+    /// A change the published snapshot does not show yet, and when one was last published.
+    private var snapshotDue = false
+    private var lastPublishMs: UInt64 = 0
+    private var published: UInt64 = 0
+    /// Listeners taken off the wait, each until when: out of descriptors with no spare either,
+    /// a level-triggered listener would wake the loop on every wait.
+    private var restingListeners: [Int: UInt64] = [:]
 
     init(configuration: TunnelConfiguration, mainListener: Int32, wakeRead: Int32, wallClockMs: @escaping @Sendable () -> UInt64,
          onEvent: @escaping @Sendable (TunnelEvent) -> Void) throws {
@@ -90,7 +103,7 @@ final class TunnelLoop: TunnelTransport {
         core = TunnelCore(configuration: configuration, transport: self, wallClockMs: wallClockMs)
         listeners[0] = mainListener
         listenerPorts[0] = configuration.port
-        watch(mainListener, token: Self.listenerToken, events: UInt32(EPOLLIN.rawValue))
+        watchListener(0, fd: mainListener, op: EPOLL_CTL_ADD, events: UInt32(EPOLLIN.rawValue))
         watch(wakeRead, token: Self.wakeToken, events: UInt32(EPOLLIN.rawValue))
         spareFd = open("/dev/null", O_RDONLY | O_CLOEXEC)
     }
@@ -108,7 +121,7 @@ final class TunnelLoop: TunnelTransport {
         var events = [epoll_event](repeating: epoll_event(), count: 256)
         var lastTick = Self.nowMs()
         while !stopping {
-            let count = epoll_wait(epoll, &events, Int32(events.count), 100)
+            let count = epoll_wait(epoll, &events, Int32(events.count), snapshotDue || !restingListeners.isEmpty ? 50 : 100)
             for index in 0..<max(0, Int(count)) {
                 let token = cepoll_token(&events[index])
                 let flags = events[index].events
@@ -137,6 +150,12 @@ final class TunnelLoop: TunnelTransport {
                 core.tick(nowMs: now)
                 for connection in Array(lingering.values) where now >= connection.closeBy ?? 0 { release(connection) }
                 publishSnapshot()
+            } else if snapshotDue, now >= lastPublishMs + Self.publishEveryMs {
+                publishSnapshot()
+            }
+            for (listener, until) in restingListeners where now >= until {
+                restingListeners[listener] = nil
+                if let fd = listeners[listener] { watchListener(listener, fd: fd, op: EPOLL_CTL_MOD, events: UInt32(EPOLLIN.rawValue)) }
             }
         }
         core.shutdown()
@@ -150,6 +169,8 @@ final class TunnelLoop: TunnelTransport {
     }
 
     private func publishSnapshot() {
+        snapshotDue = false
+        lastPublishMs = Self.nowMs()
         var snapshot = TunnelSnapshot()
         snapshot.reports = core.reports()
         snapshot.closes = core.closes
@@ -157,6 +178,8 @@ final class TunnelLoop: TunnelTransport {
         snapshot.sessions = core.sessionCount
         snapshot.links = core.linkCount
         snapshot.connections = core.connectionCount
+        snapshot.generation = published
+        published += 1
         publish?(snapshot)
     }
 
@@ -165,6 +188,13 @@ final class TunnelLoop: TunnelTransport {
         event.events = events
         cepoll_set_token(&event, token)
         epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event)
+    }
+
+    private func watchListener(_ listener: Int, fd: Int32, op: Int32, events: UInt32) {
+        var event = epoll_event()
+        event.events = events
+        cepoll_set_token(&event, Self.listenerToken | UInt64(listener))
+        epoll_ctl(epoll, op, fd, &event)
     }
 
     private func rewatch(_ connection: Connection) {
@@ -190,7 +220,7 @@ final class TunnelLoop: TunnelTransport {
                 }
             }
             guard fd >= 0 else {
-                if errno == EMFILE || errno == ENFILE { shedOne(listenFd) }
+                if errno == EMFILE || errno == ENFILE { shedOne(listenFd, listener: listener) }
                 return
             }
             var one: Int32 = 1
@@ -208,8 +238,15 @@ final class TunnelLoop: TunnelTransport {
     /// Out of file descriptors: the connection stays in the listen backlog and, level-triggered,
     /// the listener is reported again at once, for good. The spare descriptor kept for this lets
     /// it be accepted and closed at once (refused as `connection_limit`), and is taken back.
-    private func shedOne(_ listenFd: Int32) {
-        guard spareFd >= 0 else { return }
+    private func shedOne(_ listenFd: Int32, listener: Int) {
+        // Another thread (the reactor, libzmq) may have taken the descriptor the last shedding
+        // freed before it was taken back: try again, and failing that, rest the listener.
+        if spareFd < 0 { spareFd = open("/dev/null", O_RDONLY | O_CLOEXEC) }
+        guard spareFd >= 0 else {
+            watchListener(listener, fd: listenFd, op: EPOLL_CTL_MOD, events: 0)
+            restingListeners[listener] = Self.nowMs() + Self.listenerRestMs
+            return
+        }
         Glibc.close(spareFd)
         var address = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
@@ -388,7 +425,7 @@ final class TunnelLoop: TunnelTransport {
             nextListener += 1
             listeners[listener] = fd
             listenerPorts[listener] = bound
-            watch(fd, token: Self.listenerToken | UInt64(listener), events: UInt32(EPOLLIN.rawValue))
+            watchListener(listener, fd: fd, op: EPOLL_CTL_ADD, events: UInt32(EPOLLIN.rawValue))
             return (listener, bound)
         }
         return nil
@@ -396,6 +433,7 @@ final class TunnelLoop: TunnelTransport {
 
     func closeSessionPort(listener: Int) {
         guard listener != 0, let fd = listeners.removeValue(forKey: listener) else { return }
+        restingListeners[listener] = nil
         listenerPorts[listener] = nil
         epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nil)
         Glibc.close(fd)
@@ -403,7 +441,7 @@ final class TunnelLoop: TunnelTransport {
 
     func tunnelEvent(_ event: TunnelEvent) {
         switch event {
-        case .sessionOpened, .clientLinked, .sessionClosed: publishSnapshot()  // the reactor's next report sees it
+        case .sessionOpened, .clientLinked, .sessionClosed: snapshotDue = true  // published within publishEveryMs
         case .refused: break
         }
         onEvent(event)

@@ -8,8 +8,14 @@ final class TunnelSession {
         let clientAddress: [UInt8]
         let createdMs: UInt64
         var host: TunnelConnection?
+        /// Whether the host was told of it (`RATL`): from then on it is one of the host's pending
+        /// connections until the host claims it, even after its client goes.
+        var announced = false
         /// The client's bytes before the link exists.
         var buffered: [UInt8] = []
+        /// The part of ``buffered`` counted against the relay's total budget: all but the first
+        /// ``TunnelCore/unchargedBytesPerClient`` bytes, so a client's header always fits.
+        var chargedBytes: Int { max(0, buffered.count - TunnelCore.unchargedBytesPerClient) }
         /// Host to client, and client to host.
         var fromHost = NetplayStreamMeter()
         var toHost = NetplayStreamMeter()
@@ -35,15 +41,25 @@ final class TunnelSession {
     let openedUnixMs: UInt64
     var port: (listener: Int, port: UInt16)?
     var links: [TunnelID: Link] = [:]
+    /// Links announced to the host whose client hung up before the host claimed them, with the
+    /// time they are forgotten (the link timeout). RetroArch's host still holds a pending
+    /// connection for each until it links it, so they count as pending (``pendingCount``).
+    var abandoned: [TunnelID: UInt64] = [:]
+    /// `RATL`s sent to the host, and the `RATA` address requests it sent back: an honest host
+    /// asks once per link it was told of.
+    var linksAnnounced: UInt64 = 0
+    var addressRequests: UInt64 = 0
     /// Control bytes not yet a whole message.
     var control: [UInt8] = []
     var lastHeardMs: UInt64
     var lastPingMs: UInt64
     var pingSentMs: UInt64?
     var hostRTTMs: UInt32 = 0
-    var clientsJoined: UInt32 = 0
+    /// Clients linked since it opened (64 bits: a stranger can be host and client of its own
+    /// session, and a 32-bit count of its claims trapped when it wrapped).
+    var clientsJoined: UInt64 = 0
     /// Its clients' connections the tunnel closed for a fault (limits, timeouts, slow readers).
-    var refused: UInt32 = 0
+    var refused: UInt64 = 0
     var lastResyncUnixMs: UInt64 = 0
     /// What closed links showed (added when a link goes).
     var closed = TunnelSessionReport.Counters()
@@ -60,7 +76,10 @@ final class TunnelSession {
         self.lastPingMs = nowMs
     }
 
-    var pendingCount: Int { links.values.count { $0.host == nil } }
+    /// Clients waiting for their link.
+    var waitingCount: Int { links.values.count { $0.host == nil } }
+    /// The host's pending connections: waiting clients and abandoned links (RetroArch keeps 8).
+    var pendingCount: Int { waitingCount + abandoned.count }
     var linkedCount: Int { links.values.count { $0.host != nil } }
 
     /// The counters of `link` (to fold into `closed` when it goes).
@@ -95,9 +114,9 @@ final class TunnelSession {
         }
         return TunnelSessionReport(
             session: id, join: join, directEndpoint: directEndpoint, hostNick: nick, coreName: coreName, coreVersion: coreVersion,
-            contentCRC: contentCRC, clients: linkedCount, pendingClients: pendingCount, counters: counters, lastFrame: lastFrame,
+            contentCRC: contentCRC, clients: linkedCount, pendingClients: waitingCount, counters: counters, lastFrame: lastFrame,
             hostRTTMs: hostRTTMs, linkRTTMs: linkRTTMs, openedAtUnixMs: openedUnixMs, lastResyncAtUnixMs: lastResyncUnixMs,
-            clientsJoined: clientsJoined, refusedConnections: refused)
+            clientsJoined: UInt32(clamping: clientsJoined), refusedConnections: UInt32(clamping: refused))
     }
 }
 

@@ -1,6 +1,6 @@
 /// What the service's reactor reads of the tunnel: the sessions' reports and the counters, as the
-/// tunnel's thread last published them (every 250 ms, and at once when a session opens, links a
-/// client or ends).
+/// tunnel's thread last published them (every 250 ms, and within 50 ms when a session opens, links
+/// a client or ends).
 public struct TunnelSnapshot: Sendable {
     /// Every session's report, by id.
     public var reports: [TunnelSessionReport] = []
@@ -12,6 +12,8 @@ public struct TunnelSnapshot: Sendable {
     public var sessions = 0
     public var links = 0
     public var connections = 0
+    /// Snapshots published before this one since the tunnel started.
+    public var generation: UInt64 = 0
 
     /// An empty snapshot.
     public init() {}

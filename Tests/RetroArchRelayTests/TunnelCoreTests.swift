@@ -71,7 +71,7 @@ struct TunnelRig {
         let client = connect(address: [203, 0, 113, 7])
         send(TunnelWire.message(TunnelWire.session, session) + bytes, on: client)
         let told = transport.take(control)
-        #expect(told.count == 16 && TunnelWire.magic(told) == TunnelWire.link)
+        try #require(told.count == 16 && TunnelWire.magic(told) == TunnelWire.link)
         return (client, try #require(TunnelID(told[4...])))
     }
 }
@@ -163,18 +163,119 @@ struct TunnelCoreTests {
         var rig = TunnelRig()
         let (control, session) = try rig.host()
         let (_, link) = try rig.client(of: session, control: control)
+        let (_, second) = try rig.client(of: session, control: control)
         // A ping echo and an address request in one read, then an address request split in two.
         rig.send(Array("RATP".utf8) + TunnelWire.message(TunnelWire.address, link), on: control)
         #expect(rig.transport.take(control).count == 32)
-        let request = TunnelWire.message(TunnelWire.address, link)
+        let request = TunnelWire.message(TunnelWire.address, second)
         rig.send(Array(request[0..<6]), on: control)
         #expect(rig.transport.take(control).isEmpty)
         rig.send(Array(request[6...]), on: control)
-        #expect(rig.transport.take(control) == TunnelWire.addressReply(link, address: [203, 0, 113, 7]))
-        // An address request for a link it does not hold: zeros, as the official server answers.
-        rig.send(TunnelWire.message(TunnelWire.address, TunnelID(Array(1...12))!), on: control)
-        #expect(rig.transport.take(control) == TunnelWire.addressReply(.zero, address: []))
+        #expect(rig.transport.take(control) == TunnelWire.addressReply(second, address: [203, 0, 113, 7]))
         #expect(rig.core.sessionCount == 1)
+    }
+
+    /// RetroArch asks the address of each link it is told of once. A host asking more is no
+    /// RetroArch: each ask cost a reply and a send on the thread every session shares, and one
+    /// read of 256 KiB held 16,384 of them.
+    @Test func aHostAskingMoreAddressesThanItWasToldLinksEndsItsSession() throws {
+        var rig = TunnelRig()
+        let (control, session) = try rig.host()
+        let (client, link) = try rig.client(of: session, control: control)
+        rig.send(TunnelWire.message(TunnelWire.address, link), on: control)
+        #expect(rig.transport.take(control) == TunnelWire.addressReply(link, address: [203, 0, 113, 7]))
+        rig.send(TunnelWire.message(TunnelWire.address, link) + TunnelWire.message(TunnelWire.address, TunnelID(Array(1...12))!),
+                 on: control)
+        #expect(rig.transport.take(control).isEmpty)
+        #expect(rig.transport.closed.contains(control) && rig.transport.closed.contains(client))
+        #expect(rig.core.closes[.badControlMessage] == 1 && rig.core.sessionCount == 0)
+    }
+
+    /// A client that hangs up while joining left the host a pending connection that never ended:
+    /// the relay answered the host's address request for it with a zero id, as the official server
+    /// does, which matches none of RetroArch's pending connections, so RetroArch neither linked
+    /// nor timed it out (a connected socket is always writable, and it times out only unwritable
+    /// ones); after 8 such clients it took no client again. Now the answer names the link, the
+    /// host links it, the relay closes that link, and the place is free.
+    @Test func aClientThatHangsUpWhileJoiningLeavesTheHostNoDeadPlace() throws {
+        var rig = TunnelRig(TunnelConfiguration(advertiseHost: "relay.example", sessionPorts: nil, maxPendingLinks: 1))
+        let (control, session) = try rig.host()
+        let (client, link) = try rig.client(of: session, control: control)
+        rig.core.closedByPeer(client, nowMs: rig.now)
+        rig.send(TunnelWire.message(TunnelWire.address, link), on: control)
+        #expect(rig.transport.take(control) == TunnelWire.addressReply(link, address: []))
+        #expect(rig.core.reports().first?.pendingClients == 0, "no client waits")
+        // Until the host links it, the host still holds that pending connection: no other joins.
+        let early = rig.connect(address: [203, 0, 113, 8])
+        rig.send(TunnelWire.message(TunnelWire.session, session), on: early)
+        #expect(rig.transport.closed.contains(early) && rig.core.closes[.clientLimit] == 1)
+        let hostLink = rig.connect(address: [192, 168, 1, 2])
+        rig.send(TunnelWire.message(TunnelWire.link, link), on: hostLink)
+        #expect(rig.transport.closed.contains(hostLink) && rig.core.closes[.partnerClosed] == 1)
+        #expect(rig.core.closes[.unknownLink] == nil && !rig.transport.closed.contains(control))
+        // Its place is free again.
+        let (later, laterLink) = try rig.client(of: session, control: control)
+        let laterHostLink = rig.connect(address: [192, 168, 1, 2])
+        rig.send(TunnelWire.message(TunnelWire.link, laterLink), on: laterHostLink)
+        rig.send([1], on: later)
+        #expect(rig.transport.take(laterHostLink) == [1])
+    }
+
+    /// Joins that hang up at once freed their place at once, though the host had been told of
+    /// each: a stranger queued link announcements on the host's control connection faster than
+    /// RetroArch reads them (one message a frame), until a real client's waited past its timeout
+    /// and the session was closed as a slow reader. The host is told of no more links than it
+    /// can hold pending, and an announced link stays pending until the host links it or the link
+    /// timeout passes.
+    @Test func joinsThatHangUpAtOnceQueueNoMoreLinksThanTheHostHoldsPending() throws {
+        var rig = TunnelRig()
+        let (control, session) = try rig.host()
+        var announced = 0
+        for _ in 0 ..< 1_000 {
+            let client = rig.connect(address: [203, 0, 113, 9])
+            rig.send(TunnelWire.message(TunnelWire.session, session) + [UInt8](repeating: 1, count: 24), on: client)
+            rig.core.closedByPeer(client, nowMs: rig.now)
+            announced += rig.transport.take(control).count / TunnelWire.idMessageSize
+        }
+        #expect(announced == 8, "\(announced) links announced")
+        #expect(!rig.transport.closed.contains(control) && rig.core.bufferedBytes == 0)
+        // Past the link timeout the host's places are free again.
+        rig.now += 30_000
+        rig.core.tick(nowMs: rig.now)
+        _ = rig.transport.take(control)  // the relay's ping
+        let (client, _) = try rig.client(of: session, control: control)
+        #expect(!rig.transport.closed.contains(client))
+    }
+
+    /// One address cannot host every session (a few addresses held all 1,000, and filled the
+    /// lobby); others still can, and a closed session gives its place back.
+    @Test func oneAddressHostsNoMoreThanItsShareOfSessions() throws {
+        var configuration = TunnelConfiguration(advertiseHost: "relay.example", sessionPorts: nil)
+        try configuration.applyLimits("sessions-per-address=2")
+        var rig = TunnelRig(configuration)
+        let (first, _) = try rig.host()
+        _ = try rig.host()
+        let third = rig.connect(address: [192, 168, 1, 2])
+        rig.send(TunnelWire.message(TunnelWire.session, .zero), on: third)
+        #expect(rig.transport.closed.contains(third) && rig.core.closes[.sessionLimit] == 1)
+        let elsewhere = rig.connect(address: [192, 168, 1, 3])
+        rig.send(TunnelWire.message(TunnelWire.session, .zero), on: elsewhere)
+        #expect(rig.core.sessionCount == 3)
+        rig.core.closedByPeer(first, nowMs: rig.now)
+        _ = try rig.host()
+        #expect(rig.core.sessionCount == 3)
+    }
+
+    /// A session's counts are 64-bit: a stranger hosting its own session and linking itself could
+    /// wrap a 32-bit count, a trap that took the relay down. Reports clamp them.
+    @Test func aSessionsCountsDoNotWrap() {
+        let session = TunnelSession(id: .zero, host: TunnelConnection(listener: 0, id: 1), hostAddress: [], nowMs: 0, nowUnixMs: 0)
+        session.clientsJoined = UInt64(UInt32.max)
+        session.refused = UInt64(UInt32.max)
+        session.clientsJoined += 1
+        session.refused += 1
+        let report = session.report(join: "", directEndpoint: "")
+        #expect(report.clientsJoined == .max && report.refusedConnections == .max)
     }
 
     @Test func aPrefixSplitAcrossReadsIsStillRead() throws {
@@ -215,31 +316,36 @@ struct TunnelCoreTests {
     /// sessions' waiting clients, from many addresses, could hold half a gigabyte. They now share a
     /// budget; bytes leave it when a link opens or its client goes.
     @Test func waitingClientsTogetherStayWithinTheBufferBudget() throws {
-        var rig = TunnelRig(TunnelConfiguration(maxSessions: 4, maxBufferedBytes: 100, maxBufferedTotalBytes: 150))
+        // Each client's first 64 bytes are outside the budget (``TunnelCore/unchargedBytesPerClient``).
+        var rig = TunnelRig(TunnelConfiguration(maxSessions: 4, maxBufferedBytes: 200, maxBufferedTotalBytes: 150))
         let (control, session) = try rig.host()
-        let (first, firstLink) = try rig.client(of: session, control: control, first: [UInt8](repeating: 1, count: 100))
+        let (first, firstLink) = try rig.client(of: session, control: control, first: [UInt8](repeating: 1, count: 164))
         #expect(rig.core.bufferedBytes == 100)
-        // Within its own 100 bytes, but past the 150 all hold together: closed, counted.
-        let (second, _) = try rig.client(of: session, control: control, first: [UInt8](repeating: 2, count: 40))
+        // Within its own 200 bytes, but past the 150 all hold together: closed, counted.
+        let (second, _) = try rig.client(of: session, control: control, first: [UInt8](repeating: 2, count: 100))
+        #expect(rig.core.bufferedBytes == 136)
         rig.send([UInt8](repeating: 2, count: 20), on: second)
         #expect(rig.transport.closed.contains(second) && rig.core.closes[.bufferBudget] == 1)
         #expect(rig.core.bufferedBytes == 100)
         let (other, otherSession) = try rig.host()
         let third = rig.connect(address: [198, 51, 100, 4])
-        rig.send(TunnelWire.message(TunnelWire.session, otherSession) + [UInt8](repeating: 3, count: 60), on: third)
+        rig.send(TunnelWire.message(TunnelWire.session, otherSession) + [UInt8](repeating: 3, count: 124), on: third)
         _ = rig.transport.take(other)
         #expect(rig.transport.closed.contains(third) && rig.core.closes[.bufferBudget] == 2, "another session's client shares it")
+        // With the budget all but full, a real client's 24-byte header still gets through.
+        let (header, _) = try rig.client(of: otherSession, control: other, first: [UInt8](repeating: 6, count: 24))
+        #expect(!rig.transport.closed.contains(header) && rig.core.bufferedBytes == 100)
         // The first link opens: its bytes go to the host and leave the budget.
         let hostLink = rig.connect(address: [192, 168, 1, 2])
         rig.send(TunnelWire.message(TunnelWire.link, firstLink), on: hostLink)
-        #expect(rig.transport.take(hostLink) == [UInt8](repeating: 1, count: 100))
+        #expect(rig.transport.take(hostLink) == [UInt8](repeating: 1, count: 164))
         #expect(rig.core.bufferedBytes == 0)
-        let (fourth, _) = try rig.client(of: session, control: control, first: [UInt8](repeating: 4, count: 90))
+        let (fourth, _) = try rig.client(of: session, control: control, first: [UInt8](repeating: 4, count: 154))
         #expect(!rig.transport.closed.contains(fourth) && rig.core.bufferedBytes == 90)
         // A waiting client that goes gives its bytes back.
         rig.core.closedByPeer(fourth, nowMs: rig.now)
         #expect(rig.core.bufferedBytes == 0)
-        let (fifth, _) = try rig.client(of: session, control: control, first: [UInt8](repeating: 5, count: 70))
+        let (fifth, _) = try rig.client(of: session, control: control, first: [UInt8](repeating: 5, count: 134))
         #expect(rig.core.bufferedBytes == 70)
         // So does every waiting client of a session that ends.
         rig.core.closedByPeer(control, nowMs: rig.now)
@@ -377,6 +483,10 @@ struct TunnelCoreTests {
         let player = try linked()
         rig.send(header + info("Nestopia"), on: player.client)
         rig.send(header + Meter.message(NetplayStreamMeter.Command.input, [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]), on: player.host)
+        #expect(rig.core.reports().first?.coreName == "Nestopia")
+        // A second INFO, once the host played on, renames nothing (the meter keeps the handshake's).
+        rig.send(info("Forged"), on: player.client)
+        rig.core.closedByPeer(player.client, nowMs: rig.now)
         #expect(rig.core.reports().first?.coreName == "Nestopia")
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import NetplayService
 import NetplayTestSupport
+import RetroArchRelay
 import NetplayWire
 import Testing
 
@@ -206,9 +207,17 @@ struct TunnelFuzzTests {
         let (control, session) = try Self.host(port: port)
         let greedy = try RawTCP(port: port)
         greedy.send(magic("RATS") + session)
-        #expect(control.read(16).map { Array($0[0..<4]) } == magic("RATL"))
+        let greedyLink = Array(try #require(control.read(16))[4...])
         _ = greedy.send([UInt8](repeating: 0x55, count: 70_000))
         #expect(greedy.closedByPeer())
+        // The host, as RetroArch does, asks where that client came from and links it: the answer
+        // names the link (all-zero address), and the relay closes the link of a client that went,
+        // which frees the host's pending place for the next client.
+        control.send(magic("RATA") + greedyLink)
+        #expect(control.read(32) == magic("RATA") + greedyLink + [UInt8](repeating: 0, count: 16))
+        let greedyHostLink = try RawTCP(port: port)
+        greedyHostLink.send(magic("RATL") + greedyLink)
+        #expect(greedyHostLink.closedByPeer())
         let waiting = try (0..<2).map { _ -> RawTCP in
             let client = try RawTCP(port: port)
             client.send(magic("RATS") + session)
@@ -351,5 +360,38 @@ struct TunnelFuzzTests {
         let closed = standalone.tunnelState()?["closed"] as? [String: Int] ?? [:]
         #expect((closed["connection_limit"] ?? 0) >= shed, "\(closed)")
         #expect(relay.process.isRunning, "the relay died: \(relay.log.suffix(2_000))")
+    }
+}
+
+/// The tunnel's thread as the relay runs it, in this process.
+@Suite("RetroArch tunnel thread", .serialized, .ownThread)
+struct TunnelThreadTests {
+    /// Every session opened, and every one closed, rebuilt the snapshot of every session's report
+    /// at once: a stranger opening and closing sessions in a loop (16 bytes a connection) made
+    /// the thread every session shares rebuild all reports twice per connection. A change is now
+    /// published within 50 ms, with any others made meanwhile.
+    @Test func sessionsOpenedAndClosedInALoopRebuildTheSnapshotAtMostEveryFiftyMilliseconds() throws {
+        var configuration = TunnelConfiguration(port: UInt16(TestPorts.free()), bindHost: "127.0.0.1", sessionPorts: nil)
+        try configuration.applyLimits("sessions-per-address=1000")
+        let server = try TunnelServer(configuration: configuration, onEvent: { _ in })
+        defer { server.stop() }
+        let port = Int(server.boundPort)
+        #expect(eventually(within: 2) { server.snapshot.generation > 0 })
+        let started = Date()
+        let before = server.snapshot.generation
+        for _ in 0 ..< 300 {
+            let (control, _) = try TunnelFuzzTests.host(port: port)
+            control.abort(reset: false)
+        }
+        #expect(eventually(within: 5) { server.snapshot.sessions == 0 && server.snapshot.connections == 0 })
+        let seconds = Date().timeIntervalSince(started)
+        let published = Double(server.snapshot.generation - before)
+        // At most one per 50 ms for the changes, one per 250 ms tick, and a few at the edges.
+        let bound = seconds / 0.05 + seconds / 0.25 + 4
+        #expect(published <= bound, "\(published) snapshots in \(seconds) s for 600 changes")
+        // A change is still published soon.
+        let (control, _) = try TunnelFuzzTests.host(port: port)
+        #expect(eventually(within: 1) { server.snapshot.sessions == 1 })
+        _ = control
     }
 }
