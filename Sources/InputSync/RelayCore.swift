@@ -315,6 +315,13 @@ public final class RelayCore {
     private func session(for ticket: JoinTicket, request: AttachRequest, claim: ResumeClaim,
                          now: UInt64) throws(ServiceError) -> RelaySession {
         let params = ticket.params
+        if let gone = sessions[ticket.sessionId], gone.ended {
+            // Ended in this batch of messages, not yet dropped (the tick drops ended sessions):
+            // an attach pipelined behind the last player's leave went into the dead session,
+            // which no tick served again and whose routes pinned it, history and all, for good.
+            sessions.removeValue(forKey: ticket.sessionId)
+            endedSessions.removeAll { $0 == ticket.sessionId }
+        }
         if sessions[ticket.sessionId] == nil, let ended = endedAtUnixMs[ticket.sessionId], ticket.issuedAtUnixMs <= ended {
             throw ServiceError(.ticketExpired, "This session ended on this relay after your ticket was issued; ask the coordinator for a new ticket.",
                                field: "AttachRequest.ticket")

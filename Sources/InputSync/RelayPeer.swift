@@ -76,6 +76,10 @@ final class RelayPeer {
     /// Transferred states it reported it could not load, or stalled (stopped acknowledging
     /// chunks), since its last successful load.
     var failedLoads = 0
+    /// The last transfer whose every chunk went to it, until it acknowledges loading it: a
+    /// "loaded" acknowledgement of any other transfer settles nothing (a forged one reset its
+    /// give-up counts, so a target failing on purpose had the reference send its state for good).
+    var deliveredTransfer: UInt32?
     /// In a match that starts from the host's state: whether it holds that state (see
     /// ``RelaySession/startStateReady(now:)``).
     var startState: StartStateProgress = .missing

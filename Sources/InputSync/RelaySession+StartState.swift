@@ -21,13 +21,15 @@ extension RelaySession {
     static let maxRecordedStartState = 1_000_000
 
     /// The host whose state the match starts from, while it holds its slot.
-    var startStateHost: RelayPeer? { startStateSlot.flatMap { players[$0] } }
+    var startStateHost: RelayPeer? { startStateSlot.flatMap { players.indices.contains($0) ? players[$0] : nil } }
 
     /// The host's attach asks that the match start from its state: remembered (every attach of
     /// that host says it again, so a relay rebuilding the session learns it too). Anyone
-    /// else's request is ignored.
+    /// else's request is ignored, and so is the host's as a spectator (a host that moved to
+    /// spectating holds no slot whose state a match could start from: its slot, 0, made the
+    /// start-state slot -1, and reading it trapped, ending every session of the relay).
     func noteStartState(of request: AttachRequest, from participant: RelayPeer) {
-        guard request.startFromHostState, actsAsHost(participant) else { return }
+        guard request.startFromHostState, actsAsHost(participant), participant.isPlayer, participant.slot > 0 else { return }
         startStateSlot = participant.slot - 1
     }
 
@@ -39,12 +41,13 @@ extension RelaySession {
         guard startStateSlot != nil else { return true }
         guard let host = startStateHost, host.isConnected else { return false }
         let lacking = participants.filter {
-            $0 !== host && $0.isConnected && $0.startState == .missing && $0.stalledTransfers <= Self.loadRetries
+            $0 !== host && $0.isConnected && $0.startState == .missing && !Self.givenUp(on: $0)
         }
-        // Those given up on (stalled too often, or of protocol 1 for a state too large) hold
-        // nobody up: they start as late joiners do.
+        // Those given up on (stalled or failed to load too often, or of protocol 1 for a state
+        // too large) hold nobody up: they start as late joiners do. One failing every load on
+        // purpose had the host upload its state again and again until the start's timeout.
         let waiting = participants.contains {
-            $0 !== host && $0.isConnected && $0.startState != .loaded && $0.stalledTransfers <= Self.loadRetries
+            $0 !== host && $0.isConnected && $0.startState != .loaded && !Self.givenUp(on: $0)
         }
         guard waiting else { return true }
         // A transfer in flight is watched by the timers (``tick(now:)``), whether or not the start waits.
@@ -53,6 +56,12 @@ extension RelaySession {
             for target in lacking { target.startState = .sent(transfer!.id) }
         }
         return false
+    }
+
+    /// Whether the start no longer sends `participant` the host's state: it stalled, or failed
+    /// to load it, more than ``loadRetries`` times.
+    static func givenUp(on participant: RelayPeer) -> Bool {
+        participant.stalledTransfers > loadRetries || participant.failedLoads > loadRetries
     }
 
     /// At the start of a match from the host's state: a participant that has not loaded it
@@ -100,6 +109,9 @@ extension RelaySession {
     /// Refused, changing nothing, while another transfer runs or for a frame this relay does
     /// not hold confirmed inputs after.
     func restart(by host: RelayPeer, from frame: Int, now: UInt64) throws(ServiceError) {
+        guard host.isPlayer, host.slot > 0 else {
+            throw ServiceError(.invalidState, "The host restarts the match from its state from a player slot; it is spectating.")
+        }
         guard running else {
             startStateSlot = host.slot - 1
             requestStart(now: now, forced: true)

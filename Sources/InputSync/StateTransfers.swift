@@ -215,6 +215,7 @@ extension RelaySession {
                 guard chunk.last else { continue }
                 delivery.finished = true
                 delivery.delivered = true
+                target.deliveredTransfer = transfer.id
                 served = true
                 if let frame = transfer.frame { received(transfer, frame: frame, by: target, now: now) }
             }
@@ -311,6 +312,9 @@ extension RelaySession {
         }
         if receiveStartStateAck(ack, from: participant, now: now) { return }
         if ack.loaded {
+            // Only a transfer it was sent whole settles anything.
+            guard participant.deliveredTransfer == ack.transferId else { return }
+            participant.deliveredTransfer = nil
             if let loaded = settleLoad(of: participant, transferId: ack.transferId) {
                 // What it reported past the state's frame before loading it is of the run the
                 // state replaced (and it does not report those frames again).

@@ -120,10 +120,63 @@ struct RelayStartStateTests {
         #expect(second.transferId != first.transferId && second.reason == .matchStart)
     }
 
+    /// A joiner failing every load of the start state had the host upload it again and again,
+    /// back to back, until the start's timeout: it gets its retries, then starts as a late joiner.
+    @Test func aJoinerFailingEveryLoadOfTheStartStateIsGivenUpOnAfterItsRetries() throws {
+        let rig = RelayRig(players: 2)
+        _ = try attach(rig, host, slot: 1, participant: "h-host", fromHostState: true)
+        _ = try attach(rig, b, slot: 2)
+        var uploads = 0
+        for _ in 0 ..< 12 {
+            rig.advance(ms: 8)
+            guard let request = stateRequests(rig.transport.take(host)).first else { continue }
+            uploads += 1
+            try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 0, totalSize: 1, data: [1], last: true)), from: host)
+            try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, error: "cannot load")), from: b)
+        }
+        // The start's first try and its retries, then the one transfer it starts from as a late
+        // joiner (which it fails too: no more).
+        #expect(uploads == RelaySession.loadRetries + 2)
+    }
+
+    /// A "loaded" acknowledgement settles only a transfer its sender was sent whole: a forged one
+    /// (any id) reset the give-up counts, so a target failing on purpose was never given up on.
+    @Test func aLoadedAcknowledgementOfATransferNeverSentResetsNothing() throws {
+        let rig = RelayRig(players: 2)
+        _ = try attach(rig, host, slot: 1, participant: "h-host")
+        _ = try attach(rig, b, slot: 2)
+        let target = try #require(rig.core.participant(at: b))
+        target.failedLoads = RelaySession.loadRetries
+        target.stalledTransfers = RelaySession.loadRetries
+        try rig.send(.stateTransferAck(StateTransferAck(transferId: 999_999, receivedBytes: 1, loaded: true)), from: b)
+        #expect(target.failedLoads == RelaySession.loadRetries && target.stalledTransfers == RelaySession.loadRetries)
+    }
+
     @Test func onlyTheHostsAttachAsksForAStartFromItsState() throws {
         let rig = RelayRig(players: 2)
         _ = try attach(rig, host, slot: 1, participant: "h-host")
         #expect(try attach(rig, b, slot: 2, participant: "p-guest", fromHostState: true).running)
+    }
+
+    /// A host that moved to spectating (the coordinator's slot map names it the host and seats
+    /// it in no slot) holds no state a match could start from: its attach asking for a start
+    /// from its state, or its restart, made the start-state slot -1, and reading it trapped,
+    /// ending every session of the relay. Both change nothing now; the restart is refused.
+    @Test func aHostThatMovedToSpectatingCannotStartTheMatchFromItsState() throws {
+        let rig = RelayRig(players: 2, maxSpectators: 4)
+        try attach(rig, b, slot: 2, participant: "p-guest")
+        let session = try #require(rig.core.sessions[rig.sessionId])
+        try session.assign(AssignSlotsRequest(sessionId: rig.sessionId, assignments: [SlotAssignment(participantId: "p-guest", slot: 2)],
+                                              hostParticipantId: "h-host"), routes: PeerRoutes(), now: rig.now)
+        try attach(rig, host, slot: 0, role: .spectator, participant: "h-host", fromHostState: true)
+        rig.advance(ms: 50)
+        #expect(session.startStateSlot == nil)
+        let refused = #expect(throws: ServiceError.self) {
+            try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId, restart: true)), from: host)
+        }
+        #expect(refused?.code == .invalidState)
+        rig.advance(ms: 50)
+        #expect(session.startStateSlot == nil && rig.core.sessions[rig.sessionId] != nil)
     }
 
     @Test func aLateJoinerOfAMatchFromTheHostsStateGetsAStateNotAReplay() throws {

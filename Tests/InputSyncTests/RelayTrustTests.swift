@@ -107,6 +107,21 @@ struct RelayTrustTests {
 
     /// A relay remembers a kick for the longest a ticket lives (10 minutes): a ticket issued to
     /// live an hour would admit a player kicked before it first attached, once the relay forgot.
+    /// The last player's leave ends the session at once, and the relay drops it at its next
+    /// tick: an attach pipelined behind the leave (one write, one batch of messages) went into
+    /// the dead session, which no tick served again and whose routes pinned it for good, history
+    /// and transfers and all. It is refused as any attach after the end is.
+    @Test func anAttachBehindTheLastPlayersLeaveFindsTheSessionEnded() throws {
+        let rig = RelayRig(players: 2, maxSpectators: 2)
+        _ = try rig.attach(a, slot: 1, participant: "h-a")
+        try rig.send(.detach(Detach(reason: .leaving)), from: a)
+        let early = rig.ticket(slot: 2, participant: "p-b", ttlMs: 300_000, issuedAt: UnixTime.nowMs() - 45_000)
+        let refused = #expect(throws: ServiceError.self) { try attach(rig, early, from: b) }
+        #expect(refused?.code == .ticketExpired)
+        rig.advance(ms: 50)
+        #expect(rig.core.sessions[rig.sessionId] == nil && rig.core.peerCount == 0)
+    }
+
     @Test func aTicketLivingLongerThanTheRelayRemembersAKickIsRefused() throws {
         let rig = RelayRig()
         let long = rig.ticket(slot: 1, participant: "h-host", ttlMs: 3_600_000)
