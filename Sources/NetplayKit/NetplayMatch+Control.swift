@@ -24,9 +24,10 @@ extension NetplayMatch {
             return
         }
         startAwaitsAttach = false
+        // No participant token: it is the coordinator's credential (it renews the host's
+        // tickets); the relay knows the host by its attached connection.
         link.send(.startSessionRequest(StartSessionRequest(sessionId: admission.sessionId,
-                                                           participantId: admission.ticket.participantId,
-                                                           participantToken: admission.participantToken)),
+                                                           participantId: admission.ticket.participantId)),
                   requestId: takeRequestId(), now: nowMs)
     }
 

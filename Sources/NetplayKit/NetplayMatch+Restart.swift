@@ -40,7 +40,6 @@ extension NetplayMatch {
         }
         link.send(.startSessionRequest(StartSessionRequest(sessionId: admission.sessionId,
                                                            participantId: admission.ticket.participantId,
-                                                           participantToken: admission.participantToken,
                                                            restart: true, restartFrame: UInt32(frame))),
                   requestId: takeRequestId(), now: nowMs)
         note(.restarted(frame: frame))

@@ -7,6 +7,7 @@ import NetplayService
 import NetplayTestSupport
 import NetplayWire
 import Rollback
+import Synchronization
 import Testing
 @testable import NetplayKit
 
@@ -218,6 +219,34 @@ struct NetplayKitTests {
         try hostMatch.restart()
         _ = drive([hostMatch], hz: 1_000, seconds: 1, until: { false })
         #expect(!hostMatch.events.contains { if case .error = $0 { true } else { false } }, "\(hostMatch.events)")
+        hostMatch.leave()
+    }
+
+    /// A cluster host's participant token is its coordinator credential (with it the coordinator
+    /// renews the host's tickets, and so hands out the host's seat): the relay has no use for it
+    /// and never sees it, in a start or a restart. It went in both, so a relay (or the one a
+    /// session moved away from) could have taken the host's place.
+    @Test func theHostsParticipantTokenNeverGoesToTheRelay() throws {
+        let port = UInt16(TestPorts.free())
+        let host = try lanHost("kit-token", port: port)
+        defer { host.stop() }
+        let starts = Mutex<[StartSessionRequest]>([])
+        let path = try InterceptingPath(to: host.admission.relayEndpoint, toService: { _, envelope in
+            if case .startSessionRequest(let request)? = envelope?.body { starts.withLock { $0.append(request) } }
+            return .forward
+        }, toClient: { _, _ in .forward })
+        defer { path.stop() }
+        let credential = [UInt8](repeating: 0x5A, count: 32)
+        let hostMatch = try NetplayMatch(game: Arena(playerCount: 2), admission: Admission(
+            ticket: host.admission.ticket, relayEndpoint: path.endpoint, participantToken: credential))
+        hostMatch.start()
+        hostMatch.startNow()
+        #expect(drive([hostMatch], hz: 1_000, seconds: 10, until: { hostMatch.currentFrame >= 30 }))
+        try hostMatch.restart()
+        _ = drive([hostMatch], hz: 1_000, seconds: 2, until: { starts.withLock { $0.count >= 2 } })
+        let seen = starts.withLock { $0 }
+        #expect(seen.count >= 2 && seen.contains(where: \.restart), "\(seen)")
+        #expect(seen.allSatisfy { $0.participantToken.isEmpty })
         hostMatch.leave()
     }
 

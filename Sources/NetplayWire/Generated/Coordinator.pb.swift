@@ -758,8 +758,8 @@ public struct StartSessionRequest: Sendable, Hashable {
     /// The host.
     public var participantId: String
     /// The host's token: the coordinator refuses the request without the right one
-    /// (UNAUTHENTICATED). A relay identifies the host by its attached connection and ignores it,
-    /// so a LAN host, whose participants hold no token, sends none.
+    /// (UNAUTHENTICATED). A relay identifies the host by its attached connection and ignores it:
+    /// clients send none to a relay (the token is a coordinator credential).
     public var participantToken: [UInt8]
     /// To the relay, while the match runs: restart it from the host's state. Every other
     /// participant loads the host's confirmed state at or after restart_frame (reason RESTART),

@@ -813,8 +813,8 @@ struct  Netplay__V1__StartSessionRequest
   char *participant_id;
   /*
    * The host's token: the coordinator refuses the request without the right one
-   * (UNAUTHENTICATED). A relay identifies the host by its attached connection and ignores it,
-   * so a LAN host, whose participants hold no token, sends none. @max_len 64
+   * (UNAUTHENTICATED). A relay identifies the host by its attached connection and ignores it:
+   * clients send none to a relay (the token is a coordinator credential). @max_len 64
    */
   ProtobufCBinaryData participant_token;
   /*
