@@ -55,6 +55,13 @@ extension NetplayLobby {
 final class RoomWatch: Sendable {
     /// Watches whose thread still runs (their sockets open), for tests.
     static let running = Atomic<Int>(0)
+    /// What discovery may queue at a watch: room events are small (a room is a few KiB at its
+    /// largest), so 1,000 of at most 64 KiB; the defaults let a hostile discovery queue about
+    /// 10 GiB at an app while it answered the snapshot's pages slowly. Past them discovery drops
+    /// events for this watch, which only means another snapshot sooner.
+    static let eventQueueLimits = EventSubscriber.QueueLimits(events: 1_000, eventBytes: 64 << 10)
+    /// Subscriptions to discovery's events made by all watches, for tests.
+    static let subscriptions = Atomic<Int>(0)
 
     private let lobby: NetplayLobby
     private let filter: RoomFilter
@@ -92,9 +99,15 @@ final class RoomWatch: Sendable {
         guard let events = lobby.resolvedDiscoveryEvents else {
             throw NetplayError(.unavailable, "Cannot tell discovery's events endpoint from \(requests): set discoveryEventsEndpoint.")
         }
-        let subscriber: EventSubscriber
+        func subscribe() throws -> EventSubscriber {
+            let subscriber = try EventSubscriber(endpoint: events, prefixes: ["rooms."], serverKey: lobby.serverKey,
+                                                 limits: Self.eventQueueLimits)
+            Self.subscriptions.add(1, ordering: .relaxed)
+            return subscriber
+        }
+        var subscriber: EventSubscriber
         do {
-            subscriber = try EventSubscriber(endpoint: events, prefixes: ["rooms."], serverKey: lobby.serverKey)
+            subscriber = try subscribe()
         } catch {
             throw NetplayError(.unavailable, "Cannot subscribe to discovery's events at \(events): \(error)")
         }
@@ -150,7 +163,13 @@ final class RoomWatch: Sendable {
                 default: break
                 }
             }
-            if Date().timeIntervalSince(lastHeard) > silenceLimit { due = true }
+            if Date().timeIntervalSince(lastHeard) > silenceLimit {
+                due = true
+                // libzmq drops a connection for good after a protocol error (an event over the
+                // limit, a garbled frame): silence may be a subscription that never comes back by
+                // itself, which left the watch polling. It subscribes anew.
+                if let fresh = try? subscribe() { subscriber = fresh }
+            }
         }
     }
 

@@ -122,15 +122,28 @@ final class RelayLink {
     /// So a relay can queue about 320 MiB at a peer that does not read (the service default,
     /// 10,000 messages of 1 MiB, let it queue about 10 GiB).
     static let maxMessageBytes: Int64 = 320 << 10
+    /// An additional path carries input broadcasts (at most about 135 KiB each) and the answers
+    /// to its attaches, never a state: it holds 128 of at most 160 KiB (20 MiB), so paths do
+    /// not multiply what a relay can queue at a peer.
+    static let additionalPathQueueMessages: Int32 = 128
+    static let additionalPathMaxMessageBytes: Int64 = 160 << 10
     /// Bytes one ``receive(now:)`` decodes at most (the rest wait for the next tick), so one tick
     /// never holds more than this in decoded messages, however much a relay sent.
     static let receiveBytesPerCall = 16 << 20
 
-    private func makeSocket() throws -> Socket {
+    /// What a relay may queue at path `index` (messages, largest message in bytes); nil while it
+    /// has no connection.
+    func receiveLimits(ofPath index: Int) -> (messages: Int32, bytes: Int64)? {
+        guard paths.indices.contains(index), let socket = paths[index].socket,
+              let messages = try? socket.receiveHighWaterMark, let bytes = try? socket.maxMessageSize else { return nil }
+        return (messages, bytes)
+    }
+
+    private func makeSocket(additional: Bool = false) throws -> Socket {
         try SocketDefaults.connectedClient(.dealer, to: endpoint, serverKey: serverKey, context: context) {
             try $0.set(.immediate(true))
-            try $0.set(.receiveHighWaterMark(Self.receiveQueueMessages))
-            try $0.set(.maxMessageSize(bytes: Self.maxMessageBytes))
+            try $0.set(.receiveHighWaterMark(additional ? Self.additionalPathQueueMessages : Self.receiveQueueMessages))
+            try $0.set(.maxMessageSize(bytes: additional ? Self.additionalPathMaxMessageBytes : Self.maxMessageBytes))
         }
     }
 
@@ -246,7 +259,7 @@ final class RelayLink {
             case .waiting(let at) where now >= at:
                 if paths[index].socket == nil {
                     do {
-                        paths[index].socket = try makeSocket()
+                        paths[index].socket = try makeSocket(additional: true)
                         paths[index].openedAtMs = now
                     } catch {
                         retryPath(index, now: now, why: "cannot open a connection: \(error)")

@@ -14,6 +14,12 @@ public final class BlockingClient {
     private let socket: Socket
     private var nextId = UInt64.random(in: 1...(1 << 40))
 
+    /// Replies queued here at most (libzmq then stops reading the connection; nothing is lost,
+    /// the service holds the rest): a client waits for one reply at a time, and the service
+    /// default of 10,000 messages of up to 1 MiB let whatever answers at an endpoint (a player
+    /// may use a cluster it does not run) queue about 10 GiB of unasked replies in an app.
+    public static let receiveQueueMessages: Int32 = 16
+
     /// Connects to `endpoint`. With `serverKey` (and optionally `keys`) the connection is
     /// CurveZMQ-encrypted; without `keys` a fresh client key pair is generated.
     public init(endpoint: String, timeout: Double = 2, serverKey: [UInt8]? = nil, keys: CurveKeyPair? = nil,
@@ -21,7 +27,9 @@ public final class BlockingClient {
         try EndpointValidator.validate(endpoint, name: "endpoint")
         self.endpoint = endpoint
         self.timeout = timeout
-        socket = try SocketDefaults.connectedClient(.dealer, to: endpoint, serverKey: serverKey, keys: keys, context: context)
+        socket = try SocketDefaults.connectedClient(.dealer, to: endpoint, serverKey: serverKey, keys: keys, context: context) {
+            try $0.set(.receiveHighWaterMark(Self.receiveQueueMessages))
+        }
     }
 
     /// Closes the connection now (it closes anyway when the client goes away); a request after

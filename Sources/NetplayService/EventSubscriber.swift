@@ -15,13 +15,33 @@ public final class EventSubscriber {
     /// The PUB endpoint.
     public let endpoint: String
 
+    /// How much a subscriber lets a publisher queue at it: events at most (past them the
+    /// publisher drops what it sends this subscriber) and the largest event taken (a larger one
+    /// closes the connection, which reconnects).
+    public struct QueueLimits: Sendable {
+        /// Events queued at most.
+        public var events: Int32
+        /// The largest event, in bytes.
+        public var eventBytes: Int64
+        /// Creates limits.
+        public init(events: Int32, eventBytes: Int64) {
+            self.events = events
+            self.eventBytes = eventBytes
+        }
+    }
+
     /// Connects to `endpoint` and subscribes to topics starting with any of `prefixes`
-    /// (`[""]`: everything).
+    /// (`[""]`: everything). `limits`: how much the publisher may queue here (nil: the sockets'
+    /// defaults, 10,000 events of up to 1 MiB).
     public init(endpoint: String, prefixes: [String] = [""], serverKey: [UInt8]? = nil, keys: CurveKeyPair? = nil,
-                context: Context = .shared) throws {
+                context: Context = .shared, limits: QueueLimits? = nil) throws {
         try EndpointValidator.validate(endpoint, name: "endpoint")
         self.endpoint = endpoint
         socket = try SocketDefaults.connectedClient(.sub, to: endpoint, serverKey: serverKey, keys: keys, context: context) { socket in
+            if let limits {
+                try socket.set(.receiveHighWaterMark(limits.events))
+                try socket.set(.maxMessageSize(bytes: limits.eventBytes))
+            }
             for prefix in prefixes { try socket.set(.subscribe(Array(prefix.utf8))) }
         }
     }

@@ -39,6 +39,10 @@ extension NetplayKitTests {
             hostMatch.currentFrame >= 300 && hostMatch.attachedPaths == 2 && joinMatch.attachedPaths == 2
         }), "paths \(hostMatch.attachedPaths) / \(joinMatch.attachedPaths), events \(joinMatch.events)")
         #expect(hostMatch.events.contains(.pathAttached(path: 2)) && joinMatch.events.contains(.pathAttached(path: 2)))
+        // An additional path carries broadcasts, never a state: it holds far less than the
+        // primary, so paths do not multiply what a relay can queue at a peer.
+        #expect(joinMatch.link.receiveLimits(ofPath: 0).map { [Int64($0.messages), $0.bytes] } == [1_000, 320 << 10])
+        #expect(joinMatch.link.receiveLimits(ofPath: 1).map { [Int64($0.messages), $0.bytes] } == [128, 160 << 10])
         // Both players' second connections die without a word (the relay keeps sending to them).
         hostMatch.link.failPath(1, now: hostMatch.nowMs)
         joinMatch.link.failPath(1, now: joinMatch.nowMs)

@@ -5,6 +5,7 @@ import NetplayTestSupport
 import NetplayWire
 import Synchronization
 import Testing
+import ZeroMQ
 @testable import NetplayKit
 
 /// What a watch reported so far, filled by the task consuming the stream.
@@ -142,6 +143,73 @@ struct RoomWatchTests {
         _ = refused.consume(nowhere.watchRooms())
         #expect(eventually(within: 10) { refused.ended })
         #expect(refused.changes.isEmpty && refused.error?.contains("did not answer") == true, "\(refused.error ?? "no error")")
+    }
+}
+
+/// Discovery's events passed on through a PUB of the test's own, into which the test can slip
+/// events of its own.
+final class EventForwarder: @unchecked Sendable {
+    let endpoint: String
+    private let source: Socket
+    private let sink: Socket
+    private let injected = Mutex<[[[UInt8]]]>([])
+    private let stopped = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(from events: String) throws {
+        source = try Context.shared.socket(.sub)
+        try source.set(.subscribe([]))
+        try source.connect(events)
+        sink = try Context.shared.socket(.pub)
+        try sink.bind("tcp://127.0.0.1:*")
+        endpoint = try sink.lastEndpoint
+        Thread.detachNewThread { [self] in
+            defer { finished.signal() }
+            while !stopped.load(ordering: .relaxed) {
+                for frames in injected.withLock({ pending in defer { pending.removeAll() }; return pending }) {
+                    _ = try? sink.sendMultipart(frames, flags: .dontWait)
+                }
+                let poller = Poller()
+                poller.add(source)
+                guard (try? poller.poll(timeout: 10)) ?? 0 > 0, let frames = try? source.receiveMultipart(flags: .dontWait) else { continue }
+                _ = try? sink.sendMultipart(frames, flags: .dontWait)
+            }
+        }
+    }
+
+    /// Publishes `payload` under `topic` to the forwarder's subscribers.
+    func inject(topic: String, _ payload: [UInt8]) { injected.withLock { $0.append([Array(topic.utf8), payload]) } }
+
+    func stop() {
+        stopped.store(true, ordering: .relaxed)
+        finished.wait()
+        source.close()
+        sink.close()
+    }
+}
+
+extension RoomWatchTests {
+    /// libzmq drops a connection for good after a protocol error (here an event over the watch's
+    /// 64 KiB limit): the watch's subscription never came back, and it polled discovery every
+    /// 3 s for the rest of its life. Silence now brings a new subscription, and events flow again.
+    @Test(.timeLimit(.minutes(2)))
+    func aSubscriptionDroppedForGoodIsMadeAgain() throws {
+        let cluster = try cluster()
+        let forwarder = try EventForwarder(from: cluster.discoveryEvents)
+        defer { forwarder.stop() }
+        var lobby = lobby(cluster)
+        lobby.discoveryEventsEndpoint = forwarder.endpoint
+        let log = WatchLog()
+        let task = log.consume(lobby.watchRooms())
+        defer { task.cancel() }
+        #expect(eventually(within: 10) { log.changes.first != nil }, "no snapshot: \(log.error ?? "")")
+        let before = RoomWatch.subscriptions.load(ordering: .relaxed)
+        forwarder.inject(topic: "rooms.added", [UInt8](repeating: 0x41, count: 100 << 10))
+        #expect(eventually(within: 10) { RoomWatch.subscriptions.load(ordering: .relaxed) > before }, "no new subscription")
+        let host = try lobby.host(settings: settings("again"), content: content, inputSize: 1, hostName: "alice")
+        let added = log.first(within: 10) { if case .added(let room) = $0 { room.id == host.sessionId } else { false } }
+        #expect(added != nil, "\(log.changes) \(log.error ?? "")")
+        #expect(log.error == nil)
     }
 }
 
