@@ -12,43 +12,21 @@ import ZeroMQ
 struct RelayQueueLimitTests {
     /// A stand-in relay: a ROUTER that learns a fresh link's routing id from its first message.
     final class StandInRelay {
-        let router: Socket
+        let router: StandInRouter
         let link: RelayLink
         let identity: [UInt8]
 
         init() throws {
-            router = try Context.shared.socket(.router)
-            try router.set(.sendHighWaterMark(10))
-            try router.set(.receiveTimeout(milliseconds: 5_000))
-            try router.set(.routerMandatory(true))
-            try router.bind("tcp://127.0.0.1:*")
-            link = try RelayLink(endpoint: try router.lastEndpoint, conditions: NetworkConditions())
+            router = try StandInRouter()
+            link = try RelayLink(endpoint: router.endpoint, conditions: NetworkConditions())
             // The connection's handshake takes a moment: until it is up, nothing is queued.
             let deadline = Date().addingTimeInterval(5)
             while !link.send(.ping(Ping(nonce: 1)), now: 0), Date() < deadline { usleep(10_000) }
-            identity = try router.receiveMultipart()[0]
+            identity = try router.nextPeer()
         }
 
-        /// Sends `message` to the link until `count` went out or libzmq has taken none for three
-        /// seconds (every queue on the way full); returns how many went out.
-        func flood(_ message: [UInt8], count: Int) -> Int {
-            var sent = 0
-            var stuckSince: Date?
-            while sent < count {
-                if (try? router.sendMultipart([identity, message], flags: .dontWait)) != nil {
-                    sent += 1
-                    stuckSince = nil
-                } else if Date().timeIntervalSince(stuckSince ?? Date()) > 3 {
-                    break
-                } else {
-                    stuckSince = stuckSince ?? Date()
-                    usleep(1_000)
-                }
-            }
-            return sent
-        }
-
-        deinit { router.close() }
+        /// Sends `message` to the link until `count` went out or every queue on the way is full.
+        func flood(_ message: [UInt8], count: Int) -> Int { router.flood(message, to: identity, count: count) }
     }
 
     /// A state chunk of 100 KiB, as a relay sends one.
