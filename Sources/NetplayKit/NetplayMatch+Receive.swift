@@ -175,13 +175,18 @@ extension NetplayMatch {
     private func record(_ broadcast: InputBroadcast) {
         let size = Int(params.inputSize)
         let slots = Int(params.maxPlayers)
-        // No further ahead than the history holds, of what it holds and of this peer's frame: one
-        // run claiming a frame far ahead made every real row older than the history's floor,
-        // and each pruning threw them away (nothing left to resend after a relay restart).
-        let horizon = max(historyNewest, currentFrame) + options.historyFrames
+        // No further ahead of this peer's frame than the history holds: one run claiming a
+        // frame far ahead made every real row older than the history's floor, and each pruning
+        // threw them away (nothing left to resend after a relay restart). A run that continues
+        // the history extends it (the relay sends confirmed frames in order, from what this
+        // peer acknowledged, also to a peer far behind); one that leaves a gap is taken only
+        // within the horizon of this peer's own frame: measured from the newest row, runs each
+        // just within it moved it on, ten of them as far as one run far ahead.
+        let anchored = currentFrame + options.historyFrames
         for run in broadcast.players {
             let player = Int(run.slot) - 1
             guard player >= 0, player < slots else { continue }
+            let horizon = Int(run.startFrame) <= historyNewest + 1 ? max(anchored, historyNewest + options.historyFrames) : anchored
             for index in 0 ..< run.inputs.count / size {
                 let frame = Int(run.startFrame) + index
                 guard frame <= horizon else { break }

@@ -69,6 +69,26 @@ struct LyingRelayTests {
         #expect(match.historyNewest == 1_499)
     }
 
+    /// Runs each just within the horizon moved it on (it was measured from the newest row), so
+    /// ten of them did what one run far ahead no longer could: every real row fell below the
+    /// floor, and the confirmed frames counted far ahead kept the match catching up.
+    @Test func runsJustWithinTheHorizonDoNotMoveItOn() throws {
+        let match = try playerMatch()
+        match.params = SyncParams(inputSize: 1, maxPlayers: 2)
+        match.phase = .playing
+        func broadcast(from frame: Int, count: Int) -> Envelope {
+            Envelope(body: .inputBroadcast(InputBroadcast(
+                authoritative: true, inputSize: 1,
+                players: [PlayerInputs(slot: 2, startFrame: UInt32(frame), inputs: Array(repeating: 3, count: count))],
+                confirmedFrames: UInt32(frame + count))))
+        }
+        match.receive(broadcast(from: 0, count: 100), now: 1_000)
+        for _ in 0 ..< 10 { match.receive(broadcast(from: match.historyNewest + 900, count: 128), now: 1_001) }
+        #expect(match.history[50] != nil, "the real rows are kept")
+        #expect(match.historyNewest <= match.currentFrame + match.options.historyFrames)
+        #expect(match.relayConfirmedFrames <= match.currentFrame + match.options.historyFrames + 1)
+    }
+
     /// A broadcast claiming two billion confirmed frames, with no inputs: the match counted
     /// itself that far behind for good (catching up every tick, every time-sync hint thrown
     /// away). A frame is confirmed only as far as its inputs came.
