@@ -149,6 +149,9 @@ public struct NetplayLobby: Sendable {
         guard case .getRoomResponse(let found) = body else {
             throw NetplayError(.internal, "The discovery service answered \(body.name) to a room lookup.")
         }
+        guard found.room.roomId == id else {
+            throw NetplayError(.internal, "The discovery service answered a lookup of room \(id) with another room.")
+        }
         return NetplayRoom(found.room)
     }
 

@@ -220,7 +220,14 @@ extension NetplayInvite {
             return heard.first { $0.sessionId == sessionId && $0.endpoint == endpoint } ?? room
         }
         guard lobby.discoveryEndpoint != nil else { return room }
-        return try lobby.lobbyRoom(id: sessionId)
+        // The invite names a lobby session of its cluster: whatever discovery says must be that
+        // room, joined through the coordinator. A LAN room in its place would send the join,
+        // password and all, in plain text to an endpoint discovery chose.
+        let found = try lobby.lobbyRoom(id: sessionId)
+        guard found.sessionId == sessionId, !found.isLAN else {
+            throw NetplayError(.internal, "The discovery service described the invite's lobby room \(sessionId) as another room (\(found.isLAN ? "a LAN room at \(found.endpoint)" : "session \(found.sessionId)")).")
+        }
+        return found
     }
 
     /// Joins the invite's room through its own cluster (or LAN host): what a "join" button on a

@@ -41,6 +41,32 @@ struct LobbyConnectionTests {
         #expect(service.log.count == NetplayLobby.maxPages)
     }
 
+    /// An invite to a lobby room is joined through the cluster's coordinator. A discovery that
+    /// answered the invite's room with a LAN room had the join, password and all, go in plain
+    /// text to an endpoint it chose; one answering with another room had the app show it.
+    @Test func anInvitesRoomIsTheRoomItNames() throws {
+        let elsewhere = try LyingService(script: { _ in .emptyRoomList })
+        defer { elsewhere.stop() }
+        var lan = Room(roomId: "s-invited", sessionId: "s-invited", roomName: "invited", transport: .lan,
+                       hostEndpoint: elsewhere.requests)
+        lan.hasPassword = true
+        let other = Room(roomId: "s-other", sessionId: "s-other", roomName: "other", transport: .relay)
+        for answer in [lan, other] {
+            let service = try LyingService(script: { _ in .reply(.getRoomResponse(GetRoomResponse(room: answer))) })
+            defer { service.stop() }
+            let invite = NetplayInvite(sessionId: "s-invited", discovery: service.requests, coordinator: service.requests)
+            #expect(throws: NetplayError.self) { try invite.room(through: lobby(service)) }
+        }
+        #expect(elsewhere.log.isEmpty)
+        // The room itself is taken.
+        let right = Room(roomId: "s-invited", sessionId: "s-invited", roomName: "invited", transport: .relay)
+        let service = try LyingService(script: { _ in .reply(.getRoomResponse(GetRoomResponse(room: right))) })
+        defer { service.stop() }
+        let found = try NetplayInvite(sessionId: "s-invited", discovery: service.requests, coordinator: service.requests)
+            .room(through: lobby(service))
+        #expect(found.roomName == "invited" && !found.isLAN)
+    }
+
     @Test func callsShareOneConnectionInsteadOfAHandshakeEach() throws {
         let service = try LyingService(script: { _ in .emptyRoomList })
         defer { service.stop() }
