@@ -31,6 +31,15 @@ extension RelaySession {
     /// players' boot), and records every confirmed input from there.
     func openReplay(from frame: Int, state: [UInt8]) {
         guard let directory = configuration.replayDirectory, replay == nil else { return }
+        guard replayFilesOpened < Self.maxReplayFilesPerSession else {
+            if replayFilesOpened == Self.maxReplayFilesPerSession {
+                replayFilesOpened += 1  // said once
+                transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()), severity: .error,
+                                  message: "session \(sessionId) wrote its \(Self.maxReplayFilesPerSession) replay files (one per restart); the rest of it is not recorded",
+                                  sessionId: sessionId)
+            }
+            return
+        }
         let header = ReplayHeader(formatVersion: 1, sessionId: sessionId,
                                   content: content ?? ContentInfo(gameName: "unknown"), params: params,
                                   players: players.compactMap { $0?.info },
@@ -38,11 +47,16 @@ extension RelaySession {
                                   gameOptions: Array(gameOptions.prefix(4096)), startState: state)
         do {
             replay = try ReplayWriter(directory: directory, sessionId: sessionId, header: header, startFrame: frame)
+            replayFilesOpened += 1
         } catch {
             transport.publish(topic: "sync.replay_failed", .eventRecord(EventRecord()), severity: .error,
                               message: "cannot write the replay of \(sessionId): \(error)", sessionId: sessionId)
         }
     }
+
+    /// Replay files one session writes at most (the match's and one after each restart): a
+    /// restart loop filled the disk with files, each with its state.
+    static let maxReplayFilesPerSession = 16
 
     /// Ends the session: everyone is told, the replay is finished and synced to disk.
     func end(reason: DetachReason, detail: String, now: UInt64) {

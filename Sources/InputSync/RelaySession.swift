@@ -149,6 +149,10 @@ final class RelaySession {
     var droppedTransfer: (id: UInt32, reference: RelayPeer)?
     var desyncs = 0
     var resyncs = 0
+    /// When the host last restarted the running match (``restart(by:from:now:)``), and the
+    /// replay files this session opened: each restart ends one and opens another.
+    var lastRestartMs: UInt64?
+    var replayFilesOpened = 0
     /// Why each recent transfer happened (its acknowledgement arrives after it completed).
     var transferReasons: [UInt32: StateTransferReason] = [:]
     /// Players sent the whole state of a restart, a desync heal or a catch-up, by 0-based slot:
