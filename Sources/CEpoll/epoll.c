@@ -45,4 +45,10 @@ long long cepoll_tcp_unread_bytes(int fd) {
     if (ioctl(fd, SIOCINQ, &unread) != 0) return -1;
     return unread;
 }
+
+long long cepoll_tcp_unacknowledged_bytes(int fd) {
+    int queued = 0;
+    if (ioctl(fd, SIOCOUTQ, &queued) != 0) return -1;
+    return queued;
+}
 #endif /* __linux__ */

@@ -68,6 +68,8 @@ public final class RelayCore {
     public var sessionCount: Int { sessions.count }
     /// Peers attached now.
     public var peerCount: Int { peers.count }
+    /// Whether `peer` is a connection of an attached participant.
+    public func knows(_ peer: PeerAddress) -> Bool { peers.route(peer) != nil }
     /// Ids of the sessions served.
     public var sessionIds: [String] { sessions.keys.sorted() }
 

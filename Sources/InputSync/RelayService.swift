@@ -62,6 +62,9 @@ public final class RelayService: RawFrameService, RelayTransport {
     var tunnel: TunnelServer?
     /// An early refresh is scheduled (see ``refreshSoon(_:)``).
     var refreshPending = false
+    /// The connection each peer attached (or last acknowledged a transfer) on: how much of what
+    /// the relay sent it its kernel has not acknowledged (``unacknowledgedBytes(to:)``).
+    private var peerConnections: [PeerAddress: TCPConnectionProbe] = [:]
     /// At most one log line a second about closed RetroArch connections (all are counted).
     var lastRefusalLogMs: UInt64 = 0
     var refusalsUnlogged = 0
@@ -128,6 +131,14 @@ public final class RelayService: RawFrameService, RelayTransport {
             guard case .cluster(let kind, _) = request.caller, kind == "coordinator" else {
                 throw ServiceError(.permissionDenied, "Only the coordinator may close sessions or disconnect peers on a relay.")
             }
+        default:
+            break
+        }
+        switch request.body {
+        case .attachRequest(let attach) where !attach.additionalPath && !request.peer.viaControl:
+            notePeerConnection(request.peer, runtime: runtime, core: core)
+        case .stateTransferAck where !request.peer.viaControl:
+            notePeerConnection(request.peer, runtime: runtime, core: core)
         default:
             break
         }
@@ -200,6 +211,19 @@ public final class RelayService: RawFrameService, RelayTransport {
 
     public func sendEncoded(_ envelope: UnsafeRawBufferPointer, to peer: PeerAddress) {
         runtime?.send(encoded: envelope, to: peer)
+    }
+
+    public func unacknowledgedBytes(to peer: PeerAddress) -> Int? {
+        peerConnections[peer]?.unacknowledgedBytes()
+    }
+
+    /// Remembers the connection `peer`'s request came on; forgets those of peers the relay no
+    /// longer knows once they outnumber the known ones.
+    private func notePeerConnection(_ peer: PeerAddress, runtime: ServiceRuntime, core: RelayCore) {
+        peerConnections[peer] = runtime.requestConnection
+        if peerConnections.count > 2 * core.peerCount + 64 {
+            peerConnections = peerConnections.filter { core.knows($0.key) }
+        }
     }
 
     public func handleRawFrame(_ frame: UnsafeRawBufferPointer, from peer: PeerAddress, runtime: ServiceRuntime) -> Bool {

@@ -14,4 +14,13 @@ public protocol RelayTransport: AnyObject {
     func publish(topic: String, _ body: Envelope.Body, severity: Severity, message: String, sessionId: String)
     /// Pushes a session's HUD statistics to telemetry.
     func pushStats(_ stats: SessionStats)
+    /// Bytes sent to `peer` that its end has not acknowledged yet, as far as the transport can
+    /// tell (nil: it cannot). State transfers wait while it is high: a target's own
+    /// acknowledgements of what it read can be forged.
+    func unacknowledgedBytes(to peer: PeerAddress) -> Int?
+}
+
+extension RelayTransport {
+    /// A transport that cannot tell (in-process ones, tests).
+    public func unacknowledgedBytes(to peer: PeerAddress) -> Int? { nil }
 }

@@ -208,6 +208,14 @@ extension RelaySession {
                 let size = UInt64(chunk.data.count)
                 let outstanding = delivery.sentBytes - delivery.acknowledgedBytes
                 if delivery.paced, outstanding > 0, outstanding + size > window { break }
+                // Its acknowledgements say what it read, and can be forged (a target claiming
+                // every byte sent, reading none, was sent window after window, all queued here):
+                // while its kernel has not acknowledged two windows (1 MiB at least, room for
+                // its input broadcasts), it waits. An honest target has at most a window of the
+                // state outstanding, so this never holds it up.
+                if delivery.paced, delivery.sentBytes > 0, let address = target.address,
+                   let unacknowledged = transport.unacknowledgedBytes(to: address),
+                   UInt64(unacknowledged) >= max(2 * window, Self.unacknowledgedFloor) { break }
                 if outstanding == 0 { delivery.lastProgressMs = now }  // its acknowledgements are due from now
                 send(.stateChunk(chunk), to: target, now: now)
                 delivery.nextChunk += 1
@@ -297,6 +305,10 @@ extension RelaySession {
                           message: "\(target.participantId) speaks sync protocol 1 and is not sent the \(transfer.totalSize)-byte state of transfer \(transfer.id) (over the \(configuration.transferWindowBytes)-byte window)",
                           sessionId: sessionId)
     }
+
+    /// The least a target's kernel may hold unacknowledged before its transfer waits (see
+    /// ``pump(_:now:)``).
+    static let unacknowledgedFloor: UInt64 = 1 << 20
 
     /// How long a session waits before another transfer once one did not fit the budget.
     static let transferRetryMs: UInt64 = 1_000

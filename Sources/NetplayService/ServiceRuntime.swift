@@ -225,6 +225,13 @@ public final class ServiceRuntime {
             .replacingOccurrences(of: "tcp://*:", with: "tcp://127.0.0.1:")
     }
 
+    /// The TCP connection of the public endpoint that the request being handled came on (the
+    /// descriptor libzmq read its last frame from); nil when unknown (not TCP). Meaningful only
+    /// while a handler runs for a request of the public endpoint (``PeerAddress/viaControl`` false).
+    public var requestConnection: TCPConnectionProbe? {
+        router.inboundLedger.flatMap { TCPConnectionProbe(fd: $0.lastFd) }
+    }
+
     /// Milliseconds since the service started (monotonic).
     public var uptimeMs: UInt64 {
         let elapsed = ContinuousClock.now - startedAt

@@ -18,9 +18,30 @@ struct StateTransferFloodTests {
     static let chunkBytes = 65536
     static let silentSpectators = 12
 
+    /// Who the silent targets are.
+    enum Targets: Sendable, CustomTestStringConvertible {
+        /// Clients of this sync protocol that read nothing and say nothing of the transfer.
+        case silent(protocolVersion: UInt32)
+        /// Clients of the current protocol that read nothing and acknowledge every byte all the
+        /// same (transfer ids are sequential: they need not read one to name it).
+        case forgingAcknowledgements
 
-    @Test(.timeLimit(.minutes(2)), arguments: [SyncProtocol.current, 1])
-    func silentTargetsOfALargeStateCostTheRelayAWindowEachNotACopy(protocolVersion: UInt32) throws {
+        var protocolVersion: UInt32 {
+            if case .silent(let version) = self { version } else { SyncProtocol.current }
+        }
+
+        var testDescription: String {
+            switch self {
+            case .silent(let version): "silent, protocol \(version)"
+            case .forgingAcknowledgements: "forging acknowledgements"
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2)), arguments: [Targets.silent(protocolVersion: SyncProtocol.current), .silent(protocolVersion: 1),
+                                                .forgingAcknowledgements])
+    func silentTargetsOfALargeStateCostTheRelayAWindowEachNotACopy(targets: Targets) throws {
+        let protocolVersion = targets.protocolVersion
         var options = TestCluster.Options(secret: String(repeating: "5c", count: 32))
         options.name = "flood"
         options.discovery = false
@@ -58,8 +79,14 @@ struct StateTransferFloodTests {
         try second.sendRaw(attach(try ticket(.player, "mallory too")))
         // Everyone keeps talking (a silent peer would be dropped for silence), never reading.
         let keepalive = try Envelope(body: .peerStats(PeerStats())).encoded()
+        let forged = try (1 ... 3).map { id in
+            try Envelope(body: .stateTransferAck(StateTransferAck(transferId: UInt32(id), receivedBytes: .max))).encoded()
+        }
         func keepAlive() throws {
             for socket in silent { _ = try socket.send(keepalive) }
+            if case .forgingAcknowledgements = targets {
+                for socket in silent { for ack in forged { _ = try socket.send(ack) } }
+            }
             try second.sendRaw(keepalive)
             try host.sendRaw(keepalive)
         }
@@ -110,7 +137,7 @@ struct StateTransferFloodTests {
         // Sent whole to each of 13 targets, the state would stay queued many times over (about
         // 300 MiB here); paced, the relay holds it once plus a window per target.
         let bound = Self.stateBytes * 3
-        #expect(grew < bound, "the relay grew by \(grew >> 20) MiB (from \(before >> 20) MiB) for \(Self.silentSpectators + 1) silent targets of protocol \(protocolVersion) and a \(Self.stateBytes >> 20) MiB state, served \(served) times")
+        #expect(grew < bound, "the relay grew by \(grew >> 20) MiB (from \(before >> 20) MiB) for \(Self.silentSpectators + 1) targets (\(targets.testDescription)) and a \(Self.stateBytes >> 20) MiB state, served \(served) times")
         #expect(cluster.relay?.waitForExit(seconds: 0) == nil, "the relay exited")
         // The relay still serves: the coordinator still lists it.
         #expect(ClusterLaunchPlan.listsRelay(coordinator, relayId: "sync-0"))

@@ -19,6 +19,8 @@ long long cepoll_tcp_bytes_received(int fd);
 long long cepoll_tcp_bytes_acked(int fd);
 /// Bytes waiting in TCP socket `fd`'s receive queue, not read yet (SIOCINQ), or -1.
 long long cepoll_tcp_unread_bytes(int fd);
+/// Bytes in TCP socket `fd`'s send queue: written, not yet acknowledged by the peer (SIOCOUTQ), or -1.
+long long cepoll_tcp_unacknowledged_bytes(int fd);
 
 /// The token stored with a watched descriptor (epoll_data_t is a union Swift reads awkwardly).
 static inline unsigned long long cepoll_token(const struct epoll_event *event) { return event->data.u64; }
