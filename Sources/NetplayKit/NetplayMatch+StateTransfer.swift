@@ -21,12 +21,22 @@ extension NetplayMatch {
         }
     }
 
+    /// The most chunks one served state is cut into (larger chunks for a larger state).
+    static var maxChunksPerState: Int { 256 }
+    /// What the relay may leave unacknowledged of what this peer sent it before a state request
+    /// goes unanswered.
+    static var maxUnacknowledgedBeforeServing: Int { 1 << 20 }
+
     func serveState(_ request: NetplayWire.StateRequest, now: UInt64) {
         statesServedAtMs.removeAll { now >= $0 + 1_000 }
         guard statesServedAtMs.count < Self.maxStatesServedPerSecond else {
             // Unanswered: the relay asks again after its transfer timeout, as after a loss.
             return
         }
+        // A relay that has not taken what was sent to it (its kernel has not acknowledged over
+        // 1 MiB of it) is not sent another state: one that asked and read nothing had every
+        // copy queued here. Unanswered, it asks again after its transfer timeout.
+        if let unacknowledged = link.unacknowledgedBytes(), unacknowledged > Self.maxUnacknowledgedBeforeServing { return }
         statesServedAtMs.append(now)
         if case .none = engine, request.reason == .matchStart, role == .player {
             // Before frame 0 of a match from the host's state: the game as it is now.
@@ -55,16 +65,22 @@ extension NetplayMatch {
                            now: UInt64) {
         let bytes = G.encode(state)
         // At least 64 bytes a chunk (a quarter of the relay's smallest transfer window): a
-        // request for 1-byte chunks would send an envelope per byte of the state at once.
-        let chunkSize = Int(request.maxChunkBytes == 0 ? 65536 : min(max(request.maxChunkBytes, 64), 262_144))
+        // request for 1-byte chunks would send an envelope per byte of the state at once. And
+        // at most 256 chunks a state: small chunks of a large state (a 16 MiB state in chunks of
+        // 64 bytes, as a relay with the smallest window asks) made 262,144 copies and encodes in
+        // one tick.
+        let requested = Int(request.maxChunkBytes == 0 ? 65536 : min(max(request.maxChunkBytes, 64), 262_144))
+        let chunkSize = min(262_144, max(requested, (bytes.count + Self.maxChunksPerState - 1) / Self.maxChunksPerState))
         let frame = UInt32(clamping: matchFrame)
         var start = 0
         repeat {
             let end = min(bytes.count, start + chunkSize)
-            link.send(.stateChunk(StateChunk(transferId: request.transferId, frame: frame, offset: UInt64(start),
-                                             totalSize: UInt64(bytes.count), data: Array(bytes[start ..< end]),
-                                             checksum: checksum, last: end == bytes.count,
-                                             reason: request.reason)), now: now)
+            // A relay that does not read: once the connection's queue is full, the rest of this
+            // state is not queued (the relay asks again after its transfer timeout).
+            guard link.send(.stateChunk(StateChunk(transferId: request.transferId, frame: frame, offset: UInt64(start),
+                                                   totalSize: UInt64(bytes.count), data: Array(bytes[start ..< end]),
+                                                   checksum: checksum, last: end == bytes.count,
+                                                   reason: request.reason)), now: now) else { return }
             start = end
         } while start < bytes.count
         note(.stateServed(frame: Int(frame), bytes: bytes.count))

@@ -51,6 +51,11 @@ final class RelayLink {
     private let serverKey: [UInt8]?
     /// Index 0 is the primary.
     private var paths: [Path]
+    /// Bytes handed to the primary connection's socket since it opened, and the TCP connection
+    /// under it (learned from what arrives on it) with the counts when it was learned: what the
+    /// relay's kernel has not acknowledged of it is ``unacknowledgedBytes()``.
+    private var primarySentBytes: Int64 = 0
+    private var primaryConnection: (probe: TCPConnectionProbe, sent: Int64, acknowledged: Int64)?
     private var backoff: Backoff
     private var attachTimeoutMs: UInt64
     /// What additional paths attach with (set by
@@ -127,6 +132,11 @@ final class RelayLink {
     /// not multiply what a relay can queue at a peer.
     static let additionalPathQueueMessages: Int32 = 128
     static let additionalPathMaxMessageBytes: Int64 = 160 << 10
+    /// Messages this peer may queue for the relay per connection: about 30 s of inputs at 60 Hz,
+    /// or 8 whole states (a state is at most 256 chunks); past it a send fails. The default
+    /// (10,000 messages) let a relay that asks for states and reads nothing have an app queue
+    /// gigabytes.
+    static let sendQueueMessages: Int32 = 2_048
     /// Bytes one ``receive(now:)`` decodes at most (the rest wait for the next tick), so one tick
     /// never holds more than this in decoded messages, however much a relay sent.
     static let receiveBytesPerCall = 16 << 20
@@ -143,6 +153,7 @@ final class RelayLink {
         try SocketDefaults.connectedClient(.dealer, to: endpoint, serverKey: serverKey, context: context) {
             try $0.set(.immediate(true))
             try $0.set(.receiveHighWaterMark(additional ? Self.additionalPathQueueMessages : Self.receiveQueueMessages))
+            try $0.set(.sendHighWaterMark(additional ? Self.additionalPathQueueMessages : Self.sendQueueMessages))
             try $0.set(.maxMessageSize(bytes: additional ? Self.additionalPathMaxMessageBytes : Self.maxMessageBytes))
         }
     }
@@ -159,6 +170,24 @@ final class RelayLink {
         }
         generation += 1
         paths[0].socket = try makeSocket()
+        paths[0].socket?.inboundLedger = InboundLedger()
+        primarySentBytes = 0
+        primaryConnection = nil
+    }
+
+    /// Bytes handed to the primary connection that the relay's kernel has not acknowledged yet
+    /// (queued here by libzmq or by the kernel), at least; nil until something arrived on it
+    /// (or off Linux). Framing and heartbeats are not counted, so it errs low.
+    func unacknowledgedBytes() -> Int? {
+        guard let connection = primaryConnection, let acknowledged = connection.probe.acknowledgedBytes() else { return nil }
+        return Int(max(0, (primarySentBytes - connection.sent) - (acknowledged - connection.acknowledged)))
+    }
+
+    /// Learns the TCP connection the primary's last frame came on, when it is a new one.
+    private func notePrimaryConnection(_ socket: Socket) {
+        guard let fd = socket.inboundLedger?.lastFd, fd >= 0, fd != primaryConnection?.probe.fd,
+              let probe = TCPConnectionProbe(fd: fd), let acknowledged = probe.acknowledgedBytes() else { return }
+        primaryConnection = (probe, primarySentBytes, acknowledged)
     }
 
     /// Points the link at another relay (the session moved there): every connection to the old
@@ -397,6 +426,7 @@ final class RelayLink {
         }
         guard (try? socket.send(bytes, flags: .dontWait)) != nil else { return false }
         sentMessages += 1
+        if index == 0 { primarySentBytes += Int64(bytes.count) }
         return true
     }
 
@@ -438,6 +468,7 @@ final class RelayLink {
             }
             if paths[index].inbound != nil { arrived += paths[index].inbound!.due(now: now) }
             if index == 0 {
+                if let socket = paths[0].socket { notePrimaryConnection(socket) }
                 out += arrived
             } else {
                 for envelope in arrived {

@@ -29,6 +29,18 @@ public struct TCPConnectionProbe: Sendable, Hashable {
         #endif
     }
 
+    /// Bytes the peer's kernel acknowledged on the connection so far (tcp_info's
+    /// `tcpi_bytes_acked`); nil when the descriptor is no longer this connection (or off Linux).
+    public func acknowledgedBytes() -> Int64? {
+        #if os(Linux)
+        guard Self.inode(of: fd) == inode else { return nil }
+        let acknowledged = cepoll_tcp_bytes_acked(fd)
+        return acknowledged >= 0 ? Int64(acknowledged) : nil
+        #else
+        return nil
+        #endif
+    }
+
     private static func inode(of fd: Int32) -> UInt64? {
         var info = stat()
         return fstat(fd, &info) == 0 ? UInt64(info.st_ino) : nil

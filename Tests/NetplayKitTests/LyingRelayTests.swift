@@ -1,7 +1,10 @@
+import Foundation
 import Games
 import NetplayAuth
+import NetplayService
 import NetplayTestSupport
 import NetplayWire
+import Rollback
 import Testing
 @testable import NetplayKit
 
@@ -10,20 +13,28 @@ import Testing
 /// the first, and no claim takes what it holds.
 @Suite("NetplayKit: a relay that repeats itself or lies", .ownThread)
 struct LyingRelayTests {
-    /// A player's match on a relay at 127.0.0.1:9 (nothing listens): what it sends goes nowhere.
-    func playerMatch() throws -> NetplayMatch<Arena> {
+    /// A player's match on a relay at `relay` (by default 127.0.0.1:9, where nothing listens:
+    /// what it sends goes nowhere).
+    func playerMatch(relay: String = "tcp://127.0.0.1:9") throws -> NetplayMatch<Arena> {
         let ticket = try JoinTicketSigner(keyRing: TicketKeyRing.generate()).issue(
             sessionId: "s-repeat", participantId: "p0", role: .player, slot: 1, relayId: "r",
-            relayEndpoint: "tcp://127.0.0.1:9", params: SyncParams(inputSize: 1, maxPlayers: 2), name: "p0",
+            relayEndpoint: relay, params: SyncParams(inputSize: 1, maxPlayers: 2), name: "p0",
             ttlMs: 60_000, nowUnixMs: UnixTime.nowMs())
-        return try NetplayMatch(game: Arena(playerCount: 2), admission: Admission(ticket: ticket, relayEndpoint: "tcp://127.0.0.1:9"))
+        return try NetplayMatch(game: Arena(playerCount: 2), admission: Admission(ticket: ticket, relayEndpoint: relay))
     }
 
     /// Each state request encoded the whole state and queued every chunk at once (a thousand
     /// of them stalled the game loop for seconds and queued gigabytes). At most four are served
     /// a second; the relay's own transfers ask far less.
     @Test func aFloodOfStateRequestsIsServedFourASecond() throws {
-        let match = try playerMatch()
+        let relay = try StandInRouter()
+        let match = try playerMatch(relay: relay.endpoint)
+        match.start()
+        // Connected (its attach arrived): what it serves is queued.
+        #expect(eventually(within: 5) {
+            match.tick(input: GameInput(low: 0))
+            return (try? relay.socket.receiveMultipart(flags: .dontWait)) != nil
+        })
         func served() -> Int { match.events.filter { if case .stateServed = $0 { true } else { false } }.count }
         for id in 1 ... 1_000 {
             match.receive(Envelope(body: .stateRequest(StateRequest(transferId: UInt32(id), reason: .matchStart, maxChunkBytes: 262_144))),
@@ -35,6 +46,75 @@ struct LyingRelayTests {
         // A second later, the relay is answered again.
         match.receive(Envelope(body: .stateRequest(StateRequest(transferId: 2_001, reason: .matchStart))), now: 11_000)
         #expect(served() == 5)
+    }
+
+    /// A game whose state is 4 MiB of bytes.
+    struct BulkyGame: SerializableGame {
+        var bytes = [UInt8](repeating: 7, count: 4 << 20)
+        func saveState() -> [UInt8] { bytes }
+        mutating func loadState(_ state: [UInt8]) { bytes = state }
+        mutating func advanceFrame(_ inputs: FrameInputs) { bytes[0] &+= 1 }
+        func checksum() -> UInt64 { UInt64(bytes[0]) }
+        static func encode(_ state: [UInt8]) -> [UInt8] { state }
+        static func decode(_ bytes: [UInt8]) -> [UInt8]? { bytes }
+    }
+
+    /// A relay asking for a large state in the smallest chunks had it cut into 65,536 chunks in
+    /// one tick; one asking four times a second and reading nothing had the app queue every
+    /// copy. A state is cut into 256 chunks at most, and a relay whose kernel has not
+    /// acknowledged over 1 MiB of what the peer sent it is not sent another.
+    @Test func aStateIsServedInAFewChunksAndARelayThatDoesNotReadGetsNoPileOfThem() throws {
+        let relay = try StandInRouter(receiveQueue: 1)
+        let ticket = try JoinTicketSigner(keyRing: TicketKeyRing.generate()).issue(
+            sessionId: "s-bulky", participantId: "p0", role: .player, slot: 1, relayId: "r",
+            relayEndpoint: relay.endpoint, params: SyncParams(inputSize: 1, maxPlayers: 2), name: "p0",
+            ttlMs: 60_000, nowUnixMs: UnixTime.nowMs())
+        let match = try NetplayMatch(game: BulkyGame(), admission: Admission(ticket: ticket, relayEndpoint: relay.endpoint))
+        match.start()
+        var attach: [[UInt8]]?
+        _ = eventually(within: 5) {
+            match.tick(input: GameInput(low: 0))
+            attach = try? relay.socket.receiveMultipart(flags: .dontWait)
+            return attach != nil
+        }
+        let frames = try #require(attach, "the match never attached")
+        let relayPeer = frames[0]
+        // Answered (the match waits for its start), so it keeps its connection.
+        let attachId = try Envelope(decoding: frames[1]).requestId
+        try relay.socket.sendMultipart([relayPeer, try Envelope(requestId: attachId, body: .attachResponse(AttachResponse(
+            slot: 1, params: SyncParams(inputSize: 1, maxPlayers: 2), running: false, protocolVersion: SyncProtocol.current))).encoded()])
+        func ask(_ id: UInt32, chunkBytes: UInt32) throws {
+            let request = try Envelope(body: .stateRequest(StateRequest(transferId: id, reason: .matchStart, maxChunkBytes: chunkBytes))).encoded()
+            try relay.socket.sendMultipart([relayPeer, request])
+        }
+        /// Ticks the match for `seconds`, taking what reaches the stand-in when `reading`.
+        func run(seconds: Double, reading: Bool, asking: ((Int) throws -> Void)? = nil) rethrows -> (chunks: Int, bytes: Int) {
+            var chunks = 0, bytes = 0
+            let deadline = Date().addingTimeInterval(seconds)
+            var ticks = 0
+            while Date() < deadline {
+                try asking?(ticks)
+                match.tick(input: GameInput(low: 0))
+                ticks += 1
+                while reading, let frames = try? relay.socket.receiveMultipart(flags: .dontWait) {
+                    if case .stateChunk(let chunk)? = (try? Envelope(decoding: frames[1]))?.body {
+                        chunks += 1
+                        bytes += chunk.data.count
+                    }
+                }
+                usleep(16_000)
+            }
+            return (chunks, bytes)
+        }
+        try ask(1, chunkBytes: 64)
+        let served = run(seconds: 2, reading: true)
+        #expect(served.chunks == 256 && served.bytes == 4 << 20, "\(served.chunks) chunks, \(served.bytes) bytes")
+        // A request every 250 ms for 3 s, none of the chunks read meanwhile.
+        _ = try run(seconds: 3, reading: false) { tick in if tick % 15 == 0 { try ask(UInt32(2 + tick), chunkBytes: 262_144) } }
+        let queued = run(seconds: 3, reading: true)
+        // A copy or two and what the kernels hold: far below the 48 MiB of twelve copies.
+        #expect(queued.bytes < 16 << 20, "\(queued.bytes >> 20) MiB queued for a relay that did not read")
+        #expect(queued.bytes >= 4 << 20, "the relay was served at all")
     }
 
     /// The relay's answer to an attach, once more while the match runs (a copy, or replayed):

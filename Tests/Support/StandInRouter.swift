@@ -10,10 +10,12 @@ public final class StandInRouter {
     /// Where it listens.
     public let endpoint: String
 
-    /// Binds a fresh ROUTER on a free loopback port.
-    public init() throws {
+    /// Binds a fresh ROUTER on a free loopback port; `receiveQueue`: the messages libzmq reads
+    /// ahead of the test (1: what the test does not read stays with the peer).
+    public init(receiveQueue: Int32 = 1_000) throws {
         socket = try Context.shared.socket(.router)
         try socket.set(.sendHighWaterMark(10))
+        try socket.set(.receiveHighWaterMark(receiveQueue))
         try socket.set(.receiveTimeout(milliseconds: 5_000))
         try socket.set(.routerMandatory(true))
         try socket.bind("tcp://127.0.0.1:*")
