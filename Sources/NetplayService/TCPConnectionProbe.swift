@@ -21,9 +21,7 @@ public struct TCPConnectionProbe: Sendable, Hashable {
     /// kernel's send queue); nil when the descriptor is no longer this connection (or off Linux).
     public func unacknowledgedBytes() -> Int? {
         #if os(Linux)
-        guard Self.inode(of: fd) == inode else { return nil }
-        let queued = cepoll_tcp_unacknowledged_bytes(fd)
-        return queued >= 0 ? Int(queued) : nil
+        return ask(cepoll_tcp_unacknowledged_bytes).map(Int.init)
         #else
         return nil
         #endif
@@ -33,12 +31,17 @@ public struct TCPConnectionProbe: Sendable, Hashable {
     /// `tcpi_bytes_acked`); nil when the descriptor is no longer this connection (or off Linux).
     public func acknowledgedBytes() -> Int64? {
         #if os(Linux)
-        guard Self.inode(of: fd) == inode else { return nil }
-        let acknowledged = cepoll_tcp_bytes_acked(fd)
-        return acknowledged >= 0 ? Int64(acknowledged) : nil
+        return ask(cepoll_tcp_bytes_acked)
         #else
         return nil
         #endif
+    }
+
+    /// What `query` says of the descriptor while it is still this connection (-1: nothing).
+    private func ask(_ query: (Int32) -> Int64) -> Int64? {
+        guard Self.inode(of: fd) == inode else { return nil }
+        let value = query(fd)
+        return value >= 0 ? value : nil
     }
 
     private static func inode(of fd: Int32) -> UInt64? {
