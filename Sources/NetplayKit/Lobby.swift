@@ -160,6 +160,9 @@ public struct NetplayLobby: Sendable {
         try LanBeacon.listen(port: lanBeaconPort, milliseconds: milliseconds)
     }
 
+    /// The most distinct endpoints one ``measurePings(_:timeoutMs:)`` measures.
+    public static let maxPingedEndpoints = 64
+
     /// Lobby and LAN rooms together (the room browser's two sections), each with its ping (see
     /// ``measurePings(_:timeoutMs:)``); a part that cannot be reached is left out.
     public func browse(filter: RoomFilter = RoomFilter(includeInProgress: true), lanMilliseconds: Int = 1_200) -> [NetplayRoom] {
@@ -172,9 +175,14 @@ public struct NetplayLobby: Sendable {
     /// `rooms` with ``NetplayRoom/pingMs`` set: the round trip of a `Ping` to each room's
     /// endpoint (a LAN host's relay, or a lobby room's relay, encrypted like the cluster) on a
     /// connection already set up by a first ping, all endpoints at once, each request waiting at
-    /// most `timeoutMs`; nil where none came back.
+    /// most `timeoutMs`; nil where none came back. The first ``maxPingedEndpoints`` tcp://
+    /// endpoints are measured, within twice `timeoutMs` in all: a listing naming hundreds of
+    /// endpoints that do not answer took a request timeout each, a few at a time (a minute and
+    /// more), and had the app connect to every host a discovery chose.
     public func measurePings(_ rooms: [NetplayRoom], timeoutMs: Int = 500) -> [NetplayRoom] {
-        let endpoints = Array(Set(rooms.map(\.endpoint).filter { !$0.isEmpty }))
+        var distinct = Set<String>()
+        let endpoints = Array(rooms.map(\.endpoint).filter { $0.hasPrefix("tcp://") && distinct.insert($0).inserted }
+            .prefix(Self.maxPingedEndpoints))
         let pings = roundTrips(to: endpoints.map { endpoint in (endpoint, rooms.contains { $0.endpoint == endpoint && $0.isLAN }) },
                                pings: 1, timeoutMs: timeoutMs)
         return rooms.map { room in
@@ -206,13 +214,16 @@ public struct NetplayLobby: Sendable {
     private func roundTrips(to endpoints: [(endpoint: String, plain: Bool)], pings: Int, timeoutMs: Int) -> [String: UInt64] {
         let measured = Mutex<[String: UInt64]>([:])
         let key = serverKey
+        // Twice a request's timeout in all: an endpoint not begun by then is not measured.
+        let deadline = ContinuousClock.now + .milliseconds(2 * timeoutMs)
         DispatchQueue.concurrentPerform(iterations: endpoints.count) { index in
             let (endpoint, plain) = endpoints[index]
-            guard let client = try? BlockingClient(endpoint: endpoint, timeout: Double(timeoutMs) / 1000,
+            guard ContinuousClock.now < deadline,
+                  let client = try? BlockingClient(endpoint: endpoint, timeout: Double(timeoutMs) / 1000,
                                                    serverKey: plain ? nil : key),
                   case .pong? = try? client.request(.ping(Ping(nonce: 0))) else { return }
             var best: UInt64?
-            for nonce in 1 ... UInt64(max(pings, 1)) {
+            for nonce in 1 ... UInt64(max(pings, 1)) where ContinuousClock.now < deadline {
                 let started = ContinuousClock.now
                 guard case .pong? = try? client.request(.ping(Ping(nonce: nonce))) else { break }
                 let elapsed = ContinuousClock.now - started

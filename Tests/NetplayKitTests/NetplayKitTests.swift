@@ -264,6 +264,19 @@ struct NetplayKitTests {
         let started = Date()
         #expect(lobby.measurePings([gone], timeoutMs: 300).first?.pingMs == nil)
         #expect(Date().timeIntervalSince(started) < 3)
+        // A listing naming hundreds of endpoints that do not answer (and some no tcp:// at all)
+        // took a request timeout for each, a few at a time: a minute and more. The first 64
+        // are measured, within twice the timeout in all; the room that answers still has its ping.
+        let silent = (0 ..< 300).map { index -> NetplayRoom in
+            var other = room
+            other.id = "silent-\(index)"
+            other.endpoint = index % 10 == 0 ? "ipc:///tmp/netplay-nothing-\(index)" : "tcp://127.0.0.1:\(20_000 + index)"
+            return other
+        }
+        let crowded = Date()
+        let measured = lobby.measurePings([room] + silent, timeoutMs: 300)
+        #expect(Date().timeIntervalSince(crowded) < 2, "\(Date().timeIntervalSince(crowded)) s for 300 silent endpoints")
+        #expect(measured.first?.pingMs != nil && measured.dropFirst().allSatisfy { $0.pingMs == nil })
     }
 
     @Test func aHostWaitingForPlayersMeasuresAndReportsItsRealPing() throws {
