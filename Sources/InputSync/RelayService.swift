@@ -222,7 +222,7 @@ public final class RelayService: RawFrameService, RelayTransport {
     private func notePeerConnection(_ peer: PeerAddress, runtime: ServiceRuntime, core: RelayCore) {
         peerConnections[peer] = runtime.requestConnection
         if peerConnections.count > 2 * core.peerCount + 64 {
-            peerConnections = peerConnections.filter { core.knows($0.key) }
+            peerConnections = peerConnections.filter { core.knows($0.key) || $0.key == peer }
         }
     }
 

@@ -54,8 +54,9 @@ extension RelaySession {
         }
     }
 
-    /// Replay files one session writes at most (the match's and one after each restart): a
-    /// restart loop filled the disk with files, each with its state.
+    /// Replay files one session writes at most (the match's and one after each restart): a loop
+    /// of restarts pipelined with their states filled the disk with files, each with its state,
+    /// and each ended with an fsync on the relay's thread. Past it a restart costs neither.
     static let maxReplayFilesPerSession = 16
 
     /// Ends the session: everyone is told, the replay is finished and synced to disk.

@@ -16,11 +16,6 @@ enum StartStateProgress: Equatable {
 extension RelaySession {
     // MARK: - Starting from the host's state
 
-    /// The shortest time between two restarts of a running match: each ends a replay file
-    /// (synced to disk on the relay's thread) and opens another, and restarts pipelined with
-    /// their states came as fast as the host could send them.
-    static let restartIntervalMs: UInt64 = 2_000
-
     /// The largest start state the replay header records (the replay reader takes frames of at
     /// most 1 MiB); a larger one leaves the header without it.
     static let maxRecordedStartState = 1_000_000
@@ -34,7 +29,14 @@ extension RelaySession {
     /// spectating holds no slot whose state a match could start from: its slot, 0, made the
     /// start-state slot -1, and reading it trapped, ending every session of the relay).
     func noteStartState(of request: AttachRequest, from participant: RelayPeer) {
-        guard request.startFromHostState, actsAsHost(participant), participant.isPlayer, participant.slot > 0 else { return }
+        guard actsAsHost(participant) else { return }
+        guard participant.isPlayer, participant.slot > 0 else {
+            // The host left its slot before the start: no start from a state it no longer holds
+            // (the slot it left would hold the start up, or hand the start to whoever takes it).
+            if !running { startStateSlot = nil }
+            return
+        }
+        guard request.startFromHostState else { return }
         startStateSlot = participant.slot - 1
     }
 
@@ -129,10 +131,6 @@ extension RelaySession {
             throw ServiceError(.overloaded, "This relay holds as many states in transfer as it may; restart again in a moment.",
                                retryAfterMs: UInt32(transferRetryAtMs - now))
         }
-        if let last = lastRestartMs, now < last + Self.restartIntervalMs {
-            throw ServiceError(.rateLimited, "The match restarted a moment ago; restart again in a moment.",
-                               retryAfterMs: UInt32(last + Self.restartIntervalMs - now))
-        }
         guard frame >= timeline.oldest, frame <= timeline.confirmed else {
             throw ServiceError(.badRequest, "A restart is at a confirmed frame this relay still holds inputs after (\(timeline.oldest) ... \(timeline.confirmed)); got \(frame).",
                                field: "StartSessionRequest.restart_frame")
@@ -140,7 +138,6 @@ extension RelaySession {
         startStateSlot = host.slot - 1
         let targets = participants.filter { $0 !== host && $0.isConnected && $0.awaitingTransfer == nil }
         guard beginTransfer(reason: .restart, reference: host, targets: targets, now: now, atLeastFrame: frame) else { return }
-        lastRestartMs = now
         // Their checksums from the old state are no evidence until they load the new one (an
         // earlier state they have not said they loaded is superseded).
         for target in targets where target.slot > 0 {

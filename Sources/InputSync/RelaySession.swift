@@ -149,9 +149,7 @@ final class RelaySession {
     var droppedTransfer: (id: UInt32, reference: RelayPeer)?
     var desyncs = 0
     var resyncs = 0
-    /// When the host last restarted the running match (``restart(by:from:now:)``), and the
-    /// replay files this session opened: each restart ends one and opens another.
-    var lastRestartMs: UInt64?
+    /// The replay files this session opened: each restart ends one and opens another.
     var replayFilesOpened = 0
     /// Why each recent transfer happened (its acknowledgement arrives after it completed).
     var transferReasons: [UInt32: StateTransferReason] = [:]

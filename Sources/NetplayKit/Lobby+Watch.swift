@@ -118,10 +118,20 @@ final class RoomWatch: Sendable {
         var first = true
         var lastHeard = Date()
         var failingSince: Date?
+        // A snapshot taken for a silence: if the registry changed meanwhile, the subscription
+        // missed it.
+        var silent = false
         while !isStopped {
             if due {
                 do {
                     let (fresh, sequence) = try snapshot(requests)
+                    if silent, !first, sequence != held, let fresh = try? subscribe() {
+                        // libzmq drops a connection for good after a protocol error (an event
+                        // over the limit, a garbled frame): such a subscription never comes back
+                        // by itself, and the watch polled for the rest of its life.
+                        subscriber = fresh
+                    }
+                    silent = false
                     if first {
                         continuation.yield(.snapshot(fresh.keys.sorted().map { NetplayRoom(fresh[$0]!) }))
                         first = false
@@ -165,10 +175,7 @@ final class RoomWatch: Sendable {
             }
             if Date().timeIntervalSince(lastHeard) > silenceLimit {
                 due = true
-                // libzmq drops a connection for good after a protocol error (an event over the
-                // limit, a garbled frame): silence may be a subscription that never comes back by
-                // itself, which left the watch polling. It subscribes anew.
-                if let fresh = try? subscribe() { subscriber = fresh }
+                silent = true
             }
         }
     }

@@ -218,12 +218,17 @@ public struct NetplayLobby: Sendable {
         let deadline = ContinuousClock.now + .milliseconds(2 * timeoutMs)
         DispatchQueue.concurrentPerform(iterations: endpoints.count) { index in
             let (endpoint, plain) = endpoints[index]
-            guard ContinuousClock.now < deadline,
-                  let client = try? BlockingClient(endpoint: endpoint, timeout: Double(timeoutMs) / 1000,
-                                                   serverKey: plain ? nil : key),
+            // Each request waits no longer than the time left.
+            func left() -> Double {
+                let remaining = ContinuousClock.now.duration(to: deadline)
+                return min(Double(timeoutMs) / 1000, Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18)
+            }
+            guard left() > 0,
+                  let client = try? BlockingClient(endpoint: endpoint, timeout: left(), serverKey: plain ? nil : key),
                   case .pong? = try? client.request(.ping(Ping(nonce: 0))) else { return }
             var best: UInt64?
-            for nonce in 1 ... UInt64(max(pings, 1)) where ContinuousClock.now < deadline {
+            for nonce in 1 ... UInt64(max(pings, 1)) where left() > 0 {
+                client.timeout = left()
                 let started = ContinuousClock.now
                 guard case .pong? = try? client.request(.ping(Ping(nonce: nonce))) else { break }
                 let elapsed = ContinuousClock.now - started

@@ -185,8 +185,10 @@ final class RelayLink {
 
     /// Learns the TCP connection the primary's last frame came on, when it is a new one.
     private func notePrimaryConnection(_ socket: Socket) {
-        guard let fd = socket.inboundLedger?.lastFd, fd >= 0, fd != primaryConnection?.probe.fd,
-              let probe = TCPConnectionProbe(fd: fd), let acknowledged = probe.acknowledgedBytes() else { return }
+        // Compared by socket (inode), not descriptor: libzmq reconnects on the lowest free
+        // descriptor, often the one the last connection had.
+        guard let fd = socket.inboundLedger?.lastFd, let probe = TCPConnectionProbe(fd: fd), probe != primaryConnection?.probe,
+              let acknowledged = probe.acknowledgedBytes() else { return }
         primaryConnection = (probe, primarySentBytes, acknowledged)
     }
 

@@ -171,6 +171,10 @@ struct RelayStartStateTests {
         try attach(rig, host, slot: 0, role: .spectator, participant: "h-host", fromHostState: true)
         rig.advance(ms: 50)
         #expect(session.startStateSlot == nil)
+        // Nor does a start from the host's state it asked for in its slot outlive its leaving it.
+        session.startStateSlot = 0
+        try attach(rig, host, slot: 0, role: .spectator, participant: "h-host")
+        #expect(session.startStateSlot == nil)
         let refused = #expect(throws: ServiceError.self) {
             try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId, restart: true)), from: host)
         }
@@ -231,29 +235,19 @@ struct RelayStartStateTests {
 
     /// Restarts pipelined with their states came as fast as the host could send them, each
     /// ending a replay file (synced to disk on the relay's thread) and opening another with its
-    /// state: a loop filled the disk and stalled every session. A running match restarts at most
-    /// every 2 s, and a session writes 16 replay files at most.
-    @Test func restartsComeAtMostEveryTwoSecondsAndASessionWritesSixteenReplayFilesAtMost() throws {
+    /// state: a loop filled the disk and stalled every session. A session writes 16 replay files
+    /// at most; every restart is still taken (the host has switched to its state already).
+    @Test func aSessionWritesSixteenReplayFilesAtMost() throws {
         let rig = RelayRig(players: 2, checksumInterval: 10)
         try playThirtyFrames(rig)
-        var restarts = 0, refused = 0
-        for _ in 0 ..< 60 {
-            do {
-                try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId, restart: true, restartFrame: 20)), from: host)
-            } catch {
-                #expect(error.code == .rateLimited && error.retryAfterMs > 0 && error.retryAfterMs <= 2_000)
-                refused += 1
-                rig.advance(ms: 1_000)
-                continue
-            }
-            restarts += 1
+        for _ in 0 ..< 20 {
+            try rig.send(.startSessionRequest(StartSessionRequest(sessionId: rig.sessionId, restart: true, restartFrame: 20)), from: host)
             let request = try #require(stateRequests(rig.transport.take(host)).first)
             try rig.send(.stateChunk(StateChunk(transferId: request.transferId, frame: 20, totalSize: 3, data: [7, 7, 7], checksum: 77,
                                                 last: true, reason: .restart)), from: host)
             try rig.send(.stateTransferAck(StateTransferAck(transferId: request.transferId, receivedBytes: 3, loaded: true)), from: b)
             rig.advance(ms: 8)
         }
-        #expect(restarts == 20 && refused == 40, "\(restarts) restarts, \(refused) refused")
         let files = try FileManager.default.contentsOfDirectory(atPath: rig.replayDirectory.path)
         #expect(files.count == RelaySession.maxReplayFilesPerSession, "\(files.count) replay files")
         #expect(rig.transport.published.filter { $0.topic == "sync.replay_failed" }.count == 1)

@@ -369,8 +369,10 @@ struct NetplayKitTests {
         defer { host.stop() }
         let (lobby, room, hostMatch, joinMatch) = try startedPair(host, port: port)
         #expect(drive([hostMatch, joinMatch], seconds: 20, until: { hostMatch.currentFrame >= 400 }))
-        // The joiner loses its link for 2 s; the host keeps playing; the joiner reconnects.
-        joinMatch.simulateOutage(milliseconds: 2_000)
+        // The joiner loses its link for 3 s; the host keeps playing; the joiner reconnects (it
+        // does once it has heard nothing for 1.5 s: 2 s left a tick of a loaded machine half a
+        // second to notice).
+        joinMatch.simulateOutage(milliseconds: 3_000)
         var spectator: NetplayMatch<Arena>?
         var options = NetplayMatchOptions()
         options.stopAtFrame = 1_200

@@ -26,8 +26,8 @@ struct ServiceQueueLimitTests {
     }
 
     /// A room watch takes room events (a few KiB at most) of up to 64 KiB: a larger one closes
-    /// the connection instead of being queued (the watch subscribes again after a silence, see
-    /// `RoomWatchTests.aSubscriptionDroppedForGoodIsMadeAgain`).
+    /// the connection instead of being queued (the watch subscribes again once a silence shows it
+    /// missed a change, see `RoomWatchTests.aSubscriptionDroppedForGoodIsMadeAgain`).
     @Test func aRoomWatchTakesNoEventOver64KiB() throws {
         let publisher = try Context.shared.socket(.pub)
         defer { publisher.close() }

@@ -649,7 +649,8 @@ public struct StateRequest: Sendable, Hashable {
     public var frame: UInt32
     /// Why.
     public var reason: StateTransferReason
-    /// Preferred chunk size in bytes (0 = 65536).
+    /// Preferred chunk size in bytes (0 = 65536). A peer cuts a state into 256 chunks at most,
+    /// so a larger state comes in larger chunks (262144 bytes at most).
     public var maxChunkBytes: UInt32
 
     /// Creates the message; a field not given takes its default (zero, empty, nil or `@default`).

@@ -660,7 +660,8 @@ struct  Netplay__V1__StateRequest
    */
   Netplay__V1__StateTransferReason reason;
   /*
-   * Preferred chunk size in bytes (0 = 65536). @range 0..262144
+   * Preferred chunk size in bytes (0 = 65536). A peer cuts a state into 256 chunks at most,
+   * so a larger state comes in larger chunks (262144 bytes at most). @range 0..262144
    */
   uint32_t max_chunk_bytes;
 };
