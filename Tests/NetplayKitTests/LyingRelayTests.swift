@@ -128,19 +128,27 @@ struct LyingRelayTests {
         #expect(match.phase == .playing)
     }
 
+    /// A player's match that plays (no relay behind it).
+    func playingMatch() throws -> NetplayMatch<Arena> {
+        let match = try playerMatch()
+        match.params = SyncParams(inputSize: 1, maxPlayers: 2)
+        match.phase = .playing
+        return match
+    }
+
+    /// An authoritative broadcast of slot 2's inputs `frame ..< frame + count`, all confirmed.
+    func broadcast(from frame: Int, count: Int) -> Envelope {
+        Envelope(body: .inputBroadcast(InputBroadcast(
+            authoritative: true, inputSize: 1,
+            players: [PlayerInputs(slot: 2, startFrame: UInt32(frame), inputs: Array(repeating: 3, count: count))],
+            confirmedFrames: UInt32(frame + count))))
+    }
+
     /// One authoritative run claiming frames two billion ahead made every real row of the resend
     /// history older than its floor, and the next pruning threw them all away: nothing was left
     /// to resend after a relay restart.
     @Test func aRunFarAheadLeavesTheResendHistoryAlone() throws {
-        let match = try playerMatch()
-        match.params = SyncParams(inputSize: 1, maxPlayers: 2)
-        match.phase = .playing
-        func broadcast(from frame: Int, count: Int) -> Envelope {
-            Envelope(body: .inputBroadcast(InputBroadcast(
-                authoritative: true, inputSize: 1,
-                players: [PlayerInputs(slot: 2, startFrame: UInt32(frame), inputs: Array(repeating: 3, count: count))],
-                confirmedFrames: UInt32(frame + count))))
-        }
+        let match = try playingMatch()
         match.receive(broadcast(from: 0, count: 100), now: 1_000)
         #expect(match.history[50] != nil)
         match.receive(broadcast(from: 2_000_000_000, count: 8_192), now: 1_001)
@@ -153,15 +161,7 @@ struct LyingRelayTests {
     /// ten of them did what one run far ahead no longer could: every real row fell below the
     /// floor, and the confirmed frames counted far ahead kept the match catching up.
     @Test func runsJustWithinTheHorizonDoNotMoveItOn() throws {
-        let match = try playerMatch()
-        match.params = SyncParams(inputSize: 1, maxPlayers: 2)
-        match.phase = .playing
-        func broadcast(from frame: Int, count: Int) -> Envelope {
-            Envelope(body: .inputBroadcast(InputBroadcast(
-                authoritative: true, inputSize: 1,
-                players: [PlayerInputs(slot: 2, startFrame: UInt32(frame), inputs: Array(repeating: 3, count: count))],
-                confirmedFrames: UInt32(frame + count))))
-        }
+        let match = try playingMatch()
         match.receive(broadcast(from: 0, count: 100), now: 1_000)
         for _ in 0 ..< 10 { match.receive(broadcast(from: match.historyNewest + 900, count: 128), now: 1_001) }
         #expect(match.history[50] != nil, "the real rows are kept")
@@ -173,9 +173,7 @@ struct LyingRelayTests {
     /// itself that far behind for good (catching up every tick, every time-sync hint thrown
     /// away). A frame is confirmed only as far as its inputs came.
     @Test func aClaimOfConfirmedFramesWithoutTheirInputsIsNotBelieved() throws {
-        let match = try playerMatch()
-        match.params = SyncParams(inputSize: 1, maxPlayers: 2)
-        match.phase = .playing
+        let match = try playingMatch()
         match.receive(Envelope(body: .inputBroadcast(InputBroadcast(authoritative: true, inputSize: 1, confirmedFrames: 2_000_000_000))),
                       now: 1_000)
         #expect(match.relayConfirmedFrames == 0)
