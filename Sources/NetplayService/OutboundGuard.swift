@@ -69,8 +69,8 @@ final class OutboundGuard {
     private let identity: (Int32) -> UInt64?
 
     init(limits: Limits = Limits(), curve: Bool = false,
-         acknowledged: @escaping (Int32) -> Int64? = OutboundGuard.kernelAcknowledged,
-         identity: @escaping (Int32) -> UInt64? = OutboundGuard.socketIdentity) {
+         acknowledged: @escaping (Int32) -> Int64? = TCPConnectionProbe.acknowledgedBytes(of:),
+         identity: @escaping (Int32) -> UInt64? = TCPConnectionProbe.socketInode(of:)) {
         self.limits = limits
         self.frameOverhead = Self.frameOverhead(curve: curve)
         self.acknowledged = acknowledged
@@ -154,21 +154,5 @@ final class OutboundGuard {
         guard let account = accounts.removeValue(forKey: fd) else { return }
         outstanding -= account.outstanding
         if descriptors[account.peer] == fd { descriptors[account.peer] = nil }
-    }
-
-    /// The inode of `fd`'s socket, which a new socket on a reused descriptor does not share.
-    static func socketIdentity(_ fd: Int32) -> UInt64? {
-        var info = stat()
-        return fstat(fd, &info) == 0 ? UInt64(info.st_ino) : nil
-    }
-
-    /// tcp_info's acknowledged bytes of `fd`, or nil when it is no TCP socket (or off Linux).
-    static func kernelAcknowledged(_ fd: Int32) -> Int64? {
-        #if os(Linux)
-        let value = cepoll_tcp_bytes_acked(fd)
-        return value >= 0 ? Int64(value) : nil
-        #else
-        return nil
-        #endif
     }
 }
