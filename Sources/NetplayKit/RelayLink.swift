@@ -52,7 +52,7 @@ final class RelayLink {
     /// Index 0 is the primary.
     private var paths: [Path]
     /// Bytes handed to the primary connection's socket since it opened, and the TCP connection
-    /// under it (learned from what arrives on it) with the counts when it was learned: what the
+    /// under it (learned from what arrived on it when first asked) with the counts then: what the
     /// relay's kernel has not acknowledged of it is ``unacknowledgedBytes()``.
     private var primarySentBytes: Int64 = 0
     private var primaryConnection: (probe: TCPConnectionProbe, sent: Int64, acknowledged: Int64)?
@@ -176,20 +176,20 @@ final class RelayLink {
     }
 
     /// Bytes handed to the primary connection that the relay's kernel has not acknowledged yet
-    /// (queued here by libzmq or by the kernel), at least; nil until something arrived on it
-    /// (or off Linux). Framing and heartbeats are not counted, so it errs low.
+    /// (queued here by libzmq or by the kernel), at least, counted from when it was first asked
+    /// on this connection (0 then); nil while nothing arrived on it (or off Linux). Framing and
+    /// heartbeats are not counted, so it errs low.
     func unacknowledgedBytes() -> Int? {
-        guard let connection = primaryConnection, let acknowledged = connection.probe.acknowledgedBytes() else { return nil }
-        return Int(max(0, (primarySentBytes - connection.sent) - (acknowledged - connection.acknowledged)))
-    }
-
-    /// Learns the TCP connection the primary's last frame came on, when it is a new one.
-    private func notePrimaryConnection(_ socket: Socket) {
-        // Compared by socket (inode), not descriptor: libzmq reconnects on the lowest free
-        // descriptor, often the one the last connection had.
-        guard let fd = socket.inboundLedger?.lastFd, let probe = TCPConnectionProbe(fd: fd), probe != primaryConnection?.probe,
-              let acknowledged = probe.acknowledgedBytes() else { return }
+        if let connection = primaryConnection, let acknowledged = connection.probe.acknowledgedBytes() {
+            return Int(max(0, (primarySentBytes - connection.sent) - (acknowledged - connection.acknowledged)))
+        }
+        // First asked, or the connection is another now (the probe's inode check: libzmq
+        // reconnects on the lowest free descriptor, often the last connection's): learn the one
+        // the primary's last frame came on.
+        guard let fd = paths[0].socket?.inboundLedger?.lastFd, let probe = TCPConnectionProbe(fd: fd),
+              let acknowledged = probe.acknowledgedBytes() else { return nil }
         primaryConnection = (probe, primarySentBytes, acknowledged)
+        return 0
     }
 
     /// Points the link at another relay (the session moved there): every connection to the old
@@ -470,7 +470,6 @@ final class RelayLink {
             }
             if paths[index].inbound != nil { arrived += paths[index].inbound!.due(now: now) }
             if index == 0 {
-                if let socket = paths[0].socket { notePrimaryConnection(socket) }
                 out += arrived
             } else {
                 for envelope in arrived {
