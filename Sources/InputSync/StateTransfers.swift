@@ -203,19 +203,19 @@ extension RelaySession {
                 refuseUnpaced(delivery, of: transfer, now: now)
                 continue
             }
+            // Its acknowledgements say what it read, and can be forged (a target claiming every
+            // byte sent, reading none, was sent window after window, all queued here): while its
+            // kernel has not acknowledged two windows (1 MiB at least, room for its input
+            // broadcasts), it waits; a pump sends it a window at most. An honest target has at
+            // most a window of the state outstanding, so this never holds it up.
+            if delivery.paced, delivery.sentBytes > 0, let address = target.address,
+               let unacknowledged = transport.unacknowledgedBytes(to: address),
+               UInt64(unacknowledged) >= max(2 * window, Self.unacknowledgedFloor) { continue }
             while delivery.nextChunk < transfer.chunks.count {
                 let chunk = transfer.chunks[delivery.nextChunk]
                 let size = UInt64(chunk.data.count)
                 let outstanding = delivery.sentBytes - delivery.acknowledgedBytes
                 if delivery.paced, outstanding > 0, outstanding + size > window { break }
-                // Its acknowledgements say what it read, and can be forged (a target claiming
-                // every byte sent, reading none, was sent window after window, all queued here):
-                // while its kernel has not acknowledged two windows (1 MiB at least, room for
-                // its input broadcasts), it waits. An honest target has at most a window of the
-                // state outstanding, so this never holds it up.
-                if delivery.paced, delivery.sentBytes > 0, let address = target.address,
-                   let unacknowledged = transport.unacknowledgedBytes(to: address),
-                   UInt64(unacknowledged) >= max(2 * window, Self.unacknowledgedFloor) { break }
                 if outstanding == 0 { delivery.lastProgressMs = now }  // its acknowledgements are due from now
                 send(.stateChunk(chunk), to: target, now: now)
                 delivery.nextChunk += 1
