@@ -1,3 +1,4 @@
+import MemberwiseInit
 import NetplayWire
 import ZeroMQ
 
@@ -17,17 +18,13 @@ public final class EventSubscriber {
 
     /// How much a subscriber lets a publisher queue at it: events at most (past them the
     /// publisher drops what it sends this subscriber) and the largest event taken (a larger one
-    /// closes the connection, which reconnects).
+    /// ends the connection for good: libzmq does not reconnect after a protocol error).
+    @PublicMemberwiseInit
     public struct QueueLimits: Sendable {
         /// Events queued at most.
         public var events: Int32
         /// The largest event, in bytes.
         public var eventBytes: Int64
-        /// Creates limits.
-        public init(events: Int32, eventBytes: Int64) {
-            self.events = events
-            self.eventBytes = eventBytes
-        }
     }
 
     /// Connects to `endpoint` and subscribes to topics starting with any of `prefixes`
