@@ -11,12 +11,16 @@
 #   namespace helpers it launches, which all inherit the environment) with RUN_TESTS_MARK
 #   and, when the run ends (passed, failed, crashed or interrupted), kills what still carries the
 #   mark and names it. A test process that crashes cannot stop its clusters itself, and a cluster
-#   left running holds ports and data the next run needs.
+#   left running holds ports and data the next run needs;
+# - gives the run a temporary directory of its own (TMPDIR, which Foundation, mktemp and Python
+#   all use) and removes it when the run ends: the tests' data directories, replays, keys and
+#   sockets go there, so no run leaves them behind in /tmp, whichever way it ended.
 set -uo pipefail
 log=$1; shift
 mkdir -p "$(dirname "$log")"
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-$(( $(nproc) + 1 ))}
 mark="run-tests-$$-$(date +%s%N)"
+run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/netplay-tests.XXXXXX") || { echo "run-tests: cannot make a temporary directory" >&2; exit 1; }
 
 # Kills the processes that carry this run's mark (this shell and tee do not: only swift test's
 # environment has it) and prints what it killed.
@@ -30,11 +34,12 @@ reap() {
   kill -9 "${pids[@]}" 2>/dev/null
   echo "run-tests: killed ${#pids[@]} process(es) the run left behind: $names" | tee -a "$log"
 }
-trap 'reap; exit 130' INT TERM
+trap 'reap; rm -rf "$run_tmp"; exit 130' INT TERM
 
-RUN_TESTS_MARK=$mark "${SWIFT:-swift}" test "$@" 2>&1 | tee "$log"
+RUN_TESTS_MARK=$mark TMPDIR=$run_tmp "${SWIFT:-swift}" test "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 reap
+rm -rf "$run_tmp"
 if [ "$status" -ne 0 ]; then
   echo
   echo "run-tests: swift test exited $status (at most $SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH tests at once); what failed (whole log: $log):"
