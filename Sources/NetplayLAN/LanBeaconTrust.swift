@@ -22,11 +22,13 @@ extension LanBeaconCodec {
     public static func hostEndpointProblem(_ endpoint: String, from source: UDPAddress,
                                            localAddresses: () -> Set<UInt32>) -> String? {
         let shown = endpoint.prefix(80)
-        guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":") else {
+        // The colon is looked for after the scheme: the scheme's own one ("tcp://x") made the
+        // host a range running backwards, a trap that one datagram from anyone on the LAN set off.
+        guard endpoint.hasPrefix("tcp://"), case let address = endpoint.dropFirst(6), let colon = address.lastIndex(of: ":") else {
             return "host endpoint '\(shown)' is not tcp://A.B.C.D:PORT"
         }
-        let host = endpoint[endpoint.index(endpoint.startIndex, offsetBy: 6) ..< colon]
-        let port = endpoint[endpoint.index(after: colon)...]
+        let host = address[..<colon]
+        let port = address[address.index(after: colon)...]
         // One plain form: libzmq resolves through getaddrinfo, which reads "012" as octal 10,
         // so a zero-padded octet names another address than the one compared here.
         guard host.split(separator: ".").allSatisfy({ $0 == "0" || $0.first != "0" }),

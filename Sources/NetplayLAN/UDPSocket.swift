@@ -42,7 +42,7 @@ public struct UDPAddress: Hashable, Sendable, CustomStringConvertible {
         guard parts.count == 1 || parts.count == 2 else { return nil }
         guard let ip = Self.parseIP(String(parts[0])) else { return nil }
         if parts.count == 2 {
-            guard let port = UInt16(parts[1]) else { return nil }
+            guard parts[1].utf8.allSatisfy({ (0x30...0x39).contains($0) }), let port = UInt16(parts[1]) else { return nil }
             self.init(ip: ip, port: port)
         } else {
             guard let defaultPort else { return nil }
@@ -50,13 +50,16 @@ public struct UDPAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Parses dotted-quad IPv4.
+    /// Parses dotted-quad IPv4: four octets of one to three ASCII digits (no sign: `UInt8("+12")`
+    /// takes one, and a beacon endpoint `tcp://+10.+0.+0.+1:7300` passed as an address that
+    /// libzmq then handed to the resolver).
     public static func parseIP(_ text: String) -> UInt32? {
         let octets = text.split(separator: ".", omittingEmptySubsequences: false)
         guard octets.count == 4 else { return nil }
         var value: UInt32 = 0
         for octet in octets {
-            guard !octet.isEmpty, octet.count <= 3, let byte = UInt8(octet) else { return nil }
+            guard !octet.isEmpty, octet.count <= 3, octet.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+                  let byte = UInt8(octet) else { return nil }
             value = value << 8 | UInt32(byte)
         }
         return value

@@ -73,6 +73,9 @@ struct ClusterFileParser {
     }
 
     mutating func parse(_ text: String) throws -> ClusterConfig {
+        if let alias = YAMLAliasScan.firstAlias(in: text) {
+            throw ClusterConfigError("\(file): line \(alias.line), column \(alias.column): YAML aliases (*name) are not supported: write the value out")
+        }
         let root: Node?
         do {
             root = try Yams.compose(yaml: text)

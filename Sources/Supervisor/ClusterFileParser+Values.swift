@@ -9,25 +9,17 @@ extension ClusterFileParser {
     /// work a hostile file can ask for.
     static let maxValues = 100_000
 
-    /// What ``convert(_:path:seen:)`` has met so far: the places of the values, and how many.
+    /// What ``convert(_:path:seen:)`` has met so far: how many values.
     struct Conversion {
-        var places: Set<Int> = []
         var values = 0
     }
 
-    /// The YAML tree as plain values, with `${VAR}`s interpolated. Aliases (`*name`) are refused:
-    /// Yams hands an alias back as the very node its anchor names, so a few nested aliases in a
-    /// file of 500 bytes expand into millions of values (gigabytes, then an abort). Such a node
-    /// comes back at its anchor's place in the file, which no two values of a file share.
+    /// The YAML tree as plain values, with `${VAR}`s interpolated. The tree has no aliases
+    /// (``YAMLAliasScan`` refused the file before it was composed), so every node is read once.
     func convert(_ node: Node, path: String, seen: inout Conversion) throws -> YAMLValue {
         let line = (node.mark?.line ?? 0)
         seen.values += 1
         guard seen.values <= Self.maxValues else { throw fail(path, "the file holds over \(Self.maxValues) values") }
-        var isEmptyScalar = false
-        if case .scalar(let scalar) = node, scalar.string.isEmpty { isEmptyScalar = true }  // may stand where the next token starts
-        if let mark = node.mark, !isEmptyScalar, !seen.places.insert(mark.line << 24 | mark.column).inserted {
-            throw fail(path, "YAML aliases (*name) are not supported: write the value out")
-        }
         switch node {
         case .scalar(let scalar):
             if scalar.style == .plain && ["", "~", "null", "Null", "NULL"].contains(scalar.string) { return .null(line: line) }

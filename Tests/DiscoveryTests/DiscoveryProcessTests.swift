@@ -255,7 +255,7 @@ struct DiscoveryProcessTests {
         // path after the port, another scheme. Each was believed as naming its sender.
         for (id, endpoint) in [("octal", "tcp://127.0.0.012:7300"), ("path", "tcp://127.0.0.3:7300/x"),
                                ("ipc", "ipc://127.0.0.3:1/../../run/x.sock"), ("noport", "tcp://127.0.0.3:"),
-                               ("bigport", "tcp://127.0.0.3:70000")] {
+                               ("bigport", "tcp://127.0.0.3:70000"), ("signed", "tcp://+127.+0.+0.+3:7300")] {
             #expect(liar.send(try beacon(id, endpoint: endpoint), to: target))
         }
         // What a beacon says beyond its host is not believed: a RetroArch join line (netplayctl
@@ -278,6 +278,15 @@ struct DiscoveryProcessTests {
         let fields = try #require(try discovery.list(RoomFilter(source: .lanBeacon)).rooms.first { $0.roomId == "lan:127.0.0.3:fields" })
         #expect(fields.retroarchJoin.isEmpty && fields.relayEndpoint.isEmpty && fields.region.isEmpty && fields.slots.isEmpty, "\(fields)")
         #expect(fields.source == .lanBeacon && fields.transport == .lan && fields.hostName == lying.hostName)
+        // No colon after the scheme, each from a source of its own (so no rate limit holds it
+        // back): one such datagram from anyone on the LAN killed discovery (a trap).
+        for (index, endpoint) in ["tcp://", "tcp://x", "tcp://127.0.0.3"].enumerated() {
+            let stranger = try UDPSocket(host: "127.0.0.\(40 + index)", port: 0)
+            #expect(stranger.send(try beacon("trap-\(index)", endpoint: endpoint), to: target))
+        }
+        usleep(300_000)
+        #expect(discovery.process.process.isRunning)
+        #expect(!beaconRoomIds(discovery).contains { $0.contains("trap-") })
         for id in ["fields", "noplayers"] {
             #expect(liar.send(try LanBeaconCodec.encode(LanBeacon(protocolVersion: 1, beaconId: id, sequence: 2, intervalMs: 20_000, room: lying, goodbye: true)), to: target))
         }

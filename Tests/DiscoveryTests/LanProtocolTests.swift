@@ -78,6 +78,14 @@ struct LanProtocolTests {
         #expect(LanBeaconCodec.hostEndpointProblem("tcp://192.168.1.012:7300", from: sender, localAddresses: { [] }) != nil)
         #expect(LanBeaconCodec.hostEndpointProblem("tcp://192.168.1.12:7300", from: sender, localAddresses: { [] }) == nil)
         #expect(LanBeaconCodec.hostEndpointProblem("tcp://10.0.0.0:7300", from: UDPAddress("10.0.0.0:9")!, localAddresses: { [] }) == nil)
+        // No colon after the scheme: the scheme's own colon made the host's range run backwards,
+        // a trap (the process ended) that one datagram from anyone on the LAN set off.
+        for endpoint in ["tcp://", "tcp://x", "tcp://192.168.1.12", "tcp:", "tcp://:", "tcp://:7300", "tcp://192.168.1.12:"] {
+            #expect(LanBeaconCodec.hostEndpointProblem(endpoint, from: sender, localAddresses: { [] }) != nil, "\(endpoint)")
+        }
+        // Signed octets are no address (UInt8("+12") is 12): libzmq handed such a host to the resolver.
+        #expect(LanBeaconCodec.hostEndpointProblem("tcp://+192.+168.+1.+12:7300", from: sender, localAddresses: { [] }) != nil)
+        #expect(UDPAddress.parseIP("192.168.-0.12") == nil && UDPAddress.parseIP("+1.2.3.4") == nil && UDPAddress("1.2.3.4:+9") == nil)
     }
 
     /// Answers to our RetroArch scans come from the LAN or a target named by address: the scan

@@ -172,7 +172,7 @@ struct ClusterConfigTests {
         ("supervisor: {intensity: {max_restarts: many}}\nservices:\n  a: {command: x}", "supervisor.intensity.max_restarts"),
         // Aliases: Yams hands each back as its anchor's node, and nested ones (500 bytes of
         // them) expanded into gigabytes and an abort, not a line.
-        ("x-a: &a [one, two]\nservices:\n  a: {command: x, args: *a}", "services.a.args: YAML aliases (*name) are not supported"),
+        ("x-a: &a [one, two]\nservices:\n  a: {command: x, args: *a}", "cluster.yaml: line 3, column 25: YAML aliases (*name) are not supported"),
         ((0 ..< 9).map { level in level == 0 ? "x-l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"
                             : "x-l\(level): &l\(level) [" + Array(repeating: "*l\(level - 1)", count: 10).joined(separator: ", ") + "]" }
             .joined(separator: "\n") + "\nservices:\n  a: {command: x}", "YAML aliases (*name) are not supported"),

@@ -394,6 +394,11 @@ struct SupervisorProcessTests {
         ("services:\n  a: {command: netplay-sample-service, depends_on: [b]}\n  b: {command: netplay-sample-service, depends_on: [a]}", "dependency cycle: a -> b -> a"),
         ("services:\n  a: {command: netplay-sample-service, replicas: lots}", "replicas: must be an integer from 0 to 16"),
         ("services:\n  a: {command: netplay-no-such-binary}", "'netplay-no-such-binary' not found"),
+        // Nested aliases with one used as a mapping key: composing the file hashed that key's
+        // node expanded (10^10 values) to check for duplicate keys, and the supervisor spun for good.
+        ((1 ... 10).map { level in "x-l\(level): &l\(level) [" + Array(repeating: level == 1 ? "lol" : "*l\(level - 1)", count: 10).joined(separator: ", ") + "]" }
+            .joined(separator: "\n") + "\nx-key: {*l10 : 1}\nservices:\n  a: {command: netplay-sample-service}",
+         "line 2, column 12: YAML aliases (*name) are not supported"),
     ])
     func badClusterFilesExitWithOneLine(yaml: String, expected: String) throws {
         let cluster = try SupervisedCluster { _ in yaml }
