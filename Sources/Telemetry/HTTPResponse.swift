@@ -30,13 +30,16 @@ public struct HTTPResponse: Sendable {
         .json(["error": .string(message), "status": .number(status)], status: status)
     }
 
-    func serialized(headOnly: Bool) -> [UInt8] {
+    /// The status line and headers, and the body (none for HEAD): apart, so that connections
+    /// sent one page share its bytes (an array is copied only when written to) instead of each
+    /// holding a copy joined to its head.
+    func serialized(headOnly: Bool) -> (head: [UInt8], body: [UInt8]) {
         var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\n"
         head += "Content-Type: \(contentType)\r\nContent-Length: \(body.count)\r\n"
         head += "Cache-Control: no-store\r\nConnection: close\r\nX-Content-Type-Options: nosniff\r\n"
         for header in headers { head += header + "\r\n" }
         head += "\r\n"
-        return Array(head.utf8) + (headOnly ? [] : body)
+        return (Array(head.utf8), headOnly ? [] : body)
     }
 
     static func reason(_ status: Int) -> String {

@@ -36,8 +36,11 @@ public final class HTTPServer {
         let address: String
         let serial: UInt64
         var input: [UInt8] = []
-        var output: [UInt8] = []
+        /// Its response: the head, then the body (shared with every connection sent the same page).
+        var output: (head: [UInt8], body: [UInt8]) = ([], [])
+        /// Bytes of the head, then of the body, sent so far.
         var written = 0
+        var outputCount: Int { output.head.count + output.body.count }
         var watcher: Watcher?
         let opened = ContinuousClock.now
         var headDone: ContinuousClock.Instant?
@@ -50,7 +53,7 @@ public final class HTTPServer {
         /// has not sent its head, it is evicted before anyone is refused.
         func isStalled(at now: ContinuousClock.Instant) -> Bool {
             guard headDone != nil else { return false }
-            return written < output.count && now - progressed > .seconds(1)
+            return written < outputCount && now - progressed > .seconds(1)
         }
         init(fd: Int32, address: String, serial: UInt64) {
             self.fd = fd
@@ -273,9 +276,11 @@ public final class HTTPServer {
 
     private func flush(_ connection: Connection) {
         let before = connection.written
-        while connection.written < connection.output.count {
-            let count = connection.output.withUnsafeBytes { buffer in
-                send(connection.fd, buffer.baseAddress! + connection.written, buffer.count - connection.written, Int32(MSG_NOSIGNAL))
+        while connection.written < connection.outputCount {
+            let inHead = connection.written < connection.output.head.count
+            let offset = inHead ? connection.written : connection.written - connection.output.head.count
+            let count = (inHead ? connection.output.head : connection.output.body).withUnsafeBytes { buffer in
+                send(connection.fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
             }
             if count > 0 { connection.written += count; continue }
             if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {

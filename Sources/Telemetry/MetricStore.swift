@@ -9,9 +9,9 @@ import NetplayWire
 /// end in `_total`); a metric that breaks them is dropped and counted, so one bad service never
 /// makes the whole scrape invalid. Instances silent for longer than ``forgetAfter`` are forgotten.
 ///
-/// Whatever is pushed, the store stays bounded (``Limits``): instances, series per instance and
-/// in total, labels per metric and the length of names and values. What exceeds a cap is
-/// dropped and counted by ``Drop`` reason; what was already stored stays.
+/// Whatever is pushed, the store stays bounded (``Limits``): instances, series and page bytes
+/// per instance and in total, labels per metric and the length of names and values. What exceeds
+/// a cap is dropped and counted by ``Drop`` reason; what was already stored stays.
 public struct MetricStore {
     /// Caps on what the store keeps.
     @PublicMemberwiseInit
@@ -30,6 +30,19 @@ public struct MetricStore {
         public var maxNameBytes: Int = 128
         /// Longest help text, in bytes.
         public var maxHelpBytes: Int = 512
+        /// Most bytes one instance's series may take on the `/metrics` page (``pageBytes(_:identityBytes:)``:
+        /// every series repeats its labels, escaped, so within the other caps one instance could
+        /// make a page of 20 MB and all of them one of half a gigabyte).
+        public var maxPageBytesPerInstance: Int = 2_000 * Limits.pageBytesPerSeriesOfInstance
+        /// Most bytes all instances' series may take on the page.
+        public var maxPageBytes: Int = 50_000 * Limits.pageBytesPerSeries
+
+        /// Page bytes an instance's series may take on average (2 MB at the default 2,000):
+        /// telemetry's options scale ``maxPageBytesPerInstance`` with the series cap by it.
+        public static let pageBytesPerSeriesOfInstance = 1_024
+        /// Page bytes all series may take on average (32 MiB at the default 50,000); a gauge
+        /// with two short labels takes about 250.
+        public static let pageBytesPerSeries = 672
     }
 
     /// Why pushed data was dropped for exceeding a cap (whole snapshots for the first two,
@@ -47,6 +60,8 @@ public struct MetricStore {
         case tooManyLabels = "too_many_labels"
         /// A name, label value or help text over its length cap.
         case tooLong = "too_long"
+        /// Over ``Limits/maxPageBytesPerInstance`` or ``Limits/maxPageBytes``.
+        case tooManyBytes = "too_many_bytes"
     }
 
     /// What one ``ingest(_:at:)`` dropped.
@@ -77,6 +92,8 @@ public struct MetricStore {
         public var firstSeen: Double
         /// Series its metrics make.
         public var series: Int = 0
+        /// Bytes its series take on the page at most (``MetricStore/pageBytes(_:identityBytes:)``).
+        public var pageBytes: Int = 0
     }
 
     /// Why a metric was dropped.
@@ -99,6 +116,8 @@ public struct MetricStore {
     public var limits: Limits
     /// Series held now, over all instances.
     public private(set) var seriesCount = 0
+    /// Bytes the instances' series take on the page at most, over all instances.
+    public private(set) var pageBytes = 0
     /// Pushed data dropped by cap, by reason (since start).
     public private(set) var dropped: [Drop: UInt64] = [:]
     /// Reporting instances by "service/instance".
@@ -117,6 +136,19 @@ public struct MetricStore {
     /// Series a metric makes on the page.
     static func series(_ metric: Metric) -> Int {
         metric.kind == .histogram ? metric.bucketBounds.count + 3 : 1
+    }
+
+    /// The most bytes `metric`'s series take on the page: each repeats the name with a suffix,
+    /// every label (renamed `exported_` when it is one the page sets) with its value escaped
+    /// (twice its bytes at worst), the `service` and
+    /// `instance` labels the page adds (`identityBytes`: both names' bytes), a bucket's `le` and
+    /// the value.
+    static func pageBytes(_ metric: Metric, identityBytes: Int) -> Int {
+        var line = metric.name.utf8.count + "_bucket{} ".utf8.count + 32  // the value
+        for label in metric.labels { line += "exported_".utf8.count + label.key.utf8.count + 2 * label.value.utf8.count + 4 }
+        line += "service=\"\",instance=\"\",".utf8.count + 2 * identityBytes
+        if metric.kind == .histogram { line += "le=\"\",".utf8.count + 32 }
+        return Self.series(metric) * line
     }
 
     /// Checks `metric` against the length and label caps; nil when it fits.
@@ -139,7 +171,9 @@ public struct MetricStore {
     @discardableResult
     public mutating func ingest(_ snapshot: MetricsSnapshot, at now: Double) -> Outcome {
         var outcome = Outcome()
-        guard validIdentity(snapshot.service), validIdentity(snapshot.instance) else {
+        // No "/" in the service: the key joins the two names with one ("a/b" + "c" and "a" + "b/c"
+        // were one key, one instance overwriting the other's series).
+        guard validIdentity(snapshot.service), !snapshot.service.contains("/"), validIdentity(snapshot.instance) else {
             outcome.drops[.badIdentity] = 1
             dropped[.badIdentity, default: 0] += 1
             return outcome
@@ -152,7 +186,10 @@ public struct MetricStore {
             return outcome
         }
         let othersSeries = seriesCount - (previous?.series ?? 0)
+        let othersBytes = pageBytes - (previous?.pageBytes ?? 0)
         var series = 0
+        var bytes = 0
+        let identityBytes = snapshot.service.utf8.count + snapshot.instance.utf8.count
         var accepted: [Metric] = []
         accepted.reserveCapacity(min(snapshot.metrics.count, limits.maxSeriesPerInstance))
         for metric in snapshot.metrics {
@@ -161,7 +198,13 @@ public struct MetricStore {
             let size = Self.series(metric)
             if series + size > limits.maxSeriesPerInstance { outcome.drops[.tooManySeriesPerInstance, default: 0] += 1; continue }
             if othersSeries + series + size > limits.maxSeries { outcome.drops[.tooManySeries, default: 0] += 1; continue }
+            let cost = Self.pageBytes(metric, identityBytes: identityBytes)
+            if bytes + cost > limits.maxPageBytesPerInstance || othersBytes + bytes + cost > limits.maxPageBytes {
+                outcome.drops[.tooManyBytes, default: 0] += 1
+                continue
+            }
             series += size
+            bytes += cost
             accepted.append(metric)
         }
         for problem in outcome.rejections { rejected[problem, default: 0] += 1 }
@@ -171,11 +214,13 @@ public struct MetricStore {
         if entry.snapshots > 0 && snapshot.sequence < entry.sequence { entry.restartsSeen += 1 }
         entry.metrics = accepted
         entry.series = series
+        entry.pageBytes = bytes
         entry.receivedAt = now
         entry.sequence = snapshot.sequence
         entry.snapshots += 1
         instances[key] = entry
         seriesCount = othersSeries + series
+        pageBytes = othersBytes + bytes
         return outcome
     }
 
@@ -183,7 +228,11 @@ public struct MetricStore {
     @discardableResult
     public mutating func forgetSilent(at now: Double) -> [String] {
         let gone = instances.filter { now - $0.value.receivedAt > forgetAfter }.map(\.key)
-        for key in gone { seriesCount -= instances.removeValue(forKey: key)?.series ?? 0 }
+        for key in gone {
+            let instance = instances.removeValue(forKey: key)
+            seriesCount -= instance?.series ?? 0
+            pageBytes -= instance?.pageBytes ?? 0
+        }
         forgotten += UInt64(gone.count)
         return gone.sorted()
     }
@@ -340,9 +389,11 @@ public struct PrometheusRenderer {
             out += "# HELP \(name) \(escapeHelp(help))\n"
             out += "# TYPE \(name) \(typeName(family.kind))\n"
             var seen = Set<String>()
-            let samples = family.samples.sorted { labelText($0.labels) < labelText($1.labels) }
+            // Each sample's label text made once (the sort compared texts it made again each time).
+            let samples = family.samples.map { (key: labelText($0.labels), labels: $0.labels, metric: $0.metric) }
+                .sorted { $0.key < $1.key }
             for sample in samples {
-                let key = labelText(sample.labels)
+                let key = sample.key
                 guard seen.insert(key).inserted else { conflicts += 1; continue }  // duplicate series
                 let metric = sample.metric
                 if family.kind == .histogram {

@@ -14,10 +14,15 @@ public struct RetroArchBoard {
 
     /// Sessions held at most (a report beyond is dropped and counted).
     public static let maxSessions = 10_000
+    /// Sessions held at most from one relay (twice a relay's default RetroArch session limit):
+    /// one relay (or one sending as many) reporting made-up sessions cannot take every place.
+    public static let maxSessionsPerRelay = 2_000
     /// Seconds without a report before a session is forgotten.
     public var forgetAfter: Double = 10
     /// By "relay/session".
     public private(set) var sessions: [String: Entry] = [:]
+    /// Sessions held, by relay.
+    private var perRelay: [String: Int] = [:]
 
     /// An empty board.
     public init() {}
@@ -27,17 +32,28 @@ public struct RetroArchBoard {
     public mutating func ingest(_ session: RetroArchSession, at now: Double) -> Bool {
         let key = session.relayId + "/" + session.sessionId
         if session.ended {
-            sessions[key] = nil
+            if sessions.removeValue(forKey: key) != nil { release(session.relayId) }
             return true
         }
-        guard sessions[key] != nil || sessions.count < Self.maxSessions else { return false }
+        if sessions[key] == nil {
+            guard sessions.count < Self.maxSessions, perRelay[session.relayId, default: 0] < Self.maxSessionsPerRelay else { return false }
+            perRelay[session.relayId, default: 0] += 1
+        }
         sessions[key] = Entry(session: session, receivedAt: now)
         return true
     }
 
     /// Forgets sessions not reported for `forgetAfter` seconds.
     public mutating func forgetSilent(at now: Double) {
-        sessions = sessions.filter { now - $0.value.receivedAt < forgetAfter }
+        for (key, entry) in sessions where now - entry.receivedAt >= forgetAfter {
+            sessions[key] = nil
+            release(entry.session.relayId)
+        }
+    }
+
+    private mutating func release(_ relay: String) {
+        let left = perRelay[relay, default: 1] - 1
+        perRelay[relay] = left > 0 ? left : nil
     }
 
     /// The per-session series, labelled relay and session.

@@ -30,10 +30,10 @@ public struct TelemetryOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("Most instances whose metrics are kept; snapshots from more are dropped (env NETPLAY_MAX_INSTANCES, default 256).", valueName: "count"))
     public var maxInstances: Int?
 
-    @Option(help: ArgumentHelp("Most series kept per instance (env NETPLAY_MAX_SERIES_PER_INSTANCE, default 2000).", valueName: "count"))
+    @Option(help: ArgumentHelp("Most series kept per instance; its series may take 1 KiB each on /metrics on average (env NETPLAY_MAX_SERIES_PER_INSTANCE, default 2000).", valueName: "count"))
     public var maxSeriesPerInstance: Int?
 
-    @Option(help: ArgumentHelp("Most series kept over all instances (env NETPLAY_MAX_SERIES, default 50000).", valueName: "count"))
+    @Option(help: ArgumentHelp("Most series kept over all instances; they may take 672 bytes each on /metrics on average (env NETPLAY_MAX_SERIES, default 50000).", valueName: "count"))
     public var maxSeries: Int?
 
     public init() {}
@@ -57,11 +57,14 @@ public struct TelemetryOptions: ParsableArguments, Sendable {
             maxPerAddress: try setting.integer(httpMaxPerAddress, "NETPLAY_HTTP_MAX_PER_ADDRESS", name: "--http-max-per-address", default: 16, range: 1...10_000),
             headTimeout: try setting.number(httpHeadTimeout, "NETPLAY_HTTP_HEAD_TIMEOUT", name: "--http-head-timeout",
                                             default: 5, range: 0.1...300))
+        let seriesPerInstance = try setting.integer(maxSeriesPerInstance, "NETPLAY_MAX_SERIES_PER_INSTANCE", name: "--max-series-per-instance",
+                                                    default: 2_000, range: 1...1_000_000)
+        let series = try setting.integer(maxSeries, "NETPLAY_MAX_SERIES", name: "--max-series", default: 50_000, range: 1...10_000_000)
         let limits = MetricStore.Limits(
             maxInstances: try setting.integer(maxInstances, "NETPLAY_MAX_INSTANCES", name: "--max-instances", default: 256, range: 1...100_000),
-            maxSeriesPerInstance: try setting.integer(maxSeriesPerInstance, "NETPLAY_MAX_SERIES_PER_INSTANCE", name: "--max-series-per-instance",
-                                              default: 2_000, range: 1...1_000_000),
-            maxSeries: try setting.integer(maxSeries, "NETPLAY_MAX_SERIES", name: "--max-series", default: 50_000, range: 1...10_000_000))
+            maxSeriesPerInstance: seriesPerInstance, maxSeries: series,
+            maxPageBytesPerInstance: seriesPerInstance * MetricStore.Limits.pageBytesPerSeriesOfInstance,
+            maxPageBytes: series * MetricStore.Limits.pageBytesPerSeries)
         return TelemetrySettings(ingest: ingest, http: httpText.lowercased() == "none" ? nil : httpText,
                                  forgetAfter: forget, sessionForgetAfter: max(30, forget), discovery: discovery,
                                  limits: limits, httpLimits: httpLimits)

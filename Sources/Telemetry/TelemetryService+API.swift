@@ -136,7 +136,7 @@ extension TelemetryService {
         httpRequestsTotal?.increment()
         switch request.path {
         case "/metrics":
-            return .text(prometheusText(), contentType: PrometheusRenderer.contentType)
+            return HTTPResponse(contentType: PrometheusRenderer.contentType, body: metricsPage())
         case "/healthz":
             return .json(["status": "ok", "service": .string(runtime?.configuration.kind ?? "telemetry"),
                           "instance": .string(runtime?.configuration.instance ?? ""),

@@ -6,6 +6,21 @@ import NetplayWire
 extension TelemetryService {
     // MARK: Prometheus
 
+    /// A page at least this large is reused for ``largePageSeconds``.
+    static let largePageBytes = 1 << 20
+    static let largePageSeconds = 1.0
+
+    /// The `/metrics` body, rendered for each scrape; a large page (``largePageBytes``) is
+    /// reused for a second: rendering one holds the reactor (ingest, requests) for tens of
+    /// milliseconds, and a few clients asking in turn would hold it for good. Connections sent
+    /// one page share its bytes.
+    func metricsPage() -> [UInt8] {
+        if let page = largeMetricsPage, now - page.renderedAt < Self.largePageSeconds { return page.body }
+        let body = Array(prometheusText().utf8)
+        largeMetricsPage = body.count >= Self.largePageBytes ? (body, now) : nil
+        return body
+    }
+
     /// The whole `/metrics` page.
     public func prometheusText() -> String {
         let now = self.now

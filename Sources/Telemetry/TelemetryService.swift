@@ -86,6 +86,8 @@ public final class TelemetryService: Service {
     var rejectedTotals: [MetricStore.Rejection: Counter] = [:]
     /// Series the last `/metrics` page left out: another kind than their family's, or duplicates.
     var suppressedSeries = 0
+    /// The last `/metrics` page when it was large, and when it was rendered (``metricsPage()``).
+    var largeMetricsPage: (body: [UInt8], renderedAt: Double)?
     private var droppedTotals: [String: Counter] = [:]
     private var dropWarnings: [String: (at: Double, suppressed: Int)] = [:]
     private var pingSeconds: Histogram?

@@ -50,6 +50,35 @@ struct IngestCapTests {
         #expect(store.seriesCount == 0 && store.instances.isEmpty)
     }
 
+    /// Within every other cap, a histogram of 64 buckets and 16 labels of 256 quotes each made
+    /// 67 lines of 10 KB on the page: 20 MB for one instance, half a gigabyte for all.
+    @Test func thePageBytesSeriesTakePerInstanceAndInTotalAreCapped() {
+        let labels = (0 ..< 16).map { KeyValue(key: "label_\($0)", value: String(repeating: "\"", count: 256)) }
+        let bounds = (1 ... 64).map(Double.init)
+        func wide(_ index: Int) -> Metric {  // names of one length: one cost
+            Metric(name: "netplay_wide\(index)_seconds", kind: .histogram, labels: labels, bucketBounds: bounds,
+                   bucketCounts: bounds.map { UInt64($0) }, sum: 1, count: 64)
+        }
+        let cost = MetricStore.pageBytes(wide(0), identityBytes: "sync".utf8.count + "a".utf8.count)
+        var store = MetricStore(limits: .init(maxPageBytesPerInstance: 3 * cost, maxPageBytes: 5 * cost))
+        // Four such histograms (268 series, within the series caps): three fit the instance.
+        let first = store.ingest(snapshot("a", (0 ..< 4).map(wide)), at: 0)
+        #expect(first.drops == [.tooManyBytes: 1] && store.instances["sync/a"]?.metrics.count == 3)
+        let second = store.ingest(snapshot("b", (0 ..< 4).map(wide)), at: 0)
+        #expect(second.drops == [.tooManyBytes: 2] && store.pageBytes == 5 * cost)
+        // The estimate is no less than what the page shows.
+        var conflicts = 0
+        let page = PrometheusRenderer.render(store.sortedInstances.flatMap { instance in
+            instance.metrics.map { PrometheusRenderer.Entry(metric: $0, extraLabels: [("service", instance.service), ("instance", instance.instance)]) }
+        }, conflicts: &conflicts)
+        #expect(page.utf8.count <= store.pageBytes && page.utf8.count > store.pageBytes / 2, "\(page.utf8.count) of \(store.pageBytes)")
+        // A new snapshot replaces the instance's bytes; a forgotten instance frees them.
+        #expect(store.ingest(snapshot("a", [wide(0)]), at: 1).drops.isEmpty && store.pageBytes == 3 * cost)
+        store.forgetAfter = 0.5
+        store.forgetSilent(at: 2)
+        #expect(store.pageBytes == 0)
+    }
+
     @Test func labelsNamesAndIdentitiesAreCapped() {
         var store = MetricStore(limits: .init(maxLabels: 2, maxLabelValueBytes: 8, maxNameBytes: 32, maxHelpBytes: 16))
         let labels = (0..<3).map { KeyValue(key: "l\($0)", value: "v") }
@@ -64,21 +93,32 @@ struct IngestCapTests {
         let outcome = store.ingest(snapshot("a", metrics), at: 0)
         #expect(outcome.drops == [.tooManyLabels: 1, .tooLong: 3, .tooManySeriesPerInstance: 1])
         #expect(store.instances["sync/a"]?.metrics.map(\.name) == ["netplay_ok"])
-        for (service, instance) in [("", "a"), ("sync", ""), ("sync", String(repeating: "i", count: 33)), ("sync", "a\nforged log line")] {
+        for (service, instance) in [("", "a"), ("sync", ""), ("sync", String(repeating: "i", count: 33)), ("sync", "a\nforged log line"),
+                                    ("sync/a", "x")] {
             #expect(store.ingest(snapshot(instance, gauges(1), service: service), at: 0).drops == [.badIdentity: 1])
         }
         #expect(store.instances.count == 1)
     }
 
     @Test func fiftyFakeInstancesStayWithinTheDefaultCaps() {
+        // Short labels: the series caps bind.
         var store = MetricStore()
-        let labels = (0..<16).map { KeyValue(key: "l\($0)", value: String(repeating: "x", count: 256)) }
+        let short = [KeyValue(key: "a", value: "value"), KeyValue(key: "b", value: "other-value")]
         for n in 0..<50 {
-            store.ingest(snapshot("fake-\(n)", (0..<3_000).map { Metric(name: "netplay_fake_\($0)", kind: .gauge, labels: labels, value: 1) }),
+            store.ingest(snapshot("fake-\(n)", (0..<3_000).map { Metric(name: "netplay_fake_\($0)", kind: .gauge, labels: short, value: 1) }),
                          at: 0)
         }
-        #expect(store.seriesCount == 50_000)
+        #expect(store.seriesCount == 50_000 && store.dropped[.tooManyBytes] == nil)
         #expect(store.instances.values.allSatisfy { $0.series <= 2_000 })
+        // Sixteen labels of 256 bytes: the page bytes bind first.
+        var wide = MetricStore()
+        let labels = (0..<16).map { KeyValue(key: "l\($0)", value: String(repeating: "x", count: 256)) }
+        for n in 0..<50 {
+            wide.ingest(snapshot("fake-\(n)", (0..<3_000).map { Metric(name: "netplay_fake_\($0)", kind: .gauge, labels: labels, value: 1) }),
+                        at: 0)
+        }
+        #expect(wide.pageBytes <= wide.limits.maxPageBytes && wide.seriesCount < 50_000 && (wide.dropped[.tooManyBytes] ?? 0) > 0)
+        #expect(wide.instances.values.allSatisfy { $0.series <= 2_000 && $0.pageBytes <= wide.limits.maxPageBytesPerInstance })
     }
 
     /// Only the coordinator's `sessions.ended` ends a session's HUD stats: any member's record

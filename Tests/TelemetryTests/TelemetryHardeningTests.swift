@@ -2,6 +2,7 @@ import Foundation
 import NetplayService
 import NetplayTestSupport
 import NetplayWire
+import Synchronization
 import Testing
 
 /// Attacks on a real netplay-telemetry process: hostile HTTP requests, a slowloris,
@@ -166,6 +167,46 @@ struct TelemetryHardeningTests {
         Thread.sleep(forTimeInterval: 1)
         #expect(eventually(within: 6) { httpGet(telemetry.http, "/healthz")?.status == 200 },
                 "a third client was refused beside two that never read")
+        #expect(Self.alive(telemetry.process))
+    }
+
+    /// Within the series caps, histograms of 64 buckets and 16 labels of 256 quotes each made a
+    /// page of 10 KB a line (half a gigabyte at the default caps), rendered again for every
+    /// scrape and copied for every connection: a few clients asking at once ran the process
+    /// out of memory. The page stays within its byte budget (672 bytes a series of
+    /// `--max-series`), and clients asking at once share one rendering.
+    @Test func wideLabelsLeaveThePageWithinItsByteBudget() throws {
+        let telemetry = try TelemetryProcess(["--max-series", "5000"])
+        #expect(telemetry.waitUp(), "\(telemetry.process.log)")
+        let labels = (0 ..< 16).map { KeyValue(key: "label_\($0)", value: String(repeating: "\"", count: 256)) }
+        let bounds = (1 ... 64).map(Double.init)
+        for n in 0 ..< 4 {
+            let pusher = try Pusher(telemetry, as: "wide-\(n)")
+            let metrics = (0 ..< 29).map { i in
+                Metric(name: "netplay_wide_\(i)_seconds", kind: .histogram, labels: labels, bucketBounds: bounds,
+                       bucketCounts: bounds.map { UInt64($0) }, sum: 1, count: 64)
+            }
+            try pusher.push(.metricsSnapshot(MetricsSnapshot(service: "wide", instance: "wide-\(n)", timestampUnixMs: 1, metrics: metrics, sequence: 1)))
+        }
+        var page = ""
+        let settled = eventually(within: 30) {
+            page = httpGet(telemetry.http, "/metrics", timeout: 10)?.body ?? ""
+            return page.contains("netplay_telemetry_snapshots_total{instance=\"telemetry-test\",service=\"telemetry\"} 4")
+        }
+        #expect(settled, "telemetry did not ingest the 4 snapshots:\n\(page.suffix(3000))")
+        #expect(page.contains("reason=\"too_many_bytes\""), "no drop counted")
+        #expect(page.utf8.count < 5000 * 672 + 200_000, "/metrics is \(page.utf8.count) bytes")
+        let sizes = Mutex<[Int]>([])
+        let http = telemetry.http
+        DispatchQueue.concurrentPerform(iterations: 16) { _ in
+            let size = httpGet(http, "/metrics", timeout: 20)?.body.utf8.count ?? -1
+            sizes.withLock { $0.append(size) }
+        }
+        let seen = sizes.withLock { $0 }
+        #expect(seen.allSatisfy { $0 > 1_000_000 && $0 < 5000 * 672 + 200_000 }, "\(seen)")
+        let status = try String(contentsOfFile: "/proc/\(telemetry.process.pid)/status", encoding: .utf8)
+        let peak = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.flatMap { Int($0.split(separator: " ")[1]) } ?? 0
+        #expect(peak < 200_000, "peak RSS \(peak) kB")
         #expect(Self.alive(telemetry.process))
     }
 

@@ -252,4 +252,21 @@ struct RetroArchBoardTests {
         #expect(row["bytes_from_host"] == .number(Int64.max) && row["opened_at_unix_ms"] == .number(Int64.max))
         #expect(board.json(now: 11).rendered().contains("9223372036854775807"))
     }
+
+    /// One relay reporting made-up sessions took every place on the board (10,000, 90,000
+    /// series), and every other relay's sessions were dropped.
+    @Test func oneRelayTakesNoMoreThanItsShareOfTheBoard() {
+        var board = RetroArchBoard()
+        func report(_ relay: String, _ index: Int, ended: Bool = false) -> Bool {
+            board.ingest(RetroArchSession(sessionId: String(format: "S%015d", index), relayId: relay, ended: ended), at: 10)
+        }
+        let taken = (0 ..< 2_500).filter { report("liar", $0) }.count
+        #expect(taken == RetroArchBoard.maxSessionsPerRelay)
+        #expect(report("honest", 1), "another relay's session still gets a place")
+        #expect(report("liar", 0), "a session held is still reported")
+        #expect(report("liar", 0, ended: true) && report("liar", 9_999), "an ended session frees its relay's place")
+        #expect(!report("liar", 10_000))
+        board.forgetSilent(at: 30)
+        #expect(board.sessions.isEmpty && report("liar", 20_000), "forgotten sessions free their places")
+    }
 }
