@@ -44,6 +44,9 @@ public final class HTTPServer {
         var watcher: Watcher?
         let opened = ContinuousClock.now
         var headDone: ContinuousClock.Instant?
+        /// When its whole response was sent (its end then shut): what the client still sends is
+        /// read and dropped until it closes (``HTTPServer/lingerSeconds`` at most).
+        var finished: ContinuousClock.Instant?
         /// When its response last moved (its head, then each write that took bytes).
         var progressed = ContinuousClock.now
         /// The wait before the next write when the socket took nothing (5 ms, doubling to 200 ms).
@@ -63,6 +66,10 @@ public final class HTTPServer {
     }
     private var serial: UInt64 = 0
     static let firstRetry = 0.005
+    /// Seconds a connection whose response was sent waits for the client to close, reading
+    /// what it sends (``lingerBytes`` at most).
+    static let lingerSeconds = 1.0
+    static let lingerBytes = 64 << 10
 
     /// Binds `address` (`HOST:PORT`, `tcp://HOST:PORT` or `http://HOST:PORT`; HOST an IPv4
     /// address, `localhost` or `*`) and serves with `handler`. Throws a one-line reason.
@@ -168,7 +175,7 @@ public final class HTTPServer {
     private func oldestWaiting(from address: String?) -> Connection? {
         let now = ContinuousClock.now
         var oldest: Connection?
-        for connection in connections.values where (connection.headDone == nil || connection.isStalled(at: now))
+        for connection in connections.values where (connection.headDone == nil || connection.finished != nil || connection.isStalled(at: now))
             && (address == nil || connection.address == address) {
             if oldest == nil || connection.serial < oldest!.serial { oldest = connection }
         }
@@ -300,8 +307,38 @@ public final class HTTPServer {
             }
             break
         }
+        linger(connection)
+    }
+
+    /// Ends a connection whose response was sent: its end is shut at once, and it is closed once
+    /// the client closes, after reading what the client still sends. Closing with bytes unread
+    /// (a second request sent behind the first, a body) makes the kernel reset the connection,
+    /// and a reset empties the client's receive queue: the response it had not read yet was lost.
+    private func linger(_ connection: Connection) {
         shutdown(connection.fd, Int32(SHUT_WR))
-        drop(connection)
+        connection.finished = ContinuousClock.now
+        var drained = 0
+        if discardInput(connection, drained: &drained) { drop(connection); return }
+        connection.watcher = runtime?.watch(fileDescriptor: connection.fd) { [weak self, weak connection] _ in
+            guard let self, let connection, self.connections[connection.fd] === connection else { return }
+            if self.discardInput(connection, drained: &drained) { self.drop(connection) }
+        }
+    }
+
+    /// Reads and drops what `connection` sent; true once it closed, failed or sent more than
+    /// ``lingerBytes`` since it was answered.
+    private func discardInput(_ connection: Connection, drained: inout Int) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, $0.count, 0) }
+            if count > 0 {
+                drained += count
+                if drained > Self.lingerBytes { return true }
+                continue
+            }
+            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return false }
+            return true
+        }
     }
 
     private func drop(_ connection: Connection) {
@@ -319,8 +356,11 @@ public final class HTTPServer {
         let now = ContinuousClock.now
         let head = Duration.milliseconds(Int(limits.headTimeout * 1000))
         let response = Duration.milliseconds(Int(limits.responseTimeout * 1000))
+        let linger = Duration.milliseconds(Int(Self.lingerSeconds * 1000))
         for connection in connections.values {
-            if let done = connection.headDone {
+            if let finished = connection.finished {
+                if now - finished > linger { drop(connection) }
+            } else if let done = connection.headDone {
                 if now - done > response { dropped["response_timeout"]?.increment(); drop(connection) }
             } else if now - connection.opened > head {
                 dropped["head_timeout"]?.increment()

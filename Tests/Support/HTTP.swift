@@ -1,12 +1,15 @@
 import Foundation
 
-/// A blocking TCP connection to `address` (HOST:PORT) with a receive timeout, or -1.
-public func tcpConnect(_ address: String, timeout: Int = 3) -> Int32 {
+/// A blocking TCP connection to `address` (HOST:PORT) with a receive timeout, or -1;
+/// `receiveBuffer` sets SO_RCVBUF before connecting (a small one keeps a response in the
+/// server's send queue while the client does not read).
+public func tcpConnect(_ address: String, timeout: Int = 3, receiveBuffer: Int32? = nil) -> Int32 {
     guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]) else { return -1 }
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return -1 }
     var tv = timeval(tv_sec: timeout, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
     addr.sin_port = port.bigEndian

@@ -125,6 +125,41 @@ struct TelemetryHardeningTests {
         #expect(httpGet(telemetry.http, "/api/events?limit=5")?.status == 200)
     }
 
+    /// A client that sends more than its request (a second one behind it, a body) still gets
+    /// its whole response: the server closed with those bytes unread, the kernel answered with
+    /// a reset, and a reset empties the client's receive queue, the response it had not read.
+    @Test func bytesSentBehindARequestDoNotCostItsResponse() throws {
+        let telemetry = try TelemetryProcess()
+        #expect(telemetry.waitUp(), "\(telemetry.process.log)")
+        // A page of some 200 KB: more than the kernel holds in flight for a client with a small
+        // receive buffer, so part of it is still in the server's send queue when it closes.
+        let pusher = try Pusher(telemetry, as: "big")
+        try pusher.push(.metricsSnapshot(MetricsSnapshot(service: "big", instance: "big", timestampUnixMs: 1, metrics: (0 ..< 1_500).map {
+            Metric(name: "netplay_big_\($0)", kind: .gauge, labels: [KeyValue(key: "padding", value: String(repeating: "p", count: 64))], value: 1)
+        }, sequence: 1)))
+        #expect(eventually(within: 10) { (httpGet(telemetry.http, "/metrics")?.body.utf8.count ?? 0) > 150_000 })
+        for trailer in ["GET /healthz HTTP/1.1\r\n\r\n", String(repeating: "x", count: 20_000)] {
+            let fd = tcpConnect(telemetry.http, receiveBuffer: 4_096)
+            defer { close(fd) }
+            let request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" + trailer
+            _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+            Thread.sleep(forTimeInterval: 0.3)  // the server has sent what the kernel takes
+            var received: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = recv(fd, &buffer, buffer.count, 0)
+                if count <= 0 {
+                    #expect(count == 0, "the connection was reset (errno \(errno)) after \(received.count) bytes")
+                    break
+                }
+                received += buffer[0 ..< count]
+            }
+            let text = String(decoding: received, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 200") && text.contains("netplay_telemetry_http_requests_total"), "\(received.count) bytes")
+        }
+        #expect(Self.alive(telemetry.process))
+    }
+
     /// Clients that ask for a large page and never read hold their connections until the
     /// response timeout; they are evicted like idle ones, so they cannot fill the caps and
     /// have Prometheus's scrapes refused.
@@ -211,13 +246,21 @@ struct TelemetryHardeningTests {
     }
 
     @Test func anIngestFloodStaysBounded() throws {
-        let telemetry = try TelemetryProcess()
+        // Forgetting is not what this asks about: 360 members joining one by one make telemetry
+        // read its trust store again for each (its directory changed), which on a loaded machine
+        // took longer than the default 20 s before the first instances were forgotten.
+        let telemetry = try TelemetryProcess(["--forget-after", "600"])
         #expect(telemetry.waitUp(), "\(telemetry.process.log)")
+        // Kept open until the end: a pusher closed while its handshake waits for telemetry drops
+        // its snapshot after the 500 ms linger.
+        var pushers: [Pusher] = []
+        defer { pushers.removeAll() }
         // 60 fake instances of 4,000 series each (the default caps keep 2,000 each and 50,000 in all),
         // then 300 more small instances (the cap is 256 instances): each one a member with a key
         // of its own, as a compromised cluster would be (strangers cannot push at all).
         for n in 0..<60 {
             let pusher = try Pusher(telemetry, as: "fake-\(n)")
+            pushers.append(pusher)
             let metrics = (0..<4_000).map { i in
                 Metric(name: "netplay_fake_metric_\(i)", help: "A fake metric pushed by an attacker.", kind: .gauge,
                        labels: [KeyValue(key: "a", value: "value-\(i)"), KeyValue(key: "b", value: "some-longer-label-value-\(n)")], value: Double(i))
@@ -226,11 +269,12 @@ struct TelemetryHardeningTests {
         }
         for n in 0..<300 {
             let pusher = try Pusher(telemetry, as: "small-\(n)")
+            pushers.append(pusher)
             try pusher.push(.metricsSnapshot(MetricsSnapshot(service: "small", instance: "small-\(n)", timestampUnixMs: 1,
                                                              metrics: [Metric(name: "netplay_small", kind: .gauge, value: 1)], sequence: 1)))
         }
         var page = ""
-        let settled = eventually(within: 30) {
+        let settled = eventually(within: 90) {
             page = httpGet(telemetry.http, "/metrics", timeout: 10)?.body ?? ""
             return page.contains("netplay_telemetry_snapshots_total{instance=\"telemetry-test\",service=\"telemetry\"} 360")
         }
