@@ -30,9 +30,10 @@ extension ClusterFileParser {
             return .list(items, line: line)
         case .mapping(let mapping):
             var pairs: [(String, YAMLValue)] = []
+            var keys = Set<String>()  // a scan of the pairs made a mapping of n keys cost n² comparisons
             for (key, value) in mapping {
                 guard let keyText = key.string else { throw fail(path, "mapping keys must be strings") }
-                if pairs.contains(where: { $0.0 == keyText }) { throw fail(path, "duplicate key '\(keyText)'") }
+                guard keys.insert(keyText).inserted else { throw fail(path, "duplicate key '\(keyText)'") }
                 pairs.append((keyText, try convert(value, path: path.isEmpty ? keyText : "\(path).\(keyText)", seen: &seen)))
             }
             return .map(pairs, line: line)

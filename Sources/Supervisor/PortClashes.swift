@@ -93,7 +93,7 @@ enum PortClashes {
         for (key, _) in service.endpoints {
             guard let endpoint = service.endpoint(key, replica: replica),
                   let new = binding(endpoint, owner: "\(instance)'s \(key)") else { continue }
-            if let taken = (bindings + mine).first(where: { $0.clashes(with: new) }) {
+            if let taken = bindings.first(where: { $0.clashes(with: new) }) ?? mine.first(where: { $0.clashes(with: new) }) {
                 return .clash(key: key, reason: "\(instance) would bind port \(new.port), which \(taken.owner) binds")
             }
             mine.append(new)
