@@ -29,8 +29,8 @@
  * partner's socket (SO_TIMESTAMPNS; the latency figures) and until this generator read it
  * (read_*: adds the generator's own delay, it shares the machine). Prints one line:
  * "sent=N delivered=N received=N errors=N p50_us=X p99_us=X max_us=X read_p50_us=X
- * read_p99_us=X read_max_us=X". Connection failures (refused, reset, closed by the target, ZMTP
- * errors) are counted and reported on stderr.
+ * read_p99_us=X read_max_us=X connection_errors=N". Connection failures (refused, reset, closed by
+ * the target, ZMTP errors) are counted there and the first few reported on stderr.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -860,8 +860,9 @@ int main(int argc, char **argv) {
     qsort(all, total, sizeof(uint32_t), compare_u32);
     qsort(all_read, total, sizeof(uint32_t), compare_u32);
     printf("sent=%ld delivered=%ld received=%ld errors=%ld p50_us=%u p99_us=%u max_us=%u read_p50_us=%u read_p99_us=%u "
-           "read_max_us=%u\n", sent, delivered, received, errors,
+           "read_max_us=%u connection_errors=%ld\n", sent, delivered, received, errors,
            total ? all[total / 2] : 0, total ? all[total * 99 / 100] : 0, total ? all[total - 1] : 0,
-           total ? all_read[total / 2] : 0, total ? all_read[total * 99 / 100] : 0, total ? all_read[total - 1] : 0);
+           total ? all_read[total / 2] : 0, total ? all_read[total * 99 / 100] : 0, total ? all_read[total - 1] : 0,
+           connection_errors);
     return 0;
 }
