@@ -40,6 +40,11 @@ public enum ContentDigest {
 
     /// CRC-32 (IEEE 802.3, as zlib and RetroArch compute it).
     public static func crc32(_ bytes: [UInt8]) -> UInt32 {
+        bytes.withUnsafeBytes { crc32($0) }
+    }
+
+    /// CRC-32 of the bytes in place (no copy: a frontend hashes disc images of gigabytes).
+    public static func crc32(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var crc: UInt32 = 0xFFFF_FFFF
         for byte in bytes { crc = crcTable[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
         return crc ^ 0xFFFF_FFFF
@@ -53,18 +58,20 @@ public enum ContentDigest {
 
     /// MD5 (RFC 1321), 16 bytes.
     public static func md5(_ bytes: [UInt8]) -> [UInt8] {
-        var message = bytes
-        let bitLength = UInt64(bytes.count) &* 8
-        message.append(0x80)
-        while message.count % 64 != 56 { message.append(0) }
-        for index in 0 ..< 8 { message.append(UInt8(truncatingIfNeeded: bitLength >> (8 * UInt64(index)))) }
+        bytes.withUnsafeBytes { md5($0) }
+    }
+
+    /// MD5 of the bytes in place: whole blocks are read where they lie and only the last one or
+    /// two, with the padding and the length, are built aside (a copy of the message with its
+    /// padding appended cost three times a disc image's size in memory).
+    public static func md5(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
         var a0: UInt32 = 0x6745_2301, b0: UInt32 = 0xEFCD_AB89, c0: UInt32 = 0x98BA_DCFE, d0: UInt32 = 0x1032_5476
         var words = [UInt32](repeating: 0, count: 16)
-        for chunk in stride(from: 0, to: message.count, by: 64) {
+        func block(_ chunk: UnsafeRawBufferPointer) {
             for index in 0 ..< 16 {
-                let base = chunk + index * 4
-                words[index] = UInt32(message[base]) | UInt32(message[base + 1]) << 8
-                    | UInt32(message[base + 2]) << 16 | UInt32(message[base + 3]) << 24
+                let base = index * 4
+                words[index] = UInt32(chunk[base]) | UInt32(chunk[base + 1]) << 8
+                    | UInt32(chunk[base + 2]) << 16 | UInt32(chunk[base + 3]) << 24
             }
             var a = a0, b = b0, c = c0, d = d0
             for round in 0 ..< 64 {
@@ -81,6 +88,21 @@ public enum ContentDigest {
                 b = b &+ ((f << shifts[round]) | (f >> (32 - shifts[round])))
             }
             a0 = a0 &+ a; b0 = b0 &+ b; c0 = c0 &+ c; d0 = d0 &+ d
+        }
+        let whole = bytes.count / 64 * 64
+        var offset = 0
+        while offset < whole {
+            block(UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + 64]))
+            offset += 64
+        }
+        // The rest, 0x80, zeros to 56 bytes past a block boundary, the length in bits.
+        var tail = Array(bytes[whole...])
+        let bitLength = UInt64(bytes.count) &* 8
+        tail.append(0x80)
+        while tail.count % 64 != 56 { tail.append(0) }
+        for index in 0 ..< 8 { tail.append(UInt8(truncatingIfNeeded: bitLength >> (8 * UInt64(index)))) }
+        tail.withUnsafeBytes { rest in
+            for start in stride(from: 0, to: rest.count, by: 64) { block(UnsafeRawBufferPointer(rebasing: rest[start ..< start + 64])) }
         }
         var digest: [UInt8] = []
         for word in [a0, b0, c0, d0] { for index in 0 ..< 4 { digest.append(UInt8(truncatingIfNeeded: word >> (8 * UInt32(index)))) } }

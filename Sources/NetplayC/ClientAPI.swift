@@ -78,7 +78,9 @@ public func np_content_digest(_ data: UnsafeRawPointer?, _ size: Int, _ crc32: U
         // size_t arrives as Int: past Int.max it is negative, and the buffer below trapped.
         guard size >= 0 else { throw CAPIFailure.invalid("size \(UInt(bitPattern: size)) is larger than any content") }
         guard data != nil || size == 0 else { throw CAPIFailure.invalid("data is NULL with a size of \(size)") }
-        let bytes = data.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
+        // Read where they lie: a copy cost a disc image's size again (and the digest's padding,
+        // as it was, twice that).
+        let bytes = UnsafeRawBufferPointer(start: size == 0 ? nil : data, count: size)
         crc32?.pointee = ContentDigest.crc32(bytes)
         if let md5 { md5.update(from: ContentDigest.md5(bytes), count: 16) }
     }

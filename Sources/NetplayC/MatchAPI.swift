@@ -52,6 +52,18 @@ extension np_host_settings {
     }
 }
 
+/// `NP_ERR_INVALID_ARGUMENT` naming the field when `message`, made of the caller's strings,
+/// breaks the wire's limits (a game name over 128 bytes, a password over 128, a region over 32):
+/// checked before anything is sent, as capi.md promises (it failed at the send, reported as the
+/// service not answering).
+func requireWireFit(_ message: some WireMessage, _ what: String) throws(CAPIFailure) {
+    do {
+        _ = try message.encoded()
+    } catch {
+        throw .invalid("\(what): \(error.description)")
+    }
+}
+
 /// The defaults `np_host_settings_init` fills in.
 func hostSettingsDefaults() -> np_host_settings {
     let defaults = NetplaySettings(roomName: "")
@@ -88,9 +100,11 @@ public func np_client_host(_ client: OpaquePointer?, _ settings: UnsafePointer<n
         }
         let settings = try readVersioned(given, "np_host_settings", sizes: StructVersions.hostSettings, defaults: hostSettingsDefaults())
         let netplaySettings = try settings.netplaySettings(inputSize: inputSize)
+        let contentInfo = content.pointee.contentInfo
+        try requireWireFit(netplaySettings.sessionSettings(content: contentInfo, inputSize: inputSize), "settings or content")
         let callbacks = try GameCallbacks(game)
         let hosted = try handle.client.host(game: CallbackGame(callbacks: callbacks), inputSize: inputSize, settings: netplaySettings,
-                                            content: content.pointee.contentInfo, gameOptions: settings.gameOptions)
+                                            content: contentInfo, gameOptions: settings.gameOptions)
         open(hosted.match, callbacks, lanHost: hosted.lanHost, client: handle, out: out)
     }
 }
@@ -103,10 +117,13 @@ public func np_client_join(_ client: OpaquePointer?, _ room: UnsafePointer<np_ro
         let handle = try ClientHandle.from(client)
         guard let room, let out else { throw CAPIFailure.invalid("room and out must not be NULL") }
         guard (0 ... 8).contains(preferredSlot) else { throw CAPIFailure.invalid("preferred_slot must be 0 ... 8") }
+        let contentInfo = content?.pointee.contentInfo ?? ContentInfo()
+        let passwordText = string(password) ?? ""
+        try requireWireFit(JoinSessionRequest(sessionId: "-", role: .player, name: "-", password: passwordText, content: contentInfo),
+                           "password or content")
         let callbacks = try GameCallbacks(game)
         let match = try handle.client.join(room.pointee.netplayRoom(), game: CallbackGame(callbacks: callbacks),
-                                           content: content?.pointee.contentInfo ?? ContentInfo(), password: string(password) ?? "",
-                                           preferredSlot: Int(preferredSlot))
+                                           content: contentInfo, password: passwordText, preferredSlot: Int(preferredSlot))
         open(match, callbacks, lanHost: nil, client: handle, out: out)
     }
 }
@@ -117,9 +134,11 @@ public func np_client_spectate(_ client: OpaquePointer?, _ room: UnsafePointer<n
     entry {
         let handle = try ClientHandle.from(client)
         guard let room, let out else { throw CAPIFailure.invalid("room and out must not be NULL") }
+        let passwordText = string(password) ?? ""
+        try requireWireFit(JoinSessionRequest(sessionId: "-", role: .spectator, name: "-", password: passwordText, content: ContentInfo()), "password")
         let callbacks = try GameCallbacks(game)
         let match = try handle.client.spectate(room.pointee.netplayRoom(), game: CallbackGame(callbacks: callbacks),
-                                               password: string(password) ?? "")
+                                               password: passwordText)
         open(match, callbacks, lanHost: nil, client: handle, out: out)
     }
 }

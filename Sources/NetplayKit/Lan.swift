@@ -95,6 +95,7 @@ public final class LanHost: Sendable {
         endpoint = "tcp://\(advertised):\(chosenPort)"
         var sessionSettings = settings.sessionSettings(content: content, inputSize: inputSize, lanEndpoint: endpoint)
         sessionSettings.transport = .lan
+        try NetplayError.requireWireFit(sessionSettings, "room (its settings and content)")
         var relayConfiguration = RelayConfiguration(relayId: "", advertisedEndpoint: endpoint)
         relayConfiguration.maxSessions = 1
         configureRelay(&relayConfiguration)

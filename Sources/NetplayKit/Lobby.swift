@@ -256,6 +256,7 @@ public struct NetplayLobby: Sendable {
         if let problem = settings.validationError(inputSize: inputSize) { throw NetplayError(.badRequest, problem) }
         var request = CreateSessionRequest(settings: settings.sessionSettings(content: content, inputSize: inputSize),
                                            hostName: String(hostName.prefix(64)), preferredSlot: UInt32(settings.hostSlot))
+        try NetplayError.requireWireFit(request, "room (its settings and content)")
         let rtts = measuresRelays ? measureRelays() : []
         let body = try withRetryKey(coordinatorEndpoint, request) { key in
             request.idempotencyKey = key
@@ -279,6 +280,7 @@ public struct NetplayLobby: Sendable {
         let measure = measuresRelays && role == .player && !room.isLAN
         var request = JoinSessionRequest(sessionId: room.sessionId, role: role, name: String(name.prefix(64)),
                                          password: password, content: content, preferredSlot: UInt32(preferredSlot))
+        try NetplayError.requireWireFit(request, "join (its password and content)")
         let rtts = measure ? measureRelays() : []
         let endpoint = room.isLAN ? room.endpoint : coordinatorEndpoint
         let body = try withRetryKey(endpoint, request) { key in

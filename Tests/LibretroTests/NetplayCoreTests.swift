@@ -17,6 +17,20 @@ extension LibretroHostTests {
             let hex = { (bytes: [UInt8]) in bytes.map { String(format: "%02x", $0) }.joined() }
             #expect(hex(ContentDigest.md5([])) == "d41d8cd98f00b204e9800998ecf8427e")
             #expect(hex(ContentDigest.md5(Array("The quick brown fox jumps over the lazy dog".utf8))) == "9e107d9d372bb6826bd81d3542a419d6")
+            // Lengths around the padding's block boundaries, read in place (the digest no longer
+            // copies the message; the vectors are Python's hashlib and zlib over bytes i * 7 + 3).
+            for (count, md5, crc) in [(55, "52c0e574e1198de5fe3f8f11440dcb1b", 0x30C94412),
+                                      (56, "46c9907fc908ee68b1e7b8e71286a518", 0xCB5E10B8),
+                                      (63, "a62f6d59e837867693f042f5b8f5a236", 0xB7350C2A),
+                                      (64, "7160b8fb5e9e4023d549c3971fbaeead", 0xCBD9ECF0),
+                                      (65, "70bd662e7aefbda85a0f7244167b7897", 0x6D195777),
+                                      (119, "e84905d4214f4d1ca56c2cdcc152b143", 0xFD968703),
+                                      (120, "e3eb5a6c8669ea01a8c185b8abc8a5dc", 0x3A47AD39),
+                                      (128, "10b2da1a82f16d99a81a7203fe9f02cb", 0xBD5D2E01),
+                                      (1000, "10046f077f2082ac19676b8079f1cb1a", 0x17BC2A46)] as [(Int, String, UInt32)] {
+                let bytes = (0 ..< count).map { UInt8(truncatingIfNeeded: $0 * 7 + 3) }
+                #expect(hex(ContentDigest.md5(bytes)) == md5 && ContentDigest.crc32(bytes) == crc, "\(count) bytes")
+            }
             let identity = ContentIdentity(contentOf: Array("123456789".utf8), path: "/roms/Test Game.NES", coreId: "libretro.x", coreVersion: "1")
             #expect(identity.gameName == "Test Game" && identity.system == "nes" && identity.size == 9 && identity.crc32 == 0xCBF4_3926)
         }

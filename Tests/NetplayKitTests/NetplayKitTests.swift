@@ -327,6 +327,33 @@ struct NetplayKitTests {
         #expect(joinMatch.reportedChecksums[target!] == hostMatch.reportedChecksums[target!])
     }
 
+    /// A game name, password or region past the wire's limits failed to encode at the send and
+    /// came back as the coordinator not answering (a LAN room's beacons failed silently): refused
+    /// as the caller's mistake, naming the field, before anything is sent.
+    @Test func stringsPastTheWiresLimitsAreRefusedBeforeAnythingIsSent() throws {
+        let lobby = NetplayLobby(discovery: nil, coordinator: TestPorts.endpoint(), lanBeaconPort: UInt16(TestPorts.free()))
+        var long = content
+        long.gameName = String(repeating: "g", count: 200)
+        func code(_ call: () throws -> Void) -> (ErrorCode?, String) {
+            do { try call(); return (nil, "") } catch let error as NetplayError { return (error.code, error.message) } catch { return (nil, "\(error)") }
+        }
+        let hosted = code { _ = try lobby.host(settings: settings("r"), content: long, inputSize: 2, hostName: "h") }
+        #expect(hosted.0 == .badRequest && hosted.1.contains("game_name"), "\(hosted)")
+        let lan = code { _ = try lanHost("r", port: UInt16(TestPorts.free())).stop() }
+        #expect(lan.0 == nil, "a plain LAN room is hosted: \(lan)")
+        let lanLong = code {
+            _ = try LanHost(settings: settings("r"), content: long, inputSize: Arena.inputSize, hostName: "h", bindAddress: "127.0.0.1",
+                            advertiseAddress: "127.0.0.1", beaconHost: "127.0.0.1", beaconPort: UInt16(TestPorts.free()))
+        }
+        #expect(lanLong.0 == .badRequest && lanLong.1.contains("game_name"), "\(lanLong)")
+        let joined = code { _ = try lobby.join(sessionId: "s-1", name: "j", password: String(repeating: "p", count: 200), content: content) }
+        #expect(joined.0 == .badRequest && joined.1.contains("password"), "\(joined)")
+        var region = settings("r")
+        region.region = String(repeating: "r", count: 40)
+        let regional = code { _ = try lobby.host(settings: region, content: content, inputSize: 2, hostName: "h") }
+        #expect(regional.0 == .badRequest && regional.1.contains("region"), "\(regional)")
+    }
+
     @Test func aRefusedTicketEndsTheMatchWithTheReason() throws {
         let port = UInt16(TestPorts.free())
         let host = try lanHost("kit-forged", port: port)

@@ -215,6 +215,28 @@ int main(int argc, char **argv) {
     expect_error(np_client_host(client, &settings, &content, 2, &game, &match), NP_ERR_UNAVAILABLE,
                  "host with an unreachable coordinator");
     expect(match == NULL, "no match on errors");
+    /* Strings past the wire's limits are the caller's mistake, found before anything is sent:
+     * they failed at the send and came back UNAVAILABLE, which no retry changes. */
+    char long_text[201];
+    memset(long_text, 'x', 200);
+    long_text[200] = 0;
+    content.game_name = long_text;
+    expect_error(np_client_host(client, &settings, &content, 2, &game, &match), NP_ERR_INVALID_ARGUMENT,
+                 "a game name of 200 bytes");
+    expect(strstr(np_last_error(), "game_name") != NULL, "the error names the game name");
+    settings.lan = 1;
+    expect_error(np_client_host(client, &settings, &content, 2, &game, &match), NP_ERR_INVALID_ARGUMENT,
+                 "a LAN room with a game name of 200 bytes");
+    settings.lan = 0;
+    content.game_name = "g";
+    settings.region = long_text + 160;  /* 40 bytes */
+    expect_error(np_client_host(client, &settings, &content, 2, &game, &match), NP_ERR_INVALID_ARGUMENT,
+                 "a region of 40 bytes");
+    settings.region = NULL;
+    settings.password = long_text;
+    expect_error(np_client_host(client, &settings, &content, 2, &game, &match), NP_ERR_INVALID_ARGUMENT,
+                 "a password of 200 bytes");
+    settings.password = NULL;
 
     /* Joining needs a room with a session. */
     np_room room;
@@ -224,6 +246,15 @@ int main(int argc, char **argv) {
     expect_error(np_client_join(client, NULL, &content, "", 0, &game, &match), NP_ERR_INVALID_ARGUMENT, "join NULL");
     expect_error(np_client_spectate(client, &room, NULL, &game, &match), NP_ERR_INVALID_ARGUMENT,
                  "spectate a room without a session");
+    strcpy(room.session_id, "s-1");
+    expect_error(np_client_join(client, &room, &content, long_text, 0, &game, &match), NP_ERR_INVALID_ARGUMENT,
+                 "join with a password of 200 bytes");
+    expect(strstr(np_last_error(), "password") != NULL, "the error names the password");
+    expect_error(np_client_spectate(client, &room, long_text, &game, &match), NP_ERR_INVALID_ARGUMENT,
+                 "spectate with a password of 200 bytes");
+    expect_error(np_client_join(client, &room, &content, "", 0, &game, &match), NP_ERR_UNAVAILABLE,
+                 "join with an unreachable coordinator");
+    memset(&room, 0, sizeof room);
 
     /* Matches: NULL, a client passed as a match, made-up handles. */
     uint8_t input[2] = {0};
