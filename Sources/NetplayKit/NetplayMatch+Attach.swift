@@ -190,7 +190,10 @@ extension NetplayMatch {
             engine = .spectator(try SpectatorSession(game: game, configuration: configuration, host: relayPeer,
                                                      catchUpThreshold: 2, catchUpSpeed: 1))
         }
-        lastCheckedConfirmed = frame
+        // The engine counts its own frames from 0; an aligned state kept from an engine before
+        // (a jump, a heal) is of another run, and was served labelled with this one's frames.
+        lastCheckedConfirmed = 0
+        alignedState = nil
         startChecksum = game.checksum()
         note(.started(frame: frame))
     }

@@ -159,10 +159,12 @@ extension NetplayMatch {
 
     func retryPendingLoad(now: UInt64) {
         guard let pending = pendingLoad else { return }
+        if let last = lastStateLoadMs, now < last + Self.minStateLoadIntervalMs { return }  // the newest waits its turn
         if case .spectator = engine {
             // The host restarted the match: a spectator starts over from its state (the relay
             // sends it the inputs from the state's frame on).
             pendingLoad = nil
+            lastStateLoadMs = now
             jump(to: pending, now: now)
             return
         }
@@ -181,12 +183,16 @@ extension NetplayMatch {
             // this peer cannot run there. It starts over from the state (its own slot's inputs
             // come back from the relay as authoritative, as for any peer).
             pendingLoad = nil
+            lastStateLoadMs = now
             jump(to: pending, now: now)
             return
         }
         pendingLoad = nil
+        lastStateLoadMs = now
         do {
             try session.loadForeignState(pending.state, frame: local)
+            // The aligned state kept for serving is of the run the load replaced.
+            alignedState = nil
             if pending.reason == .desync { resyncs += 1 }
             note(.stateLoaded(frame: pending.frame, reason: pending.reason))
             link.send(.stateTransferAck(StateTransferAck(transferId: pending.transferId, loaded: true)), now: now)

@@ -182,6 +182,13 @@ public final class NetplayMatch<G: SerializableGame> {
     var relayPacesTransfers = false
     var assembly: Assembly?
     var pendingLoad: PendingLoad?
+    /// When this peer last loaded a state into its engine or started over from one (monotonic
+    /// ms): at most one every ``minStateLoadIntervalMs``, the newest waiting.
+    var lastStateLoadMs: UInt64?
+    /// A load re-simulates every frame from the state's on (hundreds), a jump builds a new
+    /// engine: a relay sending hundreds of small states in one read froze the game loop for
+    /// seconds. The relay's own transfers (a heal, a restart, a late join) come far apart.
+    static var minStateLoadIntervalMs: UInt64 { 500 }
     var alignedState: ConfirmedState<G.State>?
     /// When this peer last served states (monotonic ms), newest last: each one encodes and sends
     /// the whole state, so at most ``maxStatesServedPerSecond`` a second are.

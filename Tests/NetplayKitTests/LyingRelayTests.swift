@@ -4,7 +4,7 @@ import NetplayAuth
 import NetplayService
 import NetplayTestSupport
 import NetplayWire
-import Rollback
+@testable import Rollback
 import Testing
 @testable import NetplayKit
 
@@ -142,6 +142,45 @@ struct LyingRelayTests {
             authoritative: true, inputSize: 1,
             players: [PlayerInputs(slot: 2, startFrame: UInt32(frame), inputs: Array(repeating: 3, count: count))],
             confirmedFrames: UInt32(frame + count))))
+    }
+
+    /// Every state a relay sent was loaded at once, each load re-simulating the frames since the
+    /// state's (hundreds): a relay sending hundreds of small states in one read froze the game
+    /// loop for seconds. At most one state is loaded every half second: the newest.
+    @Test func aFloodOfStatesIsLoadedTwiceASecondAtMost() throws {
+        let match = try playingMatch()
+        try match.makeEngine(at: 0, game: Arena(playerCount: 2))
+        let state = Arena.encode(Arena(playerCount: 2).saveState())
+        func loaded() -> [Int] { match.events.compactMap { if case .stateLoaded(let frame, _) = $0 { frame } else { nil } } }
+        for id in 1 ... 50 {
+            match.receive(Envelope(body: .stateChunk(StateChunk(transferId: UInt32(id), frame: 0, offset: 0, totalSize: UInt64(state.count),
+                                                                data: state, last: true, reason: .desync))), now: 10_000)
+        }
+        #expect(loaded().count == 1)
+        match.retryPendingLoad(now: 10_499)
+        #expect(loaded().count == 1)
+        match.retryPendingLoad(now: 10_500)
+        #expect(loaded().count == 2, "the newest, half a second later")
+        match.retryPendingLoad(now: 12_000)
+        #expect(loaded().count == 2, "and no other")
+    }
+
+    /// The state kept for serving (the last one at a checksum frame) outlived the engine it came
+    /// from: after a jump to a state far ahead, or a heal, the old run's state was served,
+    /// labelled with the new run's frames, and its receiver desynced.
+    @Test func aJumpOrALoadForgetsTheStateKeptForServing() throws {
+        let match = try playingMatch()
+        try match.makeEngine(at: 0, game: Arena(playerCount: 2))
+        let old = Arena(playerCount: 2).saveState()
+        match.alignedState = ConfirmedState(frame: 0, state: old, checksum: nil)
+        try match.makeEngine(at: 5_000, game: Arena(playerCount: 2))
+        #expect(match.alignedState == nil && match.lastCheckedConfirmed == 0)
+        match.alignedState = ConfirmedState(frame: 0, state: old, checksum: nil)
+        let state = Arena.encode(Arena(playerCount: 2).saveState())
+        match.receive(Envelope(body: .stateChunk(StateChunk(transferId: 1, frame: 5_000, offset: 0, totalSize: UInt64(state.count),
+                                                            data: state, last: true, reason: .desync))), now: 10_000)
+        #expect(match.events.contains { if case .stateLoaded = $0 { true } else { false } })
+        #expect(match.alignedState == nil, "the loaded state replaced the run the kept one came from")
     }
 
     /// One authoritative run claiming frames two billion ahead made every real row of the resend
