@@ -183,14 +183,20 @@ extension NetplayMatch {
         // within the horizon of this peer's own frame: measured from the newest row, runs each
         // just within it moved it on, ten of them as far as one run far ahead.
         let anchored = currentFrame + options.historyFrames
+        // Frames at or below the floor would be pruned with the rest: not written at all (a run
+        // of 8,192 old frames cost as many row updates, most of them thrown away after).
+        let floor = historyNewest - options.historyFrames
         for run in broadcast.players {
             let player = Int(run.slot) - 1
             guard player >= 0, player < slots else { continue }
             let horizon = Int(run.startFrame) <= historyNewest + 1 ? max(anchored, historyNewest + options.historyFrames) : anchored
-            for index in 0 ..< run.inputs.count / size {
+            let count = run.inputs.count / size
+            for index in min(max(0, floor + 1 - Int(run.startFrame)), count) ..< count {
                 let frame = Int(run.startFrame) + index
                 guard frame <= horizon else { break }
-                var row = history[frame] ?? (Array(repeating: 0, count: slots * size), Array(repeating: .received, count: slots))
+                // Taken out while it changes, so its arrays are changed in place, not copied.
+                var row = history.removeValue(forKey: frame)
+                    ?? (Array(repeating: 0, count: slots * size), Array(repeating: .received, count: slots))
                 for byte in 0 ..< size { row.inputs[player * size + byte] = run.inputs[index * size + byte] }
                 row.statuses[player] = run.status.isEmpty ? .received : run.status[min(index, run.status.count - 1)]
                 history[frame] = row
