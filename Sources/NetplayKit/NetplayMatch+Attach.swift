@@ -131,8 +131,9 @@ extension NetplayMatch {
     }
 
     /// Why an attach answer cannot be from a relay running this session, or nil: a start
-    /// frame past the wire's frame limit, a slot outside the session, or, once attached, a
-    /// session of another shape (input size, players) or another slot for a running engine.
+    /// frame past the wire's frame limit, a slot outside the session, a session of another shape
+    /// (input size, players) than the ticket's or the last attach's, or another slot for a
+    /// running engine.
     /// Taken as they come, they trapped the match (frame numbers overflowing what it sends back,
     /// its history rows indexed past their length) or left it unable to add an input.
     func implausible(_ response: AttachResponse) -> String? {
@@ -140,11 +141,14 @@ extension NetplayMatch {
         if Int(response.slot) > Int(response.params.maxPlayers) || (role == .player) != (response.slot > 0) {
             return "gives slot \(response.slot) in a session of \(response.params.maxPlayers) players"
         }
-        guard attachedOnce else { return nil }
+        // Before the first attach `params` are the signed ticket's: a relay answering the first
+        // attach with another input size had every tick refused (the frontend's inputs no longer
+        // fit) and the match spin for good.
         if response.params.inputSize != params.inputSize || response.params.maxPlayers != params.maxPlayers {
             return "changes the session from \(params.maxPlayers) players of \(params.inputSize)-byte inputs to "
                 + "\(response.params.maxPlayers) of \(response.params.inputSize)"
         }
+        guard attachedOnce else { return nil }
         if case .player = engine, Int(response.slot) != slot { return "moves this player from slot \(slot) to \(response.slot) mid-match" }
         return nil
     }

@@ -91,6 +91,13 @@ struct StateAssemblyTests {
         match.attached(AttachResponse(role: .spectator, params: wider, stateFollows: true, running: true), now: 0)
         guard case .disconnected(.failed(let why)) = match.state else { Issue.record("\(match.state)"); return }
         #expect(why.contains("changes the session"), "\(why)")
+        // The first attach too, against the signed ticket's shape: answered with 64-byte inputs
+        // where the ticket says otherwise, every tick of the frontend's inputs was refused and
+        // the match spun for good.
+        let (first, _) = try waitingSpectator()
+        first.attached(AttachResponse(role: .spectator, params: wider, stateFollows: true, running: true), now: 0)
+        guard case .disconnected(.failed(let firstWhy)) = first.state else { Issue.record("\(first.state)"); return }
+        #expect(firstWhy.contains("changes the session"), "\(firstWhy)")
     }
 
     /// Figures past Int in the relay's statistics are shown clamped: reading the HUD trapped.
