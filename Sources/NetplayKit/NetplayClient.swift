@@ -55,7 +55,19 @@ public final class NetplayClient: Sendable {
         }
         let admission = try lobby.host(settings: settings, content: content, inputSize: inputSize, hostName: name)
         options.serverKey = serverKey(for: admission)
-        return (try NetplayMatch(game: game, admission: admission, options: options), nil)
+        return (try matchOrLeave(game: game, admission: admission, options: options), nil)
+    }
+
+    /// The match for `admission`; when it cannot be made (a relay endpoint it cannot connect to,
+    /// no file descriptor left), the seat is given back: it stayed taken (a hosted room listed)
+    /// until the coordinator expired it, and a retry made a second room.
+    private func matchOrLeave<G: SerializableGame>(game: G, admission: Admission, options: NetplayMatchOptions) throws -> NetplayMatch<G> {
+        do {
+            return try NetplayMatch(game: game, admission: admission, options: options)
+        } catch {
+            try? lobby.leave(admission)
+            throw error
+        }
     }
 
     /// Joins `room` as a player.
@@ -63,13 +75,13 @@ public final class NetplayClient: Sendable {
                                           preferredSlot: Int = 0) throws -> NetplayMatch<G> {
         let admission = try lobby.join(room, name: name, role: .player, password: password, content: content,
                                        preferredSlot: preferredSlot)
-        return try NetplayMatch(game: game, admission: admission, options: options(for: admission))
+        return try matchOrLeave(game: game, admission: admission, options: options(for: admission))
     }
 
     /// Watches `room` as a spectator (mid-match joins start from a state snapshot).
     public func spectate<G: SerializableGame>(_ room: NetplayRoom, game: G, password: String = "") throws -> NetplayMatch<G> {
         let admission = try lobby.join(room, name: name, role: .spectator, password: password)
-        return try NetplayMatch(game: game, admission: admission, options: options(for: admission))
+        return try matchOrLeave(game: game, admission: admission, options: options(for: admission))
     }
 
     /// The lobby's CurveZMQ key for a cluster admission (its relay and coordinator encrypt like

@@ -5,6 +5,8 @@ import NetplayWire
 import Synchronization
 import Testing
 import ZeroMQ
+import Games
+import NetplayAuth
 @testable import NetplayKit
 
 @Suite("NetplayLobby keeps its connections and outlasts a lost request", .ownThread)
@@ -194,5 +196,33 @@ struct LobbyConnectionTests {
         #expect(error?.code == .notFound && error?.message == "scripted")
         #expect(service.log.count == 1, "an answered request is not repeated")
         #expect(lobby.connections.idleCount == 1)
+    }
+
+    /// A room the coordinator made whose match could not be built (its relay endpoint one the
+    /// app cannot connect to) stayed listed until the coordinator expired it, its seat taken,
+    /// and a retry made a second one: the seat is given back.
+    @Test func aMatchThatCannotBeMadeGivesItsSeatBack() throws {
+        let ticket = try JoinTicketSigner(keyRing: TicketKeyRing.generate()).issue(
+            sessionId: "s-1", participantId: "p1", role: .player, slot: 1, relayId: "r", relayEndpoint: "tcp://127.0.0.1:port",
+            params: SyncParams(inputSize: 2, maxPlayers: 2), name: "h", ttlMs: 60_000, nowUnixMs: UnixTime.nowMs())
+        let coordinator = try LyingService(script: { arrival in
+            if case .createSessionRequest = arrival.request.body {
+                return .reply(.createSessionResponse(CreateSessionResponse(session: SessionInfo(sessionId: "s-1"), participantId: "p1",
+                                                                           participantToken: [1, 2, 3], ticket: ticket)))
+            }
+            return .reply(.sessionResponse(SessionResponse(session: SessionInfo(sessionId: "s-1"))))
+        })
+        defer { coordinator.stop() }
+        var lobby = NetplayLobby(discovery: nil, coordinator: coordinator.requests)
+        lobby.measuresRelays = false
+        let client = NetplayClient(name: "h", lobby: lobby)
+        var settings = NetplaySettings(roomName: "r")
+        settings.network = .relay
+        #expect(throws: (any Error).self) {
+            _ = try client.host(game: Arena(playerCount: 2), inputSize: 2, settings: settings,
+                                content: ContentInfo(gameName: "g", coreId: "c", coreVersion: "1"))
+        }
+        #expect(coordinator.log.contains { if case .leaveSessionRequest(let leave) = $0.request.body { leave.sessionId == "s-1" } else { false } },
+                "\(coordinator.log.map { $0.request.body.name })")
     }
 }
