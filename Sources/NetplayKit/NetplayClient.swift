@@ -59,8 +59,9 @@ public final class NetplayClient: Sendable {
     }
 
     /// The match for `admission`; when it cannot be made (a relay endpoint it cannot connect to,
-    /// no file descriptor left), the seat is given back: it stayed taken (a hosted room listed)
-    /// until the coordinator expired it, and a retry made a second room.
+    /// no file descriptor left), a coordinator's seat is given back: it stayed taken (a hosted
+    /// room listed) until the coordinator expired it, and a retry made a second room. (A LAN
+    /// host's place is freed by its pending-join timeout: there is no coordinator to tell.)
     private func matchOrLeave<G: SerializableGame>(game: G, admission: Admission, options: NetplayMatchOptions) throws -> NetplayMatch<G> {
         do {
             return try NetplayMatch(game: game, admission: admission, options: options)

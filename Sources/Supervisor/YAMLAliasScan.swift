@@ -15,16 +15,20 @@ enum YAMLAliasScan {
     /// The 1-based line and column of the first alias in `text`, or nil when it has none or
     /// libyaml stops at an error first (composing reports that error).
     static func firstAlias(in text: String) -> (line: Int, column: Int)? {
-        var parser = yaml_parser_t()
-        guard yaml_parser_initialize(&parser) == 1 else { return nil }
-        defer { yaml_parser_delete(&parser) }
+        // Allocated: libyaml keeps a pointer to the parser inside it (the string input's
+        // state), which `&parser` of a Swift variable guarantees only for each call.
+        let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
+        defer { parser.deallocate() }
+        parser.initialize(to: yaml_parser_t())
+        guard yaml_parser_initialize(parser) == 1 else { return nil }
+        defer { yaml_parser_delete(parser) }
         let bytes = Array(text.utf8)
         return bytes.withUnsafeBufferPointer { buffer -> (line: Int, column: Int)? in
             guard let base = buffer.baseAddress else { return nil }
-            yaml_parser_set_input_string(&parser, base, buffer.count)
+            yaml_parser_set_input_string(parser, base, buffer.count)
             while true {
                 var event = yaml_event_t()
-                guard yaml_parser_parse(&parser, &event) == 1 else { return nil }
+                guard yaml_parser_parse(parser, &event) == 1 else { return nil }
                 defer { yaml_event_delete(&event) }
                 switch event.type {
                 case YAML_ALIAS_EVENT:

@@ -183,6 +183,9 @@ public final class HTTPServer {
     }
 
     private func evict(_ connection: Connection, reason: String) {
+        // One already answered (lingering for its client to close) goes without a count or a
+        // warning: nobody was refused anything.
+        if connection.finished != nil { drop(connection); return }
         dropped[reason]?.increment()
         warnCap(reason: reason, address: connection.address)
         drop(connection)

@@ -143,6 +143,14 @@ public struct MetricStore {
     /// (twice its bytes at worst), the `service` and
     /// `instance` labels the page adds (`identityBytes`: both names' bytes), a bucket's `le` and
     /// the value.
+    /// The most bytes a family's `# HELP` and `# TYPE` lines take (once per name in a
+    /// snapshot): the help escaped (twice its bytes at worst), the name twice. Uncounted, 2,000
+    /// gauges of their own names and 512-byte helps of backslashes made an instance's share of
+    /// the page half again its cap.
+    static func familyBytes(_ metric: Metric) -> Int {
+        "# HELP  \n# TYPE  histogram\n".utf8.count + 2 * metric.name.utf8.count + 2 * metric.help.utf8.count
+    }
+
     static func pageBytes(_ metric: Metric, identityBytes: Int) -> Int {
         var line = metric.name.utf8.count + "_bucket{} ".utf8.count + 32  // the value
         for label in metric.labels { line += "exported_".utf8.count + label.key.utf8.count + 2 * label.value.utf8.count + 4 }
@@ -190,6 +198,7 @@ public struct MetricStore {
         var series = 0
         var bytes = 0
         let identityBytes = snapshot.service.utf8.count + snapshot.instance.utf8.count
+        var families = Set<String>()
         var accepted: [Metric] = []
         accepted.reserveCapacity(min(snapshot.metrics.count, limits.maxSeriesPerInstance))
         for metric in snapshot.metrics {
@@ -198,13 +207,15 @@ public struct MetricStore {
             let size = Self.series(metric)
             if series + size > limits.maxSeriesPerInstance { outcome.drops[.tooManySeriesPerInstance, default: 0] += 1; continue }
             if othersSeries + series + size > limits.maxSeries { outcome.drops[.tooManySeries, default: 0] += 1; continue }
-            let cost = Self.pageBytes(metric, identityBytes: identityBytes)
+            var cost = Self.pageBytes(metric, identityBytes: identityBytes)
+            if !families.contains(metric.name) { cost += Self.familyBytes(metric) }
             if bytes + cost > limits.maxPageBytesPerInstance || othersBytes + bytes + cost > limits.maxPageBytes {
                 outcome.drops[.tooManyBytes, default: 0] += 1
                 continue
             }
             series += size
             bytes += cost
+            families.insert(metric.name)
             accepted.append(metric)
         }
         for problem in outcome.rejections { rejected[problem, default: 0] += 1 }

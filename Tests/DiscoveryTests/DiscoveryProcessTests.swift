@@ -284,7 +284,10 @@ struct DiscoveryProcessTests {
             let stranger = try UDPSocket(host: "127.0.0.\(40 + index)", port: 0)
             #expect(stranger.send(try beacon("trap-\(index)", endpoint: endpoint), to: target))
         }
-        usleep(300_000)
+        // A good beacon sent after them, once listed, shows they were read.
+        let after = try UDPSocket(host: "127.0.0.44", port: 0)
+        #expect(after.send(try beacon("after-traps", endpoint: "tcp://127.0.0.44:7300"), to: target))
+        #expect(eventually(within: 5) { beaconRoomIds(discovery).contains("lan:127.0.0.44:after-traps") })
         #expect(discovery.process.process.isRunning)
         #expect(!beaconRoomIds(discovery).contains { $0.contains("trap-") })
         for id in ["fields", "noplayers"] {

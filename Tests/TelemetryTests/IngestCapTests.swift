@@ -59,7 +59,7 @@ struct IngestCapTests {
             Metric(name: "netplay_wide\(index)_seconds", kind: .histogram, labels: labels, bucketBounds: bounds,
                    bucketCounts: bounds.map { UInt64($0) }, sum: 1, count: 64)
         }
-        let cost = MetricStore.pageBytes(wide(0), identityBytes: "sync".utf8.count + "a".utf8.count)
+        let cost = MetricStore.pageBytes(wide(0), identityBytes: "sync".utf8.count + "a".utf8.count) + MetricStore.familyBytes(wide(0))
         var store = MetricStore(limits: .init(maxPageBytesPerInstance: 3 * cost, maxPageBytes: 5 * cost))
         // Four such histograms (268 series, within the series caps): three fit the instance.
         let first = store.ingest(snapshot("a", (0 ..< 4).map(wide)), at: 0)
@@ -72,6 +72,16 @@ struct IngestCapTests {
             instance.metrics.map { PrometheusRenderer.Entry(metric: $0, extraLabels: [("service", instance.service), ("instance", instance.instance)]) }
         }, conflicts: &conflicts)
         #expect(page.utf8.count <= store.pageBytes && page.utf8.count > store.pageBytes / 2, "\(page.utf8.count) of \(store.pageBytes)")
+        // The HELP and TYPE lines count too, once per name: 512-byte helps of backslashes were
+        // not counted, and an instance's page ran half again past its cap.
+        let helped = (0 ..< 20).map { Metric(name: "netplay_helped_\($0)", help: String(repeating: "\\", count: 512), kind: .gauge, value: 1) }
+        var helpStore = MetricStore()
+        helpStore.ingest(snapshot("h", helped), at: 0)
+        var helpConflicts = 0
+        let helpPage = PrometheusRenderer.render(helpStore.sortedInstances.flatMap { instance in
+            instance.metrics.map { PrometheusRenderer.Entry(metric: $0, extraLabels: [("service", instance.service), ("instance", instance.instance)]) }
+        }, conflicts: &helpConflicts)
+        #expect(helpPage.utf8.count <= helpStore.pageBytes, "\(helpPage.utf8.count) of \(helpStore.pageBytes)")
         // A new snapshot replaces the instance's bytes; a forgotten instance frees them.
         #expect(store.ingest(snapshot("a", [wide(0)]), at: 1).drops.isEmpty && store.pageBytes == 3 * cost)
         store.forgetAfter = 0.5
