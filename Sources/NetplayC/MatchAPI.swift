@@ -57,11 +57,7 @@ extension np_host_settings {
 /// checked before anything is sent, as capi.md promises (it failed at the send, reported as the
 /// service not answering).
 func requireWireFit(_ message: some WireMessage, _ what: String) throws(CAPIFailure) {
-    do {
-        _ = try message.encoded()
-    } catch {
-        throw .invalid("\(what): \(error.description)")
-    }
+    if let problem = message.wireProblem { throw .invalid("\(what): \(problem.description)") }
 }
 
 /// The defaults `np_host_settings_init` fills in.

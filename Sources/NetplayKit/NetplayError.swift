@@ -23,10 +23,6 @@ extension NetplayError {
     /// no retry could change (and a LAN room's beacons and the host's own attach failed the same
     /// way, silently, until the match gave up on its relay).
     static func requireWireFit(_ message: some WireMessage, _ what: String) throws(NetplayError) {
-        do {
-            _ = try message.encoded()
-        } catch {
-            throw NetplayError(.badRequest, "The \(what) does not fit the wire: \(error.description)")
-        }
+        if let problem = message.wireProblem { throw NetplayError(.badRequest, "The \(what) does not fit the wire: \(problem.description)") }
     }
 }

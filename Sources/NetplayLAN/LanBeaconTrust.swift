@@ -35,7 +35,7 @@ extension LanBeaconCodec {
               let claimed = UDPAddress.parseIP(String(host)) else {
             return "host endpoint '\(shown)' does not name an IPv4 address"
         }
-        guard !port.isEmpty, port.count <= 5, port.allSatisfy({ ("0"..."9").contains($0) }), let number = Int(port), (1...65535).contains(number) else {
+        guard !port.isEmpty, port.count <= 5, UDPAddress.isDecimal(port), let number = Int(port), (1...65535).contains(number) else {
             return "host endpoint '\(shown)' has no port from 1 to 65535"
         }
         if claimed == source.ip { return nil }

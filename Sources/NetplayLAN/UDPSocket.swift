@@ -42,7 +42,7 @@ public struct UDPAddress: Hashable, Sendable, CustomStringConvertible {
         guard parts.count == 1 || parts.count == 2 else { return nil }
         guard let ip = Self.parseIP(String(parts[0])) else { return nil }
         if parts.count == 2 {
-            guard parts[1].utf8.allSatisfy({ (0x30...0x39).contains($0) }), let port = UInt16(parts[1]) else { return nil }
+            guard Self.isDecimal(parts[1]), let port = UInt16(parts[1]) else { return nil }
             self.init(ip: ip, port: port)
         } else {
             guard let defaultPort else { return nil }
@@ -58,11 +58,15 @@ public struct UDPAddress: Hashable, Sendable, CustomStringConvertible {
         guard octets.count == 4 else { return nil }
         var value: UInt32 = 0
         for octet in octets {
-            guard !octet.isEmpty, octet.count <= 3, octet.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
-                  let byte = UInt8(octet) else { return nil }
+            guard !octet.isEmpty, octet.count <= 3, isDecimal(octet), let byte = UInt8(octet) else { return nil }
             value = value << 8 | UInt32(byte)
         }
         return value
+    }
+
+    /// Whether `text` is ASCII digits only (`UInt8` and `UInt16` also take a sign).
+    static func isDecimal(_ text: Substring) -> Bool {
+        text.utf8.allSatisfy { (0x30 ... 0x39).contains($0) }
     }
 
     /// Dotted-quad form of the address.

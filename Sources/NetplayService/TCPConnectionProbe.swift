@@ -41,8 +41,7 @@ public struct TCPConnectionProbe: Sendable, Hashable {
     /// tcp_info's acknowledged bytes of `fd`; nil when it is no TCP socket (or off Linux).
     static func acknowledgedBytes(of fd: Int32) -> Int64? {
         #if os(Linux)
-        let value = cepoll_tcp_bytes_acked(fd)
-        return value >= 0 ? Int64(value) : nil
+        return kernelCount(cepoll_tcp_bytes_acked(fd))
         #else
         return nil
         #endif
@@ -51,10 +50,12 @@ public struct TCPConnectionProbe: Sendable, Hashable {
     /// `fd`'s send queue (SIOCOUTQ); nil when it is no TCP socket (or off Linux).
     static func unacknowledgedBytes(of fd: Int32) -> Int64? {
         #if os(Linux)
-        let value = cepoll_tcp_unacknowledged_bytes(fd)
-        return value >= 0 ? Int64(value) : nil
+        return kernelCount(cepoll_tcp_unacknowledged_bytes(fd))
         #else
         return nil
         #endif
     }
+
+    /// A count the C helpers return, -1 meaning none.
+    private static func kernelCount(_ value: Int64) -> Int64? { value >= 0 ? value : nil }
 }

@@ -20,6 +20,19 @@ public protocol WireMessage: Sendable, Hashable {
     func jsonLine() -> String
 }
 
+extension WireMessage {
+    /// What keeps the message off the wire (a field past its limit, a required one missing), or
+    /// nil when it encodes: for checking what a caller gave before anything is sent.
+    public var wireProblem: WireError? {
+        do {
+            _ = try encoded()
+            return nil
+        } catch {
+            return error
+        }
+    }
+}
+
 /// The generated bridge between a Swift message and its protobuf-c struct.
 protocol _CMessage {
     associatedtype CStruct

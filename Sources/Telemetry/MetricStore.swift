@@ -138,11 +138,6 @@ public struct MetricStore {
         metric.kind == .histogram ? metric.bucketBounds.count + 3 : 1
     }
 
-    /// The most bytes `metric`'s series take on the page: each repeats the name with a suffix,
-    /// every label (renamed `exported_` when it is one the page sets) with its value escaped
-    /// (twice its bytes at worst), the `service` and
-    /// `instance` labels the page adds (`identityBytes`: both names' bytes), a bucket's `le` and
-    /// the value.
     /// The most bytes a family's `# HELP` and `# TYPE` lines take (once per name in a
     /// snapshot): the help escaped (twice its bytes at worst), the name twice. Uncounted, 2,000
     /// gauges of their own names and 512-byte helps of backslashes made an instance's share of
@@ -151,6 +146,10 @@ public struct MetricStore {
         "# HELP  \n# TYPE  histogram\n".utf8.count + 2 * metric.name.utf8.count + 2 * metric.help.utf8.count
     }
 
+    /// The most bytes `metric`'s series take on the page: each repeats the name with a suffix,
+    /// every label (renamed `exported_` when it is one the page sets) with its value escaped
+    /// (twice its bytes at worst), the `service` and `instance` labels the page adds
+    /// (`identityBytes`: both names' bytes), a bucket's `le` and the value.
     static func pageBytes(_ metric: Metric, identityBytes: Int) -> Int {
         var line = metric.name.utf8.count + "_bucket{} ".utf8.count + 32  // the value
         for label in metric.labels { line += "exported_".utf8.count + label.key.utf8.count + 2 * label.value.utf8.count + 4 }
