@@ -38,23 +38,17 @@ public struct TCPConnectionProbe: Sendable, Hashable {
         return fstat(fd, &info) == 0 ? UInt64(info.st_ino) : nil
     }
 
-    /// tcp_info's acknowledged bytes of `fd`; nil when it is no TCP socket (or off Linux).
-    static func acknowledgedBytes(of fd: Int32) -> Int64? {
-        #if os(Linux)
-        return kernelCount(cepoll_tcp_bytes_acked(fd))
-        #else
-        return nil
-        #endif
-    }
-
-    /// `fd`'s send queue (SIOCOUTQ); nil when it is no TCP socket (or off Linux).
-    static func unacknowledgedBytes(of fd: Int32) -> Int64? {
-        #if os(Linux)
-        return kernelCount(cepoll_tcp_unacknowledged_bytes(fd))
-        #else
-        return nil
-        #endif
-    }
+    #if os(Linux)
+    /// tcp_info's acknowledged bytes of `fd`; nil when it is no TCP socket.
+    static func acknowledgedBytes(of fd: Int32) -> Int64? { kernelCount(cepoll_tcp_bytes_acked(fd)) }
+    /// `fd`'s send queue (SIOCOUTQ); nil when it is no TCP socket.
+    static func unacknowledgedBytes(of fd: Int32) -> Int64? { kernelCount(cepoll_tcp_unacknowledged_bytes(fd)) }
+    #else
+    /// Nothing to ask off Linux.
+    static func acknowledgedBytes(of fd: Int32) -> Int64? { nil }
+    /// Nothing to ask off Linux.
+    static func unacknowledgedBytes(of fd: Int32) -> Int64? { nil }
+    #endif
 
     /// A count the C helpers return, -1 meaning none.
     private static func kernelCount(_ value: Int64) -> Int64? { value >= 0 ? value : nil }
