@@ -13,8 +13,9 @@
 #   mark and names it. A test process that crashes cannot stop its clusters itself, and a cluster
 #   left running holds ports and data the next run needs;
 # - gives the run a temporary directory of its own (TMPDIR, which Foundation, mktemp and Python
-#   all use) and removes it when the run ends: the tests' data directories, replays, keys and
-#   sockets go there, so no run leaves them behind in /tmp, whichever way it ended.
+#   all use) and removes it when the run passes: the tests' data directories, replays, keys and
+#   logs go there, so a passing run leaves nothing behind in /tmp; a failing one keeps them (its
+#   failures name the logs there) and says where.
 set -uo pipefail
 log=$1; shift
 mkdir -p "$(dirname "$log")"
@@ -39,7 +40,8 @@ trap 'reap; rm -rf "$run_tmp"; exit 130' INT TERM
 RUN_TESTS_MARK=$mark TMPDIR=$run_tmp "${SWIFT:-swift}" test "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 reap
-rm -rf "$run_tmp"
+# A failed run keeps them: the logs its failures point to are there.
+if [ "$status" -eq 0 ]; then rm -rf "$run_tmp"; else echo "run-tests: the run's temporary files are kept in $run_tmp" | tee -a "$log"; fi
 if [ "$status" -ne 0 ]; then
   echo
   echo "run-tests: swift test exited $status (at most $SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH tests at once); what failed (whole log: $log):"
